@@ -1,0 +1,40 @@
+"""Socket addresses as RocketMQ stores them: raw address bytes (4 for IPv4, 16 for IPv6) + a 4-byte port."""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+
+IPV4_HOST_SIZE = 8
+IPV6_HOST_SIZE = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    ip: str
+    port: int
+
+    @property
+    def is_v6(self) -> bool:
+        return ":" in self.ip
+
+    @property
+    def packed(self) -> bytes:
+        """Address bytes followed by the port as a big-endian int: 8 bytes (IPv4) or 20 (IPv6)."""
+        return ipaddress.ip_address(self.ip).packed + struct.pack(">i", self.port)
+
+    @classmethod
+    def unpack(cls, data: bytes | memoryview) -> Host:
+        """Inverse of ``packed``; the length (8 or 20) tells the family."""
+        if len(data) not in (IPV4_HOST_SIZE, IPV6_HOST_SIZE):
+            raise ValueError(f"host field must be 8 or 20 bytes, got {len(data)}")
+        addr = bytes(data[:-4])
+        (port,) = struct.unpack(">i", data[-4:])
+        return cls(str(ipaddress.ip_address(addr)), port)
+
+    def __str__(self) -> str:
+        return f"[{self.ip}]:{self.port}" if self.is_v6 else f"{self.ip}:{self.port}"
+
+
+LOCAL_HOST = Host("127.0.0.1", 10911)
