@@ -1,0 +1,26 @@
+"""mqstore's storage engine: RocketMQ's commitlog, consume queues and index files, passive and
+single-threaded. See ``MessageStore`` for the embedded composition of its parts."""
+
+from engine.config import Geometry, GeometryError, StoreConfig
+from engine.host import Host
+from engine.lookup import GetResult, GetStatus
+from engine.message import Message, PutResult, PutStatus
+from engine.record import Record
+from engine.recovery import RecoveryResult
+from engine.store import MessageStore, StoreLockedError
+
+__all__ = [
+    "Geometry",
+    "GeometryError",
+    "GetResult",
+    "GetStatus",
+    "Host",
+    "Message",
+    "MessageStore",
+    "PutResult",
+    "PutStatus",
+    "Record",
+    "RecoveryResult",
+    "StoreConfig",
+    "StoreLockedError",
+]

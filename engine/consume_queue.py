@@ -1,0 +1,246 @@
+"""ConsumeQueue: per (topic, queue id), one 20-byte entry per message, in queue-offset order.
+
+Entry (big-endian), at byte ``queue_offset * 20`` of ``consumequeue/{topic}/{queueId}/``:
+
+    pos  size  field
+      0     8  phys_offset   commitlog offset of the record
+      8     4  size          the record's TOTALSIZE
+     12     8  tags_code     Java hash of TAGS (or delivery time of a delayed message)
+
+300,000 entries per file by default. An entry is valid when ``phys_offset >= 0 and size > 0``.
+A queue whose first entry has a non-zero queue offset starts with filler entries
+``[0][0x7FFFFFFF][0]`` below its min offset (RocketMQ's pre-blank).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.mapped_file import MappedFile
+from engine.mapped_file_queue import MappedFileQueue
+
+CQ_ENTRY_SIZE = 20
+DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
+FILLER_SIZE = 0x7FFFFFFF
+CQ_DTYPE = np.dtype([("phys_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+_ENTRY = struct.Struct(">qiq")
+
+CqEntries = npt.NDArray[np.void]
+
+
+def encode_entry(phys_offset: int, size: int, tags_code: int) -> bytes:
+    return _ENTRY.pack(phys_offset, size, tags_code)
+
+
+def decode_entry(data: bytes | memoryview) -> tuple[int, int, int]:
+    phys_offset, size, tags_code = _ENTRY.unpack(data)
+    return int(phys_offset), int(size), int(tags_code)
+
+
+def cq_file_size(entries_per_file: int) -> int:
+    return entries_per_file * CQ_ENTRY_SIZE
+
+
+def _file_entries(mf: MappedFile, count: int | None = None) -> CqEntries:
+    """A copy of the file's entries (copies, so no view outlives the mapping)."""
+    n = mf.file_size // CQ_ENTRY_SIZE if count is None else count
+    return np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=n).copy()
+
+
+def _first_invalid(entries: CqEntries) -> int:
+    valid = (entries["phys_offset"] >= 0) & (entries["size"] > 0)
+    return len(entries) if bool(valid.all()) else int(np.argmin(valid))
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, queue: MappedFileQueue) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.queue = queue
+        self.min_logic_pos = 0  # byte offset of the first valid entry
+        self.max_phys_end = -1  # max (phys_offset + size) of the entries written
+
+    @classmethod
+    def open(cls, root: Path | str, topic: str, queue_id: int,
+             entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *, writable: bool = True) -> ConsumeQueue:
+        directory = Path(root) / topic / str(queue_id)
+        cq = cls(topic, queue_id, MappedFileQueue.open(directory, cq_file_size(entries_per_file),
+                                                       writable=writable))
+        if cq.queue.files:
+            cq.min_logic_pos = cq.queue.min_offset
+        return cq
+
+    def close(self) -> None:
+        self.queue.close()
+
+    @property
+    def entries_per_file(self) -> int:
+        return self.queue.file_size // CQ_ENTRY_SIZE
+
+    @property
+    def min_queue_offset(self) -> int:
+        return self.min_logic_pos // CQ_ENTRY_SIZE
+
+    @property
+    def max_queue_offset(self) -> int:
+        """The next queue offset to be written."""
+        return self.queue.max_offset // CQ_ENTRY_SIZE
+
+    def flush(self, least_pages: int = 0) -> int:
+        return self.queue.flush(least_pages)
+
+    # -- write -------------------------------------------------------------------------------------
+
+    def append(self, queue_offset: int, phys_offset: int, size: int, tags_code: int) -> bool:
+        """Write the entry for ``queue_offset``. A record already covered (dispatched again after a
+        restart) is accepted without a second entry."""
+        if self.max_phys_end >= 0 and phys_offset + size <= self.max_phys_end:
+            return True
+        expect_pos = queue_offset * CQ_ENTRY_SIZE
+        was_empty = not self.queue.files
+        mf = self.queue.last_file_for_append(expect_pos)
+        if was_empty:
+            # A queue that starts past offset 0 (rebuilt after retention) keeps fillers below its min.
+            fillers = (expect_pos - mf.file_base) // CQ_ENTRY_SIZE
+            if fillers:
+                mf.append(encode_entry(0, FILLER_SIZE, 0) * fillers)
+            self.min_logic_pos = expect_pos
+        current = mf.file_base + mf.written_pos
+        if expect_pos < current:
+            return True
+        if expect_pos != current:
+            raise ConsumeQueueOrderError(
+                f"{self.topic}/{self.queue_id}: entry for queue offset {queue_offset} would land at "
+                f"{current // CQ_ENTRY_SIZE}")
+        mf.append(encode_entry(phys_offset, size, tags_code))
+        self.max_phys_end = phys_offset + size
+        return True
+
+    # -- read --------------------------------------------------------------------------------------
+
+    def read(self, queue_offset: int, max_count: int) -> CqEntries:
+        """Up to ``max_count`` entries from ``queue_offset`` (copies), crossing files as needed."""
+        out: list[CqEntries] = []
+        end = min(self.max_queue_offset, queue_offset + max_count)
+        qo = max(queue_offset, self.min_queue_offset)
+        while qo < end:
+            mf = self.queue.find(qo * CQ_ENTRY_SIZE)
+            if mf is None:
+                break
+            first = (qo * CQ_ENTRY_SIZE - mf.file_base) // CQ_ENTRY_SIZE
+            last = min(mf.written_pos // CQ_ENTRY_SIZE, first + end - qo)
+            if last <= first:
+                break
+            view = np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=last - first, offset=first * CQ_ENTRY_SIZE)
+            out.append(view.copy())
+            del view
+            qo += last - first
+        return np.concatenate(out) if out else np.empty(0, dtype=CQ_DTYPE)
+
+    def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
+        entries = self.read(queue_offset, 1)
+        if len(entries) == 0 or queue_offset < self.min_queue_offset:
+            return None
+        row = entries[0]
+        return int(row["phys_offset"]), int(row["size"]), int(row["tags_code"])
+
+    def last_phys_end(self) -> int:
+        """``phys_offset + size`` of the last entry, -1 for an empty queue."""
+        last = self.queue.last_file
+        if last is None or last.written_pos == 0:
+            return -1
+        phys_offset, size, _ = decode_entry(last.read(last.written_pos - CQ_ENTRY_SIZE, CQ_ENTRY_SIZE))
+        return phys_offset + size
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Find the end of the valid entries in the last three files and cut everything after it."""
+        files = self.queue.files
+        if not files:
+            self.max_phys_end = -1
+            return
+        end = files[max(0, len(files) - 3)].file_base
+        for mf in files[max(0, len(files) - 3):]:
+            entries = _file_entries(mf)
+            n_valid = _first_invalid(entries)
+            end = mf.file_base + n_valid * CQ_ENTRY_SIZE
+            if n_valid < len(entries):
+                break
+        self.queue.truncate_after(end)
+        self.queue.flushed_where = end
+        self.max_phys_end = self.last_phys_end()
+        self.min_logic_pos = max(self.min_logic_pos, self.queue.min_offset)
+
+    def truncate_dirty(self, phys_offset: int) -> None:
+        """Drop entries whose record starts at or after ``phys_offset`` (the commitlog's new end)."""
+        while self.queue.files:
+            last = self.queue.files[-1]
+            entries = _file_entries(last, last.written_pos // CQ_ENTRY_SIZE)
+            keep = int(np.searchsorted(entries["phys_offset"], phys_offset, side="left")) \
+                if len(entries) else 0
+            n_valid = min(keep, _first_invalid(entries))
+            if n_valid == 0 and len(self.queue.files) > 1 and last.file_base > self.min_logic_pos:
+                self.queue.files.pop()
+                last.delete()
+                continue
+            if n_valid < last.written_pos // CQ_ENTRY_SIZE:
+                self.queue.truncate_after(last.file_base + n_valid * CQ_ENTRY_SIZE)
+            break
+        self.max_phys_end = self.last_phys_end()
+
+    def correct_min_offset(self, min_phys_offset: int) -> None:
+        """After commitlog files were deleted: the min offset becomes the first entry whose record
+        still exists (fillers never count)."""
+        if self.min_queue_offset >= self.max_queue_offset:
+            return
+        entries = self.read(self.min_queue_offset, self.max_queue_offset - self.min_queue_offset)
+        live = (entries["phys_offset"] >= min_phys_offset) & (entries["size"] != FILLER_SIZE)
+        if bool(live.any()):
+            self.min_logic_pos += int(np.argmax(live)) * CQ_ENTRY_SIZE
+        else:
+            self.min_logic_pos = self.queue.max_offset
+
+    def delete_expired(self, min_phys_offset: int) -> int:
+        """Delete leading files whose every record is gone from the commitlog, then fix the min."""
+        def last_unit_phys(mf: MappedFile) -> int:
+            return decode_entry(mf.read(mf.file_size - CQ_ENTRY_SIZE, CQ_ENTRY_SIZE))[0]
+
+        deleted = self.queue.delete_expired_by_offset(min_phys_offset, last_unit_phys)
+        self.min_logic_pos = max(self.min_logic_pos, self.queue.min_offset)
+        self.correct_min_offset(min_phys_offset)
+        return deleted
+
+    # -- time --------------------------------------------------------------------------------------
+
+    def queue_offset_by_time(self, ts_ms: int, store_ms_at: Callable[[int], int], *, upper: bool = False) -> int:
+        """LOWER (default): the first offset whose store time is >= ``ts_ms`` (max offset if none).
+        UPPER: the last offset whose store time is <= ``ts_ms``. Clamped to [min, max]."""
+        lo, hi = self.min_queue_offset, self.max_queue_offset
+        if lo >= hi:
+            return lo
+        entries = self.read(lo, hi - lo)
+        phys = entries["phys_offset"]
+
+        def time_at(i: int) -> int:
+            t = store_ms_at(int(phys[i]))
+            return -1 if t < 0 else t  # a record already deleted reads as "too early"
+
+        left, right = 0, len(entries)
+        while left < right:
+            mid = (left + right) // 2
+            if (time_at(mid) <= ts_ms) if upper else (time_at(mid) < ts_ms):
+                left = mid + 1
+            else:
+                right = mid
+        result = lo + left - 1 if upper else lo + left
+        return min(max(result, self.min_queue_offset), self.max_queue_offset)
+
+
+class ConsumeQueueOrderError(RuntimeError):
+    """An entry would be written at a position other than its queue offset: the dispatcher is broken."""

@@ -1,0 +1,88 @@
+"""Every consume queue of a store, under ``{store}/consumequeue/{topic}/{queueId}/``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
+from engine.dispatch import DispatchRequest
+
+
+class ConsumeQueueStore:
+    def __init__(self, root: Path, entries_per_file: int, writable: bool) -> None:
+        self.root = root
+        self.entries_per_file = entries_per_file
+        self.writable = writable
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    @classmethod
+    def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
+             writable: bool = True) -> ConsumeQueueStore:
+        """Open every queue directory; directory names that are not queue ids are skipped."""
+        store = cls(Path(root), entries_per_file, writable)
+        if writable:
+            store.root.mkdir(parents=True, exist_ok=True)
+        if store.root.is_dir():
+            for topic_dir in sorted(p for p in store.root.iterdir() if p.is_dir()):
+                for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+                    if queue_dir.name.isdigit():
+                        store.get(topic_dir.name, int(queue_dir.name), create=True)
+        return store
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+        self.queues.clear()
+
+    def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None and (create or (self.root / topic / str(queue_id)).is_dir()):
+            cq = ConsumeQueue.open(self.root, topic, queue_id, self.entries_per_file, writable=self.writable)
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def __iter__(self) -> Iterator[ConsumeQueue]:
+        return iter(list(self.queues.values()))
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self.queues):
+            out.setdefault(topic, []).append(queue_id)
+        return out
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if request.has_queue_entry:
+            cq = self.get(request.topic, request.queue_id, create=True)
+            assert cq is not None
+            cq.append(request.queue_offset, request.phys_offset, request.size, request.tags_code)
+
+    def max_phys_end(self) -> int:
+        """The furthest commitlog byte any queue covers (-1 when no queue has entries)."""
+        return max((cq.max_phys_end for cq in self.queues.values()), default=-1)
+
+    def recover(self) -> None:
+        for cq in self.queues.values():
+            cq.recover()
+
+    def truncate_dirty(self, phys_offset: int) -> None:
+        for cq in self.queues.values():
+            if cq.max_phys_end > phys_offset:
+                cq.truncate_dirty(phys_offset)
+
+    def correct_min_offsets(self, min_phys_offset: int) -> None:
+        for cq in self.queues.values():
+            cq.correct_min_offset(min_phys_offset)
+
+    def delete_expired(self, min_phys_offset: int) -> int:
+        return sum(cq.delete_expired(min_phys_offset) for cq in self.queues.values())
+
+    def flush(self, least_pages: int = 0) -> None:
+        for cq in self.queues.values():
+            cq.flush(least_pages)
+
+    def delete_all(self) -> None:
+        for cq in self.queues.values():
+            cq.queue.delete_all()
+            cq.close()
+        self.queues.clear()

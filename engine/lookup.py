@@ -1,0 +1,149 @@
+"""Read paths: pull by queue offset with a tag filter, and queries by key, unique key and id.
+
+Status values and next-offset rules are RocketMQ's (``DefaultMessageStore.getMessage``). Unlike
+RocketMQ's broker, which leaves hash collisions to the client, every lookup here re-checks the tag,
+topic and key against the record itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from engine.commitlog import CommitLog
+from engine.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
+from engine.index_service import IndexService
+from engine.jhash import tags_code
+from engine.msgid import decode_offset_msg_id
+from engine.record import DecodeKind, Record
+
+MAX_FILTER_SCAN_BYTES = 16000
+SUBSCRIBE_ALL = "*"
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_RESET = "OFFSET_RESET"
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    status: GetStatus
+    next_queue_offset: int
+    min_queue_offset: int
+    max_queue_offset: int
+    messages: list[Record] = field(default_factory=list)
+    filtered_count: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(m.size for m in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class TagFilter:
+    """A subscription expression: ``*`` (or empty) for everything, else ``TagA || TagB``."""
+
+    tags: frozenset[str]
+
+    @classmethod
+    def parse(cls, expression: str | None) -> TagFilter:
+        if expression is None or expression.strip() in ("", SUBSCRIBE_ALL):
+            return cls(frozenset())
+        return cls(frozenset(t.strip() for t in expression.split("||") if t.strip()))
+
+    @property
+    def codes(self) -> frozenset[int]:
+        return frozenset(tags_code(t) for t in self.tags)
+
+    def matches(self, tags: str | None) -> bool:
+        return not self.tags or tags in self.tags
+
+
+@dataclass(frozen=True, slots=True)
+class PullLimits:
+    max_count: int = 32
+    max_bytes: int = 256 * 1024
+    transfer_count: int = 32
+    transfer_bytes: int = 256 * 1024
+
+
+def get_messages(cq: ConsumeQueue | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
+                 tag_filter: TagFilter, readable_end: int) -> GetResult:
+    """RocketMQ's getMessage over one queue, never reading records at or past ``readable_end``."""
+    if cq is None:
+        return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    min_qo, max_qo = cq.min_queue_offset, cq.max_queue_offset
+    if max_qo == 0:
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_qo, max_qo)
+    if queue_offset < min_qo:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, min_qo, min_qo, max_qo)
+    if queue_offset == max_qo:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_qo, max_qo)
+    if queue_offset > max_qo:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_qo, min_qo, max_qo)
+
+    scan_count = max(MAX_FILTER_SCAN_BYTES, limits.max_count * CQ_ENTRY_SIZE) // CQ_ENTRY_SIZE
+    entries = cq.read(queue_offset, scan_count)
+    if len(entries) == 0:
+        next_file = queue_offset + cq.entries_per_file - queue_offset % cq.entries_per_file
+        return GetResult(GetStatus.OFFSET_FOUND_NULL, next_file, min_qo, max_qo)
+    codes = tag_filter.codes
+    max_count = min(limits.max_count, limits.transfer_count)
+    max_bytes = min(limits.max_bytes, limits.transfer_bytes)
+    status = GetStatus.NO_MATCHED_MESSAGE
+    messages: list[Record] = []
+    total_bytes = filtered = 0
+    next_qo = queue_offset
+    for i, (phys_offset, size, code) in enumerate(entries.tolist()):
+        if phys_offset + size > readable_end:
+            break
+        if messages and (len(messages) + 1 > max_count or total_bytes + size > max_bytes):
+            break
+        next_qo = queue_offset + i + 1
+        if codes and code not in codes:
+            filtered += 1
+            continue
+        decoded = commitlog.read_record(phys_offset, check_crc=False)
+        record = decoded.record
+        if decoded.kind is not DecodeKind.RECORD or record is None or record.size != size:
+            if not messages:
+                status = GetStatus.MESSAGE_WAS_REMOVING
+            continue
+        if not tag_filter.matches(record.tags):  # a hash collision between two tags
+            filtered += 1
+            continue
+        messages.append(record)
+        total_bytes += size
+        status = GetStatus.FOUND
+    return GetResult(status, next_qo, min_qo, max_qo, messages, filtered)
+
+
+def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,
+                 begin_ms: int, end_ms: int, *, uniq: bool = False) -> list[Record]:
+    """Records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold ``key``, oldest first."""
+    found = index.query(topic, key, max_count, begin_ms, end_ms)
+    records: list[Record] = []
+    for phys_offset in sorted(set(found.phys_offsets)):
+        record = commitlog.read_record(phys_offset, check_crc=False).record
+        if record is None or record.topic != topic:
+            continue
+        if (record.uniq_key == key) if uniq else (key in record.keys):
+            records.append(record)
+    return records
+
+
+def view_by_id(commitlog: CommitLog, msg_id: str) -> Record | None:
+    """The record an offsetMsgId points at (None when it is not in the log)."""
+    _, phys_offset = decode_offset_msg_id(msg_id)
+    if phys_offset < commitlog.min_offset or phys_offset >= commitlog.max_offset:
+        return None
+    return commitlog.read_record(phys_offset, check_crc=False).record

@@ -1,0 +1,264 @@
+"""MessageStore: the engine's parts composed in one process, with synchronous dispatch.
+
+An embedded store for libraries, tools and tests. The actor system drives the same parts (commitlog,
+consume queues, index, checkpoint) from separate processes; nothing here holds a reference back to
+its owner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from engine.checkpoint import Checkpoint
+from engine.commitlog import CommitLog, RecordTooLargeError
+from engine.config import StoreConfig, resolve_geometry
+from engine.consume_queue import ConsumeQueue
+from engine.consume_queue_store import ConsumeQueueStore
+from engine.dispatch import DispatchRequest
+from engine.index_service import IndexService
+from engine.lookup import GetResult, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
+from engine.message import Message, PutResult, PutStatus, Refusal, encode_message
+from engine.metafile import abort_exists, create_abort, remove_abort
+from engine.msgid import UniqKeyGenerator, offset_msg_id
+from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from engine.record import PROP_UNIQ_KEY, Record, record_tags_code
+from engine.recovery import RecoveryResult, recover
+
+
+class StoreLockedError(RuntimeError):
+    """Another process has this store open for writing."""
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    def __init__(self, path: Path, config: StoreConfig, now_ms: Callable[[], int], lock_fd: int,
+                 commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None,
+                 checkpoint: Checkpoint, offsets: ConsumerOffsets, recovery: RecoveryResult) -> None:
+        self.path = path
+        self.config = config
+        self.now_ms = now_ms
+        self._lock_fd = lock_fd
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.checkpoint = checkpoint
+        self.offsets = offsets
+        self.recovery = recovery
+        self._uniq = UniqKeyGenerator.for_this_process(now_ms)
+        self._next_queue_offset = {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}
+        self._last_store_ms = 0
+
+    @classmethod
+    def open(cls, path: Path | str, config: StoreConfig | None = None, *,
+             now_ms: Callable[[], int] = wall_clock_ms) -> MessageStore:
+        """Create or recover the store at ``path``; its geometry is read from disk when it exists."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(path)
+        try:
+            wanted = config.geometry if config is not None else None
+            geometry = resolve_geometry(path, wanted)
+            config = replace(config or StoreConfig(), geometry=geometry).validate()
+            commitlog = CommitLog.open(path / "commitlog", geometry.commitlog_file_size)
+            queues = ConsumeQueueStore.open(path / "consumequeue", geometry.cq_entries_per_file)
+            index = IndexService.open(path / "index", geometry.index_slot_count, geometry.index_entry_count,
+                                      now_ms) if config.index_enabled else None
+            checkpoint = Checkpoint.open(path / "checkpoint")
+            abnormal = abort_exists(path)
+            result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
+                             check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc)
+            offsets = ConsumerOffsets.load(path / CONSUMER_OFFSET_FILE, now_ms)
+            create_abort(path, os.getpid())
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        return cls(path, config, now_ms, lock_fd, commitlog, queues, index, checkpoint, offsets, result)
+
+    def close(self) -> None:
+        """Flush everything, then remove the abort marker: the next open recovers normally."""
+        if self._lock_fd < 0:
+            return
+        self.flush()
+        self.offsets.persist(self.path / CONSUMER_OFFSET_FILE)
+        remove_abort(self.path)
+        self.commitlog.close()
+        self.queues.close()
+        if self.index is not None:
+            self.index.close()
+        self.checkpoint.close()
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- write -------------------------------------------------------------------------------------
+
+    def put(self, message: Message, queue_id: int = 0) -> PutResult:
+        return self.put_batch([message], queue_id)[0]
+
+    def put_batch(self, messages: Sequence[Message], queue_id: int | Sequence[int] = 0) -> list[PutResult]:
+        """Append many messages with one commitlog copy per file touched; one result per message."""
+        queue_ids = [queue_id] * len(messages) if isinstance(queue_id, int) else list(queue_id)
+        if len(queue_ids) != len(messages):
+            raise ValueError("one queue id per message")
+        now = self.now_ms()
+        results: list[PutResult | None] = [None] * len(messages)
+        batch = bytearray()
+        accepted: list[int] = []
+        sizes: list[int] = []
+        uniq_keys: list[str] = []
+        geometry = self.config.geometry
+        for i, (message, qid) in enumerate(zip(messages, queue_ids, strict=True)):
+            if not 0 <= qid < 1 << 31:
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, reason=f"queue id {qid} out of range")
+                continue
+            uniq = message.properties.get(PROP_UNIQ_KEY) or self._uniq.next()
+            encoded = encode_message(message, queue_id=qid, born_ms=now, store_host=self.config.store_host,
+                                     uniq_key=uniq, prop_crc=geometry.prop_crc,
+                                     max_body_bytes=self.config.max_body_bytes)
+            if isinstance(encoded, Refusal):
+                results[i] = PutResult(encoded.status, reason=encoded.reason)
+                continue
+            accepted.append(i)
+            sizes.append(len(encoded))
+            uniq_keys.append(uniq)
+            batch += encoded
+        queue_offsets = self._assign_queue_offsets([(messages[i].topic, queue_ids[i]) for i in accepted])
+        phys_offsets, failure = self._append(batch, sizes, queue_offsets, now)
+        for n, i in enumerate(accepted):
+            if n >= len(phys_offsets):
+                results[i] = PutResult(failure[0], reason=failure[1])
+                continue
+            message, qid = messages[i], queue_ids[i]
+            self._dispatch(message, qid, phys_offsets[n], sizes[n], queue_offsets[n], now, uniq_keys[n])
+            results[i] = PutResult(PutStatus.PUT_OK, offset_msg_id(self.config.store_host, phys_offsets[n]),
+                                   phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
+        if len(phys_offsets) < len(accepted):  # give back the offsets of what was not written
+            for n in range(len(accepted) - 1, len(phys_offsets) - 1, -1):
+                key = (messages[accepted[n]].topic, queue_ids[accepted[n]])
+                self._next_queue_offset[key] = queue_offsets[n]
+        self._last_store_ms = now
+        return [r for r in results if r is not None]
+
+    def _assign_queue_offsets(self, keys: list[tuple[str, int]]) -> list[int]:
+        out = []
+        for key in keys:
+            qo = self._next_queue_offset.get(key, 0)
+            out.append(qo)
+            self._next_queue_offset[key] = qo + 1
+        return out
+
+    def _append(self, batch: bytearray, sizes: list[int], queue_offsets: list[int], now: int
+                ) -> tuple[list[int], tuple[PutStatus, str]]:
+        if not sizes:
+            return [], (PutStatus.PUT_OK, "")
+        appended: list[int] = []
+        try:
+            self.commitlog.append(batch, sizes, queue_offsets, now, sealed=self.config.geometry.prop_crc,
+                                  appended=appended)
+        except RecordTooLargeError as exc:
+            return appended, (PutStatus.MESSAGE_ILLEGAL, str(exc))
+        except OSError as exc:  # ENOSPC creating the next file: nothing half-written, nothing acked
+            return appended, (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
+        return appended, (PutStatus.PUT_OK, "")
+
+    def _dispatch(self, message: Message, queue_id: int, phys_offset: int, size: int, queue_offset: int,
+                  store_ms: int, uniq_key: str) -> None:
+        props = dict(message.properties)
+        if message.tags:
+            props["TAGS"] = message.tags
+        request = DispatchRequest(message.topic, queue_id, phys_offset, size,
+                                  record_tags_code(message.topic, props, store_ms), store_ms, queue_offset,
+                                  tuple(k for k in message.keys if k), uniq_key, message.sys_flag)
+        self.queues.dispatch(request)
+        if self.index is not None:
+            self.index.build(request.topic, request.keys, request.uniq_key, phys_offset, store_ms,
+                             request.sys_flag)
+
+    # -- read --------------------------------------------------------------------------------------
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get(topic, queue_id)
+
+    def get(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32,
+            max_bytes: int = 256 * 1024, tags: str | None = None) -> GetResult:
+        limits = PullLimits(max_count, max_bytes, self.config.max_transfer_count, self.config.max_transfer_bytes)
+        return get_messages(self.queues.get(topic, queue_id), self.commitlog, queue_offset, limits,
+                            TagFilter.parse(tags), self.commitlog.max_offset)
+
+    def view_by_id(self, msg_id: str) -> Record | None:
+        return view_by_id(self.commitlog, msg_id)
+
+    def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[Record]:
+        if self.index is None:
+            return []
+        return query_by_key(self.index, self.commitlog, topic, key, min(max_count, self.config.max_query_count),
+                            begin_ms, end_ms if end_ms is not None else (1 << 63) - 1)
+
+    def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[Record]:
+        if self.index is None:
+            return []
+        return query_by_key(self.index, self.commitlog, topic, uniq_key, 32, 0, (1 << 63) - 1, uniq=True)
+
+    def queue_offset_by_time(self, topic: str, queue_id: int, ts_ms: int, *, upper: bool = False) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.queue_offset_by_time(ts_ms, self.commitlog.store_ms_at, upper=upper)
+
+    def min_queue_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_queue_offset if cq is not None else 0
+
+    def max_queue_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_queue_offset if cq is not None else 0
+
+    def topics(self) -> dict[str, list[int]]:
+        return self.queues.topics()
+
+    # -- consumer offsets --------------------------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        self.offsets.commit(group, topic, queue_id, next_offset)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        return self.offsets.query(group, topic, queue_id)
+
+    # -- durability --------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make everything written durable, then record in the checkpoint how far that reaches."""
+        self.commitlog.queue.flush_all()
+        self.queues.flush(0)
+        if self.index is not None:
+            self.index.flush()
+        if self._last_store_ms:
+            self.checkpoint.physic_msg_ms = self._last_store_ms
+            self.checkpoint.logics_msg_ms = self._last_store_ms
+            if self.index is not None:
+                self.checkpoint.index_msg_ms = self._last_store_ms
+        self.checkpoint.flush()
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreLockedError(f"{path} is open for writing in another process") from None
+    return fd
