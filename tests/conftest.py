@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import Geometry, MessageStore, StoreConfig
+
+TINY = Geometry(commitlog_file_size=8192, cq_entries_per_file=16, index_slot_count=16, index_entry_count=64)
+
+
+class FakeClock:
+    """An injected clock: tests move time explicitly instead of sleeping."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def tiny_config() -> StoreConfig:
+    return StoreConfig(geometry=TINY)
+
+
+@pytest.fixture
+def open_store(tmp_path: Path, tiny_config: StoreConfig, clock: FakeClock
+               ) -> Iterator[Callable[..., MessageStore]]:
+    """Open (or reopen) a tiny-geometry store under tmp_path; whatever is still open is closed after."""
+    opened: list[MessageStore] = []
+
+    def _open(path: Path | None = None, config: StoreConfig | None = None) -> MessageStore:
+        store = MessageStore.open(path or tmp_path / "store", config or tiny_config, now_ms=clock)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in opened:
+        store.close()
