@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ class Host:
     @property
     def packed(self) -> bytes:
         """Address bytes followed by the port as a big-endian int: 8 bytes (IPv4) or 20 (IPv6)."""
-        return ipaddress.ip_address(self.ip).packed + struct.pack(">i", self.port)
+        return _pack(self.ip, self.port)
 
     @classmethod
     def unpack(cls, data: bytes | memoryview) -> Host:
@@ -35,6 +36,12 @@ class Host:
 
     def __str__(self) -> str:
         return f"[{self.ip}]:{self.port}" if self.is_v6 else f"{self.ip}:{self.port}"
+
+
+@functools.lru_cache(maxsize=256)
+def _pack(ip: str, port: int) -> bytes:
+    # every record carries two hosts, and a broker sees only a handful: parse each once
+    return ipaddress.ip_address(ip).packed + struct.pack(">i", port)
 
 
 LOCAL_HOST = Host("127.0.0.1", 10911)
