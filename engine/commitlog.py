@@ -78,7 +78,7 @@ class CommitLog:
             index, batch_pos = 0, 0
             while index < len(sizes):
                 mf = self.queue.last_file_for_append(0)
-                count, chunk_bytes = _fit(sizes, index, mf.free_bytes)
+                count = _fit(sizes, index, mf.free_bytes)
                 if count == 0:
                     if sizes[index] + END_FILE_MIN_BLANK_SIZE > self.file_size:
                         raise RecordTooLargeError(
@@ -169,7 +169,7 @@ class CommitLog:
         return self.queue.find(phys_offset)
 
 
-def _fit(sizes: Sequence[int], start: int, free_bytes: int) -> tuple[int, int]:
+def _fit(sizes: Sequence[int], start: int, free_bytes: int) -> int:
     """How many records from ``start`` fit in ``free_bytes`` while leaving room for a blank header."""
     total = 0
     count = 0
@@ -178,4 +178,4 @@ def _fit(sizes: Sequence[int], start: int, free_bytes: int) -> tuple[int, int]:
             break
         total += size
         count += 1
-    return count, total
+    return count

@@ -6,6 +6,7 @@ The queue's cursors are global: ``max_offset`` (written), ``flushed_where``.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,7 +50,7 @@ class MappedFileQueue:
             for mf in files:
                 mf.close()
             raise
-        for prev, cur in zip(files, files[1:], strict=False):
+        for prev, cur in itertools.pairwise(files):
             if cur.file_base - prev.file_base != file_size:
                 for mf in files:
                     mf.close()

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 import string
 import struct
 from collections.abc import Callable, Iterable
@@ -157,9 +156,10 @@ class UniqKeyGenerator:
         self._next_month_start_ms = -(1 << 63)
 
     @classmethod
-    def for_this_process(cls, now_ms: Callable[[], int]) -> UniqKeyGenerator:
-        """A generator for this process: its primary IPv4 (else a fake IP), PID and a random hash."""
-        ip = primary_ipv4() or fake_ip(now_ms())
+    def for_this_process(cls, now_ms: Callable[[], int], ip: bytes | None = None) -> UniqKeyGenerator:
+        """A generator for this process: the given address (the engine resolves no names; the
+        caller knows its own), else RocketMQ's fake IP, the PID and a random hash."""
+        ip = ip or fake_ip(now_ms())
         class_loader_hash = int.from_bytes(os.urandom(4), "big", signed=True)
         return cls(ip, os.getpid(), class_loader_hash, now_ms)
 
@@ -200,17 +200,3 @@ def choose_ipv4(candidates: Iterable[bytes]) -> bytes | None:
         if private is None:
             private = packed
     return private
-
-
-def primary_ipv4() -> bytes | None:
-    """This host's IPv4 address from its own name, or None.
-
-    Java enumerates interfaces; the standard library cannot without opening a socket, so this
-    asks the resolver for the host name's addresses (no traffic leaves the machine for a name in
-    /etc/hosts) and applies ``choose_ipv4``.
-    """
-    try:
-        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
-    except OSError:
-        return None
-    return choose_ipv4(ipaddress.IPv4Address(info[4][0]).packed for info in infos)

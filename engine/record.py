@@ -31,6 +31,7 @@ which covers only the body, would miss.
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 import zlib
 from collections.abc import Mapping
@@ -73,6 +74,8 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DELAY_LEVEL_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000,
                   480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
 
+ByteSource = bytes | bytearray | memoryview | mmap.mmap
+
 _NAME_VALUE_SEP = "\x01"
 _PROPERTY_SEP = "\x02"
 _HEAD = struct.Struct(">iiiiiqqiq")  # size .. born timestamp: 48 bytes
@@ -82,7 +85,7 @@ _SHORT = struct.Struct(">h")
 _TAIL = struct.Struct(">iqi")  # reconsume times, prepared tx offset, body length
 
 
-def body_crc(body: bytes | memoryview) -> int:
+def body_crc(body: ByteSource) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
@@ -105,7 +108,7 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     return "".join(f"{k}{_NAME_VALUE_SEP}{v}{_PROPERTY_SEP}" for k, v in properties.items()).encode()
 
 
-def decode_properties(data: bytes | memoryview) -> dict[str, str]:
+def decode_properties(data: ByteSource) -> dict[str, str]:
     """RocketMQ's parser: segments end at \\x02; a segment needs a non-empty name and value."""
     text = bytes(data).decode("utf-8", errors="replace")
     props: dict[str, str] = {}
@@ -215,7 +218,7 @@ def _corrupt(reason: str, size: int = 0) -> Decoded:
     return Decoded(DecodeKind.CORRUPT, size, None, reason)
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = True,
+def decode_record(buf: ByteSource, pos: int = 0, *, check_crc: bool = True,
                   read_body: bool = True, require_prop_crc: bool = False) -> Decoded:
     """Decode the record at ``pos``; never raises on bad bytes.
 
@@ -244,18 +247,18 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
         return _corrupt(f"malformed record: {exc}", size)
 
 
-def _decode_fields(buf: bytes | bytearray | memoryview, pos: int, size: int, version: int, check_crc: bool,
+def _decode_fields(buf: ByteSource, pos: int, size: int, version: int, check_crc: bool,
                    read_body: bool, require_prop_crc: bool) -> Decoded:
     rec_end = pos + size
     (_, _, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ms) = _HEAD.unpack_from(buf, pos)
     p = BORN_HOST_POS + pos
     born_len = host_size(sys_flag, SYSFLAG_BORNHOST_V6)
-    born_host = Host.unpack(buf[p:p + born_len])
+    born_host = Host.unpack(bytes(buf[p:p + born_len]))
     p += born_len
     (store_ms,) = _LONG.unpack_from(buf, p)
     p += 8
     store_len = host_size(sys_flag, SYSFLAG_STOREHOST_V6)
-    store_host = Host.unpack(buf[p:p + store_len])
+    store_host = Host.unpack(bytes(buf[p:p + store_len]))
     p += store_len
     reconsume_times, prepared_tx_offset, body_len = _TAIL.unpack_from(buf, p)
     p += 16

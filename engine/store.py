@@ -52,7 +52,7 @@ class MessageStore:
         self.checkpoint = checkpoint
         self.offsets = offsets
         self.recovery = recovery
-        self._uniq = UniqKeyGenerator.for_this_process(now_ms)
+        self._uniq = UniqKeyGenerator.for_this_process(now_ms, config.store_host.packed[:-4])
         self._next_queue_offset = {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}
         self._last_store_ms = 0
 

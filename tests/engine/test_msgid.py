@@ -20,7 +20,6 @@ from engine.msgid import (
     decode_uniq_key,
     fake_ip,
     offset_msg_id,
-    primary_ipv4,
     uniq_key_pid,
     uniq_key_time_ms,
 )
@@ -288,6 +287,6 @@ def test_for_this_process() -> None:
     uniq_key = UniqKeyGenerator.for_this_process(clock).next()
     fields = decode_uniq_key(uniq_key)
     assert len(uniq_key) == 32
-    assert fields.ip == (primary_ipv4() or fake_ip(clock.now_ms))
+    assert fields.ip == fake_ip(clock.now_ms)
     assert fields.pid == os.getpid() & 0xFFFF
     assert fields.counter == 0

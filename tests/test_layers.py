@@ -1,0 +1,44 @@
+"""The layer arrows of style.md, checked on every module's imports."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STDLIB = set(sys.stdlib_module_names)
+ALLOWED: dict[str, set[str]] = {
+    "engine": {"engine", "numpy"},
+    "ipc": {"ipc", "engine", "zmq", "msgpack"},
+    "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "zmq", "msgpack"},
+    "pipeline": {"pipeline", "engine", "pyspark", "pyarrow", "numpy", "ipc"},
+}
+# the engine is passive: no sockets, threads, processes or signal handling
+ENGINE_FORBIDDEN = {"socket", "threading", "multiprocessing", "subprocess", "signal", "asyncio", "logging"}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_what_it_may(layer: str) -> None:
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        foreign = {n for n in _imports(path) if n not in STDLIB and n != "__future__"} - ALLOWED[layer]
+        assert not foreign, f"{path.relative_to(ROOT)} imports {sorted(foreign)}"
+
+
+def test_engine_is_passive() -> None:
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        used = _imports(path) & ENGINE_FORBIDDEN
+        assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
