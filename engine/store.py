@@ -55,6 +55,7 @@ class MessageStore:
         self._uniq = UniqKeyGenerator.for_this_process(now_ms, config.store_host.packed[:-4])
         self._next_queue_offset = {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}
         self._last_store_ms = 0
+        self._dispatch_behind_from: int | None = None  # set when a derived file could not be written
 
     @classmethod
     def open(cls, path: Path | str, config: StoreConfig | None = None, *,
@@ -135,6 +136,9 @@ class MessageStore:
             sizes.append(len(encoded))
             uniq_keys.append(uniq)
             batch += encoded
+        behind = self._catch_up()
+        if behind:
+            return [r or PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=behind) for r in results]
         queue_offsets = self._assign_queue_offsets([(messages[i].topic, queue_ids[i]) for i in accepted])
         phys_offsets, failure = self._append(batch, sizes, queue_offsets, now)
         for n, i in enumerate(accepted):
@@ -142,7 +146,12 @@ class MessageStore:
                 results[i] = PutResult(failure[0], reason=failure[1])
                 continue
             message, qid = messages[i], queue_ids[i]
-            self._dispatch(message, qid, phys_offsets[n], sizes[n], queue_offsets[n], now, uniq_keys[n])
+            if self._dispatch_behind_from is None:
+                try:
+                    self._dispatch(message, qid, phys_offsets[n], sizes[n], queue_offsets[n], now, uniq_keys[n])
+                except OSError:
+                    # the record is in the commitlog (the truth); its derived entries follow on catch-up
+                    self._dispatch_behind_from = phys_offsets[n]
             results[i] = PutResult(PutStatus.PUT_OK, offset_msg_id(self.config.store_host, phys_offsets[n]),
                                    phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
         if len(phys_offsets) < len(accepted):  # give back the offsets of what was not written
@@ -151,6 +160,26 @@ class MessageStore:
                 self._next_queue_offset[key] = queue_offsets[n]
         self._last_store_ms = now
         return [r for r in results if r is not None]
+
+    def _catch_up(self) -> str:
+        """Dispatch what a failed dispatch left behind; returns why it still cannot, or ""."""
+        if self._dispatch_behind_from is None:
+            return ""
+        try:
+            for phys_offset, decoded in self.commitlog.scan(self._dispatch_behind_from, check_crc=False,
+                                                           read_body=False):
+                if decoded.record is None:
+                    continue
+                request = DispatchRequest.from_record(decoded.record)
+                self.queues.dispatch(request)
+                if self.index is not None:
+                    self.index.build(request.topic, request.keys, request.uniq_key, phys_offset, request.store_ms,
+                                     request.sys_flag)
+                self._dispatch_behind_from = phys_offset + decoded.size
+        except OSError as exc:
+            return f"consume queue or index cannot be written, sends refused until it can: {exc}"
+        self._dispatch_behind_from = None
+        return ""
 
     def _assign_queue_offsets(self, keys: list[tuple[str, int]]) -> list[int]:
         out = []
