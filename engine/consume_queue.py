@@ -140,7 +140,7 @@ class ConsumeQueue:
             out.append(view.copy())
             del view
             qo += last - first
-        return np.concatenate(out) if out else np.empty(0, dtype=CQ_DTYPE)
+        return np.concatenate(out).astype(CQ_DTYPE, copy=False) if out else np.empty(0, dtype=CQ_DTYPE)
 
     def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
         entries = self.read(queue_offset, 1)
@@ -151,10 +151,14 @@ class ConsumeQueue:
 
     def last_phys_end(self) -> int:
         """``phys_offset + size`` of the last entry, -1 for an empty queue."""
-        last = self.queue.last_file
-        if last is None or last.written_pos == 0:
+        end = self.queue.max_offset
+        if end < CQ_ENTRY_SIZE:
             return -1
-        phys_offset, size, _ = decode_entry(last.read(last.written_pos - CQ_ENTRY_SIZE, CQ_ENTRY_SIZE))
+        # the last file may be empty (cut at a file start, or created just before a crash)
+        mf = self.queue.find(end - CQ_ENTRY_SIZE)
+        if mf is None:
+            return -1
+        phys_offset, size, _ = decode_entry(mf.read(end - CQ_ENTRY_SIZE - mf.file_base, CQ_ENTRY_SIZE))
         return phys_offset + size
 
     # -- recovery ----------------------------------------------------------------------------------
@@ -188,6 +192,7 @@ class ConsumeQueue:
             if n_valid == 0 and len(self.queue.files) > 1 and last.file_base > self.min_logic_pos:
                 self.queue.files.pop()
                 last.delete()
+                self.queue.flushed_where = min(self.queue.flushed_where, self.queue.max_offset)
                 continue
             if n_valid < last.written_pos // CQ_ENTRY_SIZE:
                 self.queue.truncate_after(last.file_base + n_valid * CQ_ENTRY_SIZE)

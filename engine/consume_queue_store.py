@@ -78,8 +78,12 @@ class ConsumeQueueStore:
         return sum(cq.delete_expired(min_phys_offset) for cq in self.queues.values())
 
     def flush(self, least_pages: int = 0) -> None:
+        """Flush every queue; with ``least_pages == 0`` every file of every queue, all the way."""
         for cq in self.queues.values():
-            cq.flush(least_pages)
+            if least_pages == 0:
+                cq.queue.flush_all()
+            else:
+                cq.flush(least_pages)
 
     def delete_all(self) -> None:
         for cq in self.queues.values():

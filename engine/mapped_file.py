@@ -77,7 +77,9 @@ class MappedFile:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        if self._fd >= 0:
             os.close(self._fd)
+            self._fd = -1
 
     def delete(self) -> None:
         self.close()
@@ -85,7 +87,7 @@ class MappedFile:
 
     @property
     def closed(self) -> bool:
-        return self._mm is None
+        return self._fd < 0
 
     @property
     def buffer(self) -> mmap.mmap:
@@ -161,7 +163,13 @@ class MappedFile:
         self.buffer.close()  # a mapping must not cover the range being truncated (SIGBUS)
         self._mm = None
         os.ftruncate(self._fd, page_end)
-        os.posix_fallocate(self._fd, 0, self.file_size)
+        try:
+            os.posix_fallocate(self._fd, 0, self.file_size)
+        except OSError:
+            # keep the file at its size (sparse) so the store still opens once space returns
+            os.ftruncate(self._fd, self.file_size)
+            self.close()
+            raise
         os.fsync(self._fd)
         self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.set_positions(pos)

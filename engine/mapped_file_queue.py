@@ -39,8 +39,10 @@ class MappedFileQueue:
             directory.mkdir(parents=True, exist_ok=True)
         paths = sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit()) \
             if directory.is_dir() else []
-        if paths and writable and paths[-1].stat().st_size == 0:
-            paths[-1].unlink()
+        if paths and paths[-1].stat().st_size == 0:
+            # a crash between creating and allocating the newest file (or a writer doing it right now)
+            if writable:
+                paths[-1].unlink()
             paths.pop()
         files: list[MappedFile] = []
         try:
