@@ -42,6 +42,8 @@ import struct
 from pathlib import Path
 from types import TracebackType
 
+import numpy as np
+
 from engine.jhash import index_hash
 
 INDEX_HEADER_SIZE = 40
@@ -67,6 +69,11 @@ _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
 assert _ENTRY.size == INDEX_ENTRY_SIZE
+
+
+# one entry as numpy sees it, for batch readers (verify, pipeline)
+INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phys_offset", ">i8"), ("time_diff_s", ">i4"),
+                              ("prev_index", ">i4")])
 
 
 class IndexFileError(ValueError):

@@ -24,7 +24,7 @@ KEY_JOINER = "#"
 TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK_TYPE = 0xC
 
-_NAME_RE = re.compile(r"\d{17}")
+INDEX_FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
 _TMP_NAME_RE = re.compile(r"\d{17}" + re.escape(TMP_SUFFIX))
 _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 
@@ -47,7 +47,7 @@ def index_file_name(now_ms: int) -> str:
     """``UtilAll.timeMillisToHumanString``: local time as 17 digits, e.g. ``20240131235959123``."""
     seconds, millis = divmod(now_ms, 1000)
     name = time.strftime(_NAME_TIME_FORMAT, time.localtime(seconds)) + f"{millis:03d}"
-    if not _NAME_RE.fullmatch(name):
+    if not INDEX_FILE_NAME.fullmatch(name):
         raise ValueError(f"clock value {now_ms} does not give a 17-digit index file name")
     return name
 
@@ -119,7 +119,7 @@ class IndexService:
                 continue
             if _TMP_NAME_RE.fullmatch(entry.name):
                 os.unlink(entry.path)
-            elif _NAME_RE.fullmatch(entry.name):
+            elif INDEX_FILE_NAME.fullmatch(entry.name):
                 names.append(entry.name)
         files: list[IndexFile] = []
         try:

@@ -69,7 +69,7 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
     if abnormal:
         cq_from = min(cq_from, scan_from)
     index_from = index.truncate_after(end) if index is not None else end
-    cq_count, index_count = _redispatch(commitlog, queues, index, cq_from, index_from, end)
+    cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end)
     queues.correct_min_offsets(commitlog.min_offset)
     return RecoveryResult(abnormal, scan_from, end, torn_bytes, stop_reason, cq_count, index_count)
 
@@ -95,8 +95,11 @@ def _written_bytes_after(commitlog: CommitLog, end: int) -> int:
     return len(tail.rstrip(b"\x00"))
 
 
-def _redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
-                index_from: int, end: int) -> tuple[int, int]:
+def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
+               index_from: int, end: int) -> tuple[int, int]:
+    """Dispatch the records in ``[cq_from, end)`` to the consume queues and in ``[index_from, end)``
+    to the index. Both dedup what they already hold, so running it twice over a range is harmless.
+    Returns how many records went to each."""
     cq_count = index_count = 0
     for phys, decoded in commitlog.scan(min(cq_from, index_from), end, check_crc=False, read_body=False):
         record = decoded.record

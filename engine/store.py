@@ -26,8 +26,8 @@ from engine.message import Message, PutResult, PutStatus, Refusal, encode_messag
 from engine.metafile import abort_exists, create_abort, remove_abort
 from engine.msgid import UniqKeyGenerator, offset_msg_id
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from engine.record import PROP_UNIQ_KEY, Record, record_tags_code
-from engine.recovery import RecoveryResult, recover
+from engine.record import PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record, record_tags_code
+from engine.recovery import RecoveryResult, recover, redispatch
 
 
 class StoreLockedError(RuntimeError):
@@ -139,7 +139,8 @@ class MessageStore:
         behind = self._catch_up()
         if behind:
             return [r or PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=behind) for r in results]
-        queue_offsets = self._assign_queue_offsets([(messages[i].topic, queue_ids[i]) for i in accepted])
+        queue_offsets = self._assign_queue_offsets([(messages[i].topic, queue_ids[i], messages[i].sys_flag)
+                                                    for i in accepted])
         phys_offsets, failure = self._append(batch, sizes, queue_offsets, now)
         for n, i in enumerate(accepted):
             if n >= len(phys_offsets):
@@ -156,8 +157,9 @@ class MessageStore:
                                    phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
         if len(phys_offsets) < len(accepted):  # give back the offsets of what was not written
             for n in range(len(accepted) - 1, len(phys_offsets) - 1, -1):
-                key = (messages[accepted[n]].topic, queue_ids[accepted[n]])
-                self._next_queue_offset[key] = queue_offsets[n]
+                message = messages[accepted[n]]
+                if message.sys_flag & SYSFLAG_TX_MASK in (0, SYSFLAG_TX_COMMIT):
+                    self._next_queue_offset[(message.topic, queue_ids[accepted[n]])] = queue_offsets[n]
         self._last_store_ms = now
         return [r for r in results if r is not None]
 
@@ -165,28 +167,24 @@ class MessageStore:
         """Dispatch what a failed dispatch left behind; returns why it still cannot, or ""."""
         if self._dispatch_behind_from is None:
             return ""
+        start = self._dispatch_behind_from
         try:
-            for phys_offset, decoded in self.commitlog.scan(self._dispatch_behind_from, check_crc=False,
-                                                           read_body=False):
-                if decoded.record is None:
-                    continue
-                request = DispatchRequest.from_record(decoded.record)
-                self.queues.dispatch(request)
-                if self.index is not None:
-                    self.index.build(request.topic, request.keys, request.uniq_key, phys_offset, request.store_ms,
-                                     request.sys_flag)
-                self._dispatch_behind_from = phys_offset + decoded.size
+            redispatch(self.commitlog, self.queues, self.index, start, start, self.commitlog.max_offset)
         except OSError as exc:
             return f"consume queue or index cannot be written, sends refused until it can: {exc}"
         self._dispatch_behind_from = None
         return ""
 
-    def _assign_queue_offsets(self, keys: list[tuple[str, int]]) -> list[int]:
+    def _assign_queue_offsets(self, keys: list[tuple[str, int, int]]) -> list[int]:
+        """Next offsets per queue; prepared and rolled-back transaction records get 0 and no entry."""
         out = []
-        for key in keys:
-            qo = self._next_queue_offset.get(key, 0)
+        for topic, queue_id, sys_flag in keys:
+            if sys_flag & SYSFLAG_TX_MASK not in (0, SYSFLAG_TX_COMMIT):
+                out.append(0)
+                continue
+            qo = self._next_queue_offset.get((topic, queue_id), 0)
             out.append(qo)
-            self._next_queue_offset[key] = qo + 1
+            self._next_queue_offset[(topic, queue_id)] = qo + 1
         return out
 
     def _append(self, batch: bytearray, sizes: list[int], queue_offsets: list[int], now: int

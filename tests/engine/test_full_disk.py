@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import Geometry, Message, MessageStore, PutResult, PutStatus, StoreConfig
+from engine.verify import verify_store
 from tests.conftest import FakeClock
 
 GEOMETRY = Geometry(commitlog_file_size=64 * 1024, cq_entries_per_file=64, index_slot_count=16,
@@ -61,4 +62,4 @@ def test_full_disk_refuses_then_resumes(small_disk: Path, clock: FakeClock) -> N
         for r in acked + more:
             got = reopened.get("Orders", r.queue_id, r.queue_offset, max_count=1)
             assert got.messages[0].phys_offset == r.phys_offset
-
+    assert verify_store(small_disk / "store").ok

@@ -288,3 +288,16 @@ def test_consumer_offsets_survive_restart(open_store: OpenStore, tmp_path: Path)
     store = open_store()
     assert (store.query_offset("G1", "Orders", 0), store.query_offset("G1", "Orders", 1)) == (12, 7)
     assert (tmp_path / "store" / "config" / "consumerOffset.json").exists()
+
+
+def test_prepared_transaction_gets_no_queue_offset(open_store: OpenStore) -> None:
+    """Regression: a prepared or rolled-back transaction record once took a queue offset that no
+    consume-queue entry filled, and the next message on the queue broke the dispatcher."""
+    store = open_store()
+    store.put(Message("Orders", b"a"))
+    prepared = store.put(Message("Orders", b"half", sys_flag=0x4))
+    rolled_back = store.put(Message("Orders", b"gone", sys_flag=0xC))
+    after = store.put(Message("Orders", b"b"))
+    assert (prepared.queue_offset, rolled_back.queue_offset, after.queue_offset) == (0, 0, 1)
+    assert [m.body for m in store.get("Orders", 0, 0).messages] == [b"a", b"b"]
+    assert store.view_by_id(prepared.msg_id).body == b"half"  # type: ignore[union-attr]
