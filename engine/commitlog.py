@@ -134,7 +134,7 @@ class CommitLog:
     def store_ms_at(self, phys_offset: int) -> int:
         """Store timestamp of the record at ``phys_offset`` (-1 when it is not there)."""
         mf = self._file_for(phys_offset)
-        if mf is None or phys_offset < self.min_offset:
+        if mf is None or phys_offset < self.min_offset or phys_offset >= mf.file_base + mf.written_pos:
             return -1
         pos = phys_offset - mf.file_base
         (sys_flag,) = struct.unpack_from(">i", mf.buffer, pos + 36)

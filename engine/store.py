@@ -84,12 +84,16 @@ class MessageStore:
         return cls(path, config, now_ms, lock_fd, commitlog, queues, index, checkpoint, offsets, result)
 
     def close(self) -> None:
-        """Flush everything, then remove the abort marker: the next open recovers normally."""
+        """Flush everything, then remove the abort marker: the next open recovers normally. When
+        derived files are still behind the commitlog, the marker stays and the next open recovers
+        abnormally, re-dispatching what they lack (RocketMQ's testDispatchBehindWhenShutdown)."""
         if self._lock_fd < 0:
             return
+        self._catch_up()
         self.flush()
         self.offsets.persist(self.path / CONSUMER_OFFSET_FILE)
-        remove_abort(self.path)
+        if self._dispatch_behind_from is None:
+            remove_abort(self.path)
         self.commitlog.close()
         self.queues.close()
         if self.index is not None:
@@ -213,6 +217,13 @@ class MessageStore:
         if self.index is not None:
             self.index.build(request.topic, request.keys, request.uniq_key, phys_offset, store_ms,
                              request.sys_flag)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """Commitlog bytes not yet applied to consume queues and index (0 when caught up)."""
+        if self._dispatch_behind_from is None:
+            return 0
+        return self.commitlog.max_offset - self._dispatch_behind_from
 
     # -- read --------------------------------------------------------------------------------------
 

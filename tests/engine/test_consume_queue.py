@@ -5,8 +5,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.consume_queue import (
+    CQ_DTYPE,
     CQ_ENTRY_SIZE,
     FILLER_SIZE,
     ConsumeQueue,
@@ -517,3 +520,16 @@ def test_min_offset_after_reopen_follows_the_first_file(tmp_path: Path) -> None:
         assert np.array_equal(cq.read(10, 3)["phys_offset"], np.array([1000, 1100, 1200]))
     finally:
         cq.close()
+
+
+@given(phys_offset=st.integers(-(2**63), 2**63 - 1), size=st.integers(-(2**31), 2**31 - 1),
+       tags_code=st.integers(-(2**63), 2**63 - 1))
+def test_entry_codec_round_trip_and_numpy_view_agree(phys_offset: int, size: int, tags_code: int) -> None:
+    data = encode_entry(phys_offset, size, tags_code)
+    assert len(data) == CQ_ENTRY_SIZE
+    assert decode_entry(data) == (phys_offset, size, tags_code)
+    row = np.frombuffer(data, dtype=CQ_DTYPE)[0]
+    assert (int(row["phys_offset"]), int(row["size"]), int(row["tags_code"])) == (phys_offset, size, tags_code)
+    for cut in range(CQ_ENTRY_SIZE):  # a short entry is never silently read as a whole one
+        with pytest.raises(struct.error):
+            decode_entry(data[:cut])
