@@ -149,6 +149,16 @@ class ConsumeQueue:
         row = entries[0]
         return int(row["phys_offset"]), int(row["size"]), int(row["tags_code"])
 
+    def scan_valid_end(self) -> int:
+        """The queue offset after the last valid entry, read off the files without trusting any
+        cursor: how a reader in another process learns how far the builder got."""
+        self.queue.refresh()
+        for mf in reversed(self.queue.files):
+            n_valid = _first_invalid(_file_entries(mf))
+            if n_valid:
+                return (mf.file_base + n_valid * CQ_ENTRY_SIZE) // CQ_ENTRY_SIZE
+        return self.min_queue_offset
+
     def last_phys_end(self) -> int:
         """``phys_offset + size`` of the last entry, -1 for an empty queue."""
         end = self.queue.max_offset

@@ -29,6 +29,13 @@ _TMP_NAME_RE = re.compile(r"\d{17}" + re.escape(TMP_SUFFIX))
 _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 
 
+def _index_names(path: Path) -> list[str]:
+    if not path.is_dir():
+        return []
+    return sorted(e.name for e in os.scandir(path)
+                  if e.is_file(follow_symlinks=False) and INDEX_FILE_NAME.fullmatch(e.name))
+
+
 @dataclass(frozen=True, slots=True)
 class QueryOffsetResult:
     """Offsets found for a key, newest first, plus how far the index had got when asked."""
@@ -71,6 +78,7 @@ class IndexService:
         "_max_msgs_num_batch",
         "_now_ms",
         "_slot_count",
+        "_writable",
     )
 
     def __init__(
@@ -90,6 +98,7 @@ class IndexService:
         self._files = files
         self._flushed_full: set[str] = set()
         self._index_msg_ms = 0
+        self._writable = True
 
     @classmethod
     def open(
@@ -100,6 +109,7 @@ class IndexService:
         now_ms: Callable[[], int],
         *,
         max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
+        writable: bool = True,
     ) -> IndexService:
         """Load every ``yyyyMMddHHmmssSSS`` file in name order; other names are not ours and are left alone.
 
@@ -112,24 +122,40 @@ class IndexService:
         if max_msgs_num_batch < 1:
             raise ValueError(f"max_msgs_num_batch must be positive, got {max_msgs_num_batch}")
         path = Path(index_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        names: list[str] = []
-        for entry in os.scandir(path):
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            if _TMP_NAME_RE.fullmatch(entry.name):
-                os.unlink(entry.path)
-            elif INDEX_FILE_NAME.fullmatch(entry.name):
-                names.append(entry.name)
+        if writable:
+            path.mkdir(parents=True, exist_ok=True)
+            for entry in os.scandir(path):
+                if entry.is_file(follow_symlinks=False) and _TMP_NAME_RE.fullmatch(entry.name):
+                    os.unlink(entry.path)
         files: list[IndexFile] = []
         try:
-            for name in sorted(names):
-                files.append(IndexFile.open(path / name, slot_count, entry_count))
+            for name in _index_names(path):
+                files.append(IndexFile.open(path / name, slot_count, entry_count, writable=writable))
         except BaseException:
             for opened in files:
                 opened.close()
             raise
-        return cls(path, slot_count, entry_count, now_ms, max_msgs_num_batch, files)
+        service = cls(path, slot_count, entry_count, now_ms, max_msgs_num_batch, files)
+        service._writable = writable
+        return service
+
+    def refresh(self) -> None:
+        """For a read-only service in another process than the builder: map the files the builder
+        created since, and forget the ones retention deleted."""
+        names = _index_names(self._index_dir)
+        present = set(names)
+        for f in [f for f in self._files if f.path.name not in present]:
+            f.close()
+            self._files.remove(f)
+        known = {f.path.name for f in self._files}
+        newest = self._files[-1].path.name if self._files else ""
+        for name in names:
+            if name not in known and name > newest:
+                try:
+                    self._files.append(IndexFile.open(self._index_dir / name, self._slot_count, self._entry_count,
+                                                      writable=self._writable))
+                except (OSError, IndexFileError):
+                    break  # still being created (fallocate under way): pick it up next time
 
     @property
     def index_dir(self) -> Path:

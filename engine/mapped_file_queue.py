@@ -65,6 +65,23 @@ class MappedFileQueue:
         for mf in self.files:
             mf.close()
 
+    def refresh(self) -> bool:
+        """For a process that maps files another one writes: map the files created since, forget
+        the leading ones deleted. Returns whether anything changed."""
+        changed = False
+        while self.files and not self.files[0].path.exists():
+            self.files.pop(0).close()
+            changed = True
+        last_base = self.files[-1].file_base if self.files else -1
+        if not self.directory.is_dir():
+            return changed
+        for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit() and int(p.name) > last_base):
+            if path.stat().st_size != self.file_size:
+                break  # still being allocated by its writer
+            self.files.append(MappedFile.open(path, self.file_size, writable=self.writable))
+            changed = True
+        return changed
+
     # -- cursors -----------------------------------------------------------------------------------
 
     @property

@@ -15,19 +15,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.checkpoint import Checkpoint
-from engine.commitlog import CommitLog, RecordTooLargeError
+from engine.commitlog import CommitLog
 from engine.config import StoreConfig, resolve_geometry
 from engine.consume_queue import ConsumeQueue
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatch import DispatchRequest
 from engine.index_service import IndexService
 from engine.lookup import GetResult, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
-from engine.message import Message, PutResult, PutStatus, Refusal, encode_message
+from engine.message import Message, PutResult, PutStatus
 from engine.metafile import abort_exists, create_abort, remove_abort
-from engine.msgid import UniqKeyGenerator, offset_msg_id
+from engine.msgid import UniqKeyGenerator
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from engine.record import PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record, record_tags_code
+from engine.record import Record
 from engine.recovery import RecoveryResult, recover, redispatch
+from engine.writer import CommitLogWriter
 
 
 class StoreLockedError(RuntimeError):
@@ -52,8 +53,9 @@ class MessageStore:
         self.checkpoint = checkpoint
         self.offsets = offsets
         self.recovery = recovery
-        self._uniq = UniqKeyGenerator.for_this_process(now_ms, config.store_host.packed[:-4])
-        self._next_queue_offset = {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}
+        self.writer = CommitLogWriter(commitlog, config,
+                                      {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues},
+                                      UniqKeyGenerator.for_this_process(now_ms, config.store_host.packed[:-4]))
         self._last_store_ms = 0
         self._dispatch_behind_from: int | None = None  # set when a derived file could not be written
 
@@ -118,54 +120,21 @@ class MessageStore:
         queue_ids = [queue_id] * len(messages) if isinstance(queue_id, int) else list(queue_id)
         if len(queue_ids) != len(messages):
             raise ValueError("one queue id per message")
-        now = self.now_ms()
-        results: list[PutResult | None] = [None] * len(messages)
-        batch = bytearray()
-        accepted: list[int] = []
-        sizes: list[int] = []
-        uniq_keys: list[str] = []
-        geometry = self.config.geometry
-        for i, (message, qid) in enumerate(zip(messages, queue_ids, strict=True)):
-            if not 0 <= qid < 1 << 31:
-                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, reason=f"queue id {qid} out of range")
-                continue
-            uniq = message.properties.get(PROP_UNIQ_KEY) or self._uniq.next()
-            encoded = encode_message(message, queue_id=qid, born_ms=now, store_host=self.config.store_host,
-                                     uniq_key=uniq, prop_crc=geometry.prop_crc,
-                                     max_body_bytes=self.config.max_body_bytes)
-            if isinstance(encoded, Refusal):
-                results[i] = PutResult(encoded.status, reason=encoded.reason)
-                continue
-            accepted.append(i)
-            sizes.append(len(encoded))
-            uniq_keys.append(uniq)
-            batch += encoded
         behind = self._catch_up()
         if behind:
-            return [r or PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=behind) for r in results]
-        queue_offsets = self._assign_queue_offsets([(messages[i].topic, queue_ids[i], messages[i].sys_flag)
-                                                    for i in accepted])
-        phys_offsets, failure = self._append(batch, sizes, queue_offsets, now)
-        for n, i in enumerate(accepted):
-            if n >= len(phys_offsets):
-                results[i] = PutResult(failure[0], reason=failure[1])
-                continue
-            message, qid = messages[i], queue_ids[i]
-            if self._dispatch_behind_from is None:
-                try:
-                    self._dispatch(message, qid, phys_offsets[n], sizes[n], queue_offsets[n], now, uniq_keys[n])
-                except OSError:
-                    # the record is in the commitlog (the truth); its derived entries follow on catch-up
-                    self._dispatch_behind_from = phys_offsets[n]
-            results[i] = PutResult(PutStatus.PUT_OK, offset_msg_id(self.config.store_host, phys_offsets[n]),
-                                   phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
-        if len(phys_offsets) < len(accepted):  # give back the offsets of what was not written
-            for n in range(len(accepted) - 1, len(phys_offsets) - 1, -1):
-                message = messages[accepted[n]]
-                if message.sys_flag & SYSFLAG_TX_MASK in (0, SYSFLAG_TX_COMMIT):
-                    self._next_queue_offset[(message.topic, queue_ids[accepted[n]])] = queue_offsets[n]
-        self._last_store_ms = now
-        return [r for r in results if r is not None]
+            return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=behind) for _ in messages]
+        outcome = self.writer.write(messages, queue_ids, self.now_ms())
+        for request in outcome.requests:
+            if self._dispatch_behind_from is not None:
+                break
+            try:
+                self._dispatch(request)
+            except OSError:
+                # the record is in the commitlog (the truth); its derived entries follow on catch-up
+                self._dispatch_behind_from = request.phys_offset
+        if outcome.requests:
+            self._last_store_ms = outcome.store_ms
+        return outcome.results
 
     def _catch_up(self) -> str:
         """Dispatch what a failed dispatch left behind; returns why it still cannot, or ""."""
@@ -179,43 +148,10 @@ class MessageStore:
         self._dispatch_behind_from = None
         return ""
 
-    def _assign_queue_offsets(self, keys: list[tuple[str, int, int]]) -> list[int]:
-        """Next offsets per queue; prepared and rolled-back transaction records get 0 and no entry."""
-        out = []
-        for topic, queue_id, sys_flag in keys:
-            if sys_flag & SYSFLAG_TX_MASK not in (0, SYSFLAG_TX_COMMIT):
-                out.append(0)
-                continue
-            qo = self._next_queue_offset.get((topic, queue_id), 0)
-            out.append(qo)
-            self._next_queue_offset[(topic, queue_id)] = qo + 1
-        return out
-
-    def _append(self, batch: bytearray, sizes: list[int], queue_offsets: list[int], now: int
-                ) -> tuple[list[int], tuple[PutStatus, str]]:
-        if not sizes:
-            return [], (PutStatus.PUT_OK, "")
-        appended: list[int] = []
-        try:
-            self.commitlog.append(batch, sizes, queue_offsets, now, sealed=self.config.geometry.prop_crc,
-                                  appended=appended)
-        except RecordTooLargeError as exc:
-            return appended, (PutStatus.MESSAGE_ILLEGAL, str(exc))
-        except OSError as exc:  # ENOSPC creating the next file: nothing half-written, nothing acked
-            return appended, (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
-        return appended, (PutStatus.PUT_OK, "")
-
-    def _dispatch(self, message: Message, queue_id: int, phys_offset: int, size: int, queue_offset: int,
-                  store_ms: int, uniq_key: str) -> None:
-        props = dict(message.properties)
-        if message.tags:
-            props["TAGS"] = message.tags
-        request = DispatchRequest(message.topic, queue_id, phys_offset, size,
-                                  record_tags_code(message.topic, props, store_ms), store_ms, queue_offset,
-                                  tuple(k for k in message.keys if k), uniq_key, message.sys_flag)
+    def _dispatch(self, request: DispatchRequest) -> None:
         self.queues.dispatch(request)
         if self.index is not None:
-            self.index.build(request.topic, request.keys, request.uniq_key, phys_offset, store_ms,
+            self.index.build(request.topic, request.keys, request.uniq_key, request.phys_offset, request.store_ms,
                              request.sys_flag)
 
     @property
