@@ -57,6 +57,29 @@ class ConsumeQueueStore:
             assert cq is not None
             cq.append(request.queue_offset, request.phys_offset, request.size, request.tags_code)
 
+    def published_state(self) -> tuple[dict[tuple[str, int], int], int]:
+        """Read off the files, trusting no cursor (another process writes them): each queue's next
+        offset, and the furthest commitlog byte their entries cover (the commitlog min if none)."""
+        offsets: dict[tuple[str, int], int] = {}
+        phys_end = -1
+        for cq in self:
+            end = cq.scan_valid_end()
+            offsets[(cq.topic, cq.queue_id)] = end
+            last = cq.entry(end - 1) if end > cq.min_queue_offset else None
+            if last is not None:
+                phys_end = max(phys_end, last[0] + last[1])
+        return offsets, phys_end
+
+    def refresh(self) -> None:
+        """Open queue directories another process created since."""
+        if not self.root.is_dir():
+            return
+        for topic_dir in self.root.iterdir():
+            if topic_dir.is_dir():
+                for queue_dir in topic_dir.iterdir():
+                    if queue_dir.name.isdigit() and (topic_dir.name, int(queue_dir.name)) not in self.queues:
+                        self.get(topic_dir.name, int(queue_dir.name), create=True)
+
     def max_phys_end(self) -> int:
         """The furthest commitlog byte any queue covers (-1 when no queue has entries)."""
         return max((cq.max_phys_end for cq in self.queues.values()), default=-1)

@@ -32,6 +32,7 @@ from engine.metafile import MetafileError, abort_exists
 from engine.record import DecodeKind
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
+from scripts.broker_cli import add_broker_commands
 
 DEMO_TOPIC = "Demo"
 DEMO_QUEUES = 4
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--store", type=Path, default=Path("mqstore-data"), help="store directory (./mqstore-data)")
     demo.add_argument("--count", type=_positive, default=10_000, metavar="N", help="messages to put (10000)")
     demo.set_defaults(handler=_demo)
+    add_broker_commands(commands)
     return parser
 
 

@@ -1,0 +1,191 @@
+"""consumequeue-builder and index-builder: each owns its derived files and applies DispatchRequests.
+
+The commitlog is the truth and a DispatchRequest is a fast hint. Each batch says which commitlog
+range it covers; a builder that sees a gap (a dropped notice, or a restart) reads the missing range
+from the commitlog itself, and a range it already applied is skipped. ``tick`` notices tell how far
+the writer has published, so a gap at the end is closed within a tick. The writer never waits for a
+builder: if one is slow or dead, it catches up from the files.
+
+Where a builder resumes is read off its own files: the consume queues' furthest entry (entries are
+written in commitlog order by this one process), or the newest index file's end offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from actors.runtime import Runtime
+from actors.writer import decode_dispatch
+from engine.commitlog import CommitLog
+from engine.consume_queue_store import ConsumeQueueStore
+from engine.dispatch import DispatchRequest
+from engine.index_service import IndexService
+from engine.record import DecodeKind
+from ipc import schema
+from ipc.sockets import bind, connect
+
+log = logging.getLogger("mqstore")
+
+
+class BuilderActor:
+    notice_topic = b""
+    notice_role = ""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self.store_dir = Path(runtime.config.store_dir)
+        self.geometry = runtime.config.store.geometry
+        self.commitlog = CommitLog.open(self.store_dir / "commitlog", self.geometry.commitlog_file_size,
+                                        writable=False)
+        self.applied = 0     # every record before this commitlog offset is applied
+        self.store_ms = 0    # store time of the last record applied
+
+    # subclasses: where to resume, how to apply, what to announce
+    def resume_from(self) -> int:
+        raise NotImplementedError
+
+    def apply(self, requests: list[DispatchRequest]) -> None:
+        raise NotImplementedError
+
+    def notice(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.commitlog.close()
+
+    def run(self) -> None:
+        self.applied = max(self.resume_from(), self.commitlog.min_offset)
+        log.info("resuming at commitlog offset %d", self.applied)
+        dispatch_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.dispatch, hwm=100_000,
+                              subscribe=(schema.DISPATCH, schema.TICK))
+        notice_out = bind(self.rt.ctx, zmq.PUB, self.rt.endpoints.role(self.notice_role), hwm=100_000)
+        try:
+            while not self.rt.stopping:
+                if not dispatch_in.poll(self.rt.config.broker.tick_interval_ms):
+                    self.rt.report("running", applied=self.applied)
+                    continue
+                changed = False
+                while True:
+                    try:
+                        topic, frame = dispatch_in.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    except ValueError:
+                        continue
+                    changed |= self._on_notice(topic, frame)
+                if changed:
+                    notice_out.send_multipart([self.notice_topic, schema.pack(self.notice())])
+                self.rt.report("running", applied=self.applied)
+        finally:
+            self.rt.report("stopped", force=True, applied=self.applied)
+            self.close()
+
+    def _on_notice(self, topic: bytes, frame: bytes) -> bool:
+        try:
+            message = schema.unpack(frame)
+            if topic == schema.TICK:
+                return self._catch_up(int(message["end"]))
+            start, end = int(message["from"]), int(message["to"])
+            requests = decode_dispatch(message)
+        except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
+            log.warning("ignoring a malformed dispatch notice: %s", exc)
+            return False
+        if end <= self.applied:
+            return False  # already applied (a repeat, or reput got there first)
+        changed = self._catch_up(start)
+        if self.applied < start:
+            return changed  # the gap could not be closed yet; the next tick retries
+        fresh = [r for r in requests if r.phys_offset >= self.applied]
+        if fresh:
+            self.apply(fresh)
+            self.store_ms = fresh[-1].store_ms
+        self.applied = end
+        return True
+
+    def _catch_up(self, end: int) -> bool:
+        """Reput: apply the records in [applied, end) read from the commitlog itself."""
+        if end <= self.applied:
+            return False
+        self.commitlog.queue.refresh()
+        batch: list[DispatchRequest] = []
+        reached = self.applied
+        for phys, decoded in self.commitlog.scan(self.applied, end, check_crc=False, read_body=False):
+            if decoded.kind is DecodeKind.RECORD and decoded.record is not None:
+                batch.append(DispatchRequest.from_record(decoded.record))
+                reached = phys + decoded.size
+            elif decoded.kind is DecodeKind.BLANK:
+                reached = self.commitlog.queue.roll_next(phys)
+            else:
+                log.warning("reput stopped at %d: %s", phys, decoded.reason)
+                break
+        if batch:
+            self.apply(batch)
+            self.store_ms = batch[-1].store_ms
+        changed = reached > self.applied
+        self.applied = max(self.applied, reached)
+        return changed
+
+
+class ConsumeQueueBuilderActor(BuilderActor):
+    notice_topic = schema.ARRIVED
+    notice_role = "arrived"
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        self.queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", self.geometry.cq_entries_per_file)
+        self.changed: dict[tuple[str, int], int] = {}
+
+    def resume_from(self) -> int:
+        self.queues.recover()  # a killed predecessor may have left a half-written entry
+        self.queues.correct_min_offsets(self.commitlog.min_offset)
+        return self.queues.max_phys_end()
+
+    def apply(self, requests: list[DispatchRequest]) -> None:
+        for request in requests:
+            self.queues.dispatch(request)
+            if request.has_queue_entry:
+                self.changed[(request.topic, request.queue_id)] = request.queue_offset + 1
+
+    def notice(self) -> dict[str, Any]:
+        queues = [[topic, queue_id, max_offset] for (topic, queue_id), max_offset in self.changed.items()]
+        self.changed.clear()
+        return {"v": schema.VERSION, "queues": queues, "applied": self.applied, "store_ms": self.store_ms}
+
+    def close(self) -> None:
+        self.queues.close()
+        super().close()
+
+
+class IndexBuilderActor(BuilderActor):
+    notice_topic = schema.INDEXED
+    notice_role = "indexed"
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+        from actors.runtime import wall_ms
+        self.index = IndexService.open(self.store_dir / "index", self.geometry.index_slot_count,
+                                       self.geometry.index_entry_count, wall_ms)
+        self.files: set[str] = set()
+
+    def resume_from(self) -> int:
+        last = self.index.last_file
+        return last.end_phys_offset if last is not None and last.index_count > 1 else 0
+
+    def apply(self, requests: list[DispatchRequest]) -> None:
+        for r in requests:
+            self.index.build(r.topic, r.keys, r.uniq_key, r.phys_offset, r.store_ms, r.sys_flag)
+        if self.index.last_file is not None:
+            self.files.add(self.index.last_file.path.name)
+
+    def notice(self) -> dict[str, Any]:
+        files = sorted(self.files)
+        self.files.clear()
+        return {"v": schema.VERSION, "files": files, "applied": self.applied, "store_ms": self.store_ms}
+
+    def close(self) -> None:
+        self.index.close()
+        super().close()

@@ -1,0 +1,195 @@
+"""flush/commit service: owns durability.
+
+It fsyncs the commitlog files (an fsync on any descriptor of a file flushes the pages the writer
+dirtied through its own mapping), the consume-queue files and the index files, each on its own
+cadence, writes the checkpoint after each, and publishes ``flushed`` (how far the commitlog is
+durable). ASYNC_FLUSH follows RocketMQ's FlushRealTimeService: every ``interval_ms``, when at least
+``least_pages`` pages wait, or everything once per ``thorough_interval_ms``. A ``written`` notice
+flagged ``sync`` is flushed at once: one fsync answers every SYNC_FLUSH waiter up to that offset
+(group commit). A failed fsync is fatal: the process exits, the supervisor restarts it, and no
+SYNC_FLUSH send is acknowledged for data not known durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from actors.runtime import Runtime, monotonic_ms
+from engine.checkpoint import Checkpoint
+from engine.consume_queue import CQ_ENTRY_SIZE, cq_file_size
+from engine.mapped_file import OS_PAGE_SIZE, file_name
+from ipc import schema
+from ipc.sockets import bind, connect
+
+log = logging.getLogger("mqstore")
+
+
+class FileSyncer:
+    """Descriptors kept open per file, so each flush is just fsync calls."""
+
+    def __init__(self) -> None:
+        self._fds: dict[Path, int] = {}
+
+    def fsync(self, path: Path) -> bool:
+        fd = self._fds.get(path)
+        if fd is None:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                return False  # not created yet, or deleted by retention
+            self._fds[path] = fd
+        os.fsync(fd)  # an error here propagates: the actor dies rather than claim durability
+        return True
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+class FlushActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        cfg = runtime.config
+        self.store_dir = Path(cfg.store_dir)
+        self.file_size = cfg.store.geometry.commitlog_file_size
+        self.cq_file_size = cq_file_size(cfg.store.geometry.cq_entries_per_file)
+        self.checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
+        self.syncer = FileSyncer()
+        self.written_end = 0
+        self.written_store_ms = 0
+        self.flushed_end = -1  # unknown until the first flush, which covers every file
+        self.sync_wanted = False
+        self.queue_flushed: dict[tuple[str, int], int] = {}  # queue -> offset flushed up to
+        self.queue_max: dict[tuple[str, int], int] = {}      # queue -> offset the builder reached
+        self.cq_store_ms = 0
+        self.index_files: set[str] = set()
+        self.index_store_ms = 0
+        self.last_thorough_ms = monotonic_ms()
+
+    def run(self) -> None:
+        ep = self.rt.endpoints
+        flushed_out = bind(self.rt.ctx, zmq.PUB, ep.flushed)
+        written_in = connect(self.rt.ctx, zmq.SUB, ep.written, subscribe=(schema.WRITTEN,))
+        arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, subscribe=(schema.ARRIVED,), hwm=100_000)
+        indexed_in = connect(self.rt.ctx, zmq.SUB, ep.indexed, subscribe=(schema.INDEXED,), hwm=100_000)
+        poller = zmq.Poller()
+        for sock in (written_in, arrived_in, indexed_in):
+            poller.register(sock, zmq.POLLIN)
+        flush = self.rt.config.flush
+        next_commitlog = next_cq = next_index = 0
+        try:
+            while not self.rt.stopping:
+                ready = dict(poller.poll(10 if self.sync_wanted else flush.interval_ms // 5 or 1))
+                if written_in in ready:
+                    self._drain(written_in, self._on_written)
+                if arrived_in in ready:
+                    self._drain(arrived_in, self._on_arrived)
+                if indexed_in in ready:
+                    self._drain(indexed_in, self._on_indexed)
+                now = monotonic_ms()
+                if self.sync_wanted or now >= next_commitlog:
+                    self._flush_commitlog(flushed_out, now)
+                    next_commitlog = now + flush.interval_ms
+                if now >= next_cq:
+                    self._flush_queues()
+                    next_cq = now + flush.cq_interval_ms
+                if now >= next_index:
+                    self._flush_index()
+                    next_index = now + flush.index_interval_ms
+                self.rt.report("running", flushed=self.flushed_end, written=self.written_end)
+            self._drain(written_in, self._on_written)
+            self._drain(arrived_in, self._on_arrived)
+            self._drain(indexed_in, self._on_indexed)
+            self.last_thorough_ms = 0
+            self._flush_commitlog(flushed_out, monotonic_ms())
+            self._flush_queues()
+            self._flush_index()
+        finally:
+            self.rt.report("stopped", force=True, flushed=self.flushed_end)
+            self.syncer.close()
+            self.checkpoint.close()
+
+    @staticmethod
+    def _drain(sock: zmq.Socket[Any], handle: Any) -> None:
+        while True:
+            try:
+                _, frame = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                handle(schema.unpack(frame))
+            except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
+                log.warning("ignoring a malformed notice: %s", exc)
+
+    def _on_written(self, notice: dict[str, Any]) -> None:
+        end = int(notice["end"])
+        if end > self.written_end:
+            self.written_end = end
+            self.written_store_ms = int(notice.get("store_ms") or self.written_store_ms)
+        if notice.get("sync"):
+            self.sync_wanted = True
+
+    def _on_arrived(self, notice: dict[str, Any]) -> None:
+        for topic, queue_id, max_offset in notice["queues"]:
+            key = (str(topic), int(queue_id))
+            self.queue_max[key] = max(self.queue_max.get(key, 0), int(max_offset))
+        self.cq_store_ms = max(self.cq_store_ms, int(notice.get("store_ms", 0)))
+
+    def _on_indexed(self, notice: dict[str, Any]) -> None:
+        self.index_files.update(str(name) for name in notice["files"])
+        self.index_store_ms = max(self.index_store_ms, int(notice.get("store_ms", 0)))
+
+    def _flush_commitlog(self, flushed_out: zmq.Socket[Any], now: int) -> None:
+        target, store_ms = self.written_end, self.written_store_ms
+        thorough = now >= self.last_thorough_ms + self.rt.config.flush.thorough_interval_ms
+        dirty_pages = target // OS_PAGE_SIZE - max(self.flushed_end, 0) // OS_PAGE_SIZE
+        if target > self.flushed_end and (self.sync_wanted or thorough or self.flushed_end < 0
+                                          or dirty_pages >= self.rt.config.flush.least_pages):
+            first = 0 if self.flushed_end < 0 else self.flushed_end - self.flushed_end % self.file_size
+            for base in range(first, target + 1, self.file_size):
+                self.syncer.fsync(self.store_dir / "commitlog" / file_name(base))
+            self.flushed_end = target
+            if store_ms:
+                self.checkpoint.physic_msg_ms = store_ms
+                self.checkpoint.flush()
+        if thorough:
+            self.last_thorough_ms = now
+        self.sync_wanted = False
+        flushed_out.send_multipart([schema.FLUSHED, schema.pack({"v": schema.VERSION,
+                                                                 "end": max(self.flushed_end, 0)})])
+
+    def _flush_queues(self) -> None:
+        """fsync every consume-queue file written since the last flush (a queue seen for the first
+        time has all its files synced once: cheap for clean files, and nothing is missed)."""
+        store_ms = self.cq_store_ms
+        root = self.store_dir / "consumequeue"
+        dirty = [(key, m) for key, m in self.queue_max.items() if m > self.queue_flushed.get(key, 0)
+                 or key not in self.queue_flushed]
+        if not dirty:
+            return
+        for (topic, queue_id), max_offset in dirty:
+            first = self.queue_flushed.get((topic, queue_id), 0) * CQ_ENTRY_SIZE // self.cq_file_size
+            last = max(max_offset - 1, 0) * CQ_ENTRY_SIZE // self.cq_file_size
+            for n in range(first, last + 1):
+                self.syncer.fsync(root / topic / str(queue_id) / file_name(n * self.cq_file_size))
+            self.queue_flushed[(topic, queue_id)] = max_offset
+        if store_ms:
+            self.checkpoint.logics_msg_ms = store_ms
+            self.checkpoint.flush()
+
+    def _flush_index(self) -> None:
+        if not self.index_files:
+            return
+        store_ms = self.index_store_ms
+        for name in sorted(self.index_files):
+            self.syncer.fsync(self.store_dir / "index" / name)
+        self.index_files.clear()
+        if store_ms:
+            self.checkpoint.index_msg_ms = store_ms
+            self.checkpoint.flush()

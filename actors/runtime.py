@@ -1,0 +1,124 @@
+"""What every actor process has: one ZeroMQ context (made after the process started, never inherited),
+a stop flag raised by SIGTERM or SIGINT, logging to stderr, and an event channel to the supervisor.
+
+``run_actor`` is the target the supervisor starts each process with (spawn method): it rebuilds the
+configuration from plain values, builds the named actor and runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Any, Protocol
+
+import zmq
+
+from actors.config import BrokerConfig
+from ipc import schema
+from ipc.sockets import connect
+
+log = logging.getLogger("mqstore")
+PR_SET_PDEATHSIG = 1
+
+
+class Actor(Protocol):
+    def run(self) -> None: ...
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Runtime:
+    def __init__(self, name: str, config: BrokerConfig) -> None:
+        self.name = name
+        self.config = config
+        self.endpoints = config.endpoints
+        self.ctx: zmq.Context[Any] = zmq.Context()
+        self.stopping = False
+        self._events = connect(self.ctx, zmq.PUSH, self.endpoints.events, hwm=1000)
+        self._next_report_ms = 0
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+
+    def report(self, state: str, *, force: bool = False, **stats: Any) -> None:
+        """Tell the supervisor how this actor is doing, at most once per stats interval."""
+        now = monotonic_ms()
+        if not force and now < self._next_report_ms:
+            return
+        self._next_report_ms = now + self.config.broker.stats_interval_ms
+        event = {"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats}
+        # the supervisor busy or restarting drops a report: the next one carries the same facts
+        with contextlib.suppress(zmq.Again):
+            self._events.send(schema.pack(event), zmq.NOBLOCK)
+
+    def close(self) -> None:
+        self.ctx.destroy(linger=0)
+
+
+def setup_logging(name: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("MQSTORE_LOG_LEVEL", "INFO"),
+                        format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
+
+
+def build_actor(name: str, runtime: Runtime) -> Actor:
+    kind = name.split("-")[0]
+    if kind == "writer":
+        from actors.writer import CommitLogWriterActor
+        return CommitLogWriterActor(runtime)
+    if kind == "flusher":
+        from actors.flusher import FlushActor
+        return FlushActor(runtime)
+    if kind == "cqbuilder":
+        from actors.builder import ConsumeQueueBuilderActor
+        return ConsumeQueueBuilderActor(runtime)
+    if kind == "indexbuilder":
+        from actors.builder import IndexBuilderActor
+        return IndexBuilderActor(runtime)
+    if kind == "reader":
+        from actors.reader import ReaderActor
+        return ReaderActor(runtime, int(name.split("-")[1]))
+    raise ValueError(f"unknown actor {name!r}")
+
+
+def die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the supervisor dies (even by SIGKILL), so no actor outlives it."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        log.warning("cannot ask to die with the supervisor on this platform")
+    if os.getppid() != parent:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_actor(name: str, config_dict: dict[str, Any]) -> None:
+    """Process entry point: build the actor and run it until SIGTERM; a fault exits non-zero so the
+    supervisor restarts the process."""
+    setup_logging(name)
+    die_with_parent()
+    runtime = Runtime(name, BrokerConfig.from_dict(config_dict))
+    try:
+        actor = build_actor(name, runtime)
+        runtime.report("running", force=True)
+        actor.run()
+        runtime.report("stopped", force=True)
+    except Exception:
+        log.exception("%s failed", name)
+        runtime.close()
+        sys.exit(1)
+    runtime.close()

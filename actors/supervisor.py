@@ -1,0 +1,305 @@
+"""The supervisor: recovers the store, launches the actors in order, watches them, restarts a dead
+one with backoff (giving up, loudly, when one flaps), serves status on its control socket, and stops
+everything in order on SIGTERM / SIGINT or a ``stop`` request.
+
+It holds the store's lock for the broker's whole life (offline tools then refuse to write into it),
+creates the ``abort`` marker once recovery is done and removes it only after a clean stop in which
+the derived files caught up with the commitlog.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import multiprocess
+import psutil
+import zmq
+
+from actors.config import BrokerConfig
+from actors.runtime import monotonic_ms, run_actor, setup_logging, wall_ms
+from engine import MessageStore
+from engine.checkpoint import Checkpoint
+from engine.commitlog import CommitLog
+from engine.config import resolve_geometry
+from engine.consume_queue_store import ConsumeQueueStore
+from engine.index_service import IndexService
+from engine.metafile import abort_exists, create_abort, remove_abort
+from engine.recovery import recover
+from ipc import schema
+from ipc.sockets import bind
+
+log = logging.getLogger("mqstore")
+
+EXIT_OK = 0
+EXIT_GAVE_UP = 3
+START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer")
+
+
+@dataclass(slots=True)
+class ActorState:
+    name: str
+    process: Any = None
+    restarts: list[int] = field(default_factory=list)   # monotonic ms of each restart
+    restart_at_ms: int = 0                                # pending restart time, 0 when none
+    state: str = "starting"
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+
+class Supervisor:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.store_dir = Path(config.store_dir)
+        self.endpoints = config.endpoints
+        self.mp = multiprocess.get_context("spawn")
+        self.actors: dict[str, ActorState] = {}
+        self.stop_requested = False
+        self.gave_up = ""
+        self._lock_fd = -1
+        self.recovery_summary: dict[str, Any] = {}
+
+    # -- start -------------------------------------------------------------------------------------
+
+    def _lock(self) -> None:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.store_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"{self.store_dir} is in use by another broker or tool") from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _recover(self) -> None:
+        """Recover the store before any actor takes traffic; fix the geometry every actor uses."""
+        wanted = self.config.store.geometry if self.config.geometry_given else None
+        geometry = resolve_geometry(self.store_dir, wanted)
+        self.config = replace(self.config, store=replace(self.config.store, geometry=geometry))
+        commitlog = CommitLog.open(self.store_dir / "commitlog", geometry.commitlog_file_size)
+        queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", geometry.cq_entries_per_file)
+        index = IndexService.open(self.store_dir / "index", geometry.index_slot_count, geometry.index_entry_count,
+                                  wall_ms) if self.config.store.index_enabled else None
+        checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
+        try:
+            result = recover(commitlog, queues, index, checkpoint, abnormal=abort_exists(self.store_dir),
+                             check_crc=self.config.store.check_crc_on_recover, require_prop_crc=geometry.prop_crc)
+            commitlog.queue.flush_all()
+            queues.flush(0)
+            if index is not None:
+                index.flush()
+        finally:
+            commitlog.close()
+            queues.close()
+            if index is not None:
+                index.close()
+            checkpoint.close()
+        self.recovery_summary = {"abnormal": result.abnormal, "end": result.end_phys_offset,
+                                 "truncated_bytes": result.truncated_bytes, "stop_reason": result.stop_reason,
+                                 "redispatched": result.cq_redispatched}
+        log.info("recovered %s: %s", self.store_dir, self.recovery_summary)
+        create_abort(self.store_dir, os.getpid())
+
+    def _spawn(self, name: str) -> None:
+        actor = self.actors.setdefault(name, ActorState(name))
+        actor.process = self.mp.Process(target=run_actor, args=(name, self.config.to_dict()), name=name)
+        actor.process.start()
+        actor.state = "starting"
+        actor.restart_at_ms = 0
+        log.info("started %s (pid %s)", name, actor.pid)
+
+    def names(self) -> list[str]:
+        return [*START_ORDER, *(f"reader-{i}" for i in range(self.config.broker.readers))]
+
+    # -- run ---------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.endpoints.prepare()
+        self._lock()
+        try:
+            self._recover()
+            ctx: zmq.Context[Any] = zmq.Context()
+            try:
+                return self._serve(ctx)
+            finally:
+                ctx.destroy(linger=0)
+        finally:
+            self._unlock()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_requested = True
+
+    def _serve(self, ctx: zmq.Context[Any]) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        control = bind(ctx, zmq.REP, self.endpoints.control, rcvtimeo_ms=0)
+        events = bind(ctx, zmq.PULL, self.endpoints.events, hwm=100_000)
+        for name in self.names():
+            self._spawn(name)
+        poller = zmq.Poller()
+        poller.register(control, zmq.POLLIN)
+        poller.register(events, zmq.POLLIN)
+        while not self.stop_requested and not self.gave_up:
+            ready = dict(poller.poll(100))
+            if events in ready:
+                self._drain_events(events)
+            if control in ready:
+                self._serve_control(control)
+            self._watch()
+        if self.gave_up:
+            log.error("giving up: %s", self.gave_up)
+        self._stop_all(events)
+        return EXIT_GAVE_UP if self.gave_up else EXIT_OK
+
+    def _drain_events(self, events: zmq.Socket[Any]) -> None:
+        while True:
+            try:
+                frame = events.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                event = schema.unpack(frame)
+                actor = self.actors.get(str(event["actor"]))
+            except (schema.SchemaError, KeyError):
+                continue
+            if actor is not None and event.get("pid") == actor.pid:
+                actor.state = str(event.get("state", actor.state))
+                actor.stats = {k: v for k, v in event.items() if k not in ("v", "actor", "pid", "state")}
+
+    def _watch(self) -> None:
+        """Reap dead actors and restart them with backoff; too many restarts in the window: give up."""
+        now = monotonic_ms()
+        sup = self.config.supervisor
+        for actor in self.actors.values():
+            if actor.alive():
+                continue
+            if actor.restart_at_ms == 0:
+                code = actor.process.exitcode if actor.process is not None else None
+                actor.restarts = [t for t in actor.restarts if now - t < sup.flap_window_ms]
+                if len(actor.restarts) >= sup.flap_restarts:
+                    self.gave_up = (f"{actor.name} died {len(actor.restarts) + 1} times within "
+                                    f"{sup.flap_window_ms} ms (last exit code {code})")
+                    return
+                delay = min(sup.backoff_initial_ms * (2 ** len(actor.restarts)), sup.backoff_max_ms)
+                actor.restart_at_ms = now + delay
+                actor.state = f"dead (exit {code}), restart in {delay} ms"
+                log.warning("%s exited with %s; restarting in %d ms", actor.name, code, delay)
+            elif now >= actor.restart_at_ms:
+                actor.restarts.append(now)
+                self._spawn(actor.name)
+
+    # -- control -----------------------------------------------------------------------------------
+
+    def _serve_control(self, control: zmq.Socket[Any]) -> None:
+        try:
+            frame = control.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        request_id: Any = None
+        try:
+            message = schema.unpack(frame, max_bytes=1 << 20)
+            request_id = message.get("id")
+            op = schema.field(message, "op", str)
+            if op == "status":
+                reply = schema.ok_reply(request_id, **self.status())
+            elif op == "stop":
+                self.stop_requested = True
+                reply = schema.ok_reply(request_id, stopping=True)
+            elif op == "ping":
+                reply = schema.ok_reply(request_id, pid=os.getpid())
+            else:
+                reply = schema.error_reply(request_id, schema.UNKNOWN_OP, f"the supervisor does not serve {op!r}")
+        except schema.SchemaError as exc:
+            reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
+        control.send(schema.pack(reply))
+
+    def status(self) -> dict[str, Any]:
+        written = int(self.actors["writer"].stats.get("written", 0)) if "writer" in self.actors else 0
+        actors = {}
+        for actor in self.actors.values():
+            info: dict[str, Any] = {"pid": actor.pid, "state": actor.state, "restarts": len(actor.restarts),
+                                    **actor.stats}
+            if actor.alive():
+                try:
+                    proc = psutil.Process(actor.pid)
+                    info["cpu_percent"] = proc.cpu_percent(interval=None)
+                    info["rss_bytes"] = proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            if "applied" in actor.stats:
+                info["lag_bytes"] = max(0, written - int(actor.stats["applied"]))
+            actors[actor.name] = info
+        return {"store": str(self.store_dir), "pid": os.getpid(), "flush_mode": self.config.flush.mode,
+                "written": written, "flushed": self.actors["flusher"].stats.get("flushed", 0)
+                if "flusher" in self.actors else 0, "recovery": self.recovery_summary, "actors": actors,
+                "ready": all(a.state == "running" for a in self.actors.values())}
+
+    # -- stop --------------------------------------------------------------------------------------
+
+    def _stop_all(self, events: zmq.Socket[Any]) -> None:
+        """Readers first (they persist offsets), then the writer (it answers what waits for a
+        flush), the builders, and the flush service last (its final fsync covers everything)."""
+        readers = [n for n in self.actors if n.startswith("reader")]
+        for group in (readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
+            self._stop_group(group, events)
+        clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
+        self._finish(clean)
+
+    def _stop_group(self, names: list[str], events: zmq.Socket[Any]) -> None:
+        deadline = time.monotonic() + self.config.supervisor.stop_timeout_ms / 1000
+        for name in names:
+            actor = self.actors.get(name)
+            if actor is not None and actor.alive():
+                actor.process.terminate()
+        for name in names:
+            actor = self.actors.get(name)
+            if actor is None or actor.process is None:
+                continue
+            actor.process.join(max(0.0, deadline - time.monotonic()))
+            if actor.process.is_alive():
+                log.error("%s did not stop in time; killing it", name)
+                actor.process.kill()
+                actor.process.join()
+        self._drain_events(events)
+
+    def _finish(self, clean: bool) -> None:
+        """Bring the derived files level with the commitlog (what builders had not applied when they
+        stopped), flush, and remove the abort marker: the next start recovers normally."""
+        if self.gave_up:
+            log.error("abort marker kept: the next start recovers abnormally")
+            return
+        remove_abort(self.store_dir)
+        self._unlock()
+        try:
+            with MessageStore.open(self.store_dir) as store:
+                log.info("stopped; derived files caught up (%d records re-dispatched)",
+                         store.recovery.cq_redispatched)
+        except Exception:
+            # the marker must come back: derived files may lag, the next start must recover them
+            create_abort(self.store_dir, os.getpid())
+            raise
+        if not clean:
+            log.warning("an actor did not exit cleanly; recovery on stop repaired what it left")
+
+
+def serve(config: BrokerConfig) -> int:
+    setup_logging("supervisor")
+    return Supervisor(config).run()

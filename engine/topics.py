@@ -1,0 +1,88 @@
+"""Topic configuration, ``{store}/config/topics.json``, in the shape of RocketMQ's TopicConfigManager:
+
+    {"dataVersion": {"counter": N, "stateVersion": 0, "timestamp": ms},
+     "topicConfigTable": {"Orders": {"topicName": "Orders", "readQueueNums": 4, "writeQueueNums": 4,
+                                     "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                                     "order": false}}}
+
+Written atomically (tmp, fsync, rename, ``.bak``) by its one owner, the commitlog writer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import check_topic
+from engine.metafile import read_with_backup, write_atomic
+
+TOPICS_FILE = "config/topics.json"
+PERM_READ_WRITE = 6
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    name: str
+    queue_count: int
+    perm: int = PERM_READ_WRITE
+
+
+class TopicError(ValueError):
+    """An invalid topic name or queue count."""
+
+
+class TopicTable:
+    def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int) -> None:
+        self.path = path
+        self._now_ms = now_ms
+        self.topics = topics
+        self._counter = counter
+
+    @classmethod
+    def load(cls, store_dir: Path | str, now_ms: Callable[[], int]) -> TopicTable:
+        path = Path(store_dir) / TOPICS_FILE
+        loaded = read_with_backup(path, _decode)
+        topics, counter = loaded if loaded is not None else ({}, 0)
+        return cls(path, now_ms, topics, counter)
+
+    def get(self, name: str) -> TopicConfig | None:
+        return self.topics.get(name)
+
+    def create(self, name: str, queue_count: int) -> TopicConfig:
+        """Create or resize a topic and persist the table; queues are only ever added."""
+        reason = check_topic(name)
+        if reason is not None:
+            raise TopicError(reason)
+        if not 1 <= queue_count <= 1 << 16:
+            raise TopicError(f"queue count {queue_count} out of range")
+        current = self.topics.get(name)
+        if current is not None and current.queue_count >= queue_count:
+            return current
+        self.topics[name] = TopicConfig(name, queue_count)
+        self.persist()
+        return self.topics[name]
+
+    def get_or_create(self, name: str, default_queue_count: int) -> TopicConfig:
+        current = self.topics.get(name)
+        return current if current is not None else self.create(name, default_queue_count)
+
+    def persist(self) -> None:
+        self._counter += 1
+        table = {name: {"topicName": name, "readQueueNums": t.queue_count, "writeQueueNums": t.queue_count,
+                        "perm": t.perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+                 for name, t in sorted(self.topics.items())}
+        doc = {"dataVersion": {"counter": self._counter, "stateVersion": 0, "timestamp": self._now_ms()},
+               "topicConfigTable": table}
+        write_atomic(self.path, json.dumps(doc, indent="\t").encode())
+
+
+def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int]:
+    doc: Any = json.loads(data)
+    table = doc["topicConfigTable"]
+    topics = {name: TopicConfig(name, int(entry.get("writeQueueNums", entry.get("readQueueNums", 1))),
+                                int(entry.get("perm", PERM_READ_WRITE)))
+              for name, entry in table.items()}
+    return topics, int(doc.get("dataVersion", {}).get("counter", 0))

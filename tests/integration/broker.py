@@ -1,0 +1,124 @@
+"""A real broker for integration tests: ``mqstore start`` in a subprocess on a tiny-geometry store,
+with readiness, status, actor kills and an orderly stop, all polled with deadlines."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from scripts.broker_cli import control_request
+
+TINY_TOML = """
+[store.geometry]
+commitlog_file_size = {commitlog}
+cq_entries_per_file = {cq}
+index_slot_count = 64
+index_entry_count = 256
+
+[flush]
+mode = "{mode}"
+
+[broker]
+readers = {readers}
+
+[supervisor]
+backoff_initial_ms = 50
+backoff_max_ms = 500
+flap_restarts = 20
+"""
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+class Broker:
+    def __init__(self, root: Path, *, mode: str = "ASYNC_FLUSH", readers: int = 1, commitlog: int = 256 * 1024,
+                 cq: int = 512, extra_toml: str = "") -> None:
+        self.root = root
+        self.store = root / "store"
+        self.config_path = root / "broker.toml"
+        self.config_path.write_text(TINY_TOML.format(mode=mode, readers=readers, commitlog=commitlog, cq=cq)
+                                    + extra_toml)
+        self.log_path = root / "broker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60) -> Broker:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it for its whole life
+        self.proc = subprocess.Popen([sys.executable, "-m", "scripts.mqstore", "start", "--store", str(self.store),
+                                      "--config", str(self.config_path)], stdout=log, stderr=log,
+                                     cwd=Path(__file__).resolve().parents[2])
+        log.close()
+        self.wait_ready(timeout_s)
+        return self
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            return control_request(self.store, "status", timeout_ms=500)
+        except ConnectionError:
+            return None
+
+    def wait_ready(self, timeout_s: float = 60) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"broker exited with {self.proc.returncode}:\n{self.logs()}")
+            s = self.status()
+            return s if s is not None and s.get("ready") else None
+        return wait_for(ready, timeout_s, "the broker to be ready")  # type: ignore[no-any-return]
+
+    def pid_of(self, actor: str) -> int:
+        status = self.status()
+        assert status is not None
+        return int(status["actors"][actor]["pid"])
+
+    def kill(self, actor: str, sig: int = signal.SIGKILL) -> int:
+        pid = self.pid_of(actor)
+        os.kill(pid, sig)
+        return pid
+
+    def wait_restarted(self, actor: str, old_pid: int, timeout_s: float = 30) -> None:
+        def restarted() -> bool:
+            s = self.status()
+            if s is None:
+                return False
+            info = s["actors"][actor]
+            return bool(info["pid"] != old_pid and info["state"] == "running")
+        wait_for(restarted, timeout_s, f"{actor} to restart")
+
+    def stop(self, timeout_s: float = 60) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"broker did not stop within {timeout_s} s:\n{self.logs()}") from None
+        self.proc = None
+        return code
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")[-20000:] if self.log_path.exists() else ""
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # the actors follow: each asked the kernel for SIGTERM when its parent dies
+            self.proc.wait()

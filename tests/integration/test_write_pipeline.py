@@ -1,0 +1,181 @@
+"""The write pipeline without a supervisor: writer, flush service and both builders as real processes,
+driven over raw ZeroMQ frames, checked on the files afterwards."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import multiprocess
+import pytest
+import zmq
+
+from actors.config import BrokerConfig, load_config
+from actors.runtime import run_actor
+from actors.supervisor import Supervisor
+from engine import MessageStore
+from engine.consume_queue_store import ConsumeQueueStore
+from engine.verify import verify_store
+from ipc import schema
+from ipc.sockets import bind, connect
+from tests.integration.broker import wait_for
+
+GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_slot_count": 64,
+            "index_entry_count": 256}
+
+
+class Pipeline:
+    def __init__(self, store: Path, mode: str) -> None:
+        run_dir = tempfile.mkdtemp(prefix="mq")
+        self.config: BrokerConfig = load_config(store, None, store={"geometry": GEOMETRY}, flush={"mode": mode},
+                                                ipc={"run_dir": run_dir})
+        sup = Supervisor(self.config)
+        sup.endpoints.prepare()
+        sup._recover()  # what the supervisor does before it starts actors
+        self.config = sup.config
+        self.ctx: zmq.Context[Any] = zmq.Context()
+        self.events = bind(self.ctx, zmq.PULL, self.config.endpoints.events)
+        self.mp = multiprocess.get_context("spawn")
+        self.procs: dict[str, Any] = {}
+        for name in ("flusher", "cqbuilder", "indexbuilder", "writer"):
+            self.start(name)
+        self.producer = connect(self.ctx, zmq.DEALER, self.config.endpoints.ingress, rcvtimeo_ms=10_000)
+        self.wait_written()
+
+    def start(self, name: str) -> None:
+        proc = self.mp.Process(target=run_actor, args=(name, self.config.to_dict()))
+        proc.start()
+        self.procs[name] = proc
+
+    def request(self, op: str, request_id: int, **fields: Any) -> dict[str, Any]:
+        self.producer.send(schema.pack(schema.request(op, request_id, **fields)))
+        return schema.unpack(self.producer.recv())
+
+    def wait_written(self) -> None:
+        wait_for(lambda: self.request("ping", 0).get("ok"), 30, "the writer")
+
+    def events_seen(self) -> list[dict[str, Any]]:
+        seen = []
+        while self.events.poll(0):
+            seen.append(schema.unpack(self.events.recv()))
+        return seen
+
+    def stop(self) -> None:
+        for name in ("writer", "cqbuilder", "indexbuilder", "flusher"):
+            proc = self.procs[name]
+            proc.terminate()
+            proc.join(20)
+            assert proc.exitcode == 0, f"{name} exited with {proc.exitcode}"
+        self.ctx.destroy(linger=0)
+
+
+@pytest.fixture(params=["ASYNC_FLUSH", "SYNC_FLUSH"])
+def pipeline(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Pipeline]:
+    p = Pipeline(tmp_path / "store", request.param)
+    yield p
+    for proc in p.procs.values():
+        if proc.is_alive():
+            proc.kill()
+
+
+def _queue_ends(p: Pipeline) -> dict[tuple[str, int], int]:
+    """What the consume-queue builder wrote, read off its files (before any recovery touches them)."""
+    queues = ConsumeQueueStore.open(Path(p.config.store_dir) / "consumequeue", GEOMETRY["cq_entries_per_file"],
+                                    writable=False)
+    try:
+        return queues.published_state()[0]
+    finally:
+        queues.close()
+
+
+def _send(p: Pipeline, n: int, start: int = 0) -> list[dict[str, Any]]:
+    msgs = [{"topic": "Orders", "body": f"m{i}".encode() * 20, "tags": "T", "keys": [f"k{i}"], "queue": i % 2}
+            for i in range(start, start + n)]
+    reply = p.request("send", 1, msgs=msgs)
+    assert reply["ok"], reply
+    return reply["results"]  # type: ignore[no-any-return]
+
+
+def test_sends_reach_commitlog_queues_and_index(pipeline: Pipeline) -> None:
+    results = []
+    for batch in range(20):
+        results += _send(pipeline, 25, batch * 25)
+    assert all(r["status"] == "PUT_OK" for r in results)
+    assert [r["queue_offset"] for r in results if r["queue"] == 0] == list(range(250))
+    pipeline.stop()
+    assert _queue_ends(pipeline) == {("Orders", 0): 250, ("Orders", 1): 250}
+    with MessageStore.open(pipeline.config.store_dir) as store:
+        for i, r in enumerate(results):
+            got = store.get("Orders", r["queue"], r["queue_offset"], max_count=1)
+            assert got.messages[0].body == f"m{i}".encode() * 20
+        assert [m.phys_offset for m in store.query_by_key("Orders", "k77")] == [results[77]["phys_offset"]]
+    assert verify_store(pipeline.config.store_dir).ok
+
+
+def test_bad_requests_get_reasons_and_the_writer_goes_on(pipeline: Pipeline) -> None:
+    p = pipeline
+    p.producer.send(b"\xc1 not msgpack")
+    assert schema.unpack(p.producer.recv())["status"] == schema.BAD_REQUEST
+    for op, fields, status in [
+        ("nope", {}, schema.UNKNOWN_OP),
+        ("send", {"msgs": "x"}, schema.BAD_REQUEST),
+        ("send", {"msgs": [{"topic": "Orders"}]}, schema.BAD_REQUEST),
+        ("send", {"msgs": [{"topic": "Orders", "body": "text not bytes"}]}, schema.BAD_REQUEST),
+        ("send", {"msgs": [{"topic": "Orders", "body": b"x", "born_host": ["not-an-ip", 1]}]}, schema.BAD_REQUEST),
+    ]:
+        reply = p.request(op, 7, **fields)
+        assert not reply["ok"] and reply["status"] == status and reply["reason"], reply
+    reply = p.request("send", 8, msgs=[{"topic": "bad topic!", "body": b"x"},
+                                       {"topic": "Orders", "body": b"x" * 5_000_000},
+                                       {"topic": "Orders", "body": b"x", "queue": 99},
+                                       {"topic": "Orders", "body": b"ok"}])
+    statuses = [r["status"] for r in reply["results"]]
+    assert statuses == ["MESSAGE_ILLEGAL", "MESSAGE_ILLEGAL", "MESSAGE_ILLEGAL", "PUT_OK"], reply
+    assert all(r["reason"] for r in reply["results"][:3])
+    assert _send(p, 1)[0]["status"] == "PUT_OK"
+
+
+def test_builder_killed_catches_up_from_the_commitlog(pipeline: Pipeline) -> None:
+    first = _send(pipeline, 30)
+    pipeline.procs["cqbuilder"].kill()
+    pipeline.procs["cqbuilder"].join()
+    second = _send(pipeline, 30, 30)  # dispatched while no builder listens
+    pipeline.start("cqbuilder")
+    pipeline.procs["indexbuilder"].kill()
+    pipeline.procs["indexbuilder"].join()
+    pipeline.start("indexbuilder")
+
+    def caught_up() -> bool:
+        applied = {e["actor"]: e.get("applied", 0) for e in pipeline.events_seen() if "applied" in e}
+        caught_up.seen.update(applied)  # type: ignore[attr-defined]
+        end = second[-1]["phys_offset"]
+        return all(caught_up.seen.get(a, 0) > end for a in ("cqbuilder", "indexbuilder"))  # type: ignore[attr-defined]
+    caught_up.seen = {}  # type: ignore[attr-defined]
+    wait_for(caught_up, 30, "the restarted builders to catch up")
+    pipeline.stop()
+    assert _queue_ends(pipeline) == {("Orders", 0): 30, ("Orders", 1): 30}
+    with MessageStore.open(pipeline.config.store_dir) as store:
+        for r in first + second:
+            assert store.get("Orders", r["queue"], r["queue_offset"], max_count=1).messages[0].phys_offset == \
+                r["phys_offset"]
+    assert verify_store(pipeline.config.store_dir).ok
+
+
+def test_writer_killed_mid_load_resumes_offsets(pipeline: Pipeline) -> None:
+    first = _send(pipeline, 40)
+    pipeline.procs["writer"].kill()
+    pipeline.procs["writer"].join()
+    pipeline.start("writer")
+    pipeline.wait_written()
+    second = _send(pipeline, 40, 40)
+    assert [r["queue_offset"] for r in first + second if r["queue"] == 0] == list(range(40))
+    pipeline.stop()
+    assert verify_store(pipeline.config.store_dir).ok
+
+
+def test_sigterm_is_a_clean_stop(pipeline: Pipeline) -> None:
+    _send(pipeline, 5)
+    pipeline.stop()
+    assert all(proc.exitcode == 0 for proc in pipeline.procs.values())
