@@ -3,7 +3,10 @@ driven over raw ZeroMQ frames, checked on the files afterwards."""
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +30,10 @@ GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_
 
 
 class Pipeline:
-    def __init__(self, store: Path, mode: str) -> None:
+    def __init__(self, store: Path, mode: str, **flush: Any) -> None:
         run_dir = tempfile.mkdtemp(prefix="mq")
-        self.config: BrokerConfig = load_config(store, None, store={"geometry": GEOMETRY}, flush={"mode": mode},
-                                                ipc={"run_dir": run_dir})
+        self.config: BrokerConfig = load_config(store, None, store={"geometry": GEOMETRY},
+                                                flush={"mode": mode, **flush}, ipc={"run_dir": run_dir})
         sup = Supervisor(self.config)
         sup.endpoints.prepare()
         sup._recover()  # what the supervisor does before it starts actors
@@ -179,3 +182,57 @@ def test_sigterm_is_a_clean_stop(pipeline: Pipeline) -> None:
     _send(pipeline, 5)
     pipeline.stop()
     assert all(proc.exitcode == 0 for proc in pipeline.procs.values())
+
+
+@pytest.fixture
+def sync_pipeline(tmp_path: Path) -> Iterator[Pipeline]:
+    p = Pipeline(tmp_path / "store", "SYNC_FLUSH")
+    yield p
+    for proc in p.procs.values():
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+
+
+def test_sync_flush_acknowledges_only_after_the_flush(sync_pipeline: Pipeline) -> None:
+    """With the flush service frozen (SIGSTOP) nothing is acknowledged and nothing becomes
+    consumable; once it runs again, the fsync comes first, then the ack and the queue entry."""
+    p = sync_pipeline
+    _send(p, 3)
+    flushed_in = connect(p.ctx, zmq.SUB, p.config.endpoints.flushed, subscribe=(schema.FLUSHED,))
+    flusher_pid = p.procs["flusher"].pid
+    os.kill(flusher_pid, signal.SIGSTOP)
+    try:
+        p.producer.send(schema.pack(schema.request("send", 42, msgs=[{"topic": "Orders", "body": b"durable",
+                                                                       "queue": 0}])))
+        assert not p.producer.poll(1000), "acknowledged while the flush service could not fsync"
+        assert _queue_ends(p)[("Orders", 0)] == 2, "consumable before it was flushed"
+        while flushed_in.poll(0):
+            flushed_in.recv_multipart()
+    finally:
+        os.kill(flusher_pid, signal.SIGCONT)
+    assert p.producer.poll(10_000)
+    reply = schema.unpack(p.producer.recv())
+    result = reply["results"][0]
+    assert result["status"] == "PUT_OK"
+    # the flush notice that released it covers the record
+    notice_end = 0
+    while flushed_in.poll(2000) and notice_end <= result["phys_offset"]:
+        notice_end = schema.unpack(flushed_in.recv_multipart()[1])["end"]
+    assert notice_end > result["phys_offset"]
+    wait_for(lambda: _queue_ends(p)[("Orders", 0)] == 3, 10, "the entry after the flush")
+
+
+def test_sync_flush_times_out_without_a_flush(tmp_path: Path) -> None:
+    p = Pipeline(tmp_path / "store", "SYNC_FLUSH", sync_timeout_ms=1500)
+    try:
+        _send(p, 1)
+        os.kill(p.procs["flusher"].pid, signal.SIGSTOP)
+        started = time.monotonic()
+        result = _send(p, 1, 1)[0]
+        assert result["status"] == "FLUSH_DISK_TIMEOUT"
+        assert time.monotonic() - started >= p.config.flush.sync_timeout_ms / 1000 * 0.9
+    finally:
+        os.kill(p.procs["flusher"].pid, signal.SIGCONT)
+        for proc in p.procs.values():
+            proc.kill()
