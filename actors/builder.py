@@ -29,6 +29,7 @@ from ipc import schema
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
+REPUT_CHUNK = 4096
 
 
 class BuilderActor:
@@ -100,17 +101,29 @@ class BuilderActor:
         if self.applied < start:
             return changed  # the gap could not be closed yet; the next tick retries
         fresh = [r for r in requests if r.phys_offset >= self.applied]
-        if fresh:
-            self.apply(fresh)
-            self.store_ms = fresh[-1].store_ms
+        if fresh and not self._apply(fresh):
+            return False
         self.applied = end
         return True
 
+    def _apply(self, requests: list[DispatchRequest]) -> bool:
+        """Apply, or on a full disk leave ``applied`` where it was: the next tick retries from the
+        commitlog, and what was applied before the error is skipped as a duplicate."""
+        try:
+            self.apply(requests)
+        except OSError as exc:
+            log.warning("cannot write derived files (%s); retrying from commitlog offset %d", exc, self.applied)
+            return False
+        self.store_ms = requests[-1].store_ms
+        return True
+
     def _catch_up(self, end: int) -> bool:
-        """Reput: apply the records in [applied, end) read from the commitlog itself."""
+        """Reput: apply the records in [applied, end) read from the commitlog itself, a chunk at a
+        time so a long lag never sits in memory at once."""
         if end <= self.applied:
             return False
         self.commitlog.queue.refresh()
+        start = self.applied
         batch: list[DispatchRequest] = []
         reached = self.applied
         for phys, decoded in self.commitlog.scan(self.applied, end, check_crc=False, read_body=False):
@@ -122,12 +135,14 @@ class BuilderActor:
             else:
                 log.warning("reput stopped at %d: %s", phys, decoded.reason)
                 break
-        if batch:
-            self.apply(batch)
-            self.store_ms = batch[-1].store_ms
-        changed = reached > self.applied
+            if len(batch) >= REPUT_CHUNK:
+                if not self._apply(batch):
+                    return self.applied > start
+                self.applied, batch = reached, []
+        if batch and not self._apply(batch):
+            return self.applied > start
         self.applied = max(self.applied, reached)
-        return changed
+        return self.applied > start
 
 
 class ConsumeQueueBuilderActor(BuilderActor):

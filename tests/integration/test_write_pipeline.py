@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -236,3 +237,39 @@ def test_sync_flush_times_out_without_a_flush(tmp_path: Path) -> None:
         os.kill(p.procs["flusher"].pid, signal.SIGCONT)
         for proc in p.procs.values():
             proc.kill()
+
+
+def test_full_disk_refuses_sends_then_resumes(tmp_path: Path) -> None:
+    """The store on a 1 MiB tmpfs: sends fail with a clear status once it is full, the actors keep
+    running, writing resumes by itself once space is freed, and the store verifies clean."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        ballast = mount / "ballast"
+        ballast.write_bytes(bytes(640 * 1024))  # most of the disk: freeing it leaves ample room
+        p = Pipeline(mount / "store", "ASYNC_FLUSH")
+        acked: list[dict[str, Any]] = []
+        refused: dict[str, Any] = {}
+        for batch in range(200):
+            results = _send(p, 20, batch * 20)
+            acked += [r for r in results if r["status"] == "PUT_OK"]
+            bad = [r for r in results if r["status"] != "PUT_OK"]
+            if bad:
+                refused = bad[0]
+                break
+        assert refused, "the disk never filled up"
+        assert refused["status"] == "CREATE_MAPPED_FILE_FAILED" and "No space left" in refused["reason"]
+        assert all(proc.is_alive() for proc in p.procs.values())
+        ballast.unlink()
+        more = _send(p, 5, 10_000)
+        assert all(r["status"] == "PUT_OK" for r in more), more
+        p.stop()
+        with MessageStore.open(mount / "store") as store:
+            for r in acked + more:
+                assert store.get("Orders", r["queue"], r["queue_offset"], max_count=1).messages[0].phys_offset == \
+                    r["phys_offset"]
+        assert verify_store(mount / "store").ok
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
