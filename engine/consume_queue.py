@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,22 @@ CQ_DTYPE = np.dtype([("phys_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8
 _ENTRY = struct.Struct(">qiq")
 
 CqEntries = npt.NDArray[np.void]
+
+
+class QueueView(Protocol):
+    """What the read paths need of a queue: a ConsumeQueue, or a reader's view of one cut at what
+    its builder has published."""
+
+    @property
+    def min_queue_offset(self) -> int: ...
+
+    @property
+    def max_queue_offset(self) -> int: ...
+
+    @property
+    def entries_per_file(self) -> int: ...
+
+    def read(self, queue_offset: int, max_count: int) -> CqEntries: ...
 
 
 def encode_entry(phys_offset: int, size: int, tags_code: int) -> bytes:
@@ -234,28 +251,32 @@ class ConsumeQueue:
     # -- time --------------------------------------------------------------------------------------
 
     def queue_offset_by_time(self, ts_ms: int, store_ms_at: Callable[[int], int], *, upper: bool = False) -> int:
-        """LOWER (default): the first offset whose store time is >= ``ts_ms`` (max offset if none).
-        UPPER: the last offset whose store time is <= ``ts_ms``. Clamped to [min, max]."""
-        lo, hi = self.min_queue_offset, self.max_queue_offset
-        if lo >= hi:
-            return lo
-        entries = self.read(lo, hi - lo)
-        phys = entries["phys_offset"]
-
-        def time_at(i: int) -> int:
-            t = store_ms_at(int(phys[i]))
-            return -1 if t < 0 else t  # a record already deleted reads as "too early"
-
-        left, right = 0, len(entries)
-        while left < right:
-            mid = (left + right) // 2
-            if (time_at(mid) <= ts_ms) if upper else (time_at(mid) < ts_ms):
-                left = mid + 1
-            else:
-                right = mid
-        result = lo + left - 1 if upper else lo + left
-        return min(max(result, self.min_queue_offset), self.max_queue_offset)
+        return queue_offset_by_time(self, ts_ms, store_ms_at, upper=upper)
 
 
 class ConsumeQueueOrderError(RuntimeError):
     """An entry would be written at a position other than its queue offset: the dispatcher is broken."""
+
+
+def queue_offset_by_time(view: QueueView, ts_ms: int, store_ms_at: Callable[[int], int], *, upper: bool = False) -> int:
+    """LOWER (default): the first offset whose store time is >= ``ts_ms`` (max offset if none).
+    UPPER: the last offset whose store time is <= ``ts_ms``. Clamped to [min, max]."""
+    lo, hi = view.min_queue_offset, view.max_queue_offset
+    if lo >= hi:
+        return lo
+    entries = view.read(lo, hi - lo)
+    phys = entries["phys_offset"]
+
+    def time_at(i: int) -> int:
+        t = store_ms_at(int(phys[i]))
+        return -1 if t < 0 else t  # a record already deleted reads as "too early"
+
+    left, right = 0, len(entries)
+    while left < right:
+        mid = (left + right) // 2
+        if (time_at(mid) <= ts_ms) if upper else (time_at(mid) < ts_ms):
+            left = mid + 1
+        else:
+            right = mid
+    result = lo + left - 1 if upper else lo + left
+    return min(max(result, view.min_queue_offset), view.max_queue_offset)

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 
 from engine.commitlog import CommitLog
-from engine.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
+from engine.consume_queue import CQ_ENTRY_SIZE, QueueView
 from engine.index_service import IndexService
 from engine.jhash import tags_code
 from engine.msgid import decode_offset_msg_id
@@ -76,7 +76,7 @@ class PullLimits:
     transfer_bytes: int = 256 * 1024
 
 
-def get_messages(cq: ConsumeQueue | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
+def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
                  tag_filter: TagFilter, readable_end: int) -> GetResult:
     """RocketMQ's getMessage over one queue, never reading records at or past ``readable_end``."""
     if cq is None:
@@ -128,22 +128,31 @@ def get_messages(cq: ConsumeQueue | None, commitlog: CommitLog, queue_offset: in
 
 
 def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,
-                 begin_ms: int, end_ms: int, *, uniq: bool = False) -> list[Record]:
-    """Records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold ``key``, oldest first."""
+                 begin_ms: int, end_ms: int, *, uniq: bool = False, readable_end: int | None = None) -> list[Record]:
+    """Records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold ``key``, oldest first,
+    none reaching past ``readable_end``."""
+    end = commitlog.max_offset if readable_end is None else readable_end
     found = index.query(topic, key, max_count, begin_ms, end_ms)
     records: list[Record] = []
     for phys_offset in sorted(set(found.phys_offsets)):
+        if not commitlog.min_offset <= phys_offset < end:
+            continue
         record = commitlog.read_record(phys_offset, check_crc=False).record
-        if record is None or record.topic != topic:
+        if record is None or record.topic != topic or phys_offset + record.size > end:
             continue
         if (record.uniq_key == key) if uniq else (key in record.keys):
             records.append(record)
     return records
 
 
-def view_by_id(commitlog: CommitLog, msg_id: str) -> Record | None:
-    """The record an offsetMsgId points at (None when it is not in the log)."""
+def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:
+    """The record an offsetMsgId points at: None when it is not in the log (below its min, past
+    ``readable_end``) or points into the middle of a record."""
+    end = commitlog.max_offset if readable_end is None else readable_end
     _, phys_offset = decode_offset_msg_id(msg_id)
-    if phys_offset < commitlog.min_offset or phys_offset >= commitlog.max_offset:
+    if not commitlog.min_offset <= phys_offset < end:
         return None
-    return commitlog.read_record(phys_offset, check_crc=False).record
+    record = commitlog.read_record(phys_offset, check_crc=False).record
+    if record is None or record.phys_offset != phys_offset or phys_offset + record.size > end:
+        return None
+    return record

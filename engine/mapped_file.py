@@ -11,12 +11,30 @@ and, on ext4, reserves the blocks without writing them.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 from pathlib import Path
 
 OS_PAGE_SIZE = 4096
 FILE_NAME_DIGITS = 20
+
+
+ZERO_CHUNK = 1 << 20
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+def _punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Linux fallocate(PUNCH_HOLE | KEEP_SIZE): the range reads as zeros, the size is unchanged.
+    False where the platform or filesystem cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong)
+    return bool(fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0)
 
 
 def file_name(file_base: int) -> str:
@@ -153,25 +171,23 @@ class MappedFile:
 
     def truncate_after(self, pos: int) -> None:
         """Drop everything from ``pos`` on: the bytes become zeros on disk, so a stale record or entry
-        beyond the new end can never be mistaken for data by a later recovery. The blocks past the
-        page holding ``pos`` are released and allocated again, instead of writing zeros over them."""
+        beyond the new end can never be mistaken for data by a later recovery.
+
+        The file keeps its size throughout (other processes may map it: shrinking it, even for an
+        instant, would SIGBUS a reader touching the tail). Whole pages past the cut are released
+        with a hole punch and allocated again, instead of writing zeros over them."""
         if not self.writable:
             raise MappedFileError(f"{self.path} is read-only")
         page_end = min(self.file_size, -(-pos // OS_PAGE_SIZE) * OS_PAGE_SIZE)
         self.buffer[pos:page_end] = bytes(page_end - pos)
         self.buffer.flush()
-        self.buffer.close()  # a mapping must not cover the range being truncated (SIGBUS)
-        self._mm = None
-        os.ftruncate(self._fd, page_end)
-        try:
-            os.posix_fallocate(self._fd, 0, self.file_size)
-        except OSError:
-            # keep the file at its size (sparse) so the store still opens once space returns
-            os.ftruncate(self._fd, self.file_size)
-            self.close()
-            raise
+        if page_end < self.file_size:
+            length = self.file_size - page_end
+            if not _punch_hole(self._fd, page_end, length):
+                for start in range(page_end, self.file_size, ZERO_CHUNK):  # no hole punching here
+                    os.pwrite(self._fd, bytes(min(ZERO_CHUNK, self.file_size - start)), start)
+            os.posix_fallocate(self._fd, page_end, length)  # ENOSPC here leaves a readable, sparse tail
         os.fsync(self._fd)
-        self._mm = mmap.mmap(self._fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.set_positions(pos)
 
     def last_modified_ms(self) -> int:

@@ -15,7 +15,7 @@ MAX_INBOUND_BYTES = 64 * 1024 * 1024
 def make_socket(ctx: zmq.Context[Any], kind: int, *, hwm: int = DEFAULT_HWM, linger_ms: int = DEFAULT_LINGER_MS,
                 rcvtimeo_ms: int = -1, max_msg_bytes: int = MAX_INBOUND_BYTES,
                 subscribe: tuple[bytes, ...] = ()) -> zmq.Socket[Any]:
-    sock = ctx.socket(kind)
+    sock: zmq.Socket[Any] = ctx.socket(kind)
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.setsockopt(zmq.RCVHWM, hwm)
     sock.setsockopt(zmq.LINGER, linger_ms)

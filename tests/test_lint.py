@@ -10,11 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_ruff_clean() -> None:
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "engine", "scripts", "tests"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "engine", "ipc", "actors", "pipeline", "scripts", "tests"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_mypy_strict_engine() -> None:
+def test_mypy_strict() -> None:
     proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,131 @@
+"""Parked pulls: RocketMQ's PullRequestHoldService without its thread.
+
+A pull that finds nothing yet waits here, indexed by its queue (woken by ``arrived``) and by its
+deadline (a heap, so the reader's poll timeout is the nearest deadline and nothing spins). Waking
+takes every pull of a queue out; the reader runs each again and parks back those that still find
+nothing. Heap entries of pulls already taken are skipped when they come up.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.lookup import GetResult, GetStatus, PullLimits, TagFilter
+
+MAX_PARKED = 65_536  # beyond this a pull is answered at once: clients cannot make the reader hoard
+
+_NOTHING_YET = frozenset({GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
+                          GetStatus.NO_MATCHED_LOGIC_QUEUE})
+
+QueueKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    limits: PullLimits
+    tag_filter: TagFilter
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedPull:
+    identity: bytes
+    request_id: Any
+    pull: PullRequest
+    deadline_ms: int
+
+    @property
+    def key(self) -> QueueKey:
+        return (self.pull.topic, self.pull.queue_id)
+
+    def after(self, result: GetResult) -> ParkedPull:
+        """Waiting on after ``result``: past entries the tag filter skipped, if any."""
+        if result.status is GetStatus.NO_MATCHED_MESSAGE:
+            return replace(self, pull=replace(self.pull, queue_offset=result.next_queue_offset))
+        return self
+
+
+def is_waitable(result: GetResult) -> bool:
+    """Nothing there yet: the queue is at its end (or does not exist), or everything up to its end
+    was filtered out."""
+    if result.messages:
+        return False
+    if result.status in _NOTHING_YET:
+        return True
+    return result.status is GetStatus.NO_MATCHED_MESSAGE and result.next_queue_offset >= result.max_queue_offset
+
+
+class ParkedPulls:
+    def __init__(self, capacity: int = MAX_PARKED) -> None:
+        self.capacity = capacity
+        self._live: dict[int, ParkedPull] = {}
+        self._by_queue: dict[QueueKey, dict[int, ParkedPull]] = {}
+        self._deadlines: list[tuple[int, int]] = []  # (deadline_ms, seq)
+        self._recheck_at: dict[QueueKey, int] = {}    # when to read a waited-on queue off its files
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @property
+    def full(self) -> bool:
+        return len(self._live) >= self.capacity
+
+    def park(self, parked: ParkedPull, now_ms: int, recheck_ms: int) -> None:
+        seq = next(self._seq)
+        self._live[seq] = parked
+        self._by_queue.setdefault(parked.key, {})[seq] = parked
+        self._recheck_at.setdefault(parked.key, now_ms + recheck_ms)
+        heapq.heappush(self._deadlines, (parked.deadline_ms, seq))
+
+    def take(self, key: QueueKey) -> list[ParkedPull]:
+        """Every pull parked on ``key``, oldest first, no longer parked."""
+        waiting = self._by_queue.pop(key, {})
+        self._recheck_at.pop(key, None)
+        for seq in waiting:
+            del self._live[seq]
+        return list(waiting.values())
+
+    def due_for_recheck(self, now_ms: int, recheck_ms: int) -> list[QueueKey]:
+        """Queues waited on for ``recheck_ms`` since they were last read off the files (RocketMQ's
+        PullRequestHoldService checks its held requests the same way, in case a notice was lost)."""
+        due = [key for key, at_ms in self._recheck_at.items() if at_ms <= now_ms]
+        for key in due:
+            self._recheck_at[key] = now_ms + recheck_ms
+        return due
+
+    def expired(self, now_ms: int) -> Iterator[ParkedPull]:
+        """Take out the pulls whose deadline has come."""
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, seq = heapq.heappop(self._deadlines)
+            parked = self._live.pop(seq, None)
+            if parked is None:
+                continue  # woken earlier
+            waiting = self._by_queue[parked.key]
+            del waiting[seq]
+            if not waiting:
+                del self._by_queue[parked.key]
+                del self._recheck_at[parked.key]
+            yield parked
+
+    def ms_to_next_deadline(self, now_ms: int, cap_ms: int) -> int:
+        while self._deadlines and self._deadlines[0][1] not in self._live:
+            heapq.heappop(self._deadlines)
+        if not self._deadlines:
+            return cap_ms
+        return max(0, min(cap_ms, self._deadlines[0][0] - now_ms))
+
+    def drain(self) -> list[ParkedPull]:
+        everything = list(self._live.values())
+        self._live.clear()
+        self._by_queue.clear()
+        self._deadlines.clear()
+        self._recheck_at.clear()
+        return everything

@@ -1,0 +1,255 @@
+"""The client's transport: one background I/O thread owning every DEALER socket of a client object.
+
+ZeroMQ sockets are not thread-safe, so only the I/O thread touches them. Callers hand requests over
+through a queue (and a byte on a pipe that wakes the thread's poll) and get a ``Future`` back. Each
+request carries an id unique to the channel; a reply is matched to its request by that id, and a
+reply whose request already timed out (or was abandoned) is dropped.
+
+The thread's poll sleeps until the next request deadline, the next delayed send, or a wake-up: no
+busy loop. Futures complete on the I/O thread, so ``add_done_callback`` callbacks run there and
+should be quick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from ipc import schema
+from ipc.endpoints import Endpoints
+from ipc.sockets import connect
+
+log = logging.getLogger("mqstore.client")
+
+CLOSED = "CLOSED"
+SEND_QUEUE_FULL = "SEND_QUEUE_FULL"
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+
+
+class BrokerError(Exception):
+    """The broker refused a request (``ok: false``), or the client could not deliver it."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class BrokerTimeoutError(TimeoutError):
+    """No reply within the request's timeout; the request may or may not have been served."""
+
+
+def resolve_endpoints(store_dir: str | os.PathLike[str] | None, endpoints: Endpoints | None,
+                      reader_count: int = 1) -> Endpoints:
+    """The broker's endpoints: given, or derived from the store directory (its private run dir)."""
+    if endpoints is not None:
+        return endpoints
+    if store_dir is None:
+        raise ValueError("give the store directory or the endpoints of the broker")
+    if reader_count < 1:
+        raise ValueError(f"reader_count must be at least 1, got {reader_count}")
+    return Endpoints.for_store(os.fspath(store_dir), reader_count)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(order=True, slots=True)
+class _Outgoing:
+    send_at_ms: int
+    seq: int
+    route: str = field(compare=False)
+    message: dict[str, Any] = field(compare=False)
+    timeout_ms: int = field(compare=False)
+    future: Future[dict[str, Any]] = field(compare=False)
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: Future[dict[str, Any]]
+    op: str
+
+
+class Channel:
+    """Request/reply over DEALER sockets, one per route (a name for a list of endpoints)."""
+
+    def __init__(self, routes: Mapping[str, Sequence[str]], *, name: str = "mqstore-client") -> None:
+        if not routes:
+            raise ValueError("a channel needs at least one route")
+        self._routes = {route: list(endpoints) for route, endpoints in routes.items()}
+        self._ids = itertools.count(1)
+        self._inbox: queue.SimpleQueue[_Outgoing] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            self._thread.join()
+            raise self._startup_error
+
+    # -- callers' side -------------------------------------------------------------------------------
+
+    def call(self, route: str, op: str, *, timeout_ms: int, delay_ms: int = 0, **fields: Any
+             ) -> Future[dict[str, Any]]:
+        """Send ``op`` on ``route``; the future holds the ok reply, or raises BrokerError or
+        BrokerTimeoutError. ``delay_ms`` holds the send back (retry backoff); the timeout counts from
+        the send."""
+        if route not in self._routes:
+            raise ValueError(f"unknown route {route!r}")
+        future: Future[dict[str, Any]] = Future()
+        request_id = next(self._ids)
+        item = _Outgoing(_now_ms() + max(0, delay_ms), request_id, route, schema.request(op, request_id, **fields),
+                         timeout_ms, future)
+        with self._lock:
+            if self._closed:
+                raise BrokerError(CLOSED, "the client is closed")
+            self._inbox.put(item)
+            self._wake()
+        return future
+
+    def close(self) -> None:
+        """Stop the I/O thread; requests still waiting fail with BrokerError(CLOSED)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._wake()
+        self._thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        # a full pipe already holds wake-ups enough: the thread is bound to look
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"\0")
+
+    # -- the I/O thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        ctx: zmq.Context[Any] = zmq.Context()
+        sockets: dict[str, zmq.Socket[Any]] = {}
+        pending: dict[int, _Pending] = {}
+        deadlines: list[tuple[int, int]] = []  # (deadline_ms, request id); answered ones are skipped
+        delayed: list[_Outgoing] = []
+        try:
+            try:
+                for route, endpoints in self._routes.items():
+                    sockets[route] = connect(ctx, zmq.DEALER, endpoints, max_msg_bytes=MAX_REPLY_BYTES)
+            except BaseException as exc:  # a bad endpoint: the constructor raises it
+                self._startup_error = exc
+                return
+            finally:
+                self._ready.set()
+            poller = zmq.Poller()
+            for sock in sockets.values():
+                poller.register(sock, zmq.POLLIN)
+            poller.register(self._wake_r, zmq.POLLIN)
+            by_socket = {sock: route for route, sock in sockets.items()}
+            while True:
+                while deadlines and deadlines[0][1] not in pending:
+                    heapq.heappop(deadlines)
+                due = [d[0] for d in deadlines[:1]] + [d.send_at_ms for d in delayed[:1]]
+                timeout_ms = max(0, min(due) - _now_ms()) if due else None
+                events = dict(poller.poll(timeout_ms))
+                if self._wake_r in events:
+                    self._drain_wakeups()
+                with self._lock:
+                    closing = self._closed
+                while True:
+                    try:
+                        heapq.heappush(delayed, self._inbox.get_nowait())
+                    except queue.Empty:
+                        break
+                if closing:
+                    break
+                now = _now_ms()
+                while delayed and delayed[0].send_at_ms <= now:
+                    self._send(sockets, pending, deadlines, heapq.heappop(delayed), now)
+                for sock in sockets.values():
+                    if sock in events:
+                        self._receive(sock, by_socket[sock], pending)
+                self._expire(pending, deadlines, _now_ms())
+        finally:
+            failed = [p.future for p in pending.values()] + [d.future for d in delayed]
+            while True:
+                try:
+                    failed.append(self._inbox.get_nowait().future)
+                except queue.Empty:
+                    break
+            for future in failed:
+                if not future.done():
+                    future.set_exception(BrokerError(CLOSED, "the client was closed before a reply came"))
+            for sock in sockets.values():
+                sock.close(linger=0)
+            ctx.term()
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _send(self, sockets: dict[str, zmq.Socket[Any]], pending: dict[int, _Pending],
+              deadlines: list[tuple[int, int]], item: _Outgoing, now_ms: int) -> None:
+        if not item.future.set_running_or_notify_cancel():
+            return  # cancelled by the caller before it went out
+        try:
+            sockets[item.route].send(schema.pack(item.message), zmq.NOBLOCK)
+        except zmq.Again:
+            item.future.set_exception(BrokerError(SEND_QUEUE_FULL, f"{item.route}: too many requests queued "
+                                                                   "for a broker that does not read them"))
+            return
+        except (TypeError, ValueError) as exc:  # a field msgpack cannot encode
+            item.future.set_exception(BrokerError(schema.BAD_REQUEST, f"cannot encode the request: {exc}"))
+            return
+        pending[item.seq] = _Pending(item.future, str(item.message["op"]))
+        heapq.heappush(deadlines, (now_ms + item.timeout_ms, item.seq))
+
+    def _receive(self, sock: zmq.Socket[Any], route: str, pending: dict[int, _Pending]) -> None:
+        while True:
+            try:
+                frame = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                reply = schema.unpack(frame, max_bytes=MAX_REPLY_BYTES)
+            except schema.SchemaError as exc:
+                log.warning("%s: dropping a reply that does not decode: %s", route, exc)
+                continue
+            request_id = reply.get("id")
+            waiting = pending.pop(request_id, None) if isinstance(request_id, int) else None
+            if waiting is None:
+                continue  # the reply to a request that timed out, or was never ours
+            if reply.get("ok") is True:
+                waiting.future.set_result(reply)
+            else:
+                waiting.future.set_exception(BrokerError(str(reply.get("status", "UNKNOWN")),
+                                                         str(reply.get("reason", ""))))
+
+    def _expire(self, pending: dict[int, _Pending], deadlines: list[tuple[int, int]], now_ms: int) -> None:
+        while deadlines and deadlines[0][0] <= now_ms:
+            _, request_id = heapq.heappop(deadlines)
+            waiting = pending.pop(request_id, None)
+            if waiting is not None:
+                waiting.future.set_exception(BrokerTimeoutError(f"no reply to {waiting.op!r} "
+                                                                f"(request {request_id})"))

@@ -1,0 +1,208 @@
+"""The client library applications import: ``Producer``, ``Consumer``, ``Admin``.
+
+Each finds the broker from its store directory (``Endpoints.for_store``: the private run dir the
+broker's ipc sockets live in) or from explicit ``endpoints``. Requests go out on DEALER sockets owned
+by one background I/O thread per client object (``ipc.channel``), so a client object may be shared
+between threads. Every call has a timeout; a call that gets no reply raises ``BrokerTimeoutError``
+(a ``TimeoutError``), a refused request raises ``BrokerError``; expected outcomes of a send (a full
+disk, an illegal message) are ``SendResult`` statuses, not exceptions.
+
+    with Producer(store_dir) as producer:
+        result = producer.send("Orders", b"...", tags="paid", keys=["order-17"])
+    with Consumer(store_dir, group="billing", topic="Orders", tags="paid") as consumer:
+        for msg in consumer.poll(timeout_ms=1000):
+            ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
+from ipc.consumer import Consumer
+from ipc.endpoints import Endpoints
+from ipc.messages import SERVICE_NOT_AVAILABLE, Outgoing, ReceivedMessage, ReplyError, SendResult
+
+__all__ = [
+    "Admin",
+    "BrokerError",
+    "BrokerTimeoutError",
+    "Consumer",
+    "Endpoints",
+    "Outgoing",
+    "Producer",
+    "ReceivedMessage",
+    "ReplyError",
+    "SendResult",
+]
+
+StorePath = str | os.PathLike[str]
+LONG_MAX = (1 << 63) - 1
+DEFAULT_TIMEOUT_MS = 3000
+
+
+class Producer:
+    """Sends messages to the commitlog writer. SERVICE_NOT_AVAILABLE results (the writer is refusing
+    sends for now: a full disk, derived files behind) are retried ``retries`` times with a growing
+    pause; a timeout is not retried, since the send may have been stored."""
+
+    def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = 2, retry_backoff_ms: int = 100) -> None:
+        if timeout_ms <= 0 or retries < 0 or retry_backoff_ms < 0:
+            raise ValueError("timeout_ms must be positive, retries and retry_backoff_ms not negative")
+        self._timeout_ms = timeout_ms
+        self._retries = retries
+        self._backoff_ms = retry_backoff_ms
+        self._channel = Channel({"ingress": [resolve_endpoints(store_dir, endpoints).ingress]},
+                                name="mqstore-producer")
+
+    def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
+             properties: Mapping[str, str] | None = None, queue: int | None = None,
+             shard: str | None = None) -> SendResult:
+        return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue=queue,
+                               shard=shard).result()
+
+    def send_batch(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
+        """One request for many messages (one commitlog append); one result per message, in order."""
+        return self.send_batch_async(messages).result()
+
+    def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
+                   properties: Mapping[str, str] | None = None, queue: int | None = None,
+                   shard: str | None = None, callback: Callable[[Future[SendResult]], None] | None = None
+                   ) -> Future[SendResult]:
+        """Send without waiting. ``callback(future)`` runs when the result is in, on the client's I/O
+        thread: keep it short, and never wait there for another request (that thread answers it)."""
+        message = Outgoing(topic, body, tags, tuple(keys), dict(properties or {}), queue, shard)
+        single: Future[SendResult] = Future()
+        single.set_running_or_notify_cancel()
+
+        def first(batch: Future[list[SendResult]]) -> None:
+            error = batch.exception()
+            if error is not None:
+                single.set_exception(error)
+            else:
+                single.set_result(batch.result()[0])
+
+        if callback is not None:
+            single.add_done_callback(callback)
+        self.send_batch_async([message]).add_done_callback(first)
+        return single
+
+    def send_batch_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
+        wire = [Outgoing.of(m).to_wire() for m in messages]
+        if not wire:
+            raise ValueError("send_batch needs at least one message")
+        outer: Future[list[SendResult]] = Future()
+        outer.set_running_or_notify_cancel()
+        results: list[SendResult | None] = [None] * len(wire)
+
+        def attempt(indices: list[int], tries_left: int, delay_ms: int) -> None:
+            try:
+                inner = self._channel.call("ingress", "send", timeout_ms=self._timeout_ms, delay_ms=delay_ms,
+                                           msgs=[wire[i] for i in indices])
+            except BrokerError as exc:  # closed meanwhile (this may run on the I/O thread)
+                outer.set_exception(exc)
+                return
+            inner.add_done_callback(lambda reply: on_reply(reply, indices, tries_left))
+
+        def on_reply(reply: Future[dict[str, Any]], indices: list[int], tries_left: int) -> None:
+            try:
+                raw = reply.result().get("results")
+                if not isinstance(raw, list) or len(raw) != len(indices):
+                    raise ReplyError(f"expected {len(indices)} send results, got {raw!r}")
+                parsed = [SendResult.from_wire(r) for r in raw]
+            except BaseException as exc:
+                outer.set_exception(exc)
+                return
+            again = []
+            for index, result in zip(indices, parsed, strict=True):
+                results[index] = result
+                if result.status == SERVICE_NOT_AVAILABLE:
+                    again.append(index)
+            if again and tries_left > 0:
+                attempt(again, tries_left - 1, self._backoff_ms * (self._retries - tries_left + 1))
+            else:
+                outer.set_result([r for r in results if r is not None])
+
+        attempt(list(range(len(wire))), self._retries, 0)
+        return outer
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Admin:
+    """Topics (the writer), queries and consumer offsets (reader 0)."""
+
+    def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        ep = resolve_endpoints(store_dir, endpoints)
+        self._timeout_ms = timeout_ms
+        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-admin")
+
+    def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
+        return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields).result()
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> queue count."""
+        return {str(k): int(v) for k, v in self._call("ingress", "topics")["topics"].items()}
+
+    def create_topic(self, topic: str, queues: int) -> int:
+        """Create a topic (or add queues to it); returns its queue count."""
+        return int(self._call("ingress", "create_topic", topic=topic, queues=queues)["queues"])
+
+    def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Queue id -> (min offset, max offset) as published."""
+        return {int(q): (int(span[0]), int(span[1]))
+                for q, span in self._call("reader", "queue_info", topic=topic)["queues"].items()}
+
+    def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[ReceivedMessage]:
+        reply = self._call("reader", "query_key", topic=topic, key=key, max=max_count, begin_ms=begin_ms,
+                           end_ms=LONG_MAX if end_ms is None else end_ms)
+        return [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
+
+    def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
+        reply = self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key)
+        return [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
+
+    def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
+        msgs = self._call("reader", "view_id", msg_id=msg_id)["msgs"]
+        return ReceivedMessage.from_wire(msgs[0]) if msgs else None
+
+    def offset_by_time(self, topic: str, queue: int, ts_ms: int, *, upper: bool = False) -> int:
+        """The first queue offset stored at or after ``ts_ms`` (``upper``: the last at or before)."""
+        return int(self._call("reader", "offset_by_time", topic=topic, queue=queue, ts_ms=ts_ms,
+                              upper=upper)["offset"])
+
+    def fetch_offset(self, group: str, topic: str, queue: int) -> int:
+        """The group's committed next offset, -1 when it never committed."""
+        return int(self._call("reader", "fetch_offset", group=group, topic=topic, queue=queue)["offset"])
+
+    def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        self._call("reader", "commit_offset", group=group, topic=topic, queue=queue, offset=offset)
+
+    def ping(self) -> dict[str, Any]:
+        """Reader 0's answer: pid, readable_end, parked pulls."""
+        return self._call("reader", "ping")
+
+    def ping_writer(self) -> dict[str, Any]:
+        return self._call("ingress", "ping")
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,241 @@
+"""Consumer: pulls a topic's queues in order, long polling on the empty ones.
+
+Each assigned queue has at most one pull in flight, always with ``wait_ms = long_poll_ms``: a reader
+answers at once when it has messages and parks the pull otherwise, so an idle consumer sends one
+request per queue per long-poll period and never spins. A pull still in flight when ``poll`` returns
+stays in flight; its reply is taken by a later ``poll``. Pulls of one queue always go to the same
+reader (by a hash of topic and queue), so its parked pulls are in one place.
+
+Positions: ``position(queue)`` is the next offset the application has not been given. ``commit()``
+stores positions as the group's offsets (reader 0 owns them); ``auto_commit`` does that every
+``auto_commit_interval_ms`` from ``poll`` and on ``close``: what ``poll`` returned is committed by a
+later ``poll``, so a crash redelivers at most what was last handed over (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import zlib
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
+from ipc.endpoints import Endpoints
+from ipc.messages import ReceivedMessage, ReplyError
+
+log = logging.getLogger("mqstore.client")
+
+START_COMMITTED = "committed"
+START_EARLIEST = "earliest"
+START_LATEST = "latest"
+ERROR_BACKOFF_MS = 500
+# the queue is at its end (a long poll ran out): the next pull starts at the same offset
+_NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
+_CLIENT_FAULTS = frozenset({"BAD_REQUEST", "UNKNOWN_OP"})
+
+
+@dataclass(slots=True)
+class _QueueState:
+    queue: int
+    route: str
+    position: int                       # next offset not yet handed to the application
+    fetch_offset: int                   # next offset to ask a reader for
+    committed: int                      # what the group's offset is known to be
+    buffered: deque[ReceivedMessage] = field(default_factory=deque)
+    in_flight: Future[dict[str, Any]] | None = None
+    retry_at_ms: int = 0
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Consumer:
+    def __init__(self, store_dir: str | os.PathLike[str] | None = None, *, group: str, topic: str,
+                 queues: list[int] | None = None, tags: str = "*", start: str = START_COMMITTED,
+                 long_poll_ms: int = 1000, endpoints: Endpoints | None = None, reader_count: int = 1,
+                 auto_commit: bool = True, auto_commit_interval_ms: int = 5000, timeout_ms: int = 3000,
+                 max_per_pull: int = 32) -> None:
+        if start not in (START_COMMITTED, START_EARLIEST, START_LATEST):
+            raise ValueError(f"start must be {START_COMMITTED!r}, {START_EARLIEST!r} or {START_LATEST!r}")
+        if long_poll_ms < 0 or timeout_ms <= 0 or not 1 <= max_per_pull <= 1024:
+            raise ValueError("long_poll_ms >= 0, timeout_ms > 0 and 1 <= max_per_pull <= 1024")
+        ep = resolve_endpoints(store_dir, endpoints, reader_count)
+        self.group = group
+        self.topic = topic
+        self.tags = tags
+        self._long_poll_ms = long_poll_ms
+        self._timeout_ms = timeout_ms
+        self._max_per_pull = max_per_pull
+        self._auto_commit = auto_commit
+        self._auto_commit_interval_ms = auto_commit_interval_ms
+        self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
+        self._reader_count = ep.reader_count
+        self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
+                                name="mqstore-consumer")
+        try:
+            self._states = self._assign(queues, start)
+        except BaseException:
+            self._channel.close()
+            raise
+
+    def _call(self, route: str, op: str, **fields: Any) -> Future[dict[str, Any]]:
+        return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields)
+
+    def _assign(self, queues: list[int] | None, start: str) -> dict[int, _QueueState]:
+        reply = self._call("reader0", "queue_info", topic=self.topic).result()
+        spans = {int(q): (int(s[0]), int(s[1])) for q, s in reply["queues"].items()}
+        queue_ids = sorted(spans) if queues is None else sorted(set(queues))
+        if not queue_ids:
+            raise ValueError(f"topic {self.topic!r} has no queues yet: create it, or name the queues")
+        committed = {q: -1 for q in queue_ids}
+        if start == START_COMMITTED:
+            fetches = {q: self._call("reader0", "fetch_offset", group=self.group, topic=self.topic, queue=q)
+                       for q in queue_ids}
+            committed = {q: int(f.result()["offset"]) for q, f in fetches.items()}
+        states = {}
+        for q in queue_ids:
+            lo, hi = spans.get(q, (0, 0))
+            first = {START_EARLIEST: lo, START_LATEST: hi}.get(start, committed[q] if committed[q] >= 0 else lo)
+            states[q] = _QueueState(q, self._route_for(q), first, first, committed[q])
+        return states
+
+    def _route_for(self, queue: int) -> str:
+        return f"reader{zlib.crc32(f'{self.topic}/{queue}'.encode()) % self._reader_count}"
+
+    # -- the application's side ----------------------------------------------------------------------
+
+    @property
+    def queues(self) -> list[int]:
+        return list(self._states)
+
+    def position(self, queue: int) -> int:
+        return self._state(queue).position
+
+    def seek(self, queue: int, offset: int) -> None:
+        """Deliver ``queue`` from ``offset`` on; a pull in flight for it is abandoned."""
+        if offset < 0:
+            raise ValueError(f"offset must not be negative, got {offset}")
+        state = self._state(queue)
+        state.buffered.clear()
+        state.position = state.fetch_offset = offset
+        state.in_flight = None
+        state.retry_at_ms = 0
+
+    def poll(self, timeout_ms: int = 1000, max_count: int | None = None) -> list[ReceivedMessage]:
+        """Messages available now, or the first to arrive within ``timeout_ms``; in queue-offset order
+        within each queue. An empty list when nothing came."""
+        deadline_ms = _now_ms() + max(0, timeout_ms)
+        while True:
+            if self._auto_commit and _now_ms() >= self._next_auto_commit_ms:
+                self.commit()
+            taken = self._take(max_count)
+            if taken:
+                return taken
+            self._send_pulls()
+            now = _now_ms()
+            if now >= deadline_ms:
+                return []
+            in_flight = {s.in_flight: s for s in self._states.values() if s.in_flight is not None}
+            if not in_flight:  # every queue is backing off after an error
+                retry_ms = min(s.retry_at_ms for s in self._states.values())
+                time.sleep(max(0, min(deadline_ms, retry_ms) - now) / 1000)
+                continue
+            done, _ = wait(list(in_flight), timeout=(deadline_ms - now) / 1000, return_when=FIRST_COMPLETED)
+            for future in done:
+                self._on_reply(in_flight[future], future)
+
+    def messages(self, max_count: int, timeout_ms: int = 1000) -> list[ReceivedMessage]:
+        """Up to ``max_count`` messages, waiting at most ``timeout_ms`` in all."""
+        deadline_ms = _now_ms() + timeout_ms
+        out: list[ReceivedMessage] = []
+        while len(out) < max_count:
+            remaining = deadline_ms - _now_ms()
+            got = self.poll(max(0, remaining), max_count - len(out))
+            out.extend(got)
+            if not got and remaining <= 0:
+                break
+        return out
+
+    def commit(self) -> None:
+        """Store every queue's position as the group's offset (reader 0)."""
+        self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
+        calls = {s.queue: (s.position, self._call("reader0", "commit_offset", group=self.group, topic=self.topic,
+                                                  queue=s.queue, offset=s.position))
+                 for s in self._states.values() if s.position != s.committed}
+        for queue, (position, future) in calls.items():
+            future.result()
+            self._states[queue].committed = position
+
+    def close(self) -> None:
+        try:
+            if self._auto_commit:
+                self.commit()
+        finally:
+            self._channel.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _state(self, queue: int) -> _QueueState:
+        try:
+            return self._states[queue]
+        except KeyError:
+            raise ValueError(f"queue {queue} is not assigned to this consumer") from None
+
+    def _take(self, max_count: int | None) -> list[ReceivedMessage]:
+        taken: list[ReceivedMessage] = []
+        for state in self._states.values():
+            while state.buffered and (max_count is None or len(taken) < max_count):
+                msg = state.buffered.popleft()
+                taken.append(msg)
+                state.position = msg.queue_offset + 1
+            if not state.buffered:
+                state.position = state.fetch_offset  # past entries the tag filter skipped, too
+        return taken
+
+    def _send_pulls(self) -> None:
+        now = _now_ms()
+        for state in self._states.values():
+            if state.in_flight is None and not state.buffered and now >= state.retry_at_ms:
+                state.in_flight = self._channel.call(
+                    state.route, "pull", timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
+                    topic=self.topic, queue=state.queue, offset=state.fetch_offset, max=self._max_per_pull,
+                    tags=self.tags, wait_ms=self._long_poll_ms)
+
+    def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
+        if state.in_flight is not future:
+            return  # abandoned by a seek
+        state.in_flight = None
+        try:
+            reply = future.result()
+            status = str(reply["status"])
+            next_offset = int(reply["next"])
+            msgs = [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
+        except BrokerTimeoutError:
+            log.warning("%s/%d: pull timed out; trying again", self.topic, state.queue)
+            return
+        except BrokerError as exc:
+            if exc.status in _CLIENT_FAULTS:
+                raise
+            log.warning("%s/%d: pull refused (%s); backing off", self.topic, state.queue, exc)
+            state.retry_at_ms = _now_ms() + ERROR_BACKOFF_MS
+            return
+        except (KeyError, TypeError, ValueError, ReplyError) as exc:
+            raise ReplyError(f"malformed pull reply: {exc!r}") from None
+        if status not in _NOTHING_NEW:
+            # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
+            # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
+            state.fetch_offset = next_offset
+        state.buffered.extend(m for m in msgs if m.queue_offset >= state.position)
+        if not state.buffered:
+            state.position = state.fetch_offset
