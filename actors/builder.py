@@ -61,6 +61,7 @@ class BuilderActor:
     def run(self) -> None:
         self.applied = max(self.resume_from(), self.commitlog.min_offset)
         log.info("resuming at commitlog offset %d", self.applied)
+        self.rt.report("running", force=True, applied=self.applied)
         dispatch_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.dispatch, hwm=100_000,
                               subscribe=(schema.DISPATCH, schema.TICK))
         notice_out = bind(self.rt.ctx, zmq.PUB, self.rt.endpoints.role(self.notice_role), hwm=100_000)

@@ -51,6 +51,7 @@ class ActorState:
     restart_at_ms: int = 0                                # pending restart time, 0 when none
     state: str = "starting"
     stats: dict[str, Any] = field(default_factory=dict)
+    usage: Any = None  # psutil.Process of the current pid: cpu_percent measures between two calls
 
     @property
     def pid(self) -> int | None:
@@ -239,11 +240,13 @@ class Supervisor:
                                     **actor.stats}
             if actor.alive():
                 try:
-                    proc = psutil.Process(actor.pid)
-                    info["cpu_percent"] = proc.cpu_percent(interval=None)
-                    info["rss_bytes"] = proc.memory_info().rss
+                    if actor.usage is None or actor.usage.pid != actor.pid:
+                        actor.usage = psutil.Process(actor.pid)
+                        actor.usage.cpu_percent(interval=None)  # starts the measurement
+                    info["cpu_percent"] = actor.usage.cpu_percent(interval=None)
+                    info["rss_bytes"] = actor.usage.memory_info().rss
                 except psutil.Error:
-                    pass
+                    actor.usage = None
             if "applied" in actor.stats:
                 info["lag_bytes"] = max(0, written - int(actor.stats["applied"]))
             actors[actor.name] = info

@@ -1,12 +1,14 @@
-"""``mqstore start | status | stop``: the broker's lifecycle from the command line.
+"""The broker from the command line: ``start | status | stop`` and ``produce | consume``.
 
-``start`` runs the supervisor in the foreground (Ctrl-C or SIGTERM stops it in order); ``status``
-and ``stop`` talk to its control socket, found from the store directory alone.
+``start`` runs the supervisor in the foreground (Ctrl-C or SIGTERM stops it in order); the others
+find the running broker from the store directory alone (its sockets live in a run directory
+derived from the store's path).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from pathlib import Path
@@ -54,6 +56,13 @@ def control_request(store: Path, op: str, *, run_dir: str | None = None, timeout
         return reply
     finally:
         ctx.destroy(linger=0)
+
+
+def broker_running(store: Path) -> bool:
+    try:
+        return bool(control_request(store, "ping", timeout_ms=500).get("ok"))
+    except ConnectionError:
+        return False
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -104,3 +113,101 @@ def _stop(args: argparse.Namespace) -> int:
         return 2
     print("mqstore: stopping", file=sys.stderr)
     return 0
+
+
+# -- produce / consume / query against a running broker ----------------------------------------------
+
+
+def add_client_commands(commands: Any) -> None:
+    produce = commands.add_parser("produce", help="send messages to a running broker")
+    produce.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the broker's store (./mqstore-data)")
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--body", default="hello from mqstore", help="message body text (a counter is appended)")
+    produce.add_argument("--count", type=int, default=1)
+    produce.add_argument("--batch", type=int, default=100, help="messages per request (100)")
+    produce.add_argument("--tags")
+    produce.add_argument("--key-prefix", help="key of message i is PREFIX-i")
+    produce.add_argument("--queue", type=int)
+    produce.add_argument("--json", action="store_true", help="one JSON result per line")
+    produce.set_defaults(handler=_produce)
+
+    consume = commands.add_parser("consume", help="pull messages from a running broker")
+    consume.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the broker's store (./mqstore-data)")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--group", default="mqstore-cli")
+    consume.add_argument("--tags", default="*", help="subscription, e.g. 'TagA || TagB'")
+    consume.add_argument("--from", dest="start", choices=("committed", "earliest", "latest"), default="committed")
+    consume.add_argument("--count", type=int, default=10, help="stop after this many messages (10)")
+    consume.add_argument("--timeout-ms", type=int, default=3000, help="stop after this long without messages")
+    consume.add_argument("--json", action="store_true", help="one JSON message per line")
+    consume.set_defaults(handler=_consume)
+
+
+def message_json(m: Any) -> dict[str, Any]:
+    """A received message, JSON-ready, in the same shape as the offline query's records."""
+    try:
+        body, encoding = m.body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(m.body).decode("ascii"), "base64"
+    return {"type": "record", "topic": m.topic, "queue_id": m.queue, "queue_offset": m.queue_offset,
+            "phys_offset": m.phys_offset, "size": m.size, "flag": m.flag, "sys_flag": m.sys_flag, "tags": m.tags,
+            "keys": list(m.keys), "properties": dict(m.properties), "body": body, "encoding": encoding,
+            "born_ms": m.born_ms, "born_host": f"{m.born_host[0]}:{m.born_host[1]}", "store_ms": m.store_ms,
+            "store_host": f"{m.store_host[0]}:{m.store_host[1]}", "reconsume_times": m.reconsume_times,
+            "msg_id": m.msg_id, "uniq_key": m.uniq_key}
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from ipc.client import Producer
+    sent = failed = 0
+    with Producer(args.store) as producer:
+        for start in range(0, args.count, max(1, args.batch)):
+            batch = [{"topic": args.topic, "body": f"{args.body} {i}".encode(), "tags": args.tags,
+                      "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue": args.queue}
+                     for i in range(start, min(args.count, start + args.batch))]
+            for result in producer.send_batch(batch):
+                if args.json:
+                    print(json.dumps({"status": result.status, "msg_id": result.msg_id, "queue": result.queue,
+                                      "queue_offset": result.queue_offset, "reason": result.reason}))
+                sent += result.ok
+                failed += not result.ok
+    print(f"mqstore produce: {sent} sent, {failed} failed", file=sys.stderr)
+    return 0 if failed == 0 else 1
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from ipc.client import Consumer
+    received = 0
+    with Consumer(args.store, group=args.group, topic=args.topic, tags=args.tags, start=args.start) as consumer:
+        while received < args.count:
+            batch = consumer.poll(args.timeout_ms, max_count=args.count - received)
+            if not batch:
+                break
+            for m in batch:
+                print(json.dumps(message_json(m)) if args.json else
+                      f"{m.topic}/{m.queue}@{m.queue_offset} tags={m.tags} keys={','.join(m.keys)} "
+                      f"{m.body[:80]!r}")
+            received += len(batch)
+        consumer.commit()
+    print(f"mqstore consume: {received} received", file=sys.stderr)
+    return 0
+
+
+def query_broker(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The offline query's questions asked of a running broker's readers."""
+    from ipc.client import Admin, Consumer
+    with Admin(args.store) as admin:
+        if args.key is not None:
+            found = admin.query_by_key(args.topic, args.key)
+        elif args.msg_id is not None:
+            one = admin.view_by_id(args.msg_id)
+            found = [one] if one is not None else []
+        elif args.uniq_key is not None:
+            topics = [args.topic] if args.topic else sorted(admin.topics())
+            found = [m for t in topics for m in admin.query_by_uniq_key(t, args.uniq_key)]
+        else:
+            with Consumer(args.store, group="mqstore-cli-query", topic=args.topic, queues=[args.queue],
+                          tags=args.tags or "*", start="earliest", auto_commit=False) as consumer:
+                consumer.seek(args.queue, args.offset)
+                found = consumer.messages(args.count, timeout_ms=1000)
+    return [message_json(m) for m in found]

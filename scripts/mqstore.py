@@ -32,7 +32,7 @@ from engine.metafile import MetafileError, abort_exists
 from engine.record import DecodeKind
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
-from scripts.broker_cli import add_broker_commands
+from scripts.broker_cli import add_broker_commands, add_client_commands, broker_running, query_broker
 
 DEMO_TOPIC = "Demo"
 DEMO_QUEUES = 4
@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--count", type=_positive, default=10_000, metavar="N", help="messages to put (10000)")
     demo.set_defaults(handler=_demo)
     add_broker_commands(commands)
+    add_client_commands(commands)
     return parser
 
 
@@ -240,13 +241,19 @@ def _query(args: argparse.Namespace) -> int:
         parser.error("--key and --queue need --topic")
     if args.tags is not None and args.queue is None:
         parser.error("--tags goes with --queue")
-    with _opened(_existing_store(args.store)) as store:
-        records = _find(store, args)
+    try:
+        with _opened(_existing_store(args.store)) as store:
+            found = [record_json(r) for r in _find(store, args)]
+    except CommandError:
+        if not broker_running(args.store):
+            raise
+        found = query_broker(args)  # a running broker holds the store: ask its readers
     if args.json:
-        for record in records:
-            print(json.dumps(record_json(record)))
+        for record in found:
+            print(json.dumps(record))
     else:
-        _print_records([record_json(r) for r in records])
+        _print_records(found)
+    records = found
     if not records:
         print("no matching records", file=sys.stderr)
     return 0 if records else 1

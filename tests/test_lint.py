@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("engine", "ipc", "actors", "pipeline", "scripts", "tests")
 
 
 def test_ruff_clean() -> None:
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "engine", "ipc", "actors", "pipeline", "scripts", "tests"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", *PACKAGES], cwd=ROOT, capture_output=True,
+                          text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

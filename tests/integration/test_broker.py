@@ -1,0 +1,239 @@
+"""The whole broker as users run it: ``mqstore start`` with its supervisor and every actor as real
+processes, driven through the client library, killed with SIGKILL, checked on the files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import MessageStore
+from engine.verify import verify_store
+from ipc.channel import BrokerTimeoutError
+from ipc.client import Admin, Consumer, Producer
+from tests.integration.broker import Broker, wait_for
+
+ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "reader-0")
+
+
+def _batch(start: int, n: int, topics: tuple[str, ...] = ("Orders", "Payments")) -> list[dict[str, Any]]:
+    return [{"topic": topics[i % len(topics)], "body": f"message-{i}".encode() * 3,
+             "tags": "TagA" if i % 3 else "TagB", "keys": [f"key-{i}"]} for i in range(start, start + n)]
+
+
+def _consume_all(store: Path, topic: str, group: str, expected: int) -> list[Any]:
+    got: list[Any] = []
+    with Consumer(store, group=group, topic=topic, start="earliest", long_poll_ms=200) as consumer:
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            got += consumer.poll(1000)
+        consumer.commit()
+    return got
+
+
+@pytest.mark.slow
+def test_end_to_end_produce_consume_query_restart(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    with broker:
+        results = []
+        with Producer(broker.store) as producer:
+            for start in range(0, 10_000, 200):
+                results += producer.send_batch(_batch(start, 200))
+        assert all(r.ok for r in results) and len(results) == 10_000
+        for topic in ("Orders", "Payments"):
+            got = _consume_all(broker.store, topic, "G1", 5000)
+            assert len(got) == 5000
+            for queue in range(4):  # in order per queue, each queue offset once
+                offsets = [m.queue_offset for m in got if m.queue == queue]
+                assert offsets == list(range(len(offsets)))
+        with Admin(broker.store) as admin:
+            assert [m.body for m in admin.query_by_key("Orders", "key-42")] == [b"message-42" * 3]
+            assert admin.view_by_id(results[77].msg_id).body == b"message-77" * 3  # type: ignore[union-attr]
+            assert admin.fetch_offset("G1", "Orders", 0) == 1250
+        assert broker.stop() == 0
+    assert not (broker.store / "abort").exists()
+    with broker:  # start again: everything still there
+        assert len(_consume_all(broker.store, "Payments", "G2", 5000)) == 5000
+        with Admin(broker.store) as admin:
+            assert [m.body for m in admin.query_by_key("Payments", "key-9999")] == [b"message-9999" * 3]
+        assert broker.stop() == 0
+    assert verify_store(broker.store).ok
+
+
+class Load:
+    """A producer thread sending batches until stopped, logging every SEND_OK with a body hash."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.acked: list[tuple[str, int, int, str]] = []  # topic, queue, queue offset, body hash
+        self.timeouts = 0
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        with Producer(self.store, timeout_ms=2000) as producer:
+            while not self.stopping:
+                batch = _batch(n, 20, ("Chaos",))
+                n += 20
+                try:
+                    results = producer.send_batch(batch)
+                except BrokerTimeoutError:
+                    self.timeouts += 1  # maybe stored, maybe not: never counted as acknowledged
+                    continue
+                for msg, r in zip(batch, results, strict=True):
+                    if r.ok:
+                        self.acked.append((msg["topic"], r.queue, r.queue_offset,
+                                           hashlib.sha256(msg["body"]).hexdigest()))
+
+    def __enter__(self) -> Load:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping = True
+        self.thread.join(30)
+
+    def wait_more(self, count: int) -> None:
+        target = len(self.acked) + count
+        wait_for(lambda: len(self.acked) >= target, 60, f"{count} more acknowledged sends")
+
+
+@pytest.mark.slow
+def test_sigkill_each_actor_and_all_at_once_under_load(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    with broker, Load(broker.store) as load:
+        load.wait_more(200)
+        for actor in ACTORS:
+            old = broker.kill(actor)
+            broker.wait_restarted(actor, old)
+            load.wait_more(200)
+        status = broker.status()
+        assert status is not None
+        pids = {a: status["actors"][a]["pid"] for a in ACTORS}
+        for pid in pids.values():
+            subprocess.run(["kill", "-KILL", str(pid)], check=False)
+        for actor, pid in pids.items():
+            broker.wait_restarted(actor, pid)
+        load.wait_more(200)
+        load.stopping = True
+        load.thread.join(30)
+        status = broker.status()
+        assert status is not None and all(status["actors"][a]["restarts"] == 2 for a in ACTORS)
+        assert broker.stop() == 0
+    _every_ack_readable_exactly_once(broker.store, load.acked)
+    assert verify_store(broker.store).ok
+
+
+def _every_ack_readable_exactly_once(store_dir: Path, acked: list[tuple[str, int, int, str]]) -> None:
+    assert acked
+    positions = [(t, q, o) for t, q, o, _ in acked]
+    assert len(set(positions)) == len(positions), "a queue offset was acknowledged twice"
+    with MessageStore.open(store_dir) as store:
+        for topic, queue, offset, digest in acked:
+            got = store.get(topic, queue, offset, max_count=1)
+            assert got.messages, f"acknowledged {topic}/{queue}@{offset} is missing"
+            assert hashlib.sha256(got.messages[0].body).hexdigest() == digest
+
+
+@pytest.mark.slow
+def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
+    """The supervisor and every actor killed at once (the actors die with their parent): the next
+    start recovers abnormally and every acknowledged message is there."""
+    broker = Broker(tmp_path, mode="SYNC_FLUSH")
+    with broker, Load(broker.store) as load:
+        load.wait_more(100)
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGKILL)
+        broker.proc.wait()
+        broker.proc = None
+        load.stopping = True
+    def actors_gone() -> bool:
+        out = subprocess.run(["pgrep", "-f", "multiprocess.spawn"], capture_output=True, text=True).stdout
+        return not any(line.strip() for line in out.splitlines())
+    wait_for(actors_gone, 30, "every actor to follow its supervisor")
+    assert (broker.store / "abort").exists()
+    with broker:
+        status = broker.status()
+        assert status is not None and status["recovery"]["abnormal"]
+        assert broker.stop() == 0
+    _every_ack_readable_exactly_once(broker.store, load.acked)
+    assert verify_store(broker.store).ok
+
+
+def test_long_poll_returns_on_arrival_not_at_timeout(tmp_path: Path) -> None:
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+        producer.send("Polled", b"first", queue=0)  # the topic exists, its queue 0 has one message
+        with Consumer(broker.store, group="G", topic="Polled", queues=[0], start="earliest",
+                      long_poll_ms=20_000) as consumer:
+            assert [m.body for m in consumer.poll(10_000)] == [b"first"]
+            assert consumer.poll(300) == []  # parks a 20 s pull on the empty end of the queue
+            sent_at = time.monotonic()
+            producer.send("Polled", b"wake up", queue=0)
+            got = consumer.poll(15_000)
+            elapsed = time.monotonic() - sent_at
+        assert [m.body for m in got] == [b"wake up"]
+        assert elapsed < 10, f"the parked pull answered after {elapsed:.1f} s: at its timeout, not on arrival"
+
+
+def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> None:
+    import zmq
+
+    from ipc import schema
+    from ipc.sockets import connect
+    with Broker(tmp_path) as broker:
+        endpoints = broker.status()
+        assert endpoints is not None
+        ctx: zmq.Context[Any] = zmq.Context()
+        try:
+            from ipc.endpoints import Endpoints
+            ep = Endpoints.for_store(broker.store)
+            for address in (ep.ingress, ep.reader(0)):
+                sock = connect(ctx, zmq.DEALER, address, rcvtimeo_ms=5000)
+                for frame in (b"garbage", schema.pack({"v": 99, "op": "ping", "id": 1}),
+                              schema.pack({"v": 1, "op": "no-such-op", "id": 2}), schema.pack([1, 2, 3])):
+                    sock.send(frame)
+                    reply = schema.unpack(sock.recv())
+                    assert reply["ok"] is False and reply["status"] in (schema.BAD_REQUEST, schema.UNKNOWN_OP)
+                    assert reply["reason"]
+                sock.close()
+        finally:
+            ctx.destroy(linger=0)
+        with Producer(broker.store) as producer:
+            assert producer.send("Orders", b"still here").ok
+            too_big = producer.send("Orders", b"x" * (5 * 1024 * 1024))
+            assert too_big.status == "MESSAGE_ILLEGAL" and "exceeds" in too_big.reason
+            bad_topic = producer.send("no spaces allowed", b"x")
+            assert bad_topic.status == "MESSAGE_ILLEGAL"
+            out_of_range = producer.send("Orders", b"x", queue=4)
+            assert out_of_range.status == "MESSAGE_ILLEGAL" and "out of range" in out_of_range.reason
+            assert producer.send("Orders", b"and still").ok
+        status = broker.status()
+        assert status is not None and all(a["restarts"] == 0 for a in status["actors"].values())
+
+
+def test_cli_status_json_and_stop(tmp_path: Path) -> None:
+    broker = Broker(tmp_path).start()
+    try:
+        out = subprocess.run([sys.executable, "-m", "scripts.mqstore", "status", "--store", str(broker.store),
+                              "--json"], capture_output=True, text=True, check=True).stdout
+        status = json.loads(out)
+        assert set(status["actors"]) == set(ACTORS)
+        for info in status["actors"].values():
+            assert info["state"] == "running" and info["pid"] > 0 and "rss_bytes" in info
+        assert "lag_bytes" in status["actors"]["cqbuilder"]
+        subprocess.run([sys.executable, "-m", "scripts.mqstore", "stop", "--store", str(broker.store)], check=True)
+        assert broker.proc is not None
+        assert broker.proc.wait(60) == 0
+        broker.proc = None
+    finally:
+        broker.__exit__()
+    assert not (broker.store / "abort").exists()
