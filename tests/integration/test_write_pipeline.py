@@ -66,6 +66,18 @@ class Pipeline:
             seen.append(schema.unpack(self.events.recv()))
         return seen
 
+    def wait_applied(self, end: int, actors: tuple[str, ...] = ("cqbuilder", "indexbuilder")) -> None:
+        """Until each builder reports it applied the commitlog up to ``end`` (PUB/SUB may have
+        dropped the first notices: builders close the gap on the writer's next tick)."""
+        seen: dict[str, int] = {}
+
+        def caught_up() -> bool:
+            for event in self.events_seen():
+                if "applied" in event:
+                    seen[event["actor"]] = max(seen.get(event["actor"], 0), int(event["applied"]))
+            return all(seen.get(a, 0) >= end for a in actors)
+        wait_for(caught_up, 30, f"the builders to apply up to {end}")
+
     def stop(self) -> None:
         for name in ("writer", "cqbuilder", "indexbuilder", "flusher"):
             proc = self.procs[name]
@@ -108,6 +120,7 @@ def test_sends_reach_commitlog_queues_and_index(pipeline: Pipeline) -> None:
         results += _send(pipeline, 25, batch * 25)
     assert all(r["status"] == "PUT_OK" for r in results)
     assert [r["queue_offset"] for r in results if r["queue"] == 0] == list(range(250))
+    pipeline.wait_applied(results[-1]["phys_offset"] + 1)
     pipeline.stop()
     assert _queue_ends(pipeline) == {("Orders", 0): 250, ("Orders", 1): 250}
     with MessageStore.open(pipeline.config.store_dir) as store:
@@ -150,14 +163,7 @@ def test_builder_killed_catches_up_from_the_commitlog(pipeline: Pipeline) -> Non
     pipeline.procs["indexbuilder"].kill()
     pipeline.procs["indexbuilder"].join()
     pipeline.start("indexbuilder")
-
-    def caught_up() -> bool:
-        applied = {e["actor"]: e.get("applied", 0) for e in pipeline.events_seen() if "applied" in e}
-        caught_up.seen.update(applied)  # type: ignore[attr-defined]
-        end = second[-1]["phys_offset"]
-        return all(caught_up.seen.get(a, 0) > end for a in ("cqbuilder", "indexbuilder"))  # type: ignore[attr-defined]
-    caught_up.seen = {}  # type: ignore[attr-defined]
-    wait_for(caught_up, 30, "the restarted builders to catch up")
+    pipeline.wait_applied(second[-1]["phys_offset"] + 1)
     pipeline.stop()
     assert _queue_ends(pipeline) == {("Orders", 0): 30, ("Orders", 1): 30}
     with MessageStore.open(pipeline.config.store_dir) as store:
@@ -199,7 +205,8 @@ def test_sync_flush_acknowledges_only_after_the_flush(sync_pipeline: Pipeline) -
     """With the flush service frozen (SIGSTOP) nothing is acknowledged and nothing becomes
     consumable; once it runs again, the fsync comes first, then the ack and the queue entry."""
     p = sync_pipeline
-    _send(p, 3)
+    first = _send(p, 3)
+    p.wait_applied(first[-1]["phys_offset"] + 1, ("cqbuilder",))
     flushed_in = connect(p.ctx, zmq.SUB, p.config.endpoints.flushed, subscribe=(schema.FLUSHED,))
     flusher_pid = p.procs["flusher"].pid
     os.kill(flusher_pid, signal.SIGSTOP)
