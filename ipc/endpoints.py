@@ -2,7 +2,8 @@
 
 By default every endpoint is an ``ipc://`` socket in a private run directory (mode 0700) derived from
 the store's path, so a client that knows the store finds the broker without any other setup. ZeroMQ
-over TCP is opt-in (``tcp_host`` and ``tcp_base_port``): each endpoint then gets its own port.
+over TCP is opt-in (``tcp_host`` and ``tcp_base_port``): each data endpoint then gets its own port,
+while the supervisor's control and event sockets stay in the private run directory.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 # role -> offset from the TCP base port; readers take READER_PORT_OFFSET + i
 _ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events")
 READER_PORT_OFFSET = len(_ROLES)
+LOCAL_ONLY = ("control", "events")  # administration stays on this machine, in the private run dir
 MAX_IPC_PATH = 100  # sun_path holds 107 bytes; keep a margin
 
 
@@ -36,7 +38,7 @@ class Endpoints:
         return cls(Path(run_dir) if run_dir else default_run_dir(store_dir), reader_count, tcp_host, tcp_base_port)
 
     def _address(self, role: str, port_offset: int) -> str:
-        if self.tcp_host:
+        if self.tcp_host and role not in LOCAL_ONLY:
             return f"tcp://{self.tcp_host}:{self.tcp_base_port + port_offset}"
         return f"ipc://{self.run_dir / (role + '.sock')}"
 
@@ -84,8 +86,6 @@ class Endpoints:
 
     def prepare(self) -> None:
         """Create the run directory private to this user (0700), or check an existing one is."""
-        if self.tcp_host:
-            return
         for directory in (self.run_dir.parent, self.run_dir):
             directory.mkdir(mode=0o700, exist_ok=True)
         st = self.run_dir.stat()

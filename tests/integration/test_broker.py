@@ -211,6 +211,8 @@ def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> Non
             assert producer.send("Orders", b"still here").ok
             too_big = producer.send("Orders", b"x" * (5 * 1024 * 1024))
             assert too_big.status == "MESSAGE_ILLEGAL" and "exceeds" in too_big.reason
+            big_props = producer.send("Orders", b"x", properties={"p": "v" * 40_000})
+            assert big_props.status == "PROPERTIES_SIZE_EXCEEDED" and big_props.reason
             bad_topic = producer.send("no spaces allowed", b"x")
             assert bad_topic.status == "MESSAGE_ILLEGAL"
             out_of_range = producer.send("Orders", b"x", queue=4)
@@ -237,3 +239,38 @@ def test_cli_status_json_and_stop(tmp_path: Path) -> None:
     finally:
         broker.__exit__()
     assert not (broker.store / "abort").exists()
+
+
+def _free_port_range(count: int) -> int:
+    import socket
+    for base in range(23000, 60000, 37):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port range on loopback")
+
+
+def test_zeromq_over_tcp_when_configured(tmp_path: Path) -> None:
+    """TCP is opt-in: data endpoints on loopback ports, control still in the private run dir."""
+    from ipc.endpoints import Endpoints
+    base = _free_port_range(12)
+    broker = Broker(tmp_path, extra_toml=f'\n[ipc]\ntcp_host = "127.0.0.1"\ntcp_base_port = {base}\n')
+    with broker:
+        endpoints = Endpoints.for_store(broker.store, tcp_host="127.0.0.1", tcp_base_port=base)
+        assert endpoints.ingress.startswith("tcp://127.0.0.1:") and endpoints.control.startswith("ipc://")
+        with Producer(endpoints=endpoints) as producer:
+            sent = producer.send("OverTcp", b"hello", queue=0)
+            assert sent.ok
+        with Consumer(endpoints=endpoints, group="G", topic="OverTcp", queues=[0], start="earliest") as consumer:
+            got = consumer.messages(1, timeout_ms=10_000)
+        assert [m.body for m in got] == [b"hello"]
+        assert broker.stop() == 0
