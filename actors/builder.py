@@ -18,13 +18,14 @@ from typing import Any
 
 import zmq
 
-from actors.runtime import Runtime
+from actors.runtime import Runtime, monotonic_ms
 from actors.writer import decode_dispatch
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatch import DispatchRequest
 from engine.index_service import IndexService
 from engine.record import DecodeKind
+from engine.retention import delete_derived_below
 from ipc import schema
 from ipc.sockets import bind, connect
 
@@ -65,8 +66,13 @@ class BuilderActor:
         dispatch_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.dispatch, hwm=100_000,
                               subscribe=(schema.DISPATCH, schema.TICK))
         notice_out = bind(self.rt.ctx, zmq.PUB, self.rt.endpoints.role(self.notice_role), hwm=100_000)
+        next_retention_ms = 0
         try:
             while not self.rt.stopping:
+                now = monotonic_ms()
+                if now >= next_retention_ms:
+                    next_retention_ms = now + self.rt.config.broker.clean_interval_ms
+                    self._follow_retention()
                 if not dispatch_in.poll(self.rt.config.broker.tick_interval_ms):
                     self.rt.report("running", applied=self.applied)
                     continue
@@ -85,6 +91,17 @@ class BuilderActor:
         finally:
             self.rt.report("stopped", force=True, applied=self.applied)
             self.close()
+
+    def _follow_retention(self) -> None:
+        """When the writer deleted old commitlog files, delete the derived files wholly below them."""
+        before = self.commitlog.min_offset
+        self.commitlog.queue.refresh()
+        if self.commitlog.min_offset > before:
+            self.delete_below(self.commitlog.min_offset)
+            self.applied = max(self.applied, self.commitlog.min_offset)
+
+    def delete_below(self, min_phys_offset: int) -> None:
+        raise NotImplementedError
 
     def _on_notice(self, topic: bytes, frame: bytes) -> bool:
         try:
@@ -166,6 +183,10 @@ class ConsumeQueueBuilderActor(BuilderActor):
             if request.has_queue_entry:
                 self.changed[(request.topic, request.queue_id)] = request.queue_offset + 1
 
+    def delete_below(self, min_phys_offset: int) -> None:
+        deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)
+        log.info("retention: deleted %d consume-queue file(s) below %d", deleted, min_phys_offset)
+
     def notice(self) -> dict[str, Any]:
         queues = [[topic, queue_id, max_offset] for (topic, queue_id), max_offset in self.changed.items()]
         self.changed.clear()
@@ -196,6 +217,10 @@ class IndexBuilderActor(BuilderActor):
             self.index.build(r.topic, r.keys, r.uniq_key, r.phys_offset, r.store_ms, r.sys_flag)
         if self.index.last_file is not None:
             self.files.add(self.index.last_file.path.name)
+
+    def delete_below(self, min_phys_offset: int) -> None:
+        _, deleted = delete_derived_below(min_phys_offset, None, self.index)
+        log.info("retention: deleted %d index file(s) below %d", deleted, min_phys_offset)
 
     def notice(self) -> dict[str, Any]:
         files = sorted(self.files)

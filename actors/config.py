@@ -5,6 +5,7 @@
     [broker]    readers, default queues per topic, long polling, offsets persistence
     [ipc]       run_dir, or tcp_host + tcp_base_port to use ZeroMQ over TCP
     [supervisor] restart backoff and flapping limits
+    [retention] file_reserved_hours, delete_when, disk watermarks (engine.retention.RetentionPolicy)
 
 Actors receive the tree as a plain dict (``to_dict``) and rebuild it (``from_dict``), so nothing but
 plain values crosses into a child process.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import Geometry, Host, StoreConfig
+from engine.retention import RetentionPolicy
 from ipc.endpoints import Endpoints
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -50,6 +52,8 @@ class BrokerSection:
     max_request_bytes: int = 64 * 1024 * 1024
     tick_interval_ms: int = 100
     stats_interval_ms: int = 1_000
+    clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
+    disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class BrokerConfig:
     broker: BrokerSection = field(default_factory=BrokerSection)
     ipc: IpcConfig = field(default_factory=IpcConfig)
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     geometry_given: bool = False  # whether [store.geometry] was set (else the store's own is used)
 
     def validate(self) -> BrokerConfig:
@@ -92,6 +97,7 @@ class BrokerConfig:
                     raise ConfigError(f"{f.name} must not be negative")
         try:
             self.store.validate()
+            self.retention.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         return self
@@ -117,8 +123,8 @@ class BrokerConfig:
             "127.0.0.1", 10911), **store_raw)
         return cls(raw["store_dir"], store, FlushConfig(**raw.get("flush", {})),
                    BrokerSection(**raw.get("broker", {})), IpcConfig(**raw.get("ipc", {})),
-                   SupervisorConfig(**raw.get("supervisor", {})), bool(raw.get("geometry_given", False))
-                   ).validate()
+                   SupervisorConfig(**raw.get("supervisor", {})), RetentionPolicy(**raw.get("retention", {})),
+                   bool(raw.get("geometry_given", False))).validate()
 
 
 def load_config(store_dir: Path | str, path: Path | str | None = None, **overrides: Any) -> BrokerConfig:
@@ -132,7 +138,7 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
             raise ConfigError(f"cannot read config {path}: {exc}") from None
     for section, values in overrides.items():
         raw.setdefault(section, {}).update(values)
-    known = {"store", "flush", "broker", "ipc", "supervisor"}
+    known = {"store", "flush", "broker", "ipc", "supervisor", "retention"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"unknown config sections: {sorted(unknown)}")
@@ -140,6 +146,7 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
     _check_keys(raw.get("broker", {}), BrokerSection, "broker")
     _check_keys(raw.get("ipc", {}), IpcConfig, "ipc")
     _check_keys(raw.get("supervisor", {}), SupervisorConfig, "supervisor")
+    _check_keys(raw.get("retention", {}), RetentionPolicy, "retention")
     store_raw = raw.get("store", {})
     _check_keys({k: v for k, v in store_raw.items() if k not in ("geometry", "store_host")}, StoreConfig, "store")
     _check_keys(store_raw.get("geometry", {}), Geometry, "store.geometry")
@@ -160,5 +167,7 @@ def _check_keys(values: Any, section_type: type, name: str) -> None:
         raise ConfigError(f"unknown keys in [{name}]: {sorted(unknown)}")
     for key, value in values.items():
         default = next(f for f in fields(section_type) if f.name == key).default
-        if isinstance(default, (bool, int, str)) and type(value) is not type(default):
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            continue  # 1 for 1.0
+        if isinstance(default, (bool, int, str, float)) and type(value) is not type(default):
             raise ConfigError(f"[{name}] {key} must be {type(default).__name__}, got {type(value).__name__}")

@@ -35,6 +35,7 @@ from engine.dispatch import DispatchRequest
 from engine.jhash import java_hash
 from engine.msgid import UniqKeyGenerator
 from engine.record import DecodeKind
+from engine.retention import CleanupDecision, decide, delete_expired_commitlog, disk_used_ratio
 from engine.topics import TopicError, TopicTable
 from engine.writer import CommitLogWriter
 from ipc import schema
@@ -96,6 +97,9 @@ class CommitLogWriterActor:
         self.undispatched: deque[tuple[int, int, list[DispatchRequest]]] = deque()  # SYNC: waiting for flush
         self.dispatched_end = self.commitlog.max_offset
         self.last_store_ms = 0
+        self.disk: CleanupDecision | None = None  # the last disk check; sends refused while it says full
+        self.next_disk_check_ms = 0
+        self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
 
     def _recover_tail(self) -> dict[tuple[str, int], int]:
         """The log's true end and every queue's next offset, whatever a killed writer left."""
@@ -148,6 +152,8 @@ class CommitLogWriterActor:
                 if now >= next_tick:
                     next_tick = now + tick_ms
                     self._tick(dispatch_out, written_out)
+                if now >= self.next_disk_check_ms:
+                    self._check_disk(now)
             self._drain_sync(ingress, dispatch_out, flushed_in)
             self._tick(dispatch_out, written_out)
         finally:
@@ -162,6 +168,23 @@ class CommitLogWriterActor:
         dispatch_out.send_multipart([schema.TICK, schema.pack({"v": schema.VERSION, "end": self.dispatched_end})])
         self.rt.report("running", written=end, flushed=self.flushed_end, dispatched=self.dispatched_end,
                        pending_sync=len(self.pending))
+
+    def _check_disk(self, now: int) -> None:
+        """Watermarks: past the warning ratio sends are refused until usage drops; cleanup runs on
+        its cadence, or at once when the disk is past the forcible ratio."""
+        cfg = self.rt.config
+        self.next_disk_check_ms = now + cfg.broker.disk_check_interval_ms
+        was_full = self.disk is not None and self.disk.disk_full
+        self.disk = decide(cfg.retention, disk_used_ratio(self.store_dir / "commitlog"), wall_ms())
+        if self.disk.disk_full != was_full:
+            log.warning("disk %.0f%% used: sends %s", self.disk.used_ratio * 100,
+                        "refused" if self.disk.disk_full else "accepted again")
+        if now >= self.next_clean_ms or self.disk.clean_immediately:
+            self.next_clean_ms = now + cfg.broker.clean_interval_ms
+            deleted = delete_expired_commitlog(self.commitlog, cfg.retention, self.disk, wall_ms())
+            if deleted:
+                log.info("deleted %d commitlog file(s) (%s); the log now starts at %d", deleted, self.disk.reason,
+                         self.commitlog.min_offset)
 
     def _on_flushed(self, flushed_in: zmq.Socket[Any]) -> None:
         while True:
@@ -190,6 +213,14 @@ class CommitLogWriterActor:
             batch.append((identity, *parsed))
             count += len(parsed[1])
         if not batch:
+            return
+        if self.disk is not None and self.disk.disk_full:
+            reason = (f"disk {self.disk.used_ratio:.0%} used, past {cfg.retention.disk_warning_ratio:.0%}: "
+                      "sends are refused until space returns")
+            for identity, request_id, _, _, refused in batch:
+                fields = [result_fields(r) if r is not None else {"status": PutStatus.SERVICE_NOT_AVAILABLE.value,
+                                                                   "reason": reason} for r in refused]
+                self._reply(ingress, identity, schema.ok_reply(request_id, results=fields))
             return
         messages = [m for _, _, msgs, _, _ in batch for m in msgs]
         queue_ids = [q for _, _, _, qids, _ in batch for q in qids]

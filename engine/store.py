@@ -28,6 +28,14 @@ from engine.msgid import UniqKeyGenerator
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from engine.record import Record
 from engine.recovery import RecoveryResult, recover, redispatch
+from engine.retention import (
+    CleanupDecision,
+    RetentionPolicy,
+    decide,
+    delete_derived_below,
+    delete_expired_commitlog,
+    disk_used_ratio,
+)
 from engine.writer import CommitLogWriter
 
 
@@ -203,6 +211,19 @@ class MessageStore:
 
     def topics(self) -> dict[str, list[int]]:
         return self.queues.topics()
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def clean_expired(self, policy: RetentionPolicy, *, manual: bool = False,
+                      used_ratio: float | None = None) -> CleanupDecision:
+        """One cleanup round: old commitlog files per ``policy`` and the disk's usage (measured unless
+        given), then the consume-queue and index files wholly below the new minimum."""
+        now = self.now_ms()
+        ratio = disk_used_ratio(self.path) if used_ratio is None else used_ratio
+        decision = decide(policy, ratio, now, manual=manual)
+        if delete_expired_commitlog(self.commitlog, policy, decision, now):
+            delete_derived_below(self.commitlog.min_offset, self.queues, self.index)
+        return decision
 
     # -- consumer offsets --------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ mode = "{mode}"
 
 [broker]
 readers = {readers}
+disk_check_interval_ms = 100
 
 [supervisor]
 backoff_initial_ms = 50

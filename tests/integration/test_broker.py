@@ -274,3 +274,39 @@ def test_zeromq_over_tcp_when_configured(tmp_path: Path) -> None:
             got = consumer.messages(1, timeout_ms=10_000)
         assert [m.body for m in got] == [b"hello"]
         assert broker.stop() == 0
+
+
+def test_disk_watermark_refuses_sends_and_resumes(tmp_path: Path) -> None:
+    """Past 90 % used the writer refuses sends with a reason; once space returns it accepts them
+    again by itself. Nothing acknowledged is lost."""
+    import os as _os
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        broker = Broker(mount, commitlog=64 * 1024, cq=64)
+        with broker, Producer(broker.store, retries=0) as producer:
+            first = producer.send("Orders", b"before")
+            assert first.ok
+            st = _os.statvfs(mount)
+            used = (st.f_blocks - st.f_bfree) * st.f_frsize
+            ballast = mount / "ballast"
+            ballast.write_bytes(bytes(int(st.f_blocks * st.f_frsize * 0.95) - used))
+
+            def refused() -> Any:
+                r = producer.send("Orders", b"during")
+                return r if not r.ok else None
+            r = wait_for(refused, 20, "sends to be refused on a full disk")
+            assert r.status == "SERVICE_NOT_AVAILABLE" and "disk" in r.reason
+            ballast.unlink()
+            after = wait_for(lambda: (lambda x: x if x.ok else None)(producer.send("Orders", b"after")), 20,
+                             "sends to be accepted again")
+            assert after.ok
+            assert broker.stop() == 0
+        with MessageStore.open(broker.store) as store:
+            bodies = [m.body for q in range(4) for m in store.get("Orders", q, 0, max_count=32).messages]
+        assert b"before" in bodies and b"after" in bodies
+        assert verify_store(broker.store).ok
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -1,0 +1,108 @@
+"""Retention and disk watermarks: RocketMQ's CleanCommitLogService, as decisions and file deletions.
+
+When to delete commitlog files (any of):
+- the local hour is one of ``delete_when`` (``"04"``, or ``"02;04"``): files older than
+  ``file_reserved_hours`` go;
+- the disk is past ``disk_max_used_space_ratio`` (75 %): expired files go at once, whatever the hour;
+- past ``disk_clean_forcibly_ratio`` (85 %): the oldest files go even if young;
+- past ``disk_warning_ratio`` (90 %) the store is full: sends are refused until usage drops again.
+
+Deletion never removes the newest file and never skips over a file (oldest first, stop at the first
+keeper), at most ``delete_file_batch_max`` files a round. A caller may veto a file (``is_deletable``),
+e.g. while an acknowledged-queue group still needs a message in it. Consume-queue and index files
+wholly below the commitlog's new minimum then go, and queue min offsets are corrected.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.commitlog import CommitLog
+from engine.consume_queue_store import ConsumeQueueStore
+from engine.index_service import IndexService
+from engine.mapped_file import MappedFile
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    file_reserved_hours: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: float = 0.75
+    disk_clean_forcibly_ratio: float = 0.85
+    disk_warning_ratio: float = 0.90
+    delete_file_batch_max: int = 10
+
+    def validate(self) -> RetentionPolicy:
+        if not 0 < self.disk_max_used_space_ratio <= self.disk_clean_forcibly_ratio <= self.disk_warning_ratio <= 1:
+            raise ValueError("disk ratios must rise: max used <= clean forcibly <= warning <= 1")
+        if self.file_reserved_hours < 0 or self.delete_file_batch_max < 1:
+            raise ValueError("file_reserved_hours must be >= 0 and delete_file_batch_max >= 1")
+        self.delete_hours()
+        return self
+
+    def delete_hours(self) -> frozenset[int]:
+        hours = frozenset(int(h) for h in self.delete_when.split(";") if h.strip())
+        if not all(0 <= h < 24 for h in hours):
+            raise ValueError(f"delete_when {self.delete_when!r} must list hours 00..23 separated by ';'")
+        return hours
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupDecision:
+    delete: bool             # whether a deletion round runs now
+    clean_immediately: bool  # delete regardless of age (disk past the forcible ratio)
+    disk_full: bool          # refuse sends
+    used_ratio: float
+    reason: str
+
+
+def disk_used_ratio(path: Path | str) -> float:
+    """RocketMQ's getDiskPartitionSpaceUsedPercent: ceil(used * 100 / (used + available)) / 100."""
+    st = os.statvfs(path)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    available = st.f_bavail * st.f_frsize
+    if used + available <= 0:
+        return 1.0
+    return math.ceil(used * 100 / (used + available)) / 100
+
+
+def decide(policy: RetentionPolicy, used_ratio: float, now_ms: int, *, manual: bool = False) -> CleanupDecision:
+    """What a cleanup round should do now, given the disk's usage and the (local) time."""
+    hour = time.localtime(now_ms / 1000).tm_hour
+    full = used_ratio >= policy.disk_warning_ratio
+    forcibly = used_ratio >= policy.disk_clean_forcibly_ratio
+    if full or forcibly:
+        return CleanupDecision(True, True, full, used_ratio,
+                               f"disk {used_ratio:.0%} used: past {policy.disk_clean_forcibly_ratio:.0%}, "
+                               "deleting the oldest files whatever their age")
+    if used_ratio >= policy.disk_max_used_space_ratio:
+        return CleanupDecision(True, False, False, used_ratio,
+                               f"disk {used_ratio:.0%} used: past {policy.disk_max_used_space_ratio:.0%}")
+    if hour in policy.delete_hours():
+        return CleanupDecision(True, False, False, used_ratio, f"it is {hour:02d}h, a delete hour")
+    if manual:
+        return CleanupDecision(True, False, False, used_ratio, "asked for")
+    return CleanupDecision(False, False, False, used_ratio, "")
+
+
+def delete_expired_commitlog(commitlog: CommitLog, policy: RetentionPolicy, decision: CleanupDecision, now_ms: int,
+                             is_deletable: Callable[[MappedFile], bool] | None = None) -> int:
+    """One deletion round over the oldest commitlog files; returns how many went."""
+    if not decision.delete:
+        return 0
+    return commitlog.queue.delete_expired_by_time(policy.file_reserved_hours * 3_600_000, now_ms,
+                                                  clean_immediately=decision.clean_immediately,
+                                                  batch_max=policy.delete_file_batch_max, is_deletable=is_deletable)
+
+
+def delete_derived_below(min_phys_offset: int, queues: ConsumeQueueStore | None,
+                         index: IndexService | None) -> tuple[int, int]:
+    """Consume-queue and index files wholly below the commitlog's minimum; queue mins corrected."""
+    cq_deleted = queues.delete_expired(min_phys_offset) if queues is not None else 0
+    index_deleted = index.delete_before(min_phys_offset) if index is not None else 0
+    return cq_deleted, index_deleted
