@@ -2,7 +2,7 @@
 
     [store]     geometry of a new store and the engine's limits (engine.StoreConfig)
     [flush]     mode = "ASYNC_FLUSH" | "SYNC_FLUSH", RocketMQ's flush cadences
-    [broker]    readers, default queues per topic, long polling, offsets persistence
+    [broker]    readers, default queues per topic, long polling, offsets persistence, ack mode
     [ipc]       run_dir, or tcp_host + tcp_base_port to use ZeroMQ over TCP
     [supervisor] restart backoff and flapping limits
     [retention] file_reserved_hours, delete_when, disk watermarks (engine.retention.RetentionPolicy)
@@ -54,6 +54,12 @@ class BrokerSection:
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
     disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them
+    # ack mode (actors.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
+    ack_visibility_timeout_ms: int = 30_000  # an unacked delivery is handed out again after this
+    ack_max_deliveries: int = 16             # past this many deliveries a message goes to %DLQ%{group}
+    ack_prefetch: int = 64                   # unacked deliveries per consumer and queue
+    ack_idle_flush_ms: int = 1_000           # a queue index idle this long moves its journal to segments
+    ack_max_journal_entries: int = 32_768    # ... and a journal this long moves at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,10 @@ class BrokerConfig:
             raise ConfigError("broker.readers must be between 1 and 64")
         if not 1 <= self.broker.default_queues <= self.broker.max_queues:
             raise ConfigError("broker.default_queues must be between 1 and broker.max_queues")
+        if min(self.broker.ack_visibility_timeout_ms, self.broker.ack_max_deliveries, self.broker.ack_prefetch,
+               self.broker.ack_max_journal_entries) < 1:
+            raise ConfigError("broker.ack_visibility_timeout_ms, ack_max_deliveries, ack_prefetch and "
+                              "ack_max_journal_entries must be at least 1")
         for section in (self.flush, self.broker, self.supervisor):
             for f in fields(section):
                 value = getattr(section, f.name)

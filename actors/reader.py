@@ -15,7 +15,8 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     queue_info      topic                                    -> queues {"queue id": [min, max]}
     commit_offset   group, topic, queue, offset              (reader 0 only)
     fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
-    ping                                                     -> pid, index, readable_end, parked
+    ping                                                     -> pid, index, readers, readable_end, parked
+    ack_pull, ack, nack, ack_release                         ack mode (actors.ack_groups, ipc.receipts)
 
 Long polling: a pull that finds nothing yet, with ``wait_ms > 0``, is parked and answered as soon as
 an ``arrived`` notice (or a look at the files) shows its queue grew, or at its deadline.
@@ -31,6 +32,7 @@ from typing import Any
 
 import zmq
 
+from actors.ack_groups import AckGroups
 from actors.long_poll import ParkedPull, ParkedPulls, PullRequest, is_waitable
 from actors.reader_state import LONG_MAX, PublishedStore, record_to_wire
 from actors.runtime import Runtime, monotonic_ms, wall_ms
@@ -70,11 +72,14 @@ class ReaderActor:
             self.offsets = ConsumerOffsets.load(self.store_dir / CONSUMER_OFFSET_FILE, wall_ms)
         self.offsets_dirty = False
         self.max_query_count = cfg.store.max_query_count
+        self.acks = AckGroups(runtime, index, self.store, monotonic_ms)
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
             "pull": self._op_pull, "query_key": self._op_query_key, "query_uniq": self._op_query_uniq,
             "view_id": self._op_view_id, "offset_by_time": self._op_offset_by_time,
             "queue_info": self._op_queue_info, "commit_offset": self._op_commit_offset,
             "fetch_offset": self._op_fetch_offset, "ping": self._op_ping,
+            "ack_pull": self.acks.op_ack_pull, "ack": self.acks.op_ack, "nack": self.acks.op_nack,
+            "ack_release": self.acks.op_ack_release,
         }
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -86,6 +91,8 @@ class ReaderActor:
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(arrived_in, zmq.POLLIN)
+        writer = self.acks.start(lambda identity, reply: self._send(router, identity, reply))
+        poller.register(writer, zmq.POLLIN)
         broker = self.rt.config.broker
         now = monotonic_ms()
         next_recheck, next_refresh, next_persist = now + HOUSEKEEPING_MS, now + REFRESH_FILES_MS, now
@@ -93,13 +100,17 @@ class ReaderActor:
             # subscribed before the files are read: whatever lands in between is in a notice or the files
             self.store.learn_from_files()
             while not self.rt.stopping:
-                timeout_ms = self.parked.ms_to_next_deadline(monotonic_ms(), broker.tick_interval_ms)
+                now = monotonic_ms()
+                timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, broker.tick_interval_ms))
                 ready = dict(poller.poll(timeout_ms))
                 if arrived_in in ready:
                     self._on_arrived(router, arrived_in)
                 if router in ready:
                     self._serve(router)
+                if writer in ready:
+                    self.acks.on_writer_reply()
                 now = monotonic_ms()
+                self.acks.tick(now)
                 for parked in self.parked.expired(now):
                     self._answer(router, parked)
                 if now >= next_recheck:
@@ -111,10 +122,12 @@ class ReaderActor:
                 if now >= next_persist:
                     next_persist = now + broker.offset_persist_interval_ms
                     self._persist_offsets(final=False)
-                self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked))
+                self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
+                               ack_queues=len(self.acks.queues))
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
                 self._answer(router, parked)
+            self.acks.close()
             self._persist_offsets(final=True)
         finally:
             self.rt.report("stopped", force=True, readable_end=self.store.readable_end)
@@ -142,11 +155,13 @@ class ReaderActor:
             grew.update(self.store.on_arrived(queues, applied))
         for key in grew:
             self._wake(router, key)
+            self.acks.on_grew(*key)
 
     def _recheck_parked(self, router: zmq.Socket[Any], now_ms: int) -> None:
         for key in self.parked.due_for_recheck(now_ms, RECHECK_PARKED_MS):
             if self.store.recheck(*key):
                 self._wake(router, key)
+                self.acks.on_grew(*key)
 
     def _wake(self, router: zmq.Socket[Any], key: tuple[str, int]) -> None:
         """Run again every pull parked on ``key``; answer those that now have something."""
@@ -296,8 +311,8 @@ class ReaderActor:
         return schema.ok_reply(request_id, offset=offset)
 
     def _op_ping(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readable_end=self.store.readable_end,
-                               parked=len(self.parked))
+        return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readers=self.rt.config.broker.readers,
+                               readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
 
     def _max_queue_offset(self, topic: str, queue_id: int) -> int:
         view = self.store.published_queue(topic, queue_id)

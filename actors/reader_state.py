@@ -237,6 +237,19 @@ class PublishedStore:
             self.refresh_files()
         return result
 
+    def record_at(self, phys_offset: int, size: int) -> Record | None:
+        """The record a published consume-queue entry points at (ack mode reads by entry); None when
+        retention took it or it is not the ``size``-byte record the entry names. A published entry's
+        record is complete, which is why ``readable_end`` need not bound this read."""
+        if phys_offset < self.commitlog.min_offset:
+            return None
+        self._map_commitlog(phys_offset + size)
+        decoded = self.commitlog.read_record(phys_offset, check_crc=False)
+        record = decoded.record
+        if decoded.kind is not DecodeKind.RECORD or record is None or record.size != size:
+            return None
+        return record
+
     def query_by_key(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *,
                      uniq: bool = False) -> list[Record]:
         """engine.lookup.query_by_key, reading only records below readable_end."""

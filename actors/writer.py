@@ -267,11 +267,16 @@ class CommitLogWriterActor:
 
     def _drain_sync(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any],
                     flushed_in: zmq.Socket[Any]) -> None:
-        """On stop, give waiting SYNC_FLUSH sends their flush (or their timeout)."""
-        while self.pending or self.undispatched:
+        """On stop, give waiting SYNC_FLUSH sends their flush, or their timeout: never wait longer
+        than the sync timeout (the flush service may be gone). Batches still not dispatched are
+        read back from the commitlog by the builders, or by the supervisor's final catch-up."""
+        deadline = monotonic_ms() + self.rt.config.flush.sync_timeout_ms
+        while (self.pending or self.undispatched) and monotonic_ms() < deadline:
             if flushed_in.poll(50):
                 self._on_flushed(flushed_in)
             self._release(ingress, dispatch_out)
+        self._release(ingress, dispatch_out)
+        self.undispatched.clear()
 
     def _reply(self, ingress: zmq.Socket[Any], identity: bytes, message: dict[str, Any]) -> None:
         try:

@@ -1,4 +1,5 @@
-"""The client library applications import: ``Producer``, ``Consumer``, ``Admin``.
+"""The client library applications import: ``Producer``, ``Consumer``, ``AckConsumer`` (ack mode,
+``ipc.ack_consumer``), ``Admin``.
 
 Each finds the broker from its store directory (``Endpoints.for_store``: the private run dir the
 broker's ipc sockets live in) or from explicit ``endpoints``. Requests go out on DEALER sockets owned
@@ -21,19 +22,24 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ipc.ack_consumer import AckConsumer
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from ipc.consumer import Consumer
 from ipc.endpoints import Endpoints
 from ipc.messages import SERVICE_NOT_AVAILABLE, Outgoing, ReceivedMessage, ReplyError, SendResult
+from ipc.receipts import Delivery, Receipt
 
 __all__ = [
+    "AckConsumer",
     "Admin",
     "BrokerError",
     "BrokerTimeoutError",
     "Consumer",
+    "Delivery",
     "Endpoints",
     "Outgoing",
     "Producer",
+    "Receipt",
     "ReceivedMessage",
     "ReplyError",
     "SendResult",

@@ -140,6 +140,16 @@ def add_client_commands(commands: Any) -> None:
     consume.add_argument("--count", type=int, default=10, help="stop after this many messages (10)")
     consume.add_argument("--timeout-ms", type=int, default=3000, help="stop after this long without messages")
     consume.add_argument("--json", action="store_true", help="one JSON message per line")
+    consume.add_argument("--ack", action="store_true",
+                         help="ack mode: each message comes with a receipt and is acked once printed")
+    consume.add_argument("--visibility-ms", type=int, help="ack mode: redeliver what is not acked within this")
+    consume.add_argument("--prefetch", type=int, help="ack mode: unacked messages per queue at most")
+    consume.add_argument("--no-ack", dest="settle", action="store_const", const="none", default="ack",
+                         help="ack mode: receive without acking (they come back after the visibility timeout)")
+    consume.add_argument("--nack", dest="settle", action="store_const", const="nack",
+                         help="ack mode: nack with requeue instead of acking")
+    consume.add_argument("--dead-letter", dest="settle", action="store_const", const="dlq",
+                         help="ack mode: nack without requeue: each message goes to %%DLQ%%{group}")
     consume.set_defaults(handler=_consume)
 
 
@@ -176,6 +186,8 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _consume(args: argparse.Namespace) -> int:
+    if args.ack:
+        return _consume_acked(args)
     from ipc.client import Consumer
     received = 0
     with Consumer(args.store, group=args.group, topic=args.topic, tags=args.tags, start=args.start) as consumer:
@@ -190,6 +202,35 @@ def _consume(args: argparse.Namespace) -> int:
             received += len(batch)
         consumer.commit()
     print(f"mqstore consume: {received} received", file=sys.stderr)
+    return 0
+
+
+def _consume_acked(args: argparse.Namespace) -> int:
+    from ipc.ack_consumer import AckConsumer
+    received = 0
+    with AckConsumer(args.store, group=args.group, topic=args.topic, tags=args.tags, prefetch=args.prefetch,
+                     visibility_ms=args.visibility_ms) as consumer:
+        while received < args.count:
+            batch = consumer.receive(args.count - received, args.timeout_ms)
+            if not batch:
+                break
+            for d in batch:
+                print(json.dumps({**message_json(d), "redelivered": d.redelivered,
+                                  "delivery_count": d.delivery_count}) if args.json else
+                      f"{d.topic}/{d.queue}@{d.queue_offset} redelivered={d.redelivered} "
+                      f"delivery_count={d.delivery_count} tags={d.tags} {d.body[:80]!r}")
+            if args.settle == "ack":
+                statuses = consumer.ack(batch)
+            elif args.settle in ("nack", "dlq"):
+                statuses = consumer.nack(batch, requeue=args.settle == "nack")
+            else:
+                statuses = ["OK"] * len(batch)
+            refused = [s for s in statuses if s != "OK"]
+            if refused:
+                print(f"mqstore consume: {len(refused)} not settled: {refused[0]}", file=sys.stderr)
+            received += len(batch)
+    verb = {"ack": "acked", "nack": "nacked (requeued)", "dlq": "dead-lettered", "none": "left unacked"}
+    print(f"mqstore consume: {received} received and {verb[args.settle]}", file=sys.stderr)
     return 0
 
 

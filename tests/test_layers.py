@@ -14,7 +14,7 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"engine", "numpy"},
     "ipc": {"ipc", "engine", "zmq", "msgpack"},
     "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "zmq", "msgpack"},
-    "pipeline": {"pipeline", "engine", "pyspark", "pyarrow", "numpy", "ipc"},
+    "pipeline": {"pipeline", "engine", "pyspark", "pyarrow", "numpy", "ipc", "matplotlib", "rich"},
 }
 # the engine is passive: no sockets, threads, processes or signal handling
 ENGINE_FORBIDDEN = {"socket", "threading", "multiprocessing", "subprocess", "signal", "asyncio", "logging"}

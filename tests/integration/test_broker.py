@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from engine import MessageStore
@@ -152,13 +153,15 @@ def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
     with broker, Load(broker.store) as load:
         load.wait_more(100)
         assert broker.proc is not None
+        actors = psutil.Process(broker.proc.pid).children()
+        assert len(actors) >= len(ACTORS)
         broker.proc.send_signal(signal.SIGKILL)
         broker.proc.wait()
         broker.proc = None
         load.stopping = True
+
     def actors_gone() -> bool:
-        out = subprocess.run(["pgrep", "-f", "multiprocess.spawn"], capture_output=True, text=True).stdout
-        return not any(line.strip() for line in out.splitlines())
+        return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in actors)
     wait_for(actors_gone, 30, "every actor to follow its supervisor")
     assert (broker.store / "abort").exists()
     with broker:

@@ -181,6 +181,7 @@ def test_writer_killed_mid_load_resumes_offsets(pipeline: Pipeline) -> None:
     pipeline.wait_written()
     second = _send(pipeline, 40, 40)
     assert [r["queue_offset"] for r in first + second if r["queue"] == 0] == list(range(40))
+    pipeline.wait_applied(second[-1]["phys_offset"] + 1)
     pipeline.stop()
     assert verify_store(pipeline.config.store_dir).ok
 
