@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from actors.reader_state import PublishedQueue, PublishedStore, record_to_wire
 from actors.runtime import Runtime
 from engine.consume_queue import FILLER_SIZE
 from engine.lookup import TagFilter
+from engine.metafile import write_atomic
 from engine.queue_index_files import QueueIndexError
 from engine.record import Record
 from ipc import receipts, schema
@@ -43,6 +45,25 @@ T = TypeVar("T")
 QUEUE_INDEX_DIR = "queueindex"
 MAX_PARKED = 65_536
 RECHECK_PARKED_MS = 2_000        # a waited-on queue is read off its files this often (lost notices)
+LOW_WATER_MS = 1_000             # how often the unacked low-water mark is written for retention
+
+
+def low_water_path(root: Path, reader_index: int) -> Path:
+    return root / f"lowwater-{reader_index}.json"
+
+
+def unacked_low_water(store_dir: Path, reader_count: int) -> int | None:
+    """The lowest commitlog offset any ack-mode group still needs, from every reader's mark (None
+    when no reader has one). A reader that never wrote a mark has no unacked messages."""
+    marks = []
+    for i in range(reader_count):
+        try:
+            raw = json.loads(low_water_path(store_dir / QUEUE_INDEX_DIR, i).read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("phys_offset"), int):
+            marks.append(raw["phys_offset"])
+    return min(marks) if marks else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +91,8 @@ class AckGroups:
         self._deadlines: list[tuple[int, int, AckKey]] = []
         self._parked_seq = itertools.count()
         self._recheck_at = 0
+        self._low_water_at = 0
+        self._low_water: int | None = -2  # what was last written (-2: nothing yet)
         self.dead_letters: DeadLetterSender | None = None
         self._send_reply: Callable[[bytes, dict[str, Any]], None] = lambda identity, reply: None
 
@@ -317,6 +340,41 @@ class AckGroups:
                     self._wake(key, now)
         if self.dead_letters is not None:
             self.dead_letters.expire(now)
+        if now >= self._low_water_at:
+            self._low_water_at = now + LOW_WATER_MS
+            self._write_low_water()
+
+    def _owned_on_disk(self) -> list[AckKey]:
+        """Every (group, topic, queue) index directory this reader owns, opened or not."""
+        keys: list[AckKey] = []
+        if self.root.is_dir():
+            for queue_dir in self.root.glob("*/*/*"):
+                if queue_dir.is_dir() and queue_dir.name.isdigit():
+                    key = (queue_dir.parent.parent.name, queue_dir.parent.name, int(queue_dir.name))
+                    if receipts.ack_owner(*key, self.cfg.readers) == self.reader_index:
+                        keys.append(key)
+        return keys
+
+    def low_water_phys(self) -> int | None:
+        """The commitlog offset of the oldest message any owned group has not acked (None: none)."""
+        low: int | None = None
+        for key in self._owned_on_disk():
+            q = self._queue(key, create=False)
+            if q is None or not q.index.unacked_count:
+                continue
+            seq = q.index.lowest_unacked_seq_id()
+            entries = q.index.read(seq, seq + 1)
+            if entries:
+                phys = int.from_bytes(entries[0].msg_id[-8:], "big")  # offsetMsgId: host, then phys offset
+                low = phys if low is None else min(low, phys)
+        return low
+
+    def _write_low_water(self) -> None:
+        """``queueindex/lowwater-{reader}.json``: what retention must keep when ``keep_unacked``."""
+        low = self.low_water_phys()
+        if low != self._low_water:
+            write_atomic(low_water_path(self.root, self.reader_index), json.dumps({"phys_offset": low}).encode())
+            self._low_water = low
 
     def ms_to_next(self, now: int, cap_ms: int) -> int:
         due = [d for q in self.queues.values() if (d := q.next_deadline_ms()) is not None]

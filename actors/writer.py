@@ -21,18 +21,21 @@ import ipaddress
 import logging
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import zmq
 
+from actors.ack_groups import unacked_low_water
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine import Host, Message, PutResult, PutStatus
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatch import DispatchRequest
 from engine.jhash import java_hash
+from engine.mapped_file import MappedFile
 from engine.msgid import UniqKeyGenerator
 from engine.record import DecodeKind
 from engine.retention import CleanupDecision, decide, delete_expired_commitlog, disk_used_ratio
@@ -181,10 +184,21 @@ class CommitLogWriterActor:
                         "refused" if self.disk.disk_full else "accepted again")
         if now >= self.next_clean_ms or self.disk.clean_immediately:
             self.next_clean_ms = now + cfg.broker.clean_interval_ms
-            deleted = delete_expired_commitlog(self.commitlog, cfg.retention, self.disk, wall_ms())
+            deleted = delete_expired_commitlog(self.commitlog, cfg.retention, self.disk, wall_ms(),
+                                               self._unacked_veto())
             if deleted:
                 log.info("deleted %d commitlog file(s) (%s); the log now starts at %d", deleted, self.disk.reason,
                          self.commitlog.min_offset)
+
+    def _unacked_veto(self) -> Callable[[MappedFile], bool] | None:
+        """With ``keep_unacked``: a file may go only when it ends before every ack-mode group's oldest
+        unacked message (the readers' low-water marks; RabbitMQ's reference counting, per file)."""
+        if not self.rt.config.retention.keep_unacked:
+            return None
+        low = unacked_low_water(self.store_dir, self.rt.config.broker.readers)
+        if low is None:
+            return None
+        return lambda mf: mf.file_end <= low
 
     def _on_flushed(self, flushed_in: zmq.Socket[Any]) -> None:
         while True:

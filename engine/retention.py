@@ -36,6 +36,7 @@ class RetentionPolicy:
     disk_clean_forcibly_ratio: float = 0.85
     disk_warning_ratio: float = 0.90
     delete_file_batch_max: int = 10
+    keep_unacked: bool = False  # never delete a file holding a message an ack-mode group has not acked
 
     def validate(self) -> RetentionPolicy:
         if not 0 < self.disk_max_used_space_ratio <= self.disk_clean_forcibly_ratio <= self.disk_warning_ratio <= 1:

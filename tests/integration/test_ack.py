@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -271,3 +272,34 @@ def test_bad_ack_ops_get_statuses_and_the_reader_still_serves(broker: Broker) ->
     finally:
         ctx.destroy(linger=0)
     wait_for(lambda: broker.status() is not None, 5, "the broker to answer")
+
+
+def test_keep_unacked_holds_retention_back_until_acked(tmp_path: Path) -> None:
+    """With ``keep_unacked`` a commitlog file holding a message an ack-mode group has not acked is
+    never deleted, however old; once acked, retention takes it."""
+    hours = ";".join(str(h) for h in range(24))
+    broker = Broker(tmp_path, commitlog=64 * 1024, broker_extra="clean_interval_ms = 100",
+                    extra_toml=f'\n[retention]\nfile_reserved_hours = 0\ndelete_when = "{hours}"\n'
+                               "keep_unacked = true\n")
+    first_file = broker.store / "commitlog" / f"{0:020d}"
+    with broker, Producer(broker.store) as producer:
+        assert all(r.ok for r in producer.send_batch([{"topic": "Kept", "body": bytes(1024), "queue": 0}] * 5))
+        with AckConsumer(broker.store, group="G", topic="Kept", queues=[0], visibility_ms=60_000) as consumer:
+            held = consumer.receive(5, timeout_ms=10_000)
+            assert held and held[0].queue_offset == 0
+            mark = broker.store / "queueindex" / "lowwater-0.json"
+            wait_for(lambda: mark.exists() and b'"phys_offset": 0' in mark.read_bytes(), 20, "the low-water mark")
+            for _ in range(4):  # the first file is now old and not the newest: only the veto keeps it
+                assert all(r.ok for r in producer.send_batch(
+                    [{"topic": "Kept", "body": bytes(1024), "queue": 0}] * 50))
+            for _ in range(30):  # a few cleanup rounds pass: the oldest file must survive every one
+                assert first_file.exists()
+                producer.send("Kept", bytes(1024), queue=0)
+            assert first_file.exists()
+            consumer.ack(held)
+            rest = consumer.receive(500, timeout_ms=2000)
+            while rest:
+                consumer.ack(rest)
+                rest = consumer.receive(500, timeout_ms=1000)
+        wait_for(lambda: not first_file.exists(), 30, "retention to delete the file once acked")
+        assert broker.stop() == 0
