@@ -9,7 +9,6 @@ the derived files caught up with the commitlog.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
@@ -25,7 +24,7 @@ import zmq
 
 from actors.config import BrokerConfig
 from actors.runtime import monotonic_ms, run_actor, setup_logging, wall_ms
-from engine import MessageStore
+from engine import MessageStore, StoreLockedError
 from engine.checkpoint import Checkpoint
 from engine.commitlog import CommitLog
 from engine.config import resolve_geometry
@@ -33,6 +32,7 @@ from engine.consume_queue_store import ConsumeQueueStore
 from engine.index_service import IndexService
 from engine.metafile import abort_exists, create_abort, remove_abort
 from engine.recovery import recover
+from engine.store import lock_store
 from ipc import schema
 from ipc.sockets import bind
 
@@ -77,13 +77,10 @@ class Supervisor:
 
     def _lock(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.store_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+            self._lock_fd = lock_store(self.store_dir)
+        except StoreLockedError:
             raise RuntimeError(f"{self.store_dir} is in use by another broker or tool") from None
-        self._lock_fd = fd
 
     def _unlock(self) -> None:
         if self._lock_fd >= 0:

@@ -73,7 +73,7 @@ class MessageStore:
         """Create or recover the store at ``path``; its geometry is read from disk when it exists."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(path)
+        lock_fd = lock_store(path)
         try:
             wanted = config.geometry if config is not None else None
             geometry = resolve_geometry(path, wanted)
@@ -249,7 +249,9 @@ class MessageStore:
         self.checkpoint.flush()
 
 
-def _lock(path: Path) -> int:
+def lock_store(path: Path) -> int:
+    """Take the store's writer lock (flock on ``{store}/lock``); the descriptor holds it until closed.
+    Raises StoreLockedError when another process (a broker, a rebuild) holds it."""
     fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

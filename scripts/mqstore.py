@@ -33,6 +33,7 @@ from engine.record import DecodeKind
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
 from scripts.broker_cli import add_broker_commands, add_client_commands, broker_running, query_broker
+from scripts.spark_cli import add_spark_commands
 
 DEMO_TOPIC = "Demo"
 DEMO_QUEUES = 4
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
     add_broker_commands(commands)
     add_client_commands(commands)
+    add_spark_commands(commands)
     return parser
 
 

@@ -1,0 +1,248 @@
+"""Commitlog records as Arrow columns: one ``pyarrow.RecordBatch`` of ``pipeline.schema.ARROW_SCHEMA``
+from a ``RecordLayout``, without a Python object per record.
+
+Properties are split on their ``\\x01``/``\\x02`` separators with numpy; hosts and message ids are
+formatted once per distinct host. What this fast path cannot reproduce byte for byte — properties
+that are not UTF-8 (the engine decodes them with replacement characters), a property name repeated
+in one record — makes ``to_batch`` return None; ``records_to_batch`` then builds the same columns
+from ``decode_record``'s Records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.host import Host
+from engine.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
+from pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
+from pipeline.record_layout import BORN_HOST_POS, RecordLayout
+from pipeline.schema import ARROW_SCHEMA
+
+Array = npt.NDArray[Any]
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+
+def to_batch(buf: Array, layout: RecordLayout, *, read_body: bool = True) -> pa.RecordBatch | None:
+    """The Arrow batch of every record in ``layout`` (all must be valid), or None when only the
+    exact decoder reproduces them (non-UTF-8 text, a repeated property name)."""
+    n = len(layout)
+    try:
+        topic = utf8(binary_values(buf, layout.topic_pos, layout.topic_len))
+        props = _Properties.parse(buf, layout, n)
+    except NotExact:
+        return None
+    born_host, _ = _hosts(buf, layout.starts + BORN_HOST_POS, layout.born_host_len)
+    store_host, store_hex = _hosts(buf, layout.store_host_pos, layout.store_host_len)
+    body = binary_values(buf, layout.body_pos, layout.body_len) if read_body else pa.nulls(n, pa.binary())
+    columns = {
+        "topic": topic,
+        "queue_id": pa.array(layout.queue_id, pa.int32()),
+        "queue_offset": pa.array(layout.queue_offset, pa.int64()),
+        "phys_offset": pa.array(layout.phys_offset, pa.int64()),
+        "size": pa.array(layout.size, pa.int32()),
+        "flag": pa.array(layout.flag, pa.int32()),
+        "sys_flag": pa.array(layout.sys_flag, pa.int32()),
+        "body_crc": pa.array(layout.body_crc, pa.int32()),
+        "tags": props.value_of(PROP_TAGS),
+        "keys": props.keys_list(),
+        "properties": props.map_array(),
+        "body": body,
+        "born_timestamp": _timestamps(layout.born_ms),
+        "born_host": born_host,
+        "store_timestamp": _timestamps(layout.store_ms),
+        "store_host": store_host,
+        "reconsume_times": pa.array(layout.reconsume_times, pa.int32()),
+        "prepared_tx_offset": pa.array(layout.prepared_tx_offset, pa.int64()),
+        "msg_id": _msg_ids(store_hex, layout.store_host_len * 2, layout.phys_offset),
+        "uniq_key": props.value_of(PROP_UNIQ_KEY),
+    }
+    return pa.RecordBatch.from_arrays([columns[name] for name in ARROW_SCHEMA.names], schema=ARROW_SCHEMA)
+
+
+def records_to_batch(records: Sequence[Record], *, read_body: bool = True) -> pa.RecordBatch:
+    """The same columns built from decoded Records: the exact path, one Python object per field."""
+    rows: dict[str, list[Any]] = {
+        "topic": [r.topic for r in records],
+        "queue_id": [r.queue_id for r in records],
+        "queue_offset": [r.queue_offset for r in records],
+        "phys_offset": [r.phys_offset for r in records],
+        "size": [r.size for r in records],
+        "flag": [r.flag for r in records],
+        "sys_flag": [r.sys_flag for r in records],
+        "body_crc": [r.body_crc for r in records],
+        "tags": [r.tags for r in records],
+        "keys": [r.keys for r in records],
+        "properties": [list(r.properties.items()) for r in records],
+        "body": [r.body if read_body else None for r in records],
+        "born_timestamp": [_micros(r.born_ms) for r in records],
+        "born_host": [str(r.born_host) for r in records],
+        "store_timestamp": [_micros(r.store_ms) for r in records],
+        "store_host": [str(r.store_host) for r in records],
+        "reconsume_times": [r.reconsume_times for r in records],
+        "prepared_tx_offset": [r.prepared_tx_offset for r in records],
+        "msg_id": [r.msg_id for r in records],
+        "uniq_key": [r.uniq_key for r in records],
+    }
+    return pa.RecordBatch.from_arrays([pa.array(rows[f.name], f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+_MAX_MS = (1 << 63) // 1000 - 1  # beyond it ms * 1000 leaves int64: only a damaged record says so
+
+
+def _timestamps(ms: Array) -> pa.Array:
+    """Milliseconds as UTC microseconds; null where the value cannot be a timestamp at all."""
+    bad = np.abs(ms) > _MAX_MS
+    return pa.array(np.where(bad, 0, ms) * 1000, pa.timestamp("us", tz="UTC"), mask=bad if bad.any() else None)
+
+
+def _micros(ms: int) -> int | None:
+    return ms * 1000 if abs(ms) <= _MAX_MS else None
+
+
+def _hosts(buf: Array, positions: Array, lengths: Array) -> tuple[pa.Array, Array]:
+    """("ip:port" strings, each row's packed host in uppercase hex, zero-padded to 40 bytes) for
+    hosts of 8 or 20 bytes: each distinct host is formatted once."""
+    n = len(positions)
+    raw = np.zeros((n, 21), dtype=np.uint8)  # 20 host bytes + a family byte, so v4 and v6 never collide
+    idx = positions[:, None] + np.arange(20)
+    raw[:, :20] = buf[np.clip(idx, 0, len(buf) - 1)]
+    v4 = lengths == 8
+    raw[v4, 8:20] = 0
+    raw[:, 20] = v4
+    first, inverse = _distinct_rows(raw)
+    texts, prefixes = [], np.zeros((len(first), 40), dtype=np.uint8)
+    for u, i in enumerate(first.tolist()):
+        packed = raw[i, :int(lengths[i])].tobytes()
+        texts.append(str(Host.unpack(packed)))
+        hexed = packed.hex().upper().encode()
+        prefixes[u, :len(hexed)] = np.frombuffer(hexed, dtype=np.uint8)
+    inverse = inverse.reshape(-1)
+    return pa.array(texts, pa.string()).take(pa.array(inverse, pa.int32())), prefixes[inverse]
+
+
+def _distinct_rows(raw: Array) -> tuple[Array, Array]:
+    """(first index of each distinct row, each row's distinct number) of a (n, 21) byte matrix.
+    Rows are hashed to one uint64 (np.unique on raw bytes sorts them as opaque voids: slow); a hash
+    collision is caught by comparing every row with its representative."""
+    n = len(raw)
+    if bool((raw == raw[0]).all()):  # the usual batch: one store host, or a single client
+        return np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    padded = np.zeros((n, 24), dtype=np.uint8)
+    padded[:, :21] = raw
+    words = padded.view(np.uint64)
+    key = words[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ words[:, 1] * np.uint64(0xC2B2AE3D27D4EB4F) ^ words[:, 2]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not bool((raw[first[inverse]] == raw).all()):
+        keys = np.ascontiguousarray(raw).view(np.dtype((np.void, 21))).ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def _msg_ids(prefixes: Array, prefix_len: Array, phys_offset: Array) -> pa.Array:
+    """offsetMsgId: hex(store host packed) + hex(phys offset as 8 bytes), uppercase."""
+    n = len(phys_offset)
+    shifts = np.arange(60, -4, -4, dtype=np.uint64)
+    digits = _HEX[(phys_offset.astype(np.uint64)[:, None] >> shifts) & np.uint64(0xF)]
+    out = np.zeros((n, 56), dtype=np.uint8)
+    out[:, :40] = prefixes
+    cols = prefix_len[:, None] + np.arange(16)
+    np.put_along_axis(out, cols, digits, axis=1)
+    lengths = prefix_len + 16
+    data = out[np.arange(56) < lengths[:, None]]
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+@dataclass(frozen=True, slots=True)
+class _Properties:
+    """Every record's properties as flat (record, name, value) runs, in record order, with the
+    engine's parsing rules: a segment ends at ``\\x02``; it counts when it has a non-empty name and
+    value around its first ``\\x01``; ``__CRC32#`` is dropped."""
+
+    n: int
+    record: Array  # record index of each kept pair
+    names: pa.Array
+    values: pa.Array
+
+    @classmethod
+    def parse(cls, buf: Array, layout: RecordLayout, n: int) -> _Properties:
+        data, bounds = as_numpy(binary_values(buf, layout.props_pos, layout.props_len))
+        seps = np.flatnonzero(data == 2)
+        # Segment ends: every \x02 and every record's end, merged in position order (both lists are
+        # sorted, so each one's place in the merge is a searchsorted away); at an equal position
+        # the record end comes first and the \x02 is the next record's first byte.
+        sep_rec = np.searchsorted(bounds[1:], seps, side="right")
+        record_slot = np.arange(n) + np.searchsorted(seps, bounds[1:], side="left")
+        sep_slot = np.arange(len(seps)) + sep_rec
+        end_pos = np.empty(n + len(seps), dtype=np.int64)
+        is_sep = np.zeros(n + len(seps), dtype=np.int64)
+        end_rec = np.empty(n + len(seps), dtype=np.int64)
+        end_pos[record_slot], end_rec[record_slot] = bounds[1:], np.arange(n)
+        end_pos[sep_slot], end_rec[sep_slot], is_sep[sep_slot] = seps, sep_rec, 1
+        seg_start = np.empty_like(end_pos)
+        seg_start[0] = 0
+        seg_start[1:] = end_pos[:-1] + is_sep[:-1]
+        # a record's first segment starts at its own first byte, whatever came before
+        seg_start = np.maximum(seg_start, bounds[end_rec])
+        ones = np.flatnonzero(data == 1)
+        j = np.searchsorted(ones, seg_start, side="left")
+        first_one = np.full(len(seg_start), -1, dtype=np.int64)
+        found = j < len(ones)
+        first_one[found] = ones[j[found]]
+        keep = (first_one > seg_start) & (first_one < end_pos - 1)
+        rec, s0, s1, e = end_rec[keep], seg_start[keep], first_one[keep], end_pos[keep]
+        names = utf8(binary_values(data, s0, s1 - s0))
+        values = utf8(binary_values(data, s1 + 1, e - s1 - 1))
+        not_crc = pc.not_equal(names, PROP_CRC_KEY)
+        if not bool(pc.all(not_crc).as_py() if len(names) else True):
+            mask = not_crc.to_numpy(zero_copy_only=False)
+            rec, names, values = rec[mask], names.filter(not_crc), values.filter(not_crc)
+        if len(names):
+            encoded = pc.dictionary_encode(names)
+            codes = encoded.indices.to_numpy().astype(np.int64)
+            pair = rec * len(encoded.dictionary) + codes
+            bins = n * len(encoded.dictionary)
+            repeated = bool(np.bincount(pair, minlength=bins).max() > 1) if bins <= 8 * len(pair) + (1 << 20) \
+                else bool((np.diff(np.sort(pair)) == 0).any())
+            if repeated:
+                raise NotExact  # a name twice in one record: the engine's dict keeps the last value
+        return cls(n, rec, names, values)
+
+    def value_of(self, name: str) -> pa.Array:
+        """Each record's value of ``name``, null where it has none."""
+        hit = np.flatnonzero(pc.equal(self.names, name).to_numpy(zero_copy_only=False)) if len(self.names) \
+            else np.zeros(0, dtype=np.int64)
+        index = np.full(self.n, -1, dtype=np.int64)
+        index[self.record[hit]] = hit
+        return self.values.take(pa.array(index, pa.int64(), mask=index < 0))
+
+    def keys_list(self) -> pa.Array:
+        """KEYS split on spaces, empty pieces dropped; an empty list where there is no KEYS."""
+        keys = pc.fill_null(self.value_of(PROP_KEYS), "")
+        pieces = pc.split_pattern(keys, pattern=" ")
+        flat = pieces.flatten()
+        parent = pc.list_parent_indices(pieces).to_numpy()
+        nonempty = pc.greater(pc.binary_length(flat), 0)
+        kept_parent = parent[nonempty.to_numpy(zero_copy_only=False)]
+        offsets = np.zeros(self.n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(kept_parent, minlength=self.n), out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.filter(nonempty),
+                                        type=ARROW_SCHEMA.field("keys").type)
+
+    def map_array(self) -> pa.Array:
+        offsets = np.zeros(self.n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(self.record, minlength=self.n), out=offsets[1:])
+        return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), self.names, self.values,
+                                       type=ARROW_SCHEMA.field("properties").type)

@@ -1,0 +1,45 @@
+"""The ``mqstore`` Spark data source: a store directory as a table, a stream and a sink.
+
+    spark.read.format("mqstore").load(store_dir)            # one row per commitlog record
+    spark.readStream.format("mqstore").load(store_dir)      # follows the consume queues
+    df.write.format("mqstore").option("broker", store_dir).mode("append").save()
+
+The rows are ``pipeline.schema``'s; the options are described in ``pipeline.options.ReadOptions``
+(reads), ``pipeline.stream`` (streaming) and ``pipeline.sink`` (writes). Reading never writes into
+a store, live or not; writing goes through a running broker only.
+
+Spark 4.3.0 pitfall: filter pushdown stores the read it planned on the loaded relation, and a later
+scan of the *same* loaded DataFrame with no pushable filter reuses it (reads too few rows); two
+differently filtered branches of one DataFrame in one query (a union, a self-join) share the last
+one planned. Call ``spark.read.format("mqstore").load(...)`` once per query or branch.
+``tests/pipeline/test_datasource_read.py::test_spark_reuses_a_filtered_read_plan`` tracks it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from pipeline.options import ReadOptions
+from pipeline.reader import MqstoreReader
+from pipeline.schema import DATA_SOURCE_NAME, SPARK_DDL
+from pipeline.sink import make_writer
+from pipeline.stream import MqstoreStreamReader
+
+
+class MqstoreDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return DATA_SOURCE_NAME
+
+    def schema(self) -> str:
+        return SPARK_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MqstoreReader(ReadOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MqstoreStreamReader(self.options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return make_writer(self.options, schema, overwrite)

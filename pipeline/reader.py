@@ -1,0 +1,64 @@
+"""The batch reader: ``spark.read.format("mqstore").load(store_dir)``.
+
+Pushed filters it enforces itself (and so consumes): ``topic`` = / IN, ``queue_id`` = / IN / ranges,
+ranges (and =) on ``queue_offset``, ``phys_offset`` and ``store_timestamp``. Anything else goes back
+to Spark. Planning (``partitions``) runs on the driver and reads only consume-queue entries and a
+few record heads; ``read`` runs in the tasks and maps the files itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+
+from engine.config import Geometry
+from engine.store_files import read_geometry
+from pipeline.options import Pushdown, ReadOptions
+from pipeline.plan import plan_partitions
+from pipeline.scan import ReadContext, read_partition
+
+
+class StoreNotFoundError(FileNotFoundError):
+    """The path given to the data source is not a store directory."""
+
+
+def open_geometry(store_dir: str) -> Geometry:
+    """The store's geometry (saved, or inferred from an Apache RocketMQ store's files)."""
+    store = Path(store_dir)
+    if not (store / "commitlog").is_dir():
+        raise StoreNotFoundError(f"{store_dir} is not a message store: it has no commitlog directory")
+    return read_geometry(store)
+
+
+class MqstoreReader(DataSourceReader):
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.geometry = open_geometry(options.store_dir)
+        self.pushdown = Pushdown().with_topics(options.topics)
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        rejected = []
+        for f in filters:
+            narrowed = self.pushdown.accept(f)
+            if narrowed is None:
+                rejected.append(f)
+            else:
+                self.pushdown = narrowed
+        return iter(rejected)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_partitions(Path(self.options.store_dir), self.geometry, self.pushdown,
+                               self.options.partition_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if type(partition) is InputPartition:  # Spark's stand-in when there is nothing to read
+            return iter(())
+        return read_partition(partition, self.context())
+
+    def context(self) -> ReadContext:
+        o = self.options
+        return ReadContext(o.store_dir, self.geometry, self.pushdown, o.include_body, o.verify_crc, o.batch_rows,
+                           o.fail_on_data_loss)

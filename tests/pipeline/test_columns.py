@@ -1,0 +1,110 @@
+"""The vectorised decoder against ``engine.record.decode_record``: same rows, same verdicts.
+
+No Spark here (pyarrow and numpy only), so these run in the fast loop too.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from engine.host import Host  # after the importorskip
+from engine.record import DecodeKind, Record, decode_record, encode_record, seal_record
+from pipeline.columns import records_to_batch, to_batch
+from pipeline.record_layout import RecordLayout
+
+V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
+
+
+def record(i: int, *, topic: str = "T", props: dict[str, str] | None = None, prop_crc: bool = False,
+           store_host: Host = V4, body: bytes | None = None) -> bytearray:
+    out = encode_record(topic=topic, body=b"b%d" % i * (i % 5) if body is None else body,
+                        properties={"UNIQ_KEY": f"U{i}", **(props or {})}, queue_id=i % 3, flag=i, sys_flag=0,
+                        born_ms=1_700_000_000_000 + i, born_host=V6 if i % 2 else V4, store_host=store_host,
+                        store_ms=1_700_000_000_500 + i, queue_offset=i, phys_offset=1000 * i, reconsume_times=i % 2,
+                        prepared_tx_offset=7 * i, prop_crc=prop_crc)
+    if prop_crc:
+        seal_record(out, 0, len(out))
+    return out
+
+
+def decode_all(data: bytes, starts: list[int]) -> list[Record]:
+    out = []
+    for s in starts:
+        decoded = decode_record(data, s, check_crc=False)
+        assert decoded.record is not None
+        out.append(decoded.record)
+    return out
+
+
+def layout_of(records: list[bytearray]) -> tuple[np.ndarray, list[int]]:
+    data = b"".join(records)
+    starts = list(np.cumsum([0] + [len(r) for r in records[:-1]]))
+    return np.frombuffer(data, dtype=np.uint8), [int(s) for s in starts]
+
+
+def test_fast_path_equals_the_record_decoder() -> None:
+    recs = [record(i, topic="T" * (200 if i == 5 else 1 + i % 3),  # a v2 record: 2-byte topic length
+                   props={"TAGS": f"tag{i}", "KEYS": " k1  k2 " if i % 2 else f"only{i}", "x\x01y": "z"}
+                   if i % 3 else {}, prop_crc=i % 4 == 0, store_host=V6 if i % 5 == 0 else V4,
+                   body=b"" if i == 7 else None) for i in range(40)]
+    buf, starts = layout_of(recs)
+    layout = RecordLayout.of(buf, np.array(starts))
+    assert layout.valid_count == len(recs)
+    batch = to_batch(buf, layout)
+    assert batch is not None
+    expected = records_to_batch(decode_all(buf.tobytes(), starts))
+    assert batch.to_pylist() == expected.to_pylist()
+    assert batch.equals(expected)
+    assert all("__CRC32#" not in dict(row["properties"]) for row in batch.to_pylist())
+    assert to_batch(buf, layout, read_body=False).column("body").null_count == len(recs)
+
+
+@pytest.mark.parametrize("patch", ["non-utf8 value", "repeated name", "crc name in a value"])
+def test_text_the_fast_path_cannot_reproduce_goes_to_the_record_decoder(patch: str) -> None:
+    raw = record(3, props={"aa": "ZZ", "bb": "QQ"})
+    if patch == "non-utf8 value":
+        raw = bytearray(bytes(raw).replace(b"ZZ", b"\xff\xfe"))
+    elif patch == "repeated name":
+        raw = bytearray(bytes(raw).replace(b"bb\x01QQ", b"aa\x01QQ"))
+    recs = [record(1), raw, record(2)]
+    buf, starts = layout_of(recs)
+    layout = RecordLayout.of(buf, np.array(starts))
+    assert layout.valid_count == 3
+    if patch == "crc name in a value":
+        assert to_batch(buf, layout) is not None
+        return
+    assert to_batch(buf, layout) is None  # the caller then builds the batch from decode_record's Records
+    props = decode_all(buf.tobytes(), starts)[1].properties
+    assert props["aa"] == ("\ufffd\ufffd" if patch == "non-utf8 value" else "QQ")
+
+
+def test_damaged_records_get_the_record_decoders_verdict() -> None:
+    """Flip bytes of single records at random: the layout check (plus the topic check) calls a
+    record valid exactly when decode_record does, and the CRC check agrees with check_crc=True."""
+    rng = random.Random(20240611)
+    for trial in range(600):
+        prop_crc = trial % 2 == 0
+        raw = record(trial, topic=f"Topic{trial % 7}", props={"TAGS": "t", "k": "v" * (trial % 9)},
+                     prop_crc=prop_crc, body=bytes(rng.randrange(256) for _ in range(trial % 23)))
+        for _ in range(1 + trial % 3):
+            pos = rng.randrange(len(raw))
+            raw[pos] = rng.randrange(256) if trial % 5 else raw[pos] ^ 0x80
+        if trial % 11 == 0:
+            raw = raw[:rng.randrange(8, len(raw))]  # torn
+        buf = np.frombuffer(bytes(raw) + bytes(64), dtype=np.uint8)
+        layout = RecordLayout.of(buf, np.array([0]), limit=len(raw))
+        structure_ok = layout.valid_count == 1 and layout.first_bad_topic(buf) == 1
+        plain = decode_record(bytes(raw), 0, check_crc=False)
+        assert structure_ok == (plain.kind is DecodeKind.RECORD), (trial, plain.reason, layout.reason)
+        if structure_ok:
+            crc_ok = layout.first_crc_failure(buf, require_prop_crc=prop_crc)[0] == 1
+            strict = decode_record(bytes(raw), 0, check_crc=True, require_prop_crc=prop_crc)
+            assert crc_ok == (strict.kind is DecodeKind.RECORD), (trial, strict.reason)
+            batch = to_batch(buf, layout)
+            if batch is not None:
+                assert batch.equals(records_to_batch([plain.record]))  # type: ignore[list-item]
