@@ -85,26 +85,15 @@ def verify_store(path: Path | str, repair: bool = False) -> VerifyReport:
 # -- read-only views of a store's files ------------------------------------------------------------
 
 
-class _IndexCheck:
-    """The entries of one index file sorted by phys offset, and which of them a record claimed."""
+class IndexClaims:
+    """Index entries sorted by phys offset, with their entry numbers, and which of them a record
+    claimed. Shared by this verifier and the Spark verify job, which must report alike."""
 
-    def __init__(self, header: IndexHeader, geometry: Geometry) -> None:
-        self.header = header
-        entries_pos = INDEX_HEADER_SIZE + geometry.index_slot_count * INDEX_SLOT_SIZE + INDEX_ENTRY_SIZE
-        mapped = np.memmap(header.path, dtype=INDEX_ENTRY_DTYPE, mode="r", offset=entries_pos,
-                           shape=(max(header.index_count - 1, 0),))
-        phys = mapped["phys_offset"].astype(np.int64)  # native, for searchsorted; the hashes stay mapped
-        hashes = mapped["key_hash"].view(np.ndarray)
-        self.order: Array | None = None  # entry number - 1 of each sorted position, when not the identity
-        if len(phys) > 1 and bool((phys[1:] < phys[:-1]).any()):  # only a damaged file is out of order
-            self.order = np.argsort(phys, kind="stable")
-            phys, hashes = phys[self.order], hashes[self.order]
-        self.phys: Array = phys
-        self.hashes: Array = hashes
+    def __init__(self, numbers: Array, phys: Array, hashes: Array) -> None:
+        self.numbers = numbers  # entry number - 1 at each sorted position
+        self.phys = phys
+        self.hashes = hashes
         self.claimed: Array = np.zeros(len(phys), dtype=bool)
-
-    def covers(self, phys_offset: int) -> bool:
-        return self.header.begin_phys_offset <= phys_offset <= self.header.end_phys_offset
 
     def claim(self, phys_offset: int, key_hashes: list[int], found: list[bool]) -> None:
         """Mark ``found[i]`` for each key hash with an entry at ``phys_offset``, claiming one entry each."""
@@ -121,8 +110,27 @@ class _IndexCheck:
     def unclaimed(self) -> Iterator[tuple[int, int, int]]:
         """(entry number, phys_offset, key_hash) of every entry no record claimed."""
         for j in np.flatnonzero(~self.claimed).tolist():
-            entry_no = (j if self.order is None else int(self.order[j])) + 1
-            yield entry_no, int(self.phys[j]), int(self.hashes[j])
+            yield int(self.numbers[j]) + 1, int(self.phys[j]), int(self.hashes[j])
+
+
+class _IndexCheck(IndexClaims):
+    """The entries of one whole index file."""
+
+    def __init__(self, header: IndexHeader, geometry: Geometry) -> None:
+        self.header = header
+        entries_pos = INDEX_HEADER_SIZE + geometry.index_slot_count * INDEX_SLOT_SIZE + INDEX_ENTRY_SIZE
+        mapped = np.memmap(header.path, dtype=INDEX_ENTRY_DTYPE, mode="r", offset=entries_pos,
+                           shape=(max(header.index_count - 1, 0),))
+        phys = mapped["phys_offset"].astype(np.int64)  # native, for searchsorted; the hashes stay mapped
+        hashes = mapped["key_hash"].view(np.ndarray)
+        numbers = np.arange(len(phys))
+        if len(phys) > 1 and bool((phys[1:] < phys[:-1]).any()):  # only a damaged file is out of order
+            numbers = np.argsort(phys, kind="stable")
+            phys, hashes = phys[numbers], hashes[numbers]
+        super().__init__(numbers, phys, hashes)
+
+    def covers(self, phys_offset: int) -> bool:
+        return self.header.begin_phys_offset <= phys_offset <= self.header.end_phys_offset
 
 
 # -- the walk --------------------------------------------------------------------------------------

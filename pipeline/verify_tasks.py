@@ -33,7 +33,7 @@ from engine.index_service import index_key
 from engine.jhash import index_hash
 from engine.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
 from engine.store_files import QueueEntries
-from engine.verify import Finding
+from engine.verify import Finding, IndexClaims
 from pipeline.commitlog_ranges import CommitlogRange, walk_range
 from pipeline.finding_runs import Run, RunCollector
 from pipeline.queue_chunks import ChunkKey, QueueKey, queue_groups, queue_rows
@@ -108,7 +108,7 @@ def open_commitlog(plan: VerifyPlan) -> CommitLog:
 # -- one commitlog range ---------------------------------------------------------------------------
 
 
-class _IndexShare:
+class _IndexShare(IndexClaims):
     """The entries of one index file that a range owns, sorted by phys offset as the engine's check
     sorts them (stably), and which of them a record claimed."""
 
@@ -131,28 +131,10 @@ class _IndexShare:
                 mine &= native < task.own_to
             numbers = np.flatnonzero(mine)
             numbers = numbers[np.argsort(native[numbers], kind="stable")]
-        self.numbers: Array = numbers  # entry number - 1
-        self.phys: Array = phys[numbers].astype(np.int64)
-        self.hashes: Array = mapped["key_hash"][numbers].astype(np.int64)
-        self.claimed: Array = np.zeros(len(numbers), dtype=bool)
+        super().__init__(numbers, phys[numbers].astype(np.int64), mapped["key_hash"][numbers].astype(np.int64))
 
     def covers(self, phys_offset: int) -> bool:
         return self.info.begin_phys_offset <= phys_offset <= self.info.end_phys_offset
-
-    def claim(self, phys_offset: int, key_hashes: list[int], found: list[bool]) -> None:
-        lo = int(self.phys.searchsorted(phys_offset, side="left"))
-        hi = int(self.phys.searchsorted(phys_offset, side="right"))
-        for j in range(lo, hi):
-            entry_hash = int(self.hashes[j])
-            for i, key_hash in enumerate(key_hashes):
-                if key_hash == entry_hash and not found[i]:
-                    found[i] = True
-                    self.claimed[j] = True
-                    break
-
-    def unclaimed(self) -> Iterator[tuple[int, int, int]]:
-        for j in np.flatnonzero(~self.claimed).tolist():
-            yield int(self.numbers[j]) + 1, int(self.phys[j]), int(self.hashes[j])
 
 
 def _shares(plan: VerifyPlan, task: RangeTask) -> list[_IndexShare]:
