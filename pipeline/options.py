@@ -101,6 +101,8 @@ class ReadOptions:
     ``batchRows``            rows per Arrow batch (default 32768)
     ``failOnDataLoss``       default true; false skips consume-queue entries whose commitlog file was
                              deleted by retention instead of raising ``DataLossError``
+    ``arrow``                default true: yield Arrow batches; false yields tuples (slower; for
+                             comparison, and for Spark builds without Arrow support)
     """
 
     store_dir: str
@@ -110,6 +112,7 @@ class ReadOptions:
     partition_bytes: int = DEFAULT_PARTITION_BYTES
     batch_rows: int = DEFAULT_BATCH_ROWS
     fail_on_data_loss: bool = True
+    arrow: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -118,7 +121,7 @@ class ReadOptions:
                    _flag(opts, "verifyCrc", False),
                    positive_option(opts, "partitionBytes", DEFAULT_PARTITION_BYTES) or DEFAULT_PARTITION_BYTES,
                    positive_option(opts, "batchRows", DEFAULT_BATCH_ROWS) or DEFAULT_BATCH_ROWS,
-                   _flag(opts, "failOnDataLoss", True))
+                   _flag(opts, "failOnDataLoss", True), _flag(opts, "arrow", True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
@@ -53,12 +54,23 @@ class MqstoreReader(DataSourceReader):
         return plan_partitions(Path(self.options.store_dir), self.geometry, self.pushdown,
                                self.options.partition_bytes)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch] | Iterator[tuple[Any, ...]]:
         if type(partition) is InputPartition:  # Spark's stand-in when there is nothing to read
             return iter(())
-        return read_partition(partition, self.context())
+        batches = read_partition(partition, self.context())
+        return batches if self.options.arrow else as_tuples(batches)
 
     def context(self) -> ReadContext:
         o = self.options
         return ReadContext(o.store_dir, self.geometry, self.pushdown, o.include_body, o.verify_crc, o.batch_rows,
                            o.fail_on_data_loss)
+
+
+def as_tuples(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The same rows as tuples (``arrow=false``): maps as dicts, timestamps as aware datetimes."""
+    for batch in batches:
+        columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+        for i, field in enumerate(batch.schema):
+            if pa.types.is_map(field.type):
+                columns[i] = [dict(pairs) if pairs is not None else None for pairs in columns[i]]
+        yield from zip(*columns, strict=True)

@@ -85,6 +85,12 @@ def test_round_trip_equals_engine_decode(spark: Any, store_dir: Path) -> None:
     assert df.rdd.getNumPartitions() >= files > 1
 
 
+def test_tuple_rows_equal_arrow_rows(spark: Any, store_dir: Path) -> None:
+    """``arrow=false`` yields tuples instead of Arrow batches: the same table, row for row."""
+    tuples = rows_of(spark.read.format("mqstore").option("arrow", "false").load(str(store_dir)))
+    assert tuples == [expected_row(r) for r in engine_records(store_dir)]
+
+
 def test_rocketmq_style_store_without_geometry_file(spark: Any, tmp_path: Path) -> None:
     """A store written without the whole-record CRC and without config/storeGeometry.json (as Apache
     RocketMQ writes one): geometry is read off the files."""
