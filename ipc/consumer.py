@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-import zlib
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipc import receipts
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from ipc.endpoints import Endpoints
 from ipc.messages import ReceivedMessage, ReplyError
@@ -105,7 +105,8 @@ class Consumer:
         return states
 
     def _route_for(self, queue: int) -> str:
-        return f"reader{zlib.crc32(f'{self.topic}/{queue}'.encode()) % self._reader_count}"
+        # the same spreading as ack-mode ownership: a topic's queues go round the readers
+        return f"reader{receipts.ack_owner('', self.topic, queue, self._reader_count)}"
 
     # -- the application's side ----------------------------------------------------------------------
 
