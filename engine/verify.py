@@ -26,7 +26,7 @@ at consecutive positions are reported as one finding each.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -179,7 +179,7 @@ def _record_keys(keys: list[str] | tuple[str, ...], uniq_key: str | None) -> lis
     return ([uniq_key] if uniq_key else []) + [key for key in keys if key]
 
 
-def _cq_scope(topic: str, queue_id: int) -> str:
+def cq_scope(topic: str, queue_id: int) -> str:
     return f"consumequeue/{topic}/{queue_id}"
 
 
@@ -241,7 +241,7 @@ class _Verifier:
         q = self.queues.get(key)
         entry = q.entry(request.queue_offset) if q is not None else None
         if q is None or entry is None or entry[0] != phys:
-            self.missing_cq.add(_cq_scope(*key), request.queue_offset, request.queue_offset + 1,
+            self.missing_cq.add(cq_scope(*key), request.queue_offset, request.queue_offset + 1,
                                 f"record at commitlog phys offset {phys} has no entry")
         elif entry[1:] == (request.size, request.tags_code):
             self.claimed_cq[key][request.queue_offset - q.first_queue_offset] = True
@@ -292,44 +292,58 @@ class _Verifier:
         return ""
 
     def _check_queue(self, q: QueueEntries, claimed: Array) -> None:
-        live = False  # past the leading fillers and the entries whose records retention deleted
-        for file_no, arr in enumerate(q.files):
-            base = file_no * q.entries_per_file
-            count = min(q.entries_per_file, q.end_queue_offset - q.first_queue_offset - base)
-            if count <= 0:
-                break
-            phys, size = arr["phys_offset"][:count], arr["size"][:count]
-            start = 0
-            if not live:
-                skip = (size == FILLER_SIZE) | ((phys >= 0) & (phys < self.min_phys_offset) & (size > 0))
-                start = count if bool(skip.all()) else int(np.argmin(skip))
-                live = start < count
-            self.cq_entries += count - start
-            for k in (np.flatnonzero(~claimed[base + start:base + count]) + start).tolist():
-                row = arr[k]
-                problem = self._cq_entry_problem(q, q.first_queue_offset + base + k, int(row["phys_offset"]),
-                                                 int(row["size"]), int(row["tags_code"]))
-                if problem:
-                    self.findings.append(Finding("cq_entry_mismatch", f"{_cq_scope(q.topic, q.queue_id)} "
-                                                 f"queue offset {q.first_queue_offset + base + k}", problem))
+        self.cq_entries += check_queue_entries(q, claimed, self.min_phys_offset, lambda: self.commitlog,
+                                               self.findings)
 
-    def _cq_entry_problem(self, q: QueueEntries, queue_offset: int, phys: int, size: int, tags_code: int) -> str:
-        if size == FILLER_SIZE:
-            return "filler entry above the queue's min offset"
-        if phys < 0 or size <= 0:
-            return f"invalid entry (phys offset {phys}, size {size})"
-        decoded = self.commitlog.read_record(phys, check_crc=False, read_body=False)
-        record = decoded.record
-        if record is None:
-            return f"no record at commitlog phys offset {phys} ({decoded.reason or decoded.kind.value})"
-        problems = [f"{name} {theirs} in the record, {ours} in the entry" for name, theirs, ours in (
-            ("phys offset", record.phys_offset, phys), ("size", record.size, size),
-            ("topic", record.topic, q.topic), ("queue id", record.queue_id, q.queue_id),
-            ("queue offset", record.queue_offset, queue_offset), ("tags code", record.tags_code, tags_code),
-        ) if theirs != ours]
-        if not problems and not DispatchRequest.from_record(record).has_queue_entry:
-            problems.append("the record is a prepared or rolled-back transaction")
-        return "; ".join(problems)
+
+def check_queue_entries(q: QueueEntries, claimed: Array, min_phys_offset: int, commitlog: Callable[[], CommitLog],
+                        findings: list[Finding]) -> int:
+    """The queue pass: past the leading fillers and the entries whose records retention deleted,
+    every entry no record confirmed is decoded to say what is wrong with it. Returns how many
+    entries were checked. ``commitlog`` is called only when there is something to decode."""
+    live, checked = False, 0
+    for file_no, arr in enumerate(q.files):
+        base = file_no * q.entries_per_file
+        count = min(q.entries_per_file, q.end_queue_offset - q.first_queue_offset - base)
+        if count <= 0:
+            break
+        phys, size = arr["phys_offset"][:count], arr["size"][:count]
+        start = 0
+        if not live:
+            skip = (size == FILLER_SIZE) | ((phys >= 0) & (phys < min_phys_offset) & (size > 0))
+            start = count if bool(skip.all()) else int(np.argmin(skip))
+            live = start < count
+        checked += count - start
+        for k in (np.flatnonzero(~claimed[base + start:base + count]) + start).tolist():
+            row = arr[k]
+            queue_offset = q.first_queue_offset + base + k
+            problem = cq_entry_problem(commitlog(), q.topic, q.queue_id, queue_offset, int(row["phys_offset"]),
+                                       int(row["size"]), int(row["tags_code"]))
+            if problem:
+                findings.append(Finding("cq_entry_mismatch", f"{cq_scope(q.topic, q.queue_id)} "
+                                        f"queue offset {queue_offset}", problem))
+    return checked
+
+
+def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, phys: int, size: int,
+                     tags_code: int) -> str:
+    """What is wrong with a consume-queue entry no record claimed ("" when nothing is)."""
+    if size == FILLER_SIZE:
+        return "filler entry above the queue's min offset"
+    if phys < 0 or size <= 0:
+        return f"invalid entry (phys offset {phys}, size {size})"
+    decoded = commitlog.read_record(phys, check_crc=False, read_body=False)
+    record = decoded.record
+    if record is None:
+        return f"no record at commitlog phys offset {phys} ({decoded.reason or decoded.kind.value})"
+    problems = [f"{name} {theirs} in the record, {ours} in the entry" for name, theirs, ours in (
+        ("phys offset", record.phys_offset, phys), ("size", record.size, size),
+        ("topic", record.topic, topic), ("queue id", record.queue_id, queue_id),
+        ("queue offset", record.queue_offset, queue_offset), ("tags code", record.tags_code, tags_code),
+    ) if theirs != ours]
+    if not problems and not DispatchRequest.from_record(record).has_queue_entry:
+        problems.append("the record is a prepared or rolled-back transaction")
+    return "; ".join(problems)
 
 
 def _verify(store_dir: Path) -> VerifyReport:
@@ -340,7 +354,7 @@ def _verify(store_dir: Path) -> VerifyReport:
         try:
             queues[(topic, queue_id)] = QueueEntries.open(store_dir, topic, queue_id, geometry.cq_entries_per_file)
         except MappedFileError as exc:
-            findings.append(Finding("file_unreadable", _cq_scope(topic, queue_id), str(exc)))
+            findings.append(Finding("file_unreadable", cq_scope(topic, queue_id), str(exc)))
     headers: list[IndexHeader] = []
     for path in index_paths(store_dir):
         try:

@@ -27,7 +27,7 @@ from engine.config import Geometry
 from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, IndexFileError
 from engine.mapped_file import MappedFileError
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry
-from engine.verify import Finding, VerifyReport
+from engine.verify import Finding, VerifyReport, cq_scope
 from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges
 from pipeline.finding_runs import merge_runs
 from pipeline.queue_chunks import EMPTY_ROWS, ChunkKey, QueueKey, by_queue
@@ -38,7 +38,6 @@ from pipeline.verify_tasks import (
     VerifyPlan,
     check_queues,
     check_range,
-    cq_scope,
 )
 
 # the order of engine.verify's docstring, for a report that reads the same way

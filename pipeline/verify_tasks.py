@@ -33,7 +33,7 @@ from engine.index_service import index_key
 from engine.jhash import index_hash
 from engine.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
 from engine.store_files import QueueEntries
-from engine.verify import Finding, IndexClaims
+from engine.verify import Finding, IndexClaims, check_queue_entries, cq_scope
 from pipeline.commitlog_ranges import CommitlogRange, walk_range
 from pipeline.finding_runs import Run, RunCollector
 from pipeline.queue_chunks import ChunkKey, QueueKey, queue_groups, queue_rows
@@ -95,10 +95,6 @@ class QueueOutcome:
 def record_keys(keys: Iterable[str], uniq_key: str | None) -> list[str]:
     """What ``IndexService.build`` indexes for a record: UNIQ_KEY, then each non-empty KEYS token."""
     return ([uniq_key] if uniq_key else []) + [key for key in keys if key]
-
-
-def cq_scope(topic: str, queue_id: int) -> str:
-    return f"consumequeue/{topic}/{queue_id}"
 
 
 def open_commitlog(plan: VerifyPlan) -> CommitLog:
@@ -269,47 +265,4 @@ def check_queue(key: QueueKey, rows: Array, plan: VerifyPlan, commitlog: _Commit
 
 def _check_entries(q: QueueEntries, claimed: Array, plan: VerifyPlan, commitlog: _CommitLogReader,
                    findings: list[Finding]) -> int:
-    """``engine.verify``'s queue pass: past the leading fillers and the entries whose records
-    retention deleted, every entry no record confirmed is decoded to say what is wrong with it."""
-    live, cq_entries = False, 0
-    for file_no, arr in enumerate(q.files):
-        base = file_no * q.entries_per_file
-        count = min(q.entries_per_file, q.end_queue_offset - q.first_queue_offset - base)
-        if count <= 0:
-            break
-        phys, size = arr["phys_offset"][:count], arr["size"][:count]
-        start = 0
-        if not live:
-            skip = (size == FILLER_SIZE) | ((phys >= 0) & (phys < plan.min_phys_offset) & (size > 0))
-            start = count if bool(skip.all()) else int(np.argmin(skip))
-            live = start < count
-        cq_entries += count - start
-        for k in (np.flatnonzero(~claimed[base + start:base + count]) + start).tolist():
-            row = arr[k]
-            queue_offset = q.first_queue_offset + base + k
-            problem = cq_entry_problem(commitlog.get(), q.topic, q.queue_id, queue_offset, int(row["phys_offset"]),
-                                       int(row["size"]), int(row["tags_code"]))
-            if problem:
-                findings.append(Finding("cq_entry_mismatch", f"{cq_scope(q.topic, q.queue_id)} "
-                                        f"queue offset {queue_offset}", problem))
-    return cq_entries
-
-
-def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, phys: int, size: int,
-                     tags_code: int) -> str:
-    if size == FILLER_SIZE:
-        return "filler entry above the queue's min offset"
-    if phys < 0 or size <= 0:
-        return f"invalid entry (phys offset {phys}, size {size})"
-    decoded = commitlog.read_record(phys, check_crc=False, read_body=False)
-    record = decoded.record
-    if record is None:
-        return f"no record at commitlog phys offset {phys} ({decoded.reason or decoded.kind.value})"
-    problems = [f"{name} {theirs} in the record, {ours} in the entry" for name, theirs, ours in (
-        ("phys offset", record.phys_offset, phys), ("size", record.size, size),
-        ("topic", record.topic, topic), ("queue id", record.queue_id, queue_id),
-        ("queue offset", record.queue_offset, queue_offset), ("tags code", record.tags_code, tags_code),
-    ) if theirs != ours]
-    if not problems and not DispatchRequest.from_record(record).has_queue_entry:
-        problems.append("the record is a prepared or rolled-back transaction")
-    return "; ".join(problems)
+    return check_queue_entries(q, claimed, plan.min_phys_offset, commitlog.get, findings)
