@@ -26,11 +26,11 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints, wait_for_pulls
 from ipc.endpoints import Endpoints
 from ipc.messages import ReplyError
 from ipc.receipts import MAX_RECEIPTS, OP_ACK, OP_ACK_PULL, OP_ACK_RELEASE, OP_NACK, Delivery, Receipt, ack_owner
@@ -121,14 +121,7 @@ class AckConsumer:
             now = _now_ms()
             if now >= deadline_ms:
                 return []
-            in_flight = {s.in_flight: s for s in self._states.values() if s.in_flight is not None}
-            if not in_flight:  # every queue is backing off after an error
-                retry_ms = min(s.retry_at_ms for s in self._states.values())
-                time.sleep(max(0, min(deadline_ms, retry_ms) - now) / 1000)
-                continue
-            done, _ = wait(list(in_flight), timeout=(deadline_ms - now) / 1000, return_when=FIRST_COMPLETED)
-            for future in done:
-                self._on_reply(in_flight[future], future)
+            wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
 
     def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[str]:
         """Ack deliveries (or receipts); one status per item, in order: ``OK``, or ``UNKNOWN_RECEIPT``

@@ -20,10 +20,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import zmq
 
@@ -253,3 +253,27 @@ class Channel:
             if waiting is not None:
                 waiting.future.set_exception(BrokerTimeoutError(f"no reply to {waiting.op!r} "
                                                                 f"(request {request_id})"))
+
+
+class PullState(Protocol):
+    """A queue's pull bookkeeping as both consumers keep it."""
+
+    in_flight: Future[Any] | None
+    retry_at_ms: int
+
+
+S = TypeVar("S", bound=PullState)
+
+
+def wait_for_pulls(states: list[S], deadline_ms: int, on_reply: Callable[[S, Future[Any]], None]) -> None:
+    """Block until a pull reply arrives (handing each to ``on_reply``) or the deadline passes; when no
+    pull is out (every queue backing off after an error), until the earliest retry time instead."""
+    now = _now_ms()
+    in_flight = {s.in_flight: s for s in states if s.in_flight is not None}
+    if not in_flight:
+        retry_ms = min((s.retry_at_ms for s in states), default=deadline_ms)
+        time.sleep(max(0, min(deadline_ms, retry_ms) - now) / 1000)
+        return
+    done, _ = wait(list(in_flight), timeout=max(0, deadline_ms - now) / 1000, return_when=FIRST_COMPLETED)
+    for future in done:
+        on_reply(in_flight[future], future)

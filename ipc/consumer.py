@@ -18,12 +18,12 @@ import logging
 import os
 import time
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipc import receipts
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints, wait_for_pulls
 from ipc.endpoints import Endpoints
 from ipc.messages import ReceivedMessage, ReplyError
 
@@ -141,14 +141,7 @@ class Consumer:
             now = _now_ms()
             if now >= deadline_ms:
                 return []
-            in_flight = {s.in_flight: s for s in self._states.values() if s.in_flight is not None}
-            if not in_flight:  # every queue is backing off after an error
-                retry_ms = min(s.retry_at_ms for s in self._states.values())
-                time.sleep(max(0, min(deadline_ms, retry_ms) - now) / 1000)
-                continue
-            done, _ = wait(list(in_flight), timeout=(deadline_ms - now) / 1000, return_when=FIRST_COMPLETED)
-            for future in done:
-                self._on_reply(in_flight[future], future)
+            wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
 
     def messages(self, max_count: int, timeout_ms: int = 1000) -> list[ReceivedMessage]:
         """Up to ``max_count`` messages, waiting at most ``timeout_ms`` in all."""
