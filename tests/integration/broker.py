@@ -31,7 +31,7 @@ disk_check_interval_ms = 100
 [supervisor]
 backoff_initial_ms = 50
 backoff_max_ms = 500
-flap_restarts = 20
+flap_restarts = {flap_restarts}
 """
 
 
@@ -49,14 +49,14 @@ def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.
 
 class Broker:
     def __init__(self, root: Path, *, mode: str = "ASYNC_FLUSH", readers: int = 1, commitlog: int = 256 * 1024,
-                 cq: int = 512, extra_toml: str = "", broker_extra: str = "") -> None:
+                 cq: int = 512, extra_toml: str = "", broker_extra: str = "", flap_restarts: int = 20) -> None:
         """``broker_extra``: more ``key = value`` lines for the [broker] table (``extra_toml`` may
         not open it a second time)."""
         self.root = root
         self.store = root / "store"
         self.config_path = root / "broker.toml"
         self.config_path.write_text(TINY_TOML.format(mode=mode, readers=readers, commitlog=commitlog, cq=cq,
-                                                      broker_extra=broker_extra)
+                                                      broker_extra=broker_extra, flap_restarts=flap_restarts)
                                     + extra_toml)
         self.log_path = root / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -313,3 +313,29 @@ def test_disk_watermark_refuses_sends_and_resumes(tmp_path: Path) -> None:
         assert verify_store(broker.store).ok
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_supervisor_gives_up_loudly_on_a_flapping_actor(tmp_path: Path) -> None:
+    """An actor that keeps dying is restarted with backoff until it died too often within the
+    window; then the supervisor stops everything, says why, exits 3 and keeps the abort marker, and
+    the next start recovers abnormally with every acknowledged message there."""
+    broker = Broker(tmp_path, flap_restarts=3)
+    with broker, Producer(broker.store) as producer:
+        acked = [producer.send("Orders", f"m{i}".encode()) for i in range(20)]
+        assert all(r.ok for r in acked)
+        for _ in range(3):
+            old = broker.kill("reader-0")
+            broker.wait_restarted("reader-0", old)
+        broker.kill("reader-0")
+        assert broker.proc is not None
+        assert broker.proc.wait(60) == 3
+        broker.proc = None
+    assert "giving up: reader-0 died" in broker.logs()
+    assert (broker.store / "abort").exists()
+    with broker:
+        status = broker.status()
+        assert status is not None and status["recovery"]["abnormal"]
+        assert broker.stop() == 0
+    with MessageStore.open(broker.store) as store:
+        for r in acked:
+            assert store.get("Orders", r.queue, r.queue_offset, max_count=1).messages[0].msg_id == r.msg_id
