@@ -30,15 +30,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints, wait_for_pulls
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel, pull_reply, resolve_endpoints, wait_for_pulls
 from ipc.endpoints import Endpoints
 from ipc.messages import ReplyError
 from ipc.receipts import MAX_RECEIPTS, OP_ACK, OP_ACK_PULL, OP_ACK_RELEASE, OP_NACK, Delivery, Receipt, ack_owner
 
 log = logging.getLogger("mqstore.client")
 
-ERROR_BACKOFF_MS = 500
-_CLIENT_FAULTS = frozenset({"BAD_REQUEST", "UNKNOWN_OP"})
 
 
 @dataclass(slots=True)
@@ -206,18 +204,11 @@ class AckConsumer:
                     **self._options)
 
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
-        state.in_flight = None
+        reply = pull_reply(state, future, f"ack {self.topic}/{state.queue}")
+        if reply is None:
+            return
         try:
-            deliveries = [Delivery.from_ack_wire(self.group, m) for m in future.result()["msgs"]]
-        except BrokerTimeoutError:
-            log.warning("%s/%d: ack pull timed out; trying again", self.topic, state.queue)
-            return
-        except BrokerError as exc:
-            if exc.status in _CLIENT_FAULTS:
-                raise
-            log.warning("%s/%d: ack pull refused (%s); backing off", self.topic, state.queue, exc)
-            state.retry_at_ms = _now_ms() + ERROR_BACKOFF_MS
-            return
+            deliveries = [Delivery.from_ack_wire(self.group, m) for m in reply["msgs"]]
         except (KeyError, TypeError, ValueError, ReplyError) as exc:
             raise ReplyError(f"malformed ack pull reply: {exc!r}") from None
         state.buffered.extend(deliveries)

@@ -277,3 +277,24 @@ def wait_for_pulls(states: list[S], deadline_ms: int, on_reply: Callable[[S, Fut
     done, _ = wait(list(in_flight), timeout=max(0, deadline_ms - now) / 1000, return_when=FIRST_COMPLETED)
     for future in done:
         on_reply(in_flight[future], future)
+
+
+PULL_ERROR_BACKOFF_MS = 500
+CLIENT_FAULTS = frozenset({"BAD_REQUEST", "UNKNOWN_OP"})  # our own bug: raise, never retry
+
+
+def pull_reply(state: PullState, future: Future[Any], what: str) -> dict[str, Any] | None:
+    """The reply of a queue's pull, or None when the pull is to be made again: timed out (at once)
+    or refused by the broker (after a back-off). A refusal that is the client's fault raises."""
+    state.in_flight = None
+    try:
+        reply: dict[str, Any] = future.result()
+        return reply
+    except BrokerTimeoutError:
+        log.warning("%s: pull timed out; trying again", what)
+    except BrokerError as exc:
+        if exc.status in CLIENT_FAULTS:
+            raise
+        log.warning("%s: pull refused (%s); backing off", what, exc)
+        state.retry_at_ms = _now_ms() + PULL_ERROR_BACKOFF_MS
+    return None

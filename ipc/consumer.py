@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipc import receipts
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints, wait_for_pulls
+from ipc.channel import Channel, pull_reply, resolve_endpoints, wait_for_pulls
 from ipc.endpoints import Endpoints
 from ipc.messages import ReceivedMessage, ReplyError
 
@@ -32,10 +32,8 @@ log = logging.getLogger("mqstore.client")
 START_COMMITTED = "committed"
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
-ERROR_BACKOFF_MS = 500
 # the queue is at its end (a long poll ran out): the next pull starts at the same offset
 _NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
-_CLIENT_FAULTS = frozenset({"BAD_REQUEST", "UNKNOWN_OP"})
 
 
 @dataclass(slots=True)
@@ -209,21 +207,13 @@ class Consumer:
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
         if state.in_flight is not future:
             return  # abandoned by a seek
-        state.in_flight = None
+        reply = pull_reply(state, future, f"{self.topic}/{state.queue}")
+        if reply is None:
+            return
         try:
-            reply = future.result()
             status = str(reply["status"])
             next_offset = int(reply["next"])
             msgs = [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
-        except BrokerTimeoutError:
-            log.warning("%s/%d: pull timed out; trying again", self.topic, state.queue)
-            return
-        except BrokerError as exc:
-            if exc.status in _CLIENT_FAULTS:
-                raise
-            log.warning("%s/%d: pull refused (%s); backing off", self.topic, state.queue, exc)
-            state.retry_at_ms = _now_ms() + ERROR_BACKOFF_MS
-            return
         except (KeyError, TypeError, ValueError, ReplyError) as exc:
             raise ReplyError(f"malformed pull reply: {exc!r}") from None
         if status not in _NOTHING_NEW:
