@@ -22,8 +22,6 @@ import multiprocessing
 import os
 import platform
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,33 +29,10 @@ from typing import Any
 
 from ipc.ack_consumer import AckConsumer
 from ipc.client import Consumer, Producer
-from scripts.broker_cli import control_request
+from scripts.bench_e2e import BrokerRun
 
 TOPIC = "BenchAck"
 IDLE_S = 1.0  # a consumer that gets nothing for this long is done
-
-
-class BrokerRun:
-    def __init__(self, root: Path, readers: int) -> None:
-        self.store = root / "store"
-        config = root / "broker.toml"
-        config.write_text(f"[broker]\nreaders = {readers}\n")
-        self.proc = subprocess.Popen([sys.executable, "-m", "scripts.mqstore", "start", "--store", str(self.store),
-                                      "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if control_request(self.store, "status", timeout_ms=500).get("ready"):
-                    return
-            except ConnectionError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("the broker did not start")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(120)
 
 
 def produce(store: Path, count: int, body_bytes: int) -> None:
@@ -139,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="mqstore-ack-", dir=args.dir))
     try:
-        broker = BrokerRun(root, args.readers)
+        config = root / "broker.toml"
+        config.write_text(f"[broker]\nreaders = {args.readers}\n")
+        broker = BrokerRun(root / "store", "--config", str(config))
         try:
             produce(broker.store, args.count, args.body_bytes)
             wait_consumable(broker.store, args.count)

@@ -77,10 +77,12 @@ def fdatasync_rate(directory: Path, appends: int = 500) -> float:
 
 
 class BrokerRun:
-    def __init__(self, root: Path, mode: str) -> None:
-        self.store = root / f"store-{mode}"
+    """A real broker (``mqstore start``) for a benchmark: started, awaited until ready, stopped."""
+
+    def __init__(self, store: Path, *start_args: str) -> None:
+        self.store = store
         self.proc = subprocess.Popen([sys.executable, "-m", "scripts.mqstore", "start", "--store", str(self.store),
-                                      "--flush", mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      *start_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -89,7 +91,7 @@ class BrokerRun:
             except ConnectionError:
                 pass
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"the {mode} broker did not start")
+                raise RuntimeError(f"the broker on {store} did not start")
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                   "fdatasync_appends_per_s": round(fdatasync_rate(root))}
         runs = []
         for mode in args.modes.split(","):
-            broker = BrokerRun(root, mode)
+            broker = BrokerRun(root / f"store-{mode}", "--flush", mode)
             try:
                 run = {"mode": mode, "throughput": throughput(broker.store, args.count, args.batch, args.body_bytes),
                        "send_to_consumable": latency(broker.store, args.latency_count, args.body_bytes)}
