@@ -24,6 +24,7 @@ from engine.offsets import CONSUMER_OFFSET_FILE, decode_offset_file
 from engine.topics import TopicTable
 from ipc import schema
 from ipc.client import Admin, BrokerError, Consumer, Producer, ReceivedMessage
+from tests.integration.broker import wait_for
 
 GEOMETRY = Geometry(commitlog_file_size=8192 * 8, cq_entries_per_file=64, index_slot_count=64,
                     index_entry_count=256)
@@ -97,13 +98,6 @@ def put_messages(store: MessageStore, count: int, queue_id: int, first: int = 0)
         assert result.ok, result
         results.append(result)
     return results
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -286,7 +280,7 @@ def test_a_parked_pull_is_answered_by_the_arrived_notice(built: dict[int, list[P
     with MessageStore.open(broker.store_dir, StoreConfig(geometry=GEOMETRY)) as store:
         parked_at = time.monotonic()
         sock.send(schema.pack(schema.request("pull", 7, topic=TOPIC, queue=1, offset=20, wait_ms=20_000)))
-        wait_until(lambda: broker.call("ping")["parked"] == 1, REPLY_S, "the pull to be parked")
+        wait_for(lambda: broker.call("ping")["parked"] == 1, REPLY_S, "the pull to be parked")
         results = put_messages(store, 3, 1, first=20)
         broker.announce(results, store.commitlog.max_offset)
         assert sock.poll(int(REPLY_S * 1000))
@@ -322,7 +316,7 @@ def test_a_lost_notice_only_delays(built: dict[int, list[PutResult]], start_brok
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(broker.config.endpoints.reader(0))
         sock.send(schema.pack(schema.request("pull", 8, topic=TOPIC, queue=1, offset=22, wait_ms=20_000)))
-        wait_until(lambda: broker.call("ping")["parked"] == 1, REPLY_S, "the pull to be parked")
+        wait_for(lambda: broker.call("ping")["parked"] == 1, REPLY_S, "the pull to be parked")
         put_messages(store, 1, 1, first=22)
         assert sock.poll(int(REPLY_S * 1000))  # the periodic look at the files found it
     reply = schema.unpack(sock.recv())
@@ -372,6 +366,6 @@ def test_producer_to_consumer_through_the_real_actors(built: dict[int, list[PutR
         assert [(m.queue_offset, m.body, m.msg_id) for m in got] == [
             (r.queue_offset, f"hello {i}".encode(), r.msg_id) for i, r in enumerate(sent)]
     with Admin(endpoints=endpoints) as admin:
-        wait_until(lambda: len(admin.query_by_key(TOPIC, "e2e-3")) == 1, REPLY_S, "the index builder")
+        wait_for(lambda: len(admin.query_by_key(TOPIC, "e2e-3")) == 1, REPLY_S, "the index builder")
         assert admin.queue_info(TOPIC)[1] == (0, 25)
         assert admin.fetch_offset("e2e", TOPIC, 1) == 25
