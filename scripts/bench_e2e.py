@@ -32,7 +32,8 @@ from ipc.client import Consumer, Producer
 from scripts.broker_cli import control_request
 
 
-def ipc_round_trip_us(directory: Path, rounds: int = 5000) -> float:
+def ipc_round_trip_us(directory: Path, rounds: int = 5000, payload_bytes: int = 128) -> float:
+    """Microseconds of one DEALER -> ROUTER -> DEALER round trip of a ``payload_bytes`` frame."""
     ctx: zmq.Context[Any] = zmq.Context()
     try:
         server = ctx.socket(zmq.ROUTER)
@@ -49,9 +50,10 @@ def ipc_round_trip_us(directory: Path, rounds: int = 5000) -> float:
         thread.start()
         client.send(b"x")
         client.recv()
+        payload = b"x" * payload_bytes
         start = time.perf_counter()
         for _ in range(rounds):
-            client.send(b"x" * 128)
+            client.send(payload)
             client.recv()
         elapsed = time.perf_counter() - start
         stop.set()
