@@ -32,6 +32,7 @@ class PullRequest:
     queue_offset: int
     limits: PullLimits
     tag_filter: TagFilter
+    raw: bool = False  # answer with the stored records back to back (the RocketMQ wire) instead of maps
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine.config import check_topic
 from engine.lookup import GetResult, GetStatus, PullLimits, TagFilter
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from engine.record import Record
 from ipc import schema
 from ipc.sockets import bind, connect
 
@@ -175,12 +176,12 @@ class ReaderActor:
                 # everything new was filtered out by tag: wait on from where the filter got to
                 self.parked.park(parked.after(result), monotonic_ms(), RECHECK_PARKED_MS)
             else:
-                self._send(router, parked.identity, _pull_reply(parked.request_id, result))
+                self._send(router, parked.identity, self._pull_reply(parked.request_id, parked.pull, result))
 
     def _answer(self, router: zmq.Socket[Any], parked: ParkedPull) -> None:
         """Answer a parked pull with what its queue holds now."""
         try:
-            reply = _pull_reply(parked.request_id, self._pull(parked.pull))
+            reply = self._pull_reply(parked.request_id, parked.pull, self._pull(parked.pull))
         except Exception as exc:  # the same boundary as _handle: the client hears, the log has it
             log.exception("parked pull failed")
             reply = schema.error_reply(parked.request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
@@ -239,6 +240,7 @@ class ReaderActor:
                                            lo=1, hi=MAX_PULL_BYTES),
                               cfg.store.max_transfer_count, cfg.store.max_transfer_bytes),
             tag_filter=TagFilter.parse(_name(message, "tags", default="*")),
+            raw=schema.field(message, "raw", bool, default=False),
         )
         wait_ms = schema.field(message, "wait_ms", int, default=0, lo=0, hi=cfg.broker.long_poll_max_ms)
         result = self._pull(pull)
@@ -250,7 +252,7 @@ class ReaderActor:
             self.parked.park(ParkedPull(identity, request_id, pull, now + wait_ms).after(result), now,
                              RECHECK_PARKED_MS)
             return None
-        return _pull_reply(request_id, result)
+        return self._pull_reply(request_id, pull, result)
 
     def _pull(self, pull: PullRequest) -> GetResult:
         return self.store.pull(pull.topic, pull.queue_id, pull.queue_offset, pull.limits, pull.tag_filter)
@@ -262,16 +264,16 @@ class ReaderActor:
                 self.max_query_count),
             schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
             schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX))
-        return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
+        return schema.ok_reply(request_id, **self._records(records, message))
 
     def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         records = self.store.query_by_key(_topic(message), _name(message, "uniq_key"), self.max_query_count, 0,
                                           LONG_MAX, uniq=True)
-        return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
+        return schema.ok_reply(request_id, **self._records(records, message))
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         record = self.store.view_by_id(_name(message, "msg_id"))
-        return schema.ok_reply(request_id, msgs=[] if record is None else [record_to_wire(record)])
+        return schema.ok_reply(request_id, **self._records([] if record is None else [record], message))
 
     def _op_offset_by_time(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         queue_offset = self.store.queue_offset_by_time(
@@ -314,6 +316,18 @@ class ReaderActor:
         return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readers=self.rt.config.broker.readers,
                                readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
 
+    def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
+        records = self._records(result.messages, {"raw": pull.raw})
+        return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
+                               min=result.min_queue_offset, max=result.max_queue_offset, **records)
+
+    def _records(self, records: list[Record], message: dict[str, Any]) -> dict[str, Any]:
+        """``msgs``: one map per record; or, when the request asked for ``raw``, ``raw``: the records as
+        stored, back to back (what a RocketMQ client decodes itself), and their ``count``."""
+        if schema.field(message, "raw", bool, default=False):
+            return {"raw": self.store.raw_records(records), "count": len(records)}
+        return {"msgs": [record_to_wire(r) for r in records]}
+
     def _max_queue_offset(self, topic: str, queue_id: int) -> int:
         view = self.store.published_queue(topic, queue_id)
         return view.max_queue_offset if view is not None else 0
@@ -331,12 +345,6 @@ class ReaderActor:
             log.exception("cannot persist consumer offsets; retrying")
             return
         self.offsets_dirty = False
-
-
-def _pull_reply(request_id: Any, result: GetResult) -> dict[str, Any]:
-    return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
-                           min=result.min_queue_offset, max=result.max_queue_offset,
-                           msgs=[record_to_wire(r) for r in result.messages])
 
 
 def _not_owner(request_id: Any, index: int) -> dict[str, Any]:

@@ -260,6 +260,14 @@ class PublishedStore:
         return query_by_key(self.index, self.commitlog, topic, key, max_count, begin_ms, end_ms, uniq=uniq,
                             readable_end=self.readable_end)
 
+    def raw_records(self, records: list[Record]) -> bytes:
+        """The stored bytes of ``records`` (read from this store), back to back."""
+        chunks = [self.commitlog.read_bytes(r.phys_offset, r.size) for r in records]
+        missing = [r.phys_offset for r, chunk in zip(records, chunks, strict=True) if chunk is None]
+        if missing:
+            raise ValueError(f"records at {missing} are no longer in the commitlog")
+        return b"".join(c for c in chunks if c is not None)
+
     def view_by_id(self, msg_id: str) -> Record | None:
         """The record an offsetMsgId points at; raises MessageIdError (a ValueError) on a bad id."""
         self._map_commitlog(self.readable_end)

@@ -37,7 +37,7 @@ from engine.dispatch import DispatchRequest
 from engine.jhash import java_hash
 from engine.mapped_file import MappedFile
 from engine.msgid import UniqKeyGenerator
-from engine.record import DecodeKind
+from engine.record import SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, DecodeKind
 from engine.retention import CleanupDecision, decide, delete_expired_commitlog, disk_used_ratio
 from engine.topics import TopicError, TopicTable
 from engine.writer import CommitLogWriter
@@ -50,6 +50,7 @@ OP_SEND = "send"
 OP_TOPICS = "topics"
 OP_CREATE_TOPIC = "create_topic"
 OP_PING = "ping"
+CLIENT_SYS_FLAGS = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
 
 
 @dataclass(slots=True)
@@ -398,4 +399,14 @@ def _message(raw: dict[str, Any]) -> Message:
                                                                           hi=2**31 - 1),
                    born_ms=schema.field(raw, "born_ms", int, default=None, lo=0, hi=2**63 - 1),
                    born_host=Host(born_host[0], born_host[1]) if born_host else None,
-                   reconsume_times=schema.field(raw, "reconsume_times", int, default=0, lo=0, hi=2**31 - 1))
+                   reconsume_times=schema.field(raw, "reconsume_times", int, default=0, lo=0, hi=2**31 - 1),
+                   sys_flag=_client_sys_flag(raw))
+
+
+def _client_sys_flag(raw: dict[str, Any]) -> int:
+    """The sysFlag bits a client may set: its body is compressed, its tags are several. Transaction
+    states are not served, and the host bits are the writer's to set."""
+    sys_flag: int = schema.field(raw, "sys_flag", int, default=0, lo=0, hi=2**31 - 1)
+    if sys_flag & ~CLIENT_SYS_FLAGS:
+        raise schema.SchemaError(f"sys_flag {sys_flag:#x} sets bits other than compressed / multi tags")
+    return sys_flag

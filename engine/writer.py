@@ -15,7 +15,7 @@ from engine.config import StoreConfig
 from engine.dispatch import DispatchRequest
 from engine.message import Message, PutResult, PutStatus, Refusal, encode_message
 from engine.msgid import UniqKeyGenerator, offset_msg_id
-from engine.record import PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, record_tags_code
+from engine.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, record_tags_code
 
 MAX_QUEUE_ID = (1 << 31) - 1
 
@@ -25,6 +25,13 @@ class WriteOutcome:
     results: list[PutResult]          # one per message, in the order given
     requests: list[DispatchRequest]   # one per record appended, in commitlog order
     store_ms: int
+
+
+def index_keys(message: Message) -> tuple[str, ...]:
+    """The keys the index gets for ``message``: its own, else a KEYS property it carries (a message
+    relayed with its properties as given, as recovery reads them back from the record)."""
+    own = tuple(k for k in message.keys if k)
+    return own or tuple(k for k in message.properties.get(PROP_KEYS, "").split(" ") if k)
 
 
 def _gets_queue_offset(sys_flag: int) -> bool:
@@ -77,7 +84,7 @@ class CommitLogWriter:
                 props[PROP_TAGS] = message.tags
             requests.append(DispatchRequest(message.topic, qid, phys_offsets[n], sizes[n],
                                             record_tags_code(message.topic, props, now_ms), now_ms, queue_offsets[n],
-                                            tuple(k for k in message.keys if k), uniq_keys[n], message.sys_flag))
+                                            index_keys(message), uniq_keys[n], message.sys_flag))
             results[i] = PutResult(PutStatus.PUT_OK, offset_msg_id(self.config.store_host, phys_offsets[n]),
                                    phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
         for n in range(len(accepted) - 1, len(phys_offsets) - 1, -1):  # give back offsets not written

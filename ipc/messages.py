@@ -35,6 +35,7 @@ class Outgoing:
     born_ms: int | None = None
     born_host: tuple[str, int] | None = None
     reconsume_times: int = 0
+    sys_flag: int = 0                   # 0x1: the body is compressed (zlib), as RocketMQ clients set it
 
     @classmethod
     def of(cls, value: Outgoing | Mapping[str, Any]) -> Outgoing:
@@ -48,7 +49,7 @@ class Outgoing:
             raise TypeError("keys must be a sequence of strings, not one string")
         wire: dict[str, Any] = {"topic": self.topic, "body": body, "keys": list(self.keys),
                                 "props": dict(self.properties), "flag": self.flag,
-                                "reconsume_times": self.reconsume_times}
+                                "reconsume_times": self.reconsume_times, "sys_flag": self.sys_flag}
         optional = {"tags": self.tags, "queue": self.queue, "shard": self.shard, "born_ms": self.born_ms,
                     "born_host": list(self.born_host) if self.born_host is not None else None}
         wire.update({k: v for k, v in optional.items() if v is not None})
