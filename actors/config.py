@@ -3,9 +3,11 @@
     [store]     geometry of a new store and the engine's limits (engine.StoreConfig)
     [flush]     mode = "ASYNC_FLUSH" | "SYNC_FLUSH", RocketMQ's flush cadences
     [broker]    readers, default queues per topic, long polling, offsets persistence, ack mode
-    [ipc]       run_dir, or tcp_host + tcp_base_port to use ZeroMQ over TCP
+    [ipc]       run_dir, or tcp_host + tcp_base_port to use ZeroMQ over TCP, with CURVE keys
+                (curve_secret_key, curve_clients_dir; plain TCP only with allow_plain_tcp = true)
     [supervisor] restart backoff and flapping limits
     [retention] file_reserved_hours, delete_when, disk watermarks (engine.retention.RetentionPolicy)
+    [remoting]  the RocketMQ remoting front (NameServer + broker on one TCP port) for stock clients
 
 Actors receive the tree as a plain dict (``to_dict``) and rebuild it (``from_dict``), so nothing but
 plain values crosses into a child process.
@@ -13,6 +15,7 @@ plain values crosses into a child process.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 
 from engine import Geometry, Host, StoreConfig
 from engine.retention import RetentionPolicy
+from ipc.curve import CurveError, CurveKeys, read_authorized
 from ipc.endpoints import Endpoints
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -67,6 +71,9 @@ class IpcConfig:
     run_dir: str = ""
     tcp_host: str = ""
     tcp_base_port: int = 0
+    curve_secret_key: str = ""          # the broker's keypair (mqstore keys: server.key_secret)
+    curve_clients_dir: str = ""         # public keys of the clients let in (mqstore keys: clients/)
+    allow_plain_tcp: bool = False       # TCP without CURVE: anyone who reaches the port is a client
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,29 @@ class SupervisorConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RemotingConfig:
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 10911                   # RocketMQ's broker port; the NameServer requests share it
+    advertise_host: str = ""            # the address clients dial (routes, STOREHOST); default: host
+    allow_non_loopback: bool = False    # the remoting wire has no authentication: local unless asked
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    max_frame_bytes: int = 16 * 1024 * 1024   # NettyDecoder's frameMaxLength
+    max_connections: int = 1024
+    max_inflight_per_connection: int = 1024   # past this, SYSTEM_BUSY
+    max_consumer_groups: int = 10_000
+    client_expire_ms: int = 120_000     # a client with no heartbeat this long leaves its groups
+    max_reconsume_times: int = 16       # a message sent back more often goes to %DLQ%{group}
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where clients reach the front: the advertised host (else the listening one) and port."""
+        host = self.advertise_host or ("127.0.0.1" if self.host in ("0.0.0.0", "") else self.host)
+        return host, self.port
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     store_dir: str
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -87,6 +117,7 @@ class BrokerConfig:
     ipc: IpcConfig = field(default_factory=IpcConfig)
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    remoting: RemotingConfig = field(default_factory=RemotingConfig)
     geometry_given: bool = False  # whether [store.geometry] was set (else the store's own is used)
 
     def validate(self) -> BrokerConfig:
@@ -110,7 +141,46 @@ class BrokerConfig:
             self.retention.validate()
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        self._validate_remoting()
+        self._validate_tcp()
         return self
+
+    def _validate_tcp(self) -> None:
+        ipc = self.ipc
+        if bool(ipc.curve_secret_key) != bool(ipc.curve_clients_dir):
+            raise ConfigError("[ipc] curve_secret_key and curve_clients_dir go together")
+        if ipc.tcp_host and not ipc.curve_secret_key and not ipc.allow_plain_tcp:
+            raise ConfigError("[ipc] tcp_host without CURVE keys is refused: set curve_secret_key and "
+                              "curve_clients_dir (from 'mqstore keys --out DIR'), or allow_plain_tcp = true")
+        if ipc.curve_secret_key:
+            self.curve_allowed()  # unreadable or open-to-all key files fail here, not in an actor
+
+    def curve_allowed(self) -> frozenset[bytes]:
+        """The public keys let in: the clients', and the broker's own (actors connect to each other)."""
+        try:
+            return read_authorized(self.ipc.curve_clients_dir) | {self._curve_keys().public}
+        except CurveError as exc:
+            raise ConfigError(f"[ipc] {exc}") from None
+
+    def _curve_keys(self) -> CurveKeys:
+        return CurveKeys.for_server(self.ipc.curve_secret_key)
+
+    def _validate_remoting(self) -> None:
+        remoting = self.remoting
+        if not 0 < remoting.port < 65536:
+            raise ConfigError("[remoting] port must be between 1 and 65535")
+        try:
+            loopback = ipaddress.ip_address(remoting.host or "0.0.0.0").is_loopback
+            ipaddress.IPv4Address(remoting.address[0])
+        except ValueError:
+            raise ConfigError("[remoting] host and advertise_host must be IPv4 addresses (RocketMQ's V1 "
+                              "records, which C++ clients decode, hold IPv4 hosts only)") from None
+        if remoting.enabled and not loopback and not remoting.allow_non_loopback:
+            raise ConfigError(f"[remoting] host {remoting.host!r} is not a loopback address and the remoting "
+                              "wire has no authentication: set allow_non_loopback = true to serve it anyway")
+        if min(remoting.max_frame_bytes, remoting.max_connections, remoting.max_inflight_per_connection,
+               remoting.max_consumer_groups, remoting.client_expire_ms) < 1:
+            raise ConfigError("[remoting] limits must be at least 1")
 
     @property
     def sync_flush(self) -> bool:
@@ -118,8 +188,10 @@ class BrokerConfig:
 
     @property
     def endpoints(self) -> Endpoints:
+        curve = self._curve_keys() if self.ipc.tcp_host and self.ipc.curve_secret_key else None
         return Endpoints.for_store(self.store_dir, self.broker.readers, run_dir=self.ipc.run_dir or None,
-                                   tcp_host=self.ipc.tcp_host or None, tcp_base_port=self.ipc.tcp_base_port)
+                                   tcp_host=self.ipc.tcp_host or None, tcp_base_port=self.ipc.tcp_base_port,
+                                   curve=curve)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,12 +201,16 @@ class BrokerConfig:
         store_raw = dict(raw.get("store", {}))
         geometry = Geometry(**store_raw.pop("geometry", {}))
         host = store_raw.pop("store_host", None)
+        remoting = RemotingConfig(**raw.get("remoting", {}))
+        if not isinstance(host, dict) and remoting.enabled:
+            # STOREHOST is where a client sends a message back: the front, unless configured otherwise
+            host = {"ip": remoting.address[0], "port": remoting.address[1]}
         store = StoreConfig(geometry=geometry, store_host=Host(**host) if isinstance(host, dict) else Host(
             "127.0.0.1", 10911), **store_raw)
         return cls(raw["store_dir"], store, FlushConfig(**raw.get("flush", {})),
                    BrokerSection(**raw.get("broker", {})), IpcConfig(**raw.get("ipc", {})),
                    SupervisorConfig(**raw.get("supervisor", {})), RetentionPolicy(**raw.get("retention", {})),
-                   bool(raw.get("geometry_given", False))).validate()
+                   remoting, bool(raw.get("geometry_given", False))).validate()
 
 
 def load_config(store_dir: Path | str, path: Path | str | None = None, **overrides: Any) -> BrokerConfig:
@@ -148,7 +224,7 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
             raise ConfigError(f"cannot read config {path}: {exc}") from None
     for section, values in overrides.items():
         raw.setdefault(section, {}).update(values)
-    known = {"store", "flush", "broker", "ipc", "supervisor", "retention"}
+    known = {"store", "flush", "broker", "ipc", "supervisor", "retention", "remoting"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"unknown config sections: {sorted(unknown)}")
@@ -157,10 +233,16 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
     _check_keys(raw.get("ipc", {}), IpcConfig, "ipc")
     _check_keys(raw.get("supervisor", {}), SupervisorConfig, "supervisor")
     _check_keys(raw.get("retention", {}), RetentionPolicy, "retention")
+    _check_keys(raw.get("remoting", {}), RemotingConfig, "remoting")
     store_raw = raw.get("store", {})
     _check_keys({k: v for k, v in store_raw.items() if k not in ("geometry", "store_host")}, StoreConfig, "store")
     _check_keys(store_raw.get("geometry", {}), Geometry, "store.geometry")
     raw["geometry_given"] = "geometry" in store_raw
+    if path is not None:  # key paths are relative to the file that names them
+        for key in ("curve_secret_key", "curve_clients_dir"):
+            value = raw.get("ipc", {}).get(key)
+            if isinstance(value, str) and value:
+                raw["ipc"][key] = str(Path(path).parent / Path(value).expanduser())
     raw["store_dir"] = str(Path(store_dir))
     try:
         return BrokerConfig.from_dict(raw)

@@ -1,5 +1,6 @@
-"""What every actor process has: one ZeroMQ context (made after the process started, never inherited),
-a stop flag raised by SIGTERM or SIGINT, logging to stderr, and an event channel to the supervisor.
+"""What every actor process has: one ZeroMQ context (made after the process started, never inherited;
+with the broker's CURVE keys and a ZAP handler when it serves ZeroMQ over TCP), a stop flag raised by
+SIGTERM or SIGINT, logging to stderr, and an event channel to the supervisor.
 
 ``run_actor`` is the target the supervisor starts each process with (spawn method): it rebuilds the
 configuration from plain values, builds the named actor and runs it.
@@ -21,6 +22,7 @@ import zmq
 
 from actors.config import BrokerConfig
 from ipc import schema
+from ipc.curve import CurveContext, start_authenticator
 from ipc.sockets import connect
 
 log = logging.getLogger("mqstore")
@@ -44,7 +46,9 @@ class Runtime:
         self.name = name
         self.config = config
         self.endpoints = config.endpoints
-        self.ctx: zmq.Context[Any] = zmq.Context()
+        self.ctx: zmq.Context[Any] = CurveContext(self.endpoints.curve)
+        # every TCP socket of this process is a CURVE one; this decides which client keys get in
+        self._auth = start_authenticator(self.ctx, config.curve_allowed()) if self.endpoints.curve else None
         self.stopping = False
         self._events = connect(self.ctx, zmq.PUSH, self.endpoints.events, hwm=1000)
         self._next_report_ms = 0
@@ -66,6 +70,8 @@ class Runtime:
             self._events.send(schema.pack(event), zmq.NOBLOCK)
 
     def close(self) -> None:
+        if self._auth is not None:
+            self._auth.stop()
         self.ctx.destroy(linger=0)
 
 

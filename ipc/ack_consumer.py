@@ -80,7 +80,7 @@ class AckConsumer:
             self._options["visibility_ms"] = visibility_ms
         self._long_poll_ms = long_poll_ms
         self._timeout_ms = timeout_ms
-        first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer")
+        first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer", curve=ep.curve)
         try:
             if reader_count is None:
                 reader_count = int(first.call("reader0", "ping", timeout_ms=timeout_ms).result()["readers"])
@@ -93,7 +93,7 @@ class AckConsumer:
             raise ValueError(f"topic {topic!r} has no queues yet: create it, or name the queues")
         self._reader_count = reader_count
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(reader_count)},
-                                name="mqstore-ack-consumer")
+                                name="mqstore-ack-consumer", curve=ep.curve)
         self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(queues))}
 
     def _route(self, queue: int) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 import zmq
 
 from ipc import schema
+from ipc.curve import CurveContext, CurveKeys
 from ipc.endpoints import Endpoints
 from ipc.sockets import connect
 
@@ -86,10 +87,13 @@ class _Pending:
 class Channel:
     """Request/reply over DEALER sockets, one per route (a name for a list of endpoints)."""
 
-    def __init__(self, routes: Mapping[str, Sequence[str]], *, name: str = "mqstore-client") -> None:
+    def __init__(self, routes: Mapping[str, Sequence[str]], *, name: str = "mqstore-client",
+                 curve: CurveKeys | None = None) -> None:
+        """``curve``: the client's CURVE keys, used on ``tcp://`` routes."""
         if not routes:
             raise ValueError("a channel needs at least one route")
         self._routes = {route: list(endpoints) for route, endpoints in routes.items()}
+        self._curve = curve
         self._ids = itertools.count(1)
         self._inbox: queue.SimpleQueue[_Outgoing] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -145,7 +149,7 @@ class Channel:
     # -- the I/O thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        ctx: zmq.Context[Any] = zmq.Context()
+        ctx: zmq.Context[Any] = CurveContext(self._curve)
         sockets: dict[str, zmq.Socket[Any]] = {}
         pending: dict[int, _Pending] = {}
         deadlines: list[tuple[int, int]] = []  # (deadline_ms, request id); answered ones are skipped

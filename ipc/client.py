@@ -62,8 +62,8 @@ class Producer:
         self._timeout_ms = timeout_ms
         self._retries = retries
         self._backoff_ms = retry_backoff_ms
-        self._channel = Channel({"ingress": [resolve_endpoints(store_dir, endpoints).ingress]},
-                                name="mqstore-producer")
+        ep = resolve_endpoints(store_dir, endpoints)
+        self._channel = Channel({"ingress": [ep.ingress]}, name="mqstore-producer", curve=ep.curve)
 
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
              properties: Mapping[str, str] | None = None, queue: int | None = None,
@@ -153,7 +153,8 @@ class Admin:
                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         ep = resolve_endpoints(store_dir, endpoints)
         self._timeout_ms = timeout_ms
-        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-admin")
+        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-admin",
+                                curve=ep.curve)
 
     def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
         return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields).result()

@@ -74,7 +74,7 @@ class Consumer:
         self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
         self._reader_count = ep.reader_count
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
-                                name="mqstore-consumer")
+                                name="mqstore-consumer", curve=ep.curve)
         try:
             self._states = self._assign(queues, start)
         except BaseException:

@@ -3,7 +3,8 @@
 By default every endpoint is an ``ipc://`` socket in a private run directory (mode 0700) derived from
 the store's path, so a client that knows the store finds the broker without any other setup. ZeroMQ
 over TCP is opt-in (``tcp_host`` and ``tcp_base_port``): each data endpoint then gets its own port,
-while the supervisor's control and event sockets stay in the private run directory.
+while the supervisor's control and event sockets stay in the private run directory. ``curve`` holds
+the CURVE keys the TCP sockets use (``ipc.curve``): a client's, or, in the broker, the broker's own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from ipc.curve import CurveKeys
 
 # role -> offset from the TCP base port; readers take READER_PORT_OFFSET + i
 _ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events")
@@ -31,11 +34,17 @@ class Endpoints:
     reader_count: int
     tcp_host: str | None = None
     tcp_base_port: int = 0
+    curve: CurveKeys | None = None
 
     @classmethod
     def for_store(cls, store_dir: Path | str, reader_count: int = 1, *, run_dir: Path | str | None = None,
-                  tcp_host: str | None = None, tcp_base_port: int = 0) -> Endpoints:
-        return cls(Path(run_dir) if run_dir else default_run_dir(store_dir), reader_count, tcp_host, tcp_base_port)
+                  tcp_host: str | None = None, tcp_base_port: int = 0, curve: CurveKeys | None = None) -> Endpoints:
+        return cls(Path(run_dir) if run_dir else default_run_dir(store_dir), reader_count, tcp_host, tcp_base_port,
+                   curve)
+
+    @property
+    def uses_tcp(self) -> bool:
+        return bool(self.tcp_host)
 
     def _address(self, role: str, port_offset: int) -> str:
         if self.tcp_host and role not in LOCAL_ONLY:

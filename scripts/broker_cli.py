@@ -1,4 +1,5 @@
-"""The broker from the command line: ``start | status | stop`` and ``produce | consume``.
+"""The broker from the command line: ``start | status | stop``, ``produce | consume``, and ``keys``
+(CURVE keys for ZeroMQ over TCP).
 
 ``start`` runs the supervisor in the foreground (Ctrl-C or SIGTERM stops it in order); the others
 find the running broker from the store directory alone (its sockets live in a run directory
@@ -18,6 +19,7 @@ import zmq
 
 from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
 from ipc import schema
+from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
 from ipc.sockets import connect
 
@@ -40,6 +42,27 @@ def add_broker_commands(commands: Any) -> None:
         if name == "status":
             cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(handler=_status if name == "status" else _stop)
+
+    keys = commands.add_parser("keys", help="CURVE keys for ZeroMQ over TCP: the broker's and its clients'")
+    keys.add_argument("--out", type=Path, required=True, help="key directory (the broker's keypair is kept "
+                      "when it exists)")
+    keys.add_argument("--client", action="append", help=f"a client to make a keypair for ({DEFAULT_CLIENT}); "
+                      "repeat for more")
+    keys.set_defaults(handler=_keys)
+
+
+def _keys(args: argparse.Namespace) -> int:
+    try:
+        written = generate_keys(args.out, args.client or [DEFAULT_CLIENT])
+    except CurveError as exc:
+        print(f"mqstore keys: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    print(f"mqstore keys: broker config [ipc] curve_secret_key = \"{args.out / 'server.key_secret'}\", "
+          f"curve_clients_dir = \"{args.out / 'clients'}\"; a client needs server.key and its NAME.key_secret",
+          file=sys.stderr)
+    return 0
 
 
 def control_request(store: Path, op: str, *, run_dir: str | None = None, timeout_ms: int = 3000) -> dict[str, Any]:
@@ -118,9 +141,28 @@ def _stop(args: argparse.Namespace) -> int:
 # -- produce / consume / query against a running broker ----------------------------------------------
 
 
+def _add_tcp_arguments(cmd: Any) -> None:
+    cmd.add_argument("--tcp", metavar="HOST:PORT", help="the broker's [ipc] tcp_host and tcp_base_port "
+                     "(default: its ipc sockets, found from --store)")
+    cmd.add_argument("--keys", type=Path, help="CURVE key directory with server.key and CLIENT.key_secret")
+    cmd.add_argument("--client", default=DEFAULT_CLIENT, help=f"CURVE client name in --keys ({DEFAULT_CLIENT})")
+
+
+def client_endpoints(args: argparse.Namespace) -> Endpoints:
+    """Where a client command finds the broker: its ipc sockets, or TCP (with CURVE keys when given)."""
+    if not args.tcp:
+        return Endpoints.for_store(args.store)
+    host, _, port = args.tcp.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--tcp wants HOST:PORT, not {args.tcp!r}")
+    curve = CurveKeys.for_client(args.keys, args.client) if args.keys else None
+    return Endpoints.for_store(args.store, tcp_host=host, tcp_base_port=int(port), curve=curve)
+
+
 def add_client_commands(commands: Any) -> None:
     produce = commands.add_parser("produce", help="send messages to a running broker")
     produce.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the broker's store (./mqstore-data)")
+    _add_tcp_arguments(produce)
     produce.add_argument("--topic", required=True)
     produce.add_argument("--body", default="hello from mqstore", help="message body text (a counter is appended)")
     produce.add_argument("--count", type=int, default=1)
@@ -133,6 +175,7 @@ def add_client_commands(commands: Any) -> None:
 
     consume = commands.add_parser("consume", help="pull messages from a running broker")
     consume.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the broker's store (./mqstore-data)")
+    _add_tcp_arguments(consume)
     consume.add_argument("--topic", required=True)
     consume.add_argument("--group", default="mqstore-cli")
     consume.add_argument("--tags", default="*", help="subscription, e.g. 'TagA || TagB'")
@@ -170,7 +213,7 @@ def message_json(m: Any) -> dict[str, Any]:
 def _produce(args: argparse.Namespace) -> int:
     from ipc.client import Producer
     sent = failed = 0
-    with Producer(args.store) as producer:
+    with Producer(endpoints=client_endpoints(args)) as producer:
         for start in range(0, args.count, max(1, args.batch)):
             batch = [{"topic": args.topic, "body": f"{args.body} {i}".encode(), "tags": args.tags,
                       "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue": args.queue}
@@ -190,7 +233,8 @@ def _consume(args: argparse.Namespace) -> int:
         return _consume_acked(args)
     from ipc.client import Consumer
     received = 0
-    with Consumer(args.store, group=args.group, topic=args.topic, tags=args.tags, start=args.start) as consumer:
+    with Consumer(endpoints=client_endpoints(args), group=args.group, topic=args.topic, tags=args.tags,
+                  start=args.start) as consumer:
         while received < args.count:
             batch = consumer.poll(args.timeout_ms, max_count=args.count - received)
             if not batch:
@@ -208,8 +252,8 @@ def _consume(args: argparse.Namespace) -> int:
 def _consume_acked(args: argparse.Namespace) -> int:
     from ipc.ack_consumer import AckConsumer
     received = 0
-    with AckConsumer(args.store, group=args.group, topic=args.topic, tags=args.tags, prefetch=args.prefetch,
-                     visibility_ms=args.visibility_ms) as consumer:
+    with AckConsumer(endpoints=client_endpoints(args), group=args.group, topic=args.topic, tags=args.tags,
+                     prefetch=args.prefetch, visibility_ms=args.visibility_ms) as consumer:
         while received < args.count:
             batch = consumer.receive(args.count - received, args.timeout_ms)
             if not batch:

@@ -1,16 +1,21 @@
 """A real broker for integration tests: ``mqstore start`` in a subprocess on a tiny-geometry store,
-with readiness, status, actor kills and an orderly stop, all polled with deadlines."""
+with readiness, status, actor kills and an orderly stop, all polled with deadlines. With ``tcp_port``
+it serves ZeroMQ over TCP on loopback with CURVE keys made by ``mqstore keys`` (``curve=False``:
+plain TCP, explicitly allowed)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from ipc.curve import CurveKeys
+from ipc.endpoints import Endpoints
 from scripts.broker_cli import control_request
 
 TINY_TOML = """
@@ -47,14 +52,44 @@ def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.
         time.sleep(interval_s)
 
 
+def free_port_range(count: int) -> int:
+    """A base port with ``count`` free loopback ports from it."""
+    for base in range(23000, 60000, 37):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port range on loopback")
+
+
 class Broker:
     def __init__(self, root: Path, *, mode: str = "ASYNC_FLUSH", readers: int = 1, commitlog: int = 256 * 1024,
-                 cq: int = 512, extra_toml: str = "", broker_extra: str = "", flap_restarts: int = 20) -> None:
+                 cq: int = 512, extra_toml: str = "", broker_extra: str = "", flap_restarts: int = 20,
+                 tcp_port: int | None = None, curve: bool = True) -> None:
         """``broker_extra``: more ``key = value`` lines for the [broker] table (``extra_toml`` may
         not open it a second time)."""
         self.root = root
         self.store = root / "store"
         self.config_path = root / "broker.toml"
+        self.keys_dir = root / "keys"
+        self.readers = readers
+        self.tcp_port = tcp_port
+        if tcp_port is not None:
+            extra_toml += f'\n[ipc]\ntcp_host = "127.0.0.1"\ntcp_base_port = {tcp_port}\n'
+            if curve:
+                subprocess.run([sys.executable, "-m", "scripts.mqstore", "keys", "--out", str(self.keys_dir)],
+                               check=True, capture_output=True, cwd=Path(__file__).resolve().parents[2])
+                extra_toml += 'curve_secret_key = "keys/server.key_secret"\ncurve_clients_dir = "keys/clients"\n'
+            else:
+                extra_toml += "allow_plain_tcp = true\n"
         self.config_path.write_text(TINY_TOML.format(mode=mode, readers=readers, commitlog=commitlog, cq=cq,
                                                       broker_extra=broker_extra, flap_restarts=flap_restarts)
                                     + extra_toml)
@@ -69,6 +104,15 @@ class Broker:
         log.close()
         self.wait_ready(timeout_s)
         return self
+
+    def endpoints(self, curve: CurveKeys | str | None = "client") -> Endpoints:
+        """Where clients find this broker: its ipc sockets, or its TCP ports with ``curve`` (a client
+        name in the broker's key directory, explicit keys, or None for none)."""
+        if self.tcp_port is None:
+            return Endpoints.for_store(self.store, self.readers)
+        keys = CurveKeys.for_client(self.keys_dir, curve) if isinstance(curve, str) else curve
+        return Endpoints.for_store(self.store, self.readers, tcp_host="127.0.0.1", tcp_base_port=self.tcp_port,
+                                   curve=keys)
 
     def status(self) -> dict[str, Any] | None:
         try:

@@ -20,7 +20,7 @@ from engine import MessageStore
 from engine.verify import verify_store
 from ipc.channel import BrokerTimeoutError
 from ipc.client import Admin, Consumer, Producer
-from tests.integration.broker import Broker, wait_for
+from tests.integration.broker import Broker, free_port_range, wait_for
 
 ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "reader-0")
 
@@ -244,31 +244,11 @@ def test_cli_status_json_and_stop(tmp_path: Path) -> None:
     assert not (broker.store / "abort").exists()
 
 
-def _free_port_range(count: int) -> int:
-    import socket
-    for base in range(23000, 60000, 37):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free port range on loopback")
-
-
 def test_zeromq_over_tcp_when_configured(tmp_path: Path) -> None:
-    """TCP is opt-in: data endpoints on loopback ports, control still in the private run dir."""
-    from ipc.endpoints import Endpoints
-    base = _free_port_range(12)
-    broker = Broker(tmp_path, extra_toml=f'\n[ipc]\ntcp_host = "127.0.0.1"\ntcp_base_port = {base}\n')
+    """TCP is opt-in: data endpoints on loopback ports (CURVE), control still in the private run dir."""
+    broker = Broker(tmp_path, tcp_port=free_port_range(12))
     with broker:
-        endpoints = Endpoints.for_store(broker.store, tcp_host="127.0.0.1", tcp_base_port=base)
+        endpoints = broker.endpoints()
         assert endpoints.ingress.startswith("tcp://127.0.0.1:") and endpoints.control.startswith("ipc://")
         with Producer(endpoints=endpoints) as producer:
             sent = producer.send("OverTcp", b"hello", queue=0)
