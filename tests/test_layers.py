@@ -42,3 +42,27 @@ def test_engine_is_passive() -> None:
     for path in sorted((ROOT / "engine").rglob("*.py")):
         used = _imports(path) & ENGINE_FORBIDDEN
         assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
+
+
+# what crosses a socket is plain data (msgpack through ipc.schema.unpack alone, JSON), never objects
+DESERIALIZERS = {"pickle", "dill", "cloudpickle", "marshal", "shelve", "jsonpickle", "yaml"}
+EVALUATORS = {"eval", "exec", "compile", "__import__"}
+OBJECT_RECEIVERS = {"recv_pyobj", "recv_serialized", "unpackb", "Unpacker"}
+
+
+def test_nothing_off_a_socket_is_unpickled_or_evaluated() -> None:
+    for layer in ("ipc", "actors"):
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            where = path.relative_to(ROOT)
+            assert not _imports(path) & DESERIALIZERS, f"{where} imports {sorted(_imports(path) & DESERIALIZERS)}"
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = node.func.id if isinstance(node.func, ast.Name) else (
+                    node.func.attr if isinstance(node.func, ast.Attribute) else "")
+                assert name not in EVALUATORS, f"{where}:{node.lineno} calls {name}"
+                if name in OBJECT_RECEIVERS:
+                    assert str(where) == "ipc/schema.py", f"{where}:{node.lineno} decodes with {name}"
+                    keywords = {k.arg: k.value for k in node.keywords}
+                    assert "ext_hook" not in keywords and "object_hook" not in keywords, f"{where}: hooks"
+                    assert all(f"max_{kind}_len" in keywords for kind in ("bin", "str", "array", "map")), where
