@@ -264,12 +264,12 @@ class ReaderActor:
                 self.max_query_count),
             schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
             schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX))
-        return schema.ok_reply(request_id, **self._records(records, message))
+        return schema.ok_reply(request_id, **self._records(records, message), **self._index_marks())
 
     def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         records = self.store.query_by_key(_topic(message), _name(message, "uniq_key"), self.max_query_count, 0,
                                           LONG_MAX, uniq=True)
-        return schema.ok_reply(request_id, **self._records(records, message))
+        return schema.ok_reply(request_id, **self._records(records, message), **self._index_marks())
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         record = self.store.view_by_id(_name(message, "msg_id"))
@@ -327,6 +327,11 @@ class ReaderActor:
         if schema.field(message, "raw", bool, default=False):
             return {"raw": self.store.raw_records(records), "count": len(records)}
         return {"msgs": [record_to_wire(r) for r in records]}
+
+    def _index_marks(self) -> dict[str, int]:
+        """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset)."""
+        last = self.store.index.last_file if self.store.index is not None else None
+        return {"index_ms": last.end_ms, "index_phys": last.end_phys_offset} if last is not None else {}
 
     def _max_queue_offset(self, topic: str, queue_id: int) -> int:
         view = self.store.published_queue(topic, queue_id)

@@ -97,6 +97,9 @@ def build_actor(name: str, runtime: Runtime) -> Actor:
     if kind == "reader":
         from actors.reader import ReaderActor
         return ReaderActor(runtime, int(name.split("-")[1]))
+    if kind == "remoting":
+        from actors.remoting import RemotingActor
+        return RemotingActor(runtime)
     raise ValueError(f"unknown actor {name!r}")
 
 

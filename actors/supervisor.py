@@ -125,7 +125,8 @@ class Supervisor:
         log.info("started %s (pid %s)", name, actor.pid)
 
     def names(self) -> list[str]:
-        return [*START_ORDER, *(f"reader-{i}" for i in range(self.config.broker.readers))]
+        readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
+        return [*START_ORDER, *readers, *(["remoting"] if self.config.remoting.enabled else [])]
 
     # -- run ---------------------------------------------------------------------------------------
 
@@ -255,10 +256,11 @@ class Supervisor:
     # -- stop --------------------------------------------------------------------------------------
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
-        """Readers first (they persist offsets), then the writer (it answers what waits for a
-        flush), the builders, and the flush service last (its final fsync covers everything)."""
+        """The remoting front first (no new requests), the readers (they persist offsets), then the
+        writer (it answers what waits for a flush), the builders, and the flush service last (its final
+        fsync covers everything)."""
         readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
+        for group in (["remoting"], readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
         self._finish(clean)

@@ -1,0 +1,99 @@
+"""Who is consuming: the heartbeat table of the remoting front.
+
+RocketMQ clients announce their consumer groups in HEART_BEAT (every 30 s) and leave with
+UNREGISTER_CLIENT or by closing their connection; GET_CONSUMER_LIST_BY_GROUP answers from this table,
+and a clustering consumer shares a topic's queues among exactly the ids it gets back. Like the Java
+broker, the table lives in memory: after a restart of the front, clients re-announce themselves with
+their next heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_GROUPS_PER_HEARTBEAT = 256
+MAX_CLIENTS_PER_GROUP = 4096
+
+
+class HeartbeatError(ValueError):
+    """A heartbeat body that is not what RocketMQ clients send."""
+
+
+@dataclass(slots=True)
+class ClientEntry:
+    connection: int
+    seen_ms: int
+    topics: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ConsumerTable:
+    max_groups: int
+    expire_ms: int
+    groups: dict[str, dict[str, ClientEntry]] = field(default_factory=dict)
+
+    def heartbeat(self, body: bytes, connection: int, now_ms: int) -> int:
+        """Record a HEART_BEAT body; returns how many consumer groups it named."""
+        try:
+            data = json.loads(body or b"{}")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise HeartbeatError(f"heartbeat body is not JSON: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("clientID", ""), str):
+            raise HeartbeatError("heartbeat body must be an object with a string clientID")
+        client_id = str(data.get("clientID", ""))
+        consumers = data.get("consumerDataSet") or []
+        if not isinstance(consumers, list) or len(consumers) > MAX_GROUPS_PER_HEARTBEAT:
+            raise HeartbeatError(f"consumerDataSet must be a list of at most {MAX_GROUPS_PER_HEARTBEAT} groups")
+        for consumer in consumers:
+            group = consumer.get("groupName") if isinstance(consumer, dict) else None
+            if not isinstance(group, str) or not group or not client_id:
+                raise HeartbeatError("each consumer needs a groupName, and the heartbeat a clientID")
+            members = self.groups.get(group)
+            if members is None:
+                if len(self.groups) >= self.max_groups:
+                    raise HeartbeatError(f"more than {self.max_groups} consumer groups")
+                members = self.groups[group] = {}
+            if client_id not in members and len(members) >= MAX_CLIENTS_PER_GROUP:
+                raise HeartbeatError(f"group {group!r} has {MAX_CLIENTS_PER_GROUP} clients already")
+            members[client_id] = ClientEntry(connection, now_ms, _topics(consumer))
+        return len(consumers)
+
+    def consumers(self, group: str, now_ms: int) -> list[str]:
+        """The live client ids of ``group``, sorted (clients sort them anyway)."""
+        self.expire(now_ms)
+        return sorted(self.groups.get(group, {}))
+
+    def unregister(self, client_id: str, group: str) -> None:
+        names = [group] if group else list(self.groups)
+        for name in names:
+            members = self.groups.get(name)
+            if members is not None:
+                members.pop(client_id, None)
+                if not members:
+                    del self.groups[name]
+
+    def drop_connection(self, connection: int) -> None:
+        """A closed connection takes its clients with it (the Java broker's channel close)."""
+        for name in list(self.groups):
+            members = self.groups[name]
+            for client_id in [c for c, e in members.items() if e.connection == connection]:
+                del members[client_id]
+            if not members:
+                del self.groups[name]
+
+    def expire(self, now_ms: int) -> None:
+        for name in list(self.groups):
+            members = self.groups[name]
+            for client_id in [c for c, e in members.items() if now_ms - e.seen_ms > self.expire_ms]:
+                del members[client_id]
+            if not members:
+                del self.groups[name]
+
+
+def _topics(consumer: dict[str, Any]) -> tuple[str, ...]:
+    subscriptions = consumer.get("subscriptionDataSet") or []
+    if not isinstance(subscriptions, list):
+        return ()
+    return tuple(str(s["topic"]) for s in subscriptions if isinstance(s, dict) and isinstance(s.get("topic"), str))
