@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import socket
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,9 @@ def add_broker_commands(commands: Any) -> None:
     start.add_argument("--config", type=Path, help="TOML configuration file")
     start.add_argument("--flush", choices=(ASYNC_FLUSH, SYNC_FLUSH), help="flush mode (overrides the config)")
     start.add_argument("--readers", type=int, help="reader processes (overrides the config)")
+    start.add_argument("--remoting", choices=("on", "off"),
+                       help="the RocketMQ remoting front for stock clients (on, unless the config says otherwise)")
+    start.add_argument("--remoting-port", type=int, help="its TCP port (10911; NameServer and broker share it)")
     start.set_defaults(handler=_start)
 
     for name, helptext in (("status", "show the running broker's actors"), ("stop", "stop the running broker")):
@@ -95,14 +100,54 @@ def _start(args: argparse.Namespace) -> int:
         overrides["flush"] = {"mode": args.flush}
     if args.readers is not None:
         overrides["broker"] = {"readers": args.readers}
+    overrides["remoting"] = _remoting_overrides(args)
     try:
         config = load_config(args.store, args.config, **overrides)
     except ConfigError as exc:
         print(f"mqstore start: {exc}", file=sys.stderr)
         return 2
+    front = ""
+    if config.remoting.enabled:
+        problem = _port_problem(config.remoting.host, config.remoting.port)
+        if problem:
+            print(f"mqstore start: cannot serve RocketMQ clients on {config.remoting.host}:{config.remoting.port}: "
+                  f"{problem} (use --remoting-port, or --remoting off)", file=sys.stderr)
+            return 2
+        front = "; RocketMQ clients: set_namesrv_addr(\"{}:{}\")".format(*config.remoting.address)
     print(f"mqstore: starting a broker on {config.store_dir} ({config.flush.mode}, {config.broker.readers} "
-          f"reader(s)); control at {config.endpoints.control}", file=sys.stderr)
+          f"reader(s)); control at {config.endpoints.control}{front}", file=sys.stderr)
     return serve(config)
+
+
+def _remoting_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The front is on for ``mqstore start`` unless the config file or ``--remoting off`` says no."""
+    values: dict[str, Any] = {}
+    if args.remoting is not None:
+        values["enabled"] = args.remoting == "on"
+    elif args.config is None or "enabled" not in _file_section(args.config, "remoting"):
+        values["enabled"] = True
+    if args.remoting_port is not None:
+        values["port"] = args.remoting_port
+    return values
+
+
+def _file_section(path: Path, name: str) -> dict[str, Any]:
+    try:
+        section = tomllib.loads(path.read_text()).get(name, {})
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}  # load_config reports it
+    return section if isinstance(section, dict) else {}
+
+
+def _port_problem(host: str, port: int) -> str:
+    """Why the front could not listen there ("" when it can), found before any actor starts."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return ""
 
 
 def _status(args: argparse.Namespace) -> int:

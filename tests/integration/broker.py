@@ -73,10 +73,11 @@ def free_port_range(count: int) -> int:
 class Broker:
     def __init__(self, root: Path, *, mode: str = "ASYNC_FLUSH", readers: int = 1, commitlog: int = 256 * 1024,
                  cq: int = 512, extra_toml: str = "", broker_extra: str = "", flap_restarts: int = 20,
-                 tcp_port: int | None = None, curve: bool = True) -> None:
+                 tcp_port: int | None = None, curve: bool = True, remoting_port: int | None = None) -> None:
         """``broker_extra``: more ``key = value`` lines for the [broker] table (``extra_toml`` may
-        not open it a second time)."""
+        not open it a second time). ``remoting_port``: serve RocketMQ clients there (off without it)."""
         self.root = root
+        self.remoting_port = remoting_port
         self.store = root / "store"
         self.config_path = root / "broker.toml"
         self.keys_dir = root / "keys"
@@ -98,8 +99,10 @@ class Broker:
 
     def start(self, timeout_s: float = 60) -> Broker:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it for its whole life
+        remoting = ["--remoting", "off"] if self.remoting_port is None else [
+            "--remoting", "on", "--remoting-port", str(self.remoting_port)]
         self.proc = subprocess.Popen([sys.executable, "-m", "scripts.mqstore", "start", "--store", str(self.store),
-                                      "--config", str(self.config_path)], stdout=log, stderr=log,
+                                      "--config", str(self.config_path), *remoting], stdout=log, stderr=log,
                                      cwd=Path(__file__).resolve().parents[2])
         log.close()
         self.wait_ready(timeout_s)
