@@ -226,6 +226,11 @@ class ConsumeQueue:
             break
         self.max_phys_end = self.last_phys_end()
 
+    def truncate_from(self, queue_offset: int) -> None:
+        """Drop the entry at ``queue_offset`` and every later one."""
+        self.queue.truncate_after(max(queue_offset, self.min_queue_offset) * CQ_ENTRY_SIZE)
+        self.max_phys_end = self.last_phys_end()
+
     def correct_min_offset(self, min_phys_offset: int) -> None:
         """After commitlog files were deleted: the min offset becomes the first entry whose record
         still exists (fillers never count)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from engine.checkpoint import Checkpoint
 from engine.commitlog import CommitLog
+from engine.consume_queue import FILLER_SIZE
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatch import DispatchRequest
 from engine.index_service import IndexService
@@ -67,11 +68,59 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
     queues.truncate_dirty(end)
     cq_from = max(queues.max_phys_end(), commitlog.min_offset)
     if abnormal:
-        cq_from = min(cq_from, scan_from)
+        cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from))
     index_from = index.truncate_after(end) if index is not None else end
     cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end)
     queues.correct_min_offsets(commitlog.min_offset)
     return RecoveryResult(abnormal, scan_from, end, torn_bytes, stop_reason, cq_count, index_count)
+
+
+def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from_phys: int) -> int:
+    """After a crash, consume-queue entries written since the checkpoint may be torn (a power cut
+    inside a 20-byte entry leaves a valid-looking offset and size with a garbled rest). Walk each
+    queue back from its end, checking entries against their records, down to an agreeing entry that
+    points before ``from_phys`` (flushed before the checkpoint); cut the queue at the first entry
+    that disagrees. Returns where re-dispatch must start to write the cut entries again."""
+    redispatch_from = from_phys
+    for cq in queues:
+        first_bad = None
+        queue_offset = cq.max_queue_offset - 1
+        while queue_offset >= cq.min_queue_offset:
+            entry = cq.entry(queue_offset)
+            if entry is None:
+                break
+            phys, size, tags_code = entry
+            if cq_entry_problem(commitlog, cq.topic, cq.queue_id, queue_offset, phys, size, tags_code):
+                first_bad = queue_offset
+            elif phys < from_phys:
+                break
+            queue_offset -= 1
+        if first_bad is not None:
+            cq.truncate_from(first_bad)
+            redispatch_from = min(redispatch_from, max(cq.max_phys_end, commitlog.min_offset))
+    return redispatch_from
+
+
+def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, phys: int, size: int,
+                     tags_code: int) -> str:
+    """What is wrong with a consume-queue entry no record claimed ("" when nothing is)."""
+    if size == FILLER_SIZE:
+        return "filler entry above the queue's min offset"
+    if phys < 0 or size <= 0:
+        return f"invalid entry (phys offset {phys}, size {size})"
+    decoded = commitlog.read_record(phys, check_crc=False, read_body=False)
+    record = decoded.record
+    if record is None:
+        return f"no record at commitlog phys offset {phys} ({decoded.reason or decoded.kind.value})"
+    problems = [f"{name} {theirs} in the record, {ours} in the entry" for name, theirs, ours in (
+        ("phys offset", record.phys_offset, phys), ("size", record.size, size),
+        ("topic", record.topic, topic), ("queue id", record.queue_id, queue_id),
+        ("queue offset", record.queue_offset, queue_offset), ("tags code", record.tags_code, tags_code),
+    ) if theirs != ours]
+    if not problems and not DispatchRequest.from_record(record).has_queue_entry:
+        problems.append("the record is a prepared or rolled-back transaction")
+    return "; ".join(problems)
+
 
 
 def _abnormal_start(commitlog: CommitLog, min_timestamp_ms: int) -> int:

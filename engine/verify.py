@@ -44,6 +44,7 @@ from engine.jhash import index_hash
 from engine.mapped_file import MappedFileError
 from engine.rebuild import rebuild_derived
 from engine.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
+from engine.recovery import cq_entry_problem
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 
 Array = npt.NDArray[Any]
@@ -323,27 +324,6 @@ def check_queue_entries(q: QueueEntries, claimed: Array, min_phys_offset: int, c
                 findings.append(Finding("cq_entry_mismatch", f"{cq_scope(q.topic, q.queue_id)} "
                                         f"queue offset {queue_offset}", problem))
     return checked
-
-
-def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, phys: int, size: int,
-                     tags_code: int) -> str:
-    """What is wrong with a consume-queue entry no record claimed ("" when nothing is)."""
-    if size == FILLER_SIZE:
-        return "filler entry above the queue's min offset"
-    if phys < 0 or size <= 0:
-        return f"invalid entry (phys offset {phys}, size {size})"
-    decoded = commitlog.read_record(phys, check_crc=False, read_body=False)
-    record = decoded.record
-    if record is None:
-        return f"no record at commitlog phys offset {phys} ({decoded.reason or decoded.kind.value})"
-    problems = [f"{name} {theirs} in the record, {ours} in the entry" for name, theirs, ours in (
-        ("phys offset", record.phys_offset, phys), ("size", record.size, size),
-        ("topic", record.topic, topic), ("queue id", record.queue_id, queue_id),
-        ("queue offset", record.queue_offset, queue_offset), ("tags code", record.tags_code, tags_code),
-    ) if theirs != ours]
-    if not problems and not DispatchRequest.from_record(record).has_queue_entry:
-        problems.append("the record is a prepared or rolled-back transaction")
-    return "; ".join(problems)
 
 
 def _verify(store_dir: Path) -> VerifyReport:

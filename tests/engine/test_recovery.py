@@ -11,6 +11,7 @@ import pytest
 
 from engine import Geometry, GetStatus, Message, MessageStore, PutResult, StoreConfig
 from engine.metafile import create_abort
+from engine.verify import verify_store
 from tests.conftest import TINY, FakeClock
 
 OpenStore = Callable[..., MessageStore]
@@ -149,3 +150,20 @@ def test_consume_queue_ahead_of_torn_commitlog_is_cut(tmp_path: Path, clock: Fak
     with MessageStore.open(tmp_path / "s", now_ms=clock) as store:
         _check_holds_exactly(store, results[:5])
         assert store.get("Orders", 1, 2).status is GetStatus.OFFSET_OVERFLOW_ONE
+
+
+def test_torn_consume_queue_entry_survived_recovery(tmp_path: Path, clock: FakeClock) -> None:
+    """A power cut inside a 20-byte consume-queue entry leaves its offset and size whole and its tags
+    code zeroed: abnormal recovery checks the entries written since the checkpoint against their
+    records, cuts the queue at the torn one and writes it again from the commitlog."""
+    results = _build(tmp_path / "s", clock, 8)
+    victim = [r for r in results if r.queue_id == 0][-1]
+    cq_file = tmp_path / "s" / "consumequeue" / "Orders" / "0" / f"{0:020d}"
+    data = bytearray(cq_file.read_bytes())
+    data[victim.queue_offset * 20 + 14:victim.queue_offset * 20 + 20] = bytes(6)
+    cq_file.write_bytes(bytes(data))
+    create_abort(tmp_path / "s", 1)
+    with MessageStore.open(tmp_path / "s", now_ms=clock) as store:
+        _check_holds_exactly(store, results)
+        assert [m.tags for m in store.get("Orders", 0, 0, max_count=8).messages] == ["T"] * 4
+    assert verify_store(tmp_path / "s").ok
