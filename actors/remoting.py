@@ -36,7 +36,7 @@ class RemotingActor:
         self.config = runtime.config.remoting
         ep = runtime.endpoints
         routes = {"ingress": [ep.ingress], **{f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)}}
-        self.channel = Channel(routes, name="mqstore-remoting")
+        self.channel = Channel(routes, name="mqstore-remoting", curve=ep.curve)
         self.front = BrokerFront(runtime.config, self.channel)
         self._ids = itertools.count(1)
         self._writers: set[asyncio.StreamWriter] = set()

@@ -7,12 +7,14 @@ returns it (``ReceivedMessage``).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 PUT_OK = "PUT_OK"
 SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+COMPRESSED = 0x1  # sysFlag: the body is zlib-compressed
 
 
 class ReplyError(ValueError):
@@ -114,12 +116,24 @@ class ReceivedMessage:
                 topic=str(raw["topic"]), queue=int(raw["queue"]), queue_offset=int(raw["queue_offset"]),
                 phys_offset=int(raw["phys_offset"]), size=int(raw["size"]), flag=int(raw["flag"]),
                 sys_flag=int(raw["sys_flag"]), tags=raw.get("tags"), keys=tuple(raw.get("keys") or ()),
-                properties=dict(raw.get("props") or {}), body=bytes(raw["body"]), born_ms=int(raw["born_ms"]),
+                properties=dict(raw.get("props") or {}), body=_plain(bytes(raw["body"]), int(raw["sys_flag"])),
+                born_ms=int(raw["born_ms"]),
                 born_host=_host(raw["born_host"]), store_ms=int(raw["store_ms"]),
                 store_host=_host(raw["store_host"]), reconsume_times=int(raw["reconsume_times"]),
                 msg_id=str(raw["msg_id"]), uniq_key=raw.get("uniq_key"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplyError(f"malformed message: {exc!r}") from None
+
+
+def _plain(body: bytes, sys_flag: int) -> bytes:
+    """The body as its producer gave it: RocketMQ clients zlib-compress large bodies and mark them
+    (sysFlag 0x1); a body that does not inflate is handed over as stored rather than lost."""
+    if not sys_flag & COMPRESSED:
+        return body
+    try:
+        return zlib.decompress(body)
+    except zlib.error:
+        return body
 
 
 def _host(raw: Any) -> tuple[str, int]:

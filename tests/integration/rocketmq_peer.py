@@ -1,0 +1,130 @@
+"""The stock RocketMQ client (``rocketmq`` 0.4.4 from PyPI, C++ 1.2.3 inside) driven from the command
+line, one JSON object per line on stdout, so tests run it in its own process (its C++ threads and
+logs stay out of pytest; ``HOME`` points its logs into the test's directory).
+
+    python -m tests.integration.rocketmq_peer produce NS TOPIC COUNT [--big-every N] [--forever]
+    python -m tests.integration.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S
+    python -m tests.integration.rocketmq_peer pull NS TOPIC GROUP
+
+Message ``i`` has key ``key-i``, tag ``Tag{i % 3}`` and body ``body-i`` (every ``--big-every``-th
+padded past 4 KiB, which the client compresses). ``--forever`` keeps sending until killed, retrying a
+message whose send raised, and prints every SEND_OK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
+
+
+def body_of(i: int, big_every: int) -> bytes:
+    body = f"body-{i}".encode()
+    if big_every and i % big_every == 0:
+        body += b"." * 5000
+    return body
+
+
+def digest(body: bytes) -> str:
+    return hashlib.blake2b(body, digest_size=8).hexdigest()
+
+
+def emit(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def produce(args: argparse.Namespace) -> None:
+    producer = Producer(f"PG_{args.topic}", timeout=3000)
+    producer.set_namesrv_addr(args.ns)
+    producer.start()
+    i = 0
+    while args.forever or i < args.count:
+        message = Message(args.topic)
+        message.set_keys(f"key-{i}")
+        message.set_tags(f"Tag{i % 3}")
+        body = body_of(i, args.big_every)
+        message.set_body(body)
+        try:
+            result = producer.send_sync(message)
+        except Exception as exc:  # the client gave up after its retries: say so, send it again
+            emit(i=i, error=str(exc)[:200])
+            time.sleep(0.2)
+            continue
+        emit(i=i, status=result.status.name, msg_id=result.msg_id, offset=result.offset, digest=digest(body))
+        i += 1
+    producer.shutdown()
+
+
+def _received(msg: Any) -> dict[str, Any]:
+    return {"id": msg.id, "keys": msg.keys.decode(), "tags": msg.tags.decode(), "digest": digest(msg.body),
+            "queue": msg.queue_id, "offset": msg.queue_offset, "topic": msg.topic}
+
+
+def push(args: argparse.Namespace) -> None:
+    seen: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    enough = threading.Event()
+
+    def on_message(msg: Any) -> None:
+        with lock:
+            seen.append(_received(msg))
+            if len(seen) >= args.count:
+                enough.set()
+
+    consumer = PushConsumer(args.group)
+    consumer.set_namesrv_addr(args.ns)
+    consumer.set_thread_count(2)
+    consumer.subscribe(args.topic, on_message)
+    consumer.start()
+    enough.wait(args.timeout_s)
+    time.sleep(1.0)  # anything delivered twice shows up here
+    consumer.shutdown()
+    with lock:
+        for item in seen:
+            emit(**item)
+
+
+def pull(args: argparse.Namespace) -> None:
+    consumer = PullConsumer(args.group)
+    consumer.set_namesrv_addr(args.ns)
+    consumer.start()
+    for msg in consumer.pull(args.topic):
+        emit(**_received(msg))
+    consumer.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="rocketmq_peer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("ns")
+    p.add_argument("topic")
+    p.add_argument("count", type=int)
+    p.add_argument("--big-every", type=int, default=0)
+    p.add_argument("--forever", action="store_true")
+    p.set_defaults(run=produce)
+    c = sub.add_parser("push")
+    c.add_argument("ns")
+    c.add_argument("topic")
+    c.add_argument("group")
+    c.add_argument("count", type=int)
+    c.add_argument("timeout_s", type=float)
+    c.set_defaults(run=push)
+    q = sub.add_parser("pull")
+    q.add_argument("ns")
+    q.add_argument("topic")
+    q.add_argument("group")
+    q.set_defaults(run=pull)
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
