@@ -5,15 +5,19 @@ plain TCP, explicitly allowed)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import MessageStore
 from ipc.curve import CurveKeys
 from ipc.endpoints import Endpoints
 from scripts.broker_cli import control_request
@@ -38,6 +42,49 @@ backoff_initial_ms = 50
 backoff_max_ms = 500
 flap_restarts = {flap_restarts}
 """
+
+
+@dataclass(slots=True)
+class AckCheck:
+    """Acknowledged sends checked against a stopped broker's store: a few examples of each failure."""
+
+    acked: int = 0
+    lost: list[str] = field(default_factory=list)           # not readable at its queue offset
+    garbled: list[str] = field(default_factory=list)        # readable with another body
+    offset_reused: list[str] = field(default_factory=list)  # one queue offset acknowledged twice
+    counts: dict[str, int] = field(default_factory=lambda: {"lost": 0, "garbled": 0, "offset_reused": 0})
+
+    def add(self, kind: str, what: str) -> None:
+        self.counts[kind] += 1
+        examples: list[str] = getattr(self, kind)
+        if len(examples) < 5:
+            examples.append(what)
+
+    @property
+    def ok(self) -> bool:
+        return self.acked > 0 and not any(self.counts.values())
+
+
+def check_acked(store_dir: Path, acked: Iterable[tuple[str, int, int, str]]) -> AckCheck:
+    """Each acknowledged send, as (topic, queue, queue offset, sha256 hex of the body), must be
+    readable exactly once at its queue offset with its body. Opens the store offline."""
+    check = AckCheck()
+    seen: dict[tuple[str, int, int], str] = {}
+    for topic, queue, offset, digest in acked:
+        check.acked += 1
+        where = f"{topic}/{queue}@{offset}"
+        if (topic, queue, offset) in seen:
+            check.add("offset_reused", where)
+        seen[(topic, queue, offset)] = digest
+    with MessageStore.open(store_dir) as store:
+        for (topic, queue, offset), digest in seen.items():
+            where = f"{topic}/{queue}@{offset}"
+            got = store.get(topic, queue, offset, max_count=1)
+            if not got.messages or got.messages[0].queue_offset != offset:
+                check.add("lost", where)
+            elif hashlib.sha256(got.messages[0].body).hexdigest() != digest:
+                check.add("garbled", where)
+    return check
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.02) -> Any:

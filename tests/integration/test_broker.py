@@ -20,7 +20,7 @@ from engine import MessageStore
 from engine.verify import verify_store
 from ipc.channel import BrokerTimeoutError
 from ipc.client import Admin, Consumer, Producer
-from tests.integration.broker import Broker, free_port_range, wait_for
+from tests.integration.broker import Broker, check_acked, free_port_range, wait_for
 
 ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "reader-0")
 
@@ -135,14 +135,8 @@ def test_sigkill_each_actor_and_all_at_once_under_load(tmp_path: Path) -> None:
 
 
 def _every_ack_readable_exactly_once(store_dir: Path, acked: list[tuple[str, int, int, str]]) -> None:
-    assert acked
-    positions = [(t, q, o) for t, q, o, _ in acked]
-    assert len(set(positions)) == len(positions), "a queue offset was acknowledged twice"
-    with MessageStore.open(store_dir) as store:
-        for topic, queue, offset, digest in acked:
-            got = store.get(topic, queue, offset, max_count=1)
-            assert got.messages, f"acknowledged {topic}/{queue}@{offset} is missing"
-            assert hashlib.sha256(got.messages[0].body).hexdigest() == digest
+    check = check_acked(store_dir, acked)
+    assert check.ok, check
 
 
 @pytest.mark.slow
