@@ -61,6 +61,7 @@ def ipc_round_trip_us(directory: Path, rounds: int = 5000, payload_bytes: int = 
         return elapsed / rounds * 1e6
     finally:
         ctx.destroy(linger=0)
+        (directory / "rt.sock").unlink(missing_ok=True)  # ZeroMQ leaves the ipc socket file behind
 
 
 def fdatasync_rate(directory: Path, appends: int = 500) -> float:

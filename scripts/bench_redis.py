@@ -45,7 +45,8 @@ def available(install: bool = False) -> str | None:
 
 class RedisServer:
     def __init__(self, directory: Path, appendfsync: str) -> None:
-        self.socket = directory / "redis.sock"
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="mqr-"))  # unix socket paths must stay short
+        self.socket = self._socket_dir / "redis.sock"
         self.proc = subprocess.Popen(
             ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
              "--dir", str(directory), "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "",
@@ -65,6 +66,7 @@ class RedisServer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 
 def _producer(worker: int, socket_path: str, count: int, body_bytes: int, topics: int, pipeline: int,

@@ -32,6 +32,7 @@ from engine.metafile import MetafileError, abort_exists
 from engine.record import DecodeKind
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
+from scripts.bench_cli import add_bench_commands
 from scripts.broker_cli import add_broker_commands, add_client_commands, broker_running, query_broker
 from scripts.spark_cli import add_spark_commands
 
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_commands(commands)
     add_client_commands(commands)
     add_spark_commands(commands)
+    add_bench_commands(commands)
     return parser
 
 
