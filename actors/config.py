@@ -54,6 +54,8 @@ class BrokerSection:
     offset_persist_interval_ms: int = 5_000
     max_batch_messages: int = 4096
     max_request_bytes: int = 64 * 1024 * 1024
+    ingress_hwm: int = 10_000           # requests ZeroMQ queues per producer connection: with max_request_bytes
+                                        # the memory one connection can make the writer hold
     tick_interval_ms: int = 100
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence

@@ -135,7 +135,7 @@ class CommitLogWriterActor:
         ep = self.rt.endpoints
         ctx = self.rt.ctx
         max_bytes = self.rt.config.broker.max_request_bytes
-        ingress = bind(ctx, zmq.ROUTER, ep.ingress, max_msg_bytes=max_bytes)
+        ingress = bind(ctx, zmq.ROUTER, ep.ingress, max_msg_bytes=max_bytes, hwm=self.rt.config.broker.ingress_hwm)
         dispatch_out = bind(ctx, zmq.PUB, ep.dispatch, hwm=100_000)
         written_out = bind(ctx, zmq.PUB, ep.written)
         flushed_in = connect(ctx, zmq.SUB, ep.flushed, subscribe=(schema.FLUSHED,))
@@ -213,15 +213,17 @@ class CommitLogWriterActor:
                 log.warning("ignoring a malformed flushed notice")
 
     def _serve(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
-        """Drain the ingress queue into one append."""
+        """Drain the ingress queue into one append: at most max_batch_messages, and about one
+        max_request_bytes of frames (a flood of big frames is taken a request's worth at a time)."""
         cfg = self.rt.config
         batch: list[tuple[bytes, Any, list[Message], list[int], list[PutResult | None]]] = []
-        count = 0
-        while count < cfg.broker.max_batch_messages:
+        count = size = 0
+        while count < cfg.broker.max_batch_messages and size < cfg.broker.max_request_bytes:
             try:
                 frames = ingress.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            size += sum(len(f) for f in frames)
             identity, parsed = self._parse(ingress, frames)
             if parsed is None:
                 continue
