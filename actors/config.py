@@ -56,6 +56,8 @@ class BrokerSection:
     max_request_bytes: int = 64 * 1024 * 1024
     ingress_hwm: int = 10_000           # requests ZeroMQ queues per producer connection: with max_request_bytes
                                         # the memory one connection can make the writer hold
+    reader_hwm: int = 1_000             # requests, and replies a client does not read, queued per connection
+                                        # of a reader: past it replies are dropped (the client times out)
     tick_interval_ms: int = 100
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence

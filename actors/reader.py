@@ -87,7 +87,8 @@ class ReaderActor:
 
     def run(self) -> None:
         ep = self.rt.endpoints
-        router = bind(self.rt.ctx, zmq.ROUTER, ep.reader(self.index), max_msg_bytes=MAX_REQUEST_BYTES)
+        router = bind(self.rt.ctx, zmq.ROUTER, ep.reader(self.index), max_msg_bytes=MAX_REQUEST_BYTES,
+                      hwm=self.rt.config.broker.reader_hwm)
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, hwm=100_000, subscribe=(schema.ARRIVED,))
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
