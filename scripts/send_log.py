@@ -15,6 +15,7 @@ The producing and consuming loops run in their own processes, killed with SIGTER
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import time
@@ -39,6 +40,7 @@ class _Stop:
 
     def __init__(self) -> None:
         self.requested = False
+        logging.getLogger("mqstore.client").setLevel(logging.ERROR)  # retries under chaos are expected
         signal.signal(signal.SIGTERM, self._on_term)
 
     def _on_term(self, signum: int, frame: FrameType | None) -> None:
