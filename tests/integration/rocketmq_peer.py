@@ -3,12 +3,13 @@ line, one JSON object per line on stdout, so tests run it in its own process (it
 logs stay out of pytest; ``HOME`` points its logs into the test's directory).
 
     python -m tests.integration.rocketmq_peer produce NS TOPIC COUNT [--big-every N] [--forever]
-    python -m tests.integration.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S
+    python -m tests.integration.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S [--fail-every N]
     python -m tests.integration.rocketmq_peer pull NS TOPIC GROUP
 
 Message ``i`` has key ``key-i``, tag ``Tag{i % 3}`` and body ``body-i`` (every ``--big-every``-th
 padded past 4 KiB, which the client compresses). ``--forever`` keeps sending until killed, retrying a
-message whose send raised, and prints every SEND_OK.
+message whose send raised, and prints every SEND_OK. ``--fail-every N``: the push callback answers
+RECONSUME_LATER to the first delivery of every N-th message (the client then sends it back).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import threading
 import time
 from typing import Any
 
-from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage
+from rocketmq.ffi import _CConsumeStatus
 
 
 def body_of(i: int, big_every: int) -> bytes:
@@ -64,24 +66,34 @@ def produce(args: argparse.Namespace) -> None:
 
 def _received(msg: Any) -> dict[str, Any]:
     return {"id": msg.id, "keys": msg.keys.decode(), "tags": msg.tags.decode(), "digest": digest(msg.body),
-            "queue": msg.queue_id, "offset": msg.queue_offset, "topic": msg.topic}
+            "queue": msg.queue_id, "offset": msg.queue_offset, "topic": msg.topic, "reconsume": msg.reconsume_times}
 
 
 def push(args: argparse.Namespace) -> None:
     seen: list[dict[str, Any]] = []
+    consumed: set[str] = set()  # ids the callback took without raising; COUNT of them ends the run
     lock = threading.Lock()
     enough = threading.Event()
 
-    def on_message(msg: Any) -> None:
+    def on_message(consumer_handle: Any, raw: Any) -> int:
+        item = _received(RecvMessage(raw))
+        index = int(item["keys"].split("-")[1])
+        fail = bool(args.fail_every and index % args.fail_every == 0 and item["reconsume"] == 0)
         with lock:
-            seen.append(_received(msg))
-            if len(seen) >= args.count:
+            seen.append({**item, "failed": fail})
+            if not fail:
+                consumed.add(item["id"])
+            if len(consumed) >= args.count:
                 enough.set()
+        return int(_CConsumeStatus.RECONSUME_LATER.value if fail else _CConsumeStatus.CONSUME_SUCCESS.value)
 
     consumer = PushConsumer(args.group)
     consumer.set_namesrv_addr(args.ns)
     consumer.set_thread_count(2)
-    consumer.subscribe(args.topic, on_message)
+    consumer.subscribe(args.topic, lambda msg: None)
+    # the wrapper's own callback turns an exception into a ctypes error (and an undefined status), so
+    # a failure is answered with RECONSUME_LATER through the C callback itself
+    consumer._register_callback(on_message)
     consumer.start()
     enough.wait(args.timeout_s)
     time.sleep(1.0)  # anything delivered twice shows up here
@@ -116,6 +128,7 @@ def main() -> None:
     c.add_argument("group")
     c.add_argument("count", type=int)
     c.add_argument("timeout_s", type=float)
+    c.add_argument("--fail-every", type=int, default=0)
     c.set_defaults(run=push)
     q = sub.add_parser("pull")
     q.add_argument("ns")
