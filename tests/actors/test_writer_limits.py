@@ -34,7 +34,9 @@ class QueuedIngress:
 
 
 def _writer(tmp_path: Path, **broker: Any) -> CommitLogWriterActor:
-    config = load_config(tmp_path / "store", broker=broker, store={"max_body_bytes": 64 * 1024})
+    geometry = {"commitlog_file_size": 4 << 20, "cq_entries_per_file": 64, "index_slot_count": 16,
+                "index_entry_count": 64}
+    config = load_config(tmp_path / "store", broker=broker, store={"max_body_bytes": 64 * 1024, "geometry": geometry})
     (tmp_path / "store").mkdir()
     runtime = SimpleNamespace(config=config, endpoints=config.endpoints, report=lambda *a, **k: None)
     return CommitLogWriterActor(runtime)  # type: ignore[arg-type]
