@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.integration.broker import Broker, free_port_range, wait_for
-from tests.integration.rocketmq_peer import body_of
+from scripts.rocketmq_peer import body_of
 
 pytest.importorskip("rocketmq.client", reason="the stock RocketMQ wheel exists for x86-64 Linux only")
 
