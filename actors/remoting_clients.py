@@ -1,10 +1,10 @@
-"""Who is consuming: the heartbeat table of the remoting front.
+"""Who is consuming: the heartbeat table and the orderly consumers' queue locks of the remoting front.
 
 RocketMQ clients announce their consumer groups in HEART_BEAT (every 30 s) and leave with
 UNREGISTER_CLIENT or by closing their connection; GET_CONSUMER_LIST_BY_GROUP answers from this table,
 and a clustering consumer shares a topic's queues among exactly the ids it gets back. Like the Java
-broker, the table lives in memory: after a restart of the front, clients re-announce themselves with
-their next heartbeat.
+broker, both live in memory: after a restart of the front, clients re-announce themselves with their
+next heartbeat and re-lock their queues within 20 s.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ MAX_GROUPS_PER_HEARTBEAT = 256
 MAX_CLIENTS_PER_GROUP = 4096
 
 
-class HeartbeatError(ValueError):
-    """A heartbeat body that is not what RocketMQ clients send."""
+class ClientBodyError(ValueError):
+    """A heartbeat or lock body that is not what RocketMQ clients send."""
 
 
 @dataclass(slots=True)
@@ -39,24 +39,24 @@ class ConsumerTable:
         try:
             data = json.loads(body or b"{}")
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise HeartbeatError(f"heartbeat body is not JSON: {exc}") from None
+            raise ClientBodyError(f"heartbeat body is not JSON: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("clientID", ""), str):
-            raise HeartbeatError("heartbeat body must be an object with a string clientID")
+            raise ClientBodyError("heartbeat body must be an object with a string clientID")
         client_id = str(data.get("clientID", ""))
         consumers = data.get("consumerDataSet") or []
         if not isinstance(consumers, list) or len(consumers) > MAX_GROUPS_PER_HEARTBEAT:
-            raise HeartbeatError(f"consumerDataSet must be a list of at most {MAX_GROUPS_PER_HEARTBEAT} groups")
+            raise ClientBodyError(f"consumerDataSet must be a list of at most {MAX_GROUPS_PER_HEARTBEAT} groups")
         for consumer in consumers:
             group = consumer.get("groupName") if isinstance(consumer, dict) else None
             if not isinstance(group, str) or not group or not client_id:
-                raise HeartbeatError("each consumer needs a groupName, and the heartbeat a clientID")
+                raise ClientBodyError("each consumer needs a groupName, and the heartbeat a clientID")
             members = self.groups.get(group)
             if members is None:
                 if len(self.groups) >= self.max_groups:
-                    raise HeartbeatError(f"more than {self.max_groups} consumer groups")
+                    raise ClientBodyError(f"more than {self.max_groups} consumer groups")
                 members = self.groups[group] = {}
             if client_id not in members and len(members) >= MAX_CLIENTS_PER_GROUP:
-                raise HeartbeatError(f"group {group!r} has {MAX_CLIENTS_PER_GROUP} clients already")
+                raise ClientBodyError(f"group {group!r} has {MAX_CLIENTS_PER_GROUP} clients already")
             members[client_id] = ClientEntry(connection, now_ms, _topics(consumer))
         return len(consumers)
 
@@ -97,3 +97,50 @@ def _topics(consumer: dict[str, Any]) -> tuple[str, ...]:
     if not isinstance(subscriptions, list):
         return ()
     return tuple(str(s["topic"]) for s in subscriptions if isinstance(s, dict) and isinstance(s.get("topic"), str))
+
+
+LOCK_MAX_LIVE_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
+MAX_LOCK_QUEUES = 4096
+
+
+@dataclass(slots=True)
+class QueueLocks:
+    """Orderly consumers lock the queues they consume (LOCK_BATCH_MQ), so one client at a time
+    takes a queue in order; a lock lapses after a minute without renewal (clients renew every 20 s)."""
+
+    held: dict[tuple[str, str, str, int], tuple[str, int]] = field(default_factory=dict)
+
+    def lock(self, body: bytes, now_ms: int) -> bytes:
+        group, client_id, queues = _lock_request(body)
+        locked = []
+        for mq in queues:
+            key = (group, str(mq["topic"]), str(mq.get("brokerName", "")), int(mq["queueId"]))
+            owner = self.held.get(key)
+            if owner is None or owner[0] == client_id or now_ms - owner[1] > LOCK_MAX_LIVE_MS:
+                self.held[key] = (client_id, now_ms)
+                locked.append(mq)
+        return json.dumps({"lockOKMQSet": locked}).encode()
+
+    def unlock(self, body: bytes) -> None:
+        group, client_id, queues = _lock_request(body)
+        for mq in queues:
+            key = (group, str(mq["topic"]), str(mq.get("brokerName", "")), int(mq["queueId"]))
+            if self.held.get(key, ("",))[0] == client_id:
+                del self.held[key]
+
+
+def _lock_request(body: bytes) -> tuple[str, str, list[dict[str, Any]]]:
+    try:
+        data = json.loads(body or b"{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ClientBodyError(f"lock body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ClientBodyError("lock body must be an object")
+    group, client_id, queues = data.get("consumerGroup"), data.get("clientId"), data.get("mqSet")
+    if not (isinstance(group, str) and isinstance(client_id, str) and isinstance(queues, list)
+            and len(queues) <= MAX_LOCK_QUEUES):
+        raise ClientBodyError(f"a lock names consumerGroup, clientId and at most {MAX_LOCK_QUEUES} queues")
+    if not all(isinstance(q, dict) and isinstance(q.get("topic"), str) and isinstance(q.get("queueId"), int)
+               for q in queues):
+        raise ClientBodyError("each queue of a lock needs a topic and a queueId")
+    return group, client_id, queues

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from actors.config import BrokerConfig
-from actors.remoting_clients import ConsumerTable, HeartbeatError
+from actors.remoting_clients import ClientBodyError, ConsumerTable, QueueLocks
 from engine.config import check_topic
 from engine.host import Host
 from engine.msgid import offset_msg_id
@@ -112,6 +112,7 @@ class BrokerFront:
         self.channel = channel
         self.readers = config.broker.readers
         self.clients = ConsumerTable(self.remoting.max_consumer_groups, self.remoting.client_expire_ms)
+        self.locks = QueueLocks()
         self.store_host = Host(config.store.store_host.ip, config.store.store_host.port)
         self._topics: dict[str, int] = {}
         self._topics_at_ms = -TOPICS_CACHE_MS
@@ -123,6 +124,7 @@ class BrokerFront:
             rm.GET_MAX_OFFSET: self._max_offset, rm.GET_MIN_OFFSET: self._min_offset,
             rm.SEARCH_OFFSET_BY_TIMESTAMP: self._offset_by_time, rm.QUERY_MESSAGE: self._query,
             rm.VIEW_MESSAGE_BY_ID: self._view, rm.CONSUMER_SEND_MSG_BACK: self._send_back,
+            rm.LOCK_BATCH_MQ: self._lock, rm.UNLOCK_BATCH_MQ: self._unlock,
         }
 
     async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
@@ -274,7 +276,7 @@ class BrokerFront:
     async def _heartbeat(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         try:
             self.clients.heartbeat(request.body, peer.connection, _now_ms())
-        except HeartbeatError as exc:
+        except ClientBodyError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
         return request.reply(rm.SUCCESS)
 
@@ -287,6 +289,19 @@ class BrokerFront:
 
     async def _unregister(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         self.clients.unregister(request.ext.get("clientID", ""), request.ext.get("consumerGroup", ""))
+        return request.reply(rm.SUCCESS)
+
+    async def _lock(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        try:
+            return request.reply(rm.SUCCESS, body=self.locks.lock(request.body, _now_ms()))
+        except ClientBodyError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
+
+    async def _unlock(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        try:
+            self.locks.unlock(request.body)
+        except ClientBodyError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
         return request.reply(rm.SUCCESS)
 
     # -- offsets -------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def push(args: argparse.Namespace) -> None:
                 enough.set()
         return int(_CConsumeStatus.RECONSUME_LATER.value if fail else _CConsumeStatus.CONSUME_SUCCESS.value)
 
-    consumer = PushConsumer(args.group)
+    consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.ns)
     consumer.set_thread_count(2)
     consumer.subscribe(args.topic, lambda msg: None)
@@ -150,6 +150,7 @@ def main() -> None:
     c.add_argument("timeout_s", type=float)
     c.add_argument("--fail-every", type=int, default=0)
     c.add_argument("--quiet", action="store_true")
+    c.add_argument("--orderly", action="store_true", help="an orderly consumer (locks its queues)")
     c.set_defaults(run=push)
     q = sub.add_parser("pull")
     q.add_argument("ns")

@@ -19,8 +19,8 @@ import pytest
 
 from ipc import remoting as rm
 from ipc.client import Admin, Consumer, Producer
-from tests.integration.broker import Broker, free_port_range, wait_for
 from scripts.rocketmq_peer import body_of, digest
+from tests.integration.broker import Broker, free_port_range, wait_for
 
 pytest.importorskip("rocketmq.client", reason="the stock RocketMQ wheel exists for x86-64 Linux only")
 
@@ -74,6 +74,17 @@ def test_push_consumer_in_a_new_group_receives_everything_once_intact(
     for r in produced:
         m = by_id[r["msg_id"]]
         assert (m["keys"], m["tags"], m["digest"]) == (f"key-{r['i']}", f"Tag{r['i'] % 3}", r["digest"])
+
+
+@pytest.mark.slow
+def test_orderly_push_consumer_locks_its_queues_and_takes_each_in_order(
+        front: tuple[Broker, str, Path], produced: list[dict[str, Any]]) -> None:
+    _, ns, home = front
+    got = peer(home, "push", ns, "Stock", "CG_orderly", COUNT, 120, "--orderly")
+    assert Counter(m["id"] for m in got) == Counter(r["msg_id"] for r in produced)
+    for queue in range(4):
+        offsets = [m["offset"] for m in got if m["queue"] == queue]
+        assert offsets == sorted(offsets) and len(offsets) == COUNT // 4
 
 
 @pytest.mark.slow

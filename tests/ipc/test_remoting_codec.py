@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.remoting_clients import ConsumerTable, HeartbeatError
+from actors.remoting_clients import ClientBodyError, ConsumerTable, QueueLocks
 from ipc import remoting as rm
 
 # a SEND_MESSAGE header as the C++ 1.2.3 client writes it (jsoncpp FastWriter: trailing newline,
@@ -139,12 +139,29 @@ def test_consumer_table_follows_heartbeats_unregisters_closes_and_expiry() -> No
 @pytest.mark.parametrize("body", [b"not json", b"[]", b'{"clientID": 5}', b'{"clientID": "c", "consumerDataSet": 3}',
                                   b'{"clientID": "c", "consumerDataSet": [{"groupName": ""}]}'])
 def test_malformed_heartbeats_are_refused(body: bytes) -> None:
-    with pytest.raises(HeartbeatError):
+    with pytest.raises(ClientBodyError):
         ConsumerTable(max_groups=10, expire_ms=1000).heartbeat(body, 1, 0)
 
 
 def test_group_count_is_bounded() -> None:
     table = ConsumerTable(max_groups=2, expire_ms=1000)
     table.heartbeat(heartbeat("c", "A", "B"), 1, 0)
-    with pytest.raises(HeartbeatError, match="more than 2"):
+    with pytest.raises(ClientBodyError, match="more than 2"):
         table.heartbeat(heartbeat("c", "C"), 1, 0)
+
+
+def lock_body(client: str, *queues: int) -> bytes:
+    return json.dumps({"consumerGroup": "G", "clientId": client,
+                       "mqSet": [{"topic": "T", "brokerName": "broker-a", "queueId": q} for q in queues]}).encode()
+
+
+def test_queue_locks_go_to_one_client_until_unlocked_or_lapsed() -> None:
+    locks = QueueLocks()
+    assert len(json.loads(locks.lock(lock_body("a", 0, 1), now_ms=0))["lockOKMQSet"]) == 2
+    assert json.loads(locks.lock(lock_body("b", 1, 2), now_ms=1000))["lockOKMQSet"] == [
+        {"topic": "T", "brokerName": "broker-a", "queueId": 2}]
+    locks.unlock(lock_body("a", 1))
+    assert len(json.loads(locks.lock(lock_body("b", 1), now_ms=2000))["lockOKMQSet"]) == 1
+    assert len(json.loads(locks.lock(lock_body("b", 0), now_ms=60_001))["lockOKMQSet"]) == 1  # a's lapsed
+    with pytest.raises(ClientBodyError):
+        locks.lock(b'{"consumerGroup": "G", "clientId": "a", "mqSet": [{"queueId": "x"}]}', 0)
