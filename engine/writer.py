@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from engine.commitlog import CommitLog, RecordTooLargeError
 from engine.config import StoreConfig
@@ -16,6 +19,7 @@ from engine.dispatch import DispatchRequest
 from engine.message import Message, PutResult, PutStatus, Refusal, encode_message
 from engine.msgid import UniqKeyGenerator, offset_msg_id
 from engine.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, record_tags_code
+from engine.record_batch import CheckedBatch
 
 MAX_QUEUE_ID = (1 << 31) - 1
 
@@ -32,6 +36,17 @@ def index_keys(message: Message) -> tuple[str, ...]:
     relayed with its properties as given, as recovery reads them back from the record)."""
     own = tuple(k for k in message.keys if k)
     return own or tuple(k for k in message.properties.get(PROP_KEYS, "").split(" ") if k)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What ``write_batch`` wrote: the first ``len(phys_offsets)`` records, in order; ``failure`` says
+    why the rest were not written (PUT_OK when all were)."""
+
+    phys_offsets: np.ndarray[Any, Any]
+    queue_offsets: np.ndarray[Any, Any]
+    store_ms: int
+    failure: tuple[PutStatus, str]
 
 
 def _gets_queue_offset(sys_flag: int) -> bool:
@@ -92,6 +107,37 @@ class CommitLogWriter:
             if _gets_queue_offset(message.sys_flag):
                 self.next_queue_offsets[(message.topic, queue_ids[accepted[n]])] = queue_offsets[n]
         return WriteOutcome([r for r in results if r is not None], requests, now_ms)
+
+    def write_batch(self, records: bytes | memoryview, batch: CheckedBatch, topics: Sequence[str],
+                    queue_ids: np.ndarray[Any, Any], now_ms: int) -> BatchOutcome:
+        """Append a producer-encoded batch (already checked): queue offsets assigned per (topic, queue)
+        with numpy, one copy per file, fields stamped in place. Records after a failure (a full disk
+        creating the next file) are not written and give their queue offsets back."""
+        topic_ids = batch.columns["topic"].astype(np.int64)
+        groups, inverse, counts = np.unique((topic_ids << 32) | queue_ids, return_inverse=True, return_counts=True)
+        order = np.argsort(inverse, kind="stable")
+        rank = np.empty(len(inverse), np.int64)
+        rank[order] = np.arange(len(inverse)) - np.repeat(np.cumsum(counts) - counts, counts)
+        bases = np.array([self.next_queue_offsets.get((topics[g >> 32], g & 0xFFFFFFFF), 0) for g in groups.tolist()],
+                         np.int64)
+        queue_offsets = bases[inverse] + rank
+        for g, base, n in zip(groups.tolist(), bases.tolist(), counts.tolist(), strict=True):
+            self.next_queue_offsets[(topics[g >> 32], g & 0xFFFFFFFF)] = base + n
+        appended: list[int] = []
+        failure = (PutStatus.PUT_OK, "")
+        try:
+            self.commitlog.append_checked(records, batch, queue_ids, queue_offsets, now_ms,
+                                          sealed=self.config.geometry.prop_crc, appended=appended)
+        except RecordTooLargeError as exc:
+            failure = (PutStatus.MESSAGE_ILLEGAL, str(exc))
+        except OSError as exc:
+            failure = (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
+        written = len(appended)
+        if written < len(inverse):  # give back the offsets of records not written
+            kept = np.bincount(inverse[:written], minlength=len(groups))
+            for g, base, n in zip(groups.tolist(), bases.tolist(), kept.tolist(), strict=True):
+                self.next_queue_offsets[(topics[g >> 32], g & 0xFFFFFFFF)] = base + n
+        return BatchOutcome(np.asarray(appended, np.int64), queue_offsets[:written], now_ms, failure)
 
     def _assign(self, keys: list[tuple[str, int, int]]) -> list[int]:
         out = []
