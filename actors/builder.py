@@ -22,7 +22,7 @@ from actors.runtime import Runtime, monotonic_ms
 from actors.writer import decode_dispatch
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchRequest
+from engine.dispatch import DispatchBatch, DispatchRequest
 from engine.index_service import IndexService
 from engine.record import DecodeKind
 from engine.retention import delete_derived_below
@@ -50,7 +50,7 @@ class BuilderActor:
     def resume_from(self) -> int:
         raise NotImplementedError
 
-    def apply(self, requests: list[DispatchRequest]) -> None:
+    def apply(self, batch: DispatchBatch) -> None:
         raise NotImplementedError
 
     def notice(self) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class BuilderActor:
             if topic == schema.TICK:
                 return self._catch_up(int(message["end"]))
             start, end = int(message["from"]), int(message["to"])
-            requests = decode_dispatch(message)
+            batch = decode_dispatch(message)
         except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
             log.warning("ignoring a malformed dispatch notice: %s", exc)
             return False
@@ -118,21 +118,23 @@ class BuilderActor:
         changed = self._catch_up(start)
         if self.applied < start:
             return changed  # the gap could not be closed yet; the next tick retries
-        fresh = [r for r in requests if r.phys_offset >= self.applied]
-        if fresh and not self._apply(fresh):
+        fresh = batch.after(self.applied)
+        if len(fresh) and not self._apply(fresh):
             return False
         self.applied = end
         return True
 
-    def _apply(self, requests: list[DispatchRequest]) -> bool:
+    def _apply(self, batch: DispatchBatch | list[DispatchRequest]) -> bool:
         """Apply, or on a full disk leave ``applied`` where it was: the next tick retries from the
         commitlog, and what was applied before the error is skipped as a duplicate."""
+        if isinstance(batch, list):
+            batch = DispatchBatch.from_requests(batch)
         try:
-            self.apply(requests)
+            self.apply(batch)
         except OSError as exc:
             log.warning("cannot write derived files (%s); retrying from commitlog offset %d", exc, self.applied)
             return False
-        self.store_ms = requests[-1].store_ms
+        self.store_ms = int(batch.columns["store_ms"][-1])
         return True
 
     def _catch_up(self, end: int) -> bool:
@@ -177,11 +179,9 @@ class ConsumeQueueBuilderActor(BuilderActor):
         self.queues.correct_min_offsets(self.commitlog.min_offset)
         return self.queues.max_phys_end()
 
-    def apply(self, requests: list[DispatchRequest]) -> None:
-        for request in requests:
-            self.queues.dispatch(request)
-            if request.has_queue_entry:
-                self.changed[(request.topic, request.queue_id)] = request.queue_offset + 1
+    def apply(self, batch: DispatchBatch) -> None:
+        self.queues.dispatch_batch(batch)
+        self.changed.update(batch.queue_ends())
 
     def delete_below(self, min_phys_offset: int) -> None:
         deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)
@@ -212,9 +212,8 @@ class IndexBuilderActor(BuilderActor):
         last = self.index.last_file
         return last.end_phys_offset if last is not None and last.index_count > 1 else 0
 
-    def apply(self, requests: list[DispatchRequest]) -> None:
-        for r in requests:
-            self.index.build(r.topic, r.keys, r.uniq_key, r.phys_offset, r.store_ms, r.sys_flag)
+    def apply(self, batch: DispatchBatch) -> None:
+        self.index.build_batch(batch)
         if self.index.last_file is not None:
             self.files.add(self.index.last_file.path.name)
 

@@ -26,22 +26,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import zmq
 
+from actors import encoded_sends
 from actors.ack_groups import unacked_low_water
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine import Host, Message, PutResult, PutStatus
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchRequest
+from engine.dispatch import DISPATCH_COLUMNS, DispatchBatch, DispatchRequest
 from engine.jhash import java_hash
 from engine.mapped_file import MappedFile
 from engine.msgid import UniqKeyGenerator
 from engine.record import SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, DecodeKind
+from engine.record_batch import BatchError
 from engine.retention import CleanupDecision, decide, delete_expired_commitlog, disk_used_ratio
 from engine.topics import TopicError, TopicTable
 from engine.writer import CommitLogWriter
 from ipc import schema
+from ipc.encoded import OP_ENCODING, OP_SEND_ENCODED
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
@@ -60,22 +64,26 @@ class PendingSync:
     identity: bytes
     request_id: Any
     results: list[dict[str, Any]]
+    packed: dict[str, Any] | None = None  # an encoded send's reply fields (results are then empty)
 
 
-def encode_dispatch(requests: list[DispatchRequest], from_phys: int, to_phys: int) -> bytes:
-    """One frame per batch: columns, not one map per message."""
-    return schema.pack({
-        "v": schema.VERSION, "from": from_phys, "to": to_phys,
-        "recs": [[r.phys_offset, r.size, r.topic, r.queue_id, r.queue_offset, r.tags_code, r.store_ms,
-                  r.sys_flag, list(r.keys), r.uniq_key] for r in requests],
-    })
+def encode_dispatch(batch: DispatchBatch | list[DispatchRequest], from_phys: int, to_phys: int) -> bytes:
+    """One frame per batch: packed columns (``DISPATCH_COLUMNS``) and two string lists, not one map
+    per message."""
+    if not isinstance(batch, DispatchBatch):
+        batch = DispatchBatch.from_requests(batch)
+    return schema.pack({"v": schema.VERSION, "from": from_phys, "to": to_phys, "topics": batch.topics,
+                        "cols": batch.columns.tobytes(), "keys": batch.keys, "uniq": batch.uniq_keys})
 
 
-def decode_dispatch(message: dict[str, Any]) -> list[DispatchRequest]:
-    return [DispatchRequest(topic, queue_id, phys, size, tags_code, store_ms, queue_offset, tuple(keys), uniq,
-                            sys_flag)
-            for phys, size, topic, queue_id, queue_offset, tags_code, store_ms, sys_flag, keys, uniq
-            in message["recs"]]
+def decode_dispatch(message: dict[str, Any]) -> DispatchBatch:
+    """Raises ValueError (or KeyError, TypeError) for a frame that is not a dispatch batch."""
+    columns = np.frombuffer(message["cols"], dtype=DISPATCH_COLUMNS)
+    topics, keys, uniq = list(message["topics"]), list(message["keys"]), list(message["uniq"])
+    if len(keys) != len(columns) or len(uniq) != len(columns) or (len(columns) and
+                                                                    int(columns["topic"].max()) >= len(topics)):
+        raise ValueError("dispatch columns, keys and topics disagree")
+    return DispatchBatch(columns, topics, keys, uniq)
 
 
 def result_fields(r: PutResult) -> dict[str, Any]:
@@ -98,7 +106,8 @@ class CommitLogWriterActor:
         self.round_robin: dict[str, int] = {}
         self.flushed_end = 0
         self.pending: deque[PendingSync] = deque()
-        self.undispatched: deque[tuple[int, int, list[DispatchRequest]]] = deque()  # SYNC: waiting for flush
+        self.undispatched: deque[tuple[int, int, DispatchBatch | list[DispatchRequest]]] = deque()  # SYNC: unflushed
+        self.encoded: list[tuple[bytes, Any, dict[str, Any]]] = []  # send_encoded requests of this round
         self.dispatched_end = self.commitlog.max_offset
         self.last_store_ms = 0
         self.disk: CleanupDecision | None = None  # the last disk check; sends refused while it says full
@@ -229,8 +238,19 @@ class CommitLogWriterActor:
                 continue
             batch.append((identity, *parsed))
             count += len(parsed[1])
-        if not batch:
-            return
+        if self.encoded:
+            encoded, self.encoded = self.encoded, []
+        else:
+            encoded = []
+        if batch:
+            self._write_messages(batch, ingress, dispatch_out, written_out)
+        for identity, request_id, message in encoded:
+            self._write_encoded(identity, request_id, message, ingress, dispatch_out, written_out)
+
+    def _write_messages(self, batch: list[tuple[bytes, Any, list[Message], list[int], list[PutResult | None]]],
+                        ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]
+                        ) -> None:
+        cfg = self.rt.config
         if self.disk is not None and self.disk.disk_full:
             reason = (f"disk {self.disk.used_ratio:.0%} used, past {cfg.retention.disk_warning_ratio:.0%}: "
                       "sends are refused until space returns")
@@ -264,7 +284,44 @@ class CommitLogWriterActor:
             if outcome.requests:
                 self._publish(dispatch_out, start, end, outcome.requests)
 
-    def _publish(self, dispatch_out: zmq.Socket[Any], start: int, end: int, requests: list[DispatchRequest]) -> None:
+    def _write_encoded(self, identity: bytes, request_id: Any, message: dict[str, Any], ingress: zmq.Socket[Any],
+                       dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
+        """One producer-encoded batch: checked, queues picked, appended and stamped as a whole."""
+        cfg = self.rt.config
+        if self.disk is not None and self.disk.disk_full:
+            self._reply(ingress, identity, schema.ok_reply(
+                request_id, results=b"", status=PutStatus.SERVICE_NOT_AVAILABLE.value, written_status="PUT_OK",
+                reason=f"disk {self.disk.used_ratio:.0%} used: sends are refused until space returns"))
+            return
+        try:
+            request = encoded_sends.parse(message)
+            checked = encoded_sends.check(request, cfg.store, cfg.broker.max_batch_messages)
+            queue_ids = encoded_sends.pick_queues(request, checked, self.topics, cfg.broker.default_queues,
+                                                  self.round_robin)
+        except (schema.SchemaError, BatchError) as exc:
+            self._reply(ingress, identity, schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, str(exc)))
+            return
+        start = self.commitlog.max_offset
+        outcome = self.writer.write_batch(request.records, checked, request.topics, queue_ids, wall_ms())
+        end = self.commitlog.max_offset
+        fields = encoded_sends.reply_fields(queue_ids, outcome)
+        if not len(outcome.phys_offsets):
+            self._reply(ingress, identity, schema.ok_reply(request_id, **fields))
+            return
+        self.last_store_ms = outcome.store_ms
+        batch = encoded_sends.dispatch_batch(request, checked, queue_ids, outcome)
+        if cfg.sync_flush:
+            written_out.send_multipart([schema.WRITTEN, schema.pack({"v": schema.VERSION, "end": end,
+                                                                     "store_ms": outcome.store_ms, "sync": True})])
+            self.pending.append(PendingSync(end, monotonic_ms() + cfg.flush.sync_timeout_ms, identity, request_id,
+                                            [], fields))
+            self.undispatched.append((start, end, batch))
+        else:
+            self._reply(ingress, identity, schema.ok_reply(request_id, **fields))
+            self._publish(dispatch_out, start, end, batch)
+
+    def _publish(self, dispatch_out: zmq.Socket[Any], start: int, end: int,
+                 requests: DispatchBatch | list[DispatchRequest]) -> None:
         dispatch_out.send_multipart([schema.DISPATCH, encode_dispatch(requests, start, end)])
         self.dispatched_end = max(self.dispatched_end, end)
 
@@ -280,7 +337,12 @@ class CommitLogWriterActor:
                 for fields in p.results:
                     if fields["status"] == PutStatus.PUT_OK.value:
                         fields["status"] = PutStatus.FLUSH_DISK_TIMEOUT.value
-            self._reply(ingress, p.identity, schema.ok_reply(p.request_id, results=p.results))
+                if p.packed is not None:
+                    p.packed["written_status"] = PutStatus.FLUSH_DISK_TIMEOUT.value
+            if p.packed is not None:
+                self._reply(ingress, p.identity, schema.ok_reply(p.request_id, **p.packed))
+            else:
+                self._reply(ingress, p.identity, schema.ok_reply(p.request_id, results=p.results))
 
     def _drain_sync(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any],
                     flushed_in: zmq.Socket[Any]) -> None:
@@ -316,12 +378,17 @@ class CommitLogWriterActor:
             op = schema.field(message, "op", str)
             if op == OP_SEND:
                 return identity, (request_id, *self._messages(message))
+            if op == OP_SEND_ENCODED:
+                self.encoded.append((identity, request_id, message))
+                return identity, None
             self._reply(ingress, identity, self._admin(op, message, request_id))
         except schema.SchemaError as exc:
             self._reply(ingress, identity, schema.error_reply(request_id, schema.BAD_REQUEST, str(exc)))
         return identity, None
 
     def _admin(self, op: str, message: dict[str, Any], request_id: Any) -> dict[str, Any]:
+        if op == OP_ENCODING:
+            return schema.ok_reply(request_id, **encoded_sends.encoding_fields(self.rt.config.store))
         if op == OP_PING:
             return schema.ok_reply(request_id, pid=os.getpid(), written=self.commitlog.max_offset)
         if op == OP_TOPICS:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
-from engine.dispatch import DispatchRequest
+from engine.dispatch import DispatchBatch, DispatchRequest
 
 
 class ConsumeQueueStore:
@@ -56,6 +56,19 @@ class ConsumeQueueStore:
             cq = self.get(request.topic, request.queue_id, create=True)
             assert cq is not None
             cq.append(request.queue_offset, request.phys_offset, request.size, request.tags_code)
+
+    def dispatch_batch(self, batch: DispatchBatch) -> None:
+        """``dispatch`` for every row of a batch, from its columns (no per-record objects)."""
+        rows = batch.columns[batch.with_queue_entry()]
+        fields = rows[["topic", "queue_id", "queue_offset", "phys_offset", "size", "tags_code"]].tolist()
+        queues: dict[tuple[int, int], ConsumeQueue] = {}
+        for topic, queue_id, queue_offset, phys_offset, size, tags_code in fields:
+            cq = queues.get((topic, queue_id))
+            if cq is None:
+                cq = self.get(batch.topics[topic], queue_id, create=True)
+                assert cq is not None
+                queues[(topic, queue_id)] = cq
+            cq.append(queue_offset, phys_offset, size, tags_code)
 
     def published_state(self) -> tuple[dict[tuple[str, int], int], int]:
         """Read off the files, trusting no cursor (another process writes them): each queue's next

@@ -6,8 +6,11 @@ index builder that misses some can always rebuild them by decoding the commitlog
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
 
 from engine.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
 
@@ -34,6 +37,55 @@ class DispatchRequest:
     def has_queue_entry(self) -> bool:
         """Prepared and rolled-back transaction records get no consume-queue entry."""
         return self.sys_flag & SYSFLAG_TX_MASK in (0, SYSFLAG_TX_COMMIT)
+
+
+DISPATCH_COLUMNS = np.dtype([("phys_offset", "<i8"), ("size", "<i4"), ("topic", "<u2"), ("queue_id", "<i4"),
+                             ("queue_offset", "<i8"), ("tags_code", "<i8"), ("store_ms", "<i8"), ("sys_flag", "<i4")])
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchBatch:
+    """DispatchRequests as columns (``DISPATCH_COLUMNS``, one row per record in commitlog order), the
+    topic table their ``topic`` column indexes, and each record's index keys (space separated) and
+    UNIQ_KEY ("" for none): what one writer append, or one chunk of reput, tells the builders."""
+
+    columns: np.ndarray[Any, Any]
+    topics: list[str]
+    keys: list[str]
+    uniq_keys: list[str]
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @classmethod
+    def from_requests(cls, requests: list[DispatchRequest]) -> DispatchBatch:
+        topics: dict[str, int] = {}
+        columns = np.array([(r.phys_offset, r.size, topics.setdefault(r.topic, len(topics)), r.queue_id, r.queue_offset,
+                             r.tags_code, r.store_ms, r.sys_flag) for r in requests], dtype=DISPATCH_COLUMNS)
+        return cls(columns, list(topics), [" ".join(r.keys) for r in requests], [r.uniq_key or "" for r in requests])
+
+    def requests(self) -> Iterator[DispatchRequest]:
+        for (phys, size, topic, queue_id, queue_offset, tags_code, store_ms, sys_flag), keys, uniq in zip(
+                self.columns.tolist(), self.keys, self.uniq_keys, strict=True):
+            yield DispatchRequest(self.topics[topic], queue_id, phys, size, tags_code, store_ms, queue_offset,
+                                  tuple(k for k in keys.split(" ") if k), uniq or None, sys_flag)
+
+    def with_queue_entry(self) -> np.ndarray[Any, Any]:
+        """Which rows get a consume-queue entry (prepared and rolled-back transactions do not)."""
+        tx = self.columns["sys_flag"] & SYSFLAG_TX_MASK
+        return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
+
+    def queue_ends(self) -> dict[tuple[str, int], int]:
+        """Per (topic, queue id) with entries in the batch: the queue offset after its last."""
+        rows = self.columns[self.with_queue_entry()]
+        return {(self.topics[topic], queue_id): queue_offset + 1
+                for topic, queue_id, queue_offset in rows[["topic", "queue_id", "queue_offset"]].tolist()}
+
+    def after(self, phys_offset: int) -> DispatchBatch:
+        """The records at or after ``phys_offset``."""
+        first = int(np.searchsorted(self.columns["phys_offset"], phys_offset))
+        return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys[first:],
+                                                     self.uniq_keys[first:])
 
 
 class Dispatcher(Protocol):

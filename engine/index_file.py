@@ -263,8 +263,9 @@ class IndexFile:
 
     # -- entries --------------------------------------------------------------------------------
 
-    def put_key(self, key: str, phys_offset: int, store_ms: int) -> bool:
-        """Add one entry (``IndexFile.putKey``); False when the file is full."""
+    def put_key(self, key: str, phys_offset: int, store_ms: int, key_hash: int | None = None) -> bool:
+        """Add one entry (``IndexFile.putKey``); False when the file is full. ``key_hash`` is
+        ``index_hash(key)`` when the caller hashed a batch of keys at once."""
         mm = self._writable_map()
         if not 0 <= phys_offset <= _LONG_MAX:
             raise ValueError(f"phys_offset out of range: {phys_offset}")
@@ -273,7 +274,8 @@ class IndexFile:
         index_count = self.index_count
         if index_count >= self._entry_count:
             return False
-        key_hash = index_hash(key)
+        if key_hash is None:
+            key_hash = index_hash(key)
         slot_pos = self._slot_pos(key_hash)
         slot_value = int(_INT.unpack_from(mm, slot_pos)[0])
         if slot_value <= INVALID_INDEX or slot_value > index_count:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from engine.dispatch import DispatchBatch
 from engine.index_file import TMP_SUFFIX, IndexFile, IndexFileError
+from engine.jhash import index_hashes
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 KEY_JOINER = "#"
@@ -189,8 +191,10 @@ class IndexService:
         phys_offset: int,
         store_ms: int,
         sys_flag: int,
+        key_hashes: Mapping[str, int] | None = None,
     ) -> None:
         """Index one dispatched record (``IndexService.buildIndex``): UNIQ_KEY, then each non-empty key.
+        ``key_hashes`` maps ``index_key`` strings to their hashes when a batch was hashed at once.
 
         ``keys`` is the KEYS property already split on single spaces. A record below the newest
         file's end offset was indexed before and is skipped; a rolled-back transaction is never
@@ -213,10 +217,25 @@ class IndexService:
             if key in already:
                 continue
             full_key = index_key(topic, key)
-            if not last.put_key(full_key, phys_offset, store_ms):
+            key_hash = key_hashes.get(full_key) if key_hashes is not None else None
+            if not last.put_key(full_key, phys_offset, store_ms, key_hash):
                 last = self._roll()
-                if not last.put_key(full_key, phys_offset, store_ms):
+                if not last.put_key(full_key, phys_offset, store_ms, key_hash):
                     raise IndexFileError(f"new index file {last.name} refused its first key")
+
+    def build_batch(self, batch: DispatchBatch) -> None:
+        """``build`` for every record of a dispatch batch, its keys hashed with numpy in one go."""
+        rows = batch.columns[["phys_offset", "topic", "store_ms", "sys_flag"]].tolist()
+        full_keys = []
+        for (_, topic, _, _), keys, uniq in zip(rows, batch.keys, batch.uniq_keys, strict=True):
+            name = batch.topics[topic]
+            if uniq:
+                full_keys.append(index_key(name, uniq))
+            full_keys.extend(index_key(name, k) for k in keys.split(" ") if k)
+        hashes = dict(zip(full_keys, index_hashes(full_keys), strict=True))
+        for (phys, topic, store_ms, sys_flag), keys, uniq in zip(rows, batch.keys, batch.uniq_keys, strict=True):
+            self.build(batch.topics[topic], keys.split(" ") if keys else (), uniq or None, phys, store_ms, sys_flag,
+                       hashes)
 
     def flush(self) -> int:
         """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.

@@ -18,6 +18,7 @@ disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -25,6 +26,15 @@ from typing import Any
 from ipc.ack_consumer import AckConsumer
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from ipc.consumer import Consumer
+from ipc.encoded import (
+    OP_ENCODING,
+    OP_SEND_ENCODED,
+    BatchEncoder,
+    Encoding,
+    EncodingError,
+    request_fields,
+    results_from_reply,
+)
 from ipc.endpoints import Endpoints
 from ipc.messages import SERVICE_NOT_AVAILABLE, Outgoing, ReceivedMessage, ReplyError, SendResult
 from ipc.receipts import Delivery, Receipt
@@ -36,6 +46,7 @@ __all__ = [
     "BrokerTimeoutError",
     "Consumer",
     "Delivery",
+    "EncodingError",
     "Endpoints",
     "Outgoing",
     "Producer",
@@ -64,6 +75,8 @@ class Producer:
         self._backoff_ms = retry_backoff_ms
         ep = resolve_endpoints(store_dir, endpoints)
         self._channel = Channel({"ingress": [ep.ingress]}, name="mqstore-producer", curve=ep.curve)
+        self._encoder: BatchEncoder | None = None
+        self._encoder_lock = threading.Lock()
 
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
              properties: Mapping[str, str] | None = None, queue: int | None = None,
@@ -135,6 +148,38 @@ class Producer:
 
         attempt(list(range(len(wire))), self._retries, 0)
         return outer
+
+    def send_encoded(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
+        """``send_batch`` with the records encoded here, whole (``ipc.encoded``), so the writer only
+        checks, stamps and copies them: the fast path for batches. Delayed messages, and messages
+        the store would refuse, raise EncodingError before anything is sent; nothing is retried."""
+        return self.send_encoded_async(messages).result()
+
+    def send_encoded_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
+        if not messages:
+            raise ValueError("send_encoded needs at least one message")
+        encoder = self._batch_encoder()
+        batch = encoder.encode([Outgoing.of(m) for m in messages])
+        outer: Future[list[SendResult]] = Future()
+        outer.set_running_or_notify_cancel()
+
+        def on_reply(reply: Future[dict[str, Any]]) -> None:
+            try:
+                outer.set_result(results_from_reply(reply.result(), batch, encoder.encoding.store_host))
+            except BaseException as exc:
+                outer.set_exception(exc)
+
+        self._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=self._timeout_ms,
+                           **request_fields(batch)).add_done_callback(on_reply)
+        return outer
+
+    def _batch_encoder(self) -> BatchEncoder:
+        """Asks the writer how it encodes, once (never from the I/O thread: it would wait on itself)."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                reply = self._channel.call("ingress", OP_ENCODING, timeout_ms=self._timeout_ms).result()
+                self._encoder = BatchEncoder(Encoding.from_reply(reply))
+            return self._encoder
 
     def close(self) -> None:
         self._channel.close()
