@@ -60,6 +60,8 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--body-bytes", type=int, default=128)
     parser.add_argument("--batch", type=int, default=100, help="messages per send")
     parser.add_argument("--inflight", type=int, default=4, help="batch sends outstanding per producer")
+    parser.add_argument("--wire", choices=("encoded", "map"), default="encoded",
+                        help="records encoded by the producer (send_encoded), or one map per message (send_batch)")
     parser.add_argument("--topics", type=int, default=1)
     parser.add_argument("--queues", type=int, default=4, help="queues per topic")
     parser.add_argument("--key-share", type=float, default=0.1, help="share of messages with a key (0.1)")
@@ -77,7 +79,7 @@ def workload_from(args: argparse.Namespace) -> Any:
     return Workload(producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes, batch=args.batch,
                     topics=args.topics, queues=args.queues, key_share=args.key_share, tag_share=args.tag_share,
                     rate=None if args.rate == "max" else float(args.rate), count=count, duration_s=args.duration,
-                    inflight=args.inflight, readers=args.readers, drain_s=args.drain_s).validate()
+                    inflight=args.inflight, readers=args.readers, drain_s=args.drain_s, wire=args.wire).validate()
 
 
 def _load(args: argparse.Namespace) -> int:

@@ -53,6 +53,7 @@ class Workload:
     count: int | None = 100_000
     duration_s: float | None = None
     inflight: int = 4
+    wire: str = "encoded"            # "encoded": Producer.send_encoded; "map": Producer.send_batch
     topic_prefix: str = "Bench"
     readers: int = 1
     drain_s: float = 30.0
@@ -74,6 +75,8 @@ class Workload:
             raise ValueError("key and tag shares are fractions between 0 and 1")
         if self.count is None and self.duration_s is None:
             raise ValueError("a run is bounded: give a count or a duration")
+        if self.wire not in ("encoded", "map"):
+            raise ValueError("wire is 'encoded' (records encoded by the producer) or 'map' (send_batch)")
         if self.rate is not None and self.rate <= 0:
             raise ValueError("the rate must be positive (leave it out for as fast as possible)")
         return self
@@ -147,6 +150,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
     seq = itertools.count()
     sent = 0
     with Producer(store, timeout_ms=spec.timeout_ms, retries=0) as producer:
+        send = producer.send_encoded_async if spec.wire == "encoded" else producer.send_batch_async
         while time.time() < start_at:
             time.sleep(0.001)
         begin = time.monotonic()
@@ -174,7 +178,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
                     msg["keys"] = (f"k{worker}-{next(seq)}",)
                 msgs.append(msg)
             t0 = time.perf_counter()
-            future = producer.send_batch_async(msgs)
+            future = send(msgs)
             future.add_done_callback(lambda f, t0=t0, n=n: _done(meter, rts, f, t0, n))
             outstanding.append(future)
             sent += n
