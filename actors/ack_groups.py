@@ -113,6 +113,9 @@ class AckGroups:
         refused = self._not_owner(request_id, pull.key)
         if refused is not None:
             return refused
+        if pull.key not in self.queues and len(self.queues) >= self.cfg.ack_max_queues:
+            return schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, f"reader {self.reader_index} "
+                                      f"serves {len(self.queues)} ack-mode queues, its [broker] ack_max_queues")
         now = self.now_ms()
         msgs = self._serve(pull, now, recheck=True)
         if not msgs and wait_ms > 0 and self.parked_count < MAX_PARKED:

@@ -68,6 +68,7 @@ class BrokerSection:
     ack_prefetch: int = 64                   # unacked deliveries per consumer and queue
     ack_idle_flush_ms: int = 1_000           # a queue index idle this long moves its journal to segments
     ack_max_journal_entries: int = 32_768    # ... and a journal this long moves at once
+    ack_max_queues: int = 1_000              # (group, topic, queue) indexes one reader opens for clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,7 @@ class BrokerConfig:
         if not 1 <= self.broker.default_queues <= self.broker.max_queues:
             raise ConfigError("broker.default_queues must be between 1 and broker.max_queues")
         if min(self.broker.ack_visibility_timeout_ms, self.broker.ack_max_deliveries, self.broker.ack_prefetch,
-               self.broker.ack_max_journal_entries) < 1:
+               self.broker.ack_max_journal_entries, self.broker.ack_max_queues) < 1:
             raise ConfigError("broker.ack_visibility_timeout_ms, ack_max_deliveries, ack_prefetch and "
                               "ack_max_journal_entries must be at least 1")
         for section in (self.flush, self.broker, self.supervisor):

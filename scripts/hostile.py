@@ -9,6 +9,7 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``big_frame_flood``      frames just under the ingress limit, sent as fast as the socket takes them
 - ``slow_readers``         long-poll and full pulls from DEALERs that never read a reply
 - ``connection_flood``     many connections, each its own DEALER identity, a request each, then gone
+- ``ack_group_flood``      ack-mode pulls for thousands of new groups (each a queue index on a reader)
 - ``invalid_msgpack``      random bytes, truncated maps, non-maps, wrong versions, extra frames
 - ``wrong_types``          every field of every request given values of the wrong type or range
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
@@ -256,6 +257,14 @@ class Attacks:
                 sock.close(0)
         return {"connections": self.args.connections, "replies": dict(statuses)}
 
+    def ack_group_flood(self) -> dict[str, Any]:
+        """An ack-mode pull for each of many new groups: each opens a queue index (files, an open
+        journal) on the reader that owns it."""
+        frames = [[schema.pack(schema.request("ack_pull", i, group=f"flood-{i}", topic=GOOD_TOPIC, queue=0,
+                                              consumer="c", max=1))] for i in range(self.args.ack_groups)]
+        return {"groups": self.args.ack_groups, "replies": self._exchange(self.ep.reader(0), frames,
+                                                                          max(self.args.seconds, 30))}
+
     def invalid_msgpack(self) -> dict[str, Any]:
         frames = invalid_frames(self.rng, self.args.frames)
         out = {}
@@ -292,19 +301,19 @@ class Attacks:
         return {"max_offset": top, "replies": replies}
 
 
-ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "invalid_msgpack",
-           "wrong_types", "offsets_beyond_max")
+ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "ack_group_flood",
+           "invalid_msgpack", "wrong_types", "offsets_beyond_max")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="mqstore-hostile-", dir=args.dir))
     broker_extra = (f"max_request_bytes = {args.max_request_bytes}\ningress_hwm = {args.ingress_hwm}\n"
-                    f"reader_hwm = {args.reader_hwm}")
+                    f"reader_hwm = {args.reader_hwm}\nack_max_queues = {args.ack_max_queues}")
     broker = Broker(root, broker_extra=broker_extra, tcp_port=free_port_range(12) if args.tcp else None,
                     extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n")
     verdict: dict[str, Any] = {"attacks": {}, "tcp": args.tcp, "config": {
         "max_request_bytes": args.max_request_bytes, "ingress_hwm": args.ingress_hwm, "reader_hwm": args.reader_hwm,
-        "max_body_bytes": args.max_message_bytes}}
+        "max_body_bytes": args.max_message_bytes, "ack_max_queues": args.ack_max_queues}}
     with broker:
         endpoints = broker.endpoints()
         ctx: zmq.Context[Any] = zmq.Context() if endpoints.curve is None else _curve_context(endpoints)
@@ -369,6 +378,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--frames", type=int, default=200, help="frames per attack that sends many")
     p.add_argument("--flood-frames", type=int, default=40, help="big frames in the flood")
     p.add_argument("--slow-readers", type=int, default=20)
+    p.add_argument("--ack-groups", type=int, default=3000, help="new ack-mode groups in the group flood")
+    p.add_argument("--ack-max-queues", type=int, default=1000, help="the broker's [broker] ack_max_queues")
     p.add_argument("--seconds", type=float, default=3.0, help="how long an attack waits for replies")
     p.add_argument("--max-request-bytes", type=int, default=8 << 20, help="the broker's ingress frame limit")
     p.add_argument("--max-message-bytes", type=int, default=4 << 20, help="the store's max message size")

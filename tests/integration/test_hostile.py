@@ -11,20 +11,22 @@ import pytest
 import zmq
 
 from ipc import schema
-from ipc.client import Producer
+from ipc.client import Admin, Producer
 from scripts.hostile import main, parse_args, run
-from tests.integration.broker import Broker
+from tests.integration.broker import Broker, wait_for
 
 
 @pytest.mark.slow
 def test_hostile_clients_smoke(tmp_path: Path) -> None:
     verdict = run(parse_args(["--connections", "40", "--frames", "30", "--flood-frames", "6", "--slow-readers", "4",
+                              "--ack-groups", "12", "--ack-max-queues", "6",
                               "--seconds", "1.5", "--max-request-bytes", str(2 << 20), "--max-message-bytes",
                               str(1 << 20), "--rss-limit-mb", "2048", "--dir", str(tmp_path)]))
     assert verdict["ok"], verdict["findings"]
     attacks = verdict["attacks"]
     assert set(attacks) == {"oversized_frames", "big_frame_flood", "slow_readers", "connection_flood",
-                            "invalid_msgpack", "wrong_types", "offsets_beyond_max"}
+                            "ack_group_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max"}
+    assert attacks["ack_group_flood"]["answered"]["replies"] == {"OK": 6, "SERVICE_NOT_AVAILABLE": 6}
     assert all(a["good_client"]["served"] for a in attacks.values())
     assert attacks["offsets_beyond_max"]["answered"]["replies"] == {"OFFSET_OVERFLOW_BADLY": 3, "BAD_REQUEST": 2}
     assert set(attacks["invalid_msgpack"]["answered"]["reader"]) <= {"BAD_REQUEST", "OK", "UNKNOWN_OP"}
@@ -64,3 +66,33 @@ def test_reader_replies_to_a_client_that_never_reads_are_bounded_by_reader_hwm(t
         sock.close(0)
         ctx.term()
         assert grown_mib < 40, f"reader-0 grew by {grown_mib:.0f} MiB for a client that never reads"
+
+
+@pytest.mark.slow
+def test_ack_mode_queues_a_client_opens_are_bounded_by_ack_max_queues(tmp_path: Path) -> None:
+    """Every ack-mode pull for a new group opened a queue index (files, an open journal, a turn in
+    every tick) with no limit: 3,000 groups from one client stalled reader-0 for over a minute, its
+    other clients' pulls timing out. A reader now opens at most [broker] ack_max_queues for clients;
+    past it a new one is refused with SERVICE_NOT_AVAILABLE and the open ones are served as before."""
+    broker = Broker(tmp_path, broker_extra="ack_max_queues = 3")
+    with broker, Producer(broker.store) as producer:
+        assert producer.send("Acked", b"m", queue=0).ok
+        with Admin(broker.store) as admin:  # a queue index opens once its queue is published
+            wait_for(lambda: admin.queue_info("Acked").get(0, (0, 0))[1] == 1, 30, "the message published")
+        ctx: zmq.Context[object] = zmq.Context()
+        sock = ctx.socket(zmq.DEALER)
+        sock.connect(broker.endpoints().reader(0))
+
+        def ack_pull(group: str) -> dict[str, object]:
+            sock.send(schema.pack(schema.request("ack_pull", 1, group=group, topic="Acked", queue=0, consumer="c")))
+            assert sock.poll(30_000)
+            return schema.unpack(sock.recv())
+        try:
+            assert [ack_pull(f"g{i}")["ok"] for i in range(3)] == [True] * 3
+            refused = ack_pull("g3")
+            assert refused["ok"] is False and refused["status"] == "SERVICE_NOT_AVAILABLE"
+            assert "ack_max_queues" in str(refused["reason"])
+            assert ack_pull("g0")["ok"] is True  # an open queue is served as before
+        finally:
+            sock.close(0)
+            ctx.term()
