@@ -252,7 +252,10 @@ class BrokerFront:
         offset = _int(ext, "queueOffset", lo=0)
         sys_flag = _int(ext, "sysFlag", 0)
         if sys_flag & rm.PULL_COMMIT_OFFSET and _int(ext, "commitOffset", 0) > 0:
-            await self._commit(group, topic, queue_id, _int(ext, "commitOffset", lo=0))
+            try:
+                await self._commit(group, topic, queue_id, _int(ext, "commitOffset", lo=0))
+            except BrokerError as exc:  # a refused commit (past the queue's end) must not fail the pull
+                log.info("pull of %s/%d by %s: commit refused: %s", topic, queue_id, group, exc)
         wait_ms = 0
         if sys_flag & rm.PULL_SUSPEND:
             wait_ms = min(_int(ext, "suspendTimeoutMillis", 15_000, lo=0), self.config.broker.long_poll_max_ms)

@@ -128,6 +128,9 @@ def test_pull_statuses_tag_filter_and_commit_flag(front: tuple[Broker, int], cli
     assert committed.code == rm.SUCCESS
     with Admin(broker.store) as admin:
         assert admin.fetch_offset("GC", "Pulls", 0) == 4
+    # a commit the readers refuse (past the queue's end) leaves the pull itself served
+    refused = pull(client, "Pulls", 0, 6, sys_flag=rm.PULL_COMMIT_OFFSET, group="GC", commit=500)
+    assert refused.code == rm.SUCCESS and len(rm.decode_records(refused.body)) == 4
 
 
 def test_suspended_pull_is_answered_when_a_message_arrives(front: tuple[Broker, int],
