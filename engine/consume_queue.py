@@ -138,6 +138,31 @@ class ConsumeQueue:
         self.max_phys_end = phys_offset + size
         return True
 
+    def append_entries(self, queue_offsets: npt.NDArray[np.int64], entries: CqEntries) -> None:
+        """``append`` for consecutive entries of one batch: one copy while they fall in the current
+        file and follow its end; anything else (a repeat, a new file, a gap) goes entry by entry."""
+        index = 0
+        while index < len(entries):
+            mf = self.queue.files[-1] if self.queue.files else None
+            first = int(queue_offsets[index])
+            if (mf is None or mf.file_base + mf.written_pos != first * CQ_ENTRY_SIZE
+                    or int(entries["phys_offset"][index]) < self.max_phys_end):
+                phys, size, tags = entries[index].tolist()
+                self.append(first, phys, size, tags)
+                index += 1
+                continue
+            room = mf.free_bytes // CQ_ENTRY_SIZE
+            run = min(room, len(entries) - index)
+            if run == 0 or int(queue_offsets[index + run - 1]) != first + run - 1:
+                phys, size, tags = entries[index].tolist()
+                self.append(first, phys, size, tags)
+                index += 1
+                continue
+            chunk = entries[index:index + run]
+            mf.append(chunk.tobytes())
+            self.max_phys_end = int(chunk["phys_offset"][-1]) + int(chunk["size"][-1])
+            index += run
+
     # -- read --------------------------------------------------------------------------------------
 
     def read(self, queue_offset: int, max_count: int) -> CqEntries:

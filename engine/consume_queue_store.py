@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
+import numpy as np
+
+from engine.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 from engine.dispatch import DispatchBatch, DispatchRequest
 
 
@@ -60,15 +62,18 @@ class ConsumeQueueStore:
     def dispatch_batch(self, batch: DispatchBatch) -> None:
         """``dispatch`` for every row of a batch, from its columns (no per-record objects)."""
         rows = batch.columns[batch.with_queue_entry()]
-        fields = rows[["topic", "queue_id", "queue_offset", "phys_offset", "size", "tags_code"]].tolist()
-        queues: dict[tuple[int, int], ConsumeQueue] = {}
-        for topic, queue_id, queue_offset, phys_offset, size, tags_code in fields:
-            cq = queues.get((topic, queue_id))
-            if cq is None:
-                cq = self.get(batch.topics[topic], queue_id, create=True)
-                assert cq is not None
-                queues[(topic, queue_id)] = cq
-            cq.append(queue_offset, phys_offset, size, tags_code)
+        group = (rows["topic"].astype(np.int64) << 32) | rows["queue_id"].astype(np.int64)
+        order = np.argsort(group, kind="stable")  # commitlog order within each queue
+        rows, group = rows[order], group[order]
+        bounds = np.flatnonzero(np.diff(group)) + 1
+        for part in np.split(np.arange(len(rows)), bounds) if len(rows) else ():
+            first = rows[part[0]]
+            cq = self.get(batch.topics[int(first["topic"])], int(first["queue_id"]), create=True)
+            assert cq is not None
+            entries = np.empty(len(part), dtype=CQ_DTYPE)
+            for name in ("phys_offset", "size", "tags_code"):
+                entries[name] = rows[name][part]
+            cq.append_entries(rows["queue_offset"][part], entries)
 
     def published_state(self) -> tuple[dict[tuple[str, int], int], int]:
         """Read off the files, trusting no cursor (another process writes them): each queue's next

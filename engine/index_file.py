@@ -41,9 +41,11 @@ import os
 import struct
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
+from engine.index_batch import put_keys
 from engine.jhash import index_hash
 
 INDEX_HEADER_SIZE = 40
@@ -263,9 +265,8 @@ class IndexFile:
 
     # -- entries --------------------------------------------------------------------------------
 
-    def put_key(self, key: str, phys_offset: int, store_ms: int, key_hash: int | None = None) -> bool:
-        """Add one entry (``IndexFile.putKey``); False when the file is full. ``key_hash`` is
-        ``index_hash(key)`` when the caller hashed a batch of keys at once."""
+    def put_key(self, key: str, phys_offset: int, store_ms: int) -> bool:
+        """Add one entry (``IndexFile.putKey``); False when the file is full."""
         mm = self._writable_map()
         if not 0 <= phys_offset <= _LONG_MAX:
             raise ValueError(f"phys_offset out of range: {phys_offset}")
@@ -274,8 +275,7 @@ class IndexFile:
         index_count = self.index_count
         if index_count >= self._entry_count:
             return False
-        if key_hash is None:
-            key_hash = index_hash(key)
+        key_hash = index_hash(key)
         slot_pos = self._slot_pos(key_hash)
         slot_value = int(_INT.unpack_from(mm, slot_pos)[0])
         if slot_value <= INVALID_INDEX or slot_value > index_count:
@@ -295,6 +295,12 @@ class IndexFile:
         _LONG.pack_into(mm, _END_PHYS_POS, phys_offset)
         _LONG.pack_into(mm, _END_MS_POS, store_ms)
         return True
+
+    def put_keys(self, key_hashes: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any],
+                 store_ms: np.ndarray[Any, Any]) -> int:
+        """``put_key`` for many already hashed keys, in order (``engine.index_batch``); returns how
+        many fit (the rest belong in the next file)."""
+        return put_keys(self._writable_map(), self._slot_count, self._entry_count, key_hashes, phys_offsets, store_ms)
 
     def select_phys_offsets(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Offsets of entries whose hash equals the key's and whose time is in [begin_ms, end_ms].

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+
+import numpy as np
 
 from engine.dispatch import DispatchBatch
 from engine.index_file import TMP_SUFFIX, IndexFile, IndexFileError
@@ -191,10 +193,8 @@ class IndexService:
         phys_offset: int,
         store_ms: int,
         sys_flag: int,
-        key_hashes: Mapping[str, int] | None = None,
     ) -> None:
         """Index one dispatched record (``IndexService.buildIndex``): UNIQ_KEY, then each non-empty key.
-        ``key_hashes`` maps ``index_key`` strings to their hashes when a batch was hashed at once.
 
         ``keys`` is the KEYS property already split on single spaces. A record below the newest
         file's end offset was indexed before and is skipped; a rolled-back transaction is never
@@ -217,25 +217,42 @@ class IndexService:
             if key in already:
                 continue
             full_key = index_key(topic, key)
-            key_hash = key_hashes.get(full_key) if key_hashes is not None else None
-            if not last.put_key(full_key, phys_offset, store_ms, key_hash):
+            if not last.put_key(full_key, phys_offset, store_ms):
                 last = self._roll()
-                if not last.put_key(full_key, phys_offset, store_ms, key_hash):
+                if not last.put_key(full_key, phys_offset, store_ms):
                     raise IndexFileError(f"new index file {last.name} refused its first key")
 
     def build_batch(self, batch: DispatchBatch) -> None:
-        """``build`` for every record of a dispatch batch, its keys hashed with numpy in one go."""
+        """``build`` for every record of a dispatch batch: keys hashed with numpy in one go and put
+        with ``IndexFile.put_keys`` (a record at exactly the newest file's end offset, a re-dispatch,
+        takes ``build``'s careful path first)."""
+        end = self._last_writable_file().end_phys_offset
+        full_keys: list[str] = []
+        key_phys: list[int] = []
+        key_ms: list[int] = []
         rows = batch.columns[["phys_offset", "topic", "store_ms", "sys_flag"]].tolist()
-        full_keys = []
-        for (_, topic, _, _), keys, uniq in zip(rows, batch.keys, batch.uniq_keys, strict=True):
-            name = batch.topics[topic]
-            if uniq:
-                full_keys.append(index_key(name, uniq))
-            full_keys.extend(index_key(name, k) for k in keys.split(" ") if k)
-        hashes = dict(zip(full_keys, index_hashes(full_keys), strict=True))
         for (phys, topic, store_ms, sys_flag), keys, uniq in zip(rows, batch.keys, batch.uniq_keys, strict=True):
-            self.build(batch.topics[topic], keys.split(" ") if keys else (), uniq or None, phys, store_ms, sys_flag,
-                       hashes)
+            if phys < end or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            name = batch.topics[topic]
+            if phys == end:
+                self.build(name, keys.split(" ") if keys else (), uniq or None, phys, store_ms, sys_flag)
+                continue
+            record_keys = ([uniq] if uniq else []) + [k for k in keys.split(" ") if k]
+            full_keys.extend(index_key(name, k) for k in record_keys)
+            key_phys.extend([phys] * len(record_keys))
+            key_ms.extend([store_ms] * len(record_keys))
+        hashes = np.asarray(index_hashes(full_keys), np.int64)
+        phys_offsets, store_times = np.asarray(key_phys, np.int64), np.asarray(key_ms, np.int64)
+        done = 0
+        while done < len(hashes):
+            last = self._last_writable_file()
+            put = last.put_keys(hashes[done:], phys_offsets[done:], store_times[done:])
+            if put == 0:
+                if last.index_count <= 1:
+                    raise IndexFileError(f"new index file {last.name} refused its first key")
+                self._roll()
+            done += put
 
     def flush(self) -> int:
         """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.
