@@ -40,7 +40,6 @@ from engine.jhash import java_hash
 from engine.mapped_file import MappedFile
 from engine.msgid import UniqKeyGenerator
 from engine.record import SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, DecodeKind
-from engine.record_batch import BatchError
 from engine.retention import CleanupDecision, decide, delete_expired_commitlog, disk_used_ratio
 from engine.topics import TopicError, TopicTable
 from engine.writer import CommitLogWriter
@@ -244,8 +243,8 @@ class CommitLogWriterActor:
             encoded = []
         if batch:
             self._write_messages(batch, ingress, dispatch_out, written_out)
-        for identity, request_id, message in encoded:
-            self._write_encoded(identity, request_id, message, ingress, dispatch_out, written_out)
+        if encoded:
+            encoded_sends.write_round(self, encoded, ingress, dispatch_out, written_out)
 
     def _write_messages(self, batch: list[tuple[bytes, Any, list[Message], list[int], list[PutResult | None]]],
                         ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]
@@ -284,41 +283,10 @@ class CommitLogWriterActor:
             if outcome.requests:
                 self._publish(dispatch_out, start, end, outcome.requests)
 
-    def _write_encoded(self, identity: bytes, request_id: Any, message: dict[str, Any], ingress: zmq.Socket[Any],
-                       dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
-        """One producer-encoded batch: checked, queues picked, appended and stamped as a whole."""
-        cfg = self.rt.config
-        if self.disk is not None and self.disk.disk_full:
-            self._reply(ingress, identity, schema.ok_reply(
-                request_id, results=b"", status=PutStatus.SERVICE_NOT_AVAILABLE.value, written_status="PUT_OK",
-                reason=f"disk {self.disk.used_ratio:.0%} used: sends are refused until space returns"))
-            return
-        try:
-            request = encoded_sends.parse(message)
-            checked = encoded_sends.check(request, cfg.store, cfg.broker.max_batch_messages)
-            queue_ids = encoded_sends.pick_queues(request, checked, self.topics, cfg.broker.default_queues,
-                                                  self.round_robin)
-        except (schema.SchemaError, BatchError) as exc:
-            self._reply(ingress, identity, schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, str(exc)))
-            return
-        start = self.commitlog.max_offset
-        outcome = self.writer.write_batch(request.records, checked, request.topics, queue_ids, wall_ms())
-        end = self.commitlog.max_offset
-        fields = encoded_sends.reply_fields(queue_ids, outcome)
-        if not len(outcome.phys_offsets):
-            self._reply(ingress, identity, schema.ok_reply(request_id, **fields))
-            return
-        self.last_store_ms = outcome.store_ms
-        batch = encoded_sends.dispatch_batch(request, checked, queue_ids, outcome)
-        if cfg.sync_flush:
-            written_out.send_multipart([schema.WRITTEN, schema.pack({"v": schema.VERSION, "end": end,
-                                                                     "store_ms": outcome.store_ms, "sync": True})])
-            self.pending.append(PendingSync(end, monotonic_ms() + cfg.flush.sync_timeout_ms, identity, request_id,
-                                            [], fields))
-            self.undispatched.append((start, end, batch))
-        else:
-            self._reply(ingress, identity, schema.ok_reply(request_id, **fields))
-            self._publish(dispatch_out, start, end, batch)
+    def _hold_for_flush(self, end: int, identity: bytes, request_id: Any, packed: dict[str, Any]) -> None:
+        """SYNC_FLUSH: an encoded send's reply waits for the flush to reach ``end``."""
+        self.pending.append(PendingSync(end, monotonic_ms() + self.rt.config.flush.sync_timeout_ms, identity,
+                                        request_id, [], packed))
 
     def _publish(self, dispatch_out: zmq.Socket[Any], start: int, end: int,
                  requests: DispatchBatch | list[DispatchRequest]) -> None:

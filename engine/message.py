@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from engine.config import check_topic
 from engine.host import Host
@@ -66,7 +67,18 @@ class Refusal:
     reason: str
 
 
-def record_properties(message: Message, uniq_key: str | None) -> dict[str, str] | Refusal:
+class Labelled(Protocol):
+    """What ``record_properties`` reads: a ``Message``, or a client's message before it is one."""
+
+    @property
+    def tags(self) -> str | None: ...
+    @property
+    def keys(self) -> Sequence[str]: ...
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+
+def record_properties(message: Labelled, uniq_key: str | None) -> dict[str, str] | Refusal:
     """The properties a record stores: the message's own plus TAGS, KEYS and UNIQ_KEY."""
     props: dict[str, str] = {}
     for name, value in message.properties.items():

@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.host import Host
 from engine.jhash import java_hash
-from engine.message import Message, Refusal, record_properties
+from engine.message import Refusal, record_properties
 from engine.msgid import UniqKeyGenerator, offset_msg_id
 from engine.record import PROP_DELAY, PROP_UNIQ_KEY, SCHEDULE_TOPIC
 from engine.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
@@ -71,12 +71,14 @@ class BatchEncoder:
             if len(m.body) > enc.max_body_bytes:
                 raise EncodingError(f"body of {len(m.body)} bytes exceeds the {enc.max_body_bytes}-byte limit")
             uniq = m.properties.get(PROP_UNIQ_KEY) or self._uniq.next()
-            msg = Message(m.topic, bytes(m.body), m.tags, tuple(m.keys), m.properties, m.flag, m.sys_flag)
-            props = record_properties(msg, uniq)
+            if isinstance(m.keys, str):
+                raise TypeError("keys must be a sequence of strings, not one string")
+            props = record_properties(m, uniq)
             if isinstance(props, Refusal):
                 raise EncodingError(props.reason)
             born_host = Host(*m.born_host) if m.born_host else enc.store_host
-            record = encode_one(topic=m.topic, body=msg.body, properties=props,
+            body = m.body.encode() if isinstance(m.body, str) else bytes(m.body)
+            record = encode_one(topic=m.topic, body=body, properties=props,
                                 queue_id=m.queue if m.queue is not None else 0, flag=m.flag, sys_flag=m.sys_flag,
                                 born_ms=m.born_ms if m.born_ms is not None else now_ms, born_host=born_host,
                                 store_host=enc.store_host, reconsume_times=m.reconsume_times, prop_crc=enc.prop_crc)

@@ -68,3 +68,25 @@ def test_a_broken_batch_is_refused_whole_and_nothing_is_written(tmp_path: Path) 
         assert producer.send_encoded([Outgoing("Fast", b"after")])[0].queue_offset == 0  # queue 1: round robin
         with Admin(broker.store) as admin:
             assert sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 2
+
+
+def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_path: Path) -> None:
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+        encoder = producer._batch_encoder()
+        broken = encoder.encode([Outgoing("Round", b"z" * 40)])
+        records = bytearray(broken.records)
+        records[records.index(b"z" * 40)] ^= 0xFF
+        fields = {"records": bytes(records), "columns": broken.columns, "topics": broken.topics,
+                  "tags": broken.tags, "keys": broken.keys, "uniq": broken.uniq_keys}
+        for _ in range(5):  # sent together, so some rounds merge good requests with the broken one
+            good = [producer.send_encoded_async([Outgoing("Round", f"{i}".encode(), tags="A")]) for i in range(8)]
+            bad = producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=5000, **fields)
+            good += [producer.send_encoded_async([Outgoing("Other", b"x"), Outgoing("Round", b"y")])]
+            assert all(r.ok for f in good for r in f.result())
+            with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL"):
+                bad.result()
+        with Admin(broker.store) as admin:
+            assert sum(hi - lo for lo, hi in admin.queue_info("Round").values()) == 5 * 9
+            assert sum(hi - lo for lo, hi in admin.queue_info("Other").values()) == 5
+        assert broker.stop() == 0
+    assert verify_store(broker.store).ok
