@@ -140,7 +140,7 @@ def _batch_template(spec: Workload, worker: int) -> list[dict[str, Any]]:
 
 
 def producer_main(worker: int, store: str, spec: Workload, share: int | None, stats: Any, start_at: float) -> None:
-    from ipc.client import Producer
+    from ipc.client import Outgoing, Producer
     template = _batch_template(spec, worker)
     meter = _Meter()
     rts: list[float] = []
@@ -154,6 +154,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
         while time.time() < start_at:
             time.sleep(0.001)
         begin = time.monotonic()
+        cpu_begin = time.process_time()
         stop_at = begin + spec.duration_s if spec.duration_s is not None and share is None else float("inf")
         next_send = begin
         next_report = begin + REPORT_EVERY_S
@@ -169,14 +170,10 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
             n = spec.batch if share is None else min(spec.batch, share - sent)
             born = now_us()
             stamp = born.to_bytes(STAMP_BYTES, "big")
-            msgs = []
-            for m in template[:n]:
-                msg = {"topic": m["topic"], "body": stamp + m["body"], "born_ms": born // 1000}
-                if "tags" in m:
-                    msg["tags"] = m["tags"]
-                if m["keyed"]:
-                    msg["keys"] = (f"k{worker}-{next(seq)}",)
-                msgs.append(msg)
+            born_ms = born // 1000
+            msgs = [Outgoing(m["topic"], stamp + m["body"], m.get("tags"),
+                             (f"k{worker}-{next(seq)}",) if m["keyed"] else (), born_ms=born_ms)
+                    for m in template[:n]]
             t0 = time.perf_counter()
             future = send(msgs)
             future.add_done_callback(lambda f, t0=t0, n=n: _done(meter, rts, f, t0, n))
@@ -191,6 +188,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
         last_us = now_us()
     stats.put(("send", worker, meter.take()))
     stats.put(("send_done", worker, {"first_us": first_us, "last_us": last_us, "attempted": sent,
+                                     "cpu_s": time.process_time() - cpu_begin,
                                      "rts_ms": np.asarray(rts, np.float32)}))
 
 
@@ -229,6 +227,7 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
     while time.time() < start_at:
         time.sleep(0.001)
     next_report = time.monotonic() + REPORT_EVERY_S
+    cpu_begin = time.process_time()
     try:
         while not stop.is_set():
             for consumer in consumers:
@@ -250,7 +249,8 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
             consumer.close()
     stats.put(("consume", worker, {"count": count}))
     stats.put(("consume_done", worker, {"latencies_us": np.concatenate(latencies) if latencies
-                                        else np.zeros(0, np.int64), "last_us": last_msg_us}))
+                                        else np.zeros(0, np.int64), "last_us": last_msg_us,
+                                        "cpu_s": time.process_time() - cpu_begin}))
 
 
 # -- the parent -----------------------------------------------------------------------------------------
@@ -343,6 +343,8 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "rt_max_ms": round(float(rts.max()), 3) if rts.size else None}
     if not send_done:
         send = {"backlog": sent_ok}
+    else:
+        send["cpu_us_per_msg"] = round(sum(d["cpu_s"] for d in send_done.values()) / max(sent_ok, 1) * 1e6, 2)
     out: dict[str, Any] = {"workload": asdict(spec), "send": send, "per_second": table.rows}
     lat = np.concatenate([d["latencies_us"] for d in consume_done.values()]) if consume_done else np.zeros(0, np.int64)
     if spec.consumers:
@@ -352,6 +354,7 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "messages": consumed, "complete": consumed >= sent_ok,
             "msgs_per_s_over_run": round(consumed / max(end - first, 1) * 1e6),
             "msgs_per_s_peak_second": max(busy, default=0),
+            "cpu_us_per_msg": round(sum(d["cpu_s"] for d in consume_done.values()) / max(consumed, 1) * 1e6, 2),
             "latency_ms": {"samples": int(lat.size), "p50": percentile_ms(lat, 50), "p99": percentile_ms(lat, 99),
                            "p99.9": percentile_ms(lat, 99.9),
                            "max": round(float(lat.max()) / 1000, 3) if lat.size else None}}

@@ -56,16 +56,31 @@ def private_memory(store: Path) -> dict[str, int]:
     return out
 
 
+def actor_cpu_s(store: Path) -> dict[str, float]:
+    """CPU seconds (user + system) each actor has used so far."""
+    out = {}
+    for name, info in control_request(store, "status")["actors"].items():
+        if info.get("pid"):
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(info["pid"]).cpu_times()
+                out[name] = times.user + times.system
+    return out
+
+
 def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLUSH",
                drain: bool = True) -> tuple[dict[str, Any], Path, BrokerRun]:
     """Producers alone for the run, then consumers drain the backlog. The broker stays up (caller stops)."""
     broker = BrokerRun(work / name, "--flush", flush, "--readers", str(spec.readers))
-    memory_before = private_memory(broker.store)
+    memory_before, cpu_before = private_memory(broker.store), actor_cpu_s(broker.store)
     send = run_load(broker.store, spec).summary["send"]
-    memory_after = private_memory(broker.store)
+    memory_after, cpu_after = private_memory(broker.store), actor_cpu_s(broker.store)
+    # where the time goes: CPU per message appended, by process (noise from other load stays out)
+    cpu = {n: round((cpu_after[n] - cpu_before.get(n, 0)) / max(send["messages_ok"], 1) * 1e6, 2) for n in cpu_after}
+    cpu["producers"] = send.get("cpu_us_per_msg", 0)
     out: dict[str, Any] = {"flush": flush, "producers": spec.producers, "body_bytes": spec.body_bytes,
                            "batch": spec.batch, "send": send,
-                           "private_memory_bytes": {"before": memory_before, "after": memory_after}}
+                           "private_memory_bytes": {"before": memory_before, "after": memory_after},
+                           "cpu_us_per_msg": cpu}
     if drain:
         backlog = Workload(**{**spec.__dict__, "producers": 0, "consumers": spec.readers,
                               "count": send["messages_ok"], "duration_s": None})
