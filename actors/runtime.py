@@ -18,6 +18,7 @@ import time
 from types import FrameType
 from typing import Any, Protocol
 
+import multiprocess
 import zmq
 
 from actors.config import BrokerConfig
@@ -104,14 +105,20 @@ def build_actor(name: str, runtime: Runtime) -> Actor:
 
 
 def die_with_parent() -> None:
-    """Ask the kernel for SIGTERM when the supervisor dies (even by SIGKILL), so no actor outlives it."""
-    parent = os.getppid()
+    """Ask the kernel for SIGTERM when the supervisor dies (even by SIGKILL), so no actor outlives it.
+
+    The supervisor's pid comes from the process object it started, not from ``getppid`` here: the
+    request only covers a parent alive when it is made, and a supervisor killed in the second an
+    actor spends starting up has already handed it to init. An orphan must stop before it opens a
+    file, or it keeps writing beside the next supervisor's actors."""
+    parent = multiprocess.parent_process()
+    supervisor_pid = parent.pid if parent is not None else os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         log.warning("cannot ask to die with the supervisor on this platform")
-    if os.getppid() != parent:  # it died before the request took effect
+    if os.getppid() != supervisor_pid:  # it died before the request took effect
         os.kill(os.getpid(), signal.SIGTERM)
 
 
