@@ -46,6 +46,7 @@ QUEUE_INDEX_DIR = "queueindex"
 MAX_PARKED = 65_536
 RECHECK_PARKED_MS = 2_000        # a waited-on queue is read off its files this often (lost notices)
 LOW_WATER_MS = 1_000             # how often the unacked low-water mark is written for retention
+IDLE_FLUSHES_PER_TICK = 8        # idle journals moved into segments per turn of the reader's loop
 
 
 def low_water_path(root: Path, reader_index: int) -> Path:
@@ -320,13 +321,16 @@ class AckGroups:
     def tick(self, now: int) -> None:
         """Expired deliveries back, parked pulls past their deadline answered, lost notices made up
         for, dead letters (re)sent, idle journals moved into segments."""
+        flushes = 0
         for key, q in list(self.queues.items()):
             deadline = q.next_deadline_ms()
             if deadline is not None and deadline <= now and q.expire(now):
                 self._wake(key, now)
             if q.dead:
                 self._send_dead_letters(key, now)
-            if q.index.dirty_count and now - self.last_op_ms.get(key, now) >= self.cfg.ack_idle_flush_ms:
+            if (q.index.dirty_count and flushes < IDLE_FLUSHES_PER_TICK
+                    and now - self.last_op_ms.get(key, now) >= self.cfg.ack_idle_flush_ms):
+                flushes += 1  # each writes segment files: many at once would stall every client
                 self._guarded(key, q.index.flush)
         while self._deadlines and self._deadlines[0][0] <= now:
             _, seq, key = heapq.heappop(self._deadlines)
@@ -343,7 +347,7 @@ class AckGroups:
                     self._wake(key, now)
         if self.dead_letters is not None:
             self.dead_letters.expire(now)
-        if now >= self._low_water_at:
+        if now >= self._low_water_at and self.rt.config.retention.keep_unacked:  # its only reader
             self._low_water_at = now + LOW_WATER_MS
             self._write_low_water()
 

@@ -68,7 +68,7 @@ class BrokerSection:
     ack_prefetch: int = 64                   # unacked deliveries per consumer and queue
     ack_idle_flush_ms: int = 1_000           # a queue index idle this long moves its journal to segments
     ack_max_journal_entries: int = 32_768    # ... and a journal this long moves at once
-    ack_max_queues: int = 1_000              # (group, topic, queue) indexes one reader opens for clients
+    ack_max_queues: int = 256                # (group, topic, queue) indexes one reader opens for clients
 
 
 @dataclass(frozen=True, slots=True)

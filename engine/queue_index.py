@@ -201,13 +201,17 @@ class QueueIndex:
         return self._journal_fd is None
 
     def lowest_unacked_seq_id(self) -> int:
-        """The lowest unacked seq_id, or ``next_seq_id`` when none is; reads one segment."""
+        """The lowest unacked seq_id, or ``next_seq_id`` when none is. Reads the first live segment in
+        growing windows: the lowest is usually near its start, and a whole segment is 16,384 entries."""
         live = sorted(num for num, seg in self._segments.items() if seg.unacked_count)
         for num in live:
             base = num * self._entries_per_segment
-            entries = self.read(base, base + self._entries_per_segment)
-            if entries:
-                return entries[0].seq_id
+            start, window, end = base, 64, base + self._entries_per_segment
+            while start < end:
+                entries = self.read(start, min(start + window, end))
+                if entries:
+                    return entries[0].seq_id
+                start, window = start + window, window * 4
         return self._next_seq_id
 
     # --- writes -------------------------------------------------------------------------------

@@ -379,7 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--flood-frames", type=int, default=40, help="big frames in the flood")
     p.add_argument("--slow-readers", type=int, default=20)
     p.add_argument("--ack-groups", type=int, default=3000, help="new ack-mode groups in the group flood")
-    p.add_argument("--ack-max-queues", type=int, default=1000, help="the broker's [broker] ack_max_queues")
+    p.add_argument("--ack-max-queues", type=int, default=256, help="the broker's [broker] ack_max_queues")
     p.add_argument("--seconds", type=float, default=3.0, help="how long an attack waits for replies")
     p.add_argument("--max-request-bytes", type=int, default=8 << 20, help="the broker's ingress frame limit")
     p.add_argument("--max-message-bytes", type=int, default=4 << 20, help="the store's max message size")
