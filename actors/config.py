@@ -54,8 +54,8 @@ class BrokerSection:
     offset_persist_interval_ms: int = 5_000
     max_batch_messages: int = 4096
     max_request_bytes: int = 64 * 1024 * 1024
-    ingress_hwm: int = 10_000           # requests ZeroMQ queues per producer connection: with max_request_bytes
-                                        # the memory one connection can make the writer hold
+    ingress_hwm: int = 10_000           # requests ZeroMQ queues per producer connection (then it stops reading
+                                        # it): with max_request_bytes what one connection makes the writer hold
     reader_hwm: int = 1_000             # requests, and replies a client does not read, queued per connection
                                         # of a reader: past it replies are dropped (the client times out)
     tick_interval_ms: int = 100

@@ -143,7 +143,8 @@ class CommitLogWriterActor:
         ep = self.rt.endpoints
         ctx = self.rt.ctx
         max_bytes = self.rt.config.broker.max_request_bytes
-        ingress = bind(ctx, zmq.ROUTER, ep.ingress, max_msg_bytes=max_bytes, hwm=self.rt.config.broker.ingress_hwm)
+        # inbound bounded (a flood waits in the sender); replies not: a pipelining producer must get every one
+        ingress = bind(ctx, zmq.ROUTER, ep.ingress, max_msg_bytes=max_bytes, rcvhwm=self.rt.config.broker.ingress_hwm)
         dispatch_out = bind(ctx, zmq.PUB, ep.dispatch, hwm=100_000)
         written_out = bind(ctx, zmq.PUB, ep.written)
         flushed_in = connect(ctx, zmq.SUB, ep.flushed, subscribe=(schema.FLUSHED,))

@@ -12,12 +12,13 @@ DEFAULT_LINGER_MS = 0
 MAX_INBOUND_BYTES = 64 * 1024 * 1024
 
 
-def make_socket(ctx: zmq.Context[Any], kind: int, *, hwm: int = DEFAULT_HWM, linger_ms: int = DEFAULT_LINGER_MS,
-                rcvtimeo_ms: int = -1, max_msg_bytes: int = MAX_INBOUND_BYTES,
+def make_socket(ctx: zmq.Context[Any], kind: int, *, hwm: int = DEFAULT_HWM, rcvhwm: int | None = None,
+                linger_ms: int = DEFAULT_LINGER_MS, rcvtimeo_ms: int = -1, max_msg_bytes: int = MAX_INBOUND_BYTES,
                 subscribe: tuple[bytes, ...] = ()) -> zmq.Socket[Any]:
+    """``hwm`` for both directions, unless ``rcvhwm`` sets the inbound one apart."""
     sock: zmq.Socket[Any] = ctx.socket(kind)
     sock.setsockopt(zmq.SNDHWM, hwm)
-    sock.setsockopt(zmq.RCVHWM, hwm)
+    sock.setsockopt(zmq.RCVHWM, hwm if rcvhwm is None else rcvhwm)
     sock.setsockopt(zmq.LINGER, linger_ms)
     sock.setsockopt(zmq.RCVTIMEO, rcvtimeo_ms)
     sock.setsockopt(zmq.MAXMSGSIZE, max_msg_bytes)

@@ -51,6 +51,7 @@ HOSTILE_TOPIC = "Hostile"
 QUIET_TOPIC = "Quiet"
 SLOW_TOPIC = "Slow"
 NO_REPLY = "NO_REPLY"
+WINDOW = 32  # requests in flight per connection, but for the floods
 
 
 class GoodClient:
@@ -194,11 +195,17 @@ class Attacks:
         self.rng = random.Random(args.seed)
         self.findings: list[str] = []
 
-    def _exchange(self, endpoint: str, frames: list[list[bytes]], timeout_s: float | None = None) -> dict[str, int]:
+    def _exchange(self, endpoint: str, frames: list[list[bytes]], timeout_s: float | None = None,
+                  window: int = WINDOW) -> dict[str, int]:
+        """Send ``frames``, at most ``window`` unanswered at a time (as a client library does; a flood
+        passes a window as large as the flood), and count the replies."""
+        statuses: Counter[str] = Counter()
         with dealer(self.ctx, endpoint) as sock:
-            for parts in frames:
-                sock.send_multipart(parts)
-            return dict(collect(sock, len(frames), timeout_s or self.args.seconds))
+            for start in range(0, len(frames), window):
+                for parts in frames[start:start + window]:
+                    sock.send_multipart(parts)
+                statuses.update(collect(sock, len(frames[start:start + window]), timeout_s or self.args.seconds))
+        return dict(statuses)
 
     def oversized_frames(self) -> dict[str, Any]:
         limit = self.args.max_request_bytes
@@ -214,7 +221,8 @@ class Attacks:
         body = os.urandom(self.args.max_request_bytes - 4096)
         frame = schema.pack(schema.request("send", 1, msgs=[{"topic": HOSTILE_TOPIC, "body": body}]))
         return {"frames": self.args.flood_frames, "frame_bytes": len(frame),
-                "replies": self._exchange(self.ep.ingress, [[frame]] * self.args.flood_frames)}
+                "replies": self._exchange(self.ep.ingress, [[frame]] * self.args.flood_frames,
+                                          window=self.args.flood_frames)}
 
     def slow_readers(self) -> dict[str, Any]:
         with Producer(endpoints=self.ep, timeout_ms=30_000) as producer:  # replies as big as a pull may be
@@ -250,8 +258,17 @@ class Attacks:
                 sock.connect(self.ep.ingress if i % 2 else self.ep.reader(0))
                 sock.send(schema.pack(schema.request("ping", i)))
                 open_sockets.append(sock)
+            poller = zmq.Poller()
             for sock in open_sockets:
-                statuses.update(collect(sock, 1, max(0.05, self.args.seconds / len(open_sockets))))
+                poller.register(sock, zmq.POLLIN)
+            waiting, deadline = set(open_sockets), time.monotonic() + self.args.seconds
+            while waiting and time.monotonic() < deadline:
+                for sock, _ in poller.poll(100):
+                    if sock in waiting:
+                        statuses.update(collect(sock, 1, 0))
+                        waiting.discard(sock)
+                        poller.unregister(sock)
+            statuses[NO_REPLY] += len(waiting)
         finally:
             for sock in open_sockets:
                 sock.close(0)
@@ -263,7 +280,7 @@ class Attacks:
         frames = [[schema.pack(schema.request("ack_pull", i, group=f"flood-{i}", topic=GOOD_TOPIC, queue=0,
                                               consumer="c", max=1))] for i in range(self.args.ack_groups)]
         return {"groups": self.args.ack_groups, "replies": self._exchange(self.ep.reader(0), frames,
-                                                                          max(self.args.seconds, 30))}
+                                                                          max(self.args.seconds, 30), len(frames))}
 
     def invalid_msgpack(self) -> dict[str, Any]:
         frames = invalid_frames(self.rng, self.args.frames)

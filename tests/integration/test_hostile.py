@@ -13,7 +13,7 @@ import zmq
 from ipc import schema
 from ipc.client import Admin, Producer
 from scripts.hostile import main, parse_args, run
-from tests.integration.broker import Broker, wait_for
+from tests.integration.broker import Broker, free_port_range, wait_for
 
 
 @pytest.mark.slow
@@ -96,3 +96,14 @@ def test_ack_mode_queues_a_client_opens_are_bounded_by_ack_max_queues(tmp_path: 
         finally:
             sock.close(0)
             ctx.term()
+
+
+@pytest.mark.slow
+def test_ingress_hwm_bounds_requests_not_replies(tmp_path: Path) -> None:
+    """ingress_hwm first bounded the writer's replies too: a producer with more sends in flight than
+    the mark (over TCP with CURVE, where replies leave slower) lost replies, its sends timing out
+    though stored. Only the inbound side is bounded: the flood waits in the sender."""
+    broker = Broker(tmp_path, broker_extra="ingress_hwm = 4", tcp_port=free_port_range(12))
+    with broker, Producer(endpoints=broker.endpoints(), timeout_ms=20_000) as producer:
+        futures = [producer.send_async("Pipelined", bytes(2000), queue=0) for _ in range(400)]
+        assert [f.result().status for f in futures] == ["PUT_OK"] * 400
