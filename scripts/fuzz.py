@@ -1,6 +1,6 @@
 """Fuzzing the decoders that take bytes from outside: no crash, no hang, a clear error.
 
-    python -m scripts.fuzz [--inputs 1000000] [--seconds 3600] [--targets record wire ...] [--hang-s 2]
+    python -m scripts.fuzz [--inputs 1000000] [--seconds 3600] [--targets record wire ...] [--hang-s 10]
 
 Targets (``scripts.fuzz_targets``), each fed by hypothesis (random bytes, byte-flipped and cut copies
 of valid inputs, structured inputs):

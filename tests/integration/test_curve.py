@@ -83,4 +83,14 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
                 endpoints=broker.endpoints(None), group="G2", topic="Secure", queues=[0], start="earliest",
                 timeout_ms=1500) as snoop:
             snoop.messages(1, timeout_ms=3000)
+        cli = [sys.executable, "-m", "scripts.mqstore", "produce", "--store", str(broker.store), "--topic", "Cli",
+               "--count", "2", "--tcp", f"127.0.0.1:{broker.tcp_port}"]
+        sent = subprocess.run([*cli, "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
+        assert sent.returncode == 0 and "2 sent, 0 failed" in sent.stderr, sent.stderr
+        keyless = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+        assert keyless.returncode == 2 and "no reply" in keyless.stderr, keyless.stderr
+        got = subprocess.run([sys.executable, "-m", "scripts.mqstore", "consume", "--store", str(broker.store),
+                              "--topic", "Cli", "--from", "earliest", "--tcp", f"127.0.0.1:{broker.tcp_port}",
+                              "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
+        assert got.returncode == 0 and "2 received" in got.stderr, got.stderr
         assert broker.stop() == 0
