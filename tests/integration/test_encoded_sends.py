@@ -67,7 +67,7 @@ def test_a_broken_batch_is_refused_whole_and_nothing_is_written(tmp_path: Path) 
             producer.send_encoded([Outgoing("Fast", b"later", properties={"DELAY": "3"})])
         assert producer.send_encoded([Outgoing("Fast", b"after")])[0].queue_offset == 0  # queue 1: round robin
         with Admin(broker.store) as admin:
-            assert sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 2
+            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 2, 30, "two stored")
 
 
 def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_path: Path) -> None:
@@ -85,8 +85,8 @@ def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_
             assert all(r.ok for f in good for r in f.result())
             with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL"):
                 bad.result()
-        with Admin(broker.store) as admin:
-            assert sum(hi - lo for lo, hi in admin.queue_info("Round").values()) == 5 * 9
-            assert sum(hi - lo for lo, hi in admin.queue_info("Other").values()) == 5
+        with Admin(broker.store) as admin:  # consumable once the consume-queue builder has applied them
+            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Round").values()) == 5 * 9, 30, "Round")
+            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Other").values()) == 5, 30, "Other")
         assert broker.stop() == 0
     assert verify_store(broker.store).ok

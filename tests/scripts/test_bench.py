@@ -14,7 +14,7 @@ import pytest
 from ipc.client import Admin
 from scripts import bench_limits, bench_redis, bench_sweep
 from scripts.bench_load import Workload, run_load
-from tests.integration.broker import Broker
+from tests.integration.broker import Broker, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def test_load_sends_what_it_reports_and_consumers_see_it_all(broker: Broker) -> 
     assert consume["messages"] == 3000 and consume["complete"]
     assert set(consume["latency_ms"]) == {"samples", "p50", "p99", "p99.9", "max"}
     assert result.latencies_us.size == 3000 and (result.latencies_us > 0).all()
-    assert _stored(broker.store, spec.topic_names()) == 3000
+    wait_for(lambda: _stored(broker.store, spec.topic_names()) == 3000, 30, "3000 consumable")
     with Admin(broker.store) as admin:  # keyed messages are indexed under the generator's key names
         assert admin.query_by_key("Smoke0", "k0-0") or admin.query_by_key("Smoke1", "k0-0")
 
@@ -50,7 +50,7 @@ def test_open_loop_rate_and_duration_bound_the_run(broker: Broker) -> None:
     spec = Workload(producers=1, count=None, duration_s=1.0, rate=2000, batch=20, topic_prefix="Paced")
     send = run_load(broker.store, spec).summary["send"]
     assert 0 < send["messages_ok"] <= 2000 * 1.5 + 20  # paced, not flat out
-    assert _stored(broker.store, spec.topic_names()) == send["messages_ok"]
+    wait_for(lambda: _stored(broker.store, spec.topic_names()) == send["messages_ok"], 30, "all consumable")
 
 
 def test_load_command_prints_one_json_summary(broker: Broker) -> None:
