@@ -10,6 +10,7 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``slow_readers``         long-poll and full pulls from DEALERs that never read a reply
 - ``connection_flood``     many connections, each its own DEALER identity, a request each, then gone
 - ``ack_group_flood``      ack-mode pulls for thousands of new groups (each a queue index on a reader)
+- ``bad_key_flood``        (``--tcp``) connections with CURVE keys the broker never issued, or none
 - ``invalid_msgpack``      random bytes, truncated maps, non-maps, wrong versions, extra frames
 - ``wrong_types``          every field of every request given values of the wrong type or range
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
@@ -282,6 +283,37 @@ class Attacks:
         return {"groups": self.args.ack_groups, "replies": self._exchange(self.ep.reader(0), frames,
                                                                           max(self.args.seconds, 30), len(frames))}
 
+    def bad_key_flood(self) -> dict[str, Any]:
+        """Over TCP: connections with keys the broker never issued, and with none, each sending a
+        send: not one may get through."""
+        if self.ep.curve is None:
+            return {"skipped": "the broker is not on TCP with CURVE (--tcp)"}
+        from ipc.curve import CurveContext, CurveKeys
+        frame = schema.pack(schema.request("send", 1, msgs=[{"topic": HOSTILE_TOPIC, "body": b"intruder"}]))
+        contexts: list[zmq.Context[Any]] = []
+        sockets = []
+        try:
+            for i in range(self.args.connections // 4):
+                public, secret = zmq.curve_keypair()
+                ctx: zmq.Context[Any] = (CurveContext(CurveKeys(self.ep.curve.server_public, public, secret))
+                                         if i % 2 else zmq.Context())
+                contexts.append(ctx)
+                sock = ctx.socket(zmq.DEALER)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.connect(self.ep.ingress if i % 4 < 2 else self.ep.reader(0))
+                sock.send(frame, zmq.NOBLOCK)
+                sockets.append(sock)
+            time.sleep(self.args.seconds)
+            through = sum(1 for sock in sockets if sock.poll(0))
+        finally:
+            for sock in sockets:
+                sock.close(0)
+            for ctx in contexts:
+                ctx.term()
+        if through:
+            self.findings.append(f"{through} connection(s) without an issued key got a reply")
+        return {"connections": len(sockets), "replies_got_through": through}
+
     def invalid_msgpack(self) -> dict[str, Any]:
         frames = invalid_frames(self.rng, self.args.frames)
         out = {}
@@ -319,7 +351,7 @@ class Attacks:
 
 
 ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "ack_group_flood",
-           "invalid_msgpack", "wrong_types", "offsets_beyond_max")
+           "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -25,7 +25,9 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     assert verdict["ok"], verdict["findings"]
     attacks = verdict["attacks"]
     assert set(attacks) == {"oversized_frames", "big_frame_flood", "slow_readers", "connection_flood",
-                            "ack_group_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max"}
+                            "ack_group_flood", "bad_key_flood", "invalid_msgpack", "wrong_types",
+                            "offsets_beyond_max"}
+    assert "skipped" in attacks["bad_key_flood"]["answered"]  # ipc sockets: no keys to get wrong
     assert attacks["ack_group_flood"]["answered"]["replies"] == {"OK": 6, "SERVICE_NOT_AVAILABLE": 6}
     assert all(a["good_client"]["served"] for a in attacks.values())
     assert attacks["offsets_beyond_max"]["answered"]["replies"] == {"OFFSET_OVERFLOW_BADLY": 3, "BAD_REQUEST": 2}
