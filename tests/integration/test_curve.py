@@ -79,6 +79,9 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
                       start="earliest") as consumer:
             bodies = [m.body for m in consumer.messages(3, timeout_ms=10_000)]
         assert bodies == [b"first", b"still served", b"still served"]
+        old_pid = broker.kill("writer")  # a restarted actor starts its own authenticator with the same keys
+        broker.wait_restarted("writer", old_pid)
+        assert good.send("Secure", b"after a restart", queue=1).ok
         with pytest.raises(BrokerTimeoutError), Consumer(
                 endpoints=broker.endpoints(None), group="G2", topic="Secure", queues=[0], start="earliest",
                 timeout_ms=1500) as snoop:
