@@ -52,8 +52,7 @@ BODY_CRC_POS = 8
 PHYS_OFFSET_POS = 28
 _CRC_HEAD = PROP_CRC_KEY.encode() + b"\x01"
 _CRC_PLACEHOLDER = _CRC_HEAD + b"0" * 10 + b"\x02"
-_HEAD = struct.Struct(">iiiiiqqiq")
-_TAIL = struct.Struct(">qiqi")  # store ms, then after the store host: reconsume, prepared tx, body length
+_LAYOUTS: dict[tuple[int, int], struct.Struct] = {}  # (born host size, store host size) -> head .. body length
 _DIGIT_POWERS = 10 ** np.arange(10, dtype=np.int64)
 
 
@@ -73,26 +72,25 @@ class EncodedBatch:
         return len(self.columns) // COLUMNS.itemsize
 
 
-def encode_one(*, topic: str, body: bytes, properties: dict[str, str], queue_id: int, flag: int, sys_flag: int,
+def encode_one(topic: str, body: bytes, properties: dict[str, str], queue_id: int, flag: int, sys_flag: int,
                born_ms: int, born_host: Host, store_host: Host, reconsume_times: int, prop_crc: bool) -> bytes:
     """One record as ``encode_record`` lays it out, with the writer's fields zero."""
-    sys_flag &= ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
     born, store = born_host.packed, store_host.packed
-    if len(born) > 8:
-        sys_flag |= SYSFLAG_BORNHOST_V6
-    if len(store) > 8:
-        sys_flag |= SYSFLAG_STOREHOST_V6
+    sys_flag = (sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) | (
+        SYSFLAG_BORNHOST_V6 if len(born) > 8 else 0) | (SYSFLAG_STOREHOST_V6 if len(store) > 8 else 0)
     topic_bytes = topic.encode()
     props = encode_properties(properties)
     if prop_crc:
         props += _CRC_PLACEHOLDER
     long_topic = len(topic_bytes) > 127
     size = 72 + len(born) + len(store) + len(body) + (2 if long_topic else 1) + len(topic_bytes) + 2 + len(props)
+    layout = _LAYOUTS.get((len(born), len(store)))
+    if layout is None:
+        layout = _LAYOUTS[(len(born), len(store))] = struct.Struct(f">iiiiiqqiq{len(born)}sq{len(store)}siqi")
     return b"".join((
-        _HEAD.pack(size, MAGIC_V2 if long_topic else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
-                   sys_flag, born_ms),
-        born, struct.pack(">q", 0), store, struct.pack(">iqi", reconsume_times, 0, len(body)), body,
-        struct.pack(">h", len(topic_bytes)) if long_topic else bytes((len(topic_bytes),)), topic_bytes,
+        layout.pack(size, MAGIC_V2 if long_topic else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
+                    sys_flag, born_ms, born, 0, store, reconsume_times, 0, len(body)),
+        body, struct.pack(">h", len(topic_bytes)) if long_topic else bytes((len(topic_bytes),)), topic_bytes,
         struct.pack(">h", len(props)), props))
 
 

@@ -58,6 +58,7 @@ class BatchEncoder:
 
     def encode(self, messages: Sequence[Outgoing]) -> EncodedBatch:
         enc = self.encoding
+        store_host, prop_crc, max_body = enc.store_host, enc.prop_crc, enc.max_body_bytes
         topics: dict[str, int] = {}
         tags: dict[str, int] = {}
         records: list[bytes] = []
@@ -65,32 +66,44 @@ class BatchEncoder:
         uniq_keys: list[str] = []
         cols: list[bytes] = []
         now_ms = time.time_ns() // 1_000_000
+        next_uniq = self._uniq.next
+        pack_row = _COLUMN_ROW.pack
         for m in messages:
-            if m.topic == SCHEDULE_TOPIC or PROP_DELAY in m.properties:
-                raise EncodingError("delayed messages go through send_batch")
-            if len(m.body) > enc.max_body_bytes:
-                raise EncodingError(f"body of {len(m.body)} bytes exceeds the {enc.max_body_bytes}-byte limit")
-            uniq = m.properties.get(PROP_UNIQ_KEY) or self._uniq.next()
+            properties = m.properties
+            if properties:
+                if PROP_DELAY in properties:
+                    raise EncodingError("delayed messages go through send_batch")
+                uniq = properties.get(PROP_UNIQ_KEY) or next_uniq()
+            else:
+                uniq = next_uniq()
             if isinstance(m.keys, str):
                 raise TypeError("keys must be a sequence of strings, not one string")
+            body = m.body.encode() if isinstance(m.body, str) else bytes(m.body)
+            if len(body) > max_body or m.topic == SCHEDULE_TOPIC:
+                raise EncodingError(f"body of {len(body)} bytes over the {max_body}-byte limit, or a delayed topic")
             props = record_properties(m, uniq)
             if isinstance(props, Refusal):
                 raise EncodingError(props.reason)
-            born_host = Host(*m.born_host) if m.born_host else enc.store_host
-            body = m.body.encode() if isinstance(m.body, str) else bytes(m.body)
-            record = encode_one(topic=m.topic, body=body, properties=props,
-                                queue_id=m.queue if m.queue is not None else 0, flag=m.flag, sys_flag=m.sys_flag,
-                                born_ms=m.born_ms if m.born_ms is not None else now_ms, born_host=born_host,
-                                store_host=enc.store_host, reconsume_times=m.reconsume_times, prop_crc=enc.prop_crc)
+            record = encode_one(m.topic, body, props, m.queue or 0, m.flag, m.sys_flag,
+                                now_ms if m.born_ms is None else m.born_ms,
+                                Host(*m.born_host) if m.born_host else store_host, store_host, m.reconsume_times,
+                                prop_crc)
             records.append(record)
             queue, shard = QUEUE_ROUND_ROBIN, 0
             if m.queue is not None:
                 queue = m.queue
             elif m.shard is not None:
                 queue, shard = QUEUE_BY_SHARD, abs(java_hash(m.shard)) & 0x7FFFFFFF
-            cols.append(_COLUMN_ROW.pack(len(record), topics.setdefault(m.topic, len(topics)), queue, shard,
-                                         tags.setdefault(m.tags, len(tags)) if m.tags else -1))
-            keys.append(" ".join(k for k in m.keys if k))
+            topic = topics.get(m.topic)
+            if topic is None:
+                topic = topics[m.topic] = len(topics)
+            tag = -1
+            if m.tags:
+                tag = tags.get(m.tags, -1)
+                if tag < 0:
+                    tag = tags[m.tags] = len(tags)
+            cols.append(pack_row(len(record), topic, queue, shard, tag))
+            keys.append(" ".join(k for k in m.keys if k) if m.keys else "")
             uniq_keys.append(uniq)
         return EncodedBatch(b"".join(records), b"".join(cols), list(topics), list(tags), keys, uniq_keys)
 
