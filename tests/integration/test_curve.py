@@ -13,10 +13,14 @@ from pathlib import Path
 import pytest
 
 from actors.config import ConfigError, load_config
-from ipc.channel import BrokerTimeoutError
+from ipc.channel import BrokerError, BrokerTimeoutError
 from ipc.client import Consumer, Producer
 from ipc.curve import CurveError, CurveKeys, generate_keys
 from tests.integration.broker import Broker, free_port_range
+
+# what a client without an issued key sees: no reply, or (its connection torn down after each failed
+# handshake) nowhere to queue the request
+REFUSED = (BrokerTimeoutError, BrokerError)
 
 
 def test_mqstore_keys_writes_private_z85_certificates(tmp_path: Path) -> None:
@@ -72,7 +76,7 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
         assert good.send("Secure", b"first", queue=0).ok
         for keys in (wrong, None):
             with Producer(endpoints=broker.endpoints(keys), timeout_ms=1500, retries=0) as bad:
-                with pytest.raises(BrokerTimeoutError):
+                with pytest.raises(REFUSED):
                     bad.send("Secure", b"should not be stored", queue=0)
                 assert good.send("Secure", b"still served", queue=0).ok  # while the bad one keeps trying
         with Consumer(endpoints=broker.endpoints(), group="G", topic="Secure", queues=[0],
@@ -82,7 +86,7 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
         old_pid = broker.kill("writer")  # a restarted actor starts its own authenticator with the same keys
         broker.wait_restarted("writer", old_pid)
         assert good.send("Secure", b"after a restart", queue=1).ok
-        with pytest.raises(BrokerTimeoutError), Consumer(
+        with pytest.raises(REFUSED), Consumer(
                 endpoints=broker.endpoints(None), group="G2", topic="Secure", queues=[0], start="earliest",
                 timeout_ms=1500) as snoop:
             snoop.messages(1, timeout_ms=3000)
@@ -91,7 +95,7 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
         sent = subprocess.run([*cli, "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
         assert sent.returncode == 0 and "2 sent, 0 failed" in sent.stderr, sent.stderr
         keyless = subprocess.run(cli, capture_output=True, text=True, timeout=60)
-        assert keyless.returncode == 2 and "no reply" in keyless.stderr, keyless.stderr
+        assert keyless.returncode != 0 and "sent" not in keyless.stderr, keyless.stderr
         got = subprocess.run([sys.executable, "-m", "scripts.mqstore", "consume", "--store", str(broker.store),
                               "--topic", "Cli", "--from", "earliest", "--tcp", f"127.0.0.1:{broker.tcp_port}",
                               "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
