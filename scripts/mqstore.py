@@ -32,6 +32,7 @@ from engine.metafile import MetafileError, abort_exists
 from engine.record import DecodeKind
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
+from ipc.channel import BrokerError
 from scripts.bench_cli import add_bench_commands
 from scripts.broker_cli import add_broker_commands, add_client_commands, broker_running, query_broker
 from scripts.spark_cli import add_spark_commands
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except (CommandError, StoreLockedError, OSError, ValueError, MetafileError, CheckpointError) as exc:
+    except (CommandError, StoreLockedError, OSError, ValueError, MetafileError, CheckpointError, BrokerError) as exc:
         print(f"mqstore {args.command}: {exc}", file=sys.stderr)
         return 2
 
