@@ -9,6 +9,7 @@ of valid inputs, structured inputs):
 - ``wire``         ipc.schema.unpack, then the same frame through the commitlog writer's request path
                    (``_serve``: parse, validate, append, answer) and reader 0's (``_handle``): every frame
                    answered exactly once, never a SYSTEM_ERROR
+- ``remoting``     the RocketMQ remoting front's frame and batch-body decoders: only FrameError
 - ``queue_index``  the journal and segment parsers, and QueueIndex.open recovering from the bytes as a
                    journal or a segment file: only QueueIndexError
 - ``config``       actors.config.load_config on TOML text: only ConfigError
@@ -39,9 +40,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from scripts.fuzz_targets import Finding, Target, build
 
-TARGETS = ("record", "wire", "queue_index", "config", "recovery")
-WEIGHTS = {"record": 50, "wire": 25, "queue_index": 10, "config": 12, "recovery": 3}        # of --inputs
-TIME_WEIGHTS = {"record": 10, "wire": 25, "queue_index": 20, "config": 15, "recovery": 30}  # of --seconds
+TARGETS = ("record", "wire", "remoting", "queue_index", "config", "recovery")
+WEIGHTS = {"record": 40, "wire": 25, "remoting": 10, "queue_index": 10, "config": 12, "recovery": 3}  # of --inputs
+TIME_WEIGHTS = {"record": 10, "wire": 25, "remoting": 5, "queue_index": 20, "config": 15, "recovery": 25}
 CHUNK = 5_000  # examples per hypothesis run: its bookkeeping grows with each run's examples
 
 

@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -201,6 +202,26 @@ def wire_strategy() -> st.SearchStrategy[bytes]:
     return st.one_of(bytes_like(seeds), shaped, shaped, garbage)
 
 
+# -- the RocketMQ remoting front's frames ---------------------------------------------------------------
+
+
+def remoting_seeds() -> list[bytes]:
+    from ipc.remoting import JSON_TYPE, ROCKETMQ_TYPE, RemotingCommand, encode_command
+    commands = [RemotingCommand(10, 7, 0, "remark", {"topic": "T", "queueId": "0", "flag": "0"}, b"body", "JAVA", 1,
+                                kind) for kind in (JSON_TYPE, ROCKETMQ_TYPE)]
+    frames = [encode_command(c)[4:] for c in commands]  # without the length word, as the front reads them
+    props = b"KEYS\x01k\x02"
+    item = struct.pack(">iiiii", 22 + 4 + len(props), 0, 0, 0, 4) + b"abcd" + struct.pack(">h", len(props)) + props
+    return [*frames, item * 3]
+
+
+def check_remoting(frame: bytes) -> None:
+    from ipc.remoting import FrameError, decode_batch, decode_command
+    for decode in (decode_command, decode_batch):
+        with contextlib.suppress(FrameError):
+            decode(frame)
+
+
 # -- the queue index: journal and segment parsers, and recovery from them -----------------------------
 
 
@@ -368,6 +389,8 @@ def build(name: str) -> Target:
     if name == "wire":
         wire = WireTarget()
         return Target(name, wire_strategy(), wire.check, close=wire.close, expand=4)
+    if name == "remoting":
+        return Target(name, bytes_like(remoting_seeds()), check_remoting, expand=16)
     if name == "queue_index":
         qi = QueueIndexTarget()
         return Target(name, bytes_like(queue_index_seeds()), qi.check, (QueueIndexError,), qi.close, expand=4,

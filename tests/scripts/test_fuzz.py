@@ -20,6 +20,6 @@ def test_fuzz_small() -> None:
     verdict = json.loads(proc.stdout)
     assert verdict["ok"], json.dumps(verdict, indent=1)[-4000:]
     assert proc.returncode == 0
-    assert set(verdict["targets"]) == {"record", "wire", "queue_index", "config", "recovery"}
+    assert set(verdict["targets"]) == {"record", "wire", "remoting", "queue_index", "config", "recovery"}
     assert all(t["inputs"] > 0 for t in verdict["targets"].values())
     assert verdict["inputs"] >= 2000
