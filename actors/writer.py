@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import zmq
 
 from actors import encoded_sends
@@ -35,7 +34,7 @@ from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine import Host, Message, PutResult, PutStatus
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DISPATCH_COLUMNS, DispatchBatch, DispatchRequest
+from engine.dispatch import DispatchBatch, DispatchRequest
 from engine.jhash import java_hash
 from engine.mapped_file import MappedFile
 from engine.msgid import UniqKeyGenerator
@@ -77,12 +76,8 @@ def encode_dispatch(batch: DispatchBatch | list[DispatchRequest], from_phys: int
 
 def decode_dispatch(message: dict[str, Any]) -> DispatchBatch:
     """Raises ValueError (or KeyError, TypeError) for a frame that is not a dispatch batch."""
-    columns = np.frombuffer(message["cols"], dtype=DISPATCH_COLUMNS)
-    topics, keys, uniq = list(message["topics"]), list(message["keys"]), list(message["uniq"])
-    if len(keys) != len(columns) or len(uniq) != len(columns) or (len(columns) and
-                                                                    int(columns["topic"].max()) >= len(topics)):
-        raise ValueError("dispatch columns, keys and topics disagree")
-    return DispatchBatch(columns, topics, keys, uniq)
+    return DispatchBatch.from_wire(message["cols"], list(message["topics"]), list(message["keys"]),
+                                   list(message["uniq"]))
 
 
 def result_fields(r: PutResult) -> dict[str, Any]:
@@ -101,7 +96,7 @@ class CommitLogWriterActor:
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.writer = CommitLogWriter(self.commitlog, cfg.store, offsets, uniq)
-        self.topics = TopicTable.load(self.store_dir, wall_ms)
+        self.topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics)
         self.round_robin: dict[str, int] = {}
         self.flushed_end = 0
         self.pending: deque[PendingSync] = deque()

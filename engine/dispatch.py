@@ -64,6 +64,15 @@ class DispatchBatch:
                              r.tags_code, r.store_ms, r.sys_flag) for r in requests], dtype=DISPATCH_COLUMNS)
         return cls(columns, list(topics), [" ".join(r.keys) for r in requests], [r.uniq_key or "" for r in requests])
 
+    @classmethod
+    def from_wire(cls, columns: bytes, topics: list[str], keys: list[str], uniq_keys: list[str]) -> DispatchBatch:
+        """The batch ``columns.tobytes()`` and its lists made; ValueError when they disagree."""
+        rows = np.frombuffer(columns, dtype=DISPATCH_COLUMNS)
+        if len(keys) != len(rows) or len(uniq_keys) != len(rows) or (len(rows) and
+                                                                      int(rows["topic"].max()) >= len(topics)):
+            raise ValueError("dispatch columns, keys and topics disagree")
+        return cls(rows, topics, keys, uniq_keys)
+
     def requests(self) -> Iterator[DispatchRequest]:
         for (phys, size, topic, queue_id, queue_offset, tags_code, store_ms, sys_flag), keys, uniq in zip(
                 self.columns.tolist(), self.keys, self.uniq_keys, strict=True):
