@@ -31,22 +31,24 @@ class TopicConfig:
 
 
 class TopicError(ValueError):
-    """An invalid topic name or queue count."""
+    """An invalid topic name or queue count, or a new topic past the table's limit."""
 
 
 class TopicTable:
-    def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int) -> None:
+    def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int,
+                 max_topics: int | None = None) -> None:
         self.path = path
         self._now_ms = now_ms
         self.topics = topics
         self._counter = counter
+        self.max_topics = max_topics  # new topics are refused once the table holds this many
 
     @classmethod
-    def load(cls, store_dir: Path | str, now_ms: Callable[[], int]) -> TopicTable:
+    def load(cls, store_dir: Path | str, now_ms: Callable[[], int], *, max_topics: int | None = None) -> TopicTable:
         path = Path(store_dir) / TOPICS_FILE
         loaded = read_with_backup(path, _decode)
         topics, counter = loaded if loaded is not None else ({}, 0)
-        return cls(path, now_ms, topics, counter)
+        return cls(path, now_ms, topics, counter, max_topics)
 
     def get(self, name: str) -> TopicConfig | None:
         return self.topics.get(name)
@@ -61,6 +63,8 @@ class TopicTable:
         current = self.topics.get(name)
         if current is not None and current.queue_count >= queue_count:
             return current
+        if current is None and self.max_topics is not None and len(self.topics) >= self.max_topics:
+            raise TopicError(f"topic {name!r} does not exist, and no new one is made past {self.max_topics} topics")
         self.topics[name] = TopicConfig(name, queue_count)
         self.persist()
         return self.topics[name]

@@ -1,0 +1,23 @@
+"""Topics made on demand are bounded: found by scripts/hostile.py (a topic flood)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.topics import TopicError, TopicTable
+
+
+def test_auto_created_topics_are_bounded_by_max_topics(tmp_path: Path) -> None:
+    """Every send to a new topic created it, with no limit: one client sending to 3,000 new topics
+    made the writer rewrite topics.json 3,000 times, every other producer waiting behind it. Past
+    ``max_topics`` a new topic is refused (the writer answers MESSAGE_ILLEGAL); known ones go on."""
+    table = TopicTable.load(tmp_path, lambda: 0, max_topics=2)
+    table.get_or_create("A", 4)
+    table.get_or_create("B", 4)
+    with pytest.raises(TopicError, match="past 2 topics"):
+        table.get_or_create("C", 4)
+    assert table.get_or_create("A", 4).queue_count == 4
+    assert table.create("B", 8).queue_count == 8  # a known topic still gains queues
+    assert sorted(TopicTable.load(tmp_path, lambda: 0).topics) == ["A", "B"]
