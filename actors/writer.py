@@ -96,7 +96,9 @@ class CommitLogWriterActor:
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.writer = CommitLogWriter(self.commitlog, cfg.store, offsets, uniq)
-        self.topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics)
+        # deferred: a burst of new topics costs one topics.json write per tick, not one each (a topic
+        # lost with a crash comes back on its next send; its queues and their files are on disk)
+        self.topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True)
         self.round_robin: dict[str, int] = {}
         self.flushed_end = 0
         self.pending: deque[PendingSync] = deque()
@@ -174,6 +176,10 @@ class CommitLogWriterActor:
                                                                  "store_ms": self.last_store_ms,
                                                                  "sync": bool(self.pending)})])
         dispatch_out.send_multipart([schema.TICK, schema.pack({"v": schema.VERSION, "end": self.dispatched_end})])
+        try:
+            self.topics.flush()
+        except OSError:
+            log.exception("cannot persist topics; retrying")  # the table stays dirty: the next tick tries
         self.rt.report("running", written=end, flushed=self.flushed_end, dispatched=self.dispatched_end,
                        pending_sync=len(self.pending))
 
@@ -363,6 +369,7 @@ class CommitLogWriterActor:
                                   hi=self.rt.config.broker.max_queues)
             try:
                 topic = self.topics.create(name, queues)
+                self.topics.flush()  # an explicit queue count is written before it is confirmed
             except TopicError as exc:
                 return schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, str(exc))
             return schema.ok_reply(request_id, topic=topic.name, queues=topic.queue_count)

@@ -10,16 +10,17 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``slow_readers``         long-poll and full pulls from DEALERs that never read a reply
 - ``connection_flood``     many connections, each its own DEALER identity, a request each, then gone
 - ``ack_group_flood``      ack-mode pulls for thousands of new groups (each a queue index on a reader)
+- ``topic_flood``          a send to each of thousands of new topics (each auto-created)
 - ``bad_key_flood``        (``--tcp``) connections with CURVE keys the broker never issued, or none
 - ``invalid_msgpack``      random bytes, truncated maps, non-maps, wrong versions, extra frames
 - ``wrong_types``          every field of every request given values of the wrong type or range
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
 
 Prints one JSON verdict: per attack what the broker answered (reply statuses counted), whether the
-good client was served meanwhile (its sends during the attack all PUT_OK, its consumer caught up),
-and the broker's RSS (all processes) before, at peak and after; then ``ok``: every attack answered
-without a SYSTEM_ERROR, no actor restarted, the good client always served, and peak RSS under the
-limit. Exit status 0 when ok.
+good client was served meanwhile (its sends during the attack all PUT_OK, none waiting longer than
+``--max-latency-s``) and the broker's RSS (all processes) before, at peak and after; then ``ok``:
+every attack answered without a SYSTEM_ERROR, no actor restarted, the good client always served and
+its consumer caught up, and peak RSS under the limit. Exit status 0 when ok.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class GoodClient:
     def __init__(self, endpoints: Endpoints, interval_s: float = 0.01) -> None:
         self.endpoints = endpoints
         self.interval_s = interval_s
-        self.sent: list[tuple[float, str, bytes]] = []  # (time, status, body)
+        self.sent: list[tuple[float, float, str, bytes]] = []  # (time, latency, status, body)
         self.received: set[bytes] = set()
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -78,12 +79,13 @@ class GoodClient:
             n = 0
             while not self._stop.is_set():
                 body = f"good-{n}".encode()
+                began = time.monotonic()
                 try:
                     status = producer.send(GOOD_TOPIC, body, queue=0).status
                 except Exception as exc:
                     status = type(exc).__name__
                     self.errors.append(f"send: {exc}")
-                self.sent.append((time.monotonic(), status, body))
+                self.sent.append((began, time.monotonic() - began, status, body))
                 n += 1
                 time.sleep(self.interval_s)
 
@@ -100,12 +102,14 @@ class GoodClient:
                     return
 
     def caught_up(self) -> bool:
-        return {b for _, s, b in self.sent if s == "PUT_OK"} <= self.received
+        return {b for _, _, s, b in self.sent if s == "PUT_OK"} <= self.received
 
     def window(self, start: float, end: float) -> dict[str, Any]:
-        statuses = Counter(s for t, s, _ in self.sent if start <= t <= end)
-        return {"sends": sum(statuses.values()), "statuses": dict(statuses),
-                "served": sum(statuses.values()) > 0 and set(statuses) == {"PUT_OK"}}
+        sends = [(latency, status) for t, latency, status, _ in self.sent if start <= t <= end]
+        statuses = Counter(status for _, status in sends)
+        return {"sends": len(sends), "statuses": dict(statuses),
+                "max_latency_s": round(max((latency for latency, _ in sends), default=0), 3),
+                "served": bool(sends) and set(statuses) == {"PUT_OK"}}
 
     def stop(self, timeout_s: float = 30) -> None:
         self._deadline = time.monotonic() + timeout_s
@@ -283,6 +287,14 @@ class Attacks:
         return {"groups": self.args.ack_groups, "replies": self._exchange(self.ep.reader(0), frames,
                                                                           max(self.args.seconds, 30), len(frames))}
 
+    def topic_flood(self) -> dict[str, Any]:
+        """A send to each of many new topics: each is auto-created (topics.json rewritten, consume
+        queue files made and mapped by the builders and readers)."""
+        frames = [[schema.pack(schema.request("send", i, msgs=[{"topic": f"Flood{i}", "body": b"t"}]))]
+                  for i in range(self.args.topics)]
+        return {"topics": self.args.topics,
+                "replies": self._exchange(self.ep.ingress, frames, max(self.args.seconds, 30))}
+
     def bad_key_flood(self) -> dict[str, Any]:
         """Over TCP: connections with keys the broker never issued, and with none, each sending a
         send: not one may get through."""
@@ -351,7 +363,7 @@ class Attacks:
 
 
 ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "ack_group_flood",
-           "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max")
+           "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -388,13 +400,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rss.peak = max(rss.peak, peak_before)
             if not served["served"]:
                 attacks.findings.append(f"{name}: the good client was not served ({served['statuses']})")
+            elif served["max_latency_s"] > args.max_latency_s:
+                attacks.findings.append(f"{name}: a good send waited {served['max_latency_s']} s")
         good.stop()
         rss.stop()
         status = broker.status() or {}
         restarts = {a: i.get("restarts", 0) for a, i in status.get("actors", {}).items() if i.get("restarts")}
         verdict.update(rss_peak_mb=round(rss.peak / 2**20, 1), rss_after_mb=round(rss.now() / 2**20, 1),
                        rss_peak_by_process_mb=_by_actor(rss.peak_by_pid, status),
-                       restarts=restarts, good_sent=sum(1 for _, s, _ in good.sent if s == "PUT_OK"),
+                       restarts=restarts, good_sent=sum(1 for _, _, s, _ in good.sent if s == "PUT_OK"),
                        good_received=len(good.received), good_caught_up=good.caught_up(),
                        good_errors=good.errors[:5])
         ctx.destroy(0)
@@ -427,6 +441,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--frames", type=int, default=200, help="frames per attack that sends many")
     p.add_argument("--flood-frames", type=int, default=40, help="big frames in the flood")
     p.add_argument("--slow-readers", type=int, default=20)
+    p.add_argument("--topics", type=int, default=3000, help="new topics in the topic flood")
     p.add_argument("--ack-groups", type=int, default=3000, help="new ack-mode groups in the group flood")
     p.add_argument("--ack-max-queues", type=int, default=256, help="the broker's [broker] ack_max_queues")
     p.add_argument("--seconds", type=float, default=3.0, help="how long an attack waits for replies")
@@ -435,6 +450,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ingress-hwm", type=int, default=64, help="the broker's [broker] ingress_hwm")
     p.add_argument("--reader-hwm", type=int, default=64, help="the broker's [broker] reader_hwm")
     p.add_argument("--rss-limit-mb", type=float, default=1024)
+    p.add_argument("--max-latency-s", type=float, default=5.0, help="a good send waiting longer is a finding")
     p.add_argument("--attacks", nargs="*", default=list(ATTACKS), choices=ATTACKS)
     p.add_argument("--tcp", action="store_true", help="ZeroMQ over TCP with CURVE instead of ipc sockets")
     p.add_argument("--seed", type=int, default=7)
