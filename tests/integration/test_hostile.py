@@ -19,14 +19,15 @@ from tests.integration.broker import Broker, free_port_range, wait_for
 @pytest.mark.slow
 def test_hostile_clients_smoke(tmp_path: Path) -> None:
     verdict = run(parse_args(["--connections", "40", "--frames", "30", "--flood-frames", "6", "--slow-readers", "4",
-                              "--ack-groups", "12", "--ack-max-queues", "6",
+                              "--ack-groups", "12", "--ack-max-queues", "6", "--topics", "40",
                               "--seconds", "1.5", "--max-request-bytes", str(2 << 20), "--max-message-bytes",
                               str(1 << 20), "--rss-limit-mb", "2048", "--dir", str(tmp_path)]))
     assert verdict["ok"], verdict["findings"]
     attacks = verdict["attacks"]
     assert set(attacks) == {"oversized_frames", "big_frame_flood", "slow_readers", "connection_flood",
-                            "ack_group_flood", "bad_key_flood", "invalid_msgpack", "wrong_types",
+                            "ack_group_flood", "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types",
                             "offsets_beyond_max"}
+    assert attacks["topic_flood"]["answered"]["replies"] == {"OK:PUT_OK": 40}
     assert "skipped" in attacks["bad_key_flood"]["answered"]  # ipc sockets: no keys to get wrong
     assert attacks["ack_group_flood"]["answered"]["replies"] == {"OK": 6, "SERVICE_NOT_AVAILABLE": 6}
     assert all(a["good_client"]["served"] for a in attacks.values())
