@@ -25,11 +25,15 @@ class ConsumeQueueStore:
         store = cls(Path(root), entries_per_file, writable)
         if writable:
             store.root.mkdir(parents=True, exist_ok=True)
-        if store.root.is_dir():
-            for topic_dir in sorted(p for p in store.root.iterdir() if p.is_dir()):
-                for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
-                    if queue_dir.name.isdigit():
-                        store.get(topic_dir.name, int(queue_dir.name), create=True)
+        try:
+            if store.root.is_dir():
+                for topic_dir in sorted(p for p in store.root.iterdir() if p.is_dir()):
+                    for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+                        if queue_dir.name.isdigit():
+                            store.get(topic_dir.name, int(queue_dir.name), create=True)
+        except BaseException:
+            store.close()  # the queues opened before the one that failed
+            raise
         return store
 
     def close(self) -> None:

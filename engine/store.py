@@ -11,6 +11,7 @@ import fcntl
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,23 +75,27 @@ class MessageStore:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         lock_fd = lock_store(path)
-        try:
+        with ExitStack() as opened:  # a part that fails to open (a damaged file) closes the ones before it
+            opened.callback(os.close, lock_fd)
             wanted = config.geometry if config is not None else None
             geometry = resolve_geometry(path, wanted)
             config = replace(config or StoreConfig(), geometry=geometry).validate()
             commitlog = CommitLog.open(path / "commitlog", geometry.commitlog_file_size)
+            opened.callback(commitlog.close)
             queues = ConsumeQueueStore.open(path / "consumequeue", geometry.cq_entries_per_file)
+            opened.callback(queues.close)
             index = IndexService.open(path / "index", geometry.index_slot_count, geometry.index_entry_count,
                                       now_ms) if config.index_enabled else None
+            if index is not None:
+                opened.callback(index.close)
             checkpoint = Checkpoint.open(path / "checkpoint")
+            opened.callback(checkpoint.close)
             abnormal = abort_exists(path)
             result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
                              check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc)
             offsets = ConsumerOffsets.load(path / CONSUMER_OFFSET_FILE, now_ms)
             create_abort(path, os.getpid())
-        except BaseException:
-            os.close(lock_fd)
-            raise
+            opened.pop_all()
         return cls(path, config, now_ms, lock_fd, commitlog, queues, index, checkpoint, offsets, result)
 
     def close(self) -> None:
