@@ -20,14 +20,15 @@ of valid inputs, structured inputs):
 ``--inputs`` is spread over the targets by weight, and ``--seconds`` too by another (a store input
 costs a thousand record inputs); a target stops at its count or its time, whichever comes first.
 Prints one JSON verdict: per target the inputs run, clear errors, crashes (exception type and where,
-with the first input that raised it), hangs (an input running past ``--hang-s``) and findings; ``ok``
-when there are no crashes, hangs or findings.
+with the first input that raised it), hangs (an input running past ``--hang-s``) and findings (file
+descriptors left open among them); ``ok`` when there are no crashes, hangs or findings.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import signal
 import sys
@@ -44,6 +45,7 @@ TARGETS = ("record", "wire", "remoting", "queue_index", "config", "recovery")
 WEIGHTS = {"record": 40, "wire": 25, "remoting": 10, "queue_index": 10, "config": 12, "recovery": 3}  # of --inputs
 TIME_WEIGHTS = {"record": 10, "wire": 25, "remoting": 5, "queue_index": 20, "config": 15, "recovery": 25}
 CHUNK = 5_000  # examples per hypothesis run: its bookkeeping grows with each run's examples
+FD_SLACK = 8   # descriptors a target that keeps no files may end with beyond what it started with
 
 
 class Hang(BaseException):
@@ -64,6 +66,10 @@ def _where(exc: BaseException) -> str:
     own = [f for f in frames if "/scripts/fuzz" not in f.filename] or frames
     last = own[-1] if own else None
     return f"{last.filename.rsplit('/', 2)[-2:][-1]}:{last.lineno} {last.name}" if last else "?"
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
 
 
 def _flip(data: bytes, rng: random.Random) -> bytes:
@@ -117,6 +123,7 @@ def fuzz(target: Target, count: int, seconds: float, hang_s: float) -> dict[str,
 
     signal.signal(signal.SIGALRM, _alarm)
     started = time.monotonic()
+    fds_before = _open_fds()
     while stats["inputs"] < count and time.monotonic() < deadline:
         before = stats["inputs"]
         examples = max(1, min(CHUNK, (count - before) // target.expand))
@@ -129,6 +136,9 @@ def fuzz(target: Target, count: int, seconds: float, hang_s: float) -> dict[str,
         if stats["inputs"] == before:
             break
     stats.update(target.stats())
+    stats["open_fds_growth"] = _open_fds() - fds_before
+    if target.keeps_no_files and stats["open_fds_growth"] > FD_SLACK:
+        stats["findings"][f"{stats['open_fds_growth']} file descriptors left open"] = {"count": 1, "input": ""}
     stats["seconds"] = round(time.monotonic() - started, 1)
     stats["inputs_per_s"] = round(stats["inputs"] / max(stats["seconds"], 1e-9))
     return stats

@@ -68,6 +68,7 @@ class Target:
     close: Callable[[], None] = field(default=lambda: None)
     expand: int = 1
     stats: Callable[[], dict[str, Any]] = field(default=dict)
+    keeps_no_files: bool = True  # every input's files are closed again (the wire target's store grows)
 
 
 def mutated(seeds: list[bytes], max_flips: int = 8) -> st.SearchStrategy[bytes]:
@@ -388,7 +389,7 @@ def build(name: str) -> Target:
         return Target(name, bytes_like(record_seeds()), check_record, expand=32)
     if name == "wire":
         wire = WireTarget()
-        return Target(name, wire_strategy(), wire.check, close=wire.close, expand=4)
+        return Target(name, wire_strategy(), wire.check, close=wire.close, expand=4, keeps_no_files=False)
     if name == "remoting":
         return Target(name, bytes_like(remoting_seeds()), check_remoting, expand=16)
     if name == "queue_index":
