@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ class CurveKeys:
 
     server_public: bytes
     public: bytes
-    secret: bytes
+    secret: bytes = field(repr=False)  # an Endpoints in a log line or a traceback must not show it
 
     @classmethod
     def for_server(cls, secret_path: Path | str) -> CurveKeys:

@@ -40,6 +40,12 @@ def test_mqstore_keys_writes_private_z85_certificates(tmp_path: Path) -> None:
     assert CurveKeys.for_server(out / "server.key_secret") == server
 
 
+def test_secret_keys_stay_out_of_reprs(tmp_path: Path) -> None:
+    generate_keys(tmp_path)
+    keys = CurveKeys.for_client(tmp_path)
+    assert keys.secret.decode() not in repr(keys) and keys.public.decode() in repr(keys)
+
+
 def test_secret_key_readable_by_others_is_refused(tmp_path: Path) -> None:
     generate_keys(tmp_path)
     os.chmod(tmp_path / "client.key_secret", 0o644)
