@@ -51,8 +51,9 @@ class Outgoing:
             raise TypeError("keys must be a sequence of strings, not one string")
         wire: dict[str, Any] = {"topic": self.topic, "body": body, "keys": list(self.keys),
                                 "props": dict(self.properties), "flag": self.flag,
-                                "reconsume_times": self.reconsume_times, "sys_flag": self.sys_flag}
+                                "reconsume_times": self.reconsume_times}
         optional = {"tags": self.tags, "queue": self.queue, "shard": self.shard, "born_ms": self.born_ms,
+                    "sys_flag": self.sys_flag or None,
                     "born_host": list(self.born_host) if self.born_host is not None else None}
         wire.update({k: v for k, v in optional.items() if v is not None})
         return wire
