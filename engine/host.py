@@ -30,9 +30,7 @@ class Host:
         """Inverse of ``packed``; the length (8 or 20) tells the family."""
         if len(data) not in (IPV4_HOST_SIZE, IPV6_HOST_SIZE):
             raise ValueError(f"host field must be 8 or 20 bytes, got {len(data)}")
-        addr = bytes(data[:-4])
-        (port,) = struct.unpack(">i", data[-4:])
-        return cls(str(ipaddress.ip_address(addr)), port)
+        return _unpack(bytes(data))
 
     def __str__(self) -> str:
         return f"[{self.ip}]:{self.port}" if self.is_v6 else f"{self.ip}:{self.port}"
@@ -45,3 +43,10 @@ def _pack(ip: str, port: int) -> bytes:
 
 
 LOCAL_HOST = Host("127.0.0.1", 10911)
+
+
+@functools.lru_cache(maxsize=256)
+def _unpack(data: bytes) -> Host:
+    # every decoded record carries two hosts, and a store holds a handful: parse each once
+    (port,) = struct.unpack(">i", data[-4:])
+    return Host(str(ipaddress.ip_address(data[:-4])), port)

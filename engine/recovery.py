@@ -15,12 +15,13 @@ from engine.checkpoint import Checkpoint
 from engine.commitlog import CommitLog
 from engine.consume_queue import FILLER_SIZE
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchRequest
+from engine.dispatch import DispatchBatch, DispatchRequest
 from engine.index_service import IndexService
 from engine.record import DecodeKind
 
 NORMAL_RECOVERY_FILES = 3
 TORN_TAIL_LOOKAHEAD = 8 * 1024 * 1024
+REDISPATCH_CHUNK = 4096  # records re-dispatched as one batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,15 +151,26 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
     to the index. Both dedup what they already hold, so running it twice over a range is harmless.
     Returns how many records went to each."""
     cq_count = index_count = 0
-    for phys, decoded in commitlog.scan(min(cq_from, index_from), end, check_crc=False, read_body=False):
-        record = decoded.record
-        if record is None:
-            continue
-        request = DispatchRequest.from_record(record)
-        if phys >= cq_from:
-            queues.dispatch(request)
-            cq_count += 1
-        if index is not None and phys >= index_from:
-            index.build(request.topic, request.keys, request.uniq_key, phys, request.store_ms, request.sys_flag)
-            index_count += 1
+    chunk: list[DispatchRequest] = []
+
+    def apply() -> None:  # a chunk at a time, as columns: batch work for the queues and the index
+        nonlocal cq_count, index_count
+        batch = DispatchBatch.from_requests(chunk)
+        for_queues = batch.after(cq_from)
+        if len(for_queues):
+            queues.dispatch_batch(for_queues)
+            cq_count += len(for_queues)
+        for_index = batch.after(index_from)
+        if index is not None and len(for_index):
+            index.build_batch(for_index)
+            index_count += len(for_index)
+        chunk.clear()
+
+    for _, decoded in commitlog.scan(min(cq_from, index_from), end, check_crc=False, read_body=False):
+        if decoded.record is not None:
+            chunk.append(DispatchRequest.from_record(decoded.record))
+            if len(chunk) >= REDISPATCH_CHUNK:
+                apply()
+    if chunk:
+        apply()
     return cq_count, index_count
