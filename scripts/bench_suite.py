@@ -17,7 +17,7 @@ In order, on fresh stores in a temp dir (k = the core count):
 8. the Redis Streams peer (``bench_redis``), everysec and always;
 9. the sweep (``bench_sweep``), plotted with the latency histogram of 5.
 
-Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``bench-{git commit}``) and prints
+Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
 table of the goals with what this run achieved.
 """
@@ -231,13 +231,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--install-redis", action="store_true", help="apt-get install -y redis-server if missing")
     parser.add_argument("--quick", action="store_true", help="small limit probes")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
-    parser.add_argument("--name", default=None, help="file name stem (default bench-{commit})")
+    parser.add_argument("--name", default=None, help="file name stem (default suite-{commit})")
     parser.add_argument("--dir", type=Path, default=None, help="where the stores go (default: a temp dir)")
 
 
 def run(args: argparse.Namespace) -> int:
     commit = git_commit()
-    name = args.name or f"bench-{commit}"
+    name = args.name or f"suite-{commit}"
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="mqstore-suite-", dir=args.dir) as work:
