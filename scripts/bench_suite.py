@@ -162,7 +162,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], LoadRes
     runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False)
     broker.stop()
     half = runs["async_128"]["send"]["msgs_per_s"] / 2
-    latency = bench_sweep.latency_run(work, half, args.seconds, Workload(**{**base.__dict__, "producers": k}))
+    latency = bench_sweep.latency_run(work, half, args.seconds, base, producers=k)
     runs["latency_half_rate"] = {"rate": round(half), **latency.summary["consume"]["latency_ms"],
                                  "send_msgs_per_s": latency.summary["send"]["msgs_per_s"]}
     runs["recovery"] = recovery_rate(work, args.recovery_mb)

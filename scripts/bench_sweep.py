@@ -61,10 +61,11 @@ def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -
     return points
 
 
-def latency_run(work: Path, rate: float, seconds: float, base: Workload) -> LoadResult:
-    broker = BrokerRun(work / "sweep-latency")
+def latency_run(work: Path, rate: float, seconds: float, base: Workload, producers: int = 1) -> LoadResult:
+    """Open loop at ``rate`` over ``producers``, one consumer: the send -> consumed latencies."""
+    broker = BrokerRun(work / f"latency-{producers}")
     try:
-        spec = Workload(**{**base.__dict__, "producers": 1, "consumers": 1, "rate": rate, "count": None,
+        spec = Workload(**{**base.__dict__, "producers": producers, "consumers": 1, "rate": rate, "count": None,
                            "duration_s": seconds, "topic_prefix": "Latency"})
         return run_load(broker.store, spec)
     finally:
