@@ -7,7 +7,7 @@ In order, on fresh stores in a temp dir (k = the core count):
 1. limits (``bench_limits``);
 2. ASYNC_FLUSH, 128-byte bodies, k producers, batches of 100, tags on, keys on 10 %, for ``--seconds``;
    then k consumers drain what was appended (consumable: the consume-queue builder and readers keep
-   up); the writer's and builders' private memory (USS) before and after;
+   up); the writer's and builders' anonymous resident memory (RssAnon) before and after;
 3. the same with 4 KiB bodies;
 4. SYNC_FLUSH (group commit), 128-byte bodies;
 5. send -> consumed latency at half the rate of 2, open loop, one consumer;
@@ -48,12 +48,15 @@ WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
 
 
 def private_memory(store: Path) -> dict[str, int]:
-    """USS of the writer and the builders, bytes."""
+    """Anonymous resident memory (RssAnon: heap and the like, not the mapped store files) of the
+    writer and the builders, bytes: what per-message state would make grow."""
     out = {}
     for name, info in control_request(store, "status")["actors"].items():
         if name in WATCHED_ACTORS and info.get("pid"):
-            with contextlib.suppress(psutil.Error):
-                out[name] = int(psutil.Process(info["pid"]).memory_full_info().uss)
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(f"/proc/{info['pid']}/status").read_text().splitlines():
+                    if line.startswith("RssAnon:"):
+                        out[name] = int(line.split()[1]) * 1024
     return out
 
 
