@@ -11,6 +11,8 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``connection_flood``     many connections, each its own DEALER identity, a request each, then gone
 - ``ack_group_flood``      ack-mode pulls for thousands of new groups (each a queue index on a reader)
 - ``topic_flood``          a send to each of thousands of new topics (each auto-created)
+- ``remoting_garbage``     the RocketMQ remoting front (TCP): frames past its limit, random headers, frames
+                           cut short, heartbeats sent and never read
 - ``bad_key_flood``        (``--tcp``) connections with CURVE keys the broker never issued, or none
 - ``invalid_msgpack``      random bytes, truncated maps, non-maps, wrong versions, extra frames
 - ``wrong_types``          every field of every request given values of the wrong type or range
@@ -29,6 +31,8 @@ import argparse
 import json
 import os
 import random
+import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -193,8 +197,10 @@ def collect(sock: zmq.Socket[Any], expected: int, timeout_s: float) -> Counter[s
 
 
 class Attacks:
-    def __init__(self, ctx: zmq.Context[Any], endpoints: Endpoints, args: argparse.Namespace) -> None:
+    def __init__(self, ctx: zmq.Context[Any], endpoints: Endpoints, args: argparse.Namespace,
+                 remoting_port: int | None = None) -> None:
         self.ctx = ctx
+        self.remoting_port = remoting_port
         self.ep = endpoints
         self.args = args
         self.rng = random.Random(args.seed)
@@ -295,6 +301,42 @@ class Attacks:
         return {"topics": self.args.topics,
                 "replies": self._exchange(self.ep.ingress, frames, max(self.args.seconds, 30))}
 
+    def remoting_garbage(self) -> dict[str, Any]:
+        """The RocketMQ remoting front (TCP): length words past its limit, random headers, frames cut
+        short, and connections that send and never read; each connection's fate is counted."""
+        outcomes: Counter[str] = Counter()
+        held = []
+        try:
+            for i in range(self.args.frames):
+                conn = socket.create_connection(("127.0.0.1", self.remoting_port or 0), timeout=self.args.seconds)
+                kind = i % 4
+                if kind == 0:
+                    payload = struct.pack(">i", 0x7FFFFFFF) + self.rng.randbytes(64)  # a 2 GiB frame announced
+                elif kind == 1:
+                    body = self.rng.randbytes(self.rng.randint(4, 200))
+                    payload = struct.pack(">i", len(body)) + body
+                elif kind == 2:
+                    payload = struct.pack(">i", 1000) + self.rng.randbytes(10)  # cut short, then silence
+                else:
+                    header = b'{"code":34,"opaque":1,"flag":0,"language":"JAVA","version":1}'
+                    frame = struct.pack(">i", len(header)) + header
+                    payload = (struct.pack(">i", len(frame)) + frame) * 200  # heartbeats, never read
+                conn.sendall(payload)
+                if kind >= 2:
+                    held.append(conn)
+                    outcomes["held_open"] += 1
+                    continue
+                try:
+                    outcomes["closed" if conn.recv(4096) == b"" else "answered"] += 1
+                except TimeoutError:
+                    outcomes["no_answer"] += 1
+                conn.close()
+            time.sleep(self.args.seconds)
+        finally:
+            for conn in held:
+                conn.close()
+        return {"connections": self.args.frames, "outcomes": dict(outcomes)}
+
     def bad_key_flood(self) -> dict[str, Any]:
         """Over TCP: connections with keys the broker never issued, and with none, each sending a
         send: not one may get through."""
@@ -363,7 +405,7 @@ class Attacks:
 
 
 ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "ack_group_flood",
-           "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max")
+           "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max", "remoting_garbage")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -371,7 +413,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     broker_extra = (f"max_request_bytes = {args.max_request_bytes}\ningress_hwm = {args.ingress_hwm}\n"
                     f"reader_hwm = {args.reader_hwm}\nack_max_queues = {args.ack_max_queues}")
     broker = Broker(root, broker_extra=broker_extra, tcp_port=free_port_range(12) if args.tcp else None,
-                    extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n")
+                    extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n",
+                    remoting_port=free_port_range(1) if "remoting_garbage" in args.attacks else None)
     verdict: dict[str, Any] = {"attacks": {}, "tcp": args.tcp, "config": {
         "max_request_bytes": args.max_request_bytes, "ingress_hwm": args.ingress_hwm, "reader_hwm": args.reader_hwm,
         "max_body_bytes": args.max_message_bytes, "ack_max_queues": args.ack_max_queues}}
@@ -382,7 +425,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wait_for(lambda: good.received, 30, "the good consumer's first message")
         rss = Rss(broker.proc.pid if broker.proc else os.getpid()).start()
         verdict["rss_before_mb"] = round(rss.now() / 2**20, 1)
-        attacks = Attacks(ctx, endpoints, args)
+        attacks = Attacks(ctx, endpoints, args, broker.remoting_port)
         for name in args.attacks:
             start = time.monotonic()
             peak_before = rss.peak

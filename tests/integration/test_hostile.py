@@ -26,7 +26,8 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     attacks = verdict["attacks"]
     assert set(attacks) == {"oversized_frames", "big_frame_flood", "slow_readers", "connection_flood",
                             "ack_group_flood", "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types",
-                            "offsets_beyond_max"}
+                            "offsets_beyond_max", "remoting_garbage"}
+    assert set(attacks["remoting_garbage"]["answered"]["outcomes"]) == {"closed", "held_open"}  # never answered
     assert attacks["topic_flood"]["answered"]["replies"] == {"OK:PUT_OK": 40}
     assert "skipped" in attacks["bad_key_flood"]["answered"]  # ipc sockets: no keys to get wrong
     assert attacks["ack_group_flood"]["answered"]["replies"] == {"OK": 6, "SERVICE_NOT_AVAILABLE": 6}
