@@ -107,3 +107,15 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
                               "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
         assert got.returncode == 0 and "2 received" in got.stderr, got.stderr
         assert broker.stop() == 0
+
+
+def test_cli_reports_an_undeliverable_request_without_a_traceback(tmp_path: Path) -> None:
+    """A request the client could not deliver (nothing listening, or a broker refusing the key)
+    ended ``mqstore produce`` in a BrokerError traceback."""
+    generate_keys(tmp_path / "keys")
+    port = free_port_range(1)
+    run = subprocess.run([sys.executable, "-m", "scripts.mqstore", "produce", "--store", str(tmp_path / "store"),
+                          "--topic", "T", "--tcp", f"127.0.0.1:{port}", "--keys", str(tmp_path / "keys")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith("mqstore produce: ")
