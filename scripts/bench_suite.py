@@ -10,7 +10,7 @@ In order, on fresh stores in a temp dir (k = the core count):
    up); the writer's and builders' anonymous resident memory (RssAnon) before and after;
 3. the same with 4 KiB bodies;
 4. SYNC_FLUSH (group commit), 128-byte bodies;
-5. send -> consumed latency at half the rate of 2, open loop, one consumer;
+5. send -> consumed latency at half the rate of 2, open loop, k consumers; and at a tenth of it;
 6. query by key through the readers, k processes, keys written in 2;
 7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
    seconds per GiB from a ``--recovery-mb`` store;
@@ -148,7 +148,7 @@ def git_commit() -> str:
         return "unknown"
 
 
-def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], LoadResult, dict[str, Any]]:
+def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], LoadResult]:
     k = args.procs
     base = Workload(producers=k, readers=k, count=None, duration_s=args.seconds, batch=args.batch)
     report: dict[str, Any] = {"limits": bench_limits.measure_limits(work, batch=args.batch, quick=args.quick)}
@@ -165,9 +165,13 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], LoadRes
     runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False)
     broker.stop()
     half = runs["async_128"]["send"]["msgs_per_s"] / 2
-    latency = bench_sweep.latency_run(work, half, args.seconds, base, producers=k)
-    runs["latency_half_rate"] = {"rate": round(half), **latency.summary["consume"]["latency_ms"],
-                                 "send_msgs_per_s": latency.summary["send"]["msgs_per_s"]}
+    latency = {}
+    for name, rate in (("latency_half_rate", half), ("latency_tenth_rate", half / 5)):
+        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k)
+        runs[name] = {"rate": round(rate), **result.summary["consume"]["latency_ms"],
+                      "send_msgs_per_s": result.summary["send"]["msgs_per_s"],
+                      "consumed_msgs_per_s": result.summary["consume"]["msgs_per_s_over_run"]}
+        latency[f"{round(rate):,} msgs/s"] = result.latencies_us
     runs["recovery"] = recovery_rate(work, args.recovery_mb)
     report["runs"] = runs
     redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
@@ -207,7 +211,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          s128["msgs_per_s"] >= 200_000 and (ratio(s128["msgs_per_s"], always) or 0) >= 5
          and (ratio(s128["msgs_per_s"], lim["fdatasync_appends_per_s"]) or 0) >= 20),
         ("send -> consumable at half the max rate", "p99 <= 2 ms (ASYNC)",
-         {k: runs["latency_half_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")},
+         {**{k: runs["latency_half_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")},
+          "at_a_tenth": {k: runs["latency_tenth_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")}},
          (runs["latency_half_rate"]["p99"] or 1e9) <= 2),
         ("query by key through a reader", ">= 50,000 lookups/s",
          {"lookups_per_s": runs["query_by_key"]["lookups_per_s"], "found": runs["query_by_key"]["found"]},
@@ -251,8 +256,8 @@ def run(args: argparse.Namespace) -> int:
            "seconds": round(time.time() - started), "targets": targets(report), **report}
     (args.out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
     sweep = report["sweep"]
-    bench_sweep.plot(args.out / f"{name}.png", sweep["producers"], sweep["readers"], latency.latencies_us,
+    bench_sweep.plot(args.out / f"{name}.png", sweep["producers"], sweep["readers"], latency,
                      f"mqstore {commit} on {os.cpu_count()} cores",
-                     f"ASYNC latency at {report['runs']['latency_half_rate']['rate']:,} msgs/s (half the max)")
+                     "ASYNC send -> consumed at half and a tenth of the max rate")
     print(json.dumps(doc, indent=2))
     return 0

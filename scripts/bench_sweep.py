@@ -61,11 +61,12 @@ def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -
     return points
 
 
-def latency_run(work: Path, rate: float, seconds: float, base: Workload, producers: int = 1) -> LoadResult:
-    """Open loop at ``rate`` over ``producers``, one consumer: the send -> consumed latencies."""
-    broker = BrokerRun(work / f"latency-{producers}")
+def latency_run(work: Path, rate: float, seconds: float, base: Workload, producers: int = 1,
+                consumers: int = 1) -> LoadResult:
+    """Open loop at ``rate`` over ``producers``, ``consumers`` pulling: the send -> consumed latencies."""
+    broker = BrokerRun(work / f"latency-{round(rate)}", "--readers", str(base.readers))
     try:
-        spec = Workload(**{**base.__dict__, "producers": producers, "consumers": 1, "rate": rate, "count": None,
+        spec = Workload(**{**base.__dict__, "producers": producers, "consumers": consumers, "rate": rate, "count": None,
                            "duration_s": seconds, "topic_prefix": "Latency"})
         return run_load(broker.store, spec)
     finally:
@@ -73,7 +74,8 @@ def latency_run(work: Path, rate: float, seconds: float, base: Workload, produce
 
 
 def plot(path: Path, producers: list[dict[str, Any]], readers: list[dict[str, Any]],
-         latencies_us: np.ndarray[Any, Any], title: str, latency_label: str) -> None:
+         latencies_us: dict[str, np.ndarray[Any, Any]], title: str, latency_label: str) -> None:
+    """Throughput vs processes on the left; on the right a histogram of each latency sample set."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -89,14 +91,16 @@ def plot(path: Path, producers: list[dict[str, Any]], readers: list[dict[str, An
     left.grid(True, alpha=0.3)
     left.legend()
     left.set_title("throughput vs processes")
-    if latencies_us.size:
-        ms = latencies_us.astype(np.float64) / 1000
-        bins = np.logspace(np.log10(max(ms.min(), 0.01)), np.log10(max(ms.max(), 0.02)), 60)
-        right.hist(ms, bins=bins)
+    shown = {label: v.astype(np.float64) / 1000 for label, v in latencies_us.items() if v.size}
+    if shown:
+        low = max(min(float(v.min()) for v in shown.values()), 0.01)
+        high = max(max(float(v.max()) for v in shown.values()), low * 2)
+        bins = np.logspace(np.log10(low), np.log10(high), 80)
+        for label, ms in shown.items():
+            right.hist(ms, bins=bins, alpha=0.6,
+                       label=f"{label}: p50 {np.percentile(ms, 50):.2f}, p99 {np.percentile(ms, 99):.2f} ms")
         right.set_xscale("log")
-        for q, style in ((50, "--"), (99, "-."), (99.9, ":")):
-            right.axvline(float(np.percentile(ms, q)), color="k", linestyle=style, label=f"p{q}")
-        right.legend()
+        right.legend(fontsize=8)
     right.set_xlabel("send -> consumed (ms)")
     right.set_ylabel("messages")
     right.set_title(latency_label)
@@ -131,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         result, latency = sweep(Path(work), args.max_procs, args.seconds, args.backlog)
     doc = {"benchmark": "sweep", "machine": {"cpus": os.cpu_count()}, **result}
     (args.out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
-    plot(args.out / "sweep.png", result["producers"], result["readers"], latency.latencies_us,
+    plot(args.out / "sweep.png", result["producers"], result["readers"], {"half the max rate": latency.latencies_us},
          f"mqstore scaling on {os.cpu_count()} cores", f"latency at {result['latency_at_half_rate']['rate']:,} msgs/s")
     print(json.dumps(doc, indent=2))
     return 0

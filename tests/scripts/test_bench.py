@@ -82,7 +82,8 @@ def test_redis_peer_runs_or_says_why_not(tmp_path: Path) -> None:
 def test_sweep_plot_is_a_png(tmp_path: Path) -> None:
     path = tmp_path / "sweep.png"
     bench_sweep.plot(path, [{"producers": 1, "msgs_per_s": 10}, {"producers": 2, "msgs_per_s": 18}],
-                     [{"readers": 1, "msgs_per_s": 12}], np.array([900, 1100, 1500, 4000]), "t", "latency")
+                     [{"readers": 1, "msgs_per_s": 12}], {"a": np.array([900, 1100, 1500, 4000]), "b": np.array([])},
+                     "t", "latency")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
