@@ -23,10 +23,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 from ipc.channel import BrokerError, BrokerTimeoutError
 from ipc.client import AckConsumer, Consumer, Producer
+from ipc.receipts import Delivery
 
 IN_DOUBT_STATUSES = frozenset({"FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
 
@@ -91,12 +92,9 @@ def consume(store: str, log_path: str, group: str, topic: str, ack_mode: bool) -
                     with AckConsumer(store, group=group, topic=topic, long_poll_ms=300,
                                      visibility_ms=5000) as acker:
                         while not stop.requested:
-                            got = acker.receive(max_count=64, timeout_ms=500)
-                            if got:
-                                statuses = acker.ack(got)
-                                log.write("".join(f"acked\t{topic}\t{d.queue}\t{d.queue_offset}\t{digest(d.body)}\t"
-                                                  f"{s}\n" for d, s in zip(got, statuses, strict=True)))
-                                log.flush()
+                            deliveries = acker.receive(max_count=64, timeout_ms=500)
+                            if deliveries:
+                                record_and_ack(acker, log, topic, deliveries)
                 else:
                     with Consumer(store, group=group, topic=topic, start="committed", long_poll_ms=300,
                                   auto_commit_interval_ms=500) as consumer:
@@ -110,6 +108,14 @@ def consume(store: str, log_path: str, group: str, topic: str, ack_mode: bool) -
                 log.write(f"#\t{type(exc).__name__}: {exc}\n")
                 log.flush()
                 time.sleep(0.2)
+
+
+def record_and_ack(acker: AckConsumer, log: TextIO, topic: str, got: list[Delivery]) -> None:
+    """Ack what an ack-mode consumer received and log it."""
+    statuses = acker.ack(got)
+    log.write("".join(f"acked\t{topic}\t{d.queue}\t{d.queue_offset}\t{digest(d.body)}\t{s}\n"
+                      for d, s in zip(got, statuses, strict=True)))
+    log.flush()
 
 
 @dataclass(slots=True)
