@@ -25,8 +25,9 @@ reached):
   offset it was received at, with that body. In SYNC_FLUSH a message becomes consumable only once
   flushed, so this is the "nothing seen that was not durable" promise; with process kills only (the
   page cache survives), it holds in ASYNC_FLUSH too.
-- ``ack_group_missed``: the ack-mode group acked every message stored in the topic (redeliveries
-  after a kill are allowed; a message the queue index skipped is not).
+- ``ack_group_missed``: the ack-mode group received every message stored in the topic (redeliveries
+  after a kill are allowed; a message the queue index skipped is not). Received, as its log says
+  before each ack: an ack whose answer a kill swallowed may have been applied all the same.
 - ``offset_group_missed``: the offset-mode group received every stored message (at least once).
 - ``verify_findings``: ``verify_store`` on the stopped store.
 """

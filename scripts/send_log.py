@@ -6,9 +6,15 @@ were told and what consumers saw, one tab-separated line per message, flushed af
                                                             FLUSH_DISK_TIMEOUT: stored or not, unknown
     refused  topic -     -            body_sha256 status   a definite failure: never stored
     seen     topic queue queue_offset body_sha256 -        an offset-mode consumer received it
-    acked    topic queue queue_offset body_sha256 -        an ack-mode consumer received and acked it
+    received topic queue queue_offset body_sha256 count    an ack-mode consumer received it (count:
+                                                            its delivery count), logged before the ack
+    acked    topic queue queue_offset body_sha256 status   the broker answered its ack (OK or
+                                                            UNKNOWN_RECEIPT)
 
 Every body is unique (producer name and sequence number inside), so its hash names the message.
+An ack that gets no answer (its reader killed or frozen, or one reader of a batch that spans two)
+may still have been applied, and then the message is never delivered again: what the ack-mode
+group received is the ``received`` lines, never only the answered acks.
 The producing and consuming loops run in their own processes, killed with SIGTERM at the end.
 """
 
@@ -111,7 +117,11 @@ def consume(store: str, log_path: str, group: str, topic: str, ack_mode: bool) -
 
 
 def record_and_ack(acker: AckConsumer, log: TextIO, topic: str, got: list[Delivery]) -> None:
-    """Ack what an ack-mode consumer received and log it."""
+    """Log what an ack-mode consumer received, then ack it and log the answers. The deliveries go
+    to the log first: an ack that raises may have been applied, in part or in full."""
+    log.write("".join(f"received\t{topic}\t{d.queue}\t{d.queue_offset}\t{digest(d.body)}\t{d.delivery_count}\n"
+                      for d in got))
+    log.flush()
     statuses = acker.ack(got)
     log.write("".join(f"acked\t{topic}\t{d.queue}\t{d.queue_offset}\t{digest(d.body)}\t{s}\n"
                       for d, s in zip(got, statuses, strict=True)))
@@ -126,6 +136,7 @@ class Logs:
     statuses: Counter[str] = field(default_factory=Counter)
     seen: list[tuple[str, int, int, str]] = field(default_factory=list)
     ack_received: list[tuple[str, int, int, str]] = field(default_factory=list)
+    ack_statuses: Counter[str] = field(default_factory=Counter)           # answers to acks
 
     @classmethod
     def read(cls, paths: list[Path]) -> Logs:
@@ -146,11 +157,13 @@ class Logs:
                     logs.statuses[status.split(":", 1)[0]] += 1
                 elif kind == "seen":
                     logs.seen.append((topic, int(queue), int(offset), h))
-                elif kind == "acked":
+                elif kind == "received":
                     logs.ack_received.append((topic, int(queue), int(offset), h))
+                elif kind == "acked":
+                    logs.ack_statuses[status] += 1
         return logs
 
     def summary(self) -> dict[str, Any]:
         return {"acknowledged": len(self.acked), "in_doubt": len(self.doubt), "refused": len(self.refused),
                 "statuses": dict(self.statuses), "offset_consumed": len(self.seen),
-                "ack_mode_acked": len(self.ack_received)}
+                "ack_mode_received": len(self.ack_received), "ack_mode_acked": self.ack_statuses["OK"]}
