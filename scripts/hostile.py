@@ -116,6 +116,8 @@ class GoodClient:
                 "served": bool(sends) and set(statuses) == {"PUT_OK"}}
 
     def stop(self, timeout_s: float = 30) -> None:
+        if self._stop.is_set():
+            return
         self._deadline = time.monotonic() + timeout_s
         self._stop.set()
         for t in self._threads:
@@ -152,7 +154,8 @@ class Rss:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 # -- raw sockets ---------------------------------------------------------------------------------------
@@ -423,31 +426,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         endpoints = broker.endpoints()
         ctx: zmq.Context[Any] = zmq.Context() if endpoints.curve is None else _curve_context(endpoints)
         good = GoodClient(endpoints).start()
-        wait_for(lambda: good.received, 30, "the good consumer's first message")
-        rss = Rss(broker.proc.pid if broker.proc else os.getpid()).start()
-        verdict["rss_before_mb"] = round(rss.now() / 2**20, 1)
+        rss = Rss(broker.proc.pid if broker.proc else os.getpid())
         attacks = Attacks(ctx, endpoints, args, broker.remoting_port)
-        for name in args.attacks:
-            start = time.monotonic()
-            peak_before = rss.peak
-            rss.peak = rss.now()
-            try:
-                answered: Any = getattr(attacks, name)()
-            except Exception as exc:  # the harness's own failure is a finding too, not a crash of the run
-                answered = {"harness_error": f"{type(exc).__name__}: {exc}"}
-                attacks.findings.append(f"{name}: {answered['harness_error']}")
-            time.sleep(0.3)  # the good client's next sends land after the attack too
-            served = good.window(start, time.monotonic())
-            verdict["attacks"][name] = {"answered": answered, "good_client": served,
-                                        "rss_peak_mb": round(rss.peak / 2**20, 1),
-                                        "seconds": round(time.monotonic() - start, 2)}
-            rss.peak = max(rss.peak, peak_before)
-            if not served["served"]:
-                attacks.findings.append(f"{name}: the good client was not served ({served['statuses']})")
-            elif served["max_latency_s"] > args.max_latency_s:
-                attacks.findings.append(f"{name}: a good send waited {served['max_latency_s']} s")
-        good.stop()
-        rss.stop()
+        try:  # whatever happens, the clients close: a context with open sockets would hang the exit
+            wait_for(lambda: good.received, 30, "the good consumer's first message")
+            rss.start()
+            verdict["rss_before_mb"] = round(rss.now() / 2**20, 1)
+            for name in args.attacks:
+                verdict["attacks"][name] = _attack(attacks, name, good, rss, args)
+        finally:
+            good.stop()
+            rss.stop()
+            ctx.destroy(0)
         status = broker.status() or {}
         restarts = {a: i.get("restarts", 0) for a, i in status.get("actors", {}).items() if i.get("restarts")}
         verdict.update(rss_peak_mb=round(rss.peak / 2**20, 1), rss_after_mb=round(rss.now() / 2**20, 1),
@@ -455,7 +445,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                        restarts=restarts, good_sent=sum(1 for _, _, s, _ in good.sent if s == "PUT_OK"),
                        good_received=len(good.received), good_caught_up=good.caught_up(),
                        good_errors=good.errors[:5])
-        ctx.destroy(0)
         verdict["broker_exit"] = broker.stop()
     findings = attacks.findings
     findings += [f"{a} restarted {n} time(s)" for a, n in restarts.items()]
@@ -465,6 +454,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         findings.append(f"broker RSS peaked at {verdict['rss_peak_mb']} MiB, past {args.rss_limit_mb}")
     verdict.update(findings=findings, ok=not findings)
     return verdict
+
+
+def _attack(attacks: Attacks, name: str, good: GoodClient, rss: Rss, args: argparse.Namespace) -> dict[str, Any]:
+    """One attack, and how the good client and the broker's memory fared meanwhile."""
+    start = time.monotonic()
+    peak_before = rss.peak
+    rss.peak = rss.now()
+    try:
+        answered: Any = getattr(attacks, name)()
+    except Exception as exc:  # the harness's own failure is a finding too, not a crash of the run
+        answered = {"harness_error": f"{type(exc).__name__}: {exc}"}
+        attacks.findings.append(f"{name}: {answered['harness_error']}")
+    time.sleep(0.3)  # the good client's next sends land after the attack too
+    served = good.window(start, time.monotonic())
+    outcome = {"answered": answered, "good_client": served, "rss_peak_mb": round(rss.peak / 2**20, 1),
+               "seconds": round(time.monotonic() - start, 2)}
+    rss.peak = max(rss.peak, peak_before)
+    if not served["served"]:
+        attacks.findings.append(f"{name}: the good client was not served ({served['statuses']})")
+    elif served["max_latency_s"] > args.max_latency_s:
+        attacks.findings.append(f"{name}: a good send waited {served['max_latency_s']} s")
+    return outcome
 
 
 def _by_actor(peaks: dict[int, int], status: dict[str, Any]) -> dict[str, float]:
