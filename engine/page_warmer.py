@@ -7,6 +7,10 @@ the range just ahead of the written end (``madvise(MADV_POPULATE_READ)`` on its 
 mapping), so the writer's copy finds the pages there. Nothing is written and nothing is dirtied:
 the bytes stay the zeros fallocate promised, and a reader or a recovery sees exactly what it would
 have without the warming. Where the kernel lacks the advice (before Linux 5.14), warming is off.
+
+Measured on the 2-core development machine: a 64 MiB copy into fresh pages takes a third of the
+time after the advice; in the broker's 4 KiB benchmark the writer's CPU per message did not move
+(13.7 us with, 13.8 without), so the first-write cost there is not the page allocation this saves.
 """
 
 from __future__ import annotations
