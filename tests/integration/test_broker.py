@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -313,3 +314,21 @@ def test_supervisor_gives_up_loudly_on_a_flapping_actor(tmp_path: Path) -> None:
     with MessageStore.open(broker.store) as store:
         for r in acked:
             assert store.get("Orders", r.queue, r.queue_offset, max_count=1).messages[0].msg_id == r.msg_id
+
+
+def test_consumer_made_right_after_a_topics_first_send_waits_for_the_readers_to_see_it(tmp_path: Path) -> None:
+    """The writer records new topics once per tick, and a queue's files come from the consume-queue
+    builder: a Consumer made right after a new topic's first SEND_OK, before either, raised "has no
+    queues yet". (The builder is held here, and the tick is long, to make that window certain.)"""
+    with Broker(tmp_path, broker_extra="tick_interval_ms = 1500") as broker:
+        builder = broker.kill("cqbuilder", signal.SIGSTOP)
+        try:
+            with Producer(broker.store) as producer:
+                assert producer.send("Warm", b"x").ok  # the writer ticks right after this round ...
+                assert producer.send("BrandNew", b"first").ok  # ... so not again for 1.5 s
+            consumer = Consumer(broker.store, group="eager", topic="BrandNew", start="earliest")
+        finally:
+            os.kill(builder, signal.SIGCONT)
+        with consumer:
+            assert consumer.queues == [0, 1, 2, 3]
+            assert [m.body for m in consumer.messages(1, timeout_ms=10_000)] == [b"first"]
