@@ -101,6 +101,10 @@ def test_raw_client_queries_by_key_and_views_by_offset(front: tuple[Broker, str,
     _, ns, _ = front
     host, port = ns.split(":")
     with rm.RemotingClient(host, int(port)) as client:
+        # the index builder runs apart: once the last message sent is indexed, every one is
+        wait_for(lambda: client.call(rm.QUERY_MESSAGE, {"topic": "Stock", "key": f"key-{COUNT - 1}", "maxNum": 1,
+                                                        "beginTimestamp": 0, "endTimestamp": 2 ** 62}).code == 0,
+                 30, "the last message to be indexed")
         for i in (0, 7, BIG_EVERY * 3):  # a compressed one among them
             reply = client.call(rm.QUERY_MESSAGE, {"topic": "Stock", "key": f"key-{i}", "maxNum": 32,
                                                    "beginTimestamp": 0, "endTimestamp": 2 ** 62})
