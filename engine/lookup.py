@@ -8,6 +8,7 @@ topic and key against the record itself.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.commitlog import CommitLog
@@ -18,6 +19,7 @@ from engine.msgid import decode_offset_msg_id
 from engine.record import DecodeKind, Record
 
 MAX_FILTER_SCAN_BYTES = 16000
+MAX_QUERY_CANDIDATES = 1 << 16  # the index caps a query lower still (max_msgs_num_batch)
 SUBSCRIBE_ALL = "*"
 
 
@@ -129,12 +131,27 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
 
 def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,
                  begin_ms: int, end_ms: int, *, uniq: bool = False, readable_end: int | None = None) -> list[Record]:
-    """Records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold ``key``, oldest first,
-    none reaching past ``readable_end``."""
+    """The newest ``max_count`` records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold
+    ``key``, oldest first, none reaching past ``readable_end``.
+
+    The index answers with candidates, hash collisions and records not readable yet among them; when
+    those take places, it is asked again for more (up to its batch limit), so a collision never hides
+    a message that matches."""
     end = commitlog.max_offset if readable_end is None else readable_end
-    found = index.query(topic, key, max_count, begin_ms, end_ms)
+    limit = max_count
+    while True:
+        candidates = index.query(topic, key, limit, begin_ms, end_ms).phys_offsets
+        records = _matching(commitlog, dict.fromkeys(candidates), topic, key, uniq, end)
+        if len(records) >= max_count or len(candidates) < limit or limit >= MAX_QUERY_CANDIDATES:
+            return sorted(records[:max_count], key=lambda r: r.phys_offset)
+        limit = min(limit * 4, MAX_QUERY_CANDIDATES)
+
+
+def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: str, key: str, uniq: bool,
+              end: int) -> list[Record]:
+    """The records at ``phys_offsets`` (in their order) that really are ``topic``'s and hold ``key``."""
     records: list[Record] = []
-    for phys_offset in sorted(set(found.phys_offsets)):
+    for phys_offset in phys_offsets:
         if not commitlog.min_offset <= phys_offset < end:
             continue
         record = commitlog.read_record(phys_offset, check_crc=False).record
