@@ -15,21 +15,13 @@ from ipc.client import Producer
 from ipc.receipts import Delivery, ack_owner
 from scripts.send_log import Logs, record_and_ack
 from tests.integration.broker import Broker
+from tests.integration.test_ack import receive_until
 
 TOPIC = "Logged"
 GROUP = "acks"
 QUEUES = 4
 PER_QUEUE = 8
 LONG_MS = 120_000
-
-
-def _receive_all(consumer: AckConsumer, count: int, timeout_s: float = 30) -> list[Delivery]:
-    got: list[Delivery] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"received {len(got)} of {count}"
-        got += consumer.receive(1024, 500)
-    return got
 
 
 def test_ack_batch_whose_ack_times_out_on_one_reader_is_still_logged_as_received(tmp_path: Path) -> None:
@@ -46,7 +38,7 @@ def test_ack_batch_whose_ack_times_out_on_one_reader_is_still_logged_as_received
         assert 0 < len(frozen_queues) < QUEUES
         log_path = tmp_path / "ack-consumer.log"
         with AckConsumer(broker.store, group=GROUP, topic=TOPIC, visibility_ms=LONG_MS, timeout_ms=1000) as consumer:
-            got = _receive_all(consumer, QUEUES * PER_QUEUE)
+            got = receive_until(consumer, QUEUES * PER_QUEUE)
             pid = broker.kill(f"reader-{frozen}", signal.SIGSTOP)
             try:
                 with open(log_path, "a") as log, pytest.raises(BrokerTimeoutError):
