@@ -43,6 +43,7 @@ class FlushConfig:
     sync_timeout_ms: int = 5_000        # GroupCommitService: FLUSH_DISK_TIMEOUT after this
     cq_interval_ms: int = 1_000         # FlushConsumeQueueService
     index_interval_ms: int = 1_000
+    spare_file: bool = True             # prepare the next commitlog file ahead (AllocateMappedFileService)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,11 @@ cadence, writes the checkpoint after each, and publishes ``flushed`` (how far th
 durable). ASYNC_FLUSH follows RocketMQ's FlushRealTimeService: every ``interval_ms``, when at least
 ``least_pages`` pages wait, or everything once per ``thorough_interval_ms``. A ``written`` notice
 flagged ``sync`` is flushed at once: one fsync answers every SYNC_FLUSH waiter up to that offset
-(group commit). Between flushes it faults in the commitlog pages just ahead of the writer
-(``engine.page_warmer``), so the writer's copies do not pay for fresh pages. A failed fsync is
+(group commit). Between flushes it faults in the commitlog pages just ahead of the writer and, with
+``spare_file``, prepares the next commitlog file under a name no reader counts (``engine.page_warmer``),
+so the writer's copies do not pay for fresh pages and its roll is one rename. The directory entry of
+a new commitlog file (created inline or renamed from the spare by the writer) is fsynced here, before
+any flushed notice covers a byte of that file. A failed fsync is
 fatal: the process exits, the supervisor restarts it, and no SYNC_FLUSH send is acknowledged for
 data not known durable.
 """
@@ -31,6 +34,15 @@ from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
 WARM_STEPS_PER_ROUND = 16  # of engine.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (a created or renamed file) durable; an error propagates."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class FileSyncer:
@@ -75,7 +87,8 @@ class FlushActor:
         self.index_files: set[str] = set()
         self.index_store_ms = 0
         self.last_thorough_ms = monotonic_ms()
-        self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size)
+        self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file)
+        self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
 
     def run(self) -> None:
         ep = self.rt.endpoints
@@ -108,7 +121,8 @@ class FlushActor:
                     self._flush_index()
                     next_index = now + flush.index_interval_ms
                 self._warm()
-                self.rt.report("running", flushed=self.flushed_end, written=self.written_end)
+                self.rt.report("running", flushed=self.flushed_end, written=self.written_end,
+                               spares_prepared=self.warmer.spares_prepared)
             self._drain(written_in, self._on_written)
             self._drain(arrived_in, self._on_arrived)
             self._drain(indexed_in, self._on_indexed)
@@ -123,11 +137,20 @@ class FlushActor:
             self.warmer.close()
 
     def _warm(self) -> None:
-        """Fault in the commitlog pages just ahead of the writer, a few steps per round, never while a
-        group commit waits."""
+        """Fault in the commitlog pages just ahead of the writer, then the spare next file's, a few
+        steps per round, never while a group commit waits."""
         for _ in range(WARM_STEPS_PER_ROUND):
-            if self.sync_wanted or not self.warmer.warm(self.written_end):
+            if self.sync_wanted:
                 return
+            if not self.warmer.warm(self.written_end) and not self._prepare_spare():
+                return
+
+    def _prepare_spare(self) -> bool:
+        error = self.warmer.spare_error
+        done = self.warmer.prepare_spare(self.written_end) > 0
+        if self.warmer.spare_error is not None and self.warmer.spare_error != error:
+            log.warning("%s; the writer allocates the next commitlog file itself", self.warmer.spare_error)
+        return done
 
     @staticmethod
     def _drain(sock: zmq.Socket[Any], handle: Any) -> None:
@@ -168,6 +191,10 @@ class FlushActor:
             first = 0 if self.flushed_end < 0 else self.flushed_end - self.flushed_end % self.file_size
             for base in range(first, target + 1, self.file_size):
                 self.syncer.fsync(self.store_dir / "commitlog" / file_name(base))
+            last_file = (target - 1) // self.file_size  # the file holding the last byte claimed
+            if last_file > self.dir_synced_file:  # its name made durable before its bytes count as flushed
+                fsync_dir(self.store_dir / "commitlog")
+                self.dir_synced_file = last_file
             self.flushed_end = target
             if store_ms:
                 self.checkpoint.physic_msg_ms = store_ms

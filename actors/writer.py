@@ -93,6 +93,7 @@ class CommitLogWriterActor:
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
         self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.store.geometry.commitlog_file_size)
+        self.commitlog.queue.adopt_spares = True  # a roll renames the flush service's spare (engine.page_warmer)
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.writer = CommitLogWriter(self.commitlog, cfg.store, offsets, uniq)
@@ -181,7 +182,7 @@ class CommitLogWriterActor:
         except OSError:
             log.exception("cannot persist topics; retrying")  # the table stays dirty: the next tick tries
         self.rt.report("running", written=end, flushed=self.flushed_end, dispatched=self.dispatched_end,
-                       pending_sync=len(self.pending))
+                       pending_sync=len(self.pending), spares_adopted=self.commitlog.queue.spares_adopted)
 
     def _check_disk(self, now: int) -> None:
         """Watermarks: past the warning ratio sends are refused until usage drops; cleanup runs on

@@ -2,6 +2,12 @@
 
 File ``N`` holds offsets ``[base_N, base_N + file_size)`` and is named by ``base_N`` in 20 digits.
 The queue's cursors are global: ``max_offset`` (written), ``flushed_where``.
+
+Only all-digit names are the queue's files; every listing (``open``, ``refresh``, ``infer_file_size``)
+goes through ``is_queue_file_name``, so a dot-name in the directory is never log data. The commitlog
+keeps its spare next file there (``SPARE_NAME``, made ready by ``engine.page_warmer`` in the flush
+service, under ``SPARE_PREPARING_NAME`` until then): a queue with ``adopt_spares`` set takes it as its
+next file with one rename instead of allocating one inline, and allocates inline when none is ready.
 """
 
 from __future__ import annotations
@@ -13,11 +19,20 @@ from pathlib import Path
 
 from engine.mapped_file import MappedFile, MappedFileError, file_name
 
+SPARE_NAME = ".spare"                        # a whole, zero, allocated next file, ready to adopt
+SPARE_PREPARING_NAME = ".spare.preparing"    # the same while its owner still allocates or warms it
+
+
+def is_queue_file_name(name: str) -> bool:
+    """Whether ``name`` is one of a queue's files (its base offset in digits). The spare names, and
+    anything else starting with a dot, never are."""
+    return name.isascii() and name.isdigit()
+
 
 def infer_file_size(directory: Path) -> int | None:
     """The size of the files already in ``directory`` (None when it holds none)."""
     for path in sorted(directory.iterdir()) if directory.is_dir() else ():
-        if path.is_file() and path.name.isdigit() and path.stat().st_size > 0:
+        if path.is_file() and is_queue_file_name(path.name) and path.stat().st_size > 0:
             return path.stat().st_size
     return None
 
@@ -29,6 +44,8 @@ class MappedFileQueue:
         self.files = files
         self.writable = writable
         self.flushed_where = 0
+        self.adopt_spares = False  # set by the one writer of a family whose files someone prepares
+        self.spares_adopted = 0
 
     @classmethod
     def open(cls, directory: Path | str, file_size: int, *, writable: bool = True) -> MappedFileQueue:
@@ -37,7 +54,7 @@ class MappedFileQueue:
         directory = Path(directory)
         if writable:
             directory.mkdir(parents=True, exist_ok=True)
-        paths = sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit()) \
+        paths = sorted(p for p in directory.iterdir() if p.is_file() and is_queue_file_name(p.name)) \
             if directory.is_dir() else []
         if paths and paths[-1].stat().st_size == 0:
             # a crash between creating and allocating the newest file (or a writer doing it right now)
@@ -75,7 +92,8 @@ class MappedFileQueue:
         last_base = self.files[-1].file_base if self.files else -1
         if not self.directory.is_dir():
             return changed
-        for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit() and int(p.name) > last_base):
+        for path in sorted(p for p in self.directory.iterdir()
+                           if is_queue_file_name(p.name) and int(p.name) > last_base):
             if path.stat().st_size != self.file_size:
                 break  # still being allocated by its writer
             self.files.append(MappedFile.open(path, self.file_size, writable=self.writable))
@@ -108,8 +126,37 @@ class MappedFileQueue:
     def create_file(self, file_base: int) -> MappedFile:
         if file_base % self.file_size:
             raise MappedFileError(f"file base {file_base} is not a multiple of {self.file_size}")
-        mf = MappedFile.create(self.directory / file_name(file_base), self.file_size)
+        path = self.directory / file_name(file_base)
+        mf = self._adopt_spare(path) if self.adopt_spares else None
+        if mf is None:
+            mf = MappedFile.create(path, self.file_size)
         self.files.append(mf)
+        return mf
+
+    def _adopt_spare(self, path: Path) -> MappedFile | None:
+        """The ready spare renamed to ``path`` and mapped, or None (none ready: create inline).
+
+        The rename is atomic, so ``path`` appears whole and full-size, as an inline create leaves it
+        once allocated; a crash right after leaves what a crash right after that create leaves. The
+        directory entry is made durable by the flush service before it claims any byte of the file
+        flushed, not here on the send path. The existence check before the rename is sound because
+        only this queue's one writer makes digit names (a rename would replace a file silently)."""
+        if path.exists():
+            return None  # let the inline create fail as it always has
+        try:
+            os.rename(self.directory / SPARE_NAME, path)
+        except FileNotFoundError:
+            return None
+        try:
+            mf = MappedFile.open(path, self.file_size, writable=True)
+        except MappedFileError:  # a spare of another size is never log data: allocate inline
+            path.unlink(missing_ok=True)
+            return None
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        mf.set_positions(0)
+        self.spares_adopted += 1
         return mf
 
     def last_file_for_append(self, start_offset: int = 0) -> MappedFile:
