@@ -32,7 +32,7 @@ class PullRequest:
     queue_offset: int
     limits: PullLimits
     tag_filter: TagFilter
-    raw: bool = False  # answer with the stored records back to back (the RocketMQ wire) instead of maps
+    raw: bool = False  # answer with the stored records back to back and their columns, instead of maps
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class ParkedPull:
 def is_waitable(result: GetResult) -> bool:
     """Nothing there yet: the queue is at its end (or does not exist), or everything up to its end
     was filtered out."""
-    if result.messages:
+    if result.message_count:
         return False
     if result.status in _NOTHING_YET:
         return True

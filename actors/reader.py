@@ -6,8 +6,9 @@ index file, and never read past what the consume-queue builder has published.
 
 Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
 
-    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms
-                    -> status, next, min, max, msgs
+    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw
+                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols
+                    (the records as stored, back to back, and ``ipc.messages.pack_columns``)
     query_key       topic, key, max, begin_ms, end_ms       -> msgs
     query_uniq      topic, uniq_key                          -> msgs
     view_id         msg_id                                   -> msgs ([] or [one])
@@ -37,10 +38,11 @@ from actors.long_poll import ParkedPull, ParkedPulls, PullRequest, is_waitable
 from actors.reader_state import LONG_MAX, PublishedStore, record_to_wire
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine.config import check_topic
-from engine.lookup import GetResult, GetStatus, PullLimits, TagFilter
+from engine.lookup import GetResult, GetStatus, PullLimits, StoredRecords, TagFilter
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from engine.record import Record
 from ipc import schema
+from ipc.messages import pack_columns
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
@@ -256,7 +258,8 @@ class ReaderActor:
         return self._pull_reply(request_id, pull, result)
 
     def _pull(self, pull: PullRequest) -> GetResult:
-        return self.store.pull(pull.topic, pull.queue_id, pull.queue_offset, pull.limits, pull.tag_filter)
+        return self.store.pull(pull.topic, pull.queue_id, pull.queue_offset, pull.limits, pull.tag_filter,
+                               stored=pull.raw)
 
     def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         records = self.store.query_by_key(
@@ -318,7 +321,12 @@ class ReaderActor:
                                readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
 
     def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
-        records = self._records(result.messages, {"raw": pull.raw})
+        stored = result.stored or StoredRecords(b"", [], [], [])
+        if pull.raw:  # one blob and its columns: nothing per message on either side
+            records: dict[str, Any] = {"raw": stored.data, "count": len(stored),
+                                       "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)}
+        else:
+            records = {"msgs": [record_to_wire(r) for r in result.messages]}
         return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
                                min=result.min_queue_offset, max=result.max_queue_offset, **records)
 

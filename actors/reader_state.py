@@ -229,10 +229,11 @@ class PublishedStore:
         return PublishedQueue(cq, min_queue_offset, max_queue_offset)
 
     def pull(self, topic: str, queue_id: int, queue_offset: int, limits: PullLimits,
-             tag_filter: TagFilter) -> GetResult:
+             tag_filter: TagFilter, *, stored: bool = False) -> GetResult:
+        """engine.lookup.get_messages over the published queue; ``stored``: the records' bytes."""
         view = self.published_queue(topic, queue_id)
-        result = get_messages(view, self.commitlog, queue_offset, limits,
-                              tag_filter, self.readable_end)
+        result = get_messages(view, self.commitlog, queue_offset, limits, tag_filter, self.readable_end,
+                              stored=stored)
         if result.status in (GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING):
             self.refresh_files()
         return result

@@ -8,19 +8,20 @@ topic and key against the record itself.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from engine.commitlog import CommitLog
-from engine.consume_queue import CQ_ENTRY_SIZE, QueueView
+from engine.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
 from engine.index_service import IndexService
 from engine.jhash import tags_code
 from engine.msgid import decode_offset_msg_id
-from engine.record import DecodeKind, Record
+from engine.record import MAGIC_V1, MAGIC_V2, Record, decode_record
 
 MAX_FILTER_SCAN_BYTES = 16000
 MAX_QUERY_CANDIDATES = 1 << 16  # the index caps a query lower still (max_msgs_num_batch)
 SUBSCRIBE_ALL = "*"
+_MAGICS = frozenset(m.to_bytes(4, "big", signed=True) for m in (MAGIC_V1, MAGIC_V2))
 
 
 class GetStatus(enum.Enum):
@@ -37,6 +38,20 @@ class GetStatus(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRecords:
+    """Records as stored, back to back in ``data``, with their columns: what a pull answers with
+    when nobody on this side needs the records decoded."""
+
+    data: bytes
+    queue_offsets: list[int]
+    phys_offsets: list[int]
+    sizes: list[int]
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+
+@dataclass(frozen=True, slots=True)
 class GetResult:
     status: GetStatus
     next_queue_offset: int
@@ -44,9 +59,16 @@ class GetResult:
     max_queue_offset: int
     messages: list[Record] = field(default_factory=list)
     filtered_count: int = 0
+    stored: StoredRecords | None = None  # instead of ``messages``, when asked for stored bytes
+
+    @property
+    def message_count(self) -> int:
+        return len(self.stored) if self.stored is not None else len(self.messages)
 
     @property
     def total_bytes(self) -> int:
+        if self.stored is not None:
+            return len(self.stored.data)
         return sum(m.size for m in self.messages)
 
 
@@ -79,8 +101,12 @@ class PullLimits:
 
 
 def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
-                 tag_filter: TagFilter, readable_end: int) -> GetResult:
-    """RocketMQ's getMessage over one queue, never reading records at or past ``readable_end``."""
+                 tag_filter: TagFilter, readable_end: int, *, stored: bool = False) -> GetResult:
+    """RocketMQ's getMessage over one queue, never reading records at or past ``readable_end``.
+
+    With ``stored`` the records are not decoded: their bytes are copied out as stored (``stored``
+    of the result), each checked only for the size its entry names; a record is decoded only when a
+    tag filter must rule out a hash collision."""
     if cq is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     min_qo, max_qo = cq.min_queue_offset, cq.max_queue_offset
@@ -103,30 +129,66 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
     max_bytes = min(limits.max_bytes, limits.transfer_bytes)
     status = GetStatus.NO_MATCHED_MESSAGE
     messages: list[Record] = []
-    total_bytes = filtered = 0
+    chunks: list[bytes] = []
+    queue_offsets: list[int] = []
+    phys_offsets: list[int] = []
+    sizes: list[int] = []
+    count = total_bytes = filtered = 0
     next_qo = queue_offset
-    for i, (phys_offset, size, code) in enumerate(entries.tolist()):
+    for i, (phys_offset, size, code) in enumerate(_rows(entries, max_count + 1)):
         if phys_offset + size > readable_end:
             break
-        if messages and (len(messages) + 1 > max_count or total_bytes + size > max_bytes):
+        if count and (count + 1 > max_count or total_bytes + size > max_bytes):
             break
         next_qo = queue_offset + i + 1
         if codes and code not in codes:
             filtered += 1
             continue
-        decoded = commitlog.read_record(phys_offset, check_crc=False)
-        record = decoded.record
-        if decoded.kind is not DecodeKind.RECORD or record is None or record.size != size:
-            if not messages:
+        chunk: bytes | None = None
+        if stored:
+            chunk = _stored_record(commitlog, phys_offset, size)
+            record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
+            readable = chunk is not None and (record is not None or not codes)
+        else:
+            record = commitlog.read_record(phys_offset, check_crc=False).record
+            readable = record is not None and record.size == size
+        if not readable:
+            if not count:
                 status = GetStatus.MESSAGE_WAS_REMOVING
             continue
-        if not tag_filter.matches(record.tags):  # a hash collision between two tags
+        if record is not None and not tag_filter.matches(record.tags):  # a hash collision between two tags
             filtered += 1
             continue
-        messages.append(record)
+        if chunk is not None:
+            chunks.append(chunk)
+            queue_offsets.append(next_qo - 1)
+            phys_offsets.append(phys_offset)
+            sizes.append(size)
+        elif record is not None:
+            messages.append(record)
+        count += 1
         total_bytes += size
         status = GetStatus.FOUND
-    return GetResult(status, next_qo, min_qo, max_qo, messages, filtered)
+    records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes) if stored else None
+    return GetResult(status, next_qo, min_qo, max_qo, messages, filtered, records)
+
+
+def _rows(entries: CqEntries, first: int) -> Iterator[tuple[int, int, int]]:
+    """The entries as Python ints, a growing chunk at a time: a scan reads up to 800 entries for
+    the tag filter's sake, and a pull without one stops after ``max_count``."""
+    start, step = 0, first
+    while start < len(entries):
+        yield from entries[start:start + step].tolist()
+        start += step
+        step *= 4
+
+
+def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes | None:
+    """The ``size`` bytes at ``phys_offset`` when they hold a record of that size, else None."""
+    chunk = commitlog.read_bytes(phys_offset, size)
+    if chunk is None or size < 8 or int.from_bytes(chunk[:4], "big") != size or chunk[4:8] not in _MAGICS:
+        return None
+    return chunk
 
 
 def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,

@@ -25,7 +25,7 @@ from typing import Any
 from ipc import receipts
 from ipc.channel import Channel, pull_reply, resolve_endpoints, wait_for_pulls
 from ipc.endpoints import Endpoints
-from ipc.messages import ReceivedMessage, ReplyError
+from ipc.messages import MessageBatch, ReceivedMessage, ReplyError
 
 log = logging.getLogger("mqstore.client")
 
@@ -44,7 +44,7 @@ class _QueueState:
     position: int                       # next offset not yet handed to the application
     fetch_offset: int                   # next offset to ask a reader for
     committed: int                      # what the group's offset is known to be
-    buffered: deque[ReceivedMessage] = field(default_factory=deque)
+    buffered: deque[MessageBatch] = field(default_factory=deque)  # none of them empty
     in_flight: Future[dict[str, Any]] | None = None
     retry_at_ms: int = 0
 
@@ -140,6 +140,11 @@ class Consumer:
     def poll(self, timeout_ms: int = 1000, max_count: int | None = None) -> list[ReceivedMessage]:
         """Messages available now, or the first to arrive within ``timeout_ms``; in queue-offset order
         within each queue. An empty list when nothing came."""
+        return list(self.poll_batch(timeout_ms, max_count))
+
+    def poll_batch(self, timeout_ms: int = 1000, max_count: int | None = None) -> MessageBatch:
+        """``poll`` as the readers answered it: a sequence whose messages are decoded when touched
+        (``bodies()`` reads only the bodies). Empty when nothing came."""
         deadline_ms = _now_ms() + max(0, timeout_ms)
         while True:
             if self._auto_commit and _now_ms() >= self._next_auto_commit_ms:
@@ -150,7 +155,7 @@ class Consumer:
             self._send_pulls()
             now = _now_ms()
             if now >= deadline_ms:
-                return []
+                return taken
             wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
 
     def messages(self, max_count: int, timeout_ms: int = 1000) -> list[ReceivedMessage]:
@@ -196,16 +201,21 @@ class Consumer:
         except KeyError:
             raise ValueError(f"queue {queue} is not assigned to this consumer") from None
 
-    def _take(self, max_count: int | None) -> list[ReceivedMessage]:
-        taken: list[ReceivedMessage] = []
+    def _take(self, max_count: int | None) -> MessageBatch:
+        taken: list[MessageBatch] = []
+        room = max_count
         for state in self._states.values():
-            while state.buffered and (max_count is None or len(taken) < max_count):
-                msg = state.buffered.popleft()
-                taken.append(msg)
-                state.position = msg.queue_offset + 1
+            while state.buffered and (room is None or room > 0):
+                batch = state.buffered.popleft()
+                if room is not None and len(batch) > room:
+                    state.buffered.appendleft(batch[room:])
+                    batch = batch[:room]
+                taken.append(batch)
+                state.position = batch.queue_offsets[-1] + 1
+                room = None if room is None else room - len(batch)
             if not state.buffered:
                 state.position = state.fetch_offset  # past entries the tag filter skipped, too
-        return taken
+        return MessageBatch.join(taken) if taken else MessageBatch.empty()
 
     def _send_pulls(self) -> None:
         now = _now_ms()
@@ -214,7 +224,7 @@ class Consumer:
                 state.in_flight = self._channel.call(
                     state.route, "pull", timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
                     topic=self.topic, queue=state.queue, offset=state.fetch_offset, max=self._max_per_pull,
-                    tags=self.tags, wait_ms=self._long_poll_ms)
+                    tags=self.tags, wait_ms=self._long_poll_ms, raw=True)
 
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
         if state.in_flight is not future:
@@ -225,13 +235,15 @@ class Consumer:
         try:
             status = str(reply["status"])
             next_offset = int(reply["next"])
-            msgs = [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
+            batch = MessageBatch.from_reply(reply)
         except (KeyError, TypeError, ValueError, ReplyError) as exc:
             raise ReplyError(f"malformed pull reply: {exc!r}") from None
         if status not in _NOTHING_NEW:
             # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
             # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
             state.fetch_offset = next_offset
-        state.buffered.extend(m for m in msgs if m.queue_offset >= state.position)
+        batch = batch.since(state.position)
+        if batch:
+            state.buffered.append(batch)
         if not state.buffered:
             state.position = state.fetch_offset

@@ -2,15 +2,20 @@
 
 Plain frozen dataclasses, so applications need nothing from the engine: a message to send
 (``Outgoing``), the broker's answer to one send (``SendResult``), and a stored message as a reader
-returns it (``ReceivedMessage``).
+returns it (``ReceivedMessage``). A pull comes back packed (``MessageBatch``): the records as stored,
+back to back, and a column block, little-endian int64s, ``count`` queue offsets, then ``count``
+commitlog offsets, then ``count`` sizes (``pack_columns``); a message is decoded when it is touched.
 """
 
 from __future__ import annotations
 
+import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
+
+from engine.record import SYSFLAG_POS, SYSFLAG_STOREHOST_V6, Record, decode_record, host_size, store_ms_pos
 
 PUT_OK = "PUT_OK"
 SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
@@ -124,6 +129,134 @@ class ReceivedMessage:
                 msg_id=str(raw["msg_id"]), uniq_key=raw.get("uniq_key"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplyError(f"malformed message: {exc!r}") from None
+
+    @classmethod
+    def from_record(cls, record: Record) -> ReceivedMessage:
+        return cls(
+            topic=record.topic, queue=record.queue_id, queue_offset=record.queue_offset,
+            phys_offset=record.phys_offset, size=record.size, flag=record.flag, sys_flag=record.sys_flag,
+            tags=record.tags, keys=tuple(record.keys), properties=record.properties,
+            body=_plain(record.body, record.sys_flag), born_ms=record.born_ms,
+            born_host=(record.born_host.ip, record.born_host.port), store_ms=record.store_ms,
+            store_host=(record.store_host.ip, record.store_host.port), reconsume_times=record.reconsume_times,
+            msg_id=record.msg_id, uniq_key=record.uniq_key)
+
+
+_COLUMN = struct.Struct("<q")
+_INT = struct.Struct(">i")
+_BODY_LENGTH_AFTER_STORE_HOST = 12  # RECONSUMETIMES and PREPARED TX OFFSET come first
+
+
+def pack_columns(queue_offsets: Sequence[int], phys_offsets: Sequence[int], sizes: Sequence[int]) -> bytes:
+    """A packed pull's column block (see the module's docstring)."""
+    return struct.pack(f"<{3 * len(sizes)}q", *queue_offsets, *phys_offsets, *sizes)
+
+
+class MessageBatch(Sequence[ReceivedMessage]):
+    """Messages of packed pulls: the stored records and their columns, each decoded into a
+    ``ReceivedMessage`` only when it is touched (index, iterate); ``bodies`` reads just the bodies."""
+
+    __slots__ = ("_data", "_sizes", "_starts", "phys_offsets", "queue_offsets")
+
+    def __init__(self, data: bytes, starts: list[int], sizes: list[int], queue_offsets: list[int],
+                 phys_offsets: list[int]) -> None:
+        self._data = data
+        self._starts = starts
+        self._sizes = sizes
+        self.queue_offsets = queue_offsets
+        self.phys_offsets = phys_offsets
+
+    @classmethod
+    def empty(cls) -> MessageBatch:
+        return cls(b"", [], [], [], [])
+
+    @classmethod
+    def from_reply(cls, reply: Mapping[str, Any]) -> MessageBatch:
+        """A pull reply's ``raw``, ``count`` and ``cols``; raises ReplyError when they disagree."""
+        data, count, cols = reply.get("raw"), reply.get("count"), reply.get("cols")
+        if not isinstance(data, bytes) or not isinstance(cols, bytes) or type(count) is not int:
+            raise ReplyError("a packed reply has bytes raw, an integer count and bytes cols")
+        if count < 0 or len(cols) != 3 * _COLUMN.size * count:
+            raise ReplyError(f"{len(cols)} column bytes for {count} records")
+        columns = list(struct.unpack(f"<{3 * count}q", cols))
+        sizes = columns[2 * count:]
+        starts: list[int] = []
+        pos = 0
+        for size in sizes:
+            if size < 8:
+                raise ReplyError(f"a record of {size} bytes")
+            starts.append(pos)
+            pos += size
+        if pos != len(data):
+            raise ReplyError(f"{len(data)} record bytes, the columns say {pos}")
+        return cls(data, starts, sizes, columns[:count], columns[count:2 * count])
+
+    @classmethod
+    def join(cls, batches: Sequence[MessageBatch]) -> MessageBatch:
+        """One batch of several, in their order."""
+        if len(batches) == 1:
+            return batches[0]
+        data = bytearray()
+        starts: list[int] = []
+        sizes: list[int] = []
+        queue_offsets: list[int] = []
+        phys_offsets: list[int] = []
+        for batch in batches:
+            base = len(data) - (batch._starts[0] if batch._starts else 0)
+            if batch._starts:
+                data += memoryview(batch._data)[batch._starts[0]:batch._starts[-1] + batch._sizes[-1]]
+            starts.extend(start + base for start in batch._starts)
+            sizes.extend(batch._sizes)
+            queue_offsets.extend(batch.queue_offsets)
+            phys_offsets.extend(batch.phys_offsets)
+        return cls(bytes(data), starts, sizes, queue_offsets, phys_offsets)
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    @overload
+    def __getitem__(self, index: int) -> ReceivedMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> MessageBatch: ...
+
+    def __getitem__(self, index: int | slice) -> ReceivedMessage | MessageBatch:
+        if isinstance(index, slice):
+            return MessageBatch(self._data, self._starts[index], self._sizes[index], self.queue_offsets[index],
+                                self.phys_offsets[index])
+        decoded = decode_record(self._data, self._starts[index], check_crc=False)
+        if decoded.record is None or decoded.record.size != self._sizes[index]:
+            raise ReplyError(f"message {index} of a packed reply does not decode: {decoded.reason}")
+        return ReceivedMessage.from_record(decoded.record)
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        for i in range(len(self._sizes)):
+            yield self[i]
+
+    def since(self, queue_offset: int) -> MessageBatch:
+        """The messages at ``queue_offset`` and after (queue offsets ascend within a queue's pull)."""
+        skip = 0
+        while skip < len(self.queue_offsets) and self.queue_offsets[skip] < queue_offset:
+            skip += 1
+        return self[skip:] if skip else self
+
+    def bodies(self) -> list[bytes]:
+        """Every message's body as its producer gave it (inflated when compressed), nothing else decoded."""
+        data, out = self._data, []
+        try:
+            for start, size in zip(self._starts, self._sizes, strict=True):
+                if _INT.unpack_from(data, start)[0] != size:
+                    raise ReplyError(f"no {size}-byte record at byte {start} of a packed reply")
+                (sys_flag,) = _INT.unpack_from(data, start + SYSFLAG_POS)
+                pos = (start + store_ms_pos(sys_flag) + 8 + host_size(sys_flag, SYSFLAG_STOREHOST_V6)
+                       + _BODY_LENGTH_AFTER_STORE_HOST)
+                (body_len,) = _INT.unpack_from(data, pos)
+                if body_len < 0 or pos + 4 + body_len > start + size:
+                    raise ReplyError(f"a body of {body_len} bytes outside its record")
+                out.append(_plain(data[pos + 4:pos + 4 + body_len], sys_flag))
+        except struct.error as exc:
+            raise ReplyError(f"a record too short for its header: {exc}") from None
+        return out
 
 
 def _plain(body: bytes, sys_flag: int) -> bytes:

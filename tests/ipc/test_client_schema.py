@@ -21,6 +21,7 @@ import zmq
 
 from actors.reader_state import record_to_wire
 from engine import Host, Record
+from engine.record import encode_record
 from ipc import schema
 from ipc.client import (
     Admin,
@@ -34,6 +35,7 @@ from ipc.client import (
     SendResult,
 )
 from ipc.endpoints import Endpoints
+from ipc.messages import pack_columns
 
 WAIT_S = 5.0
 
@@ -283,7 +285,7 @@ def test_consumer_starts_at_the_committed_offset_pulls_in_order_and_commits(endp
             return schema.ok_reply(request["id"], offset=5)
         if op == "pull" and request["offset"] == 5:
             return schema.ok_reply(request["id"], status="FOUND", next=8, min=0, max=8,
-                                   msgs=[record_to_wire(r) for r in records])
+                                   **packed(records))
         if op == "pull":  # the queue's end: parked, for longer than the poll below waits
             return None
         return schema.ok_reply(request["id"], offset=request["offset"])
@@ -303,7 +305,7 @@ def test_consumer_starts_at_the_committed_offset_pulls_in_order_and_commits(endp
     server.join(WAIT_S)
     pulls = [r for r in log if r["op"] == "pull"]
     assert [r["offset"] for r in pulls] == [5, 8]  # no spinning on the parked queue
-    assert pulls[0]["tags"] == "TagA" and pulls[0]["wait_ms"] == 50 and pulls[0]["group"] == "g"
+    assert pulls[0]["tags"] == "TagA" and pulls[0]["wait_ms"] == 50 and pulls[0]["group"] == "g" and pulls[0]["raw"]
     assert [r["op"] for r in log][-1] == "commit_offset" and log[-1]["offset"] == 8 and log[-1]["group"] == "g"
 
 
@@ -324,7 +326,7 @@ def test_consumer_seek_abandons_the_pull_in_flight(endpoints: Endpoints, broker:
         record = sample_record(queue_offset=0)
         # the abandoned pull's answer (offset 0) must not be delivered after the seek
         broker.reply(endpoint, identity, schema.ok_reply(parked["id"], status="FOUND", next=1, min=0, max=10,
-                                                         msgs=[record_to_wire(record)]))
+                                                         **packed([record])))
         deadline = time.monotonic() + WAIT_S
         assert consumer.poll(timeout_ms=100) == []
         endpoint, identity, fresh = broker.next_request()
@@ -334,6 +336,16 @@ def test_consumer_seek_abandons_the_pull_in_flight(endpoints: Endpoints, broker:
 def test_outgoing_refuses_a_string_as_keys() -> None:
     with pytest.raises(TypeError):
         Outgoing("T", b"x", keys="k1").to_wire()  # type: ignore[arg-type]
+
+
+def packed(records: list[Record]) -> dict[str, Any]:
+    """A packed pull reply's fields (what a reader answers a ``raw`` pull with)."""
+    blobs = [encode_record(topic=r.topic, body=r.body, properties=r.properties, queue_id=r.queue_id,
+                           born_host=r.born_host, store_host=r.store_host, queue_offset=r.queue_offset,
+                           phys_offset=r.phys_offset) for r in records]
+    return {"raw": b"".join(blobs), "count": len(records),
+            "cols": pack_columns([r.queue_offset for r in records], [r.phys_offset for r in records],
+                                 [len(b) for b in blobs])}
 
 
 def sample_record(queue_offset: int = 3) -> Record:
