@@ -1,0 +1,122 @@
+"""The writer's send RT around commitlog rolls, with the flush service's spare next file and without.
+
+    python -m scripts.bench_roll --dir /tmp/roll [--file-mib 64] [--files 5] [--rounds 3]
+                                 [--body-bytes 4096] [--batch 64]
+
+Each round runs two fresh brokers one after the other, ``[flush] spare_file`` on and off (the order
+alternates between rounds), on a store with small commitlog files so a short run rolls several
+times. One producer sends batches one at a time (one in flight) until the log has ``--files`` files,
+timing each batch. A batch whose records reach a new file is a roll batch: its RT includes creating
+(or adopting) that file; the "window" is the roll batch and the next four, which pay for the new
+file's first pages. The writer's CPU per message comes from its process times. One JSON document
+goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ipc.client import Producer
+from scripts.bench_e2e import BrokerRun
+from scripts.broker_cli import control_request
+
+WINDOW_BATCHES = 5
+
+CONFIG = """
+[store.geometry]
+commitlog_file_size = {file_size}
+
+[flush]
+spare_file = {spare}
+"""
+
+
+def _actors(store: Path) -> dict[str, Any]:
+    status = control_request(store, "status", timeout_ms=2000)
+    return dict(status["actors"])
+
+
+def run_one(root: Path, spare: bool, file_size: int, files: int, body_bytes: int, batch: int) -> dict[str, Any]:
+    store = root / ("spare" if spare else "inline")
+    shutil.rmtree(store, ignore_errors=True)
+    store.mkdir(parents=True)
+    config = root / f"{store.name}.toml"
+    config.write_text(CONFIG.format(file_size=file_size, spare=str(spare).lower()))
+    broker = BrokerRun(store, "--config", str(config), "--remoting", "off")
+    try:
+        writer = psutil.Process(int(_actors(store)["writer"]["pid"]))
+        body = os.urandom(body_bytes)
+        rts_ms: list[float] = []
+        rolls: list[int] = []
+        with Producer(store, timeout_ms=60_000) as producer:
+            producer.send("Roll", body)  # topic and connections up, the first file made
+            cpu_before = sum(writer.cpu_times()[:2])
+            last_file = 0
+            while last_file < files - 1:
+                start = time.perf_counter()
+                results = producer.send_batch([{"topic": "Roll", "body": body}] * batch)
+                rts_ms.append((time.perf_counter() - start) * 1000)
+                if not all(r.ok for r in results):
+                    raise RuntimeError(f"send failed: {[r for r in results if not r.ok][:1]}")
+                now_file = results[-1].phys_offset // file_size
+                if now_file != last_file:
+                    rolls.append(len(rts_ms) - 1)
+                    last_file = now_file
+            cpu_s = sum(writer.cpu_times()[:2]) - cpu_before
+        time.sleep(1.3)  # past one stats interval: the writer's last report carries its adoption count
+        adopted = int(_actors(store)["writer"].get("spares_adopted", 0))
+    finally:
+        broker.stop()
+        shutil.rmtree(store, ignore_errors=True)
+    in_window = {i for r in rolls for i in range(r, min(r + WINDOW_BATCHES, len(rts_ms)))}
+    steady = sorted(rt for i, rt in enumerate(rts_ms) if i not in in_window)
+    return {"spare_file": spare, "batches": len(rts_ms), "rolls": len(rolls), "spares_adopted": adopted,
+            "roll_batch_rt_ms": [round(rts_ms[r], 2) for r in rolls],
+            "roll_window_max_rt_ms": [round(max(rts_ms[r:r + WINDOW_BATCHES]), 2) for r in rolls],
+            "steady_rt_median_ms": round(statistics.median(steady), 3),
+            "steady_rt_p99_ms": round(steady[int(len(steady) * 0.99) - 1], 3),
+            "steady_rt_max_ms": round(steady[-1], 2),
+            "writer_cpu_us_per_msg": round(cpu_s / (len(rts_ms) * batch) * 1e6, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, required=True, help="scratch directory (its stores are removed)")
+    parser.add_argument("--file-mib", type=int, default=64)
+    parser.add_argument("--files", type=int, default=5, help="send until the log has this many files")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--body-bytes", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args(argv)
+    runs = []
+    for round_no in range(args.rounds):
+        for spare in ((True, False) if round_no % 2 == 0 else (False, True)):
+            runs.append({"round": round_no, **run_one(args.dir, spare, args.file_mib << 20, args.files,
+                                                      args.body_bytes, args.batch)})
+    summary = {}
+    for spare in (True, False):
+        mine = [r for r in runs if r["spare_file"] is spare]
+        roll_rts = [rt for r in mine for rt in r["roll_batch_rt_ms"]]
+        window = [rt for r in mine for rt in r["roll_window_max_rt_ms"]]
+        summary["spare" if spare else "inline"] = {
+            "rolls": len(roll_rts), "spares_adopted": sum(r["spares_adopted"] for r in mine),
+            "roll_batch_rt_median_ms": round(statistics.median(roll_rts), 2),
+            "roll_batch_rt_max_ms": max(roll_rts), "roll_window_max_rt_ms": max(window),
+            "steady_rt_median_ms": round(statistics.median(r["steady_rt_median_ms"] for r in mine), 3),
+            "writer_cpu_us_per_msg": round(statistics.median(r["writer_cpu_us_per_msg"] for r in mine), 2)}
+    print(json.dumps({"file_mib": args.file_mib, "body_bytes": args.body_bytes, "batch": args.batch,
+                      "window_batches": WINDOW_BATCHES, "summary": summary, "runs": runs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
