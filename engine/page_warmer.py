@@ -14,9 +14,11 @@ create, ``posix_fallocate`` of a whole file, map, then fault every first page. T
 that warms pages (``prepare_spare``, a step per call) also makes the next file ahead of time:
 
 1. ``.spare.preparing`` is created, allocated to the full file size and its first ``ahead_bytes``
-   populated, the same advice as above. A full disk (ENOSPC) only skips the spare: the file is
-   removed, ``spare_error`` says why, and no new try is made before the writer has rolled again
-   (its own inline allocation then meets the full disk, and handles it as it always has).
+   populated, the same advice as above. A full disk (ENOSPC), or any other error of the file
+   system, only skips the spare: the file is removed, ``spare_error`` says why, and no new try is
+   made before the writer has rolled again (its own inline allocation then meets the full disk,
+   and handles it as it always has). The spare is off the durability path, so nothing is lost by
+   skipping it, and an error here never takes the flush service down.
 2. Once warm, its mapping and descriptor are closed (this process never touches it again) and it is
    renamed ``.spare``: the rename is the "ready" mark, so a half-made file is never adopted.
 3. The writer (``MappedFileQueue.create_file`` with ``adopt_spares``) renames ``.spare`` to the next
@@ -41,7 +43,6 @@ dirty the page cache, be written back to disk, and could make the writer wait on
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 from pathlib import Path
@@ -112,7 +113,7 @@ class PageWarmer:
         if not self.spare_enabled or not self.directory.is_dir():
             return 0
         if self._spare_fd < 0:
-            writer_file = written_end // self.file_size
+            writer_file = max(written_end - 1, 0) // self.file_size  # a full file's end is still in it
             if self._spare_failed_file == writer_file or (self.directory / SPARE_NAME).exists():
                 return 0
             return self._create_spare(writer_file)
@@ -123,27 +124,34 @@ class PageWarmer:
                 self._spare_warmed += length
                 return length
         self._close_spare()
-        os.rename(self.directory / SPARE_PREPARING_NAME, self.directory / SPARE_NAME)
+        try:
+            os.rename(self.directory / SPARE_PREPARING_NAME, self.directory / SPARE_NAME)
+        except OSError as exc:
+            return self._skip_spare(exc, max(written_end - 1, 0) // self.file_size)
         self.spares_prepared += 1
         return OS_PAGE_SIZE
 
     def _create_spare(self, writer_file: int) -> int:
-        path = self.directory / SPARE_PREPARING_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fd = os.open(self.directory / SPARE_PREPARING_NAME, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            return self._skip_spare(exc, writer_file)
         try:
             os.posix_fallocate(fd, 0, self.file_size)
             mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, mmap.PROT_READ)
         except OSError as exc:
             os.close(fd)
-            path.unlink(missing_ok=True)
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.ENOMEM):
-                raise
-            self._spare_failed_file = writer_file
-            self.spare_error = f"spare next file skipped: {exc}"
-            return 0
+            return self._skip_spare(exc, writer_file)
         self._spare_fd, self._spare_mm, self._spare_warmed = fd, mm, 0
         self.spare_error = None
         return self.file_size
+
+    def _skip_spare(self, exc: OSError, writer_file: int) -> int:
+        """No spare for this file (ENOSPC above all): the writer allocates inline, as without one."""
+        (self.directory / SPARE_PREPARING_NAME).unlink(missing_ok=True)
+        self._spare_failed_file = writer_file
+        self.spare_error = f"spare next file skipped: {exc}"
+        return 0
 
     def _close_spare(self) -> None:
         if self._spare_mm is not None:

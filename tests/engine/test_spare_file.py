@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -160,7 +162,10 @@ def test_a_preparer_stopped_midway_removes_its_half_made_spare(tmp_path: Path) -
     assert sorted(os.listdir(directory)) == []
 
 
-def test_full_disk_skips_the_spare_until_the_writer_rolls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_full_disk_skips_the_spare_until_the_writer_rolls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          code: int) -> None:
+    """The spare is off the durability path: a full disk, or any file-system error, skips it."""
     directory = tmp_path / "commitlog"
     directory.mkdir()
     warmer = PageWarmer(directory, FILE_SIZE, spare=True)
@@ -168,16 +173,35 @@ def test_full_disk_skips_the_spare_until_the_writer_rolls(tmp_path: Path, monkey
 
     def full(fd: int, offset: int, length: int) -> None:
         tries.append(length)
-        raise OSError(errno.ENOSPC, "No space left on device")
+        raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(os, "posix_fallocate", full)
     assert warmer.prepare_spare(100) == 0
-    assert warmer.spare_error is not None and "No space left" in warmer.spare_error
+    assert warmer.spare_error is not None and os.strerror(code) in warmer.spare_error
     assert os.listdir(directory) == []
     assert warmer.prepare_spare(200) == 0 and len(tries) == 1  # the same file: no new try
     monkeypatch.undo()
     ready_spare(warmer, FILE_SIZE + 5)  # the writer rolled: try again
     assert warmer.spare_error is None and len(tries) == 1
+    warmer.close()
+
+
+def test_a_spare_skipped_when_the_writer_ends_a_file_is_tried_again_once_it_writes_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The written end of a full file is the next file's base: the failed try belongs to the full
+    file, and the roll into the next one allows a new try (it used to wait for one more roll)."""
+    directory = tmp_path / "commitlog"
+    directory.mkdir()
+    warmer = PageWarmer(directory, FILE_SIZE, spare=True)
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    assert warmer.prepare_spare(FILE_SIZE) == 0 and warmer.spare_error is not None
+    monkeypatch.undo()
+    assert warmer.prepare_spare(FILE_SIZE) == 0  # still the full file: no new try
+    ready_spare(warmer, FILE_SIZE + 10)
     warmer.close()
 
 
@@ -213,3 +237,46 @@ def test_a_crash_around_adoption_recovers_like_an_inline_create(tmp_path: Path) 
         assert bodies == [b"body-%d" % i * 30 for i in range(60)]
         assert store.put(Message("Orders", b"next")).queue_offset == 60
     assert verify_store(killed).ok
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_really_full_disk_skips_the_spare_and_the_roll_fails_as_before(small_disk: Path) -> None:
+    directory = small_disk / "commitlog"
+    queue = MappedFileQueue.open(directory, FILE_SIZE)
+    queue.adopt_spares = True
+    fill(queue)
+    filler = small_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, bytes(4096))
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    warmer = PageWarmer(directory, FILE_SIZE, spare=True)
+    assert warmer.prepare_spare(queue.max_offset) == 0
+    assert warmer.spare_error is not None and "No space left" in warmer.spare_error
+    assert sorted(os.listdir(directory)) == [queue.files[0].path.name]
+    with pytest.raises(OSError) as raised:  # the writer's own allocation meets the full disk
+        queue.last_file_for_append(0)
+    assert raised.value.errno == errno.ENOSPC and len(queue.files) == 1
+    filler.unlink()
+    nxt = queue.last_file_for_append(0)  # space again: the roll allocates inline, the spare comes after
+    nxt.append(b"y" * 100)
+    ready_spare(warmer, queue.max_offset)
+    assert warmer.spare_error is None
+    warmer.close()
+    queue.close()
