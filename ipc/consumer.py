@@ -2,9 +2,11 @@
 
 Each assigned queue has at most one pull in flight, always with ``wait_ms = long_poll_ms``: a reader
 answers at once when it has messages and parks the pull otherwise, so an idle consumer sends one
-request per queue per long-poll period and never spins. A pull still in flight when ``poll`` returns
-stays in flight; its reply is taken by a later ``poll``. Pulls of one queue always go to the same
-reader (by a hash of topic and queue), so its parked pulls are in one place.
+request per queue per long-poll period and never spins. A queue's next pull goes out as soon as its
+buffer is handed over, before ``poll`` returns, so the reader works (or waits, parked) while the
+application does; its reply is taken by a later ``poll``. Each queue holds at most one pulled batch
+and one pull in flight. Pulls of one queue always go to the same reader (by a hash of topic and
+queue), so its parked pulls are in one place.
 
 Positions: ``position(queue)`` is the next offset the application has not been given. ``commit()``
 stores positions as the group's offsets (reader 0 owns them); ``auto_commit`` does that every
@@ -149,12 +151,12 @@ class Consumer:
         while True:
             if self._auto_commit and _now_ms() >= self._next_auto_commit_ms:
                 self.commit()
+            for state in self._states.values():  # replies that came in while the application worked
+                if state.in_flight is not None and state.in_flight.done():
+                    self._on_reply(state, state.in_flight)
             taken = self._take(max_count)
-            if taken:
-                return taken
             self._send_pulls()
-            now = _now_ms()
-            if now >= deadline_ms:
+            if taken or _now_ms() >= deadline_ms:
                 return taken
             wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
 
