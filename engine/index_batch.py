@@ -1,6 +1,8 @@
 """Many IndexFile puts at once: the bytes ``IndexFile.put_key`` would write key by key, written with
 numpy in the same crash-safe order (entries, then the header's counts, then slots, then the end
-offsets), so a kill at any point leaves at worst unreachable entries.
+offsets), so a kill at any point leaves at worst unreachable entries. And many lookups at once
+(``select_many``): ``IndexFile.select_phys_offsets``'s walk, one step of every key's chain per numpy
+gather.
 
 Within a batch, an entry's ``prevIndex`` is the previous entry of the batch in the same slot, or
 else the slot's value before the batch (kept only when it is a valid entry number at the moment
@@ -78,5 +80,46 @@ def put_keys(mm: mmap.mmap, slot_count: int, entry_count: int, key_hashes: np.nd
         header["end_phys"] = phys[n - 1]
         header["end_ms"] = times[n - 1]
         return n
+    finally:
+        del header, slots_view, entries
+
+
+def select_many(mm: mmap.mmap, slot_count: int, entry_count: int, key_hashes: np.ndarray[Any, Any],
+                wants: np.ndarray[Any, Any], begin_ms: int, end_ms: int) -> list[list[int]]:
+    """For each key hash, the offsets of up to ``wants[i]`` entries with that hash stored in [begin_ms,
+    end_ms], newest first: the walk of ``IndexFile.select_phys_offsets`` (same stops, same bound on
+    a corrupt cycle), taken for all keys together."""
+    found: list[list[int]] = [[] for _ in range(len(key_hashes))]
+    header = np.frombuffer(mm, dtype=_HEADER, count=1)
+    slots_view = np.frombuffer(mm, dtype=">i4", count=slot_count, offset=INDEX_HEADER_SIZE)
+    entries = np.frombuffer(mm, dtype=_ENTRY, count=entry_count, offset=INDEX_HEADER_SIZE + slot_count * 4)
+    try:
+        index_count = int(header["index_count"][0])
+        file_begin_ms = int(header["begin_ms"][0])
+        if index_count <= 1 or len(key_hashes) == 0:
+            return found
+        hashes = np.asarray(key_hashes, np.int64)
+        left = np.asarray(wants, np.int64).copy()
+        entry_no = slots_view[hashes % slot_count].astype(np.int64)
+        live = np.flatnonzero((entry_no > 0) & (entry_no <= index_count) & (left > 0))
+        for _ in range(index_count):
+            live = live[(left[live] > 0) & (entry_no[live] < entry_count)]
+            if len(live) == 0:
+                break
+            numbers = entry_no[live]
+            step = entries[numbers]
+            diff_s = step["time_diff_s"].astype(np.int64)
+            live = live[diff_s >= 0]
+            step, numbers = step[diff_s >= 0], numbers[diff_s >= 0]
+            time_ms = file_begin_ms + step["time_diff_s"].astype(np.int64) * 1000
+            hits = (step["key_hash"] == hashes[live]) & (time_ms >= begin_ms) & (time_ms <= end_ms)
+            for key, phys_offset in zip(live[hits].tolist(), step["phys_offset"][hits].tolist(), strict=True):
+                found[key].append(phys_offset)
+            left[live[hits]] -= 1
+            prev = step["prev_index"].astype(np.int64)
+            go_on = (prev > 0) & (prev <= index_count) & (prev != numbers) & (time_ms >= begin_ms)
+            live = live[go_on]
+            entry_no[live] = prev[go_on]
+        return found
     finally:
         del header, slots_view, entries

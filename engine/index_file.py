@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.index_batch import put_keys
+from engine.index_batch import put_keys, select_many
 from engine.jhash import index_hash
 
 INDEX_HEADER_SIZE = 40
@@ -338,6 +338,12 @@ class IndexFile:
                 break
             entry_no = prev_no
         return phys_offsets
+
+    def select_phys_offsets_many(self, key_hashes: np.ndarray[Any, Any], wants: np.ndarray[Any, Any],
+                                 begin_ms: int, end_ms: int) -> list[list[int]]:
+        """``select_phys_offsets`` for many keys at once, given their ``index_hash``es, up to
+        ``wants[i]`` offsets for key i (``engine.index_batch.select_many``)."""
+        return select_many(self._map(), self._slot_count, self._entry_count, key_hashes, wants, begin_ms, end_ms)
 
     def has_entry(self, key: str, phys_offset: int) -> bool:
         """Whether an entry with this key's hash and exactly this offset is reachable.

@@ -299,6 +299,25 @@ class IndexService:
                 break
         return QueryOffsetResult(phys_offsets, last_update_ms, last_update_phys_offset)
 
+    def query_many(self, topic: str, keys: Sequence[str], max_count: int, begin_ms: int,
+                   end_ms: int) -> list[list[int]]:
+        """``query`` for many keys of one topic at once, in their order: each file probed for all the
+        keys still short of ``max_count`` together (``IndexFile.select_phys_offsets_many``)."""
+        max_count = min(max_count, self._max_msgs_num_batch)
+        found: list[list[int]] = [[] for _ in keys]
+        hashes = np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
+        for index_file in reversed(self._files):
+            wants = max_count - np.fromiter((len(f) for f in found), np.int64, len(found))
+            if not bool((wants > 0).any()):
+                break
+            if index_file.is_time_matched(begin_ms, end_ms):
+                for offsets, more in zip(found, index_file.select_phys_offsets_many(hashes, wants, begin_ms, end_ms),
+                                         strict=True):
+                    offsets.extend(more)
+            if index_file.begin_ms < begin_ms:
+                break
+        return found
+
     # -- deleting -------------------------------------------------------------------------------
 
     def delete_before(self, min_phys_offset: int) -> int:

@@ -8,7 +8,7 @@ topic and key against the record itself.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from engine.commitlog import CommitLog
@@ -192,7 +192,8 @@ def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes |
 
 
 def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,
-                 begin_ms: int, end_ms: int, *, uniq: bool = False, readable_end: int | None = None) -> list[Record]:
+                 begin_ms: int, end_ms: int, *, uniq: bool = False, readable_end: int | None = None,
+                 read_body: bool = True) -> list[Record]:
     """The newest ``max_count`` records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold
     ``key``, oldest first, none reaching past ``readable_end``.
 
@@ -203,20 +204,39 @@ def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str
     limit = max_count
     while True:
         candidates = index.query(topic, key, limit, begin_ms, end_ms).phys_offsets
-        records = _matching(commitlog, dict.fromkeys(candidates), topic, key, uniq, end)
+        records = _matching(commitlog, dict.fromkeys(candidates), topic, key, uniq, end, read_body)
         if len(records) >= max_count or len(candidates) < limit or limit >= MAX_QUERY_CANDIDATES:
             return sorted(records[:max_count], key=lambda r: r.phys_offset)
         limit = min(limit * 4, MAX_QUERY_CANDIDATES)
 
 
+def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequence[str], max_count: int,
+                  begin_ms: int, end_ms: int, *, readable_end: int | None = None,
+                  read_body: bool = True) -> list[list[Record]]:
+    """``query_by_key`` for many keys of one topic, in their order: the index probed for all the keys
+    together, the candidates' records read one by one. A key whose candidates were all taken (by
+    collisions, or records not readable yet) while the index may hold more is asked again on its
+    own, as ``query_by_key`` would. ``read_body=False``: records without their bodies (the caller
+    copies the stored bytes itself)."""
+    end = commitlog.max_offset if readable_end is None else readable_end
+    answers: list[list[Record]] = []
+    for key, candidates in zip(keys, index.query_many(topic, keys, max_count, begin_ms, end_ms), strict=True):
+        records = _matching(commitlog, dict.fromkeys(candidates), topic, key, False, end, read_body)
+        if len(records) < max_count and len(candidates) >= max_count:
+            records = query_by_key(index, commitlog, topic, key, max_count, begin_ms, end_ms, readable_end=end,
+                                   read_body=read_body)
+        answers.append(sorted(records[:max_count], key=lambda r: r.phys_offset))
+    return answers
+
+
 def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: str, key: str, uniq: bool,
-              end: int) -> list[Record]:
+              end: int, read_body: bool = True) -> list[Record]:
     """The records at ``phys_offsets`` (in their order) that really are ``topic``'s and hold ``key``."""
     records: list[Record] = []
     for phys_offset in phys_offsets:
         if not commitlog.min_offset <= phys_offset < end:
             continue
-        record = commitlog.read_record(phys_offset, check_crc=False).record
+        record = commitlog.read_record(phys_offset, check_crc=False, read_body=read_body).record
         if record is None or record.topic != topic or phys_offset + record.size > end:
             continue
         if (record.uniq_key == key) if uniq else (key in record.keys):
