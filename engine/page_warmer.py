@@ -39,6 +39,13 @@ roll that took the last one, long before the writer fills the next file; only a 
 that one send batch fills it outruns it, and then the writer allocates inline, as before. Pages are
 populated, not written (RocketMQ writes a zero every page, then may ``mlock``): written zeros would
 dirty the page cache, be written back to disk, and could make the writer wait on that writeback.
+
+Measured on the 2-core development machine (``scripts.bench_roll``, 64 MiB files, 256 KiB batches,
+spare on and off interleaved): the writer's append that rolls took 388 us median (483 max, 28 rolls)
+adopting the spare, 3366 us median (11.9 ms max) allocating inline; a steady append took 55 us. In a
+whole broker the batch that rolls answered in 4.97 ms median with the spare, 5.66 ms without (16 MiB
+files: 3.18 and 5.35 ms; other batches 2.8 to 3.0 ms); the worst RTs of either run were the shared
+machine's noise, as large away from any roll.
 """
 
 from __future__ import annotations
