@@ -22,6 +22,7 @@ from engine.record import encode_blank
 from engine.store_files import read_geometry
 from engine.verify import verify_store
 from pipeline.commitlog_ranges import commitlog_files
+from pipeline.queues import commitlog_files as listed_commitlog_files
 from tests.conftest import TINY, FakeClock
 
 FILE_SIZE = 64 * 1024
@@ -128,10 +129,12 @@ def test_the_pipeline_and_verify_ignore_the_spares(tmp_path: Path) -> None:
         for i in range(40):
             store.put(Message("Orders", b"body-%d" % i * 20, keys=[f"k{i}"]))
     files = [f.file_base for f in commitlog_files(store_dir, TINY)]
+    listed = [f.file_base for f in listed_commitlog_files(store_dir, TINY.commitlog_file_size)]
     directory = store_dir / "commitlog"
     (directory / SPARE_NAME).write_bytes(bytes(TINY.commitlog_file_size))
     (directory / SPARE_PREPARING_NAME).write_bytes(bytes(10))
     assert [f.file_base for f in commitlog_files(store_dir, TINY)] == files
+    assert [f.file_base for f in listed_commitlog_files(store_dir, TINY.commitlog_file_size)] == listed == files
     assert verify_store(store_dir).ok
 
 
