@@ -50,9 +50,10 @@ def ready_spare_inode(commitlog: Path) -> int | None:
         return None
 
 
-def test_rolls_adopt_the_spare_the_flush_service_prepared(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_rolls_adopt_the_spare_the_flush_service_prepared(tmp_path: Path, mode: str) -> None:
     file_size = 256 * 1024
-    broker = Broker(tmp_path, commitlog=file_size)
+    broker = Broker(tmp_path, commitlog=file_size, mode=mode)
     commitlog = broker.store / "commitlog"
     with broker, Producer(broker.store) as producer:
         sender = RollingSender(producer, body_bytes=8 * 1024, batch=6)
