@@ -143,15 +143,16 @@ class MappedFileQueue:
         only this queue's one writer makes digit names (a rename would replace a file silently)."""
         if path.exists():
             return None  # let the inline create fail as it always has
+        spare = self.directory / SPARE_NAME
         try:
-            os.rename(self.directory / SPARE_NAME, path)
+            if spare.stat().st_size != self.file_size:  # never made for this geometry: never log data
+                spare.unlink(missing_ok=True)
+                return None
+            os.rename(spare, path)
         except FileNotFoundError:
             return None
         try:
             mf = MappedFile.open(path, self.file_size, writable=True)
-        except MappedFileError:  # a spare of another size is never log data: allocate inline
-            path.unlink(missing_ok=True)
-            return None
         except BaseException:
             path.unlink(missing_ok=True)
             raise
