@@ -5,6 +5,7 @@
     mqstore bench redis   the Redis Streams peer (pipelined XADD, everysec and always)
     mqstore bench sweep   1..k producers and 1..k readers, JSON and a PNG
     mqstore bench suite   all of it in one run, against the issue's targets: JSON and PNG
+    mqstore bench roll    send RT on commitlog rolls, spare next file on and off
 
 ``load`` attaches to the broker running on ``--store``, or with ``--start`` runs its own on a fresh
 store in a temp dir (``--flush``, ``--readers``) and stops it afterwards.
@@ -51,6 +52,11 @@ def add_bench_commands(commands: Any) -> None:
     suite = tools.add_parser("suite", help="limits, workloads, peer and sweep in one run: JSON and PNG")
     bench_suite.add_arguments(suite)
     suite.set_defaults(handler=bench_suite.run)
+
+    from scripts import bench_roll
+    roll = tools.add_parser("roll", help="send RT on commitlog rolls, the spare next file on and off")
+    bench_roll.add_arguments(roll)
+    roll.set_defaults(handler=bench_roll.run)
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:

@@ -153,8 +153,7 @@ def run_engine(root: Path, spare: bool, file_size: int, files: int, chunk_bytes:
             "steady_append_max_us": round(steady[-1])}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, required=True, help="scratch directory (its stores are removed)")
     parser.add_argument("--file-mib", type=int, default=64)
     parser.add_argument("--files", type=int, default=5, help="send until the log has this many files")
@@ -163,7 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--engine", action="store_true", help="the writer's appends alone, without a broker")
     parser.add_argument("--pace-ms", type=float, default=3.0, help="--engine: one batch every this long")
-    args = parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     if args.engine:
         return engine_main(args)
     runs = []
