@@ -9,7 +9,9 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw
                     -> status, next, min, max, msgs (maps); with raw: raw, count, cols
                     (the records as stored, back to back, and ``ipc.messages.pack_columns``)
-    query_key       topic, key, max, begin_ms, end_ms       -> msgs
+    query_key       topic, key, max, begin_ms, end_ms, raw  -> msgs (with raw: raw, count, cols)
+    query_keys      topic, keys, max (per key), begin_ms, end_ms
+                    -> raw, count, cols, counts (how many records each key has, in the keys' order)
     query_uniq      topic, uniq_key                          -> msgs
     view_id         msg_id                                   -> msgs ([] or [one])
     offset_by_time  topic, queue, ts_ms, upper               -> offset
@@ -54,6 +56,7 @@ MAX_REQUEST_BYTES = 1024 * 1024    # requests are small; a bigger frame is refus
 MAX_PULL_COUNT = 1024
 MAX_PULL_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS = 1024               # keys, ids, groups, subscription expressions
+MAX_QUERY_KEYS = 1024               # keys in one query_keys request
 MAX_DRAIN_PER_ROUND = 1000          # requests handled before notices and deadlines get a turn
 RECHECK_PARKED_MS = 2_000           # a queue waited on is read off its files this often (lost notices)
 HOUSEKEEPING_MS = 250
@@ -77,7 +80,8 @@ class ReaderActor:
         self.max_query_count = cfg.store.max_query_count
         self.acks = AckGroups(runtime, index, self.store, monotonic_ms)
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
-            "pull": self._op_pull, "query_key": self._op_query_key, "query_uniq": self._op_query_uniq,
+            "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
+            "query_uniq": self._op_query_uniq,
             "view_id": self._op_view_id, "offset_by_time": self._op_offset_by_time,
             "queue_info": self._op_queue_info, "commit_offset": self._op_commit_offset,
             "fetch_offset": self._op_fetch_offset, "ping": self._op_ping,
@@ -263,16 +267,34 @@ class ReaderActor:
 
     def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         records = self.store.query_by_key(
-            _topic(message), _name(message, "key"),
-            min(schema.field(message, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT),
-                self.max_query_count),
+            _topic(message), _name(message, "key"), self._query_max(message),
             schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
-            schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX))
+            schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX),
+            read_body=not schema.field(message, "raw", bool, default=False))
         return schema.ok_reply(request_id, **self._records(records, message), **self._index_marks())
+
+    def _op_query_keys(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        keys = schema.field(message, "keys", list)
+        if not 1 <= len(keys) <= MAX_QUERY_KEYS:
+            raise schema.SchemaError(f"keys must hold 1 to {MAX_QUERY_KEYS} keys, got {len(keys)}")
+        if not all(isinstance(k, str) and len(k) <= MAX_NAME_CHARS for k in keys):
+            raise schema.SchemaError(f"keys must be strings of at most {MAX_NAME_CHARS} characters")
+        answers = self.store.query_by_keys(
+            _topic(message), keys, self._query_max(message),
+            schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
+            schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX), read_body=False)
+        records = [record for answer in answers for record in answer]
+        return schema.ok_reply(request_id, counts=[len(answer) for answer in answers],
+                               **self._records(records, {"raw": True}), **self._index_marks())
+
+    def _query_max(self, message: dict[str, Any]) -> int:
+        requested: int = schema.field(message, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT)
+        return min(requested, self.max_query_count)
 
     def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         records = self.store.query_by_key(_topic(message), _name(message, "uniq_key"), self.max_query_count, 0,
-                                          LONG_MAX, uniq=True)
+                                          LONG_MAX, uniq=True,
+                                          read_body=not schema.field(message, "raw", bool, default=False))
         return schema.ok_reply(request_id, **self._records(records, message), **self._index_marks())
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
@@ -332,9 +354,11 @@ class ReaderActor:
 
     def _records(self, records: list[Record], message: dict[str, Any]) -> dict[str, Any]:
         """``msgs``: one map per record; or, when the request asked for ``raw``, ``raw``: the records as
-        stored, back to back (what a RocketMQ client decodes itself), and their ``count``."""
+        stored, back to back (what a RocketMQ client decodes itself), their ``count`` and ``cols``."""
         if schema.field(message, "raw", bool, default=False):
-            return {"raw": self.store.raw_records(records), "count": len(records)}
+            return {"raw": self.store.raw_records(records), "count": len(records),
+                    "cols": pack_columns([r.queue_offset for r in records], [r.phys_offset for r in records],
+                                         [r.size for r in records])}
         return {"msgs": [record_to_wire(r) for r in records]}
 
     def _index_marks(self) -> dict[str, int]:

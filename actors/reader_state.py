@@ -28,7 +28,16 @@ from engine.config import Geometry
 from engine.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, ConsumeQueue, CqEntries, queue_offset_by_time
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.index_service import IndexService
-from engine.lookup import GetResult, GetStatus, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
+from engine.lookup import (
+    GetResult,
+    GetStatus,
+    PullLimits,
+    TagFilter,
+    get_messages,
+    query_by_key,
+    query_by_keys,
+    view_by_id,
+)
 from engine.record import DecodeKind, Record
 from engine.topics import TOPICS_FILE, TopicTable
 
@@ -36,6 +45,7 @@ QueueKey = tuple[str, int]
 FIRST_SCAN_ENTRIES = 64      # a scan for news usually finds a few entries: start small ...
 MAX_SCAN_ENTRIES = 4096      # ... and grow while every entry read is valid
 LONG_MAX = (1 << 63) - 1
+INDEX_REFRESH_MS = 1_000  # how soon a deleted or a new (not rolled to) index file is noticed
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +100,7 @@ class PublishedStore:
         self._topics = TopicTable.load(store_dir, now_ms)
         self._topics_mtime_ns = self._topics_stamp()
         self._now_ms = now_ms
+        self._next_index_refresh_ms = 0
 
     def close(self) -> None:
         self.queues.close()
@@ -252,14 +263,42 @@ class PublishedStore:
         return record
 
     def query_by_key(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *,
-                     uniq: bool = False) -> list[Record]:
+                     uniq: bool = False, read_body: bool = True) -> list[Record]:
         """engine.lookup.query_by_key, reading only records below readable_end."""
         if self.index is None:
             return []
-        self.index.refresh()
-        self._map_commitlog(self.readable_end)
         return query_by_key(self.index, self.commitlog, topic, key, max_count, begin_ms, end_ms, uniq=uniq,
-                            readable_end=self.readable_end)
+                            readable_end=self._query_end(self.index), read_body=read_body)
+
+    def query_by_keys(self, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
+                      read_body: bool = True) -> list[list[Record]]:
+        """engine.lookup.query_by_keys, reading only records below readable_end."""
+        if self.index is None:
+            return [[] for _ in keys]
+        return query_by_keys(self.index, self.commitlog, topic, keys, max_count, begin_ms, end_ms,
+                             readable_end=self._query_end(self.index), read_body=read_body)
+
+    def _query_end(self, index: IndexService) -> int:
+        """How far a query may read: ``readable_end``, or past it the end of the newest indexed record.
+        The index builder puts a key only once its record is written whole, so whatever the index
+        points at is complete even when this reader missed the ``arrived`` notice that would have
+        moved ``readable_end`` (a notice is sent only when the queues grow: nothing repeats it).
+
+        Index files the builder created, or retention deleted, are looked for here too. A file's
+        entries show through its mapping as they are put; the list of files is read again only when
+        the newest is full (the next one is due), when there is none, or every INDEX_REFRESH_MS."""
+        last = index.last_file
+        now = self._now_ms()
+        if last is None or last.is_full or now >= self._next_index_refresh_ms:
+            index.refresh()
+            self._next_index_refresh_ms = now + INDEX_REFRESH_MS
+            last = index.last_file
+        end = self.readable_end
+        if last is not None and last.index_count > 1 and last.end_phys_offset >= end:
+            self._map_commitlog(last.end_phys_offset + 1)
+            end = max(end, last.end_phys_offset + max(self.commitlog.size_at(last.end_phys_offset), 0))
+        self._map_commitlog(end)
+        return end
 
     def raw_records(self, records: list[Record]) -> bytes:
         """The stored bytes of ``records`` (read from this store), back to back."""

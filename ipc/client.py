@@ -17,11 +17,12 @@ disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from ipc.ack_consumer import AckConsumer
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
@@ -36,7 +37,7 @@ from ipc.encoded import (
     results_from_reply,
 )
 from ipc.endpoints import Endpoints
-from ipc.messages import SERVICE_NOT_AVAILABLE, Outgoing, ReceivedMessage, ReplyError, SendResult
+from ipc.messages import SERVICE_NOT_AVAILABLE, MessageBatch, Outgoing, ReceivedMessage, ReplyError, SendResult
 from ipc.receipts import Delivery, Receipt
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "Delivery",
     "EncodingError",
     "Endpoints",
+    "MessageBatch",
     "Outgoing",
     "Producer",
     "Receipt",
@@ -219,13 +221,41 @@ class Admin:
 
     def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[ReceivedMessage]:
-        reply = self._call("reader", "query_key", topic=topic, key=key, max=max_count, begin_ms=begin_ms,
-                           end_ms=LONG_MAX if end_ms is None else end_ms)
-        return [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
+        """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first."""
+        return list(self.query_by_key_async(topic, key, max_count, begin_ms, end_ms).result())
+
+    def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+                           end_ms: int | None = None) -> Future[MessageBatch]:
+        """``query_by_key`` without waiting (several may be in flight); the messages come packed,
+        decoded when touched."""
+        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms, topic=topic, key=key,
+                                          max=max_count, begin_ms=begin_ms,
+                                          end_ms=LONG_MAX if end_ms is None else end_ms, raw=True),
+                       lambda reply, batch: batch)
+
+    def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
+                   end_ms: int | None = None) -> list[MessageBatch]:
+        """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
+        in the keys' order."""
+        return self.query_keys_async(topic, keys, max_count, begin_ms, end_ms).result()
+
+    def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
+                         end_ms: int | None = None) -> Future[list[MessageBatch]]:
+        def per_key(reply: dict[str, Any], batch: MessageBatch) -> list[MessageBatch]:
+            counts = reply.get("counts")
+            if (not isinstance(counts, list) or len(counts) != len(keys)
+                    or not all(type(c) is int and c >= 0 for c in counts) or sum(counts) != len(batch)):
+                raise ReplyError(f"{len(keys)} keys, {len(batch)} messages, counts {counts!r}")
+            starts = [0, *itertools.accumulate(counts)]
+            return [batch[starts[i]:starts[i + 1]] for i in range(len(keys))]
+
+        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms, topic=topic,
+                                          keys=list(keys), max=max_count, begin_ms=begin_ms,
+                                          end_ms=LONG_MAX if end_ms is None else end_ms), per_key)
 
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
-        reply = self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key)
-        return [ReceivedMessage.from_wire(m) for m in reply["msgs"]]
+        return list(MessageBatch.from_reply(self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key,
+                                                       raw=True)))
 
     def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
         msgs = self._call("reader", "view_id", msg_id=msg_id)["msgs"]
@@ -258,3 +288,22 @@ class Admin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+T = TypeVar("T")
+
+
+def _packed(call: Future[dict[str, Any]], then: Callable[[dict[str, Any], MessageBatch], T]) -> Future[T]:
+    """A future of ``then(reply, its packed messages)``, completed on the client's I/O thread."""
+    outer: Future[T] = Future()
+    outer.set_running_or_notify_cancel()
+
+    def done(reply: Future[dict[str, Any]]) -> None:
+        try:
+            answer = reply.result()
+            outer.set_result(then(answer, MessageBatch.from_reply(answer)))
+        except BaseException as exc:
+            outer.set_exception(exc)
+
+    call.add_done_callback(done)
+    return outer

@@ -239,7 +239,7 @@ def test_admin_converts_queue_info_and_queries(endpoints: Endpoints, broker: Fak
     replies = {
         "queue_info": lambda r: schema.ok_reply(r["id"], queues={"0": [0, 5], "3": [2, 9]}),
         "view_id": lambda r: schema.ok_reply(r["id"], msgs=[record_to_wire(record)]),
-        "query_key": lambda r: schema.ok_reply(r["id"], msgs=[]),
+        "query_key": lambda r: schema.ok_reply(r["id"], **packed([])),
         "topics": lambda r: schema.ok_reply(r["id"], topics={"T": 4}),
     }
     with Admin(endpoints=endpoints) as admin:

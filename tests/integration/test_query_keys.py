@@ -1,0 +1,58 @@
+"""Query by key through a reader: one key at a time, several in flight, and many keys in one request."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pytest
+
+from ipc.client import Admin, BrokerError, Consumer, Producer, ReceivedMessage
+from tests.integration.broker import Broker, wait_for
+
+
+def test_many_keys_in_one_request_answer_what_one_key_at_a_time_does(tmp_path: Path) -> None:
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer, Admin(broker.store) as admin:
+        results = producer.send_batch([{"topic": "Orders", "body": f"m{i}".encode(), "keys": [f"k{i % 50}"]}
+                                       for i in range(200)] + [{"topic": "Orders", "body": b"aa", "keys": ["Aa"]},
+                                                               {"topic": "Orders", "body": b"bb", "keys": ["BB"]}])
+        assert all(r.ok for r in results)
+        wait_for(lambda: len(admin.query_by_key("Orders", "BB")) == 1, 30, "the index builder to index the batch")
+        keys = [f"k{i}" for i in range(50)] + ["Aa", "BB", "missing"]
+        one_by_one = [admin.query_by_key("Orders", k, max_count=3) for k in keys]
+        batches = admin.query_keys("Orders", keys, max_count=3)
+        assert [list(b) for b in batches] == one_by_one
+        assert [b.bodies() for b in batches[:2]] == [[b"m50", b"m100", b"m150"], [b"m51", b"m101", b"m151"]]
+        assert batches[50].bodies() == [b"aa"] and batches[51].bodies() == [b"bb"] and len(batches[52]) == 0
+        in_flight = [admin.query_by_key_async("Orders", k, max_count=3) for k in keys]
+        assert [list(f.result()) for f in in_flight] == one_by_one
+        assert [m.body for m in admin.query_by_uniq_key("Orders", results[7].uniq_key or "")] == [b"m7"]
+        with pytest.raises(BrokerError, match="BAD_REQUEST"):
+            admin.query_keys("Orders", [])
+        with pytest.raises(BrokerError, match="BAD_REQUEST"):
+            admin.query_keys("Orders", ["k"] * 1025)
+        assert admin.ping()["pid"]  # the reader still serves
+
+
+def test_a_packed_pull_inflates_compressed_bodies_and_filters_tags(tmp_path: Path) -> None:
+    """A body a RocketMQ client compressed (sysFlag 0x1) reaches the application inflated, whether the
+    message is decoded whole or only its body read; 'Aa' and 'BB' share a tag hash."""
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+        assert all(r.ok for r in producer.send_batch(
+            [{"topic": "Orders", "body": zlib.compress(b"inflated " * 50), "sys_flag": 0x1, "tags": "Aa", "queue": 0},
+             {"topic": "Orders", "body": b"collides", "tags": "BB", "queue": 0},
+             {"topic": "Orders", "body": b"plain", "tags": "Aa", "queue": 0}]))
+        with Consumer(broker.store, group="g", topic="Orders", queues=[0], tags="Aa", start="earliest",
+                      long_poll_ms=200) as consumer:
+            got: list[ReceivedMessage] = []
+
+            def two() -> bool:
+                got.extend(consumer.poll(200))
+                return len(got) >= 2
+
+            wait_for(two, 30, "two messages tagged Aa")
+            assert [m.body for m in got] == [b"inflated " * 50, b"plain"]
+            consumer.seek(0, 0)
+            batch = consumer.poll_batch(5000)
+            assert batch.bodies() == [b"inflated " * 50, b"plain"] and batch.queue_offsets == [0, 2]
+            assert consumer.position(0) == 3
