@@ -266,12 +266,10 @@ class ReaderActor:
                                stored=pull.raw)
 
     def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        records = self.store.query_by_key(
-            _topic(message), _name(message, "key"), self._query_max(message),
-            schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
-            schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX),
-            read_body=not schema.field(message, "raw", bool, default=False))
-        return schema.ok_reply(request_id, **self._records(records, message), **self._index_marks())
+        return self._query(request_id, _topic(message), [_name(message, "key")], self._query_max(message),
+                           schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
+                           schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX),
+                           raw=schema.field(message, "raw", bool, default=False))
 
     def _op_query_keys(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         keys = schema.field(message, "keys", list)
@@ -279,23 +277,30 @@ class ReaderActor:
             raise schema.SchemaError(f"keys must hold 1 to {MAX_QUERY_KEYS} keys, got {len(keys)}")
         if not all(isinstance(k, str) and len(k) <= MAX_NAME_CHARS for k in keys):
             raise schema.SchemaError(f"keys must be strings of at most {MAX_NAME_CHARS} characters")
-        answers = self.store.query_by_keys(
-            _topic(message), keys, self._query_max(message),
-            schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
-            schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX), read_body=False)
-        records = [record for answer in answers for record in answer]
-        return schema.ok_reply(request_id, counts=[len(answer) for answer in answers],
-                               **self._records(records, {"raw": True}), **self._index_marks())
+        return self._query(request_id, _topic(message), keys, self._query_max(message),
+                           schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
+                           schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX), raw=True,
+                           counts=True)
+
+    def _query(self, request_id: Any, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
+               raw: bool, uniq: bool = False, counts: bool = False) -> dict[str, Any]:
+        """A query's reply: maps, or with ``raw`` the records as stored (and with ``counts`` how many
+        each key has), and how far the index goes."""
+        if not raw:
+            records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
+            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
+        answers = self.store.query_by_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
+        extra = {"counts": [len(a) for a in answers]} if counts else {}
+        return schema.ok_reply(request_id, **_stored_reply(StoredRecords.join(answers)), **extra,
+                               **self._index_marks())
 
     def _query_max(self, message: dict[str, Any]) -> int:
         requested: int = schema.field(message, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT)
         return min(requested, self.max_query_count)
 
     def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        records = self.store.query_by_key(_topic(message), _name(message, "uniq_key"), self.max_query_count, 0,
-                                          LONG_MAX, uniq=True,
-                                          read_body=not schema.field(message, "raw", bool, default=False))
-        return schema.ok_reply(request_id, **self._records(records, message), **self._index_marks())
+        return self._query(request_id, _topic(message), [_name(message, "uniq_key")], self.max_query_count, 0,
+                           LONG_MAX, raw=schema.field(message, "raw", bool, default=False), uniq=True)
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         record = self.store.view_by_id(_name(message, "msg_id"))
@@ -343,10 +348,8 @@ class ReaderActor:
                                readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
 
     def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
-        stored = result.stored or StoredRecords(b"", [], [], [])
         if pull.raw:  # one blob and its columns: nothing per message on either side
-            records: dict[str, Any] = {"raw": stored.data, "count": len(stored),
-                                       "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)}
+            records = _stored_reply(result.stored or StoredRecords(b"", [], [], []))
         else:
             records = {"msgs": [record_to_wire(r) for r in result.messages]}
         return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
@@ -356,9 +359,8 @@ class ReaderActor:
         """``msgs``: one map per record; or, when the request asked for ``raw``, ``raw``: the records as
         stored, back to back (what a RocketMQ client decodes itself), their ``count`` and ``cols``."""
         if schema.field(message, "raw", bool, default=False):
-            return {"raw": self.store.raw_records(records), "count": len(records),
-                    "cols": pack_columns([r.queue_offset for r in records], [r.phys_offset for r in records],
-                                         [r.size for r in records])}
+            return _stored_reply(StoredRecords(self.store.raw_records(records), [r.queue_offset for r in records],
+                                               [r.phys_offset for r in records], [r.size for r in records]))
         return {"msgs": [record_to_wire(r) for r in records]}
 
     def _index_marks(self) -> dict[str, int]:
@@ -383,6 +385,12 @@ class ReaderActor:
             log.exception("cannot persist consumer offsets; retrying")
             return
         self.offsets_dirty = False
+
+
+def _stored_reply(stored: StoredRecords) -> dict[str, Any]:
+    """``raw``: the records as stored, back to back; ``count``; ``cols``: ``ipc.messages.pack_columns``."""
+    return {"raw": stored.data, "count": len(stored),
+            "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)}
 
 
 def _not_owner(request_id: Any, index: int) -> dict[str, Any]:

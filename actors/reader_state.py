@@ -32,6 +32,7 @@ from engine.lookup import (
     GetResult,
     GetStatus,
     PullLimits,
+    StoredRecords,
     TagFilter,
     get_messages,
     query_by_key,
@@ -263,20 +264,20 @@ class PublishedStore:
         return record
 
     def query_by_key(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *,
-                     uniq: bool = False, read_body: bool = True) -> list[Record]:
-        """engine.lookup.query_by_key, reading only records below readable_end."""
+                     uniq: bool = False) -> list[Record]:
+        """engine.lookup.query_by_key, reading only what is complete (``_query_end``)."""
         if self.index is None:
             return []
         return query_by_key(self.index, self.commitlog, topic, key, max_count, begin_ms, end_ms, uniq=uniq,
-                            readable_end=self._query_end(self.index), read_body=read_body)
+                            readable_end=self._query_end(self.index))
 
     def query_by_keys(self, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
-                      read_body: bool = True) -> list[list[Record]]:
-        """engine.lookup.query_by_keys, reading only records below readable_end."""
+                      uniq: bool = False) -> list[StoredRecords]:
+        """engine.lookup.query_by_keys (the records as stored), reading only what is complete."""
         if self.index is None:
-            return [[] for _ in keys]
-        return query_by_keys(self.index, self.commitlog, topic, keys, max_count, begin_ms, end_ms,
-                             readable_end=self._query_end(self.index), read_body=read_body)
+            return [StoredRecords(b"", [], [], []) for _ in keys]
+        return query_by_keys(self.index, self.commitlog, topic, keys, max_count, begin_ms, end_ms, uniq=uniq,
+                             readable_end=self._query_end(self.index))
 
     def _query_end(self, index: IndexService) -> int:
         """How far a query may read: ``readable_end``, or past it the end of the newest indexed record.

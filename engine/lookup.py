@@ -8,6 +8,7 @@ topic and key against the record itself.
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -16,12 +17,29 @@ from engine.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
 from engine.index_service import IndexService
 from engine.jhash import tags_code
 from engine.msgid import decode_offset_msg_id
-from engine.record import MAGIC_V1, MAGIC_V2, Record, decode_record
+from engine.record import (
+    MAGIC_V1,
+    MAGIC_V2,
+    PROP_KEYS,
+    PROP_UNIQ_KEY,
+    QUEUE_OFFSET_POS,
+    SYSFLAG_POS,
+    Record,
+    body_length_pos,
+    decode_record,
+)
 
 MAX_FILTER_SCAN_BYTES = 16000
 MAX_QUERY_CANDIDATES = 1 << 16  # the index caps a query lower still (max_msgs_num_batch)
 SUBSCRIBE_ALL = "*"
-_MAGICS = frozenset(m.to_bytes(4, "big", signed=True) for m in (MAGIC_V1, MAGIC_V2))
+_MAGIC_V1 = MAGIC_V1.to_bytes(4, "big", signed=True)
+_MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_LONG = struct.Struct(">q")
+PROPERTY_SEPARATOR = b"\x02"
+KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
+UNIQ_KEY_PREFIX = PROPERTY_SEPARATOR + PROP_UNIQ_KEY.encode() + b"\x01"
 
 
 class GetStatus(enum.Enum):
@@ -49,6 +67,29 @@ class StoredRecords:
 
     def __len__(self) -> int:
         return len(self.sizes)
+
+    @classmethod
+    def of(cls, found: Sequence[tuple[int, bytes]]) -> StoredRecords:
+        """From (phys offset, stored bytes) pairs, in that order."""
+        return cls(b"".join(chunk for _, chunk in found),
+                   [_LONG.unpack_from(chunk, QUEUE_OFFSET_POS)[0] for _, chunk in found],
+                   [phys_offset for phys_offset, _ in found], [len(chunk) for _, chunk in found])
+
+    @classmethod
+    def join(cls, parts: Sequence[StoredRecords]) -> StoredRecords:
+        return cls(b"".join(p.data for p in parts), [q for p in parts for q in p.queue_offsets],
+                   [o for p in parts for o in p.phys_offsets], [n for p in parts for n in p.sizes])
+
+    def records(self) -> list[Record]:
+        """Each record decoded."""
+        records: list[Record] = []
+        pos = 0
+        for size in self.sizes:
+            record = decode_record(self.data, pos, check_crc=False).record
+            if record is not None:
+                records.append(record)
+            pos += size
+        return records
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,56 +233,87 @@ def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes |
 
 
 def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,
-                 begin_ms: int, end_ms: int, *, uniq: bool = False, readable_end: int | None = None,
-                 read_body: bool = True) -> list[Record]:
+                 begin_ms: int, end_ms: int, *, uniq: bool = False, readable_end: int | None = None) -> list[Record]:
     """The newest ``max_count`` records of ``topic`` whose KEYS (or, with ``uniq``, UNIQ_KEY) hold
-    ``key``, oldest first, none reaching past ``readable_end``.
-
-    The index answers with candidates, hash collisions and records not readable yet among them; when
-    those take places, it is asked again for more (up to its batch limit), so a collision never hides
-    a message that matches."""
-    end = commitlog.max_offset if readable_end is None else readable_end
-    limit = max_count
-    while True:
-        candidates = index.query(topic, key, limit, begin_ms, end_ms).phys_offsets
-        records = _matching(commitlog, dict.fromkeys(candidates), topic, key, uniq, end, read_body)
-        if len(records) >= max_count or len(candidates) < limit or limit >= MAX_QUERY_CANDIDATES:
-            return sorted(records[:max_count], key=lambda r: r.phys_offset)
-        limit = min(limit * 4, MAX_QUERY_CANDIDATES)
+    ``key``, oldest first, none reaching past ``readable_end``: ``query_by_keys`` for one key, decoded."""
+    return query_by_keys(index, commitlog, topic, [key], max_count, begin_ms, end_ms, uniq=uniq,
+                         readable_end=readable_end)[0].records()
 
 
 def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequence[str], max_count: int,
-                  begin_ms: int, end_ms: int, *, readable_end: int | None = None,
-                  read_body: bool = True) -> list[list[Record]]:
-    """``query_by_key`` for many keys of one topic, in their order: the index probed for all the keys
-    together, the candidates' records read one by one. A key whose candidates were all taken (by
-    collisions, or records not readable yet) while the index may hold more is asked again on its
-    own, as ``query_by_key`` would. ``read_body=False``: records without their bodies (the caller
-    copies the stored bytes itself)."""
+                  begin_ms: int, end_ms: int, *, uniq: bool = False,
+                  readable_end: int | None = None) -> list[StoredRecords]:
+    """For each key, in order, the newest ``max_count`` records of ``topic`` whose KEYS (or, with
+    ``uniq``, UNIQ_KEY) hold it, oldest first, as stored, none reaching past ``readable_end``.
+
+    The index is probed for all the keys together. It answers with candidates, hash collisions and
+    records not readable yet among them; each candidate's topic and key are compared in its stored
+    bytes (nothing decoded). When they take places, that key's index is asked again for more (up to
+    its batch limit), so a collision never hides a message that matches."""
     end = commitlog.max_offset if readable_end is None else readable_end
-    answers: list[list[Record]] = []
-    for key, candidates in zip(keys, index.query_many(topic, keys, max_count, begin_ms, end_ms), strict=True):
-        records = _matching(commitlog, dict.fromkeys(candidates), topic, key, False, end, read_body)
-        if len(records) < max_count and len(candidates) >= max_count:
-            records = query_by_key(index, commitlog, topic, key, max_count, begin_ms, end_ms, readable_end=end,
-                                   read_body=read_body)
-        answers.append(sorted(records[:max_count], key=lambda r: r.phys_offset))
+    if len(keys) == 1:  # one key: the plain walk costs less than numpy's set-up
+        firsts = [index.query(topic, keys[0], max_count, begin_ms, end_ms).phys_offsets]
+    else:
+        firsts = index.query_many(topic, keys, max_count, begin_ms, end_ms)
+    topic_bytes = topic.encode()
+    answers: list[StoredRecords] = []
+    for key, candidates in zip(keys, firsts, strict=True):
+        key_bytes = key.encode()
+        found = _matching(commitlog, candidates, topic_bytes, key_bytes, uniq, end)
+        limit = max_count
+        while len(found) < max_count and len(candidates) >= limit and limit < MAX_QUERY_CANDIDATES:
+            limit = min(limit * 4, MAX_QUERY_CANDIDATES)
+            candidates = index.query(topic, key, limit, begin_ms, end_ms).phys_offsets
+            found = _matching(commitlog, candidates, topic_bytes, key_bytes, uniq, end)
+        answers.append(StoredRecords.of(sorted(found[:max_count])))
     return answers
 
 
-def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: str, key: str, uniq: bool,
-              end: int, read_body: bool = True) -> list[Record]:
-    """The records at ``phys_offsets`` (in their order) that really are ``topic``'s and hold ``key``."""
-    records: list[Record] = []
-    for phys_offset in phys_offsets:
+def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, key: bytes, uniq: bool,
+              end: int) -> list[tuple[int, bytes]]:
+    """(phys offset, stored bytes) of the records at ``phys_offsets`` (in their order, each once) that
+    really are ``topic``'s and hold ``key``."""
+    found: list[tuple[int, bytes]] = []
+    for phys_offset in dict.fromkeys(phys_offsets):
         if not commitlog.min_offset <= phys_offset < end:
             continue
-        record = commitlog.read_record(phys_offset, check_crc=False, read_body=read_body).record
-        if record is None or record.topic != topic or phys_offset + record.size > end:
+        size = commitlog.size_at(phys_offset)
+        if size <= 0 or phys_offset + size > end:
             continue
-        if (record.uniq_key == key) if uniq else (key in record.keys):
-            records.append(record)
-    return records
+        chunk = _stored_record(commitlog, phys_offset, size)
+        try:
+            holds = chunk is not None and _holds(chunk, topic, UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, key, uniq)
+        except struct.error:  # a length field pointing past the record: not a record that matches
+            holds = False
+        if holds and chunk is not None:
+            found.append((phys_offset, chunk))
+    return found
+
+
+def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) -> bool:
+    """Whether the stored ``record`` is ``topic``'s and its property (``prefix``: separator, name,
+    ``\x01``) holds ``key``: as the whole value, or as one of its space-separated words."""
+    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
+    pos = body_length_pos(sys_flag)
+    (body_len,) = _INT.unpack_from(record, pos)
+    pos += 4 + body_len
+    if body_len < 0 or pos + 4 > len(record):
+        return False
+    if record[4:8] == _MAGIC_V1:
+        topic_len, pos = record[pos], pos + 1
+    else:
+        (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
+    if record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
+        return False
+    pos += topic_len
+    (props_len,) = _SHORT.unpack_from(record, pos)
+    props = PROPERTY_SEPARATOR + record[pos + 2:pos + 2 + props_len]
+    at = props.find(prefix)
+    if at < 0:
+        return False
+    value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
+    value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
+    return value == key if whole else key in value.split(b" ")
 
 
 def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:

@@ -98,6 +98,11 @@ def store_ms_pos(sys_flag: int) -> int:
     return BORN_HOST_POS + host_size(sys_flag, SYSFLAG_BORNHOST_V6)
 
 
+def body_length_pos(sys_flag: int) -> int:
+    """Position of BODYLENGTH (the body follows it), which moves with both hosts' families."""
+    return store_ms_pos(sys_flag) + 8 + host_size(sys_flag, SYSFLAG_STOREHOST_V6) + 12
+
+
 def record_size(sys_flag: int, body_size: int, topic_size: int, props_size: int, version: int = 1) -> int:
     """RocketMQ's calMsgLength."""
     return (84 - 16 + host_size(sys_flag, SYSFLAG_BORNHOST_V6) + host_size(sys_flag, SYSFLAG_STOREHOST_V6)

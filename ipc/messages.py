@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from engine.record import SYSFLAG_POS, SYSFLAG_STOREHOST_V6, Record, decode_record, host_size, store_ms_pos
+from engine.record import SYSFLAG_POS, Record, body_length_pos, decode_record
 
 PUT_OK = "PUT_OK"
 SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
@@ -144,7 +144,6 @@ class ReceivedMessage:
 
 _COLUMN = struct.Struct("<q")
 _INT = struct.Struct(">i")
-_BODY_LENGTH_AFTER_STORE_HOST = 12  # RECONSUMETIMES and PREPARED TX OFFSET come first
 
 
 def pack_columns(queue_offsets: Sequence[int], phys_offsets: Sequence[int], sizes: Sequence[int]) -> bytes:
@@ -248,8 +247,7 @@ class MessageBatch(Sequence[ReceivedMessage]):
                 if _INT.unpack_from(data, start)[0] != size:
                     raise ReplyError(f"no {size}-byte record at byte {start} of a packed reply")
                 (sys_flag,) = _INT.unpack_from(data, start + SYSFLAG_POS)
-                pos = (start + store_ms_pos(sys_flag) + 8 + host_size(sys_flag, SYSFLAG_STOREHOST_V6)
-                       + _BODY_LENGTH_AFTER_STORE_HOST)
+                pos = start + body_length_pos(sys_flag)
                 (body_len,) = _INT.unpack_from(data, pos)
                 if body_len < 0 or pos + 4 + body_len > start + size:
                     raise ReplyError(f"a body of {body_len} bytes outside its record")
