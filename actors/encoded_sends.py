@@ -7,10 +7,17 @@ stamped in place) and answered with one packed row per record written; the build
 batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
 per round. A merged batch that does not hold together is taken apart: only the request at fault
 is refused.
+
+A request's records are a view of ZeroMQ's receive buffer (``ipc.schema``'s parts): a request alone
+in its round is checked there and copied once, into the mapped file. Merging copies the records of
+a round once more, and still costs less than a check, an append and a dispatch for each request:
+replayed with prefaulted files, 4 KiB bodies in requests of 100, four a round, 6.0-6.8 us of writer
+CPU a message merged, 7.4-8.3 appended one by one (and 38 against 40 with 32 KiB bodies).
 """
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -34,11 +41,16 @@ def encoding_fields(config: StoreConfig) -> dict[str, Any]:
 
 
 def parse(message: dict[str, Any]) -> EncodedRequest:
-    request = EncodedRequest(schema.field(message, "records", bytes), schema.field(message, "columns", bytes),
+    """The request's map and its one part, the records (a view of ZeroMQ's buffer: no copy)."""
+    parts = message.get("parts", ())
+    if len(parts) != 1:
+        raise schema.SchemaError(f"send_encoded carries its records as the one frame after its map, got "
+                                 f"{len(parts)} frame(s)")
+    request = EncodedRequest(parts[0], schema.field(message, "columns", bytes),
                              schema.field(message, "topics", list), schema.field(message, "tags", list),
                              schema.field(message, "keys", list), schema.field(message, "uniq", list))
     for name in ("topics", "tags", "keys", "uniq_keys"):
-        if not all(isinstance(v, str) for v in getattr(request, name)):
+        if not all(map(isinstance, getattr(request, name), repeat(str))):
             raise schema.SchemaError(f"{name} must be strings")
     return request
 

@@ -44,7 +44,7 @@ from engine.topics import TopicError, TopicTable
 from engine.writer import CommitLogWriter
 from ipc import schema
 from ipc.encoded import OP_ENCODING, OP_SEND_ENCODED
-from ipc.sockets import bind, connect
+from ipc.sockets import bind, connect, recv_message
 
 log = logging.getLogger("mqstore")
 
@@ -230,12 +230,12 @@ class CommitLogWriterActor:
         batch: list[tuple[bytes, Any, list[Message], list[int], list[PutResult | None]]] = []
         count = size = 0
         while count < cfg.broker.max_batch_messages and size < cfg.broker.max_request_bytes:
-            try:
-                frames = ingress.recv_multipart(zmq.NOBLOCK)
+            try:  # parts (a send_encoded's records) stay in ZeroMQ's buffers until appended
+                frames, parts = recv_message(ingress, zmq.NOBLOCK, head=2)
             except zmq.Again:
                 break
-            size += sum(len(f) for f in frames)
-            identity, parsed = self._parse(ingress, frames)
+            size += sum(map(len, frames)) + sum(map(len, parts))
+            identity, parsed = self._parse(ingress, frames, parts)
             if parsed is None:
                 continue
             batch.append((identity, *parsed))
@@ -336,17 +336,20 @@ class CommitLogWriterActor:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def _parse(self, ingress: zmq.Socket[Any], frames: list[bytes]
+    def _parse(self, ingress: zmq.Socket[Any], frames: list[bytes], parts: list[memoryview]
                ) -> tuple[bytes, tuple[Any, list[Message], list[int], list[PutResult | None]] | None]:
-        """A send request becomes messages and queue ids; anything else is answered right here."""
+        """A send request becomes messages and queue ids; a send_encoded waits for the end of the
+        round; anything else is answered right here. Only a send_encoded carries parts."""
         identity = frames[0]
         request_id: Any = None
         try:
             if len(frames) != 2:
-                raise schema.SchemaError(f"expected one frame after the identity, got {len(frames) - 1}")
-            message = schema.unpack(frames[1], max_bytes=self.rt.config.broker.max_request_bytes)
+                raise schema.SchemaError("expected a map frame after the identity")
+            message = schema.unpack_message(frames[1], parts, max_bytes=self.rt.config.broker.max_request_bytes)
             request_id = message.get("id")
             op = schema.field(message, "op", str)
+            if parts and op != OP_SEND_ENCODED:
+                raise schema.SchemaError(f"{op!r} takes no frames after its map, got {len(parts)}")
             if op == OP_SEND:
                 return identity, (request_id, *self._messages(message))
             if op == OP_SEND_ENCODED:

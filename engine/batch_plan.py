@@ -28,7 +28,7 @@ QueueIds = np.ndarray[Any, np.dtype[np.int64]]
 
 @dataclass(frozen=True, slots=True)
 class EncodedRequest:
-    records: bytes
+    records: bytes | memoryview  # a view of the receive buffer: read, never kept past the round
     columns: bytes
     topics: list[str]
     tags: list[str]

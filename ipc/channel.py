@@ -5,6 +5,10 @@ through a queue (and a byte on a pipe that wakes the thread's poll) and get a ``
 request carries an id unique to the channel; a reply is matched to its request by that id, and a
 reply whose request already timed out (or was abandoned) is dropped.
 
+A request or a reply may carry binary parts after its map (``ipc.schema``): a request's ``parts``
+go out without a copy (so they must not change once handed over), and a reply's parts come back
+in its ``parts`` field as memoryviews of ZeroMQ's buffers.
+
 The thread's poll sleeps until the next request deadline, the next delayed send, or a wake-up: no
 busy loop. Futures complete on the I/O thread, so ``add_done_callback`` callbacks run there and
 should be quick.
@@ -30,7 +34,7 @@ import zmq
 from ipc import schema
 from ipc.curve import CurveContext, CurveKeys
 from ipc.endpoints import Endpoints
-from ipc.sockets import connect
+from ipc.sockets import connect, recv_message
 
 log = logging.getLogger("mqstore.client")
 
@@ -76,6 +80,7 @@ class _Outgoing:
     message: dict[str, Any] = field(compare=False)
     timeout_ms: int = field(compare=False)
     future: Future[dict[str, Any]] = field(compare=False)
+    parts: Sequence[bytes | memoryview] = field(compare=False, default=())
 
 
 @dataclass(slots=True)
@@ -112,17 +117,19 @@ class Channel:
 
     # -- callers' side -------------------------------------------------------------------------------
 
-    def call(self, route: str, op: str, *, timeout_ms: int, delay_ms: int = 0, **fields: Any
-             ) -> Future[dict[str, Any]]:
+    def call(self, route: str, op: str, *, timeout_ms: int, delay_ms: int = 0,
+             parts: Sequence[bytes | memoryview] = (), **fields: Any) -> Future[dict[str, Any]]:
         """Send ``op`` on ``route``; the future holds the ok reply, or raises BrokerError or
         BrokerTimeoutError. ``delay_ms`` holds the send back (retry backoff); the timeout counts from
-        the send."""
+        the send. ``parts`` follow the map as frames of their own, without a copy."""
         if route not in self._routes:
             raise ValueError(f"unknown route {route!r}")
+        if len(parts) > schema.MAX_PARTS:
+            raise ValueError(f"a request carries at most {schema.MAX_PARTS} parts")
         future: Future[dict[str, Any]] = Future()
         request_id = next(self._ids)
         item = _Outgoing(_now_ms() + max(0, delay_ms), request_id, route, schema.request(op, request_id, **fields),
-                         timeout_ms, future)
+                         timeout_ms, future, tuple(parts))
         with self._lock:
             if self._closed:
                 raise BrokerError(CLOSED, "the client is closed")
@@ -218,7 +225,11 @@ class Channel:
         if not item.future.set_running_or_notify_cancel():
             return  # cancelled by the caller before it went out
         try:
-            sockets[item.route].send(schema.pack(item.message), zmq.NOBLOCK)
+            frames = schema.pack_message(item.message, item.parts)
+            if len(frames) == 1:
+                sockets[item.route].send(frames[0], zmq.NOBLOCK)
+            else:  # parts from ZERO_COPY_MIN_BYTES up go out from the caller's buffers
+                sockets[item.route].send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.Again:
             item.future.set_exception(BrokerError(SEND_QUEUE_FULL, f"{item.route}: too many requests queued "
                                                                    "for a broker that does not read them"))
@@ -232,11 +243,11 @@ class Channel:
     def _receive(self, sock: zmq.Socket[Any], route: str, pending: dict[int, _Pending]) -> None:
         while True:
             try:
-                frame = sock.recv(zmq.NOBLOCK)
+                (frame,), parts = recv_message(sock, zmq.NOBLOCK, head=1)
             except zmq.Again:
                 return
             try:
-                reply = schema.unpack(frame, max_bytes=MAX_REPLY_BYTES)
+                reply = schema.unpack_message(frame, parts, max_bytes=MAX_REPLY_BYTES)
             except schema.SchemaError as exc:
                 log.warning("%s: dropping a reply that does not decode: %s", route, exc)
                 continue

@@ -171,7 +171,7 @@ class Producer:
             except BaseException as exc:
                 outer.set_exception(exc)
 
-        self._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=self._timeout_ms,
+        self._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=self._timeout_ms, parts=(batch.records,),
                            **request_fields(batch)).add_done_callback(on_reply)
         return outer
 

@@ -5,9 +5,13 @@ body limit), then encodes every batch into one ``EncodedBatch`` (``engine.record
 writer checks it with numpy and copies it into the commitlog in one slice per file. The reply is
 packed too: one ``REPLY_COLUMNS`` row per record written, and a status and reason for the rest.
 
-    request  {op: "send_encoded", records: bin, columns: bin, topics: [str], tags: [str],
-              keys: [str], uniq: [str]}
+    request  {op: "send_encoded", parts: 1, columns: bin, topics: [str], tags: [str], keys: [str],
+              uniq: [str]}, then the records as one frame of their own
     reply    {ok: true, results: bin (REPLY_COLUMNS rows), status: str, reason: str}
+
+The records never pass through msgpack: each body is copied once, when the batch is joined, and
+the batch goes out from that buffer (``ipc.schema``'s parts); the writer checks it in ZeroMQ's
+receive buffer and copies it into the mapped file.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from engine.jhash import java_hash
 from engine.message import Refusal, record_properties
 from engine.msgid import UniqKeyGenerator, offset_msg_id
 from engine.record import PROP_DELAY, PROP_UNIQ_KEY, SCHEDULE_TOPIC
-from engine.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
+from engine.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_pieces
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
@@ -61,7 +65,7 @@ class BatchEncoder:
         store_host, prop_crc, max_body = enc.store_host, enc.prop_crc, enc.max_body_bytes
         topics: dict[str, int] = {}
         tags: dict[str, int] = {}
-        records: list[bytes] = []
+        pieces: list[bytes] = []
         keys: list[str] = []
         uniq_keys: list[str] = []
         cols: list[bytes] = []
@@ -84,11 +88,10 @@ class BatchEncoder:
             props = record_properties(m, uniq)
             if isinstance(props, Refusal):
                 raise EncodingError(props.reason)
-            record = encode_one(m.topic, body, props, m.queue or 0, m.flag, m.sys_flag,
-                                now_ms if m.born_ms is None else m.born_ms,
-                                Host(*m.born_host) if m.born_host else store_host, store_host, m.reconsume_times,
-                                prop_crc)
-            records.append(record)
+            size = encode_pieces(pieces, m.topic, body, props, m.queue or 0, m.flag, m.sys_flag,
+                                 now_ms if m.born_ms is None else m.born_ms,
+                                 Host(*m.born_host) if m.born_host else store_host, store_host, m.reconsume_times,
+                                 prop_crc)
             queue, shard = QUEUE_ROUND_ROBIN, 0
             if m.queue is not None:
                 queue = m.queue
@@ -102,15 +105,16 @@ class BatchEncoder:
                 tag = tags.get(m.tags, -1)
                 if tag < 0:
                     tag = tags[m.tags] = len(tags)
-            cols.append(pack_row(len(record), topic, queue, shard, tag))
+            cols.append(pack_row(size, topic, queue, shard, tag))
             keys.append(" ".join(k for k in m.keys if k) if m.keys else "")
             uniq_keys.append(uniq)
-        return EncodedBatch(b"".join(records), b"".join(cols), list(topics), list(tags), keys, uniq_keys)
+        return EncodedBatch(b"".join(pieces), b"".join(cols), list(topics), list(tags), keys, uniq_keys)
 
 
 def request_fields(batch: EncodedBatch) -> dict[str, Any]:
-    return {"records": batch.records, "columns": batch.columns, "topics": batch.topics, "tags": batch.tags,
-            "keys": batch.keys, "uniq": batch.uniq_keys}
+    """The request's map; its one part is ``batch.records``."""
+    return {"columns": batch.columns, "topics": batch.topics, "tags": batch.tags, "keys": batch.keys,
+            "uniq": batch.uniq_keys}
 
 
 def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> list[SendResult]:

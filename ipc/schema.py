@@ -1,4 +1,4 @@
-"""Wire messages: msgpack maps, version 1, one map per ZeroMQ frame.
+"""Wire messages: msgpack maps, version 1, one map per ZeroMQ frame, optionally followed by binary parts.
 
 Every request carries ``v`` (schema version), ``op`` and a client-chosen ``id`` echoed in the reply.
 Replies carry ``ok``; a refused request gets ``ok: false`` with a ``status`` and a ``reason``. Nothing
@@ -12,12 +12,14 @@ everything a notice says can be recovered from the files, so a lost notice only 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
 
 VERSION = 1
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_PARTS = 16
 
 # replies' status values beyond the engine's PutStatus / GetStatus names
 BAD_REQUEST = "BAD_REQUEST"
@@ -55,6 +57,35 @@ def unpack(frame: bytes | memoryview, *, max_bytes: int = MAX_FRAME_BYTES) -> di
         raise SchemaError(f"expected a map, got {type(message).__name__}")
     if message.get("v") != VERSION:
         raise SchemaError(f"unsupported schema version {message.get('v')!r} (this broker speaks {VERSION})")
+    return message
+
+
+def pack_message(message: dict[str, Any], parts: Sequence[bytes | memoryview] = ()) -> list[bytes | memoryview]:
+    """A message's frames: its map (announcing the parts when there are any), then the parts."""
+    if not parts:
+        return [pack(message)]
+    if len(parts) > MAX_PARTS:
+        raise ValueError(f"a message carries at most {MAX_PARTS} parts, not {len(parts)}")
+    return [pack({**message, "parts": len(parts)}), *parts]
+
+
+def unpack_message(frame: bytes | memoryview, parts: Sequence[bytes | memoryview] = (), *,
+                   max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+    """Decode a map frame and the parts that came after it (``max_bytes`` bounds them all together):
+    the map must announce exactly as many; raises SchemaError otherwise. Decoded, ``parts`` is the
+    list of them (absent when there are none)."""
+    total = len(frame) + sum(len(p) for p in parts)
+    if total > max_bytes:
+        raise SchemaError(f"a message of {total} bytes exceeds the {max_bytes}-byte limit")
+    message = unpack(frame, max_bytes=max_bytes)
+    announced = message.pop("parts", 0)
+    if isinstance(announced, bool) or not isinstance(announced, int) or not 0 <= announced <= MAX_PARTS:
+        raise SchemaError(f"field 'parts' must count the frames after the map (0 to {MAX_PARTS}), "
+                          f"got {announced!r}"[:200])
+    if announced != len(parts):
+        raise SchemaError(f"the map announces {announced} part(s), {len(parts)} frame(s) follow it")
+    if parts:
+        message["parts"] = list(parts)
     return message
 
 

@@ -142,14 +142,18 @@ class WireTarget:
         self.reader.acks.start(lambda identity, reply: None)
         self.reader.store.learn_from_files()
         self.replies: list[list[bytes]] = []
-        self._waiting: list[list[bytes]] = []
+        self._waiting: list[bytes] = []  # the frames of the one message waiting
         self._pub = SimpleNamespace(send_multipart=lambda *a, **k: None)
 
-    # the writer's ingress, as the writer drives it
-    def recv_multipart(self, flags: int = 0) -> list[bytes]:
+    # the writer's ingress, as the writer drives it: frame by frame
+    def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
         if not self._waiting:
             raise zmq.Again()
-        return self._waiting.pop()
+        frame = self._waiting.pop(0)
+        return frame if copy else zmq.Frame(frame)
+
+    def getsockopt(self, option: int) -> int:
+        return int(bool(self._waiting))
 
     def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
         self.replies.append(frames)
@@ -158,7 +162,7 @@ class WireTarget:
         with contextlib.suppress(schema.SchemaError):
             schema.unpack(frame)
         self.replies.clear()
-        self._waiting = [[b"peer", frame]]
+        self._waiting = [b"peer", frame]
         self.writer._serve(self, self._pub, self._pub)  # type: ignore[arg-type]
         if len(self.replies) != 1:
             raise Finding(f"the writer answered {len(self.replies)} times")

@@ -21,12 +21,20 @@ class QueuedIngress:
         self.waiting = list(frames)
         self.taken = 0
         self.replies: list[dict[str, Any]] = []
+        self.current: list[bytes] = []  # the rest of the message being received, frame by frame
 
-    def recv_multipart(self, flags: int = 0) -> list[bytes]:
-        if not self.waiting:
-            raise zmq.Again()
-        self.taken += 1
-        return self.waiting.pop(0)
+    def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
+        if not self.current:
+            if not self.waiting:
+                raise zmq.Again()
+            self.taken += 1
+            self.current = list(self.waiting.pop(0))
+        frame = self.current.pop(0)
+        return frame if copy else zmq.Frame(frame)
+
+    def getsockopt(self, option: int) -> int:
+        assert option == zmq.RCVMORE
+        return int(bool(self.current))
 
     def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
         if len(frames) == 2:

@@ -10,7 +10,7 @@ import pytest
 
 from engine.verify import verify_store
 from ipc.client import Admin, BrokerError, Consumer, Outgoing, Producer
-from ipc.encoded import OP_SEND_ENCODED, EncodingError
+from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
 from tests.integration.broker import Broker, wait_for
 
 
@@ -59,10 +59,9 @@ def test_a_broken_batch_is_refused_whole_and_nothing_is_written(tmp_path: Path) 
         batch = encoder.encode([Outgoing("Fast", b"x" * 50), Outgoing("Fast", b"y" * 50)])
         records = bytearray(batch.records)
         records[records.index(b"y" * 50) + 7] ^= 0xFF  # the second body: its CRC no longer matches
-        fields = {"records": bytes(records), "columns": batch.columns, "topics": batch.topics, "tags": batch.tags,
-                  "keys": batch.keys, "uniq": batch.uniq_keys}
         with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL"):
-            producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=3000, **fields).result()
+            producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=3000, parts=(bytes(records),),
+                                   **request_fields(batch)).result()
         with pytest.raises(EncodingError):
             producer.send_encoded([Outgoing("Fast", b"later", properties={"DELAY": "3"})])
         assert producer.send_encoded([Outgoing("Fast", b"after")])[0].queue_offset == 0  # queue 1: round robin
@@ -76,11 +75,10 @@ def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_
         broken = encoder.encode([Outgoing("Round", b"z" * 40)])
         records = bytearray(broken.records)
         records[records.index(b"z" * 40)] ^= 0xFF
-        fields = {"records": bytes(records), "columns": broken.columns, "topics": broken.topics,
-                  "tags": broken.tags, "keys": broken.keys, "uniq": broken.uniq_keys}
         for _ in range(5):  # sent together, so some rounds merge good requests with the broken one
             good = [producer.send_encoded_async([Outgoing("Round", f"{i}".encode(), tags="A")]) for i in range(8)]
-            bad = producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=5000, **fields)
+            bad = producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=5000, parts=(bytes(records),),
+                                         **request_fields(broken))
             good += [producer.send_encoded_async([Outgoing("Other", b"x"), Outgoing("Round", b"y")])]
             assert all(r.ok for f in good for r in f.result())
             with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL"):
