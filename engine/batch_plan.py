@@ -100,6 +100,8 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     tags: dict[str, int] = {}
     parts = []
     for r in requests:
+        if len(r.columns) % COLUMNS.itemsize:
+            raise BatchError("the columns are not whole rows")
         cols = np.frombuffer(r.columns, dtype=COLUMNS).copy()
         topic_map = np.array([topics.setdefault(t, len(topics)) for t in r.topics], np.int64)
         tag_map = np.array([tags.setdefault(t, len(tags)) for t in r.tags] + [-1], np.int64)

@@ -1,6 +1,8 @@
 """What hostile clients send: a valid request of every op the writer and readers serve, the junk
-values each field is replaced with, and frames that are not valid requests at all. Shared by
-``scripts.hostile`` (against a running broker) and ``scripts.fuzz`` (against the decoders alone)."""
+values each field is replaced with, frames that are not valid requests at all, and producer-encoded
+sends (a map, then the records as a frame of their own) in every shape a writer must refuse.
+Shared by ``scripts.hostile`` (against a running broker) and ``scripts.fuzz`` (against the decoders
+alone)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from typing import Any
 
 import msgpack
 
+from engine.record_batch import COLUMNS
 from ipc import schema
+from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
+from ipc.messages import Outgoing
 
 RECEIPT = ["G", "Good", 0, 0]
 
@@ -83,3 +88,45 @@ def invalid_frames(rng: random.Random, count: int) -> list[bytes]:
         else:
             frames.append(valid[:rng.randrange(len(valid))])
     return frames[:max(count, len(fixed))]
+
+
+def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[bytes]]:
+    """Name -> frames of a ``send_encoded`` request for a writer encoding as ``encoding``: ``valid``
+    first, then the shapes to be refused with a reason: parts missing, miscounted or too many,
+    records cut short, padded or replaced, columns that disagree with them, junk in the map's
+    fields, and parts on ops that take none."""
+    batch = BatchEncoder(encoding).encode([Outgoing("Hostile", rng.randbytes(40), tags="T", keys=("k",)),
+                                           Outgoing("Hostile", b"y" * 300, queue=0)])
+    fields, records = request_fields(batch), batch.records
+    head = schema.request(OP_SEND_ENCODED, 1, **fields)
+
+    def announcing(count: Any, *parts: bytes, **changed: Any) -> list[bytes]:
+        return [schema.pack({**head, **changed, "parts": count}), *parts]
+    flipped = bytearray(records)
+    flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+    out = {
+        "valid": schema.pack_message(head, [records]),
+        "no_parts": [schema.pack(head)],
+        "records_in_the_map": [schema.pack({**head, "records": records})],
+        "announced_but_missing": announcing(1),
+        "more_than_announced": announcing(1, records, records),
+        "two_parts": announcing(2, records, records),
+        "too_many_parts": announcing(schema.MAX_PARTS + 1, *[records] * (schema.MAX_PARTS + 1)),
+        "records_cut_short": announcing(1, records[:-7]),
+        "records_padded": announcing(1, records + bytes(9)),
+        "records_empty": announcing(1, b""),
+        "records_random": announcing(1, rng.randbytes(len(records))),
+        "records_flipped": announcing(1, bytes(flipped)),
+        "columns_doubled": announcing(1, records, columns=fields["columns"] * 2),
+        "columns_torn": announcing(1, records, columns=fields["columns"][:COLUMNS.itemsize + 3]),
+        "map_not_a_map": [b"\x91\x01", records],
+        "part_on_ping": schema.pack_message(schema.request("ping", 1), [b"x"]),
+        "part_on_send": schema.pack_message(schema.request("send", 1, msgs=[{"topic": "Hostile", "body": b"x"}]),
+                                            [records]),
+    }
+    for junk in (-1, True, "1", [1], None, 1.5, 1 << 40):
+        out[f"parts_is_{junk!r}"] = announcing(junk, records)
+    for name in fields:
+        for junk in rng.sample(JUNK, 4):
+            out[f"{name}_is_{junk!r}"[:60]] = announcing(1, records, **{name: junk})
+    return out

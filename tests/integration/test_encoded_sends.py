@@ -4,13 +4,17 @@ across commitlog rolls; a batch that does not hold together is refused whole."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
+import zmq
 
 from engine.verify import verify_store
+from ipc import schema
 from ipc.client import Admin, BrokerError, Consumer, Outgoing, Producer
 from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
+from scripts.hostile_requests import encoded_requests
 from tests.integration.broker import Broker, wait_for
 
 
@@ -86,5 +90,51 @@ def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_
         with Admin(broker.store) as admin:  # consumable once the consume-queue builder has applied them
             wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Round").values()) == 5 * 9, 30, "Round")
             wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Other").values()) == 5, 30, "Other")
+        assert broker.stop() == 0
+    assert verify_store(broker.store).ok
+
+
+def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goes_on(tmp_path: Path) -> None:
+    """Every shape of scripts.hostile_requests.encoded_requests, alone and all in one round. All in
+    one round also pins a bug: a send_encoded whose columns were not whole rows, merged with another
+    request of its round, raised ValueError in the merge and took the writer down (the round's other
+    requests unanswered); the merge now refuses it like any batch that does not hold together."""
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+        encoding = producer._batch_encoder().encoding
+        writer_pid = broker.pid_of("writer")
+        shapes = encoded_requests(encoding, random.Random(7))
+        ctx: zmq.Context[object] = zmq.Context()
+        sock = ctx.socket(zmq.DEALER)
+        sock.connect(broker.endpoints().ingress)
+        try:
+            for alone in (True, False):  # then all at once: they meet in merged rounds
+                replies = {}
+                for name, frames in shapes.items():
+                    sock.send_multipart(frames)
+                    if alone:
+                        assert sock.poll(10_000), name
+                        replies[name] = schema.unpack(sock.recv())
+                while len(replies) < len(shapes):
+                    assert sock.poll(10_000), f"{len(shapes) - len(replies)} requests unanswered"
+                    replies[f"reply-{len(replies)}"] = schema.unpack(sock.recv())
+                refused = [r for r in replies.values() if r["ok"] is False]
+                assert len(refused) == len(shapes) - 1  # all but the valid one
+                assert {r["status"] for r in refused} <= {"BAD_REQUEST", "MESSAGE_ILLEGAL"}
+                assert all(r["reason"] for r in refused)
+            for name, status, words in [("announced_but_missing", "BAD_REQUEST", "announces 1 part(s), 0 frame(s)"),
+                                        ("two_parts", "BAD_REQUEST", "one frame after its map, got 2"),
+                                        ("records_in_the_map", "BAD_REQUEST", "one frame after its map, got 0"),
+                                        ("part_on_ping", "BAD_REQUEST", "takes no frames after its map"),
+                                        ("records_cut_short", "MESSAGE_ILLEGAL", "sizes add up"),
+                                        ("records_flipped", "MESSAGE_ILLEGAL", "")]:
+                sock.send_multipart(shapes[name])
+                assert sock.poll(10_000)
+                reply = schema.unpack(sock.recv())
+                assert reply["status"] == status and words in reply["reason"], (name, reply)
+        finally:
+            sock.close(0)
+            ctx.term()
+        assert producer.send_encoded([Outgoing("Fast", b"after")])[0].ok
+        assert broker.pid_of("writer") == writer_pid  # never restarted
         assert broker.stop() == 0
     assert verify_store(broker.store).ok
