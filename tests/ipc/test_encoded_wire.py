@@ -1,0 +1,111 @@
+"""``send_encoded`` end to end without a broker: records encoded by the producer's ``BatchEncoder``,
+framed as the Channel frames them (the map, then the records as a part), received as a view of a
+ZeroMQ frame the way the writer receives them, checked and appended: the bytes on disk are the ones
+the writer's own encoding leaves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.encoded_sends import parse
+from engine import Geometry, Host, Message, StoreConfig
+from engine.batch_plan import check, merge
+from engine.commitlog import CommitLog
+from engine.msgid import UniqKeyGenerator
+from engine.record import PROP_UNIQ_KEY
+from engine.writer import CommitLogWriter
+from ipc import schema
+from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
+from ipc.messages import Outgoing
+
+STORE = Host("10.0.0.7", 10911)
+NOW_MS = 1_700_000_123_456
+
+
+def _writer(path: Path, file_size: int, prop_crc: bool) -> CommitLogWriter:
+    config = StoreConfig(geometry=Geometry(commitlog_file_size=file_size, prop_crc=prop_crc), store_host=STORE)
+    return CommitLogWriter(CommitLog.open(path, file_size), config, {},
+                           UniqKeyGenerator(b"\x01\x02\x03\x04", 7, 9, lambda: NOW_MS))
+
+
+def _received(frames: list[bytes | memoryview]) -> dict[str, object]:
+    """The frames as the writer's ingress hands them on: the map copied, the parts as views of
+    ZeroMQ frames (large ones wrap the sender's buffer, as a zero-copy send does)."""
+    return schema.unpack_message(frames[0], [zmq.Frame(bytes(f)).buffer for f in frames[1:]])
+
+
+def _body(seed: bytes, big: bool) -> bytes:
+    """Small, or past ZERO_COPY_MIN_BYTES on its own (its batch goes out without a copy)."""
+    return (seed or b"z") * (70_000 // max(len(seed), 1) + 1) if big else seed
+
+
+outgoing = st.builds(
+    lambda topic, body, tags, key, v6, flag, n, queue: Outgoing(
+        topic, body, tags=tags, keys=(key,) if key else (), flag=flag, born_ms=NOW_MS - 5,
+        born_host=("fe80::1", 4242) if v6 else None, reconsume_times=n, queue=queue,
+        properties={PROP_UNIQ_KEY: f"U{len(body)}-{flag}"}),
+    st.sampled_from(["A", "Topic_B", "T" * 127]), st.builds(_body, st.binary(max_size=300), st.booleans()),
+    st.sampled_from([None, "TagA", "x y"]), st.sampled_from(["", "k1", "order-7"]), st.booleans(),
+    st.integers(-5, 5), st.integers(0, 3), st.integers(0, 2))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(outgoing, min_size=1, max_size=12), min_size=1, max_size=3),
+       prop_crc=st.booleans(), file_size=st.sampled_from([4096, 1 << 20]))
+def test_send_encoded_over_the_wire_writes_the_bytes_the_writer_would(
+        tmp_path_factory: pytest.TempPathFactory, batches: list[list[Outgoing]], prop_crc: bool,
+        file_size: int) -> None:
+    root = tmp_path_factory.mktemp("wire")
+    file_size = max(file_size, 4 * max(len(m.body) for b in batches for m in b) + 8192)
+    messages = [m for b in batches for m in b]
+    reference = _writer(root / "a", file_size, prop_crc)
+    expected = reference.write([Message(m.topic, m.body, tags=m.tags, keys=m.keys, properties=dict(m.properties),
+                                        flag=m.flag, born_ms=m.born_ms,
+                                        born_host=Host(*m.born_host) if m.born_host else None,
+                                        reconsume_times=m.reconsume_times) for m in messages],
+                               [m.queue or 0 for m in messages], NOW_MS)
+    config = StoreConfig(geometry=Geometry(commitlog_file_size=file_size, prop_crc=prop_crc), store_host=STORE)
+    encoder = BatchEncoder(Encoding(STORE, prop_crc, config.max_body_bytes))
+    requests = []
+    for i, batch in enumerate(batches):
+        encoded = encoder.encode(batch)
+        frames = schema.pack_message(schema.request(OP_SEND_ENCODED, i, **request_fields(encoded)), [encoded.records])
+        assert len(frames) == 2 and frames[1] is encoded.records  # the records are never repacked
+        requests.append(parse(_received(frames)))
+    request = requests[0] if len(requests) == 1 else merge(requests)  # a poll round's requests, merged
+    checked = check(request, config, 4096)
+    fast = _writer(root / "b", file_size, prop_crc)
+    queue_ids = np.asarray([m.queue or 0 for m in messages], np.int64)
+    outcome = fast.write_batch(request.records, checked, request.topics, queue_ids, NOW_MS)
+    assert outcome.phys_offsets.tolist() == [r.phys_offset for r in expected.results]
+    assert outcome.queue_offsets.tolist() == [r.queue_offset for r in expected.results]
+    for a, b in zip(reference.commitlog.queue.files, fast.commitlog.queue.files, strict=True):
+        assert bytes(a.buffer[:a.written_pos]) == bytes(b.buffer[:b.written_pos])
+    reference.commitlog.close()
+    fast.commitlog.close()
+
+
+@pytest.mark.parametrize(("parts", "announced", "words"), [
+    (0, 1, "announces 1 part(s), 0 frame(s)"), (2, 1, "announces 1 part(s), 2 frame(s)"),
+    (1, None, "announces 0 part(s), 1 frame(s)"), (1, -1, "must count the frames"), (1, True, "must count"),
+    (1, "1", "must count"), (schema.MAX_PARTS + 1, schema.MAX_PARTS + 1, "must count")])
+def test_a_map_must_announce_exactly_the_parts_that_follow(parts: int, announced: object, words: str) -> None:
+    message = schema.request("ping", 1, **({} if announced is None else {"parts": announced}))
+    with pytest.raises(schema.SchemaError, match=re.escape(words)):
+        schema.unpack_message(schema.pack(message), [b"x"] * parts)
+
+
+def test_parts_count_toward_the_size_limit_and_come_back_as_given() -> None:
+    frames = schema.pack_message(schema.request("ping", 1), [b"a" * 10, memoryview(b"b" * 20)])
+    decoded = schema.unpack_message(frames[0], frames[1:])
+    assert [bytes(p) for p in decoded["parts"]] == [b"a" * 10, b"b" * 20]
+    with pytest.raises(schema.SchemaError, match="exceeds the 40-byte limit"):
+        schema.unpack_message(frames[0], frames[1:], max_bytes=40)
+    assert "parts" not in schema.unpack_message(schema.pack(schema.request("ping", 1)))
