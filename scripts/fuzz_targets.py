@@ -24,6 +24,7 @@ import zmq
 from hypothesis import strategies as st
 
 from actors.config import ConfigError, load_config
+from actors.encoded_sends import encoding_fields
 from engine import Geometry, Host, Message, MessageStore, StoreConfig
 from engine.checkpoint import CheckpointError
 from engine.config import GeometryError
@@ -45,7 +46,8 @@ from engine.record import DecodeKind, decode_record, encode_blank, encode_record
 from engine.topics import TopicError
 from engine.verify import verify_store
 from ipc import schema
-from scripts.hostile_requests import JUNK, REQUESTS, as_request, invalid_frames
+from ipc.encoded import Encoding
+from scripts.hostile_requests import JUNK, REQUESTS, as_request, encoded_requests, invalid_frames
 
 GEOMETRY = Geometry(commitlog_file_size=8 * 1024, cq_entries_per_file=16, index_slot_count=16,
                     index_entry_count=64)
@@ -121,8 +123,13 @@ def check_record(data: bytes) -> None:
 # -- the wire: ipc.schema and the writer's and a reader's request decoding ----------------------------
 
 
+Frames = bytes | list[bytes] | tuple[list[bytes], ...]  # one frame, one multipart message, or a round of them
+
+
 class WireTarget:
-    """A writer and reader 0 built on a small store in this process, fed one frame at a time."""
+    """A writer and reader 0 built on a small store in this process, fed one input at a time: a
+    frame, a multipart message (a map and its parts), or several multipart messages in one poll
+    round (so producer-encoded sends meet in a merge)."""
 
     def __init__(self) -> None:
         from actors.reader import ReaderActor
@@ -141,34 +148,41 @@ class WireTarget:
         self.reader = ReaderActor(runtime, 0)  # type: ignore[arg-type]
         self.reader.acks.start(lambda identity, reply: None)
         self.reader.store.learn_from_files()
+        self.encoding = Encoding.from_reply(encoding_fields(config.store))
         self.replies: list[list[bytes]] = []
-        self._waiting: list[bytes] = []  # the frames of the one message waiting
+        self._waiting: list[list[bytes]] = []  # the messages waiting, each its frames
+        self._current: list[bytes] = []
         self._pub = SimpleNamespace(send_multipart=lambda *a, **k: None)
 
     # the writer's ingress, as the writer drives it: frame by frame
     def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
-        if not self._waiting:
-            raise zmq.Again()
-        frame = self._waiting.pop(0)
+        if not self._current:
+            if not self._waiting:
+                raise zmq.Again()
+            self._current = self._waiting.pop(0)
+        frame = self._current.pop(0)
         return frame if copy else zmq.Frame(frame)
 
     def getsockopt(self, option: int) -> int:
-        return int(bool(self._waiting))
+        return int(bool(self._current))  # RCVMORE: frames left in the message being received
 
     def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
         self.replies.append(frames)
 
-    def check(self, frame: bytes) -> None:
-        with contextlib.suppress(schema.SchemaError):
-            schema.unpack(frame)
+    def check(self, data: Frames) -> None:
+        messages = [[data]] if isinstance(data, bytes) else [data] if isinstance(data, list) else list(data)
+        for frames in messages:
+            with contextlib.suppress(schema.SchemaError):
+                schema.unpack_message(frames[0], frames[1:])
         self.replies.clear()
-        self._waiting = [b"peer", frame]
+        self._waiting = [[b"peer", *frames] for frames in messages]
         self.writer._serve(self, self._pub, self._pub)  # type: ignore[arg-type]
-        if len(self.replies) != 1:
-            raise Finding(f"the writer answered {len(self.replies)} times")
-        reply = self.reader._handle([b"peer", frame])
-        if reply is not None and reply.get("status") == "SYSTEM_ERROR":
-            raise Finding(f"reader SYSTEM_ERROR: {reply.get('reason')}")
+        if len(self.replies) != len(messages):
+            raise Finding(f"the writer answered {len(self.replies)} times to {len(messages)} request(s)")
+        for frames in messages:
+            reply = self.reader._handle([b"peer", *frames])
+            if reply is not None and reply.get("status") == "SYSTEM_ERROR":
+                raise Finding(f"reader SYSTEM_ERROR: {reply.get('reason')}")
         self.reader.parked.drain()
 
     def close(self) -> None:
@@ -187,7 +201,21 @@ def _plain_values() -> st.SearchStrategy[Any]:
                         max_leaves=12)
 
 
-def wire_strategy() -> st.SearchStrategy[bytes]:
+def multipart_strategy(encoding: Encoding) -> st.SearchStrategy[Frames]:
+    """Producer-encoded sends: every shape of ``encoded_requests``, as is or with one frame replaced
+    by a mutated copy of one of its frames, alone or several in one round."""
+    shapes = list(encoded_requests(encoding, random.Random(0)).values())
+
+    def replaced(frames: list[bytes], which: int, new: bytes) -> list[bytes]:
+        out = list(frames)
+        out[which % len(out)] = new
+        return out
+    one = st.one_of(st.sampled_from(shapes), st.sampled_from(shapes).flatmap(
+        lambda frames: st.builds(replaced, st.just(frames), st.integers(0, 3), mutated(frames, max_flips=3))))
+    return st.one_of(one, st.lists(one, min_size=2, max_size=5).map(tuple))
+
+
+def wire_strategy(encoding: Encoding) -> st.SearchStrategy[Frames]:
     seeds = [as_request(op, 1, fields) for _, op, fields in REQUESTS]
     names = sorted({name for _, _, fields in REQUESTS for name in fields} | {"msgs"})
     ops = sorted({op for _, op, _ in REQUESTS})
@@ -204,7 +232,7 @@ def wire_strategy() -> st.SearchStrategy[bytes]:
                        st.dictionaries(st.sampled_from(names), _plain_values(), max_size=6), st.integers(0, 2))
     garbage = st.builds(lambda seed: invalid_frames(random.Random(seed), 40)[seed % 40],
                         st.integers(0, 1 << 30))
-    return st.one_of(bytes_like(seeds), shaped, shaped, garbage)
+    return st.one_of(bytes_like(seeds), shaped, shaped, garbage, multipart_strategy(encoding))
 
 
 # -- the RocketMQ remoting front's frames ---------------------------------------------------------------
@@ -393,7 +421,8 @@ def build(name: str) -> Target:
         return Target(name, bytes_like(record_seeds()), check_record, expand=32)
     if name == "wire":
         wire = WireTarget()
-        return Target(name, wire_strategy(), wire.check, close=wire.close, expand=4, keeps_no_files=False)
+        return Target(name, wire_strategy(wire.encoding), wire.check, close=wire.close, expand=4,
+                      keeps_no_files=False)
     if name == "remoting":
         return Target(name, bytes_like(remoting_seeds()), check_remoting, expand=16)
     if name == "queue_index":

@@ -14,7 +14,8 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``remoting_garbage``     the RocketMQ remoting front (TCP): frames past its limit, random headers, frames
                            cut short, heartbeats sent and never read
 - ``bad_key_flood``        (``--tcp``) connections with CURVE keys the broker never issued, or none
-- ``invalid_msgpack``      random bytes, truncated maps, non-maps, wrong versions, extra frames
+- ``invalid_msgpack``      random bytes, truncated maps, non-maps, wrong versions, extra frames, and
+                           producer-encoded sends in every malformed multipart shape
 - ``wrong_types``          every field of every request given values of the wrong type or range
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
 
@@ -49,7 +50,7 @@ import zmq
 from ipc import schema
 from ipc.client import Admin, Consumer, Producer
 from ipc.endpoints import Endpoints
-from scripts.hostile_requests import as_request, invalid_frames, mutants
+from scripts.hostile_requests import as_request, encoded_requests, invalid_frames, mutants
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 GOOD_TOPIC = "Good"
@@ -373,9 +374,11 @@ class Attacks:
 
     def invalid_msgpack(self) -> dict[str, Any]:
         frames = invalid_frames(self.rng, self.args.frames)
+        with Producer(endpoints=self.ep) as producer:  # how the writer encodes: its valid send_encoded is one
+            shapes = list(encoded_requests(producer._batch_encoder().encoding, self.rng).values())
         out = {}
         for name, endpoint in (("ingress", self.ep.ingress), ("reader", self.ep.reader(0))):
-            replies = self._exchange(endpoint, [[f] for f in frames] + [[b"\x80", b"extra"]])
+            replies = self._exchange(endpoint, [[f] for f in frames] + [[b"\x80", b"extra"]] + shapes)
             out[name] = replies
         return out
 
