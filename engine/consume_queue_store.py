@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -65,14 +66,18 @@ class ConsumeQueueStore:
 
     def dispatch_batch(self, batch: DispatchBatch) -> None:
         """``dispatch`` for every row of a batch, from its columns (no per-record objects)."""
-        rows = batch.columns[batch.with_queue_entry()]
+        self.dispatch_rows(batch.columns[batch.with_queue_entry()], batch.topics)
+
+    def dispatch_rows(self, rows: np.ndarray[Any, Any], topics: list[str]) -> None:
+        """``dispatch`` for ``DISPATCH_COLUMNS`` rows that get a queue entry (``topics`` is what their
+        ``topic`` column indexes)."""
         group = (rows["topic"].astype(np.int64) << 32) | rows["queue_id"].astype(np.int64)
         order = np.argsort(group, kind="stable")  # commitlog order within each queue
         rows, group = rows[order], group[order]
         bounds = np.flatnonzero(np.diff(group)) + 1
         for part in np.split(np.arange(len(rows)), bounds) if len(rows) else ():
             first = rows[part[0]]
-            cq = self.get(batch.topics[int(first["topic"])], int(first["queue_id"]), create=True)
+            cq = self.get(topics[int(first["topic"])], int(first["queue_id"]), create=True)
             assert cq is not None
             entries = np.empty(len(part), dtype=CQ_DTYPE)
             for name in ("phys_offset", "size", "tags_code"):

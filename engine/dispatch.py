@@ -81,8 +81,7 @@ class DispatchBatch:
 
     def with_queue_entry(self) -> np.ndarray[Any, Any]:
         """Which rows get a consume-queue entry (prepared and rolled-back transactions do not)."""
-        tx = self.columns["sys_flag"] & SYSFLAG_TX_MASK
-        return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
+        return queue_entry_mask(self.columns)
 
     def queue_ends(self) -> dict[tuple[str, int], int]:
         """Per (topic, queue id) with entries in the batch: the queue offset after its last."""
@@ -95,6 +94,12 @@ class DispatchBatch:
         first = int(np.searchsorted(self.columns["phys_offset"], phys_offset))
         return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys[first:],
                                                      self.uniq_keys[first:])
+
+
+def queue_entry_mask(columns: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Which rows of ``DISPATCH_COLUMNS`` get a consume-queue entry (``has_queue_entry``)."""
+    tx = columns["sys_flag"] & SYSFLAG_TX_MASK
+    return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
 
 
 class Dispatcher(Protocol):

@@ -351,8 +351,11 @@ class IndexFile:
         Used to make re-dispatch of the newest indexed record idempotent. Entry offsets never
         decrease with the entry number, so the walk stops at the first older offset.
         """
+        return self.has_hashed_entry(index_hash(key), phys_offset)
+
+    def has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
+        """``has_entry`` for a key already hashed (``index_hash``)."""
         mm = self._map()
-        key_hash = index_hash(key)
         index_count = self.index_count
         entry_no = int(_INT.unpack_from(mm, self._slot_pos(key_hash))[0])
         if entry_no <= INVALID_INDEX or entry_no > index_count or index_count <= 1:

@@ -16,12 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from engine.dispatch import DispatchBatch
 from engine.index_file import TMP_SUFFIX, IndexFile, IndexFileError
-from engine.jhash import index_hashes
+from engine.jhash import index_hash, index_hashes
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 KEY_JOINER = "#"
@@ -224,26 +225,32 @@ class IndexService:
 
     def build_batch(self, batch: DispatchBatch) -> None:
         """``build`` for every record of a dispatch batch: keys hashed with numpy in one go and put
-        with ``IndexFile.put_keys`` (a record at exactly the newest file's end offset, a re-dispatch,
-        takes ``build``'s careful path first)."""
-        end = self._last_writable_file().end_phys_offset
+        with ``build_hashed``."""
+        key_rows: list[int] = []
         full_keys: list[str] = []
-        key_phys: list[int] = []
-        key_ms: list[int] = []
-        rows = batch.columns[["phys_offset", "topic", "store_ms", "sys_flag"]].tolist()
-        for (phys, topic, store_ms, sys_flag), keys, uniq in zip(rows, batch.keys, batch.uniq_keys, strict=True):
-            if phys < end or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            name = batch.topics[topic]
-            if phys == end:
-                self.build(name, keys.split(" ") if keys else (), uniq or None, phys, store_ms, sys_flag)
-                continue
+        for row, (topic, keys, uniq) in enumerate(zip(batch.columns["topic"].tolist(), batch.keys, batch.uniq_keys,
+                                                      strict=True)):
             record_keys = ([uniq] if uniq else []) + [k for k in keys.split(" ") if k]
-            full_keys.extend(index_key(name, k) for k in record_keys)
-            key_phys.extend([phys] * len(record_keys))
-            key_ms.extend([store_ms] * len(record_keys))
-        hashes = np.asarray(index_hashes(full_keys), np.int64)
-        phys_offsets, store_times = np.asarray(key_phys, np.int64), np.asarray(key_ms, np.int64)
+            full_keys.extend(index_key(batch.topics[topic], k) for k in record_keys)
+            key_rows.extend([row] * len(record_keys))
+        self.build_hashed(batch.columns, np.asarray(key_rows, np.int64), np.asarray(index_hashes(full_keys), np.int64))
+
+    def build_hashed(self, columns: np.ndarray[Any, Any], key_rows: np.ndarray[Any, Any],
+                     key_hashes: np.ndarray[Any, Any]) -> None:
+        """``build`` for the records of ``DISPATCH_COLUMNS`` rows whose keys are already hashed
+        (``key_hashes``, each of the record at ``key_rows``, a record's in ``build``'s order), put
+        with ``IndexFile.put_keys``. As ``build`` does: records below the newest file's end offset
+        and rolled-back transactions are skipped, and a record exactly at that end offset keeps only
+        the keys it has no entry for yet."""
+        end = self._last_writable_file().end_phys_offset
+        phys_offsets = columns["phys_offset"].astype(np.int64)[key_rows]
+        wanted = (phys_offsets >= end) & ((columns["sys_flag"][key_rows] & TRANSACTION_TYPE_MASK)
+                                          != TRANSACTION_ROLLBACK_TYPE)
+        at_end = np.flatnonzero(wanted & (phys_offsets == end))
+        already = [i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]
+        wanted[already] = False  # decided for all of the record's keys before any is put, as build does
+        hashes, phys_offsets = key_hashes[wanted], phys_offsets[wanted]
+        store_times = columns["store_ms"].astype(np.int64)[key_rows][wanted]
         done = 0
         while done < len(hashes):
             last = self._last_writable_file()
@@ -408,12 +415,15 @@ class IndexService:
             self._index_msg_ms = index_file.end_ms
 
     def _has_entry(self, full_key: str, phys_offset: int) -> bool:
+        return self._has_hashed_entry(index_hash(full_key), phys_offset)
+
+    def _has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
         # Only files ending exactly at the offset can hold it: the newest, and before it a full
         # file the record's first keys went into just before a roll.
         for index_file in reversed(self._files):
             if index_file.end_phys_offset != phys_offset:
                 return False
-            if index_file.has_entry(full_key, phys_offset):
+            if index_file.has_hashed_entry(key_hash, phys_offset):
                 return True
         return False
 

@@ -69,7 +69,7 @@ def test_dispatch_behind_at_shutdown_keeps_the_abort_file(tmp_path: Path, clock:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(IndexService, "build", no_space)
-    monkeypatch.setattr(IndexService, "build_batch", no_space)  # the catch-up indexes a batch at a time
+    monkeypatch.setattr(IndexService, "build_hashed", no_space)  # the catch-up indexes hashed keys a batch at a time
     acked = store.put(Message("Orders", b"behind", keys=["b"]))
     assert acked.ok and store.dispatch_behind_bytes > 0
     refused = store.put(Message("Orders", b"refused"))
