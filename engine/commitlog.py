@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.column_scan import ColumnScan
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import MappedFileQueue
 from engine.record import (
@@ -202,6 +203,15 @@ class CommitLog:
                 phys = self.queue.roll_next(phys)
             else:
                 return
+
+    def scan_columns(self, from_phys: int, to_phys: int | None = None, *, check_crc: bool = True,
+                     require_prop_crc: bool = False, known: dict[int, np.ndarray[Any, Any]] | None = None,
+                     ) -> ColumnScan:
+        """``scan`` by the chunk of records, as columns (``engine.column_scan``): iterate it for the
+        records, then read where it ended and why. ``known`` takes the record starts an earlier scan
+        of the range found (``column_scan.known_starts``) instead of walking them again."""
+        end = self.max_offset if to_phys is None else to_phys
+        return ColumnScan(self.queue, max(from_phys, self.min_offset), end, check_crc, require_prop_crc, known)
 
     def _file_for(self, phys_offset: int) -> MappedFile | None:
         if phys_offset < 0:

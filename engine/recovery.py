@@ -10,18 +10,21 @@ derived files lack.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from engine.checkpoint import Checkpoint
+from engine.column_scan import known_starts
 from engine.commitlog import CommitLog
 from engine.consume_queue import FILLER_SIZE
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchBatch, DispatchRequest
+from engine.dispatch import DispatchRequest, queue_entry_mask
+from engine.dispatch_columns import DispatchColumns
 from engine.index_service import IndexService
-from engine.record import DecodeKind
 
 NORMAL_RECOVERY_FILES = 3
 TORN_TAIL_LOOKAHEAD = 8 * 1024 * 1024
-REDISPATCH_CHUNK = 4096  # records re-dispatched as one batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +54,11 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
                                 else checkpoint.min_timestamp_ms) if abnormal else \
         files[max(0, len(files) - NORMAL_RECOVERY_FILES)].file_base
 
-    end, stop_reason = scan_from, ""
-    for phys, decoded in commitlog.scan(scan_from, check_crc=check_crc, read_body=False,
-                                        require_prop_crc=require_prop_crc):
-        if decoded.kind is DecodeKind.RECORD:
-            end = phys + decoded.size
-        elif decoded.kind is DecodeKind.BLANK:
-            end = commitlog.queue.roll_next(phys)
-        else:
-            stop_reason = f"{decoded.kind.value} record at {phys}: {decoded.reason}"
+    scan = commitlog.scan_columns(scan_from, check_crc=check_crc, require_prop_crc=require_prop_crc).drain()
+    end, stop_reason = scan.end, ""
+    if scan.stop is not None:
+        phys, decoded = scan.stop
+        stop_reason = f"{decoded.kind.value} record at {phys}: {decoded.reason}"
     torn_bytes = _written_bytes_after(commitlog, end)
     commitlog.queue.truncate_after(end)
     commitlog.queue.flushed_where = end
@@ -71,7 +70,7 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
     if abnormal:
         cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from))
     index_from = index.truncate_after(end) if index is not None else end
-    cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end)
+    cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end, known_starts(scan))
     queues.correct_min_offsets(commitlog.min_offset)
     return RecoveryResult(abnormal, scan_from, end, torn_bytes, stop_reason, cq_count, index_count)
 
@@ -146,31 +145,21 @@ def _written_bytes_after(commitlog: CommitLog, end: int) -> int:
 
 
 def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
-               index_from: int, end: int) -> tuple[int, int]:
+               index_from: int, end: int, known: dict[int, np.ndarray[Any, Any]] | None = None) -> tuple[int, int]:
     """Dispatch the records in ``[cq_from, end)`` to the consume queues and in ``[index_from, end)``
     to the index. Both dedup what they already hold, so running it twice over a range is harmless.
-    Returns how many records went to each."""
+    ``known`` holds record starts a scan of the range already found. Returns how many records went
+    to each."""
     cq_count = index_count = 0
-    chunk: list[DispatchRequest] = []
-
-    def apply() -> None:  # a chunk at a time, as columns: batch work for the queues and the index
-        nonlocal cq_count, index_count
-        batch = DispatchBatch.from_requests(chunk)
-        for_queues = batch.after(cq_from)
+    scan = commitlog.scan_columns(min(cq_from, index_from), end, check_crc=False, known=known)
+    for chunk in scan:  # a chunk at a time, as columns: batch work for the queues and the index
+        batch = DispatchColumns.of(chunk.buf, chunk.records)
+        for_queues = batch.since(cq_from)
         if len(for_queues):
-            queues.dispatch_batch(for_queues)
+            queues.dispatch_rows(for_queues.rows[queue_entry_mask(for_queues.rows)], for_queues.topics)
             cq_count += len(for_queues)
-        for_index = batch.after(index_from)
+        for_index = batch.since(index_from)
         if index is not None and len(for_index):
-            index.build_batch(for_index)
+            index.build_hashed(for_index.rows, for_index.key_rows, for_index.key_hashes)
             index_count += len(for_index)
-        chunk.clear()
-
-    for _, decoded in commitlog.scan(min(cq_from, index_from), end, check_crc=False, read_body=False):
-        if decoded.record is not None:
-            chunk.append(DispatchRequest.from_record(decoded.record))
-            if len(chunk) >= REDISPATCH_CHUNK:
-                apply()
-    if chunk:
-        apply()
     return cq_count, index_count
