@@ -115,12 +115,11 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
 
 def decode_properties(data: ByteSource) -> dict[str, str]:
     """RocketMQ's parser: segments end at \\x02; a segment needs a non-empty name and value."""
-    text = bytes(data).decode("utf-8", errors="replace")
     props: dict[str, str] = {}
-    for segment in text.split(_PROPERTY_SEP):
-        sep = segment.find(_NAME_VALUE_SEP)
-        if len(segment) >= 3 and 0 < sep < len(segment) - 1:
-            props[segment[:sep]] = segment[sep + 1:]
+    for segment in bytes(data).decode("utf-8", errors="replace").split(_PROPERTY_SEP):
+        name, _, value = segment.partition(_NAME_VALUE_SEP)  # the first \x01 splits; none leaves value empty
+        if name and value:
+            props[name] = value
     return props
 
 
