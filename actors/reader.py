@@ -42,7 +42,6 @@ from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine.config import check_topic
 from engine.lookup import GetResult, GetStatus, PullLimits, StoredRecords, TagFilter
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from engine.record import Record
 from ipc import schema
 from ipc.messages import pack_columns
 from ipc.sockets import bind, connect
@@ -266,9 +265,7 @@ class ReaderActor:
                                stored=pull.raw)
 
     def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._query(request_id, _topic(message), [_name(message, "key")], self._query_max(message),
-                           schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
-                           schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX),
+        return self._query(request_id, _topic(message), [_name(message, "key")], message,
                            raw=schema.field(message, "raw", bool, default=False))
 
     def _op_query_keys(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
@@ -277,15 +274,20 @@ class ReaderActor:
             raise schema.SchemaError(f"keys must hold 1 to {MAX_QUERY_KEYS} keys, got {len(keys)}")
         if not all(isinstance(k, str) and len(k) <= MAX_NAME_CHARS for k in keys):
             raise schema.SchemaError(f"keys must be strings of at most {MAX_NAME_CHARS} characters")
-        return self._query(request_id, _topic(message), keys, self._query_max(message),
-                           schema.field(message, "begin_ms", int, default=0, lo=0, hi=LONG_MAX),
-                           schema.field(message, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX), raw=True,
-                           counts=True)
+        return self._query(request_id, _topic(message), keys, message, raw=True, counts=True)
 
-    def _query(self, request_id: Any, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
-               raw: bool, uniq: bool = False, counts: bool = False) -> dict[str, Any]:
-        """A query's reply: maps, or with ``raw`` the records as stored (and with ``counts`` how many
-        each key has), and how far the index goes."""
+    def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        return self._query(request_id, _topic(message), [_name(message, "uniq_key")], {},
+                           raw=schema.field(message, "raw", bool, default=False), uniq=True)
+
+    def _query(self, request_id: Any, topic: str, keys: list[str], limits: dict[str, Any], *, raw: bool,
+               uniq: bool = False, counts: bool = False) -> dict[str, Any]:
+        """A query's reply (``limits``: max, begin_ms, end_ms): maps, or with ``raw`` the records as
+        stored (and with ``counts`` how many each key has); and how far the index goes."""
+        max_count = min(schema.field(limits, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT),
+                        self.max_query_count)
+        begin_ms = schema.field(limits, "begin_ms", int, default=0, lo=0, hi=LONG_MAX)
+        end_ms = schema.field(limits, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX)
         if not raw:
             records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
             return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
@@ -294,17 +296,12 @@ class ReaderActor:
         return schema.ok_reply(request_id, **_stored_reply(StoredRecords.join(answers)), **extra,
                                **self._index_marks())
 
-    def _query_max(self, message: dict[str, Any]) -> int:
-        requested: int = schema.field(message, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT)
-        return min(requested, self.max_query_count)
-
-    def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._query(request_id, _topic(message), [_name(message, "uniq_key")], self.max_query_count, 0,
-                           LONG_MAX, raw=schema.field(message, "raw", bool, default=False), uniq=True)
-
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        record = self.store.view_by_id(_name(message, "msg_id"))
-        return schema.ok_reply(request_id, **self._records([] if record is None else [record], message))
+        found = self.store.view_by_id(_name(message, "msg_id"))
+        records = [] if found is None else [found]
+        if not schema.field(message, "raw", bool, default=False):
+            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
+        return schema.ok_reply(request_id, **_stored_reply(self.store.stored(records)))
 
     def _op_offset_by_time(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         queue_offset = self.store.queue_offset_by_time(
@@ -354,14 +351,6 @@ class ReaderActor:
             records = {"msgs": [record_to_wire(r) for r in result.messages]}
         return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
                                min=result.min_queue_offset, max=result.max_queue_offset, **records)
-
-    def _records(self, records: list[Record], message: dict[str, Any]) -> dict[str, Any]:
-        """``msgs``: one map per record; or, when the request asked for ``raw``, ``raw``: the records as
-        stored, back to back (what a RocketMQ client decodes itself), their ``count`` and ``cols``."""
-        if schema.field(message, "raw", bool, default=False):
-            return _stored_reply(StoredRecords(self.store.raw_records(records), [r.queue_offset for r in records],
-                                               [r.phys_offset for r in records], [r.size for r in records]))
-        return {"msgs": [record_to_wire(r) for r in records]}
 
     def _index_marks(self) -> dict[str, int]:
         """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset)."""

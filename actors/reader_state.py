@@ -301,13 +301,14 @@ class PublishedStore:
         self._map_commitlog(end)
         return end
 
-    def raw_records(self, records: list[Record]) -> bytes:
-        """The stored bytes of ``records`` (read from this store), back to back."""
+    def stored(self, records: list[Record]) -> StoredRecords:
+        """``records`` (read from this store) as stored, back to back, with their columns."""
         chunks = [self.commitlog.read_bytes(r.phys_offset, r.size) for r in records]
         missing = [r.phys_offset for r, chunk in zip(records, chunks, strict=True) if chunk is None]
         if missing:
             raise ValueError(f"records at {missing} are no longer in the commitlog")
-        return b"".join(c for c in chunks if c is not None)
+        return StoredRecords(b"".join(c for c in chunks if c is not None), [r.queue_offset for r in records],
+                             [r.phys_offset for r in records], [r.size for r in records])
 
     def view_by_id(self, msg_id: str) -> Record | None:
         """The record an offsetMsgId points at; raises MessageIdError (a ValueError) on a bad id."""
