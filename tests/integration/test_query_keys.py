@@ -31,6 +31,11 @@ def test_many_keys_in_one_request_answer_what_one_key_at_a_time_does(tmp_path: P
             admin.query_keys("Orders", [])
         with pytest.raises(BrokerError, match="BAD_REQUEST"):
             admin.query_keys("Orders", ["k"] * 1025)
+        for hostile in ([7, "k1"], ["k" * 1025], [None]):
+            with pytest.raises(BrokerError, match="BAD_REQUEST"):
+                admin.query_keys("Orders", hostile)  # type: ignore[arg-type]
+        with pytest.raises(BrokerError, match="BAD_REQUEST"):
+            admin.query_keys("../../etc", ["k1"])
         assert admin.ping()["pid"]  # the reader still serves
 
 
