@@ -263,6 +263,20 @@ def _create_topics(store: str, spec: Workload) -> None:
             admin.create_topic(topic, spec.queues)
 
 
+def actor_cpu_s(store: Path | str) -> dict[str, float]:
+    """CPU seconds (user + system) each actor of the broker on ``store`` has used so far."""
+    import psutil
+
+    from scripts.broker_cli import control_request
+    out = {}
+    for name, info in control_request(Path(store), "status")["actors"].items():
+        if info.get("pid"):
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(info["pid"]).cpu_times()
+                out[name] = times.user + times.system
+    return out
+
+
 def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadResult:
     """Run the workload against the broker on ``store``; returns the summary and the latency samples."""
     from scripts.bench_live import LiveTable
@@ -281,6 +295,7 @@ def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadRe
     shares = _split(spec.count, spec.producers) if spec.count is not None else [None] * spec.producers
     producers = [ctx.Process(target=producer_main, args=(i, store, spec, shares[i], stats, start_at), daemon=True)
                  for i in range(spec.producers)]
+    readers_cpu_s = _readers_cpu_s(store) if consumers else 0.0
     for p in consumers + producers:
         p.start()
     table = LiveTable(spec, live=live)
@@ -322,7 +337,13 @@ def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadRe
             p.join(10)
             if p.is_alive():
                 p.kill()
-    return _summary(spec, table, send_done, consume_done, sent_ok, failed, consumed, int(start_at * 1e6))
+    readers_cpu_s = _readers_cpu_s(store) - readers_cpu_s if consumers else 0.0
+    return _summary(spec, table, send_done, consume_done, sent_ok, failed, consumed, int(start_at * 1e6),
+                    readers_cpu_s)
+
+
+def _readers_cpu_s(store: str) -> float:
+    return sum(cpu_s for name, cpu_s in actor_cpu_s(store).items() if name.startswith("reader"))
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -331,7 +352,7 @@ def _split(total: int, parts: int) -> list[int]:
 
 def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
              consume_done: dict[int, dict[str, Any]], sent_ok: int, failed: int, consumed: int,
-             start_us: int) -> LoadResult:
+             start_us: int, readers_cpu_s: float) -> LoadResult:
     first = min((d["first_us"] for d in send_done.values()), default=start_us)
     last = max((d["last_us"] for d in send_done.values()), default=start_us)
     seconds = max(last - first, 1) / 1e6
@@ -356,6 +377,7 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "msgs_per_s_over_run": round(consumed / max(end - first, 1) * 1e6),
             "msgs_per_s_peak_second": max(busy, default=0),
             "cpu_us_per_msg": round(sum(d["cpu_s"] for d in consume_done.values()) / max(consumed, 1) * 1e6, 2),
+            "reader_cpu_us_per_msg": round(readers_cpu_s / max(consumed, 1) * 1e6, 2),  # every reader process
             "latency_ms": {"samples": int(lat.size), "p50": percentile_ms(lat, 50), "p99": percentile_ms(lat, 99),
                            "p99.9": percentile_ms(lat, 99.9),
                            "max": round(float(lat.max()) / 1000, 3) if lat.size else None}}

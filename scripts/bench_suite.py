@@ -38,11 +38,10 @@ from pathlib import Path
 from typing import Any
 
 import multiprocess
-import psutil
 
 from scripts import bench_limits, bench_redis, bench_sweep
 from scripts.bench_e2e import BrokerRun
-from scripts.bench_load import LoadResult, Workload, run_load
+from scripts.bench_load import LoadResult, Workload, actor_cpu_s, run_load
 from scripts.broker_cli import control_request
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
@@ -58,17 +57,6 @@ def private_memory(store: Path) -> dict[str, int]:
                 for line in Path(f"/proc/{info['pid']}/status").read_text().splitlines():
                     if line.startswith("RssAnon:"):
                         out[name] = int(line.split()[1]) * 1024
-    return out
-
-
-def actor_cpu_s(store: Path) -> dict[str, float]:
-    """CPU seconds (user + system) each actor has used so far."""
-    out = {}
-    for name, info in control_request(store, "status")["actors"].items():
-        if info.get("pid"):
-            with contextlib.suppress(psutil.Error):
-                times = psutil.Process(info["pid"]).cpu_times()
-                out[name] = times.user + times.system
     return out
 
 
