@@ -11,7 +11,7 @@ per body (``RecordColumns``); the position where the walk or a check stops is de
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,7 +136,7 @@ class ColumnScan:
             pass
         return self
 
-    def __iter__(self) -> Iterator[ColumnChunk]:
+    def __iter__(self) -> Generator[ColumnChunk, None, None]:
         phys = self.from_phys
         while phys < self.to_phys:
             mf = self.queue.find(phys)

@@ -54,16 +54,26 @@ _TAIL = np.dtype({"names": ["reconsume_times", "prepared_tx_offset", "body_len"]
 
 
 def gather(buf: Array, positions: Array, dtype: np.dtype[Any] | str) -> Array:
-    """The ``dtype`` item starting at each byte position of ``buf`` (one copy per item). Positions
-    are clamped into the buffer: a record that claims a field past its end reads garbage there,
-    and the layout checks reject it."""
+    """The ``dtype`` item starting at each byte position of ``buf`` (one copy per item); bytes past
+    the buffer's end read as zeros. A negative position reads garbage, which the layout checks
+    reject (a record claims a field before its own start only when its lengths are broken)."""
     item = np.dtype(dtype)
-    count = len(buf) - item.itemsize + 1
-    if count <= 0:
-        return np.zeros(len(positions), dtype=item)
-    items = np.ndarray((count,), dtype=f"V{item.itemsize}", buffer=buf, strides=(1,))
-    gathered: Array = items[np.clip(positions, 0, count - 1)].view(item)
-    return gathered
+    width = item.itemsize
+    count = len(buf) - width + 1
+    raw = f"V{width}"
+    if count > 0:
+        items = np.ndarray((count,), dtype=raw, buffer=buf, strides=(1,))
+        gathered: Array = items[np.clip(positions, 0, count - 1)]
+    else:
+        gathered = np.zeros(len(positions), dtype=raw)
+    late = positions >= count
+    if bool(late.any()):  # items that run past the end: copied from a zero-padded copy of the last bytes
+        tail_start = max(count, 0)
+        padded = np.zeros(2 * width, dtype=np.uint8)
+        padded[:len(buf) - tail_start] = buf[tail_start:]
+        tail = np.ndarray((width + 1,), dtype=raw, buffer=padded, strides=(1,))
+        gathered[late] = tail[np.clip(positions[late] - tail_start, 0, width)]
+    return gathered.view(item)
 
 
 def gather_bytes(buf: Array, positions: Array, width: int) -> Array:

@@ -9,6 +9,7 @@ derived files lack.
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,14 +153,18 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
     to each."""
     cq_count = index_count = 0
     scan = commitlog.scan_columns(min(cq_from, index_from), end, check_crc=False, known=known)
-    for chunk in scan:  # a chunk at a time, as columns: batch work for the queues and the index
-        batch = DispatchColumns.of(chunk.buf, chunk.records)
-        for_queues = batch.since(cq_from)
-        if len(for_queues):
-            queues.dispatch_rows(for_queues.rows[queue_entry_mask(for_queues.rows)], for_queues.topics)
-            cq_count += len(for_queues)
-        for_index = batch.since(index_from)
-        if index is not None and len(for_index):
-            index.build_hashed(for_index.rows, for_index.key_rows, for_index.key_hashes)
-            index_count += len(for_index)
+    with closing(iter(scan)) as chunks:  # a failed dispatch leaves no view of a mapped file behind
+        for chunk in chunks:  # a chunk at a time, as columns: batch work for the queues and the index
+            try:
+                batch = DispatchColumns.of(chunk.buf, chunk.records)
+            finally:
+                del chunk
+            for_queues = batch.since(cq_from)
+            if len(for_queues):
+                queues.dispatch_rows(for_queues.rows[queue_entry_mask(for_queues.rows)], for_queues.topics)
+                cq_count += len(for_queues)
+            for_index = batch.since(index_from)
+            if index is not None and len(for_index):
+                index.build_hashed(for_index.rows, for_index.key_rows, for_index.key_hashes)
+                index_count += len(for_index)
     return cq_count, index_count
