@@ -30,6 +30,7 @@ import zmq
 
 from actors import encoded_sends
 from actors.ack_groups import unacked_low_water
+from actors.prefault import PrefaultThread
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine import Host, Message, PutResult, PutStatus
 from engine.commitlog import CommitLog
@@ -97,6 +98,7 @@ class CommitLogWriterActor:
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.writer = CommitLogWriter(self.commitlog, cfg.store, offsets, uniq)
+        self.prefault = PrefaultThread(cfg.store.prefault_ahead_bytes)  # its thread runs with the loop
         # deferred: a burst of new topics costs one topics.json write per tick, not one each (a topic
         # lost with a crash comes back on its next send; its queues and their files are on disk)
         self.topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True)
@@ -151,6 +153,7 @@ class CommitLogWriterActor:
         poller.register(flushed_in, zmq.POLLIN)
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_tick = 0
+        self.prefault.start()
         try:
             while not self.rt.stopping:
                 ready = dict(poller.poll(tick_ms))
@@ -158,6 +161,7 @@ class CommitLogWriterActor:
                     self._on_flushed(flushed_in)
                 if ingress in ready:
                     self._serve(ingress, dispatch_out, written_out)
+                    self.prefault.hand(self.commitlog.queue.last_file)
                 self._release(ingress, dispatch_out)
                 now = monotonic_ms()
                 if now >= next_tick:
@@ -169,6 +173,7 @@ class CommitLogWriterActor:
             self._tick(dispatch_out, written_out)
         finally:
             self.rt.report("stopped", force=True, written=self.commitlog.max_offset)
+            self.prefault.stop()
             self.commitlog.close()
 
     def _tick(self, dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
@@ -182,7 +187,8 @@ class CommitLogWriterActor:
         except OSError:
             log.exception("cannot persist topics; retrying")  # the table stays dirty: the next tick tries
         self.rt.report("running", written=end, flushed=self.flushed_end, dispatched=self.dispatched_end,
-                       pending_sync=len(self.pending), spares_adopted=self.commitlog.queue.spares_adopted)
+                       pending_sync=len(self.pending), spares_adopted=self.commitlog.queue.spares_adopted,
+                       prefaulted=self.prefault.prefault.populated_bytes)
 
     def _check_disk(self, now: int) -> None:
         """Watermarks: past the warning ratio sends are refused until usage drops; cleanup runs on
@@ -196,8 +202,9 @@ class CommitLogWriterActor:
                         "refused" if self.disk.disk_full else "accepted again")
         if now >= self.next_clean_ms or self.disk.clean_immediately:
             self.next_clean_ms = now + cfg.broker.clean_interval_ms
-            deleted = delete_expired_commitlog(self.commitlog, cfg.retention, self.disk, wall_ms(),
-                                               self._unacked_veto())
+            with self.prefault.paused():  # no file is unmapped under the prefault thread
+                deleted = delete_expired_commitlog(self.commitlog, cfg.retention, self.disk, wall_ms(),
+                                                   self._unacked_veto())
             if deleted:
                 log.info("deleted %d commitlog file(s) (%s); the log now starts at %d", deleted, self.disk.reason,
                          self.commitlog.min_offset)
