@@ -33,6 +33,7 @@ def add_bench_commands(commands: Any) -> None:
     load.add_argument("--store", type=Path, default=Path("mqstore-data"), help="the running broker's store")
     load.add_argument("--start", action="store_true", help="start a broker on a fresh temp store for the run")
     load.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH", help="with --start")
+    load.add_argument("--config", default=None, help="with --start: the broker's config file (broker.toml)")
     load.add_argument("--no-live", action="store_true", help="no live table (it goes to stderr otherwise)")
     load.set_defaults(handler=_load)
 
@@ -97,7 +98,8 @@ def _load(args: argparse.Namespace) -> int:
         result = run_load(args.store, spec, live=live)
     else:
         with tempfile.TemporaryDirectory(prefix="mqstore-load-") as work:
-            broker = BrokerRun(Path(work) / "store", "--flush", args.flush, "--readers", str(args.readers))
+            config = ["--config", args.config] if args.config else []
+            broker = BrokerRun(Path(work) / "store", "--flush", args.flush, "--readers", str(args.readers), *config)
             try:
                 result = run_load(broker.store, spec, live=live)
             finally:
