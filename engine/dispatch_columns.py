@@ -180,8 +180,8 @@ class _Properties:
         matrix = gather_bytes(buf, records.props_pos, row_width)
         seps = np.flatnonzero(matrix.reshape(-1) == 2)
         sep_row = seps // row_width
-        seps, sep_row = seps[seps - sep_row * row_width < lengths[sep_row]], sep_row[seps - sep_row * row_width
-                                                                                      < lengths[sep_row]]
+        inside = seps - sep_row * row_width < lengths[sep_row]  # not in the bytes after a row's properties
+        seps, sep_row = seps[inside], sep_row[inside]
         # row r's segments start at r * row_width and after each of its separators, and end at each
         # separator and at the row's length: with b_r separators before row r, its first segment is
         # number r + b_r, and separator k (of row s) ends segment s + k and starts segment s + k + 1
