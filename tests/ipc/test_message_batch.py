@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_a_packed_reply_whose_parts_disagree_is_refused(open_store: OpenStore) -
     stored = _pull(store, 0, stored=True).stored
     assert stored is not None
     cols = pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)
-    bad = [{"raw": stored.data, "count": len(stored) + 1, "cols": cols},
+    bad: list[dict[str, Any]] = [{"raw": stored.data, "count": len(stored) + 1, "cols": cols},
            {"raw": stored.data[:-1], "count": len(stored), "cols": cols},
            {"raw": stored.data, "count": len(stored), "cols": cols[:-8]},
            {"raw": stored.data, "count": "13", "cols": cols},
