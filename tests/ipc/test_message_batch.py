@@ -77,10 +77,10 @@ def test_a_packed_reply_whose_parts_disagree_is_refused(open_store: OpenStore) -
     assert stored is not None
     cols = pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)
     bad: list[dict[str, Any]] = [{"raw": stored.data, "count": len(stored) + 1, "cols": cols},
-           {"raw": stored.data[:-1], "count": len(stored), "cols": cols},
-           {"raw": stored.data, "count": len(stored), "cols": cols[:-8]},
-           {"raw": stored.data, "count": "13", "cols": cols},
-           {"msgs": []}]
+                                 {"raw": stored.data[:-1], "count": len(stored), "cols": cols},
+                                 {"raw": stored.data, "count": len(stored), "cols": cols[:-8]},
+                                 {"raw": stored.data, "count": "13", "cols": cols},
+                                 {"msgs": []}]
     for reply in bad:
         with pytest.raises(ReplyError):
             MessageBatch.from_reply(reply)
