@@ -20,9 +20,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engine.mapped_file import MappedFile
-from engine.page_warmer import WriterPrefault
+from engine.page_warmer import DEFAULT_PREFAULT_AHEAD_BYTES, WriterPrefault
 
 log = logging.getLogger("mqstore")
+
+
+def ahead_bytes_for(configured: int | None, sync_flush: bool) -> int:
+    """``[store] prefault_ahead_bytes``, or unset, the default for the flush mode: off under
+    SYNC_FLUSH, where the fsync after every batch writes the populated pages back (as zeros) before
+    the writer fills them (see ``engine.page_warmer`` for the figures)."""
+    if configured is not None:
+        return configured
+    return 0 if sync_flush else DEFAULT_PREFAULT_AHEAD_BYTES
 
 
 class PrefaultThread:

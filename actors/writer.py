@@ -30,7 +30,7 @@ import zmq
 
 from actors import encoded_sends
 from actors.ack_groups import unacked_low_water
-from actors.prefault import PrefaultThread
+from actors.prefault import PrefaultThread, ahead_bytes_for
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine import Host, Message, PutResult, PutStatus
 from engine.commitlog import CommitLog
@@ -98,7 +98,7 @@ class CommitLogWriterActor:
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.writer = CommitLogWriter(self.commitlog, cfg.store, offsets, uniq)
-        self.prefault = PrefaultThread(cfg.store.prefault_ahead_bytes)  # its thread runs with the loop
+        self.prefault = PrefaultThread(ahead_bytes_for(cfg.store.prefault_ahead_bytes, cfg.sync_flush))
         # deferred: a burst of new topics costs one topics.json write per tick, not one each (a topic
         # lost with a crash comes back on its next send; its queues and their files are on disk)
         self.topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True)

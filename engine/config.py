@@ -64,13 +64,15 @@ class StoreConfig:
     max_query_count: int = 64
     max_transfer_count: int = 32
     max_transfer_bytes: int = 256 * 1024
-    prefault_ahead_bytes: int = 0  # the writer's mapping populated this far ahead of its end (engine.page_warmer)
+    # the writer's mapping populated this far ahead of its end (engine.page_warmer); 0: off; None: the
+    # writer's default, 8 MiB under ASYNC_FLUSH and off under SYNC_FLUSH
+    prefault_ahead_bytes: int | None = None
 
     def validate(self) -> StoreConfig:
         self.geometry.validate()
         if not 0 < self.max_body_bytes <= 64 * 1024 * 1024:
             raise ValueError(f"max_body_bytes {self.max_body_bytes} out of range")
-        if self.prefault_ahead_bytes < 0:
+        if self.prefault_ahead_bytes is not None and self.prefault_ahead_bytes < 0:
             raise ValueError(f"prefault_ahead_bytes {self.prefault_ahead_bytes} is negative")
         return self
 
