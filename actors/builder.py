@@ -2,7 +2,8 @@
 
 The commitlog is the truth and a DispatchRequest is a fast hint. Each batch says which commitlog
 range it covers; a builder that sees a gap (a dropped notice, or a restart) reads the missing range
-from the commitlog itself, and a range it already applied is skipped. ``tick`` notices tell how far
+from the commitlog itself (as columns, a chunk of records at a time, the way recovery re-dispatches),
+and a range it already applied is skipped. ``tick`` notices tell how far
 the writer has published, so a gap at the end is closed within a tick. The writer never waits for a
 builder: if one is slow or dead, it catches up from the files.
 
@@ -13,6 +14,8 @@ written in commitlog order by this one process), or the newest index file's end 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +25,14 @@ from actors.runtime import Runtime, monotonic_ms
 from actors.writer import decode_dispatch
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchBatch, DispatchRequest
+from engine.dispatch import DispatchBatch, queue_ends, queue_entry_mask
+from engine.dispatch_columns import DispatchColumns
 from engine.index_service import IndexService
-from engine.record import DecodeKind
 from engine.retention import delete_derived_below
 from ipc import schema
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
-REPUT_CHUNK = 4096
 
 
 class BuilderActor:
@@ -51,6 +53,9 @@ class BuilderActor:
         raise NotImplementedError
 
     def apply(self, batch: DispatchBatch) -> None:
+        raise NotImplementedError
+
+    def apply_columns(self, columns: DispatchColumns) -> None:
         raise NotImplementedError
 
     def notice(self) -> dict[str, Any]:
@@ -124,44 +129,42 @@ class BuilderActor:
         self.applied = end
         return True
 
-    def _apply(self, batch: DispatchBatch | list[DispatchRequest]) -> bool:
+    def _apply(self, batch: DispatchBatch) -> bool:
+        return self._guarded(self.apply, batch, int(batch.columns["store_ms"][-1]))
+
+    def _guarded(self, apply: Callable[[Any], None], batch: Any, store_ms: int) -> bool:
         """Apply, or on a full disk leave ``applied`` where it was: the next tick retries from the
         commitlog, and what was applied before the error is skipped as a duplicate."""
-        if isinstance(batch, list):
-            batch = DispatchBatch.from_requests(batch)
         try:
-            self.apply(batch)
+            apply(batch)
         except OSError as exc:
             log.warning("cannot write derived files (%s); retrying from commitlog offset %d", exc, self.applied)
             return False
-        self.store_ms = int(batch.columns["store_ms"][-1])
+        self.store_ms = store_ms
         return True
 
     def _catch_up(self, end: int) -> bool:
-        """Reput: apply the records in [applied, end) read from the commitlog itself, a chunk at a
-        time so a long lag never sits in memory at once."""
+        """Reput: apply the records in [applied, end) read from the commitlog itself, a chunk of
+        records at a time, as columns, so a long lag never sits in memory at once."""
         if end <= self.applied:
             return False
         self.commitlog.queue.refresh()
         start = self.applied
-        batch: list[DispatchRequest] = []
-        reached = self.applied
-        for phys, decoded in self.commitlog.scan(self.applied, end, check_crc=False, read_body=False):
-            if decoded.kind is DecodeKind.RECORD and decoded.record is not None:
-                batch.append(DispatchRequest.from_record(decoded.record))
-                reached = phys + decoded.size
-            elif decoded.kind is DecodeKind.BLANK:
-                reached = self.commitlog.queue.roll_next(phys)
-            else:
-                log.warning("reput stopped at %d: %s", phys, decoded.reason)
-                break
-            if len(batch) >= REPUT_CHUNK:
-                if not self._apply(batch):
+        scan = self.commitlog.scan_columns(self.applied, end, check_crc=False)
+        with closing(iter(scan)) as chunks:  # no view of a mapped file outlives the scan
+            for chunk in chunks:
+                try:
+                    columns = DispatchColumns.of(chunk.buf, chunk.records)
+                finally:
+                    del chunk
+                rows = columns.rows
+                if not self._guarded(self.apply_columns, columns, int(rows["store_ms"][-1])):
                     return self.applied > start
-                self.applied, batch = reached, []
-        if batch and not self._apply(batch):
-            return self.applied > start
-        self.applied = max(self.applied, reached)
+                self.applied = int(rows["phys_offset"][-1] + rows["size"][-1])
+        if scan.stop is not None:
+            phys, decoded = scan.stop
+            log.warning("reput stopped at %d: %s", phys, decoded.reason or decoded.kind.value)
+        self.applied = max(self.applied, scan.end)  # past a blank, the next file
         return self.applied > start
 
 
@@ -182,6 +185,11 @@ class ConsumeQueueBuilderActor(BuilderActor):
     def apply(self, batch: DispatchBatch) -> None:
         self.queues.dispatch_batch(batch)
         self.changed.update(batch.queue_ends())
+
+    def apply_columns(self, columns: DispatchColumns) -> None:
+        rows = columns.rows[queue_entry_mask(columns.rows)]
+        self.queues.dispatch_rows(rows, columns.topics)
+        self.changed.update(queue_ends(rows, columns.topics))
 
     def delete_below(self, min_phys_offset: int) -> None:
         deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)
@@ -214,6 +222,13 @@ class IndexBuilderActor(BuilderActor):
 
     def apply(self, batch: DispatchBatch) -> None:
         self.index.build_batch(batch)
+        self._note_file()
+
+    def apply_columns(self, columns: DispatchColumns) -> None:
+        self.index.build_hashed(columns.rows, columns.key_rows, columns.key_hashes)
+        self._note_file()
+
+    def _note_file(self) -> None:
         if self.index.last_file is not None:
             self.files.add(self.index.last_file.path.name)
 

@@ -85,9 +85,7 @@ class DispatchBatch:
 
     def queue_ends(self) -> dict[tuple[str, int], int]:
         """Per (topic, queue id) with entries in the batch: the queue offset after its last."""
-        rows = self.columns[self.with_queue_entry()]
-        return {(self.topics[topic], queue_id): queue_offset + 1
-                for topic, queue_id, queue_offset in rows[["topic", "queue_id", "queue_offset"]].tolist()}
+        return queue_ends(self.columns[self.with_queue_entry()], self.topics)
 
     def after(self, phys_offset: int) -> DispatchBatch:
         """The records at or after ``phys_offset``."""
@@ -100,6 +98,13 @@ def queue_entry_mask(columns: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Which rows of ``DISPATCH_COLUMNS`` get a consume-queue entry (``has_queue_entry``)."""
     tx = columns["sys_flag"] & SYSFLAG_TX_MASK
     return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
+
+
+def queue_ends(rows: np.ndarray[Any, Any], topics: list[str]) -> dict[tuple[str, int], int]:
+    """Per (topic, queue id) of ``DISPATCH_COLUMNS`` rows that get queue entries (in commitlog order):
+    the queue offset after its last."""
+    return {(topics[topic], queue_id): queue_offset + 1
+            for topic, queue_id, queue_offset in rows[["topic", "queue_id", "queue_offset"]].tolist()}
 
 
 class Dispatcher(Protocol):

@@ -173,6 +173,28 @@ def test_builder_killed_catches_up_from_the_commitlog(pipeline: Pipeline) -> Non
     assert verify_store(pipeline.config.store_dir).ok
 
 
+def test_builders_killed_catch_up_across_a_commitlog_roll_with_keys(pipeline: Pipeline) -> None:
+    """Reput reads the missed range as columns: past a blank end-of-file record into the next file,
+    with every key indexed and every queue entry in place."""
+    first = _send(pipeline, 25)
+    for role in ("cqbuilder", "indexbuilder"):
+        pipeline.procs[role].kill()
+        pipeline.procs[role].join()
+    missed = [r for batch in range(16) for r in _send(pipeline, 25, 25 + batch * 25)]
+    assert missed[-1]["phys_offset"] >= GEOMETRY["commitlog_file_size"]  # the missed range rolls a file
+    for role in ("cqbuilder", "indexbuilder"):
+        pipeline.start(role)
+    pipeline.wait_applied(missed[-1]["phys_offset"] + 1)
+    pipeline.stop()
+    assert _queue_ends(pipeline) == {("Orders", 0): 213, ("Orders", 1): 212}
+    with MessageStore.open(pipeline.config.store_dir) as store:
+        for i, r in enumerate(first + missed):
+            assert store.get("Orders", r["queue"], r["queue_offset"], max_count=1).messages[0].phys_offset == \
+                r["phys_offset"]
+            assert [m.phys_offset for m in store.query_by_key("Orders", f"k{i}")] == [r["phys_offset"]]
+    assert verify_store(pipeline.config.store_dir).ok
+
+
 def test_writer_killed_mid_load_resumes_offsets(pipeline: Pipeline) -> None:
     first = _send(pipeline, 40)
     pipeline.procs["writer"].kill()
