@@ -28,21 +28,13 @@ from actors.runtime import Runtime, monotonic_ms
 from engine.checkpoint import Checkpoint
 from engine.consume_queue import CQ_ENTRY_SIZE, cq_file_size
 from engine.mapped_file import OS_PAGE_SIZE, file_name
+from engine.metafile import fsync_dir
 from engine.page_warmer import PageWarmer
 from ipc import schema
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
 WARM_STEPS_PER_ROUND = 16  # of engine.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make the directory's entries (a created or renamed file) durable; an error propagates."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileSyncer:

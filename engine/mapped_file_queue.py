@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.mapped_file import MappedFile, MappedFileError, file_name
+from engine.metafile import fsync_dir
 
 SPARE_NAME = ".spare"                        # a whole, zero, allocated next file, ready to adopt
 SPARE_PREPARING_NAME = ".spare.preparing"    # the same while its owner still allocates or warms it
@@ -221,7 +222,7 @@ class MappedFileQueue:
                 self.files.remove(mf)
         self.flushed_where = min(self.flushed_where, offset)
         if self.writable:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     def delete_expired_by_time(self, expired_ms: int, now_ms: int, *, clean_immediately: bool = False,
                                batch_max: int = 10, is_deletable: Callable[[MappedFile], bool] | None = None
@@ -255,11 +256,3 @@ class MappedFileQueue:
             mf.delete()
         self.files.clear()
         self.flushed_where = 0
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -4,11 +4,7 @@ acknowledged is lost, and writing resumes once space returns."""
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from engine import Geometry, Message, MessageStore, PutResult, PutStatus, StoreConfig
 from engine.verify import verify_store
@@ -16,19 +12,6 @@ from tests.conftest import FakeClock
 
 GEOMETRY = Geometry(commitlog_file_size=64 * 1024, cq_entries_per_file=64, index_slot_count=16,
                     index_entry_count=256)
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(store: MessageStore, start: int) -> tuple[list[PutResult], PutResult]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -240,19 +238,6 @@ def test_a_crash_around_adoption_recovers_like_an_inline_create(tmp_path: Path) 
         assert bodies == [b"body-%d" % i * 30 for i in range(60)]
         assert store.put(Message("Orders", b"next")).queue_offset == 60
     assert verify_store(killed).ok
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_really_full_disk_skips_the_spare_and_the_roll_fails_as_before(small_disk: Path) -> None:
