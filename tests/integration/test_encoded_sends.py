@@ -45,12 +45,12 @@ def test_encoded_batches_are_stored_like_any_send(tmp_path: Path, mode: str) -> 
             original = by_offset[(msg.queue, msg.queue_offset)]  # type: ignore[attr-defined]
             assert msg.body == original.body and msg.tags == original.tags  # type: ignore[attr-defined]
             assert msg.keys == original.keys  # type: ignore[attr-defined]
-        with Admin(broker.store) as admin:
-            found = admin.query_by_key("Fast", "key-7-10")
+        with Admin(broker.store) as admin:  # the index builder runs apart from the consume queues' builder
+            found = wait_for(lambda: admin.query_by_key("Fast", "key-7-10"), 30, "key-7-10 to be indexed")
             assert [m.body for m in found] == [b"body-7-10" * 10]
             first = sent[0][1]
             assert admin.view_by_id(first.msg_id).body == sent[0][0].body  # type: ignore[union-attr]
-            assert admin.query_by_uniq_key("Fast", first.uniq_key or "")
+            assert wait_for(lambda: admin.query_by_uniq_key("Fast", first.uniq_key or ""), 30, "the uniq key")
         assert broker.stop() == 0
     report = verify_store(broker.store)
     assert report.ok, report
