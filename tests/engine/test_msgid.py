@@ -173,6 +173,15 @@ def test_counter_wraps_at_65536() -> None:
     assert ids[65536] == ids[0]
 
 
+def test_next_many_gives_the_ids_next_gives_within_one_clock_reading() -> None:
+    clock_ms = utc_ms(2024, 3, 1, 0, 0, 0, 0)
+    one_by_one = UniqKeyGenerator(IP, 1, 2, FakeClock(clock_ms), tz=UTC)
+    batched = UniqKeyGenerator(IP, 1, 2, FakeClock(clock_ms), tz=UTC)
+    expected = [one_by_one.next() for _ in range(65540)]
+    assert batched.next_many(3) + batched.next_many(65530) + batched.next_many(0) + batched.next_many(7) == expected
+    assert batched.next() == one_by_one.next()
+
+
 def test_month_roll() -> None:
     clock = FakeClock(utc_ms(2024, 1, 31, 23, 59, 59, 999))
     gen = UniqKeyGenerator(IP, 1, 2, clock, tz=UTC)
