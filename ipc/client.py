@@ -161,7 +161,7 @@ class Producer:
         if not messages:
             raise ValueError("send_encoded needs at least one message")
         encoder = self._batch_encoder()
-        batch = encoder.encode([Outgoing.of(m) for m in messages])
+        batch = encoder.encode(messages)
         outer: Future[list[SendResult]] = Future()
         outer.set_running_or_notify_cancel()
 

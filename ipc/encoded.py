@@ -18,23 +18,33 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from engine.host import Host
 from engine.jhash import java_hash
 from engine.message import Refusal, record_properties
 from engine.msgid import UniqKeyGenerator, offset_msg_id
-from engine.record import PROP_DELAY, PROP_UNIQ_KEY, SCHEDULE_TOPIC
-from engine.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_pieces
+from engine.record import (
+    PROP_DELAY,
+    PROP_KEYS,
+    PROP_TAGS,
+    PROP_UNIQ_KEY,
+    SCHEDULE_TOPIC,
+    encode_properties,
+    is_valid_property_text,
+)
+from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_batch
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
 OP_SEND_ENCODED = "send_encoded"
 REPLY_COLUMNS = "<qiq"  # phys offset, queue id, queue offset (struct format, per record written)
 _REPLY_ROW = struct.calcsize(REPLY_COLUMNS)
-_COLUMN_ROW = struct.Struct("<iHiii")  # engine.record_batch.COLUMNS, packed without numpy
 
 
 class EncodingError(ValueError):
@@ -55,60 +65,159 @@ class Encoding:
         return cls(Host(str(ip), int(port)), bool(reply["prop_crc"]), int(reply["max_body_bytes"]))
 
 
+_KEYS_HEAD, _UNIQ_HEAD, _END = f"{PROP_KEYS}\x01", f"{PROP_UNIQ_KEY}\x01", "\x02"  # engine.record's separators
+_FIELDS = tuple(f.name for f in fields(Outgoing))
+_REQUIRED = ("topic", "body")
+_DEFAULTS: dict[str, Any] = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                             for f in fields(Outgoing) if f.name not in _REQUIRED}
+_of_outgoing = attrgetter(*_FIELDS)
+_of_map = itemgetter(*_FIELDS)
+
+
+class _Labels(NamedTuple):
+    """What ``record_properties`` reads of a message with properties of its own."""
+
+    properties: Mapping[str, str]
+    tags: str | None
+    keys: Sequence[str]
+
+
+def _rows(messages: Sequence[Outgoing | Mapping[str, Any]]) -> Iterable[tuple[Any, ...]]:
+    """Each message's fields in ``_FIELDS`` order."""
+    if set(map(type, messages)) == {Outgoing}:
+        return map(_of_outgoing, messages)
+    return map(_row, messages)
+
+
+def _row(message: Outgoing | Mapping[str, Any]) -> tuple[Any, ...]:
+    """A message's fields in ``_FIELDS`` order; a map is read as ``Outgoing(**message)`` would be."""
+    if isinstance(message, Outgoing):
+        return _of_outgoing(message)
+    merged = {**_DEFAULTS, **message}
+    if len(merged) != len(_FIELDS):
+        unknown = sorted(set(merged) - set(_FIELDS))
+        missing = [name for name in _REQUIRED if name not in merged]
+        raise TypeError(f"a message map has unknown fields {unknown} or lacks {missing}")
+    return _of_map(merged)  # type: ignore[no-any-return]
+
+
 class BatchEncoder:
     def __init__(self, encoding: Encoding) -> None:
         self.encoding = encoding
         self._uniq = UniqKeyGenerator.for_this_process(lambda: time.time_ns() // 1_000_000)
+        self._tag_parts: dict[str, str] = {}  # tags -> their TAGS property, checked once
 
-    def encode(self, messages: Sequence[Outgoing]) -> EncodedBatch:
+    def encode(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> EncodedBatch:
+        """The messages (``Outgoing`` or maps of its fields) as one batch; raises EncodingError for one
+        the fast path cannot carry, TypeError for a malformed one. Columns, not messages: each field
+        is read once per message, the rest runs in C or numpy."""
         enc = self.encoding
-        store_host, prop_crc, max_body = enc.store_host, enc.prop_crc, enc.max_body_bytes
-        topics: dict[str, int] = {}
-        tags: dict[str, int] = {}
-        pieces: list[bytes] = []
-        keys: list[str] = []
-        uniq_keys: list[str] = []
-        cols: list[bytes] = []
+        n = len(messages)
+        (topics, bodies, tags, keys, properties, queues, shards, flags, born_ms, born_hosts, reconsume_times,
+         sys_flags) = zip(*_rows(messages), strict=True) if n else ((),) * len(_FIELDS)
+        if not all(type(b) is bytes for b in bodies):
+            bodies = tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
+        topic_table = list(dict.fromkeys(topics))
+        if max(map(len, bodies), default=0) > enc.max_body_bytes or SCHEDULE_TOPIC in topic_table:
+            raise EncodingError(f"a body over the {enc.max_body_bytes}-byte limit, or a delayed topic")
+        key_strings = [self._keys(k) if k else "" for k in keys]
+        tag_parts = list(map({t: self._tag_part(t) for t in dict.fromkeys(tags)}.__getitem__, tags))
+        if any(properties):
+            uniq_keys, props = self._with_properties(properties, tags, keys, key_strings, tag_parts)
+        else:
+            uniq_keys = self._uniq.next_many(n)
+            props = [f"{t}{k and _KEYS_HEAD + k + _END}{_UNIQ_HEAD}{u}{_END}".encode()
+                     for t, k, u in zip(tag_parts, key_strings, uniq_keys, strict=True)]
+        topic_index = {t: i for i, t in enumerate(topic_table)}
+        tag_table = list(self._tag_index(tags))
+        tag_index = {t: i for i, t in enumerate(tag_table)}
+        tag_index[None] = tag_index[""] = -1  # type: ignore[index]
         now_ms = time.time_ns() // 1_000_000
-        next_uniq = self._uniq.next
-        pack_row = _COLUMN_ROW.pack
-        for m in messages:
-            properties = m.properties
-            if properties:
-                if PROP_DELAY in properties:
-                    raise EncodingError("delayed messages go through send_batch")
-                uniq = properties.get(PROP_UNIQ_KEY) or next_uniq()
-            else:
-                uniq = next_uniq()
-            if isinstance(m.keys, str):
+        plain = queues.count(None) == n and shards.count(None) == n
+        try:
+            records, sizes = encode_batch(
+                bodies, topics, props, store_host=enc.store_host, prop_crc=enc.prop_crc,
+                born_ms=now_ms if born_ms.count(None) == n else [now_ms if b is None else b for b in born_ms],
+                born_hosts=None if born_hosts.count(None) == n else [
+                    Host(*h).packed if h else enc.store_host.packed for h in born_hosts],
+                queue_ids=0 if plain else [q or 0 for q in queues], flags=_int_column(flags),
+                sys_flags=_int_column(sys_flags), reconsume_times=_int_column(reconsume_times))
+        except ValueError as exc:
+            raise EncodingError(str(exc)) from None
+        cols = np.zeros(n, COLUMNS)
+        cols["size"] = sizes
+        cols["topic"] = list(map(topic_index.__getitem__, topics))
+        cols["tag"] = list(map(tag_index.__getitem__, tags))
+        if plain:
+            cols["queue"] = QUEUE_ROUND_ROBIN
+        else:
+            cols["queue"], cols["shard"] = zip(*map(_queue_and_shard, queues, shards), strict=True)
+        return EncodedBatch(records, cols.tobytes(), topic_table, tag_table, key_strings, uniq_keys)
+
+    def _tag_part(self, tags: str | None) -> str:
+        if not tags:
+            return ""
+        part = self._tag_parts.get(tags)
+        if part is None:
+            if not is_valid_property_text(tags):
+                raise EncodingError("tags contain a separator character")
+            part = f"{PROP_TAGS}\x01{tags}{_END}"
+            if len(self._tag_parts) < 4096:
+                self._tag_parts[tags] = part
+        return part
+
+    @staticmethod
+    def _tag_index(tags: Sequence[str | None]) -> dict[str, None]:
+        table = dict.fromkeys(tags)
+        table.pop(None, None)
+        table.pop("", None)
+        return table  # type: ignore[return-value]
+
+    @staticmethod
+    def _keys(keys: Sequence[str]) -> str:
+        """The message's index keys, space separated, checked as ``record_properties`` checks them."""
+        if not keys or isinstance(keys, str):
+            if isinstance(keys, str):
                 raise TypeError("keys must be a sequence of strings, not one string")
-            body = m.body.encode() if isinstance(m.body, str) else bytes(m.body)
-            if len(body) > max_body or m.topic == SCHEDULE_TOPIC:
-                raise EncodingError(f"body of {len(body)} bytes over the {max_body}-byte limit, or a delayed topic")
-            props = record_properties(m, uniq)
-            if isinstance(props, Refusal):
-                raise EncodingError(props.reason)
-            size = encode_pieces(pieces, m.topic, body, props, m.queue or 0, m.flag, m.sys_flag,
-                                 now_ms if m.born_ms is None else m.born_ms,
-                                 Host(*m.born_host) if m.born_host else store_host, store_host, m.reconsume_times,
-                                 prop_crc)
-            queue, shard = QUEUE_ROUND_ROBIN, 0
-            if m.queue is not None:
-                queue = m.queue
-            elif m.shard is not None:
-                queue, shard = QUEUE_BY_SHARD, abs(java_hash(m.shard)) & 0x7FFFFFFF
-            topic = topics.get(m.topic)
-            if topic is None:
-                topic = topics[m.topic] = len(topics)
-            tag = -1
-            if m.tags:
-                tag = tags.get(m.tags, -1)
-                if tag < 0:
-                    tag = tags[m.tags] = len(tags)
-            cols.append(pack_row(size, topic, queue, shard, tag))
-            keys.append(" ".join(k for k in m.keys if k) if m.keys else "")
+            return ""
+        own = [k for k in keys if k]
+        joined = " ".join(own)
+        if joined.count(" ") != len(own) - 1 or "\x01" in joined or "\x02" in joined:
+            raise EncodingError("a key contains a space or a separator character")
+        return joined
+
+    def _with_properties(self, properties: Sequence[Mapping[str, str]], tags: Sequence[str | None],
+                         keys: Sequence[Sequence[str]], key_strings: list[str], tag_parts: list[str]
+                         ) -> tuple[list[str], list[bytes]]:
+        """UNIQ_KEYs and encoded properties when some messages carry properties of their own."""
+        uniq_keys, props = [], []
+        next_uniq = self._uniq.next
+        for own, t, k, ks, tp in zip(properties, tags, keys, key_strings, tag_parts, strict=True):
+            if not own:
+                uniq = next_uniq()
+                props.append(f"{tp}{ks and _KEYS_HEAD + ks + _END}{_UNIQ_HEAD}{uniq}{_END}".encode())
+            else:
+                if PROP_DELAY in own:
+                    raise EncodingError("delayed messages go through send_batch")
+                uniq = own.get(PROP_UNIQ_KEY) or next_uniq()
+                labelled = record_properties(_Labels(own, t, k), uniq)
+                if isinstance(labelled, Refusal):
+                    raise EncodingError(labelled.reason)
+                props.append(encode_properties(labelled))
             uniq_keys.append(uniq)
-        return EncodedBatch(b"".join(pieces), b"".join(cols), list(topics), list(tags), keys, uniq_keys)
+        return uniq_keys, props
+
+
+def _int_column(values: tuple[int, ...]) -> int | tuple[int, ...]:
+    return 0 if not any(values) else values
+
+
+def _queue_and_shard(queue: int | None, shard: str | None) -> tuple[int, int]:
+    if queue is not None:
+        return queue, 0
+    if shard is not None:
+        return QUEUE_BY_SHARD, abs(java_hash(shard)) & 0x7FFFFFFF
+    return QUEUE_ROUND_ROBIN, 0
 
 
 def request_fields(batch: EncodedBatch) -> dict[str, Any]:

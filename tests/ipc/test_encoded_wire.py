@@ -109,3 +109,52 @@ def test_parts_count_toward_the_size_limit_and_come_back_as_given() -> None:
     with pytest.raises(schema.SchemaError, match="exceeds the 40-byte limit"):
         schema.unpack_message(frames[0], frames[1:], max_bytes=40)
     assert "parts" not in schema.unpack_message(schema.pack(schema.request("ping", 1)))
+
+
+plain = st.builds(
+    lambda topic, body, tags, keys, v6, queue, shard, props: {
+        "topic": topic, "body": body, "tags": tags, "keys": keys, "queue": queue, "shard": shard,
+        "born_host": ("fe80::1", 4242) if v6 else None, "properties": props},
+    st.sampled_from(["A", "Topic_B", "T" * 127]), st.binary(max_size=200), st.sampled_from([None, "", "TagA", "x y"]),
+    st.sampled_from([(), ("k1",), ("", "order-7", "k2")]), st.booleans(), st.sampled_from([None, 2]),
+    st.sampled_from([None, "user-9"]), st.sampled_from([{}, {}, {"TAGS": "mine", "a": "b"}]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages=st.lists(plain, min_size=1, max_size=20), prop_crc=st.booleans())
+def test_a_batch_encodes_each_record_as_encode_one_does_from_maps_and_from_outgoing(
+        messages: list[dict[str, object]], prop_crc: bool) -> None:
+    """The columnar encoder (one numpy header array, properties from templates, UNIQ_KEYs at once)
+    against ``record_properties`` + ``encode_one``, record by record; maps and ``Outgoing`` alike."""
+    from engine.message import record_properties
+    from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, encode_one
+    encoder = BatchEncoder(Encoding(STORE, prop_crc, 1 << 20))
+    batch = encoder.encode(messages)
+    outgoing = [Outgoing(**m) for m in messages]  # type: ignore[arg-type]
+    again = encoder.encode(outgoing)
+    assert (again.columns, again.topics, again.tags, again.keys) == (batch.columns, batch.topics, batch.tags,
+                                                                       batch.keys)
+    cols = np.frombuffer(batch.columns, COLUMNS)
+    pos = 0
+    for m, row, uniq, keys in zip(outgoing, cols, batch.uniq_keys, batch.keys, strict=True):
+        props = record_properties(m, uniq)
+        assert isinstance(props, dict)
+        born = m.born_ms
+        expected = encode_one(m.topic, m.body, props, m.queue or 0, 0, 0, 0, Host(*m.born_host) if m.born_host
+                              else STORE, STORE, 0, prop_crc)
+        got = bytearray(batch.records[pos:pos + int(row["size"])])
+        got[40:48] = bytes(8)  # born time: the encoder's clock
+        assert born is None and bytes(got) == expected
+        assert batch.topics[row["topic"]] == m.topic and keys == " ".join(k for k in m.keys if k)
+        assert (batch.tags[row["tag"]] if row["tag"] >= 0 else None) == (m.tags or None)
+        assert row["queue"] == (m.queue if m.queue is not None else QUEUE_BY_SHARD if m.shard else QUEUE_ROUND_ROBIN)
+        pos += int(row["size"])
+    assert pos == len(batch.records)
+
+
+def test_a_map_with_an_unknown_field_is_refused_as_outgoing_refuses_it() -> None:
+    encoder = BatchEncoder(Encoding(STORE, True, 1 << 20))
+    with pytest.raises(TypeError):
+        encoder.encode([{"topic": "A", "body": b"x", "tag": "T"}])
+    with pytest.raises(TypeError):
+        encoder.encode([{"body": b"x"}])
