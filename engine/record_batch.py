@@ -54,6 +54,11 @@ PHYS_OFFSET_POS = 28
 _CRC_HEAD = PROP_CRC_KEY.encode() + b"\x01"
 _CRC_PLACEHOLDER = _CRC_HEAD + b"0" * 10 + b"\x02"
 _DIGIT_POWERS = 10 ** np.arange(10, dtype=np.int64)
+_CRC_HEAD_BYTES = np.frombuffer(_CRC_HEAD, np.uint8)
+_SPAN = np.arange(128, dtype=np.int64)  # column offsets of a gather
+# What the writer stamps, in one scatter: queue id, queue offset, phys offset (their record positions), store time
+_STAMPED = np.dtype([("queue_id", ">i4"), ("queue_offset", ">i8"), ("phys_offset", ">i8"), ("store_ms", ">i8")])
+_STAMPED_POS = np.r_[QUEUE_ID_POS:QUEUE_ID_POS + 4, QUEUE_OFFSET_POS:PHYS_OFFSET_POS + 8]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,20 +174,10 @@ class BatchError(ValueError):
     """A batch whose records do not match its columns: the whole request is refused."""
 
 
-def _gather(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
-    return buf[positions[:, None] + np.arange(width)]
-
-
-def gather_int(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], dtype: str) -> np.ndarray[Any, Any]:
-    """Big-endian ints at ``positions`` (``>i2``, ``>i4`` or ``>i8``), as int64."""
-    width = np.dtype(dtype).itemsize
-    return np.ascontiguousarray(_gather(buf, positions, width)).view(dtype).ravel().astype(np.int64)
-
-
-def scatter_int(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], values: np.ndarray[Any, Any],
-                dtype: str) -> None:
-    width = np.dtype(dtype).itemsize
-    buf[positions[:, None] + np.arange(width)] = np.asarray(values).astype(dtype).view(np.uint8).reshape(-1, width)
+def _take(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:
+    """The ``width`` bytes at each of ``positions``, as rows; past the end of ``buf`` they repeat its
+    last byte (a record whose lengths run past the batch fails a later check)."""
+    return buf.take(positions[:, None] + _SPAN[:width], mode="clip")
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,71 +204,74 @@ def check_batch(records: bytes | memoryview, columns: bytes, topics: Sequence[st
 
 def _check(records: bytes | memoryview, columns: bytes, topics: Sequence[str], store_host: Host, prop_crc: bool,
            max_body_bytes: int) -> CheckedBatch:
+    """Few numpy calls per batch, whatever its size: every record's fixed fields are one gather
+    viewed as ``encode_batch``'s header rows, its topic field one gather per topic of the batch."""
     if len(columns) % COLUMNS.itemsize or not columns:
         raise BatchError("the columns are not whole rows")
     cols = np.frombuffer(columns, dtype=COLUMNS)
     sizes = cols["size"].astype(np.int64)
-    if (sizes < 84).any() or int(sizes.sum()) != len(records):
-        raise BatchError(f"record sizes add up to {int(sizes.sum())}, the batch has {len(records)} bytes")
-    if int(cols["topic"].max()) >= len(topics):
+    ends = np.cumsum(sizes)
+    if int(sizes.min()) < 84 or int(ends[-1]) != len(records):
+        raise BatchError(f"record sizes add up to {int(ends[-1])}, the batch has {len(records)} bytes")
+    topic_ids = cols["topic"]
+    if int(topic_ids.max()) >= len(topics):
         raise BatchError("a record names a topic outside the batch's table")
     buf = np.frombuffer(records, dtype=np.uint8)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    head = np.ascontiguousarray(_gather(buf, starts, 40)).view(">i4")  # size .. sysflag, as 10 ints
-    magic, sys_flags = head[:, 1].astype(np.int64), head[:, 9].astype(np.int64)
-    if (head[:, 0] != sizes).any():
+    starts = ends - sizes
+    store = store_host.packed
+    narrow, wide = _HEADS[(8, len(store))], _HEADS[(20, len(store))]
+    grid = _take(buf, starts, wide.itemsize)
+    head = np.ascontiguousarray(grid[:, :narrow.itemsize]).view(narrow).ravel()
+    sys_flags = head["sys_flag"].astype(np.int64)
+    born_v6 = (sys_flags & SYSFLAG_BORNHOST_V6) != 0
+    store_hosts, body_len = head["store_host"], head["body_length"].astype(np.int64)
+    if born_v6.any():
+        wide_head = grid.view(wide).ravel()
+        store_hosts = np.where(born_v6, wide_head["store_host"], store_hosts)
+        body_len = np.where(born_v6, wide_head["body_length"], body_len)
+    magic = head["magic"]
+    if (head["size"] != sizes).any():
         raise BatchError("a record's TOTALSIZE differs from its column")
     if ((magic != MAGIC_V1) & (magic != MAGIC_V2)).any():
         raise BatchError("a record has an illegal magic code")
-    store_bytes = store_host.packed
-    store_v6 = SYSFLAG_STOREHOST_V6 if len(store_bytes) > 8 else 0
+    store_v6 = SYSFLAG_STOREHOST_V6 if len(store) > 8 else 0
     if ((sys_flags & ~(CLIENT_SYS_FLAGS | SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) != 0).any() or \
             ((sys_flags & SYSFLAG_STOREHOST_V6) != store_v6).any():
         raise BatchError("a record sets sysFlag bits the writer owns, or another store host family")
-    born_len = np.where(sys_flags & SYSFLAG_BORNHOST_V6, 20, 8)
-    store_ms_pos = 48 + born_len
-    store_host_pos = starts + store_ms_pos + 8
-    if (_gather(buf, store_host_pos, len(store_bytes)) != np.frombuffer(store_bytes, np.uint8)).any():
+    if (store_hosts != store).any():  # fixed-width bytes: numpy's trailing-NUL rule cannot blur them
         raise BatchError("a record carries another store host")
-    body_pos = store_host_pos + len(store_bytes) + 16
-    body_len = gather_int(buf, body_pos - 4, ">i4")
-    if (body_len < 0).any() or (body_len > max_body_bytes).any() or (body_pos + body_len > starts + sizes).any():
+    body_pos = starts + narrow.itemsize + 12 * born_v6
+    if (body_len < 0).any() or (body_len > max_body_bytes).any() or (body_pos + body_len > ends).any():
         raise BatchError(f"a body length is negative, past its record, or over {max_body_bytes} bytes")
-    v2 = magic == MAGIC_V2
-    topic_len_pos = body_pos + body_len
-    topic_len = np.where(v2, gather_int(buf, np.minimum(topic_len_pos, len(buf) - 2), ">i2"),
-                         buf[np.minimum(topic_len_pos, len(buf) - 1)].astype(np.int64))
-    table_len = np.array([len(t.encode()) for t in topics], dtype=np.int64)[cols["topic"]]
-    if (topic_len != table_len).any() or (v2 != (table_len > 127)).any():
-        raise BatchError("a record's topic length differs from its topic")
-    props_len_pos = topic_len_pos + np.where(v2, 2, 1) + topic_len
-    props_len = gather_int(buf, np.minimum(props_len_pos, len(buf) - 2), ">i2")
-    if (props_len < 0).any() or (props_len_pos + 2 + props_len != starts + sizes).any():
+    parts = [topic_part(t) for t in topics]
+    part_len = np.array([len(p) for p in parts], np.int64)[topic_ids]
+    if ((magic == MAGIC_V2) != (part_len > 128)).any():
+        raise BatchError("a record's topic length field is not the width its topic needs")
+    topic_pos = body_pos + body_len
+    for index in (range(1) if len(parts) == 1 else np.unique(topic_ids).tolist()):
+        rows = topic_pos if len(parts) == 1 else topic_pos[topic_ids == index]
+        part = parts[index]
+        if (_take(buf, rows, len(part)) != np.frombuffer(part, np.uint8)).any():
+            raise BatchError(f"a record's topic is not {topics[index]!r}")
+    props_len_pos = topic_pos + part_len
+    props_len = _take(buf, props_len_pos, 2).view(">i2").ravel().astype(np.int64)
+    if (props_len < 0).any() or (props_len_pos + 2 + props_len != ends).any():
         raise BatchError("a record's lengths do not add up to its size")
-    names = [t.encode() for t in topics]
-    for index in np.unique(cols["topic"]):
-        rows = np.flatnonzero(cols["topic"] == index)
-        name = names[int(index)]
-        if (_gather(buf, topic_len_pos[rows] + np.where(v2[rows], 2, 1), len(name)) != np.frombuffer(name, np.uint8)
-                ).any():
-            raise BatchError(f"a record's topic is not {name.decode()!r}")
     if prop_crc:
-        tail = _gather(buf, starts + sizes - PROP_CRC_SIZE, len(_CRC_HEAD))
-        if (props_len < PROP_CRC_SIZE).any() or (tail != np.frombuffer(_CRC_HEAD, np.uint8)).any() or \
-                (buf[starts + sizes - 1] != 2).any():
+        tail = _take(buf, ends - PROP_CRC_SIZE, PROP_CRC_SIZE)
+        if (props_len < PROP_CRC_SIZE).any() or (tail[:, :len(_CRC_HEAD)] != _CRC_HEAD_BYTES).any() or \
+                (tail[:, -1] != 2).any():
             raise BatchError("a record lacks the whole-record CRC tail this store seals")
-    view = memoryview(records)
-    crcs = _crcs(view, body_pos, body_pos + body_len)
-    if (crcs != head[:, 2]).any():
+    if (_crcs(memoryview(records), body_pos, topic_pos) != head["body_crc"]).any():
         raise BatchError("a record's body CRC does not match its body")
-    return CheckedBatch(cols, starts, store_ms_pos, sys_flags)
+    return CheckedBatch(cols, starts, 56 + 12 * born_v6, sys_flags)
 
 
 def _crcs(data: memoryview, starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """RocketMQ's CRC (zlib's, low 31 bits) of each ``data[start:end]``; the loop runs in C, no
-    Python frame per record."""
-    views = map(data.__getitem__, map(slice, starts.tolist(), ends.tolist()))
-    return np.fromiter(map(zlib.crc32, views), np.int64, len(starts)) & 0x7FFFFFFF
+    """RocketMQ's CRC (zlib's, low 31 bits) of each ``data[start:end]``."""
+    crc32 = zlib.crc32
+    return np.array([crc32(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)],
+                    np.int64) & 0x7FFFFFFF
 
 
 def stamp_batch(buf: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any],
@@ -281,11 +279,15 @@ def stamp_batch(buf: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: 
                 queue_offsets: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any], store_ms: int,
                 sealed: bool) -> None:
     """Stamp queue id, queue offset, phys offset and store time into records already copied to ``buf``
-    (a mapped file's bytes; ``starts`` are positions in it), then their whole-record CRCs."""
-    scatter_int(buf, starts + QUEUE_ID_POS, queue_ids, ">i4")
-    scatter_int(buf, starts + QUEUE_OFFSET_POS, queue_offsets, ">i8")
-    scatter_int(buf, starts + PHYS_OFFSET_POS, phys_offsets, ">i8")
-    scatter_int(buf, starts + store_ms_pos, np.full(len(starts), store_ms, np.int64), ">i8")
+    (a mapped file's bytes; ``starts`` are positions in it) in one scatter, then their whole-record
+    CRCs."""
+    fields = np.empty(len(starts), _STAMPED)
+    fields["queue_id"] = queue_ids
+    fields["queue_offset"] = queue_offsets
+    fields["phys_offset"] = phys_offsets
+    fields["store_ms"] = store_ms
+    buf[np.concatenate((starts[:, None] + _STAMPED_POS, (starts + store_ms_pos)[:, None] + _SPAN[:8]), axis=1)] = \
+        fields.view(np.uint8).reshape(len(starts), _STAMPED.itemsize)
     if not sealed:
         return
     data = memoryview(buf)  # type: ignore[arg-type]
@@ -293,4 +295,4 @@ def stamp_batch(buf: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: 
     crcs = _crcs(data, starts, ends)
     data.release()
     digits = (crcs[:, None] // _DIGIT_POWERS % 10 + 48).astype(np.uint8)  # least significant first
-    buf[(ends + len(_CRC_HEAD))[:, None] + np.arange(10)] = digits
+    buf[(ends + len(_CRC_HEAD))[:, None] + _SPAN[:10]] = digits
