@@ -29,7 +29,7 @@ import ipaddress
 import os
 import string
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
@@ -70,6 +70,16 @@ def offset_msg_id(store_host: Host, phys_offset: int) -> str:
     except (struct.error, ValueError) as exc:
         raise MessageIdError(f"cannot encode {store_host} @ {phys_offset}: {exc}") from exc
     return raw.hex().upper()
+
+
+def offset_msg_ids(store_host: Host, phys_offsets: Sequence[int]) -> list[str]:
+    """``offset_msg_id`` of each offset, hexed at once (a batch's reply)."""
+    host = store_host.packed.hex().upper()
+    try:
+        digits = struct.pack(f">{len(phys_offsets)}q", *phys_offsets).hex().upper()
+    except struct.error as exc:
+        raise MessageIdError(f"cannot encode {store_host} @ {list(phys_offsets)[:4]}...: {exc}") from exc
+    return [host + digits[i:i + 16] for i in range(0, len(digits), 16)]
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:

@@ -20,6 +20,7 @@ import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
+from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -28,7 +29,7 @@ import numpy as np
 from engine.host import Host
 from engine.jhash import java_hash
 from engine.message import Refusal, record_properties
-from engine.msgid import UniqKeyGenerator, offset_msg_id
+from engine.msgid import UniqKeyGenerator, offset_msg_ids
 from engine.record import (
     PROP_DELAY,
     PROP_KEYS,
@@ -232,9 +233,10 @@ def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: H
     if not isinstance(packed, bytes) or len(packed) % _REPLY_ROW or len(packed) // _REPLY_ROW > batch.count:
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
     written = str(reply.get("written_status", PUT_OK))
-    out = [SendResult(written, offset_msg_id(store_host, phys), queue, queue_offset, phys, uniq)
-           for (phys, queue, queue_offset), uniq in zip(struct.iter_unpack(REPLY_COLUMNS, packed), batch.uniq_keys,
-                                                         strict=False)]
+    rows = struct.iter_unpack(REPLY_COLUMNS, packed)
+    phys, queues, queue_offsets = zip(*rows, strict=True) if packed else ((), (), ())
+    out = list(map(SendResult, repeat(written), offset_msg_ids(store_host, phys), queues, queue_offsets, phys,
+                   batch.uniq_keys))
     status, reason = str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", ""))
     out.extend(SendResult(status, reason=reason) for _ in range(batch.count - len(out)))
     return out

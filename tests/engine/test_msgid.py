@@ -20,6 +20,7 @@ from engine.msgid import (
     decode_uniq_key,
     fake_ip,
     offset_msg_id,
+    offset_msg_ids,
     uniq_key_pid,
     uniq_key_time_ms,
 )
@@ -171,6 +172,12 @@ def test_counter_wraps_at_65536() -> None:
     assert ids[0].endswith("0000")
     assert ids[65535].endswith("FFFF")
     assert ids[65536] == ids[0]
+
+
+@given(phys_offsets=st.lists(st.integers(0, (1 << 63) - 1), max_size=20),
+       host=st.sampled_from([Host("10.0.0.7", 10911), Host("fe80::1", 256)]))
+def test_offset_msg_ids_are_offset_msg_id_of_each(phys_offsets: list[int], host: Host) -> None:
+    assert offset_msg_ids(host, phys_offsets) == [offset_msg_id(host, p) for p in phys_offsets]
 
 
 def test_next_many_gives_the_ids_next_gives_within_one_clock_reading() -> None:
