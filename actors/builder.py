@@ -7,6 +7,11 @@ and a range it already applied is skipped. ``tick`` notices tell how far
 the writer has published, so a gap at the end is closed within a tick. The writer never waits for a
 builder: if one is slow or dead, it catches up from the files.
 
+The frames one poll round drains are applied together: consecutive batches are joined into one
+(``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
+apply (grouping by queue, a put into the index file) once per round, not once per frame. A gap, a
+tick or the end of the round applies what is pending first.
+
 Where a builder resumes is read off its own files: the consume queues' furthest entry (entries are
 written in commitlog order by this one process), or the newest index file's end offset.
 """
@@ -25,7 +30,7 @@ from actors.runtime import Runtime, monotonic_ms
 from actors.writer import decode_dispatch
 from engine.commitlog import CommitLog
 from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchBatch, queue_ends, queue_entry_mask
+from engine.dispatch import DispatchBatch, Dispatched, queue_entry_mask
 from engine.dispatch_columns import DispatchColumns
 from engine.index_service import IndexService
 from engine.retention import delete_derived_below
@@ -52,10 +57,7 @@ class BuilderActor:
     def resume_from(self) -> int:
         raise NotImplementedError
 
-    def apply(self, batch: DispatchBatch) -> None:
-        raise NotImplementedError
-
-    def apply_columns(self, columns: DispatchColumns) -> None:
+    def apply(self, batch: Dispatched) -> None:
         raise NotImplementedError
 
     def notice(self) -> dict[str, Any]:
@@ -81,7 +83,7 @@ class BuilderActor:
                 if not dispatch_in.poll(self.rt.config.broker.tick_interval_ms):
                     self.rt.report("running", applied=self.applied)
                     continue
-                changed = False
+                frames: list[tuple[bytes, bytes]] = []
                 while True:
                     try:
                         topic, frame = dispatch_in.recv_multipart(zmq.NOBLOCK)
@@ -89,7 +91,8 @@ class BuilderActor:
                         break
                     except ValueError:
                         continue
-                    changed |= self._on_notice(topic, frame)
+                    frames.append((topic, frame))
+                changed = self._on_round(frames)
                 if changed:
                     notice_out.send_multipart([self.notice_topic, schema.pack(self.notice())])
                 self.rt.report("running", applied=self.applied)
@@ -108,29 +111,41 @@ class BuilderActor:
     def delete_below(self, min_phys_offset: int) -> None:
         raise NotImplementedError
 
-    def _on_notice(self, topic: bytes, frame: bytes) -> bool:
-        try:
-            message = schema.unpack(frame)
-            if topic == schema.TICK:
-                return self._catch_up(int(message["end"]))
-            start, end = int(message["from"]), int(message["to"])
-            batch = decode_dispatch(message)
-        except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
-            log.warning("ignoring a malformed dispatch notice: %s", exc)
-            return False
-        if end <= self.applied:
-            return False  # already applied (a repeat, or reput got there first)
-        changed = self._catch_up(start)
-        if self.applied < start:
-            return changed  # the gap could not be closed yet; the next tick retries
-        fresh = batch.after(self.applied)
-        if len(fresh) and not self._apply(fresh):
-            return False
-        self.applied = end
-        return True
+    def _on_round(self, frames: list[tuple[bytes, bytes]]) -> bool:
+        """Apply the notices of one poll round, in order; whether anything was applied."""
+        pending = _Pending(self.applied)
+        changed = False
+        for topic, frame in frames:
+            try:
+                message = schema.unpack(frame)
+                if topic == schema.TICK:
+                    end, batch = int(message["end"]), None
+                else:
+                    start, end = int(message["from"]), int(message["to"])
+                    batch = decode_dispatch(message)
+            except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
+                log.warning("ignoring a malformed dispatch notice: %s", exc)
+                continue
+            if end <= pending.end:
+                continue  # already applied or pending (a repeat, or reput got there first)
+            if batch is None or start > pending.end:
+                changed |= self._apply_pending(pending)
+                changed |= self._catch_up(start if batch is not None else end)
+                pending = _Pending(self.applied)
+                if batch is None or self.applied < start:
+                    continue  # a tick, or a gap that could not be closed yet (the next tick retries)
+            pending.add(batch.after(pending.end), end)
+        return self._apply_pending(pending) or changed
 
-    def _apply(self, batch: DispatchBatch) -> bool:
-        return self._guarded(self.apply, batch, int(batch.columns["store_ms"][-1]))
+    def _apply_pending(self, pending: _Pending) -> bool:
+        if pending.end <= self.applied:
+            return False
+        if pending.batches:
+            batch = DispatchBatch.concat(pending.batches)
+            if not self._guarded(self.apply, batch, int(batch.columns["store_ms"][-1])):
+                return False
+        self.applied = pending.end
+        return True
 
     def _guarded(self, apply: Callable[[Any], None], batch: Any, store_ms: int) -> bool:
         """Apply, or on a full disk leave ``applied`` where it was: the next tick retries from the
@@ -158,7 +173,7 @@ class BuilderActor:
                 finally:
                     del chunk
                 rows = columns.rows
-                if not self._guarded(self.apply_columns, columns, int(rows["store_ms"][-1])):
+                if not self._guarded(self.apply, columns, int(rows["store_ms"][-1])):
                     return self.applied > start
                 self.applied = int(rows["phys_offset"][-1] + rows["size"][-1])
         if scan.stop is not None:
@@ -166,6 +181,19 @@ class BuilderActor:
             log.warning("reput stopped at %d: %s", phys, decoded.reason or decoded.kind.value)
         self.applied = max(self.applied, scan.end)  # past a blank, the next file
         return self.applied > start
+
+
+class _Pending:
+    """Batches of a round not applied yet: they continue ``applied`` and end at ``end``."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.batches: list[DispatchBatch] = []
+
+    def add(self, batch: DispatchBatch, end: int) -> None:
+        if len(batch):
+            self.batches.append(batch)
+        self.end = end
 
 
 class ConsumeQueueBuilderActor(BuilderActor):
@@ -182,14 +210,8 @@ class ConsumeQueueBuilderActor(BuilderActor):
         self.queues.correct_min_offsets(self.commitlog.min_offset)
         return self.queues.max_phys_end()
 
-    def apply(self, batch: DispatchBatch) -> None:
-        self.queues.dispatch_batch(batch)
-        self.changed.update(batch.queue_ends())
-
-    def apply_columns(self, columns: DispatchColumns) -> None:
-        rows = columns.rows[queue_entry_mask(columns.rows)]
-        self.queues.dispatch_rows(rows, columns.topics)
-        self.changed.update(queue_ends(rows, columns.topics))
+    def apply(self, batch: Dispatched) -> None:
+        self.changed.update(self.queues.dispatch_rows(batch.rows[queue_entry_mask(batch.rows)], batch.topics))
 
     def delete_below(self, min_phys_offset: int) -> None:
         deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)
@@ -220,12 +242,8 @@ class IndexBuilderActor(BuilderActor):
         last = self.index.last_file
         return last.end_phys_offset if last is not None and last.index_count > 1 else 0
 
-    def apply(self, batch: DispatchBatch) -> None:
-        self.index.build_batch(batch)
-        self._note_file()
-
-    def apply_columns(self, columns: DispatchColumns) -> None:
-        self.index.build_hashed(columns.rows, columns.key_rows, columns.key_hashes)
+    def apply(self, batch: Dispatched) -> None:
+        self.index.build_hashed(batch.rows, *batch.index_keys())
         self._note_file()
 
     def _note_file(self) -> None:

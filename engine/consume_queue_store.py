@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engine.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
-from engine.dispatch import DispatchBatch, DispatchRequest
+from engine.dispatch import DispatchRequest
 
 
 class ConsumeQueueStore:
@@ -64,25 +65,31 @@ class ConsumeQueueStore:
             assert cq is not None
             cq.append(request.queue_offset, request.phys_offset, request.size, request.tags_code)
 
-    def dispatch_batch(self, batch: DispatchBatch) -> None:
-        """``dispatch`` for every row of a batch, from its columns (no per-record objects)."""
-        self.dispatch_rows(batch.columns[batch.with_queue_entry()], batch.topics)
-
-    def dispatch_rows(self, rows: np.ndarray[Any, Any], topics: list[str]) -> None:
+    def dispatch_rows(self, rows: np.ndarray[Any, Any], topics: list[str]) -> dict[tuple[str, int], int]:
         """``dispatch`` for ``DISPATCH_COLUMNS`` rows that get a queue entry (``topics`` is what their
-        ``topic`` column indexes)."""
+        ``topic`` column indexes). Returns, per (topic, queue id) given entries, the queue offset after
+        its last."""
+        if not len(rows):
+            return {}
         group = (rows["topic"].astype(np.int64) << 32) | rows["queue_id"].astype(np.int64)
-        order = np.argsort(group, kind="stable")  # commitlog order within each queue
-        rows, group = rows[order], group[order]
-        bounds = np.flatnonzero(np.diff(group)) + 1
-        for part in np.split(np.arange(len(rows)), bounds) if len(rows) else ():
-            first = rows[part[0]]
-            cq = self.get(topics[int(first["topic"])], int(first["queue_id"]), create=True)
+        if bool((group == group[0]).all()):
+            bounds = [0, len(rows)]
+        else:
+            order = np.argsort(group, kind="stable")  # commitlog order within each queue
+            rows, group = rows[order], group[order]
+            bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(rows)]
+        entries = np.empty(len(rows), dtype=CQ_DTYPE)
+        for name in ("phys_offset", "size", "tags_code"):
+            entries[name] = rows[name]
+        queue_offsets = rows["queue_offset"]
+        ends: dict[tuple[str, int], int] = {}
+        for first, end in itertools.pairwise(bounds):
+            key = (topics[int(rows["topic"][first])], int(rows["queue_id"][first]))
+            cq = self.get(*key, create=True)
             assert cq is not None
-            entries = np.empty(len(part), dtype=CQ_DTYPE)
-            for name in ("phys_offset", "size", "tags_code"):
-                entries[name] = rows[name][part]
-            cq.append_entries(rows["queue_offset"][part], entries)
+            cq.append_entries(queue_offsets[first:end], entries[first:end])
+            ends[key] = int(queue_offsets[end - 1]) + 1
+        return ends
 
     def published_state(self) -> tuple[dict[tuple[str, int], int], int]:
         """Read off the files, trusting no cursor (another process writes them): each queue's next

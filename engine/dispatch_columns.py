@@ -95,6 +95,9 @@ class DispatchColumns:
             key_hashes[bounds[i]:bounds[i + 1]] = hashes
         return cls(rows, topics.names, key_rows, key_hashes)
 
+    def index_keys(self) -> tuple[Array, Array]:
+        return self.key_rows, self.key_hashes
+
     def since(self, phys_offset: int) -> DispatchColumns:
         """The records whose phys offset is at or after ``phys_offset``."""
         keep = self.rows["phys_offset"] >= phys_offset

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from engine.dispatch import DispatchBatch
 from engine.index_file import TMP_SUFFIX, IndexFile, IndexFileError
 from engine.jhash import index_hash, index_hashes
 
@@ -222,18 +221,6 @@ class IndexService:
                 last = self._roll()
                 if not last.put_key(full_key, phys_offset, store_ms):
                     raise IndexFileError(f"new index file {last.name} refused its first key")
-
-    def build_batch(self, batch: DispatchBatch) -> None:
-        """``build`` for every record of a dispatch batch: keys hashed with numpy in one go and put
-        with ``build_hashed``."""
-        key_rows: list[int] = []
-        full_keys: list[str] = []
-        for row, (topic, keys, uniq) in enumerate(zip(batch.columns["topic"].tolist(), batch.keys, batch.uniq_keys,
-                                                      strict=True)):
-            record_keys = ([uniq] if uniq else []) + [k for k in keys.split(" ") if k]
-            full_keys.extend(index_key(batch.topics[topic], k) for k in record_keys)
-            key_rows.extend([row] * len(record_keys))
-        self.build_hashed(batch.columns, np.asarray(key_rows, np.int64), np.asarray(index_hashes(full_keys), np.int64))
 
     def build_hashed(self, columns: np.ndarray[Any, Any], key_rows: np.ndarray[Any, Any],
                      key_hashes: np.ndarray[Any, Any]) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from engine.dispatch import DispatchBatch, DispatchRequest
 from engine.index_file import IndexFile
-from engine.index_service import IndexService
+from engine.index_service import IndexService, index_key
 from engine.jhash import index_hash, index_hashes
 from tests.conftest import FakeClock
 
@@ -51,6 +51,50 @@ def test_vectorised_hashes_are_the_index_hash() -> None:
     assert index_hashes(keys) == [index_hash(k) for k in keys]
 
 
+def _hashed(batch: DispatchBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (batch.rows, *batch.index_keys())
+
+
+def _key_strings(batch: DispatchBatch) -> tuple[list[int], list[str]]:
+    """What ``build`` indexes for each record: its UNIQ_KEY, then its KEYS split on single spaces."""
+    rows, names = [], []
+    for row, r in enumerate(batch.requests()):
+        for key in ([r.uniq_key] if r.uniq_key else []) + list(r.keys):
+            rows.append(row)
+            names.append(index_key(r.topic, key))
+    return rows, names
+
+
+_KEY_TEXT = st.text(st.sampled_from("ab #-é\U0001F600"), max_size=8)
+
+
+@settings_
+@given(records=st.lists(st.tuples(st.sampled_from(["T", "Orders", "Tö"]), _KEY_TEXT, _KEY_TEXT), max_size=12))
+def test_batch_index_keys_are_the_index_hashes_of_topic_and_key(records: list[tuple[str, str, str]]) -> None:
+    """Space runs, leading and trailing spaces, a UNIQ_KEY holding spaces (one key), empty strings,
+    text outside ASCII (in keys and topics): hashed all at once, as the strings hash one by one."""
+    requests = [DispatchRequest(topic, 0, 10 * i, 10, 0, 0, i, (), None, 0) for i, (topic, _, _) in enumerate(records)]
+    plain = DispatchBatch.from_requests(requests)
+    batch = DispatchBatch(plain.columns, plain.topics, [k for _, k, _ in records], [u for _, _, u in records])
+    key_rows, key_hashes = batch.index_keys()
+    rows, names = _key_strings(batch)
+    assert key_rows.tolist() == rows
+    assert key_hashes.tolist() == [index_hash(name) for name in names]
+
+
+def test_ascii_index_keys_with_spaces_hash_as_strings() -> None:
+    requests = [DispatchRequest("Orders" if i % 2 else "T", i % 3, 100 * i, 100, 0, 0, i, (), None, 0)
+                for i in range(6)]
+    plain = DispatchBatch.from_requests(requests)
+    keys = ["k1  k2 ", "", " lead", "one", "a b c", "   "]
+    uniq = ["U 1", "", "UNIQ", "", " ", "0A1B2C3D4E5F"]
+    batch = DispatchBatch(plain.columns, plain.topics, keys, uniq)
+    key_rows, key_hashes = batch.index_keys()
+    rows, names = _key_strings(batch)
+    assert key_rows.tolist() == rows
+    assert key_hashes.tolist() == [index_hash(name) for name in names]
+
+
 def _requests(n: int, first_phys: int = 0) -> list[DispatchRequest]:
     return [DispatchRequest("T" if i % 3 else "U", i % 2, first_phys + 100 * i, 100, 0, 1_700_000_000_000 + 10 * i,
                             i, (f"k{i}", f"j{i % 4}") if i % 2 else (), f"UNIQ{i:04d}" if i % 5 else None,
@@ -64,8 +108,8 @@ def test_build_batch_writes_what_build_writes(tmp_path: Path, clock: FakeClock, 
     requests = _requests(n)
     for r in requests:
         one.build(r.topic, r.keys, r.uniq_key, r.phys_offset, r.store_ms, r.sys_flag)
-    many.build_batch(DispatchBatch.from_requests(requests[: n // 2]))
-    many.build_batch(DispatchBatch.from_requests(requests[n // 2 - 1:]))  # one record again: a re-dispatch
+    many.build_hashed(*_hashed(DispatchBatch.from_requests(requests[: n // 2])))
+    many.build_hashed(*_hashed(DispatchBatch.from_requests(requests[n // 2 - 1:])))  # one record again: a re-dispatch
     one.close()
     many.close()
     files_one = sorted(p.read_bytes() for p in (tmp_path / "one").iterdir())

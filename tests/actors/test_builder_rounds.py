@@ -1,0 +1,132 @@
+"""The builders apply the frames of one poll round together: a repeat and an older frame are skipped,
+a gap is read from the commitlog before the frames after it, a tick closes a gap at the end, and a
+malformed frame is refused with a log line; the files end as if every frame came once, in order."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from actors.builder import BuilderActor, ConsumeQueueBuilderActor, IndexBuilderActor
+from actors.config import load_config
+from actors.runtime import Runtime
+from actors.writer import encode_dispatch
+from engine.commitlog import CommitLog
+from engine.dispatch import DispatchRequest
+from engine.message import Message
+from engine.msgid import UniqKeyGenerator
+from engine.writer import CommitLogWriter
+from ipc import schema
+
+GEOMETRY = {"commitlog_file_size": 4096, "cq_entries_per_file": 8, "index_slot_count": 16, "index_entry_count": 32}
+NOW_MS = 1_700_000_123_456
+Frame = tuple[bytes, bytes]
+
+
+class Written:
+    """Batches appended to a real commitlog, each with the dispatch frame the writer would publish."""
+
+    def __init__(self, store: Path) -> None:
+        self.config = load_config(store, None, store={"geometry": GEOMETRY})
+        self.commitlog = CommitLog.open(store / "commitlog", GEOMETRY["commitlog_file_size"])
+        self.writer = CommitLogWriter(self.commitlog, self.config.store, {},
+                                      UniqKeyGenerator(b"\x01\x02\x03\x04", 7, 9, lambda: NOW_MS))
+        self.requests: list[DispatchRequest] = []
+
+    def append(self, first: int, count: int) -> Frame:
+        messages = [Message("T" if i % 3 else "Orders", b"x" * 40, keys=(f"k{i}", f"j{i}") if i % 2 else ())
+                    for i in range(first, first + count)]
+        outcome = self.writer.write(messages, [i % 2 for i in range(first, first + count)], NOW_MS)
+        requests = outcome.requests
+        self.requests.extend(requests)
+        start, end = requests[0].phys_offset, requests[-1].phys_offset + requests[-1].size
+        return schema.DISPATCH, encode_dispatch(requests, start, end)
+
+    @property
+    def end(self) -> int:
+        return self.requests[-1].phys_offset + self.requests[-1].size
+
+
+def _builder(cls: type[BuilderActor], written: Written) -> Any:
+    runtime = SimpleNamespace(config=written.config, report=lambda *args, **kwargs: None)
+    builder = cls(cast(Runtime, runtime))
+    builder.applied = max(builder.resume_from(), builder.commitlog.min_offset)
+    return builder
+
+
+def _tick(end: int) -> Frame:
+    return schema.TICK, schema.pack({"v": schema.VERSION, "end": end})
+
+
+def _check_files(written: Written, queues: ConsumeQueueBuilderActor, index: IndexBuilderActor) -> None:
+    expected: dict[tuple[str, int], list[int]] = {}
+    for r in written.requests:
+        expected.setdefault((r.topic, r.queue_id), []).append(r.phys_offset)
+    for (topic, queue_id), offsets in expected.items():
+        cq = queues.queues.get(topic, queue_id)
+        assert cq is not None
+        assert cq.read(0, 1000)["phys_offset"].tolist() == offsets
+    for r in written.requests:
+        for key in (r.uniq_key or "", *r.keys):
+            found = index.index.query(r.topic, key, 64, 0, NOW_MS + 1000).phys_offsets
+            assert found.count(r.phys_offset) == 1, (r.topic, key)
+
+
+def test_a_round_with_a_repeat_a_gap_a_malformed_frame_and_a_tick(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    written = Written(tmp_path / "store")
+    frames = [written.append(10 * b, 10) for b in range(6)]
+    queues = _builder(ConsumeQueueBuilderActor, written)
+    index = _builder(IndexBuilderActor, written)
+    try:
+        for builder in (queues, index):
+            assert builder._on_round([frames[0], frames[1]])
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="mqstore"):
+                # a repeat, an older frame, frame 2 lost (read from the commitlog), garbage, then frame 4
+                assert builder._on_round([frames[1], frames[0], frames[3], (schema.DISPATCH, b"\xc1junk"),
+                                          frames[4], frames[4]])
+            assert "malformed dispatch notice" in caplog.text
+            assert builder.applied == schema.unpack(frames[4][1])["to"]
+            assert not builder._on_round([frames[2], frames[3]])  # all applied already
+            assert builder._on_round([_tick(written.end)])  # frame 5 lost: the tick closes the gap
+            assert builder.applied == written.end
+        more = [written.append(60 + 5 * b, 5) for b in range(4)]
+        for builder in (queues, index):
+            assert builder._on_round([more[0], more[1], more[0]])  # a repeat after two pending frames
+            assert builder.applied == schema.unpack(more[1][1])["to"]
+            # a tick past a lost frame, then frames it covered
+            assert builder._on_round([_tick(written.end), more[3], more[2]])
+            assert builder.applied == written.end
+        _check_files(written, queues, index)
+    finally:
+        queues.close()
+        index.close()
+        written.commitlog.close()
+
+
+def test_a_round_applies_its_frames_once_together(tmp_path: Path) -> None:
+    """Three frames in a round go into the files as one batch, with the queue ends of all three."""
+    written = Written(tmp_path / "store")
+    frames = [written.append(7 * b, 7) for b in range(3)]
+    queues = _builder(ConsumeQueueBuilderActor, written)
+    index = _builder(IndexBuilderActor, written)
+    applied: list[int] = []
+    try:
+        for builder in (queues, index):
+            apply = builder.apply
+            builder.apply = lambda batch, apply=apply: (applied.append(len(batch.rows)), apply(batch))
+            assert builder._on_round(frames)
+            assert builder.applied == written.end
+        assert applied == [21, 21]
+        ends = {(topic, queue_id): end for topic, queue_id, end in queues.notice()["queues"]}
+        assert ends == {(r.topic, r.queue_id): r.queue_offset + 1 for r in written.requests}
+        _check_files(written, queues, index)
+    finally:
+        queues.close()
+        index.close()
+        written.commitlog.close()
