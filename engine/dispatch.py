@@ -132,17 +132,23 @@ class DispatchBatch:
         if not text.isascii():  # Java hashes UTF-16 units: the string path counts them
             return self._index_keys_exactly()
         data = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-        lengths = np.fromiter(map(len, items), np.int64, len(items))
-        item_ends = np.cumsum(lengths + 1) - 1  # the separator (or the text's end) after each item
         spaces = np.flatnonzero(data == ord(" "))
-        item_of_space = np.searchsorted(item_ends, spaces)
-        # a space cuts between items, and inside KEYS; a UNIQ_KEY is one key, spaces and all
-        cuts = spaces[(item_ends[item_of_space] == spaces) | (item_of_space % 2 == 1)]
-        starts = np.concatenate(([0], cuts + 1))
-        ends = np.concatenate((cuts, [len(data)]))
+        if len(spaces) == len(items) - 1:  # no key holds a space: the spaces are the separators
+            starts = np.concatenate(([0], spaces + 1))
+            ends = np.concatenate((spaces, [len(data)]))
+            item_of = np.arange(len(items))
+        else:
+            lengths = np.fromiter(map(len, items), np.int64, len(items))
+            item_ends = np.cumsum(lengths + 1) - 1  # the separator (or the text's end) after each item
+            item_of_space = np.searchsorted(item_ends, spaces)
+            # a space cuts between items, and inside KEYS; a UNIQ_KEY is one key, spaces and all
+            cuts = spaces[(item_ends[item_of_space] == spaces) | (item_of_space % 2 == 1)]
+            starts = np.concatenate(([0], cuts + 1))
+            ends = np.concatenate((cuts, [len(data)]))
+            item_of = np.searchsorted(item_ends, starts)
         keep = ends > starts
         starts, ends = starts[keep], ends[keep]
-        key_rows = np.searchsorted(item_ends, starts) // 2
+        key_rows = item_of[keep] // 2
         topic_hashes = np.array([java_hash(index_key(t, "")) & 0xFFFFFFFF for t in self.topics], dtype=np.int64)
         key_hashes = as_index_hashes(combine_hashes(topic_hashes[self.columns["topic"][key_rows]],
                                                     java_hashes_of_slices(data, starts, ends), ends - starts))

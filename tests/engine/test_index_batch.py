@@ -82,12 +82,14 @@ def test_batch_index_keys_are_the_index_hashes_of_topic_and_key(records: list[tu
     assert key_hashes.tolist() == [index_hash(name) for name in names]
 
 
-def test_ascii_index_keys_with_spaces_hash_as_strings() -> None:
+@pytest.mark.parametrize(("keys", "uniq"), [
+    (["k1  k2 ", "", " lead", "one", "a b c", "   "], ["U 1", "", "UNIQ", "", " ", "0A1B2C3D4E5F"]),
+    (["k1", "", "", "one", "abc", ""], ["U1", "", "UNIQ", "", "7", "0A1B2C3D4E5F"]),  # no key holds a space
+])
+def test_ascii_index_keys_hash_as_strings(keys: list[str], uniq: list[str]) -> None:
     requests = [DispatchRequest("Orders" if i % 2 else "T", i % 3, 100 * i, 100, 0, 0, i, (), None, 0)
                 for i in range(6)]
     plain = DispatchBatch.from_requests(requests)
-    keys = ["k1  k2 ", "", " lead", "one", "a b c", "   "]
-    uniq = ["U 1", "", "UNIQ", "", " ", "0A1B2C3D4E5F"]
     batch = DispatchBatch(plain.columns, plain.topics, keys, uniq)
     key_rows, key_hashes = batch.index_keys()
     rows, names = _key_strings(batch)
