@@ -166,6 +166,18 @@ def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Seq
     return b"".join(pieces), sizes
 
 
+def pack_columns(sizes: np.ndarray[Any, Any], *, topic: IntColumn, queue: IntColumn, shard: IntColumn,
+                 tag: IntColumn) -> bytes:
+    """The batch's ``COLUMNS`` rows, packed; an int stands for a whole column."""
+    rows = np.empty(len(sizes), COLUMNS)
+    rows["size"] = sizes
+    rows["topic"] = topic
+    rows["queue"] = queue
+    rows["shard"] = shard
+    rows["tag"] = tag
+    return rows.tobytes()
+
+
 def _column(value: IntColumn, n: int) -> Sequence[int]:
     return [value] * n if isinstance(value, int) else value
 

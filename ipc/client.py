@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ipc.ack_consumer import AckConsumer
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
@@ -39,6 +39,9 @@ from ipc.encoded import (
 from ipc.endpoints import Endpoints
 from ipc.messages import SERVICE_NOT_AVAILABLE, MessageBatch, Outgoing, ReceivedMessage, ReplyError, SendResult
 from ipc.receipts import Delivery, Receipt
+
+if TYPE_CHECKING:
+    from engine.record_batch import EncodedBatch
 
 __all__ = [
     "AckConsumer",
@@ -161,7 +164,25 @@ class Producer:
         if not messages:
             raise ValueError("send_encoded needs at least one message")
         encoder = self._batch_encoder()
-        batch = encoder.encode(messages)
+        return self._send_encoded(encoder, encoder.encode(messages))
+
+    def send_encoded_columns(self, topic: str, bodies: Sequence[bytes], *,
+                             tags: str | Sequence[str | None] | None = None,
+                             keys: Sequence[Sequence[str]] | None = None) -> list[SendResult]:
+        """``send_encoded`` for one topic, its messages given as columns: the bodies, ``tags`` one for
+        all or one per body, ``keys`` one sequence per body. No message object is built: the
+        cheapest way to send a batch."""
+        return self.send_encoded_columns_async(topic, bodies, tags=tags, keys=keys).result()
+
+    def send_encoded_columns_async(self, topic: str, bodies: Sequence[bytes], *,
+                                   tags: str | Sequence[str | None] | None = None,
+                                   keys: Sequence[Sequence[str]] | None = None) -> Future[list[SendResult]]:
+        if not bodies:
+            raise ValueError("send_encoded_columns needs at least one body")
+        encoder = self._batch_encoder()
+        return self._send_encoded(encoder, encoder.encode_columns(topic, bodies, tags, keys))
+
+    def _send_encoded(self, encoder: BatchEncoder, batch: EncodedBatch) -> Future[list[SendResult]]:
         outer: Future[list[SendResult]] = Future()
         outer.set_running_or_notify_cancel()
 

@@ -24,8 +24,6 @@ from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from engine.host import Host
 from engine.jhash import java_hash
 from engine.message import Refusal, record_properties
@@ -39,7 +37,7 @@ from engine.record import (
     encode_properties,
     is_valid_property_text,
 )
-from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_batch
+from engine.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_batch, pack_columns
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
@@ -66,6 +64,7 @@ class Encoding:
         return cls(Host(str(ip), int(port)), bool(reply["prop_crc"]), int(reply["max_body_bytes"]))
 
 
+_NO_PROPERTIES: Mapping[str, str] = {}
 _KEYS_HEAD, _UNIQ_HEAD, _END = f"{PROP_KEYS}\x01", f"{PROP_UNIQ_KEY}\x01", "\x02"  # engine.record's separators
 _FIELDS = tuple(f.name for f in fields(Outgoing))
 _REQUIRED = ("topic", "body")
@@ -112,11 +111,31 @@ class BatchEncoder:
         """The messages (``Outgoing`` or maps of its fields) as one batch; raises EncodingError for one
         the fast path cannot carry, TypeError for a malformed one. Columns, not messages: each field
         is read once per message, the rest runs in C or numpy."""
+        columns = zip(*_rows(messages), strict=True) if messages else ((),) * len(_FIELDS)
+        return self._encode(*columns)
+
+    def encode_columns(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
+                       keys: Sequence[Sequence[str]] | None = None) -> EncodedBatch:
+        """``encode`` for messages of one topic given as columns: ``tags`` one for all or one per body,
+        ``keys`` one sequence per body; no message is built, not even a map."""
+        n = len(bodies)
+        tag_column = (tags,) * n if tags is None or isinstance(tags, str) else tuple(tags)
+        key_column = ((),) * n if keys is None else tuple(keys)
+        if len(tag_column) != n or len(key_column) != n:
+            raise ValueError(f"{n} bodies, {len(tag_column)} tags and {len(key_column)} key sequences")
+        nothing, zero = (None,) * n, (0,) * n
+        return self._encode((topic,) * n, tuple(bodies), tag_column, key_column, (_NO_PROPERTIES,) * n, nothing,
+                            nothing, zero, nothing, nothing, zero, zero)
+
+    def _encode(self, topics: tuple[str, ...], bodies: tuple[bytes, ...], tags: tuple[str | None, ...],
+                keys: tuple[Sequence[str], ...], properties: tuple[Mapping[str, str], ...],
+                queues: tuple[int | None, ...], shards: tuple[str | None, ...], flags: tuple[int, ...],
+                born_ms: tuple[int | None, ...], born_hosts: tuple[tuple[str, int] | None, ...],
+                reconsume_times: tuple[int, ...], sys_flags: tuple[int, ...]) -> EncodedBatch:
+        """The batch from its columns, in ``_FIELDS`` order."""
         enc = self.encoding
-        n = len(messages)
-        (topics, bodies, tags, keys, properties, queues, shards, flags, born_ms, born_hosts, reconsume_times,
-         sys_flags) = zip(*_rows(messages), strict=True) if n else ((),) * len(_FIELDS)
-        if not all(type(b) is bytes for b in bodies):
+        n = len(topics)
+        if set(map(type, bodies)) - {bytes}:
             bodies = tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
         topic_table = list(dict.fromkeys(topics))
         if max(map(len, bodies), default=0) > enc.max_body_bytes or SCHEDULE_TOPIC in topic_table:
@@ -131,8 +150,8 @@ class BatchEncoder:
                      for t, k, u in zip(tag_parts, key_strings, uniq_keys, strict=True)]
         topic_index = {t: i for i, t in enumerate(topic_table)}
         tag_table = list(self._tag_index(tags))
-        tag_index = {t: i for i, t in enumerate(tag_table)}
-        tag_index[None] = tag_index[""] = -1  # type: ignore[index]
+        tag_index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}
+        tag_index[None] = tag_index[""] = -1
         now_ms = time.time_ns() // 1_000_000
         plain = queues.count(None) == n and shards.count(None) == n
         try:
@@ -145,15 +164,11 @@ class BatchEncoder:
                 sys_flags=_int_column(sys_flags), reconsume_times=_int_column(reconsume_times))
         except ValueError as exc:
             raise EncodingError(str(exc)) from None
-        cols = np.zeros(n, COLUMNS)
-        cols["size"] = sizes
-        cols["topic"] = list(map(topic_index.__getitem__, topics))
-        cols["tag"] = list(map(tag_index.__getitem__, tags))
-        if plain:
-            cols["queue"] = QUEUE_ROUND_ROBIN
-        else:
-            cols["queue"], cols["shard"] = zip(*map(_queue_and_shard, queues, shards), strict=True)
-        return EncodedBatch(records, cols.tobytes(), topic_table, tag_table, key_strings, uniq_keys)
+        queue_column, shard_column = (QUEUE_ROUND_ROBIN, 0) if plain else zip(
+            *map(_queue_and_shard, queues, shards), strict=True)
+        columns = pack_columns(sizes, topic=list(map(topic_index.__getitem__, topics)) if len(topic_table) > 1 else 0,
+                               queue=queue_column, shard=shard_column, tag=list(map(tag_index.__getitem__, tags)))
+        return EncodedBatch(records, columns, topic_table, tag_table, key_strings, uniq_keys)
 
     def _tag_part(self, tags: str | None) -> str:
         if not tags:

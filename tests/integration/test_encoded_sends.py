@@ -56,6 +56,26 @@ def test_encoded_batches_are_stored_like_any_send(tmp_path: Path, mode: str) -> 
     assert report.ok, report
 
 
+def test_columns_are_stored_like_the_same_messages(tmp_path: Path) -> None:
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+        bodies = [f"col-{i}".encode() * 20 for i in range(50)]
+        keys = [(f"ck-{i}",) if i % 7 == 0 else () for i in range(50)]
+        results = producer.send_encoded_columns("Cols", bodies, tags=["TagA" if i % 2 else None for i in range(50)],
+                                                keys=keys)
+        assert all(r.ok for r in results) and len({r.phys_offset for r in results}) == 50
+        assert producer.send_encoded_columns_async("Cols", [b"one tag for all"] * 3, tags="TagB").result()[2].ok
+        received = {msg.body: msg for msg in _drain(broker.store, "Cols", 53)}  # type: ignore[attr-defined]
+        for i, body in enumerate(bodies):
+            assert received[body].tags == ("TagA" if i % 2 else None)  # type: ignore[attr-defined]
+            assert received[body].keys == keys[i]  # type: ignore[attr-defined]
+        assert received[b"one tag for all"].tags == "TagB"  # type: ignore[attr-defined]
+        with Admin(broker.store) as admin:
+            found = wait_for(lambda: admin.query_by_key("Cols", "ck-14"), 30, "ck-14 to be indexed")
+            assert [m.body for m in found] == [bodies[14]]
+        assert broker.stop() == 0
+    assert verify_store(broker.store).ok
+
+
 def test_a_broken_batch_is_refused_whole_and_nothing_is_written(tmp_path: Path) -> None:
     with Broker(tmp_path) as broker, Producer(broker.store) as producer:
         assert producer.send_encoded([Outgoing("Fast", b"first")])[0].ok

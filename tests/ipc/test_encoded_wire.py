@@ -18,8 +18,10 @@ from actors.encoded_sends import parse
 from engine import Geometry, Host, Message, StoreConfig
 from engine.batch_plan import check, merge
 from engine.commitlog import CommitLog
+from engine.message import record_properties
 from engine.msgid import UniqKeyGenerator
 from engine.record import PROP_UNIQ_KEY
+from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
 from engine.writer import CommitLogWriter
 from ipc import schema
 from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
@@ -126,25 +128,43 @@ def test_a_batch_encodes_each_record_as_encode_one_does_from_maps_and_from_outgo
         messages: list[dict[str, object]], prop_crc: bool) -> None:
     """The columnar encoder (one numpy header array, properties from templates, UNIQ_KEYs at once)
     against ``record_properties`` + ``encode_one``, record by record; maps and ``Outgoing`` alike."""
-    from engine.message import record_properties
-    from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, encode_one
     encoder = BatchEncoder(Encoding(STORE, prop_crc, 1 << 20))
     batch = encoder.encode(messages)
     outgoing = [Outgoing(**m) for m in messages]  # type: ignore[arg-type]
     again = encoder.encode(outgoing)
     assert (again.columns, again.topics, again.tags, again.keys) == (batch.columns, batch.topics, batch.tags,
                                                                        batch.keys)
+    _assert_encoded_as_encode_one(batch, outgoing, prop_crc)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.tuples(st.binary(max_size=200), st.sampled_from([None, "", "TagA", "x y"]),
+                               st.sampled_from([(), ("k1",), ("", "order-7", "k2")])), min_size=1, max_size=20),
+       topic=st.sampled_from(["A", "T" * 127]), one_tag=st.booleans(), prop_crc=st.booleans())
+def test_columns_encode_what_the_same_messages_encode(rows: list[tuple[bytes, str | None, tuple[str, ...]]],
+                                                      topic: str, one_tag: bool, prop_crc: bool) -> None:
+    encoder = BatchEncoder(Encoding(STORE, prop_crc, 1 << 20))
+    tags: str | list[str | None] = "TagA" if one_tag else [t for _, t, _ in rows]
+    batch = encoder.encode_columns(topic, [b for b, _, _ in rows], tags, [k for _, _, k in rows])
+    messages = [Outgoing(topic, b, "TagA" if one_tag else t, k) for b, t, k in rows]
+    _assert_encoded_as_encode_one(batch, messages, prop_crc)
+    with pytest.raises(ValueError, match="1 tags"):
+        encoder.encode_columns(topic, [b"a", b"b"], ["T"])
+
+
+def _assert_encoded_as_encode_one(batch: EncodedBatch, messages: list[Outgoing], prop_crc: bool) -> None:
+    """Each record of ``batch`` is the one ``record_properties`` + ``encode_one`` give its message,
+    with the UNIQ_KEY the batch chose (born time aside: the encoder's clock), and its columns say so."""
     cols = np.frombuffer(batch.columns, COLUMNS)
     pos = 0
-    for m, row, uniq, keys in zip(outgoing, cols, batch.uniq_keys, batch.keys, strict=True):
+    for m, row, uniq, keys in zip(messages, cols, batch.uniq_keys, batch.keys, strict=True):
         props = record_properties(m, uniq)
         assert isinstance(props, dict)
-        born = m.born_ms
         expected = encode_one(m.topic, m.body, props, m.queue or 0, 0, 0, 0, Host(*m.born_host) if m.born_host
                               else STORE, STORE, 0, prop_crc)
         got = bytearray(batch.records[pos:pos + int(row["size"])])
-        got[40:48] = bytes(8)  # born time: the encoder's clock
-        assert born is None and bytes(got) == expected
+        got[40:48] = bytes(8)
+        assert m.born_ms is None and bytes(got) == expected
         assert batch.topics[row["topic"]] == m.topic and keys == " ".join(k for k in m.keys if k)
         assert (batch.tags[row["tag"]] if row["tag"] >= 0 else None) == (m.tags or None)
         assert row["queue"] == (m.queue if m.queue is not None else QUEUE_BY_SHARD if m.shard else QUEUE_ROUND_ROBIN)
