@@ -70,6 +70,10 @@ def _check_files(written: Written, queues: ConsumeQueueBuilderActor, index: Inde
         cq = queues.queues.get(topic, queue_id)
         assert cq is not None
         assert cq.read(0, 1000)["phys_offset"].tolist() == offsets
+    _check_index(written, index)
+
+
+def _check_index(written: Written, index: IndexBuilderActor) -> None:
     for r in written.requests:
         for key in (r.uniq_key or "", *r.keys):
             found = index.index.query(r.topic, key, 64, 0, NOW_MS + 1000).phys_offsets
@@ -130,3 +134,25 @@ def test_a_round_applies_its_frames_once_together(tmp_path: Path) -> None:
         queues.close()
         index.close()
         written.commitlog.close()
+
+
+def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """It used to reach the index builder's apply and raise there (``split`` of an int), outside the
+    guard that refuses malformed frames, and take the builder down."""
+    written = Written(tmp_path / "store")
+    frame = written.append(0, 4)
+    message = schema.unpack(frame[1])
+    message["keys"] = [7, "k", "", ""]
+    index = _builder(IndexBuilderActor, written)
+    try:
+        with caplog.at_level(logging.WARNING, logger="mqstore"):
+            assert not index._on_round([(schema.DISPATCH, schema.pack(message))])
+        assert "malformed dispatch notice" in caplog.text
+        assert index.applied == 0
+        assert index._on_round([frame])
+        _check_index(written, index)
+    finally:
+        index.close()
+        written.commitlog.close()
+
