@@ -14,9 +14,12 @@ Beside the bytes travel per-record columns (``COLUMNS``) and the tables they ind
     tag      <i4    index into the batch's tags table, -1 for none (the tags code is the writer's)
 
 plus one string per record for its index keys (space separated, "" for none) and one for its
-UNIQ_KEY. The writer checks every record against the columns with numpy (``check_batch``), then
-stamps the batch in the mapped file and seals it (``stamp_batch``), so the bytes on disk are the ones
-``encode_record`` + ``patch_record`` + ``seal_record`` would have written.
+UNIQ_KEY. The producer encodes a batch as columns too (``encode_batch``): the fixed fields of all
+its records are one numpy array of ``_HEADS`` rows, joined once with the bodies, topics and
+properties, so no Python frame runs per record. The writer checks every record against the
+columns with numpy (``check_batch``), then stamps the batch in the mapped file and seals it
+(``stamp_batch``), so the bytes on disk are the ones ``encode_record`` + ``patch_record`` +
+``seal_record`` would have written.
 """
 
 from __future__ import annotations
