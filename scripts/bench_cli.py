@@ -67,8 +67,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--body-bytes", type=int, default=128)
     parser.add_argument("--batch", type=int, default=100, help="messages per send")
     parser.add_argument("--inflight", type=int, default=4, help="batch sends outstanding per producer")
-    parser.add_argument("--wire", choices=("encoded", "map"), default="encoded",
-                        help="records encoded by the producer (send_encoded), or one map per message (send_batch)")
+    parser.add_argument("--wire", choices=("columns", "encoded", "map"), default="columns",
+                        help="records encoded by the producer from columns (send_encoded_columns) or from message "
+                             "objects (send_encoded), or one map per message (send_batch)")
     parser.add_argument("--topics", type=int, default=1)
     parser.add_argument("--queues", type=int, default=4, help="queues per topic")
     parser.add_argument("--key-share", type=float, default=0.1, help="share of messages with a key (0.1)")

@@ -35,6 +35,7 @@ import numpy as np
 STAMP_BYTES = 8
 REPORT_EVERY_S = 1.0
 MAX_LATENCY_SAMPLES = 2_000_000
+WIRES = ("columns", "encoded", "map")  # how producers send: Workload.wire
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ class Workload:
     count: int | None = 100_000
     duration_s: float | None = None
     inflight: int = 4
-    wire: str = "encoded"            # "encoded": Producer.send_encoded; "map": Producer.send_batch
+    wire: str = "columns"            # Producer.send_encoded_columns (a batch to one topic, topics in turn),
+                                     # "encoded": send_encoded (Outgoing objects), "map": send_batch
     topic_prefix: str = "Bench"
     readers: int = 1
     drain_s: float = 30.0
@@ -75,8 +77,8 @@ class Workload:
             raise ValueError("key and tag shares are fractions between 0 and 1")
         if self.count is None and self.duration_s is None:
             raise ValueError("a run is bounded: give a count or a duration")
-        if self.wire not in ("encoded", "map"):
-            raise ValueError("wire is 'encoded' (records encoded by the producer) or 'map' (send_batch)")
+        if self.wire not in WIRES:
+            raise ValueError("wire is 'columns' (send_encoded_columns), 'encoded' (send_encoded) or 'map' (send_batch)")
         if self.rate is not None and self.rate <= 0:
             raise ValueError("the rate must be positive (leave it out for as fast as possible)")
         return self
@@ -151,6 +153,9 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
     sent = 0
     with Producer(store, timeout_ms=spec.timeout_ms, retries=0) as producer:
         send = producer.send_encoded_async if spec.wire == "encoded" else producer.send_batch_async
+        topics = spec.topic_names()
+        bodies_of = [m["body"] for m in template]
+        tags_of = [m.get("tags") for m in template]
         while time.time() < start_at:
             time.sleep(0.001)
         begin = time.monotonic()
@@ -171,11 +176,17 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
             born = now_us()
             stamp = born.to_bytes(STAMP_BYTES, "big")
             born_ms = born // 1000
-            msgs = [Outgoing(m["topic"], stamp + m["body"], m.get("tags"),
-                             (f"k{worker}-{next(seq)}",) if m["keyed"] else (), born_ms=born_ms)
-                    for m in template[:n]]
-            t0 = time.perf_counter()
-            future = send(msgs)
+            if spec.wire == "columns":  # the whole batch to one topic, the topics in turn
+                t0 = time.perf_counter()
+                future = producer.send_encoded_columns_async(
+                    topics[(worker + sent // spec.batch) % len(topics)], [stamp + body for body in bodies_of[:n]],
+                    tags=tags_of[:n], keys=[(f"k{worker}-{next(seq)}",) if m["keyed"] else () for m in template[:n]])
+            else:
+                msgs = [Outgoing(m["topic"], stamp + m["body"], m.get("tags"),
+                                 (f"k{worker}-{next(seq)}",) if m["keyed"] else (), born_ms=born_ms)
+                        for m in template[:n]]
+                t0 = time.perf_counter()
+                future = send(msgs)
             future.add_done_callback(lambda f, t0=t0, n=n: _done(meter, rts, f, t0, n))
             outstanding.append(future)
             sent += n
