@@ -10,7 +10,9 @@ In order, on fresh stores in a temp dir (k = the core count):
    up); the writer's and builders' anonymous resident memory (RssAnon) before and after;
 3. the same with 4 KiB bodies;
 4. SYNC_FLUSH (group commit), 128-byte bodies;
-5. send -> consumed latency at half the rate of 2, open loop, k consumers; and at a tenth of it;
+5. send -> consumed latency at half the rate of 2, open loop, k consumers; and at a tenth of it; and
+   at half the rate again with ``[store] max_transfer_count = 1024`` (the default, RocketMQ's, is 32
+   messages a pull: the target row is judged on the default, this one is reported beside it);
 6. query by key through a reader, k processes, keys written in 2: one key per synchronous request,
    one key per request with several in flight, and many keys per request (``Admin.query_keys``);
 7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
@@ -45,6 +47,7 @@ from scripts.bench_load import LoadResult, Workload, actor_cpu_s, run_load
 from scripts.broker_cli import control_request
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
+BIG_TRANSFER_COUNT = 1024  # [store] max_transfer_count of the extra half-rate latency run
 
 
 def private_memory(store: Path) -> dict[str, int]:
@@ -182,12 +185,15 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     broker.stop()
     half = runs["async_128"]["send"]["msgs_per_s"] / 2
     latency = {}
-    for name, rate in (("latency_half_rate", half), ("latency_tenth_rate", half / 5)):
-        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k)
+    transfer = work / "transfer-1024.toml"  # pulls of up to 1,024 (RocketMQ's default cap, kept here, is 32)
+    transfer.write_text(f"[store]\nmax_transfer_count = {BIG_TRANSFER_COUNT}\nmax_transfer_bytes = {1 << 20}\n")
+    for name, rate, config in (("latency_half_rate", half, None), ("latency_tenth_rate", half / 5, None),
+                               ("latency_half_rate_transfer_1024", half, transfer)):
+        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k, config=config)
         runs[name] = {"rate": round(rate), **result.summary["consume"]["latency_ms"],
                       "send_msgs_per_s": result.summary["send"]["msgs_per_s"],
                       "consumed_msgs_per_s": result.summary["consume"]["msgs_per_s_over_run"]}
-        latency[f"{round(rate):,} msgs/s"] = result.latencies_us
+        latency[f"{round(rate):,} msgs/s{', pulls of 1,024' if config else ''}"] = result.latencies_us
     runs["recovery"] = recovery_rate(work, args.recovery_mb)
     report["runs"] = runs
     redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
@@ -228,7 +234,9 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          and (ratio(s128["msgs_per_s"], lim["fdatasync_appends_per_s"]) or 0) >= 20),
         ("send -> consumable at half the max rate", "p99 <= 2 ms (ASYNC)",
          {**{k: runs["latency_half_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")},
-          "at_a_tenth": {k: runs["latency_tenth_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")}},
+          "at_a_tenth": {k: runs["latency_tenth_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")},
+          "with_max_transfer_count_1024": {k: runs["latency_half_rate_transfer_1024"][k]
+                                           for k in ("rate", "p50", "p99", "p99.9", "max")}},
          (runs["latency_half_rate"]["p99"] or 1e9) <= 2),
         ("query by key through a reader", ">= 50,000 lookups/s (met: batched, "
          f"{QUERY_KEYS_PER_REQUEST} keys per request; one key per request is reported beside it)",

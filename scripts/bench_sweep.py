@@ -62,9 +62,11 @@ def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -
 
 
 def latency_run(work: Path, rate: float, seconds: float, base: Workload, producers: int = 1,
-                consumers: int = 1) -> LoadResult:
-    """Open loop at ``rate`` over ``producers``, ``consumers`` pulling: the send -> consumed latencies."""
-    broker = BrokerRun(work / f"latency-{round(rate)}", "--readers", str(base.readers))
+                consumers: int = 1, config: Path | None = None) -> LoadResult:
+    """Open loop at ``rate`` over ``producers``, ``consumers`` pulling: the send -> consumed latencies.
+    ``config``: the broker's config file, when not the defaults."""
+    broker = BrokerRun(work / f"latency-{round(rate)}{'-' + config.stem if config else ''}", "--readers",
+                       str(base.readers), *(("--config", str(config)) if config else ()))
     try:
         spec = Workload(**{**base.__dict__, "producers": producers, "consumers": consumers, "rate": rate, "count": None,
                            "duration_s": seconds, "topic_prefix": "Latency"})
