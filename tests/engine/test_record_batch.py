@@ -24,7 +24,8 @@ BORN_V6 = Host("fe80::1", 4242)
 NOW_MS = 1_700_000_123_456
 
 
-def _writer(path: Path, file_size: int, prop_crc: bool) -> CommitLogWriter:
+def reference_writer(path: Path, file_size: int, prop_crc: bool) -> CommitLogWriter:
+    """The writer's own encoding at a fixed clock and host: the bytes producer-encoded batches must match."""
     config = StoreConfig(geometry=Geometry(commitlog_file_size=file_size, prop_crc=prop_crc), store_host=STORE)
     return CommitLogWriter(CommitLog.open(path, file_size), config, {},
                            UniqKeyGenerator(b"\x01\x02\x03\x04", 7, 9, lambda: NOW_MS))
@@ -60,9 +61,9 @@ def test_a_checked_batch_writes_the_bytes_the_writer_would(tmp_path_factory: pyt
                                                            file_size: int) -> None:
     root = tmp_path_factory.mktemp("batch")
     queues = [i % 3 for i in range(len(messages))]
-    reference = _writer(root / "a", file_size, prop_crc)
+    reference = reference_writer(root / "a", file_size, prop_crc)
     outcome = reference.write(messages, queues, NOW_MS)
-    fast = _writer(root / "b", file_size, prop_crc)
+    fast = reference_writer(root / "b", file_size, prop_crc)
     records, columns, topics = _batch(messages, queues, prop_crc)
     checked = check_batch(records, columns, topics, store_host=STORE, prop_crc=prop_crc, max_body_bytes=1 << 20)
     batch = fast.write_batch(records, checked, topics, np.asarray(queues, np.int64), NOW_MS)

@@ -6,7 +6,6 @@ the writer's own encoding leaves."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,24 +16,13 @@ from hypothesis import strategies as st
 from actors.encoded_sends import parse
 from engine import Geometry, Host, Message, StoreConfig
 from engine.batch_plan import check, merge
-from engine.commitlog import CommitLog
 from engine.message import record_properties
-from engine.msgid import UniqKeyGenerator
 from engine.record import PROP_UNIQ_KEY
 from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
-from engine.writer import CommitLogWriter
 from ipc import schema
 from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
 from ipc.messages import Outgoing
-
-STORE = Host("10.0.0.7", 10911)
-NOW_MS = 1_700_000_123_456
-
-
-def _writer(path: Path, file_size: int, prop_crc: bool) -> CommitLogWriter:
-    config = StoreConfig(geometry=Geometry(commitlog_file_size=file_size, prop_crc=prop_crc), store_host=STORE)
-    return CommitLogWriter(CommitLog.open(path, file_size), config, {},
-                           UniqKeyGenerator(b"\x01\x02\x03\x04", 7, 9, lambda: NOW_MS))
+from tests.engine.test_record_batch import NOW_MS, STORE, reference_writer
 
 
 def _received(frames: list[bytes | memoryview]) -> dict[str, object]:
@@ -67,7 +55,7 @@ def test_send_encoded_over_the_wire_writes_the_bytes_the_writer_would(
     root = tmp_path_factory.mktemp("wire")
     file_size = max(file_size, 4 * max(len(m.body) for b in batches for m in b) + 8192)
     messages = [m for b in batches for m in b]
-    reference = _writer(root / "a", file_size, prop_crc)
+    reference = reference_writer(root / "a", file_size, prop_crc)
     expected = reference.write([Message(m.topic, m.body, tags=m.tags, keys=m.keys, properties=dict(m.properties),
                                         flag=m.flag, born_ms=m.born_ms,
                                         born_host=Host(*m.born_host) if m.born_host else None,
@@ -83,7 +71,7 @@ def test_send_encoded_over_the_wire_writes_the_bytes_the_writer_would(
         requests.append(parse(_received(frames)))
     request = requests[0] if len(requests) == 1 else merge(requests)  # a poll round's requests, merged
     checked = check(request, config, 4096)
-    fast = _writer(root / "b", file_size, prop_crc)
+    fast = reference_writer(root / "b", file_size, prop_crc)
     queue_ids = np.asarray([m.queue or 0 for m in messages], np.int64)
     outcome = fast.write_batch(request.records, checked, request.topics, queue_ids, NOW_MS)
     assert outcome.phys_offsets.tolist() == [r.phys_offset for r in expected.results]
