@@ -123,9 +123,18 @@ def java_hashes_of_rows(rows: np.ndarray[Any, Any], lengths: np.ndarray[Any, Any
 def combine_hashes(prefix: np.ndarray[Any, Any], suffix: np.ndarray[Any, Any],
                    suffix_lengths: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The unsigned 32-bit Java hash of ``prefix + suffix`` from the hashes of both parts."""
-    joined: np.ndarray[Any, Any] = (prefix.astype(np.uint64) * _POW31[suffix_lengths]
+    joined: np.ndarray[Any, Any] = (prefix.astype(np.uint64) * _pow31(suffix_lengths)
                                     + suffix.astype(np.uint64)) & np.uint64(_MASK32)
     return joined.astype(np.int64)
+
+
+def _pow31(lengths: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """31^n mod 2^32 for each n: from the table, or for a suffix longer than it (a key may be as long
+    as the 32,767-byte properties allow) computed alone."""
+    lengths = np.asarray(lengths, np.int64)
+    if len(lengths) and int(lengths.max()) >= len(_POW31):
+        return np.array([pow(31, n, 1 << 32) for n in lengths.tolist()], np.uint64)
+    return _POW31[lengths]  # type: ignore[no-any-return]
 
 
 def as_index_hashes(unsigned: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -97,6 +97,19 @@ def test_ascii_index_keys_hash_as_strings(keys: list[str], uniq: list[str]) -> N
     assert key_hashes.tolist() == [index_hash(name) for name in names]
 
 
+@pytest.mark.parametrize("length", [8_192, 8_193, 20_000])
+def test_keys_longer_than_the_power_table_hash_instead_of_raising_index_error(length: int) -> None:
+    """A key (or UNIQ_KEY) past 8,192 characters made the live index builder die on IndexError; the
+    properties allow keys up to their 32,767 bytes."""
+    requests = [DispatchRequest("T", 0, 100 * i, 100, 0, 0, i, (), None, 0) for i in range(2)]
+    plain = DispatchBatch.from_requests(requests)
+    batch = DispatchBatch(plain.columns, plain.topics, ["k" * length + " b", "x" * (length - 3)], ["u" * length, ""])
+    key_rows, key_hashes = batch.index_keys()
+    rows, names = _key_strings(batch)
+    assert key_rows.tolist() == rows == [0, 0, 0, 1]
+    assert key_hashes.tolist() == [index_hash(name) for name in names]
+
+
 def _requests(n: int, first_phys: int = 0) -> list[DispatchRequest]:
     return [DispatchRequest("T" if i % 3 else "U", i % 2, first_phys + 100 * i, 100, 0, 1_700_000_000_000 + 10 * i,
                             i, (f"k{i}", f"j{i % 4}") if i % 2 else (), f"UNIQ{i:04d}" if i % 5 else None,
