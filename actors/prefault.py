@@ -1,5 +1,5 @@
 """The commitlog writer's prefault thread: populates the writer's own mapping ahead of its written
-end (``engine.page_warmer.WriterPrefault``) beside the request loop instead of inside its appends.
+end (``engine.prefault.WriterPrefault``) beside the request loop instead of inside its appends.
 
 The loop hands over a range (``hand``: its last file and written position, only when a step is due,
 so most rounds cost one comparison); the thread populates it a step (1 MiB) at a time, through a
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engine.mapped_file import MappedFile
-from engine.page_warmer import DEFAULT_PREFAULT_AHEAD_BYTES, WriterPrefault
+from engine.prefault import DEFAULT_PREFAULT_AHEAD_BYTES, WriterPrefault
 
 log = logging.getLogger("mqstore")
 
@@ -28,7 +28,7 @@ log = logging.getLogger("mqstore")
 def ahead_bytes_for(configured: int | None, sync_flush: bool) -> int:
     """``[store] prefault_ahead_bytes``, or unset, the default for the flush mode: off under
     SYNC_FLUSH, where the fsync after every batch writes the populated pages back (as zeros) before
-    the writer fills them (see ``engine.page_warmer`` for the figures)."""
+    the writer fills them (see ``engine.prefault`` for the figures)."""
     if configured is not None:
         return configured
     return 0 if sync_flush else DEFAULT_PREFAULT_AHEAD_BYTES

@@ -94,7 +94,9 @@ class CommitLogWriterActor:
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
         self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.store.geometry.commitlog_file_size)
-        self.commitlog.queue.adopt_spares = True  # a roll renames the flush service's spare (engine.page_warmer)
+        # a roll renames the flush service's spare (engine.page_warmer); adopted whatever [flush] spare_file
+        # says, so a spare left by an earlier run with it on is used once rather than kept as dead disk
+        self.commitlog.queue.adopt_spares = True
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.writer = CommitLogWriter(self.commitlog, cfg.store, offsets, uniq)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from actors.prefault import PrefaultThread, ahead_bytes_for
 from engine.mapped_file import MappedFile, file_name
-from engine.page_warmer import DEFAULT_PREFAULT_AHEAD_BYTES
+from engine.prefault import DEFAULT_PREFAULT_AHEAD_BYTES
 from tests.integration.broker import wait_for
 
 FILE_SIZE = 8 * 1024 * 1024

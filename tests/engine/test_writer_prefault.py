@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from engine.mapped_file import OS_PAGE_SIZE, MappedFile, file_name
-from engine.page_warmer import WriterPrefault
+from engine.prefault import WriterPrefault
 
 FILE_SIZE = 4 * 1024 * 1024
 
