@@ -30,7 +30,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel, pull_reply, resolve_endpoints, wait_for_pulls
+from ipc.channel import (
+    BrokerError,
+    BrokerTimeoutError,
+    Channel,
+    pull_reply,
+    queue_spans,
+    resolve_endpoints,
+    wait_for_pulls,
+)
 from ipc.endpoints import Endpoints
 from ipc.messages import ReplyError
 from ipc.receipts import MAX_RECEIPTS, OP_ACK, OP_ACK_PULL, OP_ACK_RELEASE, OP_NACK, Delivery, Receipt, ack_owner
@@ -85,8 +93,7 @@ class AckConsumer:
             if reader_count is None:
                 reader_count = int(first.call("reader0", "ping", timeout_ms=timeout_ms).result()["readers"])
             if queues is None:
-                reply = first.call("reader0", "queue_info", topic=topic, timeout_ms=timeout_ms).result()
-                queues = sorted(int(q) for q in reply["queues"])
+                queues = sorted(queue_spans(first, "reader0", topic, timeout_ms, wait=True))
         finally:
             first.close()
         if not queues:

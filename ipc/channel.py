@@ -280,6 +280,23 @@ class PullState(Protocol):
 S = TypeVar("S", bound=PullState)
 
 
+TOPIC_POLL_S = 0.05
+
+
+def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int, *, wait: bool
+                ) -> dict[int, tuple[int, int]]:
+    """Queue id -> published (min, max) of ``topic``, asked of ``route``. With ``wait``, a topic the
+    readers do not know yet is asked for again until ``timeout_ms``: the writer records new topics
+    once per tick, so a topic's first send can be answered a moment before the readers see it."""
+    deadline_ms = _now_ms() + timeout_ms
+    while True:
+        reply = channel.call(route, "queue_info", topic=topic, timeout_ms=timeout_ms).result()
+        spans = {int(q): (int(s[0]), int(s[1])) for q, s in reply["queues"].items()}
+        if spans or not wait or _now_ms() >= deadline_ms:
+            return spans
+        time.sleep(TOPIC_POLL_S)
+
+
 def wait_for_pulls(states: list[S], deadline_ms: int, on_reply: Callable[[S, Future[Any]], None]) -> None:
     """Block until a pull reply arrives (handing each to ``on_reply``) or the deadline passes; when no
     pull is out (every queue backing off after an error), until the earliest retry time instead."""

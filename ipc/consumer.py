@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipc import receipts
-from ipc.channel import Channel, pull_reply, resolve_endpoints, wait_for_pulls
+from ipc.channel import Channel, pull_reply, queue_spans, resolve_endpoints, wait_for_pulls
 from ipc.endpoints import Endpoints
 from ipc.messages import MessageBatch, ReceivedMessage, ReplyError
 
@@ -35,7 +35,6 @@ START_COMMITTED = "committed"
 START_EARLIEST = "earliest"
 START_LATEST = "latest"
 # the queue is at its end (a long poll ran out): the next pull starts at the same offset
-TOPIC_POLL_S = 0.05
 _NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
 
 
@@ -87,20 +86,8 @@ class Consumer:
     def _call(self, route: str, op: str, **fields: Any) -> Future[dict[str, Any]]:
         return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields)
 
-    def _spans(self, wait: bool) -> dict[int, tuple[int, int]]:
-        """Queue id -> published (min, max). With ``wait``, a topic the readers do not know yet is
-        asked for again until ``timeout_ms``: the writer records new topics once per tick, so a
-        topic's first send can be answered a moment before the readers see the topic."""
-        deadline_ms = _now_ms() + self._timeout_ms
-        while True:
-            reply = self._call("reader0", "queue_info", topic=self.topic).result()
-            spans = {int(q): (int(s[0]), int(s[1])) for q, s in reply["queues"].items()}
-            if spans or not wait or _now_ms() >= deadline_ms:
-                return spans
-            time.sleep(TOPIC_POLL_S)
-
     def _assign(self, queues: list[int] | None, start: str) -> dict[int, _QueueState]:
-        spans = self._spans(wait=queues is None)
+        spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=queues is None)
         queue_ids = sorted(spans) if queues is None else sorted(set(queues))
         if not queue_ids:
             raise ValueError(f"topic {self.topic!r} has no queues yet: create it, or name the queues")
