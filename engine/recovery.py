@@ -18,7 +18,7 @@ import numpy as np
 from engine.checkpoint import Checkpoint
 from engine.column_scan import known_starts
 from engine.commitlog import CommitLog
-from engine.consume_queue import FILLER_SIZE
+from engine.consume_queue import FILLER_SIZE, ConsumeQueue
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatch import DispatchRequest, queue_entry_mask
 from engine.dispatch_columns import DispatchColumns
@@ -80,26 +80,39 @@ def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from
     """After a crash, consume-queue entries written since the checkpoint may be torn (a power cut
     inside a 20-byte entry leaves a valid-looking offset and size with a garbled rest). Walk each
     queue back from its end, checking entries against their records, down to an agreeing entry that
-    points before ``from_phys`` (flushed before the checkpoint); cut the queue at the first entry
-    that disagrees. Returns where re-dispatch must start to write the cut entries again."""
+    points before ``from_phys`` (flushed before the checkpoint), or one whose record retention
+    deleted (below the commitlog's min offset, in order with its neighbours); cut the queue at the
+    first entry that disagrees. Returns where re-dispatch must start to write the cut entries again."""
     redispatch_from = from_phys
     for cq in queues:
         first_bad = None
+        agreed_phys = None  # the phys offset of the last entry (walking down) that agreed with its record
         queue_offset = cq.max_queue_offset - 1
         while queue_offset >= cq.min_queue_offset:
             entry = cq.entry(queue_offset)
             if entry is None:
                 break
             phys, size, tags_code = entry
+            if 0 <= phys < commitlog.min_offset and _in_order(cq, queue_offset, phys, agreed_phys):
+                break  # its record went with retention: expired, not torn
             if cq_entry_problem(commitlog, cq.topic, cq.queue_id, queue_offset, phys, size, tags_code):
                 first_bad = queue_offset
             elif phys < from_phys:
                 break
+            else:
+                agreed_phys = phys
             queue_offset -= 1
         if first_bad is not None:
             cq.truncate_from(first_bad)
             redispatch_from = min(redispatch_from, max(cq.max_phys_end, commitlog.min_offset))
     return redispatch_from
+
+
+def _in_order(cq: ConsumeQueue, queue_offset: int, phys: int, agreed_phys: int | None) -> bool:
+    """Whether an entry's phys offset lies between the entry below it and the nearest entry above
+    that agreed with its record: a torn entry garbled into a small offset does not."""
+    below = cq.entry(queue_offset - 1) if queue_offset > cq.min_queue_offset else None
+    return (agreed_phys is None or phys < agreed_phys) and (below is None or below[0] < phys)
 
 
 def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, phys: int, size: int,

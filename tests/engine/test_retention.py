@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine import Geometry, GetStatus, Message, MessageStore, StoreConfig
+from engine.metafile import create_abort
 from engine.retention import RetentionPolicy, decide, disk_used_ratio
 from engine.verify import verify_store
 from tests.conftest import FakeClock
@@ -83,6 +84,29 @@ def test_expired_files_deleted_oldest_first_then_derived(tmp_path: Path) -> None
     with MessageStore.open(tmp_path / "s", now_ms=clock) as reopened:  # and it recovers from there
         assert reopened.commitlog.min_offset == 3 * GEOMETRY.commitlog_file_size
         assert reopened.min_queue_offset("Orders", 0) == min_qo
+
+
+def test_a_crash_after_retention_recovers_queues_whose_first_entries_lost_their_records(tmp_path: Path) -> None:
+    """Abnormal recovery walked each consume queue down checking entries against their records; the
+    entries whose commitlog file retention had deleted counted as torn, the queue was cut below
+    them, and the re-dispatch then failed (ConsumeQueueOrderError): the store did not open. Seen in
+    the full-disk harness, whose full disk makes retention delete files."""
+    clock = FakeClock(_local_ms(4))
+    store = MessageStore.open(tmp_path / "s", StoreConfig(geometry=GEOMETRY), now_ms=clock)
+    results = store.put_batch([Message("Orders", bytes(300), keys=[f"k{i}"]) for i in range(120)])
+    for mf in store.commitlog.queue.files[:3]:
+        _age(mf.path, clock.now - 100 * HOUR_MS)
+    store.clean_expired(RetentionPolicy(file_reserved_hours=72), used_ratio=0.1)
+    min_qo = store.min_queue_offset("Orders", 0)
+    cq = store.consume_queue("Orders", 0)
+    assert cq is not None and cq.queue.files[0].file_base < min_qo * 20  # its first file kept expired entries
+    store.close()
+    create_abort(tmp_path / "s", os.getpid())  # as a crash leaves it
+    with MessageStore.open(tmp_path / "s", now_ms=clock) as reopened:
+        assert reopened.min_queue_offset("Orders", 0) == min_qo
+        assert reopened.max_queue_offset("Orders", 0) == 120
+        assert reopened.get("Orders", 0, 119).messages[0].phys_offset == results[-1].phys_offset
+    assert verify_store(tmp_path / "s").ok
 
 
 def test_young_files_stay_outside_the_delete_hour_unless_the_disk_is_full(tmp_path: Path) -> None:
