@@ -208,10 +208,11 @@ class ConsumeQueueBuilderActor(BuilderActor):
     def resume_from(self) -> int:
         self.queues.recover()  # a killed predecessor may have left a half-written entry
         self.queues.correct_min_offsets(self.commitlog.min_offset)
-        return self.queues.max_phys_end()
+        return self.queues.applied_end()
 
     def apply(self, batch: Dispatched) -> None:
-        self.changed.update(self.queues.dispatch_rows(batch.rows[queue_entry_mask(batch.rows)], batch.topics))
+        self.changed.update(self.queues.dispatch_rows(batch.rows[queue_entry_mask(batch.rows)], batch.topics,
+                                                      expired_below=self.commitlog.min_offset))
 
     def delete_below(self, min_phys_offset: int) -> None:
         deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)

@@ -113,9 +113,13 @@ class ConsumeQueue:
 
     # -- write -------------------------------------------------------------------------------------
 
-    def append(self, queue_offset: int, phys_offset: int, size: int, tags_code: int) -> bool:
+    def append(self, queue_offset: int, phys_offset: int, size: int, tags_code: int, *,
+               expired_below: int = -1) -> bool:
         """Write the entry for ``queue_offset``. A record already covered (dispatched again after a
-        restart) is accepted without a second entry."""
+        restart) is accepted without a second entry. Entries missing before it are a gap, an error,
+        unless retention took their records first: the queue's last entry lies below
+        ``expired_below`` (the commitlog's min offset), and the gap is filled with filler entries,
+        below the queue's min offset once it is corrected."""
         if self.max_phys_end >= 0 and phys_offset + size <= self.max_phys_end:
             return True
         expect_pos = queue_offset * CQ_ENTRY_SIZE
@@ -130,6 +134,9 @@ class ConsumeQueue:
         current = mf.file_base + mf.written_pos
         if expect_pos < current:
             return True
+        if expect_pos != current and expired_below > 0 and self.max_phys_end <= expired_below:
+            mf = self._fill_to(current, expect_pos)
+            current = expect_pos
         if expect_pos != current:
             raise ConsumeQueueOrderError(
                 f"{self.topic}/{self.queue_id}: entry for queue offset {queue_offset} would land at "
@@ -138,7 +145,17 @@ class ConsumeQueue:
         self.max_phys_end = phys_offset + size
         return True
 
-    def append_entries(self, queue_offsets: npt.NDArray[np.int64], entries: CqEntries) -> None:
+    def _fill_to(self, pos: int, end_pos: int) -> MappedFile:
+        """Filler entries in [pos, end_pos), across files as needed; returns the file for ``end_pos``."""
+        while pos < end_pos:
+            mf = self.queue.last_file_for_append(pos)
+            count = min(mf.free_bytes, end_pos - pos) // CQ_ENTRY_SIZE
+            mf.append(encode_entry(0, FILLER_SIZE, 0) * count)
+            pos += count * CQ_ENTRY_SIZE
+        return self.queue.last_file_for_append(end_pos)
+
+    def append_entries(self, queue_offsets: npt.NDArray[np.int64], entries: CqEntries, *,
+                       expired_below: int = -1) -> None:
         """``append`` for consecutive entries of one batch: one copy while they fall in the current
         file and follow its end; anything else (a repeat, a new file, a gap) goes entry by entry."""
         index = 0
@@ -148,14 +165,14 @@ class ConsumeQueue:
             if (mf is None or mf.file_base + mf.written_pos != first * CQ_ENTRY_SIZE
                     or int(entries["phys_offset"][index]) < self.max_phys_end):
                 phys, size, tags = entries[index].tolist()
-                self.append(first, phys, size, tags)
+                self.append(first, phys, size, tags, expired_below=expired_below)
                 index += 1
                 continue
             room = mf.free_bytes // CQ_ENTRY_SIZE
             run = min(room, len(entries) - index)
             if run == 0 or int(queue_offsets[index + run - 1]) != first + run - 1:
                 phys, size, tags = entries[index].tolist()
-                self.append(first, phys, size, tags)
+                self.append(first, phys, size, tags, expired_below=expired_below)
                 index += 1
                 continue
             chunk = entries[index:index + run]

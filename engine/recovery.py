@@ -67,7 +67,7 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
         stop_reason = ""  # only zeros after the last record: the ordinary end of a log
 
     queues.truncate_dirty(end)
-    cq_from = max(queues.max_phys_end(), commitlog.min_offset)
+    cq_from = max(queues.applied_end(), commitlog.min_offset)
     if abnormal:
         cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from))
     index_from = index.truncate_after(end) if index is not None else end
@@ -174,7 +174,8 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
                 del chunk
             for_queues = batch.since(cq_from)
             if len(for_queues):
-                queues.dispatch_rows(for_queues.rows[queue_entry_mask(for_queues.rows)], for_queues.topics)
+                queues.dispatch_rows(for_queues.rows[queue_entry_mask(for_queues.rows)], for_queues.topics,
+                                     expired_below=commitlog.min_offset)
                 cq_count += len(for_queues)
             for_index = batch.since(index_from)
             if index is not None and len(for_index):

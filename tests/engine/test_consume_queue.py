@@ -533,3 +533,64 @@ def test_entry_codec_round_trip_and_numpy_view_agree(phys_offset: int, size: int
     for cut in range(CQ_ENTRY_SIZE):  # a short entry is never silently read as a whole one
         with pytest.raises(struct.error):
             decode_entry(data[:cut])
+
+
+def test_a_batch_cut_short_between_queues_is_dispatched_again_from_its_start(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch is written queue by queue: a process dying after queue 0 took its rows and before
+    queue 1 did left queue 1 a gap, and resuming from the furthest entry (queue 0's) never filled
+    it (ConsumeQueueOrderError for queue 1's next entry, in a full-disk CI run). The batch's start
+    is marked, and resuming from it dispatches the batch again."""
+    from engine.consume_queue_store import NO_BATCH, ConsumeQueueStore
+    from engine.dispatch import DISPATCH_COLUMNS
+
+    rows = np.zeros(8, dtype=DISPATCH_COLUMNS)
+    rows["phys_offset"] = np.arange(8) * 100
+    rows["size"] = 100
+    rows["queue_id"] = np.arange(8) % 2
+    rows["queue_offset"] = np.arange(8) // 2
+    store = ConsumeQueueStore.open(tmp_path / "cq", 16)
+    store.dispatch_rows(rows[:2], ["T"])  # queue 0 and 1 at offset 0
+    assert store.applied_end() == 200 and store.dispatching_from() == NO_BATCH
+    real = ConsumeQueue.append_entries
+
+    def fail_on_queue_1(cq: ConsumeQueue, *args: object, **kwargs: object) -> None:
+        if cq.queue_id == 1:
+            raise OSError(28, "No space left on device")
+        real(cq, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ConsumeQueue, "append_entries", fail_on_queue_1)
+    with pytest.raises(OSError):
+        store.dispatch_rows(rows[2:], ["T"])
+    assert store.max_phys_end() == 700  # queue 0 is ahead of queue 1 ...
+    assert store.applied_end() == 200   # ... and dispatch resumes where the batch began
+    store.close()
+    monkeypatch.setattr(ConsumeQueue, "append_entries", real)
+    reopened = ConsumeQueueStore.open(tmp_path / "cq", 16)
+    reopened.recover()  # as a restarting builder and store recovery do
+    assert reopened.applied_end() == 200
+    reopened.dispatch_rows(rows[np.flatnonzero(rows["phys_offset"] >= reopened.applied_end())], ["T"])
+    assert [reopened.get("T", q).max_queue_offset for q in (0, 1)] == [4, 4]  # type: ignore[union-attr]
+    assert reopened.applied_end() == 800 and reopened.dispatching_from() == NO_BATCH
+    assert not (tmp_path / "cq" / ".dispatching").exists()  # a derived directory like any rebuilt one
+    reopened.close()
+
+
+def test_a_gap_whose_records_retention_took_is_filled_not_an_order_error(tmp_path: Path) -> None:
+    """A full disk let retention delete commitlog files whose records the consume-queue builder had
+    not applied yet: the queue's next record then came with a queue offset past its end, and both
+    the builder and the store's recovery raised ConsumeQueueOrderError (the full-disk harness in CI).
+    The missing entries are expired: fillers stand for them. A gap whose records still exist stays
+    an error."""
+    cq = ConsumeQueue.open(tmp_path, "T", 0, 4)
+    for qo in range(3):
+        cq.append(qo, qo * 100, 100, 0)
+    with pytest.raises(ConsumeQueueOrderError):
+        cq.append(9, 5_000, 100, 7)  # nothing expired: a real gap
+    with pytest.raises(ConsumeQueueOrderError):
+        cq.append(9, 5_000, 100, 7, expired_below=200)  # the queue's last record (200..300) still exists
+    assert cq.append(9, 5_000, 100, 7, expired_below=1_000)
+    assert cq.max_queue_offset == 10
+    assert [cq.entry(qo) for qo in range(3, 9)] == [(0, FILLER_SIZE, 0)] * 6
+    assert cq.entry(9) == (5_000, 100, 7)
+    cq.close()
