@@ -12,8 +12,9 @@ The frames one poll round drains are applied together: consecutive batches are j
 apply (grouping by queue, a put into the index file) once per round, not once per frame. A gap, a
 tick or the end of the round applies what is pending first.
 
-Where a builder resumes is read off its own files: the consume queues' furthest entry (entries are
-written in commitlog order by this one process), or the newest index file's end offset.
+Where a builder resumes is read off its own files: the consume queues' furthest entry, or the start
+of a batch it was writing across queues when it stopped (``ConsumeQueueStore.applied_end``), or the
+newest index file's end offset.
 """
 
 from __future__ import annotations
