@@ -127,9 +127,7 @@ class ConsumeQueue:
         mf = self.queue.last_file_for_append(expect_pos)
         if was_empty:
             # A queue that starts past offset 0 (rebuilt after retention) keeps fillers below its min.
-            fillers = (expect_pos - mf.file_base) // CQ_ENTRY_SIZE
-            if fillers:
-                mf.append(encode_entry(0, FILLER_SIZE, 0) * fillers)
+            mf = self._fill_to(mf.file_base, expect_pos)
             self.min_logic_pos = expect_pos
         current = mf.file_base + mf.written_pos
         if expect_pos < current:
