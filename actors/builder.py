@@ -28,12 +28,12 @@ from typing import Any
 import zmq
 
 from actors.runtime import Runtime, monotonic_ms
-from actors.writer import decode_dispatch
-from engine.commitlog import CommitLog
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchBatch, Dispatched, queue_entry_mask
-from engine.dispatch_columns import DispatchColumns
-from engine.index_service import IndexService
+from actors.writer.actor import decode_dispatch
+from engine.batch.dispatch import DispatchBatch, Dispatched, queue_entry_mask
+from engine.batch.dispatch_columns import DispatchColumns
+from engine.consumequeue.store import ConsumeQueueStore
+from engine.keyindex.service import IndexService
+from engine.log.commitlog import CommitLog
 from engine.retention import delete_derived_below
 from ipc import schema
 from ipc.sockets import bind, connect

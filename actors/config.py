@@ -64,7 +64,7 @@ class BrokerSection:
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
     disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them
-    # ack mode (actors.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
+    # ack mode (actors.reader.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
     ack_visibility_timeout_ms: int = 30_000  # an unacked delivery is handed out again after this
     ack_max_deliveries: int = 16             # past this many deliveries a message goes to %DLQ%{group}
     ack_prefetch: int = 64                   # unacked deliveries per consumer and queue

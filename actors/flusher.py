@@ -7,7 +7,7 @@ durable). ASYNC_FLUSH follows RocketMQ's FlushRealTimeService: every ``interval_
 ``least_pages`` pages wait, or everything once per ``thorough_interval_ms``. A ``written`` notice
 flagged ``sync`` is flushed at once: one fsync answers every SYNC_FLUSH waiter up to that offset
 (group commit). Between flushes it faults in the commitlog pages just ahead of the writer and, with
-``spare_file``, prepares the next commitlog file under a name no reader counts (``engine.page_warmer``),
+``spare_file``, prepares the next commitlog file under a name no reader counts (``engine.log.page_warmer``),
 so the writer's copies do not pay for fresh pages and its roll is one rename. The directory entry of
 a new commitlog file (created inline or renamed from the spare by the writer) is fsynced here, before
 any flushed notice covers a byte of that file. A failed fsync is
@@ -26,15 +26,15 @@ import zmq
 
 from actors.runtime import Runtime, monotonic_ms
 from engine.checkpoint import Checkpoint
-from engine.consume_queue import CQ_ENTRY_SIZE, cq_file_size
-from engine.mapped_file import OS_PAGE_SIZE, file_name
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
+from engine.log.mapped_file import OS_PAGE_SIZE, file_name
+from engine.log.page_warmer import PageWarmer
 from engine.metafile import fsync_dir
-from engine.page_warmer import PageWarmer
 from ipc import schema
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
-WARM_STEPS_PER_ROUND = 16  # of engine.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
+WARM_STEPS_PER_ROUND = 16  # of engine.log.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
 
 
 class FileSyncer:

@@ -84,7 +84,7 @@ def setup_logging(name: str) -> None:
 def build_actor(name: str, runtime: Runtime) -> Actor:
     kind = name.split("-")[0]
     if kind == "writer":
-        from actors.writer import CommitLogWriterActor
+        from actors.writer.actor import CommitLogWriterActor
         return CommitLogWriterActor(runtime)
     if kind == "flusher":
         from actors.flusher import FlushActor
@@ -96,10 +96,10 @@ def build_actor(name: str, runtime: Runtime) -> Actor:
         from actors.builder import IndexBuilderActor
         return IndexBuilderActor(runtime)
     if kind == "reader":
-        from actors.reader import ReaderActor
+        from actors.reader.actor import ReaderActor
         return ReaderActor(runtime, int(name.split("-")[1]))
     if kind == "remoting":
-        from actors.remoting import RemotingActor
+        from actors.remoting.actor import RemotingActor
         return RemotingActor(runtime)
     raise ValueError(f"unknown actor {name!r}")
 

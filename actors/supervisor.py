@@ -26,10 +26,10 @@ from actors.config import BrokerConfig
 from actors.runtime import monotonic_ms, run_actor, setup_logging, wall_ms
 from engine import MessageStore, StoreLockedError
 from engine.checkpoint import Checkpoint
-from engine.commitlog import CommitLog
 from engine.config import resolve_geometry
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.index_service import IndexService
+from engine.consumequeue.store import ConsumeQueueStore
+from engine.keyindex.service import IndexService
+from engine.log.commitlog import CommitLog
 from engine.metafile import abort_exists, create_abort, remove_abort
 from engine.recovery import recover
 from engine.store import lock_store

@@ -2,10 +2,10 @@
 single-threaded. See ``MessageStore`` for the embedded composition of its parts."""
 
 from engine.config import Geometry, GeometryError, StoreConfig
-from engine.host import Host
+from engine.log.host import Host
+from engine.log.message import Message, PutResult, PutStatus
+from engine.log.record import Record
 from engine.lookup import GetResult, GetStatus
-from engine.message import Message, PutResult, PutStatus
-from engine.record import Record
 from engine.recovery import RecoveryResult
 from engine.store import MessageStore, StoreLockedError
 

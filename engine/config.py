@@ -12,12 +12,12 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from engine.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
-from engine.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
-from engine.host import LOCAL_HOST, Host
-from engine.mapped_file_queue import infer_file_size
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
+from engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
+from engine.log.host import LOCAL_HOST, Host
+from engine.log.mapped_file_queue import infer_file_size
+from engine.log.record import DEFAULT_MAX_BODY_SIZE
 from engine.metafile import read_with_backup, write_atomic
-from engine.record import DEFAULT_MAX_BODY_SIZE
 
 GEOMETRY_FILE = "storeGeometry.json"
 DEFAULT_INDEX_SLOT_COUNT = 5_000_000
@@ -64,7 +64,7 @@ class StoreConfig:
     max_query_count: int = 64
     max_transfer_count: int = 32
     max_transfer_bytes: int = 256 * 1024
-    # the writer's mapping populated this far ahead of its end (engine.page_warmer); 0: off; None: the
+    # the writer's mapping populated this far ahead of its end (engine.log.page_warmer); 0: off; None: the
     # writer's default, 8 MiB under ASYNC_FLUSH and off under SYNC_FLUSH
     prefault_ahead_bytes: int | None = None
 

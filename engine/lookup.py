@@ -12,12 +12,12 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from engine.commitlog import CommitLog
-from engine.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
-from engine.index_service import IndexService
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
 from engine.jhash import tags_code
-from engine.msgid import decode_offset_msg_id
-from engine.record import (
+from engine.keyindex.service import IndexService
+from engine.log.commitlog import CommitLog
+from engine.log.msgid import decode_offset_msg_id
+from engine.log.record import (
     MAGIC_V1,
     MAGIC_V2,
     PROP_KEYS,

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from engine.batch.column_scan import known_starts
+from engine.batch.dispatch import DispatchRequest, queue_entry_mask
+from engine.batch.dispatch_columns import DispatchColumns
 from engine.checkpoint import Checkpoint
-from engine.column_scan import known_starts
-from engine.commitlog import CommitLog
-from engine.consume_queue import FILLER_SIZE, ConsumeQueue
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchRequest, queue_entry_mask
-from engine.dispatch_columns import DispatchColumns
-from engine.index_service import IndexService
+from engine.consumequeue.consume_queue import FILLER_SIZE, ConsumeQueue
+from engine.consumequeue.store import ConsumeQueueStore
+from engine.keyindex.service import IndexService
+from engine.log.commitlog import CommitLog
 
 NORMAL_RECOVERY_FILES = 3
 TORN_TAIL_LOOKAHEAD = 8 * 1024 * 1024

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.commitlog import CommitLog
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.index_service import IndexService
-from engine.mapped_file import MappedFile
+from engine.consumequeue.store import ConsumeQueueStore
+from engine.keyindex.service import IndexService
+from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFile
 
 
 @dataclass(frozen=True, slots=True)

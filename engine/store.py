@@ -15,19 +15,20 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
+from engine.batch.dispatch import DispatchRequest
 from engine.checkpoint import Checkpoint
-from engine.commitlog import CommitLog
 from engine.config import StoreConfig, resolve_geometry
-from engine.consume_queue import ConsumeQueue
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatch import DispatchRequest
-from engine.index_service import IndexService
+from engine.consumequeue.consume_queue import ConsumeQueue
+from engine.consumequeue.store import ConsumeQueueStore
+from engine.keyindex.service import IndexService
+from engine.log.commitlog import CommitLog
+from engine.log.message import Message, PutResult, PutStatus
+from engine.log.msgid import UniqKeyGenerator
+from engine.log.record import Record
+from engine.log.writer import CommitLogWriter
 from engine.lookup import GetResult, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
-from engine.message import Message, PutResult, PutStatus
 from engine.metafile import abort_exists, create_abort, remove_abort
-from engine.msgid import UniqKeyGenerator
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from engine.record import Record
 from engine.recovery import RecoveryResult, recover, redispatch
 from engine.retention import (
     CleanupDecision,
@@ -37,7 +38,6 @@ from engine.retention import (
     delete_expired_commitlog,
     disk_used_ratio,
 )
-from engine.writer import CommitLogWriter
 
 
 class StoreLockedError(RuntimeError):

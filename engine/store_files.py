@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.commitlog import CommitLog
 from engine.config import GEOMETRY_FILE, Geometry, resolve_geometry
-from engine.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, cq_file_size
-from engine.index_file import IndexFile
-from engine.index_service import INDEX_FILE_NAME
-from engine.mapped_file import MappedFile
-from engine.mapped_file_queue import MappedFileQueue, infer_file_size
+from engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, cq_file_size
+from engine.keyindex.index_file import IndexFile
+from engine.keyindex.service import INDEX_FILE_NAME
+from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFile
+from engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
+from engine.log.record import Decoded, DecodeKind
 from engine.metafile import BACKUP_SUFFIX
-from engine.record import Decoded, DecodeKind
 from engine.recovery import TORN_TAIL_LOOKAHEAD
 
 Array = npt.NDArray[Any]

@@ -34,16 +34,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.commitlog import CommitLog
+from engine.batch.dispatch import DispatchRequest
 from engine.config import Geometry
-from engine.consume_queue import FILLER_SIZE
-from engine.dispatch import DispatchRequest
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, IndexFileError
-from engine.index_service import index_key
+from engine.consumequeue.consume_queue import FILLER_SIZE
 from engine.jhash import index_hash
-from engine.mapped_file import MappedFileError
+from engine.keyindex.index_file import (
+    INDEX_ENTRY_DTYPE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+    IndexFileError,
+)
+from engine.keyindex.service import index_key
+from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFileError
+from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from engine.rebuild import rebuild_derived
-from engine.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from engine.recovery import cq_entry_problem
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 

@@ -41,7 +41,7 @@ from ipc.messages import SERVICE_NOT_AVAILABLE, MessageBatch, Outgoing, Received
 from ipc.receipts import Delivery, Receipt
 
 if TYPE_CHECKING:
-    from engine.record_batch import EncodedBatch
+    from engine.batch.record_batch import EncodedBatch
 
 __all__ = [
     "AckConsumer",

@@ -1,7 +1,7 @@
 """Producer-side record encoding: the ``send_encoded`` request and its packed reply.
 
 The producer asks the writer once for how it encodes (``encoding``: store host, whole-record CRC,
-body limit), then encodes every batch into one ``EncodedBatch`` (``engine.record_batch``): the
+body limit), then encodes every batch into one ``EncodedBatch`` (``engine.batch.record_batch``): the
 writer checks it with numpy and copies it into the commitlog in one slice per file. The reply is
 packed too: one ``REPLY_COLUMNS`` row per record written, and a status and reason for the rest.
 
@@ -24,11 +24,12 @@ from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from engine.host import Host
+from engine.batch.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_batch, pack_columns
 from engine.jhash import java_hash
-from engine.message import Refusal, record_properties
-from engine.msgid import UniqKeyGenerator, offset_msg_ids
-from engine.record import (
+from engine.log.host import Host
+from engine.log.message import Refusal, record_properties
+from engine.log.msgid import UniqKeyGenerator, offset_msg_ids
+from engine.log.record import (
     PROP_DELAY,
     PROP_KEYS,
     PROP_TAGS,
@@ -37,7 +38,6 @@ from engine.record import (
     encode_properties,
     is_valid_property_text,
 )
-from engine.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_batch, pack_columns
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
@@ -65,7 +65,7 @@ class Encoding:
 
 
 _NO_PROPERTIES: Mapping[str, str] = {}
-_KEYS_HEAD, _UNIQ_HEAD, _END = f"{PROP_KEYS}\x01", f"{PROP_UNIQ_KEY}\x01", "\x02"  # engine.record's separators
+_KEYS_HEAD, _UNIQ_HEAD, _END = f"{PROP_KEYS}\x01", f"{PROP_UNIQ_KEY}\x01", "\x02"  # engine.log.record's separators
 _FIELDS = tuple(f.name for f in fields(Outgoing))
 _REQUIRED = ("topic", "body")
 _DEFAULTS: dict[str, Any] = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from engine.record import SYSFLAG_POS, Record, body_length_pos, decode_record
+from engine.log.record import SYSFLAG_POS, Record, body_length_pos, decode_record
 
 PUT_OK = "PUT_OK"
 SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.record import SYSFLAG_COMPRESSED, DecodeKind, Record, decode_properties, decode_record
+from engine.log.record import SYSFLAG_COMPRESSED, DecodeKind, Record, decode_properties, decode_record
 
 # request codes (RequestCode.java)
 SEND_MESSAGE = 10

@@ -19,8 +19,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.host import Host
-from engine.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
+from engine.log.host import Host
+from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
 from pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
 from pipeline.record_layout import BORN_HOST_POS, RecordLayout
 from pipeline.schema import ARROW_SCHEMA

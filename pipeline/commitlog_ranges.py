@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.commitlog import CommitLog
 from engine.config import Geometry
-from engine.mapped_file import MappedFile
-from engine.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, Decoded, DecodeKind, Record, decode_record, record_size
+from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFile
+from engine.log.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, Decoded, DecodeKind, Record, decode_record, record_size
 from engine.recovery import TORN_TAIL_LOOKAHEAD
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024

@@ -29,8 +29,8 @@ import numpy.typing as npt
 from pyspark.sql.datasource import InputPartition
 
 from engine.config import Geometry
-from engine.consume_queue import FILLER_SIZE
-from engine.record import BORN_HOST_POS, MAGIC_V1, MAGIC_V2, SYSFLAG_BORNHOST_V6
+from engine.consumequeue.consume_queue import FILLER_SIZE
+from engine.log.record import BORN_HOST_POS, MAGIC_V1, MAGIC_V2, SYSFLAG_BORNHOST_V6
 from pipeline.options import Pushdown
 from pipeline.queues import LogFile, QueueFiles, QueueSpan, commitlog_files, queue_spans, read_at
 

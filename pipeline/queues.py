@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE
-from engine.mapped_file import MappedFileError
+from engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE
+from engine.log.mapped_file import MappedFileError
 from engine.store_files import queue_ids
 
 Array = npt.NDArray[Any]

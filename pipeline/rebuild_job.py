@@ -38,14 +38,14 @@ from typing import Any
 import numpy.typing as npt
 from pyspark import StorageLevel
 
+from engine.batch.dispatch import DispatchRequest
 from engine.checkpoint import Checkpoint
 from engine.config import Geometry
-from engine.consume_queue import ConsumeQueue
-from engine.dispatch import DispatchRequest
-from engine.index_service import INDEX_FILE_NAME, IndexService
+from engine.consumequeue.consume_queue import ConsumeQueue
+from engine.keyindex.service import INDEX_FILE_NAME, IndexService
+from engine.log.record import DecodeKind
 from engine.metafile import create_abort, fsync_dir, remove_abort
 from engine.rebuild import RebuildResult
-from engine.record import DecodeKind
 from engine.store import (
     lock_store,  # the engine's own lock: a broker and this job exclude each other
     wall_clock_ms,

@@ -26,9 +26,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from engine.config import Geometry
-from engine.consume_queue import FILLER_SIZE
-from engine.mapped_file import file_name
-from engine.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, decode_record, record_size
+from engine.consumequeue.consume_queue import FILLER_SIZE
+from engine.log.mapped_file import file_name
+from engine.log.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, decode_record, record_size
 from engine.recovery import TORN_TAIL_LOOKAHEAD
 from pipeline.columns import records_to_batch, to_batch
 from pipeline.options import BATCH_BYTES, Pushdown

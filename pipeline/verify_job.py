@@ -24,8 +24,14 @@ import numpy as np
 from pyspark import StorageLevel
 
 from engine.config import Geometry
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, IndexFileError
-from engine.mapped_file import MappedFileError
+from engine.keyindex.index_file import (
+    INDEX_ENTRY_DTYPE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+    IndexFileError,
+)
+from engine.log.mapped_file import MappedFileError
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry
 from engine.verify import Finding, VerifyReport, cq_scope
 from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges

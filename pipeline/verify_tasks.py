@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.commitlog import CommitLog
+from engine.batch.dispatch import DispatchRequest
 from engine.config import Geometry
-from engine.consume_queue import CQ_DTYPE, FILLER_SIZE
-from engine.dispatch import DispatchRequest
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from engine.index_service import index_key
+from engine.consumequeue.consume_queue import CQ_DTYPE, FILLER_SIZE
 from engine.jhash import index_hash
-from engine.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
+from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.keyindex.service import index_key
+from engine.log.commitlog import CommitLog
+from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
 from engine.store_files import QueueEntries
 from engine.verify import Finding, IndexClaims, check_queue_entries, cq_scope
 from pipeline.commitlog_ranges import CommitlogRange, walk_range

@@ -14,12 +14,12 @@ import pytest
 from actors.builder import BuilderActor, ConsumeQueueBuilderActor, IndexBuilderActor
 from actors.config import load_config
 from actors.runtime import Runtime
-from actors.writer import encode_dispatch
-from engine.commitlog import CommitLog
-from engine.dispatch import DispatchRequest
-from engine.message import Message
-from engine.msgid import UniqKeyGenerator
-from engine.writer import CommitLogWriter
+from actors.writer.actor import encode_dispatch
+from engine.batch.dispatch import DispatchRequest
+from engine.log.commitlog import CommitLog
+from engine.log.message import Message
+from engine.log.msgid import UniqKeyGenerator
+from engine.log.writer import CommitLogWriter
 from ipc import schema
 
 GEOMETRY = {"commitlog_file_size": 4096, "cq_entries_per_file": 8, "index_slot_count": 16, "index_entry_count": 32}

@@ -16,8 +16,8 @@ import pytest
 from actors.config import BrokerConfig, FlushConfig
 from actors.flusher import FlushActor, fsync_dir
 from engine import Geometry, StoreConfig
-from engine.commitlog import CommitLog
-from engine.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
+from engine.log.commitlog import CommitLog
+from engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
 
 FILE_SIZE = 8 * 1024 * 1024  # two of the warmer's 4 MiB steps: ahead-warming and the spare share a round
 

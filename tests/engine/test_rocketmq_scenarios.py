@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine import Host, Message, MessageStore, StoreConfig
-from engine.index_service import IndexService
+from engine.keyindex.service import IndexService
 from engine.metafile import abort_exists
 from tests.conftest import TINY, FakeClock
 

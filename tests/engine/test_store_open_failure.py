@@ -1,4 +1,4 @@
-"""A store that fails to open leaves nothing open: found by scripts/fuzz.py (recovery on damaged
+"""A store that fails to open leaves nothing open: found by scripts/survival/fuzz.py (recovery on damaged
 store files ran the process out of file descriptors)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from engine import Geometry, Message, MessageStore, StoreConfig
 from engine.checkpoint import CheckpointError
-from engine.mapped_file import MappedFileError
+from engine.log.mapped_file import MappedFileError
 
 GEOMETRY = Geometry(commitlog_file_size=8 * 1024, cq_entries_per_file=16, index_slot_count=16, index_entry_count=64)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from engine import Message, MessageStore, PutResult
-from engine.consume_queue import CQ_ENTRY_SIZE
-from engine.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from engine.mapped_file import file_name
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE
+from engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.log.mapped_file import file_name
+from engine.log.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK
 from engine.metafile import abort_exists
-from engine.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK
 from engine.store_files import IndexHeader, QueueEntries, index_paths, read_geometry
 from engine.verify import VerifyReport, verify_store
 from tests.conftest import TINY

@@ -20,7 +20,7 @@ from typing import Any
 from engine import MessageStore
 from ipc.curve import CurveKeys
 from ipc.endpoints import Endpoints
-from scripts.broker_cli import control_request
+from scripts.cli.broker import control_request
 
 TINY_TOML = """
 [store.geometry]
@@ -138,7 +138,7 @@ class Broker:
         if tcp_port is not None:
             extra_toml += f'\n[ipc]\ntcp_host = "127.0.0.1"\ntcp_base_port = {tcp_port}\n'
             if curve:
-                subprocess.run([sys.executable, "-m", "scripts.mqstore", "keys", "--out", str(self.keys_dir)],
+                subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "keys", "--out", str(self.keys_dir)],
                                check=True, capture_output=True, cwd=Path(__file__).resolve().parents[2])
                 extra_toml += 'curve_secret_key = "keys/server.key_secret"\ncurve_clients_dir = "keys/clients"\n'
             else:
@@ -153,7 +153,7 @@ class Broker:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it for its whole life
         remoting = ["--remoting", "off"] if self.remoting_port is None else [
             "--remoting", "on", "--remoting-port", str(self.remoting_port)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "scripts.mqstore", "start", "--store", str(self.store),
+        self.proc = subprocess.Popen([sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(self.store),
                                       "--config", str(self.config_path), *remoting], stdout=log, stderr=log,
                                      cwd=Path(__file__).resolve().parents[2])
         log.close()

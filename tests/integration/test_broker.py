@@ -224,14 +224,14 @@ def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> Non
 def test_cli_status_json_and_stop(tmp_path: Path) -> None:
     broker = Broker(tmp_path).start()
     try:
-        out = subprocess.run([sys.executable, "-m", "scripts.mqstore", "status", "--store", str(broker.store),
+        out = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "status", "--store", str(broker.store),
                               "--json"], capture_output=True, text=True, check=True).stdout
         status = json.loads(out)
         assert set(status["actors"]) == set(ACTORS)
         for info in status["actors"].values():
             assert info["state"] == "running" and info["pid"] > 0 and "rss_bytes" in info
         assert "lag_bytes" in status["actors"]["cqbuilder"]
-        subprocess.run([sys.executable, "-m", "scripts.mqstore", "stop", "--store", str(broker.store)], check=True)
+        subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "stop", "--store", str(broker.store)], check=True)
         assert broker.proc is not None
         assert broker.proc.wait(60) == 0
         broker.proc = None

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.record import decode_properties
+from engine.log.record import decode_properties
 from ipc import remoting as rm
 from ipc.client import Admin, Producer
 from tests.integration.broker import Broker, free_port_range, wait_for

@@ -20,7 +20,7 @@ from actors.config import BrokerConfig, load_config
 from actors.runtime import run_actor
 from actors.supervisor import Supervisor
 from engine import MessageStore
-from engine.consume_queue_store import ConsumeQueueStore
+from engine.consumequeue.store import ConsumeQueueStore
 from engine.verify import verify_store
 from ipc import schema
 from ipc.sockets import bind, connect

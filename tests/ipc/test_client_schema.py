@@ -19,9 +19,9 @@ import msgpack
 import pytest
 import zmq
 
-from actors.reader_state import record_to_wire
+from actors.reader.state import record_to_wire
 from engine import Host, Record
-from engine.record import encode_record
+from engine.log.record import encode_record
 from ipc import schema
 from ipc.client import (
     Admin,

@@ -13,16 +13,16 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.encoded_sends import parse
+from actors.writer.encoded import parse
 from engine import Geometry, Host, Message, StoreConfig
-from engine.batch_plan import check, merge
-from engine.message import record_properties
-from engine.record import PROP_UNIQ_KEY
-from engine.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
+from engine.batch.plan import check, merge
+from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
+from engine.log.message import record_properties
+from engine.log.record import PROP_UNIQ_KEY
 from ipc import schema
 from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
 from ipc.messages import Outgoing
-from tests.engine.test_record_batch import NOW_MS, STORE, reference_writer
+from tests.engine.batch.test_record_batch import NOW_MS, STORE, reference_writer
 
 
 def _received(frames: list[bytes | memoryview]) -> dict[str, object]:

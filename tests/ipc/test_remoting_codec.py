@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.remoting_clients import ClientBodyError, ConsumerTable, QueueLocks
+from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from ipc import remoting as rm
 
 # a SEND_MESSAGE header as the C++ 1.2.3 client writes it (jsoncpp FastWriter: trailing newline,

@@ -1,4 +1,4 @@
-"""The vectorised decoder against ``engine.record.decode_record``: same rows, same verdicts.
+"""The vectorised decoder against ``engine.log.record.decode_record``: same rows, same verdicts.
 
 No Spark here (pyarrow and numpy only), so these run in the fast loop too.
 """
@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from engine.host import Host  # after the importorskip
-from engine.record import DecodeKind, Record, decode_record, encode_record, seal_record
+from engine.log.host import Host  # after the importorskip
+from engine.log.record import DecodeKind, Record, decode_record, encode_record, seal_record
 from pipeline.columns import records_to_batch, to_batch
 from pipeline.record_layout import RecordLayout
 

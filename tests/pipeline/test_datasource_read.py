@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from engine import Geometry, Message, MessageStore, StoreConfig
-from engine.commitlog import CommitLog
 from engine.config import GEOMETRY_FILE
-from engine.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
+from engine.log.commitlog import CommitLog
+from engine.log.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from tests.pipeline.conftest import (
     STORE_GEOMETRY,
     STORE_MESSAGES,

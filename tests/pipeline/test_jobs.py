@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from engine import Geometry, Message, MessageStore, StoreConfig, StoreLockedError
-from engine.commitlog import CommitLog
-from engine.consume_queue import CQ_ENTRY_SIZE
-from engine.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from engine.mapped_file import file_name
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE
+from engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import file_name
+from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from engine.metafile import abort_exists
 from engine.rebuild import rebuild_derived
-from engine.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from engine.store_files import index_paths, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
 from pipeline.jobs import main
@@ -301,8 +301,9 @@ def test_stats_match_a_plain_count(spark: Any, tx_store: Path, tmp_path: Path) -
 
 def test_mqstore_spark_stats_end_to_end(store_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "stats"
-    proc = subprocess.run([sys.executable, "-m", "scripts.mqstore", "spark", "stats", str(store_dir), "--out", str(out),
-                           "--master", "local[2]"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "spark", "stats", str(store_dir),
+                           "--out", str(out), "--master", "local[2]"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "traffic per topic and minute" in proc.stdout
     table = json.loads((out / "stats.json").read_text())
@@ -315,7 +316,7 @@ def test_spark_command_without_pyspark_says_what_to_install(monkeypatch: pytest.
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
-    from scripts.mqstore import main as mqstore_main
+    from scripts.cli.mqstore import main as mqstore_main
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -1,0 +1,292 @@
+"""AckQueue: one ack-mode (group, topic, queue) as its owning reader holds it.
+
+The queue index (``engine.ackindex.queue_index``) is the durable part: every message handed to the group is
+published there (seq = its consume-queue offset, msg id = its offsetMsgId bytes), every first
+delivery is recorded before the reply goes out, every ack before it is answered. What is only in
+memory is what a crash may forget without losing a message:
+
+- ``fresh``: published, never delivered, oldest first;
+- ``in_flight``: delivered and not yet acked: consumer, visibility deadline, delivery count;
+- ``retry``: delivered before and due again (nack with requeue, a visibility timeout, a consumer
+  that left, or delivered-unacked recovered after a restart), handed out before ``fresh`` and
+  flagged redelivered;
+- ``dead``: due for ``%DLQ%{group}`` (too many deliveries, or nack without requeue), acked only
+  once the writer has stored the copy.
+
+After a restart every delivered-unacked message is in ``retry`` with a delivery count of 1, so its
+next delivery says 2: the index records a first delivery only, not how many followed (RabbitMQ's
+index does the same), and a count lost to a crash errs towards more deliveries, never fewer.
+
+Publishing is bounded (``PUBLISH_AHEAD``): a group with a long backlog indexes it a window at a time
+as consumers drain it, so neither the journal nor memory grows with the backlog.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.ackindex.queue_index import PublishEntry, QueueIndex
+
+PUBLISH_AHEAD = 2048        # fresh messages kept indexed ahead of the consumers ...
+PUBLISH_LOW = 512           # ... topped up when fewer than this are left
+MSG_ID_PREFIX_SIZE = 8      # offsetMsgId's host part for IPv4 (address + port)
+_PHYS = struct.Struct(">q")
+_COMPACT_SLACK = 1024       # stale deadline entries tolerated beyond 3x the in-flight count
+
+OK = "OK"
+UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A message of the queue: its seq (consume-queue offset) and where its record is."""
+
+    seq: int
+    phys_offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Handout:
+    """One delivery ``take`` made."""
+
+    seq: int
+    phys_offset: int
+    size: int
+    redelivered: bool
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    seq: int
+    phys_offset: int
+    size: int
+    delivery_count: int
+
+
+@dataclass(slots=True)
+class _InFlight:
+    consumer: str
+    deadline_ms: int
+    delivery_count: int
+    phys_offset: int
+    size: int
+
+
+def msg_id_prefix(packed_host: bytes) -> bytes:
+    """The 8 bytes a publish's msg id starts with: the store host as offsetMsgId packs it (IPv4),
+    or the tail of it (IPv6, whose 20 bytes do not fit the index's 16-byte id)."""
+    return packed_host[-MSG_ID_PREFIX_SIZE:]
+
+
+class AckQueue:
+    def __init__(self, index: QueueIndex, host_prefix: bytes, max_deliveries: int) -> None:
+        if len(host_prefix) != MSG_ID_PREFIX_SIZE or max_deliveries < 1:
+            raise ValueError("host_prefix must be 8 bytes and max_deliveries at least 1")
+        self.index = index
+        self._host_prefix = host_prefix
+        self.max_deliveries = max_deliveries
+        self.fresh: deque[Located] = deque()
+        self._retry: list[int] = []                           # heap of seqs; stale ones skipped
+        self._retry_info: dict[int, tuple[int, int, int]] = {}  # seq -> phys, size, deliveries so far
+        self.in_flight: dict[int, _InFlight] = {}
+        self._per_consumer: dict[str, int] = {}
+        self._deadlines: list[tuple[int, int, int]] = []       # (deadline_ms, seq, delivery count)
+        self.dead: dict[int, DeadLetter] = {}
+        self.scan_from = index.next_seq_id                     # next consume-queue offset to look at
+        self._recover()
+
+    @classmethod
+    def open(cls, directory: Path, *, host_prefix: bytes, max_deliveries: int,
+             max_journal_entries: int) -> AckQueue:
+        index = QueueIndex.open(directory, max_journal_entries=max_journal_entries)
+        try:
+            return cls(index, host_prefix, max_deliveries)
+        except BaseException:
+            index.close(clean=False)
+            raise
+
+    def _recover(self) -> None:
+        """Sort what the index holds unacked: delivered before this open -> retry, else fresh."""
+        per_segment = self.index.entries_per_segment
+        for num in self.index.segment_numbers:
+            for entry in self.index.read(num * per_segment, (num + 1) * per_segment):
+                phys_offset = _PHYS.unpack_from(entry.msg_id, MSG_ID_PREFIX_SIZE)[0]
+                if entry.delivered:
+                    self._retry_info[entry.seq_id] = (phys_offset, entry.size_bytes, 1)
+                    self._retry.append(entry.seq_id)
+                else:
+                    self.fresh.append(Located(entry.seq_id, phys_offset, entry.size_bytes))
+        heapq.heapify(self._retry)
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    @property
+    def has_available(self) -> bool:
+        return bool(self.fresh) or bool(self._retry_info)
+
+    @property
+    def retry_count(self) -> int:
+        return len(self._retry_info)
+
+    def in_flight_of(self, consumer: str) -> int:
+        return self._per_consumer.get(consumer, 0)
+
+    def publish_room(self) -> int:
+        """How many more messages to index now (0 while enough are waiting)."""
+        return PUBLISH_AHEAD - len(self.fresh) if len(self.fresh) < PUBLISH_LOW else 0
+
+    def next_deadline_ms(self) -> int | None:
+        while self._deadlines and not self._live(self._deadlines[0]):
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else None
+
+    # -- changes -------------------------------------------------------------------------------------
+
+    def publish(self, located: list[Located], scanned_to: int) -> None:
+        """Index ``located`` (rising seqs at or past ``scan_from``); everything before ``scanned_to``
+        has been looked at (what is not in ``located`` was skipped: fillers, gone, filtered out)."""
+        if located:
+            self.index.publish_many(PublishEntry(m.seq, self._host_prefix + _PHYS.pack(m.phys_offset), m.size)
+                                    for m in located)
+            self.fresh.extend(located)
+        self.scan_from = max(self.scan_from, scanned_to)
+
+    def take(self, consumer: str, max_count: int, now_ms: int, visibility_ms: int) -> list[Handout]:
+        """Hand out up to ``max_count`` messages to ``consumer``: due redeliveries first, then fresh
+        ones, oldest first. First deliveries are in the journal before this returns."""
+        out: list[Handout] = []
+        while self._retry and len(out) < max_count:
+            seq = heapq.heappop(self._retry)
+            info = self._retry_info.pop(seq, None)
+            if info is not None:
+                out.append(Handout(seq, info[0], info[1], True, info[2] + 1))
+        first = len(out)
+        while self.fresh and len(out) < max_count:
+            m = self.fresh.popleft()
+            out.append(Handout(m.seq, m.phys_offset, m.size, False, 1))
+        if len(out) > first:
+            self.index.deliver(h.seq for h in out[first:])
+        deadline_ms = now_ms + visibility_ms
+        for h in out:
+            self.in_flight[h.seq] = _InFlight(consumer, deadline_ms, h.delivery_count, h.phys_offset, h.size)
+            heapq.heappush(self._deadlines, (deadline_ms, h.seq, h.delivery_count))
+        if out:
+            self._per_consumer[consumer] = self._per_consumer.get(consumer, 0) + len(out)
+            if len(self._deadlines) > 3 * len(self.in_flight) + _COMPACT_SLACK:
+                self._deadlines = [(f.deadline_ms, seq, f.delivery_count) for seq, f in self.in_flight.items()]
+                heapq.heapify(self._deadlines)
+        return out
+
+    def ack(self, seqs: Iterable[int]) -> list[str]:
+        """Ack delivered messages (in flight, due again, or waiting for the DLQ); one status each.
+        Everything accepted is in the journal before this returns."""
+        statuses: list[str] = []
+        accepted: list[int] = []
+        for seq in seqs:
+            if self._forget(seq):
+                accepted.append(seq)
+                statuses.append(OK)
+            elif seq in self.dead:
+                del self.dead[seq]  # a copy may be on its way to the DLQ: its reply finds nothing
+                accepted.append(seq)
+                statuses.append(OK)
+            else:
+                statuses.append(UNKNOWN_RECEIPT)
+        if accepted:
+            self.index.ack(accepted)
+        return statuses
+
+    def nack(self, seqs: Iterable[int], *, requeue: bool) -> list[str]:
+        """Give delivered messages back: due again at once (``requeue``; past ``max_deliveries`` they
+        go to the DLQ instead), or dead-lettered now."""
+        statuses: list[str] = []
+        for seq in seqs:
+            flight = self.in_flight.get(seq)
+            retry = self._retry_info.get(seq)
+            if flight is not None:
+                self._release(seq, flight)
+                located, count = Located(seq, flight.phys_offset, flight.size), flight.delivery_count
+            elif retry is not None:
+                if requeue:
+                    statuses.append(OK)  # already due again
+                    continue
+                del self._retry_info[seq]
+                located, count = Located(seq, retry[0], retry[1]), retry[2]
+            else:
+                statuses.append(UNKNOWN_RECEIPT)
+                continue
+            if requeue:
+                self._give_back(located, count)
+            else:
+                self.dead[seq] = DeadLetter(seq, located.phys_offset, located.size, count)
+            statuses.append(OK)
+        return statuses
+
+    def expire(self, now_ms: int) -> int:
+        """Deliveries past their visibility deadline come back; returns how many."""
+        count = 0
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            entry = heapq.heappop(self._deadlines)
+            if not self._live(entry):
+                continue
+            seq = entry[1]
+            flight = self.in_flight[seq]
+            self._release(seq, flight)
+            self._give_back(Located(seq, flight.phys_offset, flight.size), flight.delivery_count)
+            count += 1
+        return count
+
+    def release(self, consumer: str, read: set[int]) -> int:
+        """A consumer leaves: every delivery it holds is due again at once (flagged redelivered).
+        Only those its application ``read`` count towards ``max_deliveries``: the rest were still
+        in its client's buffer or on the wire."""
+        mine = [(seq, f) for seq, f in self.in_flight.items() if f.consumer == consumer]
+        for seq, flight in mine:
+            self._release(seq, flight)
+            count = flight.delivery_count if seq in read else flight.delivery_count - 1
+            self._give_back(Located(seq, flight.phys_offset, flight.size), count)
+        return len(mine)
+
+    def dead_lettered(self, seqs: Iterable[int]) -> None:
+        """The DLQ holds these now: ack them."""
+        done = [seq for seq in seqs if self.dead.pop(seq, None) is not None]
+        if done:
+            self.index.ack(done)
+
+    def close(self, *, clean: bool) -> None:
+        self.index.close(clean=clean)
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _live(self, entry: tuple[int, int, int]) -> bool:
+        flight = self.in_flight.get(entry[1])
+        return flight is not None and flight.delivery_count == entry[2] and flight.deadline_ms == entry[0]
+
+    def _release(self, seq: int, flight: _InFlight) -> None:
+        del self.in_flight[seq]
+        left = self._per_consumer[flight.consumer] - 1
+        if left:
+            self._per_consumer[flight.consumer] = left
+        else:
+            del self._per_consumer[flight.consumer]
+
+    def _forget(self, seq: int) -> bool:
+        flight = self.in_flight.get(seq)
+        if flight is not None:
+            self._release(seq, flight)
+            return True
+        return self._retry_info.pop(seq, None) is not None  # its heap entry is skipped when it comes up
+
+    def _give_back(self, located: Located, delivery_count: int) -> None:
+        if delivery_count >= self.max_deliveries:
+            self.dead[located.seq] = DeadLetter(located.seq, located.phys_offset, located.size, delivery_count)
+        else:
+            self._retry_info[located.seq] = (located.phys_offset, located.size, delivery_count)
+            heapq.heappush(self._retry, located.seq)

@@ -1,0 +1,402 @@
+"""reader: pull by queue offset with a tag filter, long polling, queries, and consumer offsets.
+
+N readers may run (``reader-0`` .. ``reader-{N-1}``), each a ROUTER at ``endpoints.reader(i)``, each
+mapping the store read-only (``actors.reader.state``): they never write a commitlog, consume-queue or
+index file, and never read past what the consume-queue builder has published.
+
+Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
+
+    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw
+                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols
+                    (the records as stored, back to back, and ``ipc.messages.pack_columns``)
+    query_key       topic, key, max, begin_ms, end_ms, raw  -> msgs (with raw: raw, count, cols)
+    query_keys      topic, keys, max (per key), begin_ms, end_ms
+                    -> raw, count, cols, counts (how many records each key has, in the keys' order)
+    query_uniq      topic, uniq_key                          -> msgs
+    view_id         msg_id                                   -> msgs ([] or [one])
+    offset_by_time  topic, queue, ts_ms, upper               -> offset
+    queue_info      topic                                    -> queues {"queue id": [min, max]}
+    commit_offset   group, topic, queue, offset              (reader 0 only)
+    fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
+    ping                                                     -> pid, index, readers, readable_end, parked
+    ack_pull, ack, nack, ack_release                         ack mode (actors.reader.ack_groups, ipc.receipts)
+
+Long polling: a pull that finds nothing yet, with ``wait_ms > 0``, is parked and answered as soon as
+an ``arrived`` notice (or a look at the files) shows its queue grew, or at its deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from actors.reader.ack_groups import AckGroups
+from actors.reader.long_poll import ParkedPull, ParkedPulls, PullRequest, is_waitable
+from actors.reader.state import LONG_MAX, PublishedStore, record_to_wire
+from actors.runtime import Runtime, monotonic_ms, wall_ms
+from engine.config import check_topic
+from engine.lookup import GetResult, GetStatus, PullLimits, StoredRecords, TagFilter
+from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from ipc import schema
+from ipc.messages import pack_columns
+from ipc.sockets import bind, connect
+
+log = logging.getLogger("mqstore")
+
+NOT_OWNER = "NOT_OWNER"
+SYSTEM_ERROR = "SYSTEM_ERROR"
+OFFSET_OWNER_INDEX = 0
+MAX_REQUEST_BYTES = 1024 * 1024    # requests are small; a bigger frame is refused by the socket
+MAX_PULL_COUNT = 1024
+MAX_PULL_BYTES = 64 * 1024 * 1024
+MAX_NAME_CHARS = 1024               # keys, ids, groups, subscription expressions
+MAX_QUERY_KEYS = 1024               # keys in one query_keys request
+MAX_DRAIN_PER_ROUND = 1000          # requests handled before notices and deadlines get a turn
+RECHECK_PARKED_MS = 2_000           # a queue waited on is read off its files this often (lost notices)
+HOUSEKEEPING_MS = 250
+REFRESH_FILES_MS = 10_000           # how often retention's deletions are noticed
+INT_MAX = (1 << 31) - 1
+
+
+class ReaderActor:
+    def __init__(self, runtime: Runtime, index: int) -> None:
+        self.rt = runtime
+        self.index = index
+        cfg = runtime.config
+        self.store_dir = Path(cfg.store_dir)
+        self.store = PublishedStore(self.store_dir, cfg.store.geometry, index_enabled=cfg.store.index_enabled,
+                                    now_ms=wall_ms)
+        self.parked = ParkedPulls()
+        self.offsets: ConsumerOffsets | None = None
+        if index == OFFSET_OWNER_INDEX:
+            self.offsets = ConsumerOffsets.load(self.store_dir / CONSUMER_OFFSET_FILE, wall_ms)
+        self.offsets_dirty = False
+        self.max_query_count = cfg.store.max_query_count
+        self.acks = AckGroups(runtime, index, self.store, monotonic_ms)
+        self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
+            "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
+            "query_uniq": self._op_query_uniq,
+            "view_id": self._op_view_id, "offset_by_time": self._op_offset_by_time,
+            "queue_info": self._op_queue_info, "commit_offset": self._op_commit_offset,
+            "fetch_offset": self._op_fetch_offset, "ping": self._op_ping,
+            "ack_pull": self.acks.op_ack_pull, "ack": self.acks.op_ack, "nack": self.acks.op_nack,
+            "ack_release": self.acks.op_ack_release,
+        }
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        ep = self.rt.endpoints
+        router = bind(self.rt.ctx, zmq.ROUTER, ep.reader(self.index), max_msg_bytes=MAX_REQUEST_BYTES,
+                      hwm=self.rt.config.broker.reader_hwm)
+        arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, hwm=100_000, subscribe=(schema.ARRIVED,))
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(arrived_in, zmq.POLLIN)
+        writer = self.acks.start(lambda identity, reply: self._send(router, identity, reply))
+        poller.register(writer, zmq.POLLIN)
+        broker = self.rt.config.broker
+        now = monotonic_ms()
+        next_recheck, next_refresh, next_persist = now + HOUSEKEEPING_MS, now + REFRESH_FILES_MS, now
+        try:
+            # subscribed before the files are read: whatever lands in between is in a notice or the files
+            self.store.learn_from_files()
+            while not self.rt.stopping:
+                now = monotonic_ms()
+                timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, broker.tick_interval_ms))
+                ready = dict(poller.poll(timeout_ms))
+                if arrived_in in ready:
+                    self._on_arrived(router, arrived_in)
+                if router in ready:
+                    self._serve(router)
+                if writer in ready:
+                    self.acks.on_writer_reply()
+                now = monotonic_ms()
+                self.acks.tick(now)
+                for parked in self.parked.expired(now):
+                    self._answer(router, parked)
+                if now >= next_recheck:
+                    next_recheck = now + HOUSEKEEPING_MS
+                    self._recheck_parked(router, now)
+                if now >= next_refresh:
+                    next_refresh = now + REFRESH_FILES_MS
+                    self.store.refresh_files()
+                if now >= next_persist:
+                    next_persist = now + broker.offset_persist_interval_ms
+                    self._persist_offsets(final=False)
+                self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
+                               ack_queues=len(self.acks.queues))
+            # consumers should not wait out a long poll on a reader that is going away
+            for parked in self.parked.drain():
+                self._answer(router, parked)
+            self.acks.close()
+            self._persist_offsets(final=True)
+        finally:
+            self.rt.report("stopped", force=True, readable_end=self.store.readable_end)
+            self.store.close()
+
+    def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
+        grew: set[tuple[str, int]] = set()
+        while True:
+            try:
+                frames = arrived_in.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            try:
+                if len(frames) != 2:
+                    raise schema.SchemaError("an arrived notice has two frames")
+                notice = schema.unpack(frames[1])
+                applied = schema.field(notice, "applied", int, lo=0, hi=LONG_MAX)
+                queues = schema.field(notice, "queues", list)
+                if not all(isinstance(q, list) and len(q) == 3 and isinstance(q[0], str) and check_topic(q[0]) is None
+                           and isinstance(q[1], int) and isinstance(q[2], int) for q in queues):
+                    raise schema.SchemaError("queues must be [topic, queue id, max offset] triples")
+            except schema.SchemaError as exc:
+                log.warning("ignoring a malformed arrived notice: %s", exc)
+                continue
+            grew.update(self.store.on_arrived(queues, applied))
+        for key in grew:
+            self._wake(router, key)
+            self.acks.on_grew(*key)
+
+    def _recheck_parked(self, router: zmq.Socket[Any], now_ms: int) -> None:
+        for key in self.parked.due_for_recheck(now_ms, RECHECK_PARKED_MS):
+            if self.store.recheck(*key):
+                self._wake(router, key)
+                self.acks.on_grew(*key)
+
+    def _wake(self, router: zmq.Socket[Any], key: tuple[str, int]) -> None:
+        """Run again every pull parked on ``key``; answer those that now have something."""
+        for parked in self.parked.take(key):
+            try:
+                result = self._pull(parked.pull)
+            except Exception:
+                self._answer(router, parked)  # which turns the fault into an error reply
+                continue
+            if is_waitable(result):
+                # everything new was filtered out by tag: wait on from where the filter got to
+                self.parked.park(parked.after(result), monotonic_ms(), RECHECK_PARKED_MS)
+            else:
+                self._send(router, parked.identity, self._pull_reply(parked.request_id, parked.pull, result))
+
+    def _answer(self, router: zmq.Socket[Any], parked: ParkedPull) -> None:
+        """Answer a parked pull with what its queue holds now."""
+        try:
+            reply = self._pull_reply(parked.request_id, parked.pull, self._pull(parked.pull))
+        except Exception as exc:  # the same boundary as _handle: the client hears, the log has it
+            log.exception("parked pull failed")
+            reply = schema.error_reply(parked.request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        self._send(router, parked.identity, reply)
+
+    def _send(self, router: zmq.Socket[Any], identity: bytes, reply: dict[str, Any]) -> None:
+        try:
+            router.send_multipart([identity, schema.pack(reply)], zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("a client does not read its replies; reply dropped")
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def _serve(self, router: zmq.Socket[Any]) -> None:
+        for _ in range(MAX_DRAIN_PER_ROUND):
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            reply = self._handle(frames)
+            if reply is not None:
+                self._send(router, frames[0], reply)
+
+    def _handle(self, frames: list[bytes]) -> dict[str, Any] | None:
+        """The error boundary: every request gets a reply (None: parked), and nothing a client sends
+        stops the reader."""
+        request_id: Any = None
+        try:
+            if len(frames) != 2:
+                raise schema.SchemaError(f"expected one frame after the identity, got {len(frames) - 1}")
+            message = schema.unpack(frames[1], max_bytes=MAX_REQUEST_BYTES)
+            request_id = message.get("id")
+            if not isinstance(request_id, (int, str, type(None))) or isinstance(request_id, bool):
+                request_id = None
+                raise schema.SchemaError("id must be an integer or a string")
+            op = schema.field(message, "op", str)
+            handler = self._ops.get(op)
+            if handler is None:
+                return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the reader does not serve {op!r}")
+            return handler(frames[0], request_id, message)
+        except (schema.SchemaError, ValueError) as exc:
+            return schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
+        except Exception as exc:  # a bug or an unreadable file: the client hears of it, the log has it
+            log.exception("request failed")
+            return schema.error_reply(request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _op_pull(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+        cfg = self.rt.config
+        pull = PullRequest(
+            group=_name(message, "group", default=""),
+            topic=_topic(message),
+            queue_id=schema.field(message, "queue", int, lo=0, hi=INT_MAX),
+            queue_offset=schema.field(message, "offset", int, lo=0, hi=LONG_MAX),
+            limits=PullLimits(schema.field(message, "max", int, default=32, lo=1, hi=MAX_PULL_COUNT),
+                              schema.field(message, "max_bytes", int, default=cfg.store.max_transfer_bytes,
+                                           lo=1, hi=MAX_PULL_BYTES),
+                              cfg.store.max_transfer_count, cfg.store.max_transfer_bytes),
+            tag_filter=TagFilter.parse(_name(message, "tags", default="*")),
+            raw=schema.field(message, "raw", bool, default=False),
+        )
+        wait_ms = schema.field(message, "wait_ms", int, default=0, lo=0, hi=cfg.broker.long_poll_max_ms)
+        result = self._pull(pull)
+        # a dropped notice must not make a consumer wait: look at the files before waiting
+        if is_waitable(result) and self.store.recheck(pull.topic, pull.queue_id):
+            result = self._pull(pull)
+        if wait_ms > 0 and is_waitable(result) and not self.parked.full:
+            now = monotonic_ms()
+            self.parked.park(ParkedPull(identity, request_id, pull, now + wait_ms).after(result), now,
+                             RECHECK_PARKED_MS)
+            return None
+        return self._pull_reply(request_id, pull, result)
+
+    def _pull(self, pull: PullRequest) -> GetResult:
+        return self.store.pull(pull.topic, pull.queue_id, pull.queue_offset, pull.limits, pull.tag_filter,
+                               stored=pull.raw)
+
+    def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        return self._query(request_id, _topic(message), [_name(message, "key")], message,
+                           raw=schema.field(message, "raw", bool, default=False))
+
+    def _op_query_keys(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        keys = schema.field(message, "keys", list)
+        if not 1 <= len(keys) <= MAX_QUERY_KEYS:
+            raise schema.SchemaError(f"keys must hold 1 to {MAX_QUERY_KEYS} keys, got {len(keys)}")
+        if not all(isinstance(k, str) and len(k) <= MAX_NAME_CHARS for k in keys):
+            raise schema.SchemaError(f"keys must be strings of at most {MAX_NAME_CHARS} characters")
+        return self._query(request_id, _topic(message), keys, message, raw=True, counts=True)
+
+    def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        return self._query(request_id, _topic(message), [_name(message, "uniq_key")], {},
+                           raw=schema.field(message, "raw", bool, default=False), uniq=True)
+
+    def _query(self, request_id: Any, topic: str, keys: list[str], limits: dict[str, Any], *, raw: bool,
+               uniq: bool = False, counts: bool = False) -> dict[str, Any]:
+        """A query's reply (``limits``: max, begin_ms, end_ms): maps, or with ``raw`` the records as
+        stored (and with ``counts`` how many each key has); and how far the index goes."""
+        max_count = min(schema.field(limits, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT),
+                        self.max_query_count)
+        begin_ms = schema.field(limits, "begin_ms", int, default=0, lo=0, hi=LONG_MAX)
+        end_ms = schema.field(limits, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX)
+        if not raw:
+            records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
+            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
+        answers = self.store.query_by_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
+        extra = {"counts": [len(a) for a in answers]} if counts else {}
+        return schema.ok_reply(request_id, **_stored_reply(StoredRecords.join(answers)), **extra,
+                               **self._index_marks())
+
+    def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        found = self.store.view_by_id(_name(message, "msg_id"))
+        records = [] if found is None else [found]
+        if not schema.field(message, "raw", bool, default=False):
+            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
+        return schema.ok_reply(request_id, **_stored_reply(self.store.stored(records)))
+
+    def _op_offset_by_time(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        queue_offset = self.store.queue_offset_by_time(
+            _topic(message), schema.field(message, "queue", int, lo=0, hi=INT_MAX),
+            schema.field(message, "ts_ms", int, lo=0, hi=LONG_MAX),
+            upper=schema.field(message, "upper", bool, default=False))
+        return schema.ok_reply(request_id, offset=queue_offset)
+
+    def _op_queue_info(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        info = self.store.queue_info(_topic(message))
+        # msgpack map keys are strings on this wire (ipc.schema decodes with strict_map_key)
+        return schema.ok_reply(request_id, queues={str(q): [lo, hi] for q, (lo, hi) in info.items()})
+
+    def _op_commit_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.offsets is None:
+            return _not_owner(request_id, self.index)
+        group, topic = _name(message, "group"), _topic(message)
+        queue_id = schema.field(message, "queue", int, lo=0, hi=INT_MAX)
+        next_offset = schema.field(message, "offset", int, lo=0, hi=LONG_MAX)
+        max_queue_offset = self._max_queue_offset(topic, queue_id)
+        if next_offset > max_queue_offset:
+            self.store.recheck(topic, queue_id)  # the reader may not have heard of the newest entries
+            max_queue_offset = self._max_queue_offset(topic, queue_id)
+        if next_offset > max_queue_offset:
+            return schema.error_reply(request_id, GetStatus.OFFSET_OVERFLOW_BADLY.value,
+                                      f"offset {next_offset} is beyond {topic}/{queue_id}'s max offset "
+                                      f"{max_queue_offset}")
+        self.offsets.commit(group, topic, queue_id, next_offset)
+        self.offsets_dirty = True
+        return schema.ok_reply(request_id, offset=next_offset)
+
+    def _op_fetch_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.offsets is None:
+            return _not_owner(request_id, self.index)
+        offset = self.offsets.query(_name(message, "group"), _topic(message),
+                                    schema.field(message, "queue", int, lo=0, hi=INT_MAX))
+        return schema.ok_reply(request_id, offset=offset)
+
+    def _op_ping(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readers=self.rt.config.broker.readers,
+                               readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
+
+    def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
+        if pull.raw:  # one blob and its columns: nothing per message on either side
+            records = _stored_reply(result.stored or StoredRecords(b"", [], [], []))
+        else:
+            records = {"msgs": [record_to_wire(r) for r in result.messages]}
+        return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
+                               min=result.min_queue_offset, max=result.max_queue_offset, **records)
+
+    def _index_marks(self) -> dict[str, int]:
+        """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset)."""
+        last = self.store.index.last_file if self.store.index is not None else None
+        return {"index_ms": last.end_ms, "index_phys": last.end_phys_offset} if last is not None else {}
+
+    def _max_queue_offset(self, topic: str, queue_id: int) -> int:
+        view = self.store.published_queue(topic, queue_id)
+        return view.max_queue_offset if view is not None else 0
+
+    def _persist_offsets(self, *, final: bool) -> None:
+        if self.offsets is None or not self.offsets_dirty:
+            return
+        try:
+            self.offsets.persist(self.store_dir / CONSUMER_OFFSET_FILE)
+        except OSError:
+            if final:
+                raise  # the last chance: the process exits non-zero and the log says why
+            # write_atomic leaves the previous file intact and writes a whole new one next time, so a
+            # failed write (a full disk) loses nothing but the delay: keep the table dirty, retry
+            log.exception("cannot persist consumer offsets; retrying")
+            return
+        self.offsets_dirty = False
+
+
+def _stored_reply(stored: StoredRecords) -> dict[str, Any]:
+    """``raw``: the records as stored, back to back; ``count``; ``cols``: ``ipc.messages.pack_columns``."""
+    return {"raw": stored.data, "count": len(stored),
+            "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)}
+
+
+def _not_owner(request_id: Any, index: int) -> dict[str, Any]:
+    return schema.error_reply(request_id, NOT_OWNER,
+                              f"consumer offsets are served by reader {OFFSET_OWNER_INDEX}, not reader {index}")
+
+
+def _topic(message: dict[str, Any]) -> str:
+    topic: str = schema.field(message, "topic", str)
+    reason = check_topic(topic)  # also keeps a topic from naming a path outside consumequeue/
+    if reason is not None:
+        raise schema.SchemaError(reason)
+    return topic
+
+
+def _name(message: dict[str, Any], name: str, *, default: Any = ...) -> str:
+    value: str = schema.field(message, name, str, default=default)
+    if len(value) > MAX_NAME_CHARS:
+        raise schema.SchemaError(f"field {name!r} is longer than {MAX_NAME_CHARS} characters")
+    return value

@@ -1,0 +1,138 @@
+"""The remoting front: RocketMQ's TCP remoting protocol, so stock RocketMQ clients use mqstore.
+
+One asyncio listener serves both the NameServer requests and the broker requests (their codes do not
+collide; clients keep one connection per address anyway). Each connection reads whole frames and
+serves each request in its own task, since a held pull must never block the requests behind it on
+the same socket; replies are written one whole frame at a time. What a request asks is answered by
+``actors.remoting.front.BrokerFront`` through the broker's own ZeroMQ endpoints.
+
+A frame that lies about its length, exceeds ``max_frame_bytes`` or has a header that is not a
+command closes that connection with a log line; other clients never notice. Past
+``max_inflight_per_connection`` requests a client gets SYSTEM_BUSY, past ``max_connections`` new
+connections are closed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import Any
+
+from actors.remoting.front import BrokerFront, Peer
+from actors.runtime import Runtime
+from ipc import remoting as rm
+from ipc.channel import Channel
+
+log = logging.getLogger("mqstore.remoting")
+
+STOP_POLL_S = 0.1
+
+
+class RemotingActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self.config = runtime.config.remoting
+        ep = runtime.endpoints
+        routes = {"ingress": [ep.ingress], **{f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)}}
+        self.channel = Channel(routes, name="mqstore-remoting", curve=ep.curve)
+        self.front = BrokerFront(runtime.config, self.channel)
+        self._ids = itertools.count(1)
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.requests = 0
+        self.bad_frames = 0
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        finally:
+            self.channel.close()
+
+    async def _main(self) -> None:
+        server = await asyncio.start_server(self._connection, self.config.host, self.config.port,
+                                            reuse_address=True)
+        host, port = self.config.address
+        log.info("RocketMQ remoting front listening on %s:%d (NameServer and broker %s:%d)", self.config.host,
+                 self.config.port, host, port)
+        try:
+            while not self.rt.stopping:
+                await asyncio.sleep(STOP_POLL_S)
+                self.rt.report("running", connections=len(self._writers), requests=self.requests,
+                               bad_frames=self.bad_frames)
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.close()
+            await server.wait_closed()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername: Any = writer.get_extra_info("peername") or ("", 0)
+        if len(self._writers) >= self.config.max_connections:
+            log.warning("refusing a connection from %s: %d connections open", peername, len(self._writers))
+            writer.close()
+            return
+        peer = Peer(next(self._ids), str(peername[0]), int(peername[1]))
+        self._writers.add(writer)
+        tasks: set[asyncio.Task[None]] = set()
+        lock = asyncio.Lock()
+        try:
+            while True:
+                command = await self._read_command(reader, peer)
+                if command is None:
+                    break
+                if command.is_response:
+                    continue  # the front asks clients nothing; a stray response is dropped
+                self.requests += 1
+                if len(tasks) >= self.config.max_inflight_per_connection:
+                    await _write(writer, lock, command.reply(rm.SYSTEM_BUSY, "too many requests in flight"))
+                    continue
+                task = asyncio.create_task(self._answer(command, peer, writer, lock))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away
+        finally:
+            for task in tasks:
+                task.cancel()
+            self.front.clients.drop_connection(peer.connection)
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _read_command(self, reader: asyncio.StreamReader, peer: Peer) -> rm.RemotingCommand | None:
+        """The next command, or None when the connection is done (closed, or a frame not to be trusted)."""
+        try:
+            length = rm.frame_length(await reader.readexactly(4))
+        except asyncio.IncompleteReadError:
+            return None
+        if not rm.MIN_FRAME_BYTES <= length <= self.config.max_frame_bytes:
+            self.bad_frames += 1
+            log.warning("closing %s:%d: frame length %d outside [%d, %d]", peer.ip, peer.port, length,
+                        rm.MIN_FRAME_BYTES, self.config.max_frame_bytes)
+            return None
+        try:
+            return rm.decode_command(await reader.readexactly(length))
+        except rm.FrameError as exc:
+            self.bad_frames += 1
+            log.warning("closing %s:%d: %s", peer.ip, peer.port, exc)
+            return None
+
+    async def _answer(self, command: rm.RemotingCommand, peer: Peer, writer: asyncio.StreamWriter,
+                      lock: asyncio.Lock) -> None:
+        try:
+            reply = await self.front.handle(command, peer)
+        except Exception as exc:  # a bug: the client hears of it, the log has it, the connection stays
+            log.exception("request code %d failed", command.code)
+            reply = command.reply(rm.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if not command.is_oneway:
+            with contextlib.suppress(ConnectionError):
+                await _write(writer, lock, reply)
+
+
+async def _write(writer: asyncio.StreamWriter, lock: asyncio.Lock, command: rm.RemotingCommand) -> None:
+    # one frame at a time, and a client that does not read holds back only its own replies
+    async with lock:
+        writer.write(rm.encode_command(command))
+        await writer.drain()

@@ -1,0 +1,383 @@
+"""What the remoting front answers: RocketMQ requests turned into the broker's own requests.
+
+Every request becomes the same ZeroMQ request an ipc client sends (``send`` to the writer; ``pull``,
+queries and offsets to the readers), awaited on the front's event loop; nothing here touches the
+store's files. Replies follow the Java broker's codes and header fields (every ext value a string),
+and the records a pull or query returns are the stored bytes back to back, which RocketMQ clients
+decode themselves.
+
+Departures from the Java broker, each deliberate: every topic is routed (new ones are created on
+their first send, as with autoCreateTopicEnable); a message sent back goes straight into
+``%RETRY%{group}`` (there is no delay-level scheduler here), or ``%DLQ%{group}`` past
+``max_reconsume_times``; a batch whose messages the writer refuses in part answers with the first
+refusal, although the others were stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from actors.config import BrokerConfig
+from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
+from engine.config import check_topic
+from engine.log.host import Host
+from engine.log.msgid import offset_msg_id
+from engine.log.record import decode_properties
+from ipc import remoting as rm
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel
+from ipc.messages import Outgoing, ReceivedMessage, SendResult
+from ipc.receipts import ack_owner
+
+log = logging.getLogger("mqstore.remoting")
+
+LONG_MAX = (1 << 63) - 1
+CALL_TIMEOUT_MS = 5_000
+MAX_PULL_MESSAGES = 1024
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+TOPICS_CACHE_MS = 1_000
+# SendMessageRequestHeaderV2's one-letter fields (Java clients' code 310 and 320)
+V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+             "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+             "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
+PUT_CODES = {"PUT_OK": rm.SUCCESS, "FLUSH_DISK_TIMEOUT": rm.FLUSH_DISK_TIMEOUT,
+             "SERVICE_NOT_AVAILABLE": rm.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": rm.MESSAGE_ILLEGAL,
+             "PROPERTIES_SIZE_EXCEEDED": rm.MESSAGE_ILLEGAL, "BAD_REQUEST": rm.MESSAGE_ILLEGAL}
+# PullMessageProcessor: what a GetMessageStatus becomes on the wire
+PULL_CODES = {"FOUND": rm.SUCCESS, "OFFSET_OVERFLOW_ONE": rm.PULL_NOT_FOUND, "OFFSET_FOUND_NULL": rm.PULL_NOT_FOUND,
+              "OFFSET_OVERFLOW_BADLY": rm.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL": rm.PULL_OFFSET_MOVED,
+              "NO_MATCHED_MESSAGE": rm.PULL_RETRY_IMMEDIATELY, "MESSAGE_WAS_REMOVING": rm.PULL_RETRY_IMMEDIATELY,
+              "OFFSET_RESET": rm.PULL_OFFSET_MOVED}
+
+
+class RequestError(Exception):
+    """A request the front answers with ``code`` and ``remark`` instead of serving it."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    connection: int
+    ip: str
+    port: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _int(ext: dict[str, str], name: str, default: int | None = None, lo: int = -LONG_MAX, hi: int = LONG_MAX) -> int:
+    raw = ext.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise RequestError(rm.SYSTEM_ERROR, f"the request header lacks {name}")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise RequestError(rm.SYSTEM_ERROR, f"header field {name}={raw!r} is not an integer") from None
+    if not lo <= value <= hi:
+        raise RequestError(rm.SYSTEM_ERROR, f"header field {name}={value} is out of range")
+    return value
+
+
+def _topic(ext: dict[str, str], name: str = "topic") -> str:
+    topic = ext.get(name, "")
+    reason = check_topic(topic)
+    if reason is not None:
+        raise RequestError(rm.TOPIC_NOT_EXIST if not topic else rm.SYSTEM_ERROR, reason)
+    return topic
+
+
+def _flag(value: str | None) -> bool:
+    return value in ("1", "true", "True")  # C++ writes bools as 0/1, Java as true/false
+
+
+class BrokerFront:
+    """One per front process; ``handle`` serves a request and returns its reply."""
+
+    def __init__(self, config: BrokerConfig, channel: Channel) -> None:
+        self.config = config
+        self.remoting = config.remoting
+        self.channel = channel
+        self.readers = config.broker.readers
+        self.clients = ConsumerTable(self.remoting.max_consumer_groups, self.remoting.client_expire_ms)
+        self.locks = QueueLocks()
+        self.store_host = Host(config.store.store_host.ip, config.store.store_host.port)
+        self._topics: dict[str, int] = {}
+        self._topics_at_ms = -TOPICS_CACHE_MS
+        self._handlers: dict[int, Callable[[rm.RemotingCommand, Peer], Awaitable[rm.RemotingCommand]]] = {
+            rm.GET_ROUTEINFO_BY_TOPIC: self._route, rm.SEND_MESSAGE: self._send, rm.SEND_MESSAGE_V2: self._send,
+            rm.SEND_BATCH_MESSAGE: self._send, rm.PULL_MESSAGE: self._pull, rm.HEART_BEAT: self._heartbeat,
+            rm.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, rm.UNREGISTER_CLIENT: self._unregister,
+            rm.QUERY_CONSUMER_OFFSET: self._query_offset, rm.UPDATE_CONSUMER_OFFSET: self._update_offset,
+            rm.GET_MAX_OFFSET: self._max_offset, rm.GET_MIN_OFFSET: self._min_offset,
+            rm.SEARCH_OFFSET_BY_TIMESTAMP: self._offset_by_time, rm.QUERY_MESSAGE: self._query,
+            rm.VIEW_MESSAGE_BY_ID: self._view, rm.CONSUMER_SEND_MSG_BACK: self._send_back,
+            rm.LOCK_BATCH_MQ: self._lock, rm.UNLOCK_BATCH_MQ: self._unlock,
+        }
+
+    async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        handler = self._handlers.get(request.code)
+        if handler is None:
+            return request.reply(rm.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
+        try:
+            return await handler(request, peer)
+        except RequestError as exc:
+            return request.reply(exc.code, exc.remark)
+        except BrokerTimeoutError:
+            return request.reply(rm.SYSTEM_BUSY, "the broker did not answer in time")
+        except BrokerError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
+        except rm.FrameError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
+
+    async def _call(self, route: str, op: str, timeout_ms: int = CALL_TIMEOUT_MS, **fields: Any) -> dict[str, Any]:
+        return await asyncio.wrap_future(self.channel.call(route, op, timeout_ms=timeout_ms, **fields))
+
+    async def queue_count(self, topic: str) -> int:
+        """The topic's queues as the writer has them; a new topic gets what the writer will give it."""
+        now = time.monotonic_ns() // 1_000_000
+        if now - self._topics_at_ms >= TOPICS_CACHE_MS or topic not in self._topics:
+            try:
+                reply = await self._call("ingress", "topics")
+                self._topics = {str(k): int(v) for k, v in reply["topics"].items()}
+                self._topics_at_ms = now
+            except (BrokerError, BrokerTimeoutError):
+                if not self._topics:
+                    raise
+        if topic in self._topics:
+            return self._topics[topic]
+        return 1 if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) else self.config.broker.default_queues
+
+    # -- NameServer ----------------------------------------------------------------------------------
+
+    async def _route(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        topic = request.ext.get("topic", "")
+        if check_topic(topic) is not None:
+            return request.reply(rm.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
+        queues = await self.queue_count(topic)
+        host, port = self.remoting.address
+        name = self.remoting.broker_name
+        route: dict[str, Any] = {"orderTopicConf": None,
+                 "queueDatas": [{"brokerName": name, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
+                                 "topicSysFlag": 0}],
+                 "brokerDatas": [{"cluster": self.remoting.cluster_name, "brokerName": name,
+                                  "brokerAddrs": {"0": f"{host}:{port}"}, "enableActingMaster": False}],
+                 "filterServerTable": {}}
+        return request.reply(rm.SUCCESS, body=json.dumps(route, separators=(",", ":")).encode())
+
+    # -- sending -------------------------------------------------------------------------------------
+
+    async def _send(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        ext = request.ext
+        if request.code != rm.SEND_MESSAGE:
+            ext = {V2_FIELDS.get(k, k): v for k, v in ext.items()}
+        topic = _topic(ext)
+        born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
+        template = Outgoing(topic=topic, body=b"", queue=_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
+                            sys_flag=_int(ext, "sysFlag", 0, lo=0), born_ms=_int(ext, "bornTimestamp", _now_ms(), lo=0),
+                            born_host=born_host, reconsume_times=_int(ext, "reconsumeTimes", 0, lo=0))
+        if request.code == rm.SEND_BATCH_MESSAGE or _flag(ext.get("batch")):
+            items = rm.decode_batch(request.body)
+            if not items:
+                raise RequestError(rm.MESSAGE_ILLEGAL, "a batch without messages")
+            outgoing = [replace(template, body=i.body, properties=i.properties, flag=i.flag) for i in items]
+        else:
+            props = decode_properties(ext.get("properties", "").encode())
+            outgoing = [replace(template, body=request.body, properties=props, flag=_int(ext, "flag", 0))]
+        return request.reply(*await self._put(outgoing))
+
+    async def _put(self, outgoing: list[Outgoing]) -> tuple[int, str | None, dict[str, str]]:
+        timeout = self.config.flush.sync_timeout_ms + CALL_TIMEOUT_MS if self.config.sync_flush else CALL_TIMEOUT_MS
+        try:
+            reply = await self._call("ingress", "send", timeout, msgs=[o.to_wire() for o in outgoing])
+        except BrokerError as exc:
+            return PUT_CODES.get(exc.status, rm.SYSTEM_ERROR), exc.reason, {}
+        results = [SendResult.from_wire(r) for r in reply["results"]]
+        failed = next((r for r in results if r.status != "PUT_OK"), None)
+        first = results[0]
+        ext = {"msgId": ",".join(r.msg_id for r in results), "queueId": str(first.queue),
+               "queueOffset": str(first.queue_offset), "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"}
+        if failed is None:
+            return rm.SUCCESS, None, ext
+        return PUT_CODES.get(failed.status, rm.SYSTEM_ERROR), f"{failed.status}: {failed.reason}", ext
+
+    async def _send_back(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: the message at ``offset`` again, into the group's retry topic."""
+        ext = request.ext
+        group = ext.get("group", "")
+        retry_topic = RETRY_PREFIX + group
+        if check_topic(retry_topic) is not None:
+            raise RequestError(rm.SYSTEM_ERROR, f"group {group!r} makes no valid retry topic")
+        msg_id = offset_msg_id(self.store_host, _int(ext, "offset", lo=0))
+        msgs = (await self._call("reader0", "view_id", msg_id=msg_id))["msgs"]
+        if not msgs:
+            raise RequestError(rm.SYSTEM_ERROR, f"look message by offset failed, {ext.get('offset')}")
+        original = ReceivedMessage.from_wire(msgs[0])
+        times = original.reconsume_times + 1
+        limit = _int(ext, "maxReconsumeTimes", self.remoting.max_reconsume_times, lo=0)
+        target = DLQ_PREFIX + group if times > limit or _int(ext, "delayLevel", 0) < 0 else retry_topic
+        props = dict(original.properties)
+        props.setdefault("RETRY_TOPIC", original.topic)
+        props.setdefault("ORIGIN_MESSAGE_ID", ext.get("originMsgId") or original.uniq_key or original.msg_id)
+        props["RECONSUME_TIME"] = str(times)
+        await self._call("ingress", "create_topic", topic=target, queues=await self.queue_count(target))
+        outgoing = Outgoing(topic=target, body=original.body, properties=props, queue=0, flag=original.flag,
+                            born_ms=original.born_ms, born_host=original.born_host, reconsume_times=times,
+                            sys_flag=original.sys_flag & 0x3)
+        code, remark, _ = await self._put([outgoing])
+        return request.reply(code, remark)
+
+    # -- pulling -------------------------------------------------------------------------------------
+
+    def _reader_for(self, topic: str, queue_id: int) -> str:
+        # the same reader an ipc Consumer pulls this queue from, so parked pulls wake in one place
+        return f"reader{ack_owner('', topic, queue_id, self.readers)}"
+
+    async def _pull(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        ext = request.ext
+        group, topic = ext.get("consumerGroup", ""), _topic(ext)
+        queue_id = _int(ext, "queueId", lo=0, hi=(1 << 31) - 1)
+        offset = _int(ext, "queueOffset", lo=0)
+        sys_flag = _int(ext, "sysFlag", 0)
+        if sys_flag & rm.PULL_COMMIT_OFFSET and _int(ext, "commitOffset", 0) > 0:
+            try:
+                await self._commit(group, topic, queue_id, _int(ext, "commitOffset", lo=0))
+            except BrokerError as exc:  # a refused commit (past the queue's end) must not fail the pull
+                log.info("pull of %s/%d by %s: commit refused: %s", topic, queue_id, group, exc)
+        wait_ms = 0
+        if sys_flag & rm.PULL_SUSPEND:
+            wait_ms = min(_int(ext, "suspendTimeoutMillis", 15_000, lo=0), self.config.broker.long_poll_max_ms)
+        tags = (ext.get("subscription") or "*") if sys_flag & rm.PULL_SUBSCRIPTION else "*"
+        reply = await self._call(self._reader_for(topic, queue_id), "pull", wait_ms + CALL_TIMEOUT_MS, group=group,
+                                 topic=topic, queue=queue_id, offset=offset, tags=tags, raw=True,
+                                 max=max(1, min(_int(ext, "maxMsgNums", 32), MAX_PULL_MESSAGES)), wait_ms=wait_ms)
+        status = str(reply["status"])
+        code = PULL_CODES.get(status)
+        if code is None:  # the queue is empty or unknown: Java's NO_MESSAGE_IN_QUEUE rule
+            code = rm.PULL_NOT_FOUND if offset == 0 else rm.PULL_OFFSET_MOVED
+        body = bytes(reply.get("raw") or b"")
+        if code == rm.SUCCESS and not body:
+            code = rm.PULL_RETRY_IMMEDIATELY  # never FOUND without records: the client throws on that
+        head = {"suggestWhichBrokerId": "0", "nextBeginOffset": reply["next"], "minOffset": reply["min"],
+                "maxOffset": reply["max"]}
+        return request.reply(code, None if code == rm.SUCCESS else status, head, body if code == rm.SUCCESS else b"")
+
+    # -- consumers -----------------------------------------------------------------------------------
+
+    async def _heartbeat(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        try:
+            self.clients.heartbeat(request.body, peer.connection, _now_ms())
+        except ClientBodyError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
+        return request.reply(rm.SUCCESS)
+
+    async def _consumer_list(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        group = request.ext.get("consumerGroup", "")
+        ids = self.clients.consumers(group, _now_ms())
+        if not ids:
+            return request.reply(rm.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return request.reply(rm.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
+
+    async def _unregister(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        self.clients.unregister(request.ext.get("clientID", ""), request.ext.get("consumerGroup", ""))
+        return request.reply(rm.SUCCESS)
+
+    async def _lock(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        try:
+            return request.reply(rm.SUCCESS, body=self.locks.lock(request.body, _now_ms()))
+        except ClientBodyError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
+
+    async def _unlock(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        try:
+            self.locks.unlock(request.body)
+        except ClientBodyError as exc:
+            return request.reply(rm.SYSTEM_ERROR, str(exc))
+        return request.reply(rm.SUCCESS)
+
+    # -- offsets -------------------------------------------------------------------------------------
+
+    async def _commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        await self._call("reader0", "commit_offset", group=group, topic=topic, queue=queue_id, offset=offset)
+
+    async def _span(self, topic: str, queue_id: int) -> tuple[int, int]:
+        queues = (await self._call("reader0", "queue_info", topic=topic))["queues"]
+        span = queues.get(str(queue_id), [0, 0])
+        return int(span[0]), int(span[1])
+
+    async def _query_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        ext = request.ext
+        topic, queue_id = _topic(ext), _int(ext, "queueId", lo=0)
+        offset = int((await self._call("reader0", "fetch_offset", group=ext.get("consumerGroup", ""), topic=topic,
+                                       queue=queue_id))["offset"])
+        if offset < 0:
+            # a new group: from the start while the queue still holds it (ConsumerManageProcessor)
+            if (await self._span(topic, queue_id))[0] != 0:
+                return request.reply(rm.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer "
+                                     "boot first")
+            offset = 0
+        return request.reply(rm.SUCCESS, ext={"offset": offset})
+
+    async def _update_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        ext = request.ext
+        await self._commit(ext.get("consumerGroup", ""), _topic(ext), _int(ext, "queueId", lo=0),
+                           _int(ext, "commitOffset", lo=0))
+        return request.reply(rm.SUCCESS)
+
+    async def _max_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        span = await self._span(_topic(request.ext), _int(request.ext, "queueId", lo=0))
+        return request.reply(rm.SUCCESS, ext={"offset": span[1]})
+
+    async def _min_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        span = await self._span(_topic(request.ext), _int(request.ext, "queueId", lo=0))
+        return request.reply(rm.SUCCESS, ext={"offset": span[0]})
+
+    async def _offset_by_time(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        ext = request.ext
+        reply = await self._call("reader0", "offset_by_time", topic=_topic(ext), queue=_int(ext, "queueId", lo=0),
+                                 ts_ms=_int(ext, "timestamp", lo=0))
+        return request.reply(rm.SUCCESS, ext={"offset": reply["offset"]})
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    async def _query(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        ext = request.ext
+        topic, key = _topic(ext), ext.get("key", "")
+        if not key:
+            raise RequestError(rm.SYSTEM_ERROR, "the request header lacks key")
+        if _flag(ext.get("_UNIQUE_KEY_QUERY")):
+            reply = await self._call("reader0", "query_uniq", topic=topic, uniq_key=key, raw=True)
+        else:
+            reply = await self._call("reader0", "query_key", topic=topic, key=key, raw=True,
+                                     max=max(1, min(_int(ext, "maxNum", 32), MAX_PULL_MESSAGES)),
+                                     begin_ms=_int(ext, "beginTimestamp", 0, lo=0),
+                                     end_ms=_int(ext, "endTimestamp", LONG_MAX, lo=0))
+        head = {"indexLastUpdateTimestamp": reply.get("index_ms", 0), "indexLastUpdatePhyoffset": reply.get(
+            "index_phys", 0)}
+        if not reply["count"]:
+            return request.reply(rm.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", head)
+        return request.reply(rm.SUCCESS, None, head, bytes(reply["raw"]))
+
+    async def _view(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
+        offset = _int(request.ext, "offset", lo=0)
+        reply = await self._call("reader0", "view_id", msg_id=offset_msg_id(self.store_host, offset), raw=True)
+        if not reply["count"]:
+            return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        msg_topic = request.ext.get("topic")
+        body = bytes(reply["raw"])
+        if msg_topic and rm.decode_records(body)[0].topic != msg_topic:
+            return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return request.reply(rm.SUCCESS, body=body)
+

@@ -1,0 +1,181 @@
+"""DispatchRequest: what a derived file needs to know about one commitlog record.
+
+The commitlog is the truth and a DispatchRequest is a hint derived from it: a consume-queue or
+index builder that misses some can always rebuild them by decoding the commitlog again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, Protocol
+
+import numpy as np
+
+from engine.jhash import as_index_hashes, combine_hashes, index_hashes, java_hash, java_hashes_of_slices
+from engine.keyindex.service import index_key
+from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
+
+Array = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRequest:
+    topic: str
+    queue_id: int
+    phys_offset: int
+    size: int
+    tags_code: int
+    store_ms: int
+    queue_offset: int
+    keys: tuple[str, ...]
+    uniq_key: str | None
+    sys_flag: int
+
+    @classmethod
+    def from_record(cls, record: Record) -> DispatchRequest:
+        return cls(record.topic, record.queue_id, record.phys_offset, record.size, record.tags_code,
+                   record.store_ms, record.queue_offset, tuple(record.keys), record.uniq_key, record.sys_flag)
+
+    @property
+    def has_queue_entry(self) -> bool:
+        """Prepared and rolled-back transaction records get no consume-queue entry."""
+        return self.sys_flag & SYSFLAG_TX_MASK in (0, SYSFLAG_TX_COMMIT)
+
+
+DISPATCH_COLUMNS = np.dtype([("phys_offset", "<i8"), ("size", "<i4"), ("topic", "<u2"), ("queue_id", "<i4"),
+                             ("queue_offset", "<i8"), ("tags_code", "<i8"), ("store_ms", "<i8"), ("sys_flag", "<i4")])
+
+
+class Dispatched(Protocol):
+    """What a builder applies: ``DISPATCH_COLUMNS`` rows (one per record, in commitlog order), the
+    topic table their ``topic`` column indexes, and the index keys of the records (``index_keys``)."""
+
+    @property
+    def rows(self) -> Array: ...
+
+    @property
+    def topics(self) -> list[str]: ...
+
+    def index_keys(self) -> tuple[Array, Array]:
+        """``key_rows`` (ascending; a record's UNIQ_KEY first, then its KEYS) and ``key_hashes``
+        (``index_hash`` of ``topic#key``)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchBatch:
+    """DispatchRequests as columns (``DISPATCH_COLUMNS``, one row per record in commitlog order), the
+    topic table their ``topic`` column indexes, and each record's index keys (space separated) and
+    UNIQ_KEY ("" for none): what one writer append, or one chunk of reput, tells the builders."""
+
+    columns: Array
+    topics: list[str]
+    keys: list[str]
+    uniq_keys: list[str]
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @property
+    def rows(self) -> Array:
+        return self.columns
+
+    @classmethod
+    def from_requests(cls, requests: list[DispatchRequest]) -> DispatchBatch:
+        topics: dict[str, int] = {}
+        columns = np.array([(r.phys_offset, r.size, topics.setdefault(r.topic, len(topics)), r.queue_id, r.queue_offset,
+                             r.tags_code, r.store_ms, r.sys_flag) for r in requests], dtype=DISPATCH_COLUMNS)
+        return cls(columns, list(topics), [" ".join(r.keys) for r in requests], [r.uniq_key or "" for r in requests])
+
+    @classmethod
+    def from_wire(cls, columns: bytes, topics: list[str], keys: list[str], uniq_keys: list[str]) -> DispatchBatch:
+        """The batch ``columns.tobytes()`` and its lists made; ValueError when they disagree."""
+        rows = np.frombuffer(columns, dtype=DISPATCH_COLUMNS)
+        if len(keys) != len(rows) or len(uniq_keys) != len(rows) or (len(rows) and
+                                                                      int(rows["topic"].max()) >= len(topics)):
+            raise ValueError("dispatch columns, keys and topics disagree")
+        "".join(topics + keys + uniq_keys)  # TypeError for anything that is not a string
+        return cls(rows, topics, keys, uniq_keys)
+
+    @classmethod
+    def concat(cls, batches: list[DispatchBatch]) -> DispatchBatch:
+        """Consecutive batches as one (topic tables joined, the ``topic`` column renumbered)."""
+        if len(batches) == 1:
+            return batches[0]
+        topics = batches[0].topics
+        columns = np.concatenate([b.columns for b in batches])
+        if any(b.topics != topics for b in batches):
+            table: dict[str, int] = {}
+            columns["topic"] = np.concatenate([np.array([table.setdefault(t, len(table)) for t in b.topics],
+                                                        np.int64)[b.columns["topic"]] for b in batches])
+            topics = list(table)
+        return cls(columns, topics, list(chain.from_iterable(b.keys for b in batches)),
+                   list(chain.from_iterable(b.uniq_keys for b in batches)))
+
+    def requests(self) -> Iterator[DispatchRequest]:
+        for (phys, size, topic, queue_id, queue_offset, tags_code, store_ms, sys_flag), keys, uniq in zip(
+                self.columns.tolist(), self.keys, self.uniq_keys, strict=True):
+            yield DispatchRequest(self.topics[topic], queue_id, phys, size, tags_code, store_ms, queue_offset,
+                                  tuple(k for k in keys.split(" ") if k), uniq or None, sys_flag)
+
+    def index_keys(self) -> tuple[Array, Array]:
+        """Every record's UNIQ_KEY, then its KEYS split on single spaces (empty ones dropped), hashed
+        as ``topic#key`` all at once: the strings are joined into one text, cut at the spaces that
+        separate keys, and each slice's Java hash is joined to its topic's (``combine_hashes``)."""
+        n = len(self.columns)
+        items: list[str] = [""] * (2 * n)
+        items[0::2] = self.uniq_keys
+        items[1::2] = self.keys
+        text = " ".join(items)
+        if not text.isascii():  # Java hashes UTF-16 units: the string path counts them
+            return self._index_keys_exactly()
+        data = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        spaces = np.flatnonzero(data == ord(" "))
+        if len(spaces) == len(items) - 1:  # no key holds a space: the spaces are the separators
+            starts = np.concatenate(([0], spaces + 1))
+            ends = np.concatenate((spaces, [len(data)]))
+            item_of = np.arange(len(items))
+        else:
+            lengths = np.fromiter(map(len, items), np.int64, len(items))
+            item_ends = np.cumsum(lengths + 1) - 1  # the separator (or the text's end) after each item
+            item_of_space = np.searchsorted(item_ends, spaces)
+            # a space cuts between items, and inside KEYS; a UNIQ_KEY is one key, spaces and all
+            cuts = spaces[(item_ends[item_of_space] == spaces) | (item_of_space % 2 == 1)]
+            starts = np.concatenate(([0], cuts + 1))
+            ends = np.concatenate((cuts, [len(data)]))
+            item_of = np.searchsorted(item_ends, starts)
+        keep = ends > starts
+        starts, ends = starts[keep], ends[keep]
+        key_rows = item_of[keep] // 2
+        topic_hashes = np.array([java_hash(index_key(t, "")) & 0xFFFFFFFF for t in self.topics], dtype=np.int64)
+        key_hashes = as_index_hashes(combine_hashes(topic_hashes[self.columns["topic"][key_rows]],
+                                                    java_hashes_of_slices(data, starts, ends), ends - starts))
+        return key_rows.astype(np.int64), key_hashes.astype(np.int64)
+
+    def _index_keys_exactly(self) -> tuple[Array, Array]:
+        key_rows: list[int] = []
+        full_keys: list[str] = []
+        for row, (topic, keys, uniq) in enumerate(zip(self.columns["topic"].tolist(), self.keys, self.uniq_keys,
+                                                      strict=True)):
+            record_keys = ([uniq] if uniq else []) + [k for k in keys.split(" ") if k]
+            full_keys.extend(index_key(self.topics[topic], k) for k in record_keys)
+            key_rows.extend([row] * len(record_keys))
+        return np.asarray(key_rows, np.int64), np.asarray(index_hashes(full_keys), np.int64)
+
+    def after(self, phys_offset: int) -> DispatchBatch:
+        """The records at or after ``phys_offset``."""
+        first = int(np.searchsorted(self.columns["phys_offset"], phys_offset))
+        return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys[first:],
+                                                     self.uniq_keys[first:])
+
+
+def queue_entry_mask(columns: Array) -> Array:
+    """Which rows of ``DISPATCH_COLUMNS`` get a consume-queue entry (``has_queue_entry``)."""
+    tx = columns["sys_flag"] & SYSFLAG_TX_MASK
+    return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, request: DispatchRequest) -> None: ...

@@ -1,0 +1,125 @@
+"""The writer's plan for a producer-encoded batch (``engine.batch.record_batch``), all columns, no messages.
+
+A request carries whole records, their columns and the tables the columns index. Several requests
+of one poll round are merged into one batch (``merge``: tables joined, indices remapped), checked
+(``check``), given queues at once (``pick_queues``: explicit, round robin per topic, or by shard
+hash), and once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch``
+for the builders (``dispatch_batch``) and one packed reply row per record (``reply_rows``: phys
+offset, queue id, queue offset, as ``REPLY_DTYPE``; ``ipc.encoded`` reads them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch, check_batch
+from engine.config import StoreConfig, check_topic
+from engine.jhash import tags_code
+from engine.log.writer import BatchOutcome
+from engine.topics import TopicError, TopicTable
+
+REPLY_DTYPE = np.dtype([("phys_offset", "<i8"), ("queue_id", "<i4"), ("queue_offset", "<i8")])
+QueueIds = np.ndarray[Any, np.dtype[np.int64]]
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedRequest:
+    records: bytes | memoryview  # a view of the receive buffer: read, never kept past the round
+    columns: bytes
+    topics: list[str]
+    tags: list[str]
+    keys: list[str]
+    uniq_keys: list[str]
+
+
+def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> CheckedBatch:
+    """Raises BatchError for a batch that does not hold together."""
+    checked = check_batch(request.records, request.columns, request.topics, store_host=config.store_host,
+                          prop_crc=config.geometry.prop_crc, max_body_bytes=config.max_body_bytes)
+    n = len(checked.columns)
+    if n > max_messages or len(request.keys) != n or len(request.uniq_keys) != n:
+        raise BatchError(f"a batch carries 1 to {max_messages} records, with one key string and one UNIQ_KEY each")
+    tag_ids = checked.columns["tag"]
+    if (tag_ids < -1).any() or (tag_ids >= len(request.tags)).any():
+        raise BatchError("a record names a tag outside the batch's table")
+    return checked
+
+
+def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTable, default_queues: int,
+                round_robin: dict[str, int]) -> QueueIds:
+    """Every record's queue id; raises BatchError for a refused topic or a queue out of range."""
+    cols = checked.columns
+    wanted = cols["queue"].astype(np.int64)
+    queue_ids = wanted.copy()
+    for index, name in enumerate(request.topics):
+        reason = check_topic(name)
+        if reason is not None:
+            raise BatchError(reason)
+        try:
+            count = topics.get_or_create(name, default_queues).queue_count
+        except (TopicError, OSError) as exc:
+            raise BatchError(str(exc)) from None
+        rows = cols["topic"] == index
+        if ((wanted >= count) & rows).any() or ((wanted < QUEUE_BY_SHARD) & rows).any():
+            raise BatchError(f"queue id out of range: {name} has {count} queues")
+        robin = np.flatnonzero(rows & (wanted == QUEUE_ROUND_ROBIN))
+        if len(robin):
+            n = round_robin.get(name, 0)
+            queue_ids[robin] = (n + np.arange(len(robin))) % count
+            round_robin[name] = n + len(robin)
+        sharded = rows & (wanted == QUEUE_BY_SHARD)
+        queue_ids[sharded] = cols["shard"][sharded].astype(np.int64) % count
+    return queue_ids
+
+
+def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: QueueIds,
+                   outcome: BatchOutcome) -> DispatchBatch:
+    n = len(outcome.phys_offsets)
+    codes = np.array([tags_code(t) for t in request.tags] + [0], dtype=np.int64)  # tag -1 picks the last: 0
+    columns = np.empty(n, dtype=DISPATCH_COLUMNS)
+    columns["phys_offset"] = outcome.phys_offsets
+    columns["size"] = checked.columns["size"][:n]
+    columns["topic"] = checked.columns["topic"][:n]
+    columns["queue_id"] = queue_ids[:n]
+    columns["queue_offset"] = outcome.queue_offsets
+    columns["tags_code"] = codes[checked.columns["tag"][:n]]
+    columns["store_ms"] = outcome.store_ms
+    columns["sys_flag"] = checked.sys_flags[:n]
+    return DispatchBatch(columns, list(request.topics), request.keys[:n], request.uniq_keys[:n])
+
+
+def merge(requests: list[EncodedRequest]) -> EncodedRequest:
+    """Several requests as one batch (topic and tag tables joined, the columns' indices remapped), so
+    a poll round's sends take one check, one append and one dispatch. Raises BatchError or
+    IndexError for a request whose columns do not match its tables."""
+    topics: dict[str, int] = {}
+    tags: dict[str, int] = {}
+    parts = []
+    for r in requests:
+        if len(r.columns) % COLUMNS.itemsize:
+            raise BatchError("the columns are not whole rows")
+        cols = np.frombuffer(r.columns, dtype=COLUMNS).copy()
+        topic_map = np.array([topics.setdefault(t, len(topics)) for t in r.topics], np.int64)
+        tag_map = np.array([tags.setdefault(t, len(tags)) for t in r.tags] + [-1], np.int64)
+        if len(cols) and (int(cols["tag"].min()) < -1 or int(cols["tag"].max()) >= len(r.tags)):
+            raise BatchError("a record names a tag outside the batch's table")
+        cols["topic"] = topic_map[cols["topic"]]
+        cols["tag"] = tag_map[cols["tag"]]
+        parts.append(cols)
+    return EncodedRequest(b"".join(r.records for r in requests), np.concatenate(parts).tobytes(), list(topics),
+                          list(tags), [k for r in requests for k in r.keys], [u for r in requests for u in r.uniq_keys])
+
+
+def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:
+    """The packed reply rows of the request whose records are rows [rows_from, rows_to) of the batch."""
+    written = len(outcome.phys_offsets)
+    end = written if rows_to is None else min(rows_to, written)
+    rows = np.empty(max(end - rows_from, 0), dtype=REPLY_DTYPE)
+    rows["phys_offset"] = outcome.phys_offsets[rows_from:end]
+    rows["queue_id"] = queue_ids[rows_from:end]
+    rows["queue_offset"] = outcome.queue_offsets[rows_from:end]
+    return rows.tobytes()

@@ -1,0 +1,200 @@
+"""Every consume queue of a store, under ``{store}/consumequeue/{topic}/{queueId}/``.
+
+A batch of dispatch rows is written queue by queue (one copy per queue, not one call per row), so
+while it is being written the queues are not a prefix of the commitlog: a queue later in the batch
+may lack rows that an earlier queue already holds past them. A process that dies there would resume
+from the furthest entry and leave that queue a gap for good. So a batch touching several queues
+first records where it starts in ``consumequeue/.dispatching`` (8 bytes, little-endian), removed
+once every queue holds the batch, and ``applied_end`` resumes from there: the batch is dispatched
+again, and what its first try wrote is skipped as already covered. The mark needs no fsync: it guards against
+the writing process dying, whose stores the page cache keeps; after a power cut, abnormal recovery
+starts from the checkpoint, before any batch that was in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.batch.dispatch import DispatchRequest
+from engine.consumequeue.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
+
+DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
+_MARK = struct.Struct("<q")
+NO_BATCH = -1
+
+
+class ConsumeQueueStore:
+    def __init__(self, root: Path, entries_per_file: int, writable: bool) -> None:
+        self.root = root
+        self.entries_per_file = entries_per_file
+        self.writable = writable
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._marked: bool | None = None  # whether the mark file is there (None: not looked yet)
+
+    @classmethod
+    def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
+             writable: bool = True) -> ConsumeQueueStore:
+        """Open every queue directory; directory names that are not queue ids are skipped."""
+        store = cls(Path(root), entries_per_file, writable)
+        if writable:
+            store.root.mkdir(parents=True, exist_ok=True)
+        try:
+            if store.root.is_dir():
+                for topic_dir in sorted(p for p in store.root.iterdir() if p.is_dir()):
+                    for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+                        if queue_dir.name.isdigit():
+                            store.get(topic_dir.name, int(queue_dir.name), create=True)
+        except BaseException:
+            store.close()  # the queues opened before the one that failed
+            raise
+        return store
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+        self.queues.clear()
+
+    def dispatching_from(self) -> int:
+        """Where the batch that was being written starts, or ``NO_BATCH`` (see the module docstring)."""
+        try:
+            data = (self.root / DISPATCHING_NAME).read_bytes()
+        except FileNotFoundError:
+            return NO_BATCH
+        return _MARK.unpack(data)[0] if len(data) == _MARK.size else NO_BATCH
+
+    def applied_end(self) -> int:
+        """Where dispatch resumes: the furthest byte the queues cover, or the start of a batch that
+        was being written across several queues when its writer stopped (-1: no entries)."""
+        end, batch = self.max_phys_end(), self.dispatching_from()
+        return end if batch == NO_BATCH else min(end, batch)
+
+    def _mark(self, phys_offset: int) -> None:
+        fd = os.open(self.root / DISPATCHING_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, _MARK.pack(phys_offset), 0)
+        finally:
+            os.close(fd)
+        self._marked = True
+
+    def _clear_mark(self) -> None:
+        if self._marked is None:
+            self._marked = (self.root / DISPATCHING_NAME).exists()  # a predecessor's
+        if self._marked:
+            (self.root / DISPATCHING_NAME).unlink(missing_ok=True)
+            self._marked = False
+
+    def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None and (create or (self.root / topic / str(queue_id)).is_dir()):
+            cq = ConsumeQueue.open(self.root, topic, queue_id, self.entries_per_file, writable=self.writable)
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def __iter__(self) -> Iterator[ConsumeQueue]:
+        return iter(list(self.queues.values()))
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self.queues):
+            out.setdefault(topic, []).append(queue_id)
+        return out
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if request.has_queue_entry:
+            cq = self.get(request.topic, request.queue_id, create=True)
+            assert cq is not None
+            cq.append(request.queue_offset, request.phys_offset, request.size, request.tags_code)
+
+    def dispatch_rows(self, rows: np.ndarray[Any, Any], topics: list[str], *,
+                      expired_below: int = -1) -> dict[tuple[str, int], int]:
+        """``dispatch`` for ``DISPATCH_COLUMNS`` rows that get a queue entry (``topics`` is what their
+        ``topic`` column indexes). Returns, per (topic, queue id) given entries, the queue offset after
+        its last."""
+        if not len(rows):
+            return {}
+        group = (rows["topic"].astype(np.int64) << 32) | rows["queue_id"].astype(np.int64)
+        marked = not bool((group == group[0]).all())
+        if not marked:
+            bounds = [0, len(rows)]
+        else:
+            self._mark(int(rows["phys_offset"].min()))
+            order = np.argsort(group, kind="stable")  # commitlog order within each queue
+            rows, group = rows[order], group[order]
+            bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(rows)]
+        entries = np.empty(len(rows), dtype=CQ_DTYPE)
+        for name in ("phys_offset", "size", "tags_code"):
+            entries[name] = rows[name]
+        queue_offsets = rows["queue_offset"]
+        ends: dict[tuple[str, int], int] = {}
+        for first, end in itertools.pairwise(bounds):
+            key = (topics[int(rows["topic"][first])], int(rows["queue_id"][first]))
+            cq = self.get(*key, create=True)
+            assert cq is not None
+            cq.append_entries(queue_offsets[first:end], entries[first:end], expired_below=expired_below)
+            ends[key] = int(queue_offsets[end - 1]) + 1
+        self._clear_mark()  # every queue holds the batch now
+        return ends
+
+    def published_state(self) -> tuple[dict[tuple[str, int], int], int]:
+        """Read off the files, trusting no cursor (another process writes them): each queue's next
+        offset, and the furthest commitlog byte their entries cover (the commitlog min if none)."""
+        offsets: dict[tuple[str, int], int] = {}
+        phys_end = -1
+        for cq in self:
+            end = cq.scan_valid_end()
+            offsets[(cq.topic, cq.queue_id)] = end
+            last = cq.entry(end - 1) if end > cq.min_queue_offset else None
+            if last is not None:
+                phys_end = max(phys_end, last[0] + last[1])
+        return offsets, phys_end
+
+    def refresh(self) -> None:
+        """Open queue directories another process created since."""
+        if not self.root.is_dir():
+            return
+        for topic_dir in self.root.iterdir():
+            if topic_dir.is_dir():
+                for queue_dir in topic_dir.iterdir():
+                    if queue_dir.name.isdigit() and (topic_dir.name, int(queue_dir.name)) not in self.queues:
+                        self.get(topic_dir.name, int(queue_dir.name), create=True)
+
+    def max_phys_end(self) -> int:
+        """The furthest commitlog byte any queue covers (-1 when no queue has entries)."""
+        return max((cq.max_phys_end for cq in self.queues.values()), default=-1)
+
+    def recover(self) -> None:
+        for cq in self.queues.values():
+            cq.recover()
+
+    def truncate_dirty(self, phys_offset: int) -> None:
+        for cq in self.queues.values():
+            if cq.max_phys_end > phys_offset:
+                cq.truncate_dirty(phys_offset)
+
+    def correct_min_offsets(self, min_phys_offset: int) -> None:
+        for cq in self.queues.values():
+            cq.correct_min_offset(min_phys_offset)
+
+    def delete_expired(self, min_phys_offset: int) -> int:
+        return sum(cq.delete_expired(min_phys_offset) for cq in self.queues.values())
+
+    def flush(self, least_pages: int = 0) -> None:
+        """Flush every queue; with ``least_pages == 0`` every file of every queue, all the way."""
+        for cq in self.queues.values():
+            if least_pages == 0:
+                cq.queue.flush_all()
+            else:
+                cq.flush(least_pages)
+
+    def delete_all(self) -> None:
+        for cq in self.queues.values():
+            cq.queue.delete_all()
+            cq.close()
+        self.queues.clear()

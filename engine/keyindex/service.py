@@ -1,0 +1,420 @@
+"""The ``{store}/index/`` directory: RocketMQ's IndexService over a list of IndexFiles.
+
+Files are named by the local time at creation, ``yyyyMMddHHmmssSSS``, so name order is creation
+order. Only the newest file is written; when it is full a new one is created, seeded with the
+previous file's end offset and end time, and the full file is flushed. Every indexed record's
+offset is >= the newest file's ``end_phys_offset``, so offsets never decrease along the list,
+which is what deduplication on re-dispatch and truncation after a torn commitlog tail rely on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.jhash import index_hash, index_hashes
+from engine.keyindex.index_file import TMP_SUFFIX, IndexFile, IndexFileError
+
+DEFAULT_MAX_MSGS_NUM_BATCH = 64
+KEY_JOINER = "#"
+TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_ROLLBACK_TYPE = 0xC
+
+INDEX_FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
+_TMP_NAME_RE = re.compile(r"\d{17}" + re.escape(TMP_SUFFIX))
+_NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
+
+
+def _index_names(path: Path) -> list[str]:
+    if not path.is_dir():
+        return []
+    return sorted(e.name for e in os.scandir(path)
+                  if e.is_file(follow_symlinks=False) and INDEX_FILE_NAME.fullmatch(e.name))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryOffsetResult:
+    """Offsets found for a key, newest first, plus how far the index had got when asked."""
+
+    phys_offsets: list[int]
+    index_last_update_ms: int
+    index_last_update_phys_offset: int
+
+
+def index_key(topic: str, key: str) -> str:
+    """The string an IndexFile hashes: ``topic#key`` (``IndexService.buildKey``)."""
+    return f"{topic}{KEY_JOINER}{key}"
+
+
+def index_file_name(now_ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString``: local time as 17 digits, e.g. ``20240131235959123``."""
+    seconds, millis = divmod(now_ms, 1000)
+    name = time.strftime(_NAME_TIME_FORMAT, time.localtime(seconds)) + f"{millis:03d}"
+    if not INDEX_FILE_NAME.fullmatch(name):
+        raise ValueError(f"clock value {now_ms} does not give a 17-digit index file name")
+    return name
+
+
+def _name_plus_one_ms(name: str) -> str:
+    # Naive wall-clock arithmetic on the name itself: the result always sorts after it, even when
+    # local time repeats an hour.
+    moment = datetime.strptime(name[:14], _NAME_TIME_FORMAT) + timedelta(milliseconds=int(name[14:]) + 1)
+    return moment.strftime(_NAME_TIME_FORMAT) + f"{moment.microsecond // 1000:03d}"
+
+
+class IndexService:
+    """Owner of one index directory: build on dispatch, query by key, delete and truncate."""
+
+    __slots__ = (
+        "_entry_count",
+        "_files",
+        "_flushed_full",
+        "_index_dir",
+        "_index_msg_ms",
+        "_max_msgs_num_batch",
+        "_now_ms",
+        "_slot_count",
+        "_writable",
+    )
+
+    def __init__(
+        self,
+        index_dir: Path,
+        slot_count: int,
+        entry_count: int,
+        now_ms: Callable[[], int],
+        max_msgs_num_batch: int,
+        files: list[IndexFile],
+    ) -> None:
+        self._index_dir = index_dir
+        self._slot_count = slot_count
+        self._entry_count = entry_count
+        self._now_ms = now_ms
+        self._max_msgs_num_batch = max_msgs_num_batch
+        self._files = files
+        self._flushed_full: set[str] = set()
+        self._index_msg_ms = 0
+        self._writable = True
+
+    @classmethod
+    def open(
+        cls,
+        index_dir: str | os.PathLike[str],
+        slot_count: int,
+        entry_count: int,
+        now_ms: Callable[[], int],
+        *,
+        max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
+        writable: bool = True,
+    ) -> IndexService:
+        """Load every ``yyyyMMddHHmmssSSS`` file in name order; other names are not ours and are left alone.
+
+        A ``.tmp`` left by a creation that was killed is removed. A file of the wrong size raises
+        IndexFileError (the store was written with another geometry).
+        """
+        if entry_count < 2:
+            # A new file must take at least one entry (#0 is never used), or rolling never ends.
+            raise IndexFileError(f"entry_count must be at least 2, got {entry_count}")
+        if max_msgs_num_batch < 1:
+            raise ValueError(f"max_msgs_num_batch must be positive, got {max_msgs_num_batch}")
+        path = Path(index_dir)
+        if writable:
+            path.mkdir(parents=True, exist_ok=True)
+            for entry in os.scandir(path):
+                if entry.is_file(follow_symlinks=False) and _TMP_NAME_RE.fullmatch(entry.name):
+                    os.unlink(entry.path)
+        files: list[IndexFile] = []
+        try:
+            for name in _index_names(path):
+                files.append(IndexFile.open(path / name, slot_count, entry_count, writable=writable))
+        except BaseException:
+            for opened in files:
+                opened.close()
+            raise
+        service = cls(path, slot_count, entry_count, now_ms, max_msgs_num_batch, files)
+        service._writable = writable
+        return service
+
+    def refresh(self) -> None:
+        """For a read-only service in another process than the builder: map the files the builder
+        created since, and forget the ones retention deleted."""
+        names = _index_names(self._index_dir)
+        present = set(names)
+        for f in [f for f in self._files if f.path.name not in present]:
+            f.close()
+            self._files.remove(f)
+        known = {f.path.name for f in self._files}
+        newest = self._files[-1].path.name if self._files else ""
+        for name in names:
+            if name not in known and name > newest:
+                try:
+                    self._files.append(IndexFile.open(self._index_dir / name, self._slot_count, self._entry_count,
+                                                      writable=self._writable))
+                except (OSError, IndexFileError):
+                    break  # still being created (fallocate under way): pick it up next time
+
+    @property
+    def index_dir(self) -> Path:
+        return self._index_dir
+
+    @property
+    def files(self) -> tuple[IndexFile, ...]:
+        """Open files, oldest first."""
+        return tuple(self._files)
+
+    @property
+    def last_file(self) -> IndexFile | None:
+        return self._files[-1] if self._files else None
+
+    @property
+    def index_msg_ms(self) -> int:
+        """End time of the newest full file this service has flushed; 0 if none.
+
+        This is what the checkpoint's ``indexMsgTimestamp`` may be set to after a flush: files
+        ending at or before it are durable and survive ``drop_newer_than`` on abnormal recovery.
+        """
+        return self._index_msg_ms
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def build(
+        self,
+        topic: str,
+        keys: Sequence[str],
+        uniq_key: str | None,
+        phys_offset: int,
+        store_ms: int,
+        sys_flag: int,
+    ) -> None:
+        """Index one dispatched record (``IndexService.buildIndex``): UNIQ_KEY, then each non-empty key.
+
+        ``keys`` is the KEYS property already split on single spaces. A record below the newest
+        file's end offset was indexed before and is skipped; a rolled-back transaction is never
+        indexed. Creating a file may raise OSError (a full disk); it propagates unchanged.
+        """
+        last = self._last_writable_file()
+        end_phys_offset = last.end_phys_offset
+        if phys_offset < end_phys_offset:
+            return
+        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        record_keys = ([] if uniq_key is None else [uniq_key]) + [key for key in keys if key]
+        already: set[str] = set()
+        if phys_offset == end_phys_offset:
+            # RocketMQ re-indexes the record sitting exactly at endPhyOffset when it is re-dispatched,
+            # duplicating its entries. Skipping the keys already reachable makes re-dispatch
+            # idempotent and still completes a record whose keys were cut off by a kill mid-build.
+            already = {key for key in record_keys if self._has_entry(index_key(topic, key), phys_offset)}
+        for key in record_keys:
+            if key in already:
+                continue
+            full_key = index_key(topic, key)
+            if not last.put_key(full_key, phys_offset, store_ms):
+                last = self._roll()
+                if not last.put_key(full_key, phys_offset, store_ms):
+                    raise IndexFileError(f"new index file {last.name} refused its first key")
+
+    def build_hashed(self, columns: np.ndarray[Any, Any], key_rows: np.ndarray[Any, Any],
+                     key_hashes: np.ndarray[Any, Any]) -> None:
+        """``build`` for the records of ``DISPATCH_COLUMNS`` rows whose keys are already hashed
+        (``key_hashes``, each of the record at ``key_rows``, a record's in ``build``'s order), put
+        with ``IndexFile.put_keys``. As ``build`` does: records below the newest file's end offset
+        and rolled-back transactions are skipped, and a record exactly at that end offset keeps only
+        the keys it has no entry for yet."""
+        end = self._last_writable_file().end_phys_offset
+        phys_offsets = columns["phys_offset"].astype(np.int64)[key_rows]
+        wanted = (phys_offsets >= end) & ((columns["sys_flag"][key_rows] & TRANSACTION_TYPE_MASK)
+                                          != TRANSACTION_ROLLBACK_TYPE)
+        at_end = np.flatnonzero(wanted & (phys_offsets == end))
+        already = [i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]
+        wanted[already] = False  # decided for all of the record's keys before any is put, as build does
+        hashes, phys_offsets = key_hashes[wanted], phys_offsets[wanted]
+        store_times = columns["store_ms"].astype(np.int64)[key_rows][wanted]
+        done = 0
+        while done < len(hashes):
+            last = self._last_writable_file()
+            put = last.put_keys(hashes[done:], phys_offsets[done:], store_times[done:])
+            if put == 0:
+                if last.index_count <= 1:
+                    raise IndexFileError(f"new index file {last.name} refused its first key")
+                self._roll()
+            done += put
+
+    def flush(self) -> int:
+        """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.
+
+        A flush failure raises: the index on disk would otherwise be older than the checkpoint says.
+        """
+        for index_file in self._files:
+            if index_file.name in self._flushed_full:
+                continue
+            self._flush_file(index_file)
+        return self._index_msg_ms
+
+    def close(self) -> None:
+        """Flush (as RocketMQ's shutdown does) and unmap every file, even when a flush fails."""
+        try:
+            self.flush()
+        finally:
+            for index_file in self._files:
+                index_file.close()
+            self._files.clear()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int) -> QueryOffsetResult:
+        """Offsets whose key hash matches ``topic#key`` in [begin_ms, end_ms] (``IndexService.queryOffset``).
+
+        Newest file first, newest entry first within a file; at most ``min(max_count,
+        max_msgs_num_batch)``. Hash collisions are included: the caller compares the records' keys.
+        """
+        max_count = min(max_count, self._max_msgs_num_batch)
+        phys_offsets: list[int] = []
+        last_update_ms = 0
+        last_update_phys_offset = 0
+        full_key = index_key(topic, key)
+        for pos, index_file in enumerate(reversed(self._files)):
+            if pos == 0:
+                last_update_ms = index_file.end_ms
+                last_update_phys_offset = index_file.end_phys_offset
+            if index_file.is_time_matched(begin_ms, end_ms):
+                phys_offsets.extend(
+                    index_file.select_phys_offsets(full_key, max_count - len(phys_offsets), begin_ms, end_ms)
+                )
+            if index_file.begin_ms < begin_ms or len(phys_offsets) >= max_count:
+                break
+        return QueryOffsetResult(phys_offsets, last_update_ms, last_update_phys_offset)
+
+    def query_many(self, topic: str, keys: Sequence[str], max_count: int, begin_ms: int,
+                   end_ms: int) -> list[list[int]]:
+        """``query`` for many keys of one topic at once, in their order: each file probed for all the
+        keys still short of ``max_count`` together (``IndexFile.select_phys_offsets_many``)."""
+        max_count = min(max_count, self._max_msgs_num_batch)
+        found: list[list[int]] = [[] for _ in keys]
+        hashes = np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
+        for index_file in reversed(self._files):
+            wants = max_count - np.fromiter((len(f) for f in found), np.int64, len(found))
+            if not bool((wants > 0).any()):
+                break
+            if index_file.is_time_matched(begin_ms, end_ms):
+                for offsets, more in zip(found, index_file.select_phys_offsets_many(hashes, wants, begin_ms, end_ms),
+                                         strict=True):
+                    offsets.extend(more)
+            if index_file.begin_ms < begin_ms:
+                break
+        return found
+
+    # -- deleting -------------------------------------------------------------------------------
+
+    def delete_before(self, min_phys_offset: int) -> int:
+        """Delete the oldest files whose entries all precede ``min_phys_offset``, never the newest.
+
+        ``IndexService.deleteExpiredFile``, run after commitlog files were deleted. Returns the count.
+        """
+        doomed: list[IndexFile] = []
+        for index_file in self._files[:-1]:
+            if index_file.end_phys_offset >= min_phys_offset:
+                break
+            doomed.append(index_file)
+        for index_file in doomed:
+            self._delete(index_file)
+        return len(doomed)
+
+    def drop_newer_than(self, index_msg_ms: int) -> int:
+        """Delete every file whose end time is after the checkpoint's ``indexMsgTimestamp``.
+
+        ``IndexService.load(lastExitOK=false)``: such files may have lost writes that never reached
+        disk; recovery re-dispatches their records. Returns the count.
+        """
+        doomed = [index_file for index_file in self._files if index_file.end_ms > index_msg_ms]
+        for index_file in doomed:
+            self._delete(index_file)
+        return len(doomed)
+
+    def truncate_after(self, phys_offset: int) -> int:
+        """Forget every entry at or after ``phys_offset``; returns where re-dispatch must start.
+
+        Files are deleted whole, newest first, while their end offset is >= ``phys_offset`` (offsets
+        never decrease along the files, so this removes exactly the files holding such entries). The
+        caller then re-dispatches every record at or after the returned offset:
+
+        - the newest remaining file's ``end_phys_offset``: records below it are fully indexed and
+          ``build`` skips them; the record exactly there is re-dispatched and ``build`` adds only
+          its keys that are missing; everything after it was in the deleted files or never indexed;
+        - with no file left, the ``begin_phys_offset`` of the oldest deleted file (no entry of any
+          surviving file needs protecting, and nothing before it was in a deleted file);
+        - with no file at all, 0 (the caller clamps it to the commitlog's min offset).
+        """
+        redispatch_from = 0
+        while self._files and self._files[-1].end_phys_offset >= phys_offset:
+            doomed = self._files[-1]
+            redispatch_from = doomed.begin_phys_offset  # the last one assigned is the oldest deleted
+            self._delete(doomed)
+        if self._files:
+            return self._files[-1].end_phys_offset
+        return redispatch_from
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _last_writable_file(self) -> IndexFile:
+        last = self.last_file
+        if last is None or last.is_full:
+            return self._roll()
+        return last
+
+    def _roll(self) -> IndexFile:
+        """``getAndCreateLastIndexFile``: a new file seeded from the full one, which is then flushed."""
+        previous = self.last_file
+        new_file = IndexFile.create(
+            self._index_dir / self._next_name(),
+            self._slot_count,
+            self._entry_count,
+            begin_phys_offset=0 if previous is None else previous.end_phys_offset,
+            begin_ms=0 if previous is None else previous.end_ms,
+        )
+        self._files.append(new_file)
+        if previous is not None:
+            # RocketMQ does this on a background thread; the engine starts no threads.
+            self._flush_file(previous)
+        return new_file
+
+    def _next_name(self) -> str:
+        name = index_file_name(self._now_ms())
+        newest = self._files[-1].name if self._files else ""
+        # Bump by 1 ms while taken, and keep names ascending if the clock went back.
+        while name <= newest or (self._index_dir / name).exists():
+            name = _name_plus_one_ms(max(name, newest))
+        return name
+
+    def _flush_file(self, index_file: IndexFile) -> None:
+        is_full = index_file.is_full
+        index_file.flush()
+        if is_full:
+            self._flushed_full.add(index_file.name)
+            self._index_msg_ms = index_file.end_ms
+
+    def _has_entry(self, full_key: str, phys_offset: int) -> bool:
+        return self._has_hashed_entry(index_hash(full_key), phys_offset)
+
+    def _has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
+        # Only files ending exactly at the offset can hold it: the newest, and before it a full
+        # file the record's first keys went into just before a roll.
+        for index_file in reversed(self._files):
+            if index_file.end_phys_offset != phys_offset:
+                return False
+            if index_file.has_hashed_entry(key_hash, phys_offset):
+                return True
+        return False
+
+    def _delete(self, index_file: IndexFile) -> None:
+        self._files.remove(index_file)
+        self._flushed_full.discard(index_file.name)
+        index_file.delete()

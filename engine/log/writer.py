@@ -1,0 +1,165 @@
+"""The commitlog's write path, for its single writer: validate and encode messages, assign queue
+offsets, append them in one copy per file, and say what each derived file must learn.
+
+Dispatching is the caller's business: the embedded store applies the requests at once, the
+commitlog-writer actor publishes them to the builder processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.batch.dispatch import DispatchRequest
+from engine.batch.record_batch import CheckedBatch
+from engine.config import StoreConfig
+from engine.log.commitlog import CommitLog, RecordTooLargeError
+from engine.log.message import Message, PutResult, PutStatus, Refusal, encode_message
+from engine.log.msgid import UniqKeyGenerator, offset_msg_id
+from engine.log.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, record_tags_code
+
+MAX_QUEUE_ID = (1 << 31) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    results: list[PutResult]          # one per message, in the order given
+    requests: list[DispatchRequest]   # one per record appended, in commitlog order
+    store_ms: int
+
+
+def index_keys(message: Message) -> tuple[str, ...]:
+    """The keys the index gets for ``message``: its own, else a KEYS property it carries (a message
+    relayed with its properties as given, as recovery reads them back from the record)."""
+    own = tuple(k for k in message.keys if k)
+    return own or tuple(k for k in message.properties.get(PROP_KEYS, "").split(" ") if k)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What ``write_batch`` wrote: the first ``len(phys_offsets)`` records, in order; ``failure`` says
+    why the rest were not written (PUT_OK when all were)."""
+
+    phys_offsets: np.ndarray[Any, Any]
+    queue_offsets: np.ndarray[Any, Any]
+    store_ms: int
+    failure: tuple[PutStatus, str]
+
+
+def _gets_queue_offset(sys_flag: int) -> bool:
+    """Prepared and rolled-back transaction records take no queue offset (and get no entry)."""
+    return sys_flag & SYSFLAG_TX_MASK in (0, SYSFLAG_TX_COMMIT)
+
+
+class CommitLogWriter:
+    def __init__(self, commitlog: CommitLog, config: StoreConfig, next_queue_offsets: dict[tuple[str, int], int],
+                 uniq: UniqKeyGenerator) -> None:
+        self.commitlog = commitlog
+        self.config = config
+        self.next_queue_offsets = next_queue_offsets
+        self._uniq = uniq
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        return self.next_queue_offsets.get((topic, queue_id), 0)
+
+    def write(self, messages: Sequence[Message], queue_ids: Sequence[int], now_ms: int) -> WriteOutcome:
+        results: list[PutResult | None] = [None] * len(messages)
+        batch = bytearray()
+        accepted: list[int] = []
+        sizes: list[int] = []
+        uniq_keys: list[str] = []
+        for i, (message, qid) in enumerate(zip(messages, queue_ids, strict=True)):
+            if not 0 <= qid <= MAX_QUEUE_ID:
+                results[i] = PutResult(PutStatus.MESSAGE_ILLEGAL, reason=f"queue id {qid} out of range")
+                continue
+            uniq = message.properties.get(PROP_UNIQ_KEY) or self._uniq.next()
+            encoded = encode_message(message, queue_id=qid, born_ms=now_ms, store_host=self.config.store_host,
+                                     uniq_key=uniq, prop_crc=self.config.geometry.prop_crc,
+                                     max_body_bytes=self.config.max_body_bytes)
+            if isinstance(encoded, Refusal):
+                results[i] = PutResult(encoded.status, reason=encoded.reason)
+                continue
+            accepted.append(i)
+            sizes.append(len(encoded))
+            uniq_keys.append(uniq)
+            batch += encoded
+        queue_offsets = self._assign([(messages[i].topic, queue_ids[i], messages[i].sys_flag) for i in accepted])
+        phys_offsets, failure = self._append(batch, sizes, queue_offsets, now_ms)
+        requests: list[DispatchRequest] = []
+        for n, i in enumerate(accepted):
+            if n >= len(phys_offsets):
+                results[i] = PutResult(failure[0], reason=failure[1])
+                continue
+            message, qid = messages[i], queue_ids[i]
+            props = dict(message.properties)
+            if message.tags:
+                props[PROP_TAGS] = message.tags
+            requests.append(DispatchRequest(message.topic, qid, phys_offsets[n], sizes[n],
+                                            record_tags_code(message.topic, props, now_ms), now_ms, queue_offsets[n],
+                                            index_keys(message), uniq_keys[n], message.sys_flag))
+            results[i] = PutResult(PutStatus.PUT_OK, offset_msg_id(self.config.store_host, phys_offsets[n]),
+                                   phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
+        for n in range(len(accepted) - 1, len(phys_offsets) - 1, -1):  # give back offsets not written
+            message = messages[accepted[n]]
+            if _gets_queue_offset(message.sys_flag):
+                self.next_queue_offsets[(message.topic, queue_ids[accepted[n]])] = queue_offsets[n]
+        return WriteOutcome([r for r in results if r is not None], requests, now_ms)
+
+    def write_batch(self, records: bytes | memoryview, batch: CheckedBatch, topics: Sequence[str],
+                    queue_ids: np.ndarray[Any, Any], now_ms: int) -> BatchOutcome:
+        """Append a producer-encoded batch (already checked): queue offsets assigned per (topic, queue)
+        with numpy, one copy per file, fields stamped in place. Records after a failure (a full disk
+        creating the next file) are not written and give their queue offsets back."""
+        topic_ids = batch.columns["topic"].astype(np.int64)
+        groups, inverse, counts = np.unique((topic_ids << 32) | queue_ids, return_inverse=True, return_counts=True)
+        order = np.argsort(inverse, kind="stable")
+        rank = np.empty(len(inverse), np.int64)
+        rank[order] = np.arange(len(inverse)) - np.repeat(np.cumsum(counts) - counts, counts)
+        bases = np.array([self.next_queue_offsets.get((topics[g >> 32], g & 0xFFFFFFFF), 0) for g in groups.tolist()],
+                         np.int64)
+        queue_offsets = bases[inverse] + rank
+        for g, base, n in zip(groups.tolist(), bases.tolist(), counts.tolist(), strict=True):
+            self.next_queue_offsets[(topics[g >> 32], g & 0xFFFFFFFF)] = base + n
+        appended: list[int] = []
+        failure = (PutStatus.PUT_OK, "")
+        try:
+            self.commitlog.append_checked(records, batch, queue_ids, queue_offsets, now_ms,
+                                          sealed=self.config.geometry.prop_crc, appended=appended)
+        except RecordTooLargeError as exc:
+            failure = (PutStatus.MESSAGE_ILLEGAL, str(exc))
+        except OSError as exc:
+            failure = (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
+        written = len(appended)
+        if written < len(inverse):  # give back the offsets of records not written
+            kept = np.bincount(inverse[:written], minlength=len(groups))
+            for g, base, n in zip(groups.tolist(), bases.tolist(), kept.tolist(), strict=True):
+                self.next_queue_offsets[(topics[g >> 32], g & 0xFFFFFFFF)] = base + n
+        return BatchOutcome(np.asarray(appended, np.int64), queue_offsets[:written], now_ms, failure)
+
+    def _assign(self, keys: list[tuple[str, int, int]]) -> list[int]:
+        out = []
+        for topic, queue_id, sys_flag in keys:
+            if not _gets_queue_offset(sys_flag):
+                out.append(0)
+                continue
+            qo = self.next_queue_offsets.get((topic, queue_id), 0)
+            out.append(qo)
+            self.next_queue_offsets[(topic, queue_id)] = qo + 1
+        return out
+
+    def _append(self, batch: bytearray, sizes: list[int], queue_offsets: list[int], now_ms: int
+                ) -> tuple[list[int], tuple[PutStatus, str]]:
+        appended: list[int] = []
+        if not sizes:
+            return appended, (PutStatus.PUT_OK, "")
+        try:
+            self.commitlog.append(batch, sizes, queue_offsets, now_ms, sealed=self.config.geometry.prop_crc,
+                                  appended=appended)
+        except RecordTooLargeError as exc:
+            return appended, (PutStatus.MESSAGE_ILLEGAL, str(exc))
+        except OSError as exc:  # ENOSPC creating the next file: nothing half-written, nothing acked
+            return appended, (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
+        return appended, (PutStatus.PUT_OK, "")

@@ -1,0 +1,295 @@
+"""The whole benchmark in one run: limits, the target workloads, the Redis peer, the sweep; JSON and PNG.
+
+    mqstore bench suite [--seconds 10] [--out docs/benchmarks] [--name NAME] [--install-redis] [--quick]
+
+In order, on fresh stores in a temp dir (k = the core count):
+
+1. limits (``bench_limits``);
+2. ASYNC_FLUSH, 128-byte bodies, k producers, batches of 100, tags on, keys on 10 %, for ``--seconds``;
+   then k consumers drain what was appended (consumable: the consume-queue builder and readers keep
+   up); the writer's and builders' anonymous resident memory (RssAnon) before and after;
+3. the same with 4 KiB bodies;
+4. SYNC_FLUSH (group commit), 128-byte bodies;
+5. send -> consumed latency at half the rate of 2, open loop, k consumers; and at a tenth of it; and
+   at half the rate again with ``[store] max_transfer_count = 1024`` (the default, RocketMQ's, is 32
+   messages a pull: the target row is judged on the default, this one is reported beside it);
+6. query by key through a reader, k processes, keys written in 2: one key per synchronous request,
+   one key per request with several in flight, and many keys per request (``Admin.query_keys``);
+7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
+   seconds per GiB from a ``--recovery-mb`` store;
+8. the Redis Streams peer (``bench_redis``), everysec and always;
+9. the sweep (``bench_sweep``), plotted with the latency histogram of 5.
+
+Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
+the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
+table of the goals with what this run achieved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import multiprocess
+
+from scripts.bench import limits as bench_limits
+from scripts.bench import redis_peer as bench_redis
+from scripts.bench import sweep as bench_sweep
+from scripts.bench.e2e import BrokerRun
+from scripts.bench.load import LoadResult, Workload, actor_cpu_s, run_load
+from scripts.cli.broker import control_request
+
+WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
+BIG_TRANSFER_COUNT = 1024  # [store] max_transfer_count of the extra half-rate latency run
+
+
+def private_memory(store: Path) -> dict[str, int]:
+    """Anonymous resident memory (RssAnon: heap and the like, not the mapped store files) of the
+    writer and the builders, bytes: what per-message state would make grow."""
+    out = {}
+    for name, info in control_request(store, "status")["actors"].items():
+        if name in WATCHED_ACTORS and info.get("pid"):
+            with contextlib.suppress(OSError, ValueError):
+                for line in Path(f"/proc/{info['pid']}/status").read_text().splitlines():
+                    if line.startswith("RssAnon:"):
+                        out[name] = int(line.split()[1]) * 1024
+    return out
+
+
+def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLUSH",
+               drain: bool = True) -> tuple[dict[str, Any], Path, BrokerRun]:
+    """Producers alone for the run, then consumers drain the backlog. The broker stays up (caller stops)."""
+    broker = BrokerRun(work / name, "--flush", flush, "--readers", str(spec.readers))
+    memory_before, cpu_before = private_memory(broker.store), actor_cpu_s(broker.store)
+    send = run_load(broker.store, spec).summary["send"]
+    memory_after, cpu_after = private_memory(broker.store), actor_cpu_s(broker.store)
+    # where the time goes: CPU per message appended, by process (noise from other load stays out)
+    cpu = {n: round((cpu_after[n] - cpu_before.get(n, 0)) / max(send["messages_ok"], 1) * 1e6, 2) for n in cpu_after}
+    cpu["producers"] = send.get("cpu_us_per_msg", 0)
+    out: dict[str, Any] = {"flush": flush, "producers": spec.producers, "body_bytes": spec.body_bytes,
+                           "batch": spec.batch, "send": send,
+                           "private_memory_bytes": {"before": memory_before, "after": memory_after},
+                           "cpu_us_per_msg": cpu}
+    if drain:
+        backlog = Workload(**{**spec.__dict__, "producers": 0, "consumers": spec.readers,
+                              "count": send["messages_ok"], "duration_s": None})
+        consume = run_load(broker.store, backlog).summary["consume"]
+        out["consume"] = {k: consume[k] for k in ("messages", "complete", "msgs_per_s_over_run")}
+    return out, broker.store, broker
+
+
+QUERY_IN_FLIGHT = 32       # lookups outstanding per process, one key each (query_by_key_async)
+QUERY_KEYS_PER_REQUEST = 100  # keys per query_keys request, one request outstanding per process
+QUERY_MODES = ("one_at_a_time", "in_flight", "batched")
+
+
+def query_rate(store: Path, procs: int, lookups: int, keyed: int) -> dict[str, Any]:
+    """The same random keys looked up three ways, k processes each: one synchronous request per key;
+    one key per request with QUERY_IN_FLIGHT requests outstanding; QUERY_KEYS_PER_REQUEST keys per
+    request (``Admin.query_keys``)."""
+    ctx = multiprocess.get_context("spawn")
+    share = lookups // procs
+    out: dict[str, Any] = {"processes": procs, "lookups": share * procs, "in_flight_per_process": QUERY_IN_FLIGHT,
+                           "keys_per_request": QUERY_KEYS_PER_REQUEST}
+    for mode in QUERY_MODES:
+        results = ctx.Queue()
+        start_at = time.time() + 2.0 + 0.3 * procs  # every process connected and waiting: spawn skew stays out
+        jobs = [ctx.Process(target=_lookups, args=(str(store), i, share, keyed, mode, start_at, results), daemon=True)
+                for i in range(procs)]
+        for j in jobs:
+            j.start()
+        done = [results.get(timeout=300) for _ in jobs]
+        for j in jobs:
+            j.join(10)
+        seconds = max(d[1] for d in done) - start_at
+        out[mode] = {"found": sum(d[2] for d in done), "seconds": round(seconds, 3),
+                     "lookups_per_s": round(share * procs / seconds)}
+    return out
+
+
+def _lookups(store: str, worker: int, count: int, keyed: int, mode: str, start_at: float, out: Any) -> None:
+    import random
+
+    from ipc.client import Admin
+    rng = random.Random(worker)
+    keys = [f"k0-{rng.randrange(keyed)}" for _ in range(count)]
+    with Admin(store, timeout_ms=30_000) as admin:
+        admin.ping()  # connected before the clock starts
+        while time.time() < start_at:
+            time.sleep(0.001)
+        found = 0
+        if mode == "one_at_a_time":
+            found = sum(bool(admin.query_by_key("Bench0", key, max_count=1)) for key in keys)
+        elif mode == "in_flight":
+            window: list[Any] = []
+            for key in keys:
+                if len(window) == QUERY_IN_FLIGHT:
+                    found += bool(window.pop(0).result())
+                window.append(admin.query_by_key_async("Bench0", key, max_count=1))
+            found += sum(bool(f.result()) for f in window)
+        else:
+            for i in range(0, count, QUERY_KEYS_PER_REQUEST):
+                found += sum(bool(b) for b in admin.query_keys("Bench0", keys[i:i + QUERY_KEYS_PER_REQUEST],
+                                                               max_count=1))
+        out.put((start_at, time.time(), found))
+
+
+def recovery_rate(work: Path, megabytes: int) -> dict[str, Any]:
+    """Consume queues and index files deleted, then the store opened: its recovery rebuilds them from
+    the commitlog (what a broker start does after losing them); seconds, and per GiB of records."""
+    from engine import MessageStore
+    from scripts.bench.rebuild import build_store, delete_derived
+    store = work / "recovery"
+    build_store(store, megabytes * 1024 * 1024 // 230)  # 128-byte body + header, topic, tags, key, UNIQ_KEY
+    delete_derived(store)
+    start = time.perf_counter()
+    with MessageStore.open(store) as opened:
+        written = opened.commitlog.max_offset - opened.commitlog.min_offset
+        entries = sum(cq.max_queue_offset for cq in opened.queues)
+    seconds = time.perf_counter() - start
+    shutil.rmtree(store, ignore_errors=True)
+    return {"commitlog_bytes": written, "consume_queue_entries": entries, "seconds": round(seconds, 3),
+            "seconds_per_gib": round(seconds * 2**30 / written, 2)}
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], LoadResult]:
+    k = args.procs
+    base = Workload(producers=k, readers=k, count=None, duration_s=args.seconds, batch=args.batch)
+    report: dict[str, Any] = {"limits": bench_limits.measure_limits(work, batch=args.batch, quick=args.quick)}
+    runs: dict[str, Any] = {}
+    runs["async_128"], store, broker = throughput(work, "async128", base)
+    keyed = runs["async_128"]["send"]["messages_ok"] // k // 20  # well inside what worker 0 keyed (~10 %)
+    try:
+        runs["query_by_key"] = query_rate(store, k, args.lookups, max(keyed, 1))
+    finally:
+        broker.stop()
+    runs["async_4k"], _, broker = throughput(work, "async4k", Workload(**{**base.__dict__, "body_bytes": 4096}),
+                                             drain=False)
+    broker.stop()
+    runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False)
+    broker.stop()
+    half = runs["async_128"]["send"]["msgs_per_s"] / 2
+    latency = {}
+    transfer = work / "transfer-1024.toml"  # pulls of up to 1,024 (RocketMQ's default cap, kept here, is 32)
+    transfer.write_text(f"[store]\nmax_transfer_count = {BIG_TRANSFER_COUNT}\nmax_transfer_bytes = {1 << 20}\n")
+    for name, rate, config in (("latency_half_rate", half, None), ("latency_tenth_rate", half / 5, None),
+                               ("latency_half_rate_transfer_1024", half, transfer)):
+        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k, config=config)
+        runs[name] = {"rate": round(rate), **result.summary["consume"]["latency_ms"],
+                      "send_msgs_per_s": result.summary["send"]["msgs_per_s"],
+                      "consumed_msgs_per_s": result.summary["consume"]["msgs_per_s_over_run"]}
+        latency[f"{round(rate):,} msgs/s{', pulls of 1,024' if config else ''}"] = result.latencies_us
+    runs["recovery"] = recovery_rate(work, args.recovery_mb)
+    report["runs"] = runs
+    redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
+    report["redis"] = bench_redis.run_peer(work, producers=k, count=redis_count, body_bytes=128,
+                                           install=args.install_redis)
+    sweep, sweep_latency = bench_sweep.sweep(work, k, args.seconds / 2, args.backlog)
+    report["sweep"] = sweep
+    return report, latency, sweep_latency
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    lim, runs, redis = report["limits"], report["runs"], report["redis"]
+    a128, a4k, s128 = (runs[n]["send"] for n in ("async_128", "async_4k", "sync_128"))
+    everysec = redis.get("everysec", {}).get("msgs_per_s")
+    always = redis.get("always", {}).get("msgs_per_s")
+    a4k_mb = a4k["msgs_per_s"] * 4096 / 1e6
+    memory = runs["async_128"]["private_memory_bytes"]
+    growth = {n: memory["after"][n] - memory["before"].get(n, 0) for n in memory["after"]}
+    rows = [
+        ("ASYNC 128 B appended and consumable", ">= 1,000,000 msgs/s, >= 5x Redis everysec",
+         {"appended_msgs_per_s": a128["msgs_per_s"],
+          "consumed_msgs_per_s": runs["async_128"]["consume"]["msgs_per_s_over_run"],
+          "x_redis_everysec": ratio(a128["msgs_per_s"], everysec),
+          "x_ipc_one_producer_bound": ratio(a128["msgs_per_s"], lim["ipc_one_producer_msgs_per_s"])},
+         a128["msgs_per_s"] >= 1_000_000 and (ratio(a128["msgs_per_s"], everysec) or 0) >= 5),
+        ("ASYNC 4 KiB", ">= 50 % of sequential write + fdatasync bandwidth",
+         {"body_mb_per_s": round(a4k_mb, 1),
+          "of_seq_write_fdatasync": ratio(a4k_mb, lim["seq_write_fdatasync_mb_per_s"])},
+         (ratio(a4k_mb, lim["seq_write_fdatasync_mb_per_s"]) or 0) >= 0.5),
+        ("SYNC 128 B (group commit)", ">= 200,000 msgs/s, >= 5x Redis always, >= 20x fdatasync rate",
+         {"msgs_per_s": s128["msgs_per_s"], "x_redis_always": ratio(s128["msgs_per_s"], always),
+          "x_fdatasync_rate": ratio(s128["msgs_per_s"], lim["fdatasync_appends_per_s"])},
+         s128["msgs_per_s"] >= 200_000 and (ratio(s128["msgs_per_s"], always) or 0) >= 5
+         and (ratio(s128["msgs_per_s"], lim["fdatasync_appends_per_s"]) or 0) >= 20),
+        ("send -> consumable at half the max rate", "p99 <= 2 ms (ASYNC)",
+         {**{k: runs["latency_half_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")},
+          "at_a_tenth": {k: runs["latency_tenth_rate"][k] for k in ("rate", "p50", "p99", "p99.9", "max")},
+          "with_max_transfer_count_1024": {k: runs["latency_half_rate_transfer_1024"][k]
+                                           for k in ("rate", "p50", "p99", "p99.9", "max")}},
+         (runs["latency_half_rate"]["p99"] or 1e9) <= 2),
+        ("query by key through a reader", ">= 50,000 lookups/s (met: batched, "
+         f"{QUERY_KEYS_PER_REQUEST} keys per request; one key per request is reported beside it)",
+         {"batched_lookups_per_s": runs["query_by_key"]["batched"]["lookups_per_s"],
+          "one_at_a_time_lookups_per_s": runs["query_by_key"]["one_at_a_time"]["lookups_per_s"],
+          f"{QUERY_IN_FLIGHT}_in_flight_lookups_per_s": runs["query_by_key"]["in_flight"]["lookups_per_s"],
+          "found": {m: runs["query_by_key"][m]["found"] for m in QUERY_MODES},
+          "lookups": runs["query_by_key"]["lookups"]},
+         runs["query_by_key"]["batched"]["lookups_per_s"] >= 50_000
+         and all(runs["query_by_key"][m]["found"] == runs["query_by_key"]["lookups"] for m in QUERY_MODES)),
+        ("recovery: rebuild consume queues and index", "<= 5 s per GiB of commitlog",
+         {"seconds_per_gib": runs["recovery"]["seconds_per_gib"],
+          "measured_bytes": runs["recovery"]["commitlog_bytes"]},
+         runs["recovery"]["seconds_per_gib"] <= 5),
+        ("writer and builders' private memory", "flat as the store grows",
+         {"uss_growth_bytes": growth, "appended_bytes": a128["messages_ok"] * 230},
+         all(g < 64 * 2**20 for g in growth.values())),
+    ]
+    return [{"workload": w, "target": t, "achieved": a, "met": bool(m)} for w, t, a, m in rows]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--procs", type=int, default=os.cpu_count() or 1, help="k: producers, readers, sweep max")
+    parser.add_argument("--seconds", type=float, default=10.0, help="sending time of each workload")
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--lookups", type=int, default=20_000)
+    parser.add_argument("--recovery-mb", type=int, default=256)
+    parser.add_argument("--redis-count", type=int, default=1_000_000)
+    parser.add_argument("--backlog", type=int, default=200_000)
+    parser.add_argument("--install-redis", action="store_true", help="apt-get install -y redis-server if missing")
+    parser.add_argument("--quick", action="store_true", help="small limit probes")
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
+    parser.add_argument("--name", default=None, help="file name stem (default suite-{commit})")
+    parser.add_argument("--dir", type=Path, default=None, help="where the stores go (default: a temp dir)")
+
+
+def run(args: argparse.Namespace) -> int:
+    commit = git_commit()
+    name = args.name or f"suite-{commit}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="mqstore-suite-", dir=args.dir) as work:
+        report, latency, _ = suite(Path(work), args)
+    doc = {"benchmark": "suite", "commit": commit,
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                       "load_avg_after": [round(x, 2) for x in os.getloadavg()]},
+           "seconds": round(time.time() - started), "targets": targets(report), **report}
+    (args.out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    sweep = report["sweep"]
+    bench_sweep.plot(args.out / f"{name}.png", sweep["producers"], sweep["readers"], latency,
+                     f"mqstore {commit} on {os.cpu_count()} cores",
+                     "ASYNC send -> consumed at half and a tenth of the max rate")
+    print(json.dumps(doc, indent=2))
+    return 0

@@ -1,0 +1,104 @@
+"""Smoke tests of the benchmark tools: tiny runs that check the JSON's shape and that the messages the
+load generator reports really are in the store. Speed is never asserted here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ipc.client import Admin
+from scripts.bench import limits as bench_limits
+from scripts.bench import redis_peer as bench_redis
+from scripts.bench import sweep as bench_sweep
+from scripts.bench.load import Workload, run_load
+from tests.integration.broker import Broker, wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Broker:
+    b = Broker(tmp_path, readers=2).start()
+    yield b
+    b.stop()
+
+
+def _stored(store: Path, topics: list[str]) -> int:
+    with Admin(store) as admin:
+        return sum(hi - lo for t in topics for lo, hi in admin.queue_info(t).values())
+
+
+def test_load_sends_what_it_reports_and_consumers_see_it_all(broker: Broker) -> None:
+    spec = Workload(producers=2, consumers=2, readers=2, count=3000, batch=50, topics=2, queues=3, key_share=0.2,
+                    tag_share=0.5, topic_prefix="Smoke")
+    result = run_load(broker.store, spec)
+    send, consume = result.summary["send"], result.summary["consume"]
+    assert send["messages_ok"] == 3000 and send["failed"] == 0
+    assert {"msgs_per_s", "rt_avg_ms", "rt_max_ms", "rt_p99_ms", "seconds"} <= set(send)
+    assert consume["messages"] == 3000 and consume["complete"]
+    assert set(consume["latency_ms"]) == {"samples", "p50", "p99", "p99.9", "max"}
+    assert result.latencies_us.size == 3000 and (result.latencies_us > 0).all()
+    wait_for(lambda: _stored(broker.store, spec.topic_names()) == 3000, 30, "3000 consumable")
+    with Admin(broker.store) as admin:  # keyed messages are indexed under the generator's key names
+        assert admin.query_by_key("Smoke0", "k0-0") or admin.query_by_key("Smoke1", "k0-0")
+
+
+def test_open_loop_rate_and_duration_bound_the_run(broker: Broker) -> None:
+    spec = Workload(producers=1, count=None, duration_s=1.0, rate=2000, batch=20, topic_prefix="Paced")
+    send = run_load(broker.store, spec).summary["send"]
+    assert 0 < send["messages_ok"] <= 2000 * 1.5 + 20  # paced, not flat out
+    wait_for(lambda: _stored(broker.store, spec.topic_names()) == send["messages_ok"], 30, "all consumable")
+
+
+def test_load_command_prints_one_json_summary(broker: Broker) -> None:
+    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "bench", "load", "--store", str(broker.store),
+                           "--count", "500", "--batch", "25", "--consumers", "1", "--readers", "2", "--no-live"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["benchmark"] == "load" and doc["send"]["messages_ok"] == 500 and doc["consume"]["complete"]
+
+
+def test_limits_have_every_figure(tmp_path: Path) -> None:
+    limits = bench_limits.measure_limits(tmp_path, quick=True)
+    for name in ("mmap_copy_mb_per_s", "seq_write_fdatasync_mb_per_s", "fdatasync_appends_per_s",
+                 "ipc_batch_round_trip_us", "ipc_one_producer_msgs_per_s"):
+        assert limits[name] > 0, name
+    assert list(tmp_path.iterdir()) == []  # the probes clean up
+
+
+def test_redis_peer_runs_or_says_why_not(tmp_path: Path) -> None:
+    result = bench_redis.run_peer(tmp_path, producers=1, count=1000, body_bytes=128)
+    if "skipped" in result:
+        assert isinstance(result["skipped"], str)
+        return
+    for mode in ("everysec", "always"):
+        assert result[mode]["messages"] == 1000 and result[mode]["msgs_per_s"] > 0
+
+
+def test_sweep_plot_is_a_png(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.png"
+    bench_sweep.plot(path, [{"producers": 1, "msgs_per_s": 10}, {"producers": 2, "msgs_per_s": 18}],
+                     [{"readers": 1, "msgs_per_s": 12}], {"a": np.array([900, 1100, 1500, 4000]), "b": np.array([])},
+                     "t", "latency")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_suite_writes_json_and_png(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "bench", "suite", "--procs", "1", "--seconds",
+                           "0.5", "--lookups", "20", "--recovery-mb", "1", "--redis-count", "1000", "--backlog", "300",
+                           "--quick", "--out", str(out), "--name", "smoke", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "smoke.json").read_text())
+    assert len(doc["targets"]) == 7 and all({"workload", "target", "achieved", "met"} <= set(t) for t in doc["targets"])
+    assert doc["runs"]["async_128"]["consume"]["complete"]
+    assert all(doc["runs"]["query_by_key"][mode]["found"] > 0 for mode in ("one_at_a_time", "in_flight", "batched"))
+    assert (out / "smoke.png").read_bytes()[:4] == b"\x89PNG"
