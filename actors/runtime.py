@@ -14,13 +14,15 @@ import logging
 import os
 import signal
 import sys
-import time
 from types import FrameType
 from typing import Any, Protocol
 
 import multiprocess
 import zmq
 
+# the clocks live in actors.clock: re-exported here until the writer's and the reader's imports move
+from actors.clock import monotonic_ms as monotonic_ms
+from actors.clock import wall_ms as wall_ms
 from actors.config import BrokerConfig
 from ipc import schema
 from ipc.curve import CurveContext, start_authenticator
@@ -32,14 +34,6 @@ PR_SET_PDEATHSIG = 1
 
 class Actor(Protocol):
     def run(self) -> None: ...
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Runtime:

@@ -22,8 +22,9 @@ import multiprocess
 import psutil
 import zmq
 
+from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
-from actors.runtime import monotonic_ms, run_actor, setup_logging, wall_ms
+from actors.runtime import run_actor, setup_logging
 from engine import MessageStore, StoreLockedError
 from engine.checkpoint import Checkpoint
 from engine.config import resolve_geometry
