@@ -1,11 +1,13 @@
-"""What every actor process gets from its runtime: it never outlives the supervisor that started it,
-even one killed while the actor was still starting up."""
+"""An actor process from start to exit: it never outlives the supervisor that started it, even one
+killed while the actor was still starting up; and its entry point loads no actor it does not run."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,7 +17,7 @@ import multiprocess
 import psutil
 
 from actors.config import load_config
-from actors.runtime import run_actor
+from actors.process import run_actor
 from tests.integration.broker import wait_for
 
 GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_slot_count": 64,
@@ -67,3 +69,14 @@ def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path
         if not _gone(actor_pid):
             os.kill(actor_pid, signal.SIGKILL)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
+    """A spawned process imports ``actors.process`` first: were the registry to import every actor,
+    each process would load all of them (the writer, the readers, the front's asyncio) to run one."""
+    code = ("import sys; import actors.process; "
+            "print(sorted(m for m in sys.modules if m.startswith('actors.') and m not in "
+            "('actors.clock', 'actors.config', 'actors.process', 'actors.registry', 'actors.runtime')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert out.stdout.strip() == "[]"
