@@ -1,0 +1,112 @@
+"""What an actor is handed: a ``Runtime`` a test builds from a configuration and a context, whose
+reports reach the supervisor's event socket at most once per interval unless forced, and which
+imports no actor (the registry knows them; the runtime is what they are built on)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from actors.config import load_config
+from actors.registry import ACTOR_KINDS, build_actor
+from actors.runtime import EventReporter, Runtime
+from actors.supervisor import START_ORDER, Supervisor
+from ipc import schema
+from ipc.sockets import bind
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = "inproc://events"
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context[Any]]:
+    context: zmq.Context[Any] = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+def _received(events: zmq.Socket[Any]) -> list[dict[str, Any]]:
+    got = []
+    while events.poll(200):
+        got.append(schema.unpack(events.recv()))
+    return got
+
+
+def test_reports_reach_the_event_socket_at_most_once_per_interval(ctx: zmq.Context[Any]) -> None:
+    events = bind(ctx, zmq.PULL, EVENTS)
+    now = [1_000]
+    report = EventReporter(ctx, EVENTS, "cqbuilder", 500, clock=lambda: now[0])
+    report("running", applied=1)
+    report("running", applied=2)                 # within the interval: dropped
+    report("stopped", force=True, applied=3)     # a change of state goes at once
+    now[0] += 500
+    report("running", applied=4)
+    got = _received(events)
+    assert [(e["actor"], e["state"], e["applied"]) for e in got] == [
+        ("cqbuilder", "running", 1), ("cqbuilder", "stopped", 3), ("cqbuilder", "running", 4)]
+    assert all(e["v"] == schema.VERSION and isinstance(e["pid"], int) for e in got)
+
+
+def test_a_runtime_built_for_a_test(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "store", None)
+    reports: list[tuple[str, dict[str, Any]]] = []
+    runtime = Runtime("flusher", config, zmq.Context(),
+                      report=lambda state, *, force=False, **stats: reports.append((state, stats)))
+    assert (runtime.name, runtime.config, runtime.endpoints) == ("flusher", config, config.endpoints)
+    assert not runtime.stopping
+    runtime.report("running", flushed=7)
+    runtime.request_stop()
+    assert runtime.stopping
+    assert reports == [("running", {"flushed": 7})]
+    runtime.close()
+    assert runtime.ctx.closed
+
+
+def test_open_connects_reports_to_the_supervisors_event_socket(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
+    run_dir = tempfile.mkdtemp(prefix="mq")  # short: ipc socket paths are limited in length
+    try:
+        config = load_config(tmp_path / "store", None, ipc={"run_dir": run_dir})
+        config.endpoints.prepare()
+        events = bind(ctx, zmq.PULL, config.endpoints.events)
+        runtime = Runtime.open("writer", config)
+        try:
+            runtime.report("running", force=True, written=5)
+            got = [(e["actor"], e["state"], e["written"]) for e in _received(events)]
+            assert got == [("writer", "running", 5)]
+        finally:
+            runtime.close()
+        assert runtime.ctx.closed
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_the_runtime_imports_no_actor() -> None:
+    """It used to build every actor itself, each through a lazy import of a module that imports it."""
+    actors = {name for name in _imported(ROOT / "actors" / "runtime.py") if name.startswith("actors")}
+    assert actors <= {"actors.clock", "actors.config"}
+
+
+def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
+    config = load_config(tmp_path / "store", None, broker={"readers": 2}, remoting={"enabled": True})
+    names = Supervisor(config).names()
+    assert set(START_ORDER) < set(names)
+    assert {name.partition("-")[0] for name in names} == set(ACTOR_KINDS)
+    with pytest.raises(ValueError, match="unknown actor 'scheduler'"):
+        build_actor("scheduler", Runtime("scheduler", config, ctx))
