@@ -41,7 +41,7 @@ def _reader(runtime: Runtime, index: str) -> Actor:
 
 
 def _remoting(runtime: Runtime, index: str) -> Actor:
-    from actors.remoting.actor import RemotingActor
+    from actors.remoting.listener import RemotingActor
     return RemotingActor(runtime)
 
 

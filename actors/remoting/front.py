@@ -1,4 +1,4 @@
-"""What the remoting front answers: RocketMQ requests turned into the broker's own requests.
+"""The broker front: what the remoting front answers, RocketMQ requests turned into the broker's own.
 
 Every request becomes the same ZeroMQ request an ipc client sends (``send`` to the writer; ``pull``,
 queries and offsets to the readers), awaited on the front's event loop; nothing here touches the
@@ -137,6 +137,10 @@ class BrokerFront:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
         except rm.FrameError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
+
+    def connection_closed(self, peer: Peer) -> None:
+        """A closed connection takes its clients with it (the Java broker's channel close)."""
+        self.clients.drop_connection(peer.connection)
 
     async def _call(self, route: str, op: str, timeout_ms: int = CALL_TIMEOUT_MS, **fields: Any) -> dict[str, Any]:
         return await asyncio.wrap_future(self.channel.call(route, op, timeout_ms=timeout_ms, **fields))
