@@ -27,7 +27,8 @@ from typing import Any
 
 import zmq
 
-from actors.runtime import Runtime, monotonic_ms
+from actors.clock import monotonic_ms, wall_ms
+from actors.runtime import Runtime
 from actors.writer.actor import decode_dispatch
 from engine.batch.dispatch import DispatchBatch, Dispatched, queue_entry_mask
 from engine.batch.dispatch_columns import DispatchColumns
@@ -235,7 +236,6 @@ class IndexBuilderActor(BuilderActor):
 
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
-        from actors.runtime import wall_ms
         self.index = IndexService.open(self.store_dir / "index", self.geometry.index_slot_count,
                                        self.geometry.index_entry_count, wall_ms)
         self.files: set[str] = set()

@@ -24,7 +24,8 @@ from typing import Any
 
 import zmq
 
-from actors.runtime import Runtime, monotonic_ms
+from actors.clock import monotonic_ms
+from actors.runtime import Runtime
 from engine.checkpoint import Checkpoint
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
 from engine.log.mapped_file import OS_PAGE_SIZE, file_name

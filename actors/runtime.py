@@ -1,140 +1,108 @@
-"""What every actor process has: one ZeroMQ context (made after the process started, never inherited;
-with the broker's CURVE keys and a ZAP handler when it serves ZeroMQ over TCP), a stop flag raised by
-SIGTERM or SIGINT, logging to stderr, and an event channel to the supervisor.
+"""What an actor is handed to run with: a ``Runtime``, one per actor process.
 
-``run_actor`` is the target the supervisor starts each process with (spawn method): it rebuilds the
-configuration from plain values, builds the named actor and runs it.
+    name        the actor's name (``writer``, ``reader-0``, ...)
+    config      the broker's configuration tree, ``endpoints`` its sockets
+    ctx         the process's one ZeroMQ context
+    stopping    raised when the actor should end its loop (``actors.process`` ties SIGTERM and SIGINT to it)
+    report      how the actor tells the supervisor how it is doing (a ``Report``)
+    close       stops what ``open`` started and destroys the context
+
+``Runtime.open`` builds the one a supervised process runs with: a context made after the process
+started (never inherited across the spawn), with the broker's CURVE keys and a ZAP handler when it
+serves ZeroMQ over TCP, and reports pushed to the supervisor's event socket (``EventReporter``). A
+test builds one from a configuration and a context of its own; its reports go nowhere unless it
+hands a ``report`` to collect them.
+
+The runtime knows no actor: which class runs each kind is ``actors.registry``'s, and what a process
+does from start to exit (logging, dying with the supervisor, signals) is ``actors.process``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import logging
 import os
-import signal
-import sys
-import time
-from types import FrameType
+from collections.abc import Callable
 from typing import Any, Protocol
 
-import multiprocess
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
+# the clocks live in actors.clock: re-exported here until the writer's and the reader's imports move
+from actors.clock import monotonic_ms as monotonic_ms
+from actors.clock import wall_ms as wall_ms
 from actors.config import BrokerConfig
 from ipc import schema
 from ipc.curve import CurveContext, start_authenticator
 from ipc.sockets import connect
 
-log = logging.getLogger("mqstore")
-PR_SET_PDEATHSIG = 1
+EVENTS_HWM = 1000
 
 
 class Actor(Protocol):
     def run(self) -> None: ...
 
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+class Report(Protocol):
+    def __call__(self, state: str, *, force: bool = False, **stats: Any) -> None: ...
 
 
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+def no_report(state: str, *, force: bool = False, **stats: Any) -> None:
+    """The reports of an actor that runs without a supervisor: dropped."""
 
 
-class Runtime:
-    def __init__(self, name: str, config: BrokerConfig) -> None:
+class EventReporter:
+    """A supervised actor's ``report``: an event on the supervisor's event socket, at most once per
+    ``interval_ms`` unless ``force`` (a change of state)."""
+
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, name: str, interval_ms: int,
+                 clock: Callable[[], int] = monotonic_ms) -> None:
         self.name = name
-        self.config = config
-        self.endpoints = config.endpoints
-        self.ctx: zmq.Context[Any] = CurveContext(self.endpoints.curve)
-        # every TCP socket of this process is a CURVE one; this decides which client keys get in
-        self._auth = start_authenticator(self.ctx, config.curve_allowed()) if self.endpoints.curve else None
-        self.stopping = False
-        self._events = connect(self.ctx, zmq.PUSH, self.endpoints.events, hwm=1000)
+        self.interval_ms = interval_ms
+        self._clock = clock
+        self._events = connect(ctx, zmq.PUSH, endpoint, hwm=EVENTS_HWM)
         self._next_report_ms = 0
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.stopping = True
-
-    def report(self, state: str, *, force: bool = False, **stats: Any) -> None:
-        """Tell the supervisor how this actor is doing, at most once per stats interval."""
-        now = monotonic_ms()
+    def __call__(self, state: str, *, force: bool = False, **stats: Any) -> None:
+        now = self._clock()
         if not force and now < self._next_report_ms:
             return
-        self._next_report_ms = now + self.config.broker.stats_interval_ms
+        self._next_report_ms = now + self.interval_ms
         event = {"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats}
         # the supervisor busy or restarting drops a report: the next one carries the same facts
         with contextlib.suppress(zmq.Again):
             self._events.send(schema.pack(event), zmq.NOBLOCK)
 
+
+class Runtime:
+    def __init__(self, name: str, config: BrokerConfig, ctx: zmq.Context[Any], report: Report = no_report,
+                 authenticator: ThreadAuthenticator | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.endpoints = config.endpoints
+        self.ctx = ctx
+        self.report = report
+        self.stopping = False
+        self._authenticator = authenticator
+
+    @classmethod
+    def open(cls, name: str, config: BrokerConfig) -> Runtime:
+        """The runtime of a supervised actor process; call once, in that process."""
+        endpoints = config.endpoints
+        ctx = CurveContext(endpoints.curve)
+        try:
+            # every TCP socket of this process is a CURVE one; this decides which client keys get in
+            authenticator = start_authenticator(ctx, config.curve_allowed()) if endpoints.curve else None
+            report = EventReporter(ctx, endpoints.events, name, config.broker.stats_interval_ms)
+        except BaseException:
+            ctx.destroy(linger=0)
+            raise
+        return cls(name, config, ctx, report, authenticator)
+
+    def request_stop(self) -> None:
+        """Raise the stop flag: the actor ends its loop at the end of the round it is in."""
+        self.stopping = True
+
     def close(self) -> None:
-        if self._auth is not None:
-            self._auth.stop()
+        if self._authenticator is not None:
+            self._authenticator.stop()
         self.ctx.destroy(linger=0)
-
-
-def setup_logging(name: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("MQSTORE_LOG_LEVEL", "INFO"),
-                        format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
-
-
-def build_actor(name: str, runtime: Runtime) -> Actor:
-    kind = name.split("-")[0]
-    if kind == "writer":
-        from actors.writer.actor import CommitLogWriterActor
-        return CommitLogWriterActor(runtime)
-    if kind == "flusher":
-        from actors.flusher import FlushActor
-        return FlushActor(runtime)
-    if kind == "cqbuilder":
-        from actors.builder import ConsumeQueueBuilderActor
-        return ConsumeQueueBuilderActor(runtime)
-    if kind == "indexbuilder":
-        from actors.builder import IndexBuilderActor
-        return IndexBuilderActor(runtime)
-    if kind == "reader":
-        from actors.reader.actor import ReaderActor
-        return ReaderActor(runtime, int(name.split("-")[1]))
-    if kind == "remoting":
-        from actors.remoting.actor import RemotingActor
-        return RemotingActor(runtime)
-    raise ValueError(f"unknown actor {name!r}")
-
-
-def die_with_parent() -> None:
-    """Ask the kernel for SIGTERM when the supervisor dies (even by SIGKILL), so no actor outlives it.
-
-    The supervisor's pid comes from the process object it started, not from ``getppid`` here: the
-    request only covers a parent alive when it is made, and a supervisor killed in the second an
-    actor spends starting up has already handed it to init. An orphan must stop before it opens a
-    file, or it keeps writing beside the next supervisor's actors."""
-    parent = multiprocess.parent_process()
-    supervisor_pid = parent.pid if parent is not None else os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        log.warning("cannot ask to die with the supervisor on this platform")
-    if os.getppid() != supervisor_pid:  # it died before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def run_actor(name: str, config_dict: dict[str, Any]) -> None:
-    """Process entry point: build the actor and run it until SIGTERM; a fault exits non-zero so the
-    supervisor restarts the process."""
-    setup_logging(name)
-    die_with_parent()
-    runtime = Runtime(name, BrokerConfig.from_dict(config_dict))
-    try:
-        actor = build_actor(name, runtime)
-        runtime.report("running", force=True)
-        actor.run()
-        runtime.report("stopped", force=True)
-    except Exception:
-        log.exception("%s failed", name)
-        runtime.close()
-        sys.exit(1)
-    runtime.close()

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import multiprocess
 import psutil
 import zmq
 
+from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
-from actors.runtime import monotonic_ms, run_actor, setup_logging, wall_ms
+from actors.process import on_stop_signals, run_actor, setup_logging
 from engine import MessageStore, StoreLockedError
 from engine.checkpoint import Checkpoint
 from engine.config import resolve_geometry
@@ -143,12 +142,11 @@ class Supervisor:
         finally:
             self._unlock()
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def _request_stop(self) -> None:
         self.stop_requested = True
 
     def _serve(self, ctx: zmq.Context[Any]) -> int:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        on_stop_signals(self._request_stop)
         control = bind(ctx, zmq.REP, self.endpoints.control, rcvtimeo_ms=0)
         events = bind(ctx, zmq.PULL, self.endpoints.events, hwm=100_000)
         for name in self.names():

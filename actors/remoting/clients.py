@@ -1,4 +1,5 @@
-"""Who is consuming: the heartbeat table and the orderly consumers' queue locks of the remoting front.
+"""The remoting front's client table: who is consuming (the heartbeat table) and which orderly
+consumer holds which queue (the queue locks).
 
 RocketMQ clients announce their consumer groups in HEART_BEAT (every 30 s) and leave with
 UNREGISTER_CLIENT or by closing their connection; GET_CONSUMER_LIST_BY_GROUP answers from this table,

@@ -1,4 +1,4 @@
-"""What the remoting front answers: RocketMQ requests turned into the broker's own requests.
+"""The broker front: what the remoting front answers, RocketMQ requests turned into the broker's own.
 
 Every request becomes the same ZeroMQ request an ipc client sends (``send`` to the writer; ``pull``,
 queries and offsets to the readers), awaited on the front's event loop; nothing here touches the
@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from engine.config import check_topic
@@ -70,10 +70,6 @@ class Peer:
     connection: int
     ip: str
     port: int
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _int(ext: dict[str, str], name: str, default: int | None = None, lo: int = -LONG_MAX, hi: int = LONG_MAX) -> int:
@@ -142,12 +138,16 @@ class BrokerFront:
         except rm.FrameError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
 
+    def connection_closed(self, peer: Peer) -> None:
+        """A closed connection takes its clients with it (the Java broker's channel close)."""
+        self.clients.drop_connection(peer.connection)
+
     async def _call(self, route: str, op: str, timeout_ms: int = CALL_TIMEOUT_MS, **fields: Any) -> dict[str, Any]:
         return await asyncio.wrap_future(self.channel.call(route, op, timeout_ms=timeout_ms, **fields))
 
     async def queue_count(self, topic: str) -> int:
         """The topic's queues as the writer has them; a new topic gets what the writer will give it."""
-        now = time.monotonic_ns() // 1_000_000
+        now = monotonic_ms()
         if now - self._topics_at_ms >= TOPICS_CACHE_MS or topic not in self._topics:
             try:
                 reply = await self._call("ingress", "topics")
@@ -186,7 +186,7 @@ class BrokerFront:
         topic = _topic(ext)
         born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
         template = Outgoing(topic=topic, body=b"", queue=_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
-                            sys_flag=_int(ext, "sysFlag", 0, lo=0), born_ms=_int(ext, "bornTimestamp", _now_ms(), lo=0),
+                            sys_flag=_int(ext, "sysFlag", 0, lo=0), born_ms=_int(ext, "bornTimestamp", wall_ms(), lo=0),
                             born_host=born_host, reconsume_times=_int(ext, "reconsumeTimes", 0, lo=0))
         if request.code == rm.SEND_BATCH_MESSAGE or _flag(ext.get("batch")):
             items = rm.decode_batch(request.body)
@@ -278,14 +278,14 @@ class BrokerFront:
 
     async def _heartbeat(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         try:
-            self.clients.heartbeat(request.body, peer.connection, _now_ms())
+            self.clients.heartbeat(request.body, peer.connection, wall_ms())
         except ClientBodyError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
         return request.reply(rm.SUCCESS)
 
     async def _consumer_list(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         group = request.ext.get("consumerGroup", "")
-        ids = self.clients.consumers(group, _now_ms())
+        ids = self.clients.consumers(group, wall_ms())
         if not ids:
             return request.reply(rm.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return request.reply(rm.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
@@ -296,7 +296,7 @@ class BrokerFront:
 
     async def _lock(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         try:
-            return request.reply(rm.SUCCESS, body=self.locks.lock(request.body, _now_ms()))
+            return request.reply(rm.SUCCESS, body=self.locks.lock(request.body, wall_ms()))
         except ClientBodyError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
 

@@ -29,7 +29,7 @@ from typing import Any
 import zmq
 
 from ipc.client import Consumer, Producer
-from scripts.cli.broker import control_request
+from ipc.control import control_request
 
 
 def ipc_round_trip_us(directory: Path, rounds: int = 5000, payload_bytes: int = 128) -> float:

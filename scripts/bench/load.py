@@ -278,7 +278,7 @@ def actor_cpu_s(store: Path | str) -> dict[str, float]:
     """CPU seconds (user + system) each actor of the broker on ``store`` has used so far."""
     import psutil
 
-    from scripts.cli.broker import control_request
+    from ipc.control import control_request
     out = {}
     for name, info in control_request(Path(store), "status")["actors"].items():
         if info.get("pid"):

@@ -23,10 +23,10 @@ from typing import Any
 
 import psutil
 
+from ipc.control import control_request
 from scripts.bench.e2e import BrokerRun
 from scripts.bench.load import run_load
 from scripts.cli.bench import workload_from
-from scripts.cli.broker import control_request
 
 
 def _cpu_s(proc: psutil.Process) -> tuple[float, float, int]:

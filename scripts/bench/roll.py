@@ -34,8 +34,8 @@ import psutil
 from engine.log.mapped_file_queue import MappedFileQueue
 from engine.log.page_warmer import PageWarmer
 from ipc.client import Producer
+from ipc.control import control_request
 from scripts.bench.e2e import BrokerRun
-from scripts.cli.broker import control_request
 
 WINDOW_BATCHES = 5
 

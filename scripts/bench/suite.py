@@ -41,12 +41,12 @@ from typing import Any
 
 import multiprocess
 
+from ipc.control import control_request
 from scripts.bench import limits as bench_limits
 from scripts.bench import redis_peer as bench_redis
 from scripts.bench import sweep as bench_sweep
 from scripts.bench.e2e import BrokerRun
 from scripts.bench.load import LoadResult, Workload, actor_cpu_s, run_load
-from scripts.cli.broker import control_request
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
 BIG_TRANSFER_COUNT = 1024  # [store] max_transfer_count of the extra half-rate latency run

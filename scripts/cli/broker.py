@@ -17,13 +17,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
-from ipc import schema
+from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
-from ipc.sockets import connect
 
 DEFAULT_STORE = Path("mqstore-data")
 
@@ -68,22 +65,6 @@ def _keys(args: argparse.Namespace) -> int:
           f"curve_clients_dir = \"{args.out / 'clients'}\"; a client needs server.key and its NAME.key_secret",
           file=sys.stderr)
     return 0
-
-
-def control_request(store: Path, op: str, *, run_dir: str | None = None, timeout_ms: int = 3000) -> dict[str, Any]:
-    """One request to the supervisor's control socket; raises ConnectionError when nobody answers."""
-    endpoints = Endpoints.for_store(store, run_dir=run_dir)
-    ctx: zmq.Context[Any] = zmq.Context()
-    try:
-        sock = connect(ctx, zmq.REQ, endpoints.control, rcvtimeo_ms=timeout_ms)
-        sock.send(schema.pack(schema.request(op, 1)))
-        try:
-            reply = schema.unpack(sock.recv())
-        except zmq.Again:
-            raise ConnectionError(f"no broker answers for {store} (is it running?)") from None
-        return reply
-    finally:
-        ctx.destroy(linger=0)
 
 
 def broker_running(store: Path) -> bool:

@@ -5,11 +5,12 @@ malformed frame is refused with a log line; the files end as if every frame came
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
+import zmq
 
 from actors.builder import BuilderActor, ConsumeQueueBuilderActor, IndexBuilderActor
 from actors.config import load_config
@@ -51,9 +52,16 @@ class Written:
         return self.requests[-1].phys_offset + self.requests[-1].size
 
 
-def _builder(cls: type[BuilderActor], written: Written) -> Any:
-    runtime = SimpleNamespace(config=written.config, report=lambda *args, **kwargs: None)
-    builder = cls(cast(Runtime, runtime))
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context[Any]]:
+    context: zmq.Context[Any] = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+def _builder(cls: type[BuilderActor], written: Written, ctx: zmq.Context[Any]) -> Any:
+    name = "cqbuilder" if cls is ConsumeQueueBuilderActor else "indexbuilder"
+    builder = cls(Runtime(name, written.config, ctx))
     builder.applied = max(builder.resume_from(), builder.commitlog.min_offset)
     return builder
 
@@ -80,12 +88,12 @@ def _check_index(written: Written, index: IndexBuilderActor) -> None:
             assert found.count(r.phys_offset) == 1, (r.topic, key)
 
 
-def test_a_round_with_a_repeat_a_gap_a_malformed_frame_and_a_tick(tmp_path: Path,
+def test_a_round_with_a_repeat_a_gap_a_malformed_frame_and_a_tick(tmp_path: Path, ctx: zmq.Context[Any],
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     written = Written(tmp_path / "store")
     frames = [written.append(10 * b, 10) for b in range(6)]
-    queues = _builder(ConsumeQueueBuilderActor, written)
-    index = _builder(IndexBuilderActor, written)
+    queues = _builder(ConsumeQueueBuilderActor, written, ctx)
+    index = _builder(IndexBuilderActor, written, ctx)
     try:
         for builder in (queues, index):
             assert builder._on_round([frames[0], frames[1]])
@@ -113,12 +121,12 @@ def test_a_round_with_a_repeat_a_gap_a_malformed_frame_and_a_tick(tmp_path: Path
         written.commitlog.close()
 
 
-def test_a_round_applies_its_frames_once_together(tmp_path: Path) -> None:
+def test_a_round_applies_its_frames_once_together(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
     """Three frames in a round go into the files as one batch, with the queue ends of all three."""
     written = Written(tmp_path / "store")
     frames = [written.append(7 * b, 7) for b in range(3)]
-    queues = _builder(ConsumeQueueBuilderActor, written)
-    index = _builder(IndexBuilderActor, written)
+    queues = _builder(ConsumeQueueBuilderActor, written, ctx)
+    index = _builder(IndexBuilderActor, written, ctx)
     applied: list[int] = []
     try:
         for builder in (queues, index):
@@ -136,7 +144,7 @@ def test_a_round_applies_its_frames_once_together(tmp_path: Path) -> None:
         written.commitlog.close()
 
 
-def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Path,
+def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Path, ctx: zmq.Context[Any],
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     """It used to reach the index builder's apply and raise there (``split`` of an int), outside the
     guard that refuses malformed frames, and take the builder down."""
@@ -144,7 +152,7 @@ def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Pa
     frame = written.append(0, 4)
     message = schema.unpack(frame[1])
     message["keys"] = [7, "k", "", ""]
-    index = _builder(IndexBuilderActor, written)
+    index = _builder(IndexBuilderActor, written, ctx)
     try:
         with caplog.at_level(logging.WARNING, logger="mqstore"):
             assert not index._on_round([(schema.DISPATCH, schema.pack(message))])

@@ -12,9 +12,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import zmq
 
 from actors.config import BrokerConfig, FlushConfig
 from actors.flusher import FlushActor, fsync_dir
+from actors.runtime import Runtime
 from engine import Geometry, StoreConfig
 from engine.log.commitlog import CommitLog
 from engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
@@ -25,14 +27,14 @@ FILE_SIZE = 8 * 1024 * 1024  # two of the warmer's 4 MiB steps: ahead-warming an
 def make_flusher(store_dir: Path, spare: bool = True) -> FlushActor:
     config = BrokerConfig(str(store_dir), StoreConfig(geometry=Geometry(commitlog_file_size=FILE_SIZE)),
                           FlushConfig(spare_file=spare))
-    runtime: Any = SimpleNamespace(config=config)
-    return FlushActor(runtime)
+    return FlushActor(Runtime("flusher", config, zmq.Context()))
 
 
 def close(flusher: FlushActor) -> None:
     flusher.warmer.close()
     flusher.checkpoint.close()
     flusher.syncer.close()
+    flusher.rt.close()
 
 
 def test_a_round_warms_ahead_then_prepares_the_spare(tmp_path: Path) -> None:

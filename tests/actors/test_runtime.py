@@ -1,69 +1,112 @@
-"""What every actor process gets from its runtime: it never outlives the supervisor that started it,
-even one killed while the actor was still starting up."""
+"""What an actor is handed: a ``Runtime`` a test builds from a configuration and a context, whose
+reports reach the supervisor's event socket at most once per interval unless forced, and which
+imports no actor (the registry knows them; the runtime is what they are built on)."""
 
 from __future__ import annotations
 
-import os
+import ast
 import shutil
-import signal
 import tempfile
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import multiprocess
-import psutil
+import pytest
+import zmq
 
 from actors.config import load_config
-from actors.runtime import run_actor
-from tests.integration.broker import wait_for
+from actors.registry import ACTOR_KINDS, build_actor
+from actors.runtime import EventReporter, Runtime
+from actors.supervisor import START_ORDER, Supervisor
+from ipc import schema
+from ipc.sockets import bind
 
-GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_slot_count": 64,
-            "index_entry_count": 256}
-
-
-def _actor_once_orphaned(name: str, config_dict: dict[str, Any]) -> None:
-    """``run_actor``, entered only after the process that started it is gone: a supervisor SIGKILLed
-    in the second or so an actor spends importing before it can ask to die with its parent."""
-    supervisor = multiprocess.parent_process()
-    assert supervisor is not None
-    deadline = time.monotonic() + 30
-    while os.getppid() == supervisor.pid and time.monotonic() < deadline:
-        time.sleep(0.01)
-    run_actor(name, config_dict)
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = "inproc://events"
 
 
-def _supervisor_killed_after_spawn(name: str, config_dict: dict[str, Any], pid_path: str) -> None:
-    actor = multiprocess.get_context("spawn").Process(target=_actor_once_orphaned, args=(name, config_dict))
-    actor.start()
-    Path(pid_path).write_text(str(actor.pid))
-    os.kill(os.getpid(), signal.SIGKILL)
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context[Any]]:
+    context: zmq.Context[Any] = zmq.Context()
+    yield context
+    context.destroy(linger=0)
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
+def _received(events: zmq.Socket[Any]) -> list[dict[str, Any]]:
+    got = []
+    while events.poll(200):
+        got.append(schema.unpack(events.recv()))
+    return got
 
 
-def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path: Path) -> None:
-    # A consume-queue builder that outlived a killed tree kept applying dispatch from the next
-    # tree's writer beside that tree's own builder: two writers of one queue's files, the new one
-    # stuck on "File exists" for a file the orphan had created.
+def test_reports_reach_the_event_socket_at_most_once_per_interval(ctx: zmq.Context[Any]) -> None:
+    events = bind(ctx, zmq.PULL, EVENTS)
+    now = [1_000]
+    report = EventReporter(ctx, EVENTS, "cqbuilder", 500, clock=lambda: now[0])
+    report("running", applied=1)
+    report("running", applied=2)                 # within the interval: dropped
+    report("stopped", force=True, applied=3)     # a change of state goes at once
+    now[0] += 500
+    report("running", applied=4)
+    got = _received(events)
+    assert [(e["actor"], e["state"], e["applied"]) for e in got] == [
+        ("cqbuilder", "running", 1), ("cqbuilder", "stopped", 3), ("cqbuilder", "running", 4)]
+    assert all(e["v"] == schema.VERSION and isinstance(e["pid"], int) for e in got)
+
+
+def test_a_runtime_built_for_a_test(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "store", None)
+    reports: list[tuple[str, dict[str, Any]]] = []
+    runtime = Runtime("flusher", config, zmq.Context(),
+                      report=lambda state, *, force=False, **stats: reports.append((state, stats)))
+    assert (runtime.name, runtime.config, runtime.endpoints) == ("flusher", config, config.endpoints)
+    assert not runtime.stopping
+    runtime.report("running", flushed=7)
+    runtime.request_stop()
+    assert runtime.stopping
+    assert reports == [("running", {"flushed": 7})]
+    runtime.close()
+    assert runtime.ctx.closed
+
+
+def test_open_connects_reports_to_the_supervisors_event_socket(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
     run_dir = tempfile.mkdtemp(prefix="mq")  # short: ipc socket paths are limited in length
-    config = load_config(tmp_path / "store", None, store={"geometry": GEOMETRY}, ipc={"run_dir": run_dir})
-    config.endpoints.prepare()
-    pid_path = tmp_path / "actor.pid"
-    supervisor = multiprocess.get_context("spawn").Process(
-        target=_supervisor_killed_after_spawn, args=("cqbuilder", config.to_dict(), str(pid_path)))
-    supervisor.start()
-    supervisor.join(60)
-    actor_pid = int(pid_path.read_text())
     try:
-        assert supervisor.exitcode == -signal.SIGKILL
-        wait_for(lambda: _gone(actor_pid), 30, "the orphaned actor to exit")
+        config = load_config(tmp_path / "store", None, ipc={"run_dir": run_dir})
+        config.endpoints.prepare()
+        events = bind(ctx, zmq.PULL, config.endpoints.events)
+        runtime = Runtime.open("writer", config)
+        try:
+            runtime.report("running", force=True, written=5)
+            got = [(e["actor"], e["state"], e["written"]) for e in _received(events)]
+            assert got == [("writer", "running", 5)]
+        finally:
+            runtime.close()
+        assert runtime.ctx.closed
     finally:
-        if not _gone(actor_pid):
-            os.kill(actor_pid, signal.SIGKILL)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_the_runtime_imports_no_actor() -> None:
+    """It used to build every actor itself, each through a lazy import of a module that imports it."""
+    actors = {name for name in _imported(ROOT / "actors" / "runtime.py") if name.startswith("actors")}
+    assert actors <= {"actors.clock", "actors.config"}
+
+
+def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
+    config = load_config(tmp_path / "store", None, broker={"readers": 2}, remoting={"enabled": True})
+    names = Supervisor(config).names()
+    assert set(START_ORDER) < set(names)
+    assert {name.partition("-")[0] for name in names} == set(ACTOR_KINDS)
+    with pytest.raises(ValueError, match="unknown actor 'scheduler'"):
+        build_actor("scheduler", Runtime("scheduler", config, ctx))

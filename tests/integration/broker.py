@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from engine import MessageStore
+from ipc.control import control_request
 from ipc.curve import CurveKeys
 from ipc.endpoints import Endpoints
-from scripts.cli.broker import control_request
 
 TINY_TOML = """
 [store.geometry]

@@ -18,7 +18,7 @@ import pytest
 import zmq
 
 from actors.config import BrokerConfig, load_config
-from actors.runtime import run_actor
+from actors.process import run_actor
 from engine import Geometry, Message, MessageStore, PutResult, StoreConfig
 from engine.offsets import CONSUMER_OFFSET_FILE, decode_offset_file
 from engine.topics import TopicTable

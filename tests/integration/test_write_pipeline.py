@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 from actors.config import BrokerConfig, load_config
-from actors.runtime import run_actor
+from actors.process import run_actor
 from actors.supervisor import Supervisor
 from engine import MessageStore
 from engine.consumequeue.store import ConsumeQueueStore

@@ -10,6 +10,7 @@ from typing import Any
 import zmq
 
 from actors.config import load_config
+from actors.runtime import Runtime
 from actors.writer.actor import CommitLogWriterActor
 from ipc import schema
 
@@ -46,8 +47,7 @@ def _writer(tmp_path: Path, **broker: Any) -> CommitLogWriterActor:
                 "index_entry_count": 64}
     config = load_config(tmp_path / "store", broker=broker, store={"max_body_bytes": 64 * 1024, "geometry": geometry})
     (tmp_path / "store").mkdir()
-    runtime = SimpleNamespace(config=config, endpoints=config.endpoints, report=lambda *a, **k: None)
-    return CommitLogWriterActor(runtime)  # type: ignore[arg-type]
+    return CommitLogWriterActor(Runtime("writer", config, zmq.Context()))
 
 
 def test_writer_batch_is_bounded_by_bytes_not_only_by_message_count(tmp_path: Path) -> None:
@@ -67,3 +67,4 @@ def test_writer_batch_is_bounded_by_bytes_not_only_by_message_count(tmp_path: Pa
         assert len(ingress.replies) == 10
     finally:
         writer.commitlog.close()
+        writer.rt.close()

@@ -1,10 +1,11 @@
-"""The remoting front: RocketMQ's TCP remoting protocol, so stock RocketMQ clients use mqstore.
+"""The remoting front's listener: the ``remoting`` actor process, one asyncio TCP listener on which
+stock RocketMQ clients speak RocketMQ's remoting protocol.
 
-One asyncio listener serves both the NameServer requests and the broker requests (their codes do not
-collide; clients keep one connection per address anyway). Each connection reads whole frames and
-serves each request in its own task, since a held pull must never block the requests behind it on
-the same socket; replies are written one whole frame at a time. What a request asks is answered by
-``actors.remoting.front.BrokerFront`` through the broker's own ZeroMQ endpoints.
+It serves both the NameServer requests and the broker requests (their codes do not collide;
+clients keep one connection per address anyway). Each connection reads whole frames and serves each
+request in its own task, since a held pull must never block the requests behind it on the same
+socket; replies are written one whole frame at a time. What a request is answered with is
+``actors.remoting.front.BrokerFront``'s business; who is consuming is ``actors.remoting.clients``'.
 
 A frame that lies about its length, exceeds ``max_frame_bytes`` or has a header that is not a
 command closes that connection with a log line; other clients never notice. Past
@@ -31,6 +32,8 @@ STOP_POLL_S = 0.1
 
 
 class RemotingActor:
+    """Listens, reads frames, hands each request to the front and writes its reply back."""
+
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self.config = runtime.config.remoting
@@ -95,7 +98,7 @@ class RemotingActor:
         finally:
             for task in tasks:
                 task.cancel()
-            self.front.clients.drop_connection(peer.connection)
+            self.front.connection_closed(peer)
             self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(ConnectionError):

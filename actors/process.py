@@ -1,0 +1,82 @@
+"""An actor process from start to exit.
+
+``run_actor`` is the target the supervisor starts each process with (spawn method): it logs to
+stderr, asks the kernel to end the process with its supervisor, rebuilds the configuration from
+plain values, opens the process's ``Runtime``, ties SIGTERM and SIGINT to its stop flag, builds the
+named actor (``actors.registry``) and runs it until that flag is up. A fault exits non-zero, so the
+supervisor restarts the process.
+
+Importing this module imports no actor: the registry imports a kind's module when it builds one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import multiprocess
+
+from actors.config import BrokerConfig
+from actors.registry import build_actor
+from actors.runtime import Runtime
+
+log = logging.getLogger("mqstore")
+PR_SET_PDEATHSIG = 1
+
+
+def setup_logging(name: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("MQSTORE_LOG_LEVEL", "INFO"),
+                        format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
+
+
+def on_stop_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT call ``stop``, which raises a flag: the loop ends its round, and nothing is
+    cut off halfway through a write."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the supervisor dies (even by SIGKILL), so no actor outlives it.
+
+    The supervisor's pid comes from the process object it started, not from ``getppid`` here: the
+    request only covers a parent alive when it is made, and a supervisor killed in the second an
+    actor spends starting up has already handed it to init. An orphan must stop before it opens a
+    file, or it keeps writing beside the next supervisor's actors."""
+    parent = multiprocess.parent_process()
+    supervisor_pid = parent.pid if parent is not None else os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        log.warning("cannot ask to die with the supervisor on this platform")
+    if os.getppid() != supervisor_pid:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_actor(name: str, config_dict: dict[str, Any]) -> None:
+    """Process entry point: build the actor and run it until SIGTERM; a fault exits non-zero so the
+    supervisor restarts the process."""
+    setup_logging(name)
+    die_with_parent()
+    runtime = Runtime.open(name, BrokerConfig.from_dict(config_dict))
+    on_stop_signals(runtime.request_stop)
+    try:
+        actor = build_actor(name, runtime)
+        runtime.report("running", force=True)
+        actor.run()
+        runtime.report("stopped", force=True)
+    except Exception:
+        log.exception("%s failed", name)
+        runtime.close()
+        sys.exit(1)
+    runtime.close()

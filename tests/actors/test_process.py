@@ -1,0 +1,82 @@
+"""An actor process from start to exit: it never outlives the supervisor that started it, even one
+killed while the actor was still starting up; and its entry point loads no actor it does not run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import multiprocess
+import psutil
+
+from actors.config import load_config
+from actors.process import run_actor
+from tests.integration.broker import wait_for
+
+GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_slot_count": 64,
+            "index_entry_count": 256}
+
+
+def _actor_once_orphaned(name: str, config_dict: dict[str, Any]) -> None:
+    """``run_actor``, entered only after the process that started it is gone: a supervisor SIGKILLed
+    in the second or so an actor spends importing before it can ask to die with its parent."""
+    supervisor = multiprocess.parent_process()
+    assert supervisor is not None
+    deadline = time.monotonic() + 30
+    while os.getppid() == supervisor.pid and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run_actor(name, config_dict)
+
+
+def _supervisor_killed_after_spawn(name: str, config_dict: dict[str, Any], pid_path: str) -> None:
+    actor = multiprocess.get_context("spawn").Process(target=_actor_once_orphaned, args=(name, config_dict))
+    actor.start()
+    Path(pid_path).write_text(str(actor.pid))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path: Path) -> None:
+    # A consume-queue builder that outlived a killed tree kept applying dispatch from the next
+    # tree's writer beside that tree's own builder: two writers of one queue's files, the new one
+    # stuck on "File exists" for a file the orphan had created.
+    run_dir = tempfile.mkdtemp(prefix="mq")  # short: ipc socket paths are limited in length
+    config = load_config(tmp_path / "store", None, store={"geometry": GEOMETRY}, ipc={"run_dir": run_dir})
+    config.endpoints.prepare()
+    pid_path = tmp_path / "actor.pid"
+    supervisor = multiprocess.get_context("spawn").Process(
+        target=_supervisor_killed_after_spawn, args=("cqbuilder", config.to_dict(), str(pid_path)))
+    supervisor.start()
+    supervisor.join(60)
+    actor_pid = int(pid_path.read_text())
+    try:
+        assert supervisor.exitcode == -signal.SIGKILL
+        wait_for(lambda: _gone(actor_pid), 30, "the orphaned actor to exit")
+    finally:
+        if not _gone(actor_pid):
+            os.kill(actor_pid, signal.SIGKILL)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
+    """A spawned process imports ``actors.process`` first: were the registry to import every actor,
+    each process would load all of them (the writer, the readers, the front's asyncio) to run one."""
+    code = ("import sys; import actors.process; "
+            "print(sorted(m for m in sys.modules if m.startswith('actors.') and m not in "
+            "('actors.clock', 'actors.config', 'actors.process', 'actors.registry', 'actors.runtime')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert out.stdout.strip() == "[]"
