@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,38 +32,19 @@ from actors.reader.dead_letters import DeadLetterSender
 from actors.reader.state import PublishedQueue, PublishedStore, record_to_wire
 from actors.runtime import Runtime
 from engine.ackindex.files import QueueIndexError
+from engine.ackindex.low_water import QUEUE_INDEX_DIR, write_low_water
 from engine.consumequeue.consume_queue import FILLER_SIZE
 from engine.log.record import Record
 from engine.lookup import TagFilter
-from engine.metafile import write_atomic
 from ipc import receipts, schema
 
 log = logging.getLogger("mqstore")
 
 T = TypeVar("T")
-QUEUE_INDEX_DIR = "queueindex"
 MAX_PARKED = 65_536
 RECHECK_PARKED_MS = 2_000        # a waited-on queue is read off its files this often (lost notices)
 LOW_WATER_MS = 1_000             # how often the unacked low-water mark is written for retention
 IDLE_FLUSHES_PER_TICK = 8        # idle journals moved into segments per turn of the reader's loop
-
-
-def low_water_path(root: Path, reader_index: int) -> Path:
-    return root / f"lowwater-{reader_index}.json"
-
-
-def unacked_low_water(store_dir: Path, reader_count: int) -> int | None:
-    """The lowest commitlog offset any ack-mode group still needs, from every reader's mark (None
-    when no reader has one). A reader that never wrote a mark has no unacked messages."""
-    marks = []
-    for i in range(reader_count):
-        try:
-            raw = json.loads(low_water_path(store_dir / QUEUE_INDEX_DIR, i).read_bytes())
-        except (OSError, ValueError):
-            continue
-        if isinstance(raw, dict) and isinstance(raw.get("phys_offset"), int):
-            marks.append(raw["phys_offset"])
-    return min(marks) if marks else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +62,8 @@ class AckGroups:
         self.cfg = runtime.config.broker
         self.reader_index = reader_index
         self.store = store
-        self.root = Path(runtime.config.store_dir) / QUEUE_INDEX_DIR
+        self.store_dir = Path(runtime.config.store_dir)
+        self.root = self.store_dir / QUEUE_INDEX_DIR
         self.host_prefix = msg_id_prefix(runtime.config.store.store_host.packed)
         self.now_ms = now_ms
         self.queues: dict[AckKey, AckQueue] = {}
@@ -377,10 +358,10 @@ class AckGroups:
         return low
 
     def _write_low_water(self) -> None:
-        """``queueindex/lowwater-{reader}.json``: what retention must keep when ``keep_unacked``."""
+        """This reader's mark (``engine.ackindex.low_water``): what retention must keep when ``keep_unacked``."""
         low = self.low_water_phys()
         if low != self._low_water:
-            write_atomic(low_water_path(self.root, self.reader_index), json.dumps({"phys_offset": low}).encode())
+            write_low_water(self.store_dir, self.reader_index, low)
             self._low_water = low
 
     def ms_to_next(self, now: int, cap_ms: int) -> int:
