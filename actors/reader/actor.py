@@ -77,7 +77,8 @@ class ReaderActor:
             self.offsets = ConsumerOffsets.load(self.store_dir / CONSUMER_OFFSET_FILE, wall_ms)
         self.offsets_dirty = False
         self.max_query_count = cfg.store.max_query_count
-        self.acks = AckGroups(runtime, index, self.store, monotonic_ms)
+        self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.ingress,
+                              now_ms=monotonic_ms)
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
             "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
             "query_uniq": self._op_query_uniq,
