@@ -26,6 +26,7 @@ from actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
 from actors.reader.ack_queues import AckQueues
 from actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ack_release, parse_receipt
 from actors.reader.dead_letters import DeadLetterSender
+from actors.reader.fields import SYSTEM_ERROR
 from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
 from actors.reader.state import PublishedQueue, PublishedStore, record_to_wire
 from engine.consumequeue.consume_queue import FILLER_SIZE
@@ -226,7 +227,7 @@ class AckGroups:
             except Exception as exc:  # the reader's error boundary, for a pull it answers later
                 log.exception("parked ack pull failed")
                 self.parked.unpark(key, seq)
-                self._send_reply(parked.identity, schema.error_reply(parked.request_id, "SYSTEM_ERROR",
+                self._send_reply(parked.identity, schema.error_reply(parked.request_id, SYSTEM_ERROR,
                                                                      f"{type(exc).__name__}: {exc}"))
                 continue
             if msgs:
