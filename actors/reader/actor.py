@@ -16,13 +16,14 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     view_id         msg_id                                   -> msgs ([] or [one])
     offset_by_time  topic, queue, ts_ms, upper               -> offset
     queue_info      topic                                    -> queues {"queue id": [min, max]}
-    commit_offset   group, topic, queue, offset              (reader 0 only)
+    commit_offset   group, topic, queue, offset              (reader 0 only: actors.reader.offsets)
     fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
     ping                                                     -> pid, index, readers, readable_end, parked
     ack_pull, ack, nack, ack_release                         ack mode (actors.reader.ack_groups, ipc.receipts)
 
-Long polling: a pull that finds nothing yet, with ``wait_ms > 0``, is parked and answered as soon as
-an ``arrived`` notice (or a look at the files) shows its queue grew, or at its deadline.
+Long polling (``actors.reader.long_poll``): a pull that finds nothing yet, with ``wait_ms > 0``, is
+parked and answered as soon as an ``arrived`` notice (or a look at the files) shows its queue grew,
+or at its deadline.
 """
 
 from __future__ import annotations
