@@ -46,7 +46,7 @@ class AckGroups:
     def __init__(self, config: BrokerConfig, reader_index: int, store: PublishedStore, *, ctx: zmq.Context[Any],
                  ingress: str, now_ms: Callable[[], int]) -> None:
         self.cfg = config.broker
-        self.keep_unacked = config.retention.keep_unacked  # the low-water mark's only reader
+        self.keep_unacked = config.retention.keep_unacked  # without it nothing reads the low-water mark
         self.reader_index = reader_index
         self.store = store
         self.now_ms = now_ms
