@@ -85,6 +85,12 @@ def msg_id_prefix(packed_host: bytes) -> bytes:
     return packed_host[-MSG_ID_PREFIX_SIZE:]
 
 
+def _phys_offset(msg_id: bytes) -> int:
+    """The commitlog offset a publish's msg id points at: the 8 bytes after the host part."""
+    phys_offset: int = _PHYS.unpack_from(msg_id, MSG_ID_PREFIX_SIZE)[0]
+    return phys_offset
+
+
 class AckQueue:
     def __init__(self, index: QueueIndex, host_prefix: bytes, max_deliveries: int) -> None:
         if len(host_prefix) != MSG_ID_PREFIX_SIZE or max_deliveries < 1:
@@ -117,7 +123,7 @@ class AckQueue:
         per_segment = self.index.entries_per_segment
         for num in self.index.segment_numbers:
             for entry in self.index.read(num * per_segment, (num + 1) * per_segment):
-                phys_offset = _PHYS.unpack_from(entry.msg_id, MSG_ID_PREFIX_SIZE)[0]
+                phys_offset = _phys_offset(entry.msg_id)
                 if entry.delivered:
                     self._retry_info[entry.seq_id] = (phys_offset, entry.size_bytes, 1)
                     self._retry.append(entry.seq_id)
@@ -141,6 +147,14 @@ class AckQueue:
     def publish_room(self) -> int:
         """How many more messages to index now (0 while enough are waiting)."""
         return PUBLISH_AHEAD - len(self.fresh) if len(self.fresh) < PUBLISH_LOW else 0
+
+    def lowest_unacked_phys(self) -> int | None:
+        """The commitlog offset of the oldest message not acked (None: every message is)."""
+        if not self.index.unacked_count:
+            return None
+        seq = self.index.lowest_unacked_seq_id()
+        entries = self.index.read(seq, seq + 1)
+        return _phys_offset(entries[0].msg_id) if entries else None
 
     def next_deadline_ms(self) -> int | None:
         while self._deadlines and not self._live(self._deadlines[0]):

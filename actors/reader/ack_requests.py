@@ -8,17 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.config import BrokerSection
+from actors.reader.fields import INT_MAX, LONG_MAX, MAX_PULL_COUNT, topic
 from engine.config import check_topic
 from engine.lookup import TagFilter
 from ipc import receipts, schema
 
 AckKey = tuple[str, str, int]  # group, topic, queue id
-MAX_PULL_COUNT = 1024
 MAX_RELEASE_QUEUES = 1024   # broker.max_queues' default: a topic's queues in one request
 MAX_CONSUMER_CHARS = 256
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
-INT_MAX = (1 << 31) - 1
-LONG_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +94,6 @@ def group(message: dict[str, Any]) -> str:
     reason = group_reason(name)
     if reason is not None:
         raise schema.SchemaError(f"group: {reason}")
-    return name
-
-
-def topic(message: dict[str, Any]) -> str:
-    name: str = schema.field(message, "topic", str)
-    reason = check_topic(name)  # also keeps a topic from naming a path outside queueindex/{group}/
-    if reason is not None:
-        raise schema.SchemaError(reason)
     return name
 
 

@@ -16,13 +16,14 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     view_id         msg_id                                   -> msgs ([] or [one])
     offset_by_time  topic, queue, ts_ms, upper               -> offset
     queue_info      topic                                    -> queues {"queue id": [min, max]}
-    commit_offset   group, topic, queue, offset              (reader 0 only)
+    commit_offset   group, topic, queue, offset              (reader 0 only: actors.reader.offsets)
     fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
     ping                                                     -> pid, index, readers, readable_end, parked
     ack_pull, ack, nack, ack_release                         ack mode (actors.reader.ack_groups, ipc.receipts)
 
-Long polling: a pull that finds nothing yet, with ``wait_ms > 0``, is parked and answered as soon as
-an ``arrived`` notice (or a look at the files) shows its queue grew, or at its deadline.
+Long polling (``actors.reader.long_poll``): a pull that finds nothing yet, with ``wait_ms > 0``, is
+parked and answered as soon as an ``arrived`` notice (or a look at the files) shows its queue grew,
+or at its deadline.
 """
 
 from __future__ import annotations
@@ -35,32 +36,27 @@ from typing import Any
 
 import zmq
 
+from actors.reader import fields
 from actors.reader.ack_groups import AckGroups
-from actors.reader.long_poll import ParkedPull, ParkedPulls, PullRequest, is_waitable
+from actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
+from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
+from actors.reader.offsets import CommittedOffsets
 from actors.reader.state import LONG_MAX, PublishedStore, record_to_wire
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from engine.config import check_topic
-from engine.lookup import GetResult, GetStatus, PullLimits, StoredRecords, TagFilter
-from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
 from ipc.messages import pack_columns
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
 
-NOT_OWNER = "NOT_OWNER"
-SYSTEM_ERROR = "SYSTEM_ERROR"
-OFFSET_OWNER_INDEX = 0
 MAX_REQUEST_BYTES = 1024 * 1024    # requests are small; a bigger frame is refused by the socket
-MAX_PULL_COUNT = 1024
 MAX_PULL_BYTES = 64 * 1024 * 1024
-MAX_NAME_CHARS = 1024               # keys, ids, groups, subscription expressions
 MAX_QUERY_KEYS = 1024               # keys in one query_keys request
 MAX_DRAIN_PER_ROUND = 1000          # requests handled before notices and deadlines get a turn
-RECHECK_PARKED_MS = 2_000           # a queue waited on is read off its files this often (lost notices)
 HOUSEKEEPING_MS = 250
 REFRESH_FILES_MS = 10_000           # how often retention's deletions are noticed
-INT_MAX = (1 << 31) - 1
 
 
 class ReaderActor:
@@ -72,18 +68,16 @@ class ReaderActor:
         self.store = PublishedStore(self.store_dir, cfg.store.geometry, index_enabled=cfg.store.index_enabled,
                                     now_ms=wall_ms)
         self.parked = ParkedPulls()
-        self.offsets: ConsumerOffsets | None = None
-        if index == OFFSET_OWNER_INDEX:
-            self.offsets = ConsumerOffsets.load(self.store_dir / CONSUMER_OFFSET_FILE, wall_ms)
-        self.offsets_dirty = False
+        self.offsets = CommittedOffsets(self.store_dir, index, self.store, wall_ms)
         self.max_query_count = cfg.store.max_query_count
-        self.acks = AckGroups(runtime, index, self.store, monotonic_ms)
+        self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.ingress,
+                              now_ms=monotonic_ms)
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
             "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
             "query_uniq": self._op_query_uniq,
             "view_id": self._op_view_id, "offset_by_time": self._op_offset_by_time,
-            "queue_info": self._op_queue_info, "commit_offset": self._op_commit_offset,
-            "fetch_offset": self._op_fetch_offset, "ping": self._op_ping,
+            "queue_info": self._op_queue_info, "commit_offset": self.offsets.op_commit_offset,
+            "fetch_offset": self.offsets.op_fetch_offset, "ping": self._op_ping,
             "ack_pull": self.acks.op_ack_pull, "ack": self.acks.op_ack, "nack": self.acks.op_nack,
             "ack_release": self.acks.op_ack_release,
         }
@@ -128,14 +122,14 @@ class ReaderActor:
                     self.store.refresh_files()
                 if now >= next_persist:
                     next_persist = now + broker.offset_persist_interval_ms
-                    self._persist_offsets(final=False)
+                    self.offsets.persist(final=False)
                 self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
                                ack_queues=len(self.acks.queues))
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
                 self._answer(router, parked)
             self.acks.close()
-            self._persist_offsets(final=True)
+            self.offsets.persist(final=True)
         finally:
             self.rt.report("stopped", force=True, readable_end=self.store.readable_end)
             self.store.close()
@@ -237,15 +231,15 @@ class ReaderActor:
     def _op_pull(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
         cfg = self.rt.config
         pull = PullRequest(
-            group=_name(message, "group", default=""),
-            topic=_topic(message),
+            group=fields.name(message, "group", default=""),
+            topic=fields.topic(message),
             queue_id=schema.field(message, "queue", int, lo=0, hi=INT_MAX),
             queue_offset=schema.field(message, "offset", int, lo=0, hi=LONG_MAX),
             limits=PullLimits(schema.field(message, "max", int, default=32, lo=1, hi=MAX_PULL_COUNT),
                               schema.field(message, "max_bytes", int, default=cfg.store.max_transfer_bytes,
                                            lo=1, hi=MAX_PULL_BYTES),
                               cfg.store.max_transfer_count, cfg.store.max_transfer_bytes),
-            tag_filter=TagFilter.parse(_name(message, "tags", default="*")),
+            tag_filter=TagFilter.parse(fields.name(message, "tags", default="*")),
             raw=schema.field(message, "raw", bool, default=False),
         )
         wait_ms = schema.field(message, "wait_ms", int, default=0, lo=0, hi=cfg.broker.long_poll_max_ms)
@@ -265,7 +259,7 @@ class ReaderActor:
                                stored=pull.raw)
 
     def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._query(request_id, _topic(message), [_name(message, "key")], message,
+        return self._query(request_id, fields.topic(message), [fields.name(message, "key")], message,
                            raw=schema.field(message, "raw", bool, default=False))
 
     def _op_query_keys(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
@@ -274,10 +268,10 @@ class ReaderActor:
             raise schema.SchemaError(f"keys must hold 1 to {MAX_QUERY_KEYS} keys, got {len(keys)}")
         if not all(isinstance(k, str) and len(k) <= MAX_NAME_CHARS for k in keys):
             raise schema.SchemaError(f"keys must be strings of at most {MAX_NAME_CHARS} characters")
-        return self._query(request_id, _topic(message), keys, message, raw=True, counts=True)
+        return self._query(request_id, fields.topic(message), keys, message, raw=True, counts=True)
 
     def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._query(request_id, _topic(message), [_name(message, "uniq_key")], {},
+        return self._query(request_id, fields.topic(message), [fields.name(message, "uniq_key")], {},
                            raw=schema.field(message, "raw", bool, default=False), uniq=True)
 
     def _query(self, request_id: Any, topic: str, keys: list[str], limits: dict[str, Any], *, raw: bool,
@@ -297,7 +291,7 @@ class ReaderActor:
                                **self._index_marks())
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        found = self.store.view_by_id(_name(message, "msg_id"))
+        found = self.store.view_by_id(fields.name(message, "msg_id"))
         records = [] if found is None else [found]
         if not schema.field(message, "raw", bool, default=False):
             return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
@@ -305,40 +299,15 @@ class ReaderActor:
 
     def _op_offset_by_time(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         queue_offset = self.store.queue_offset_by_time(
-            _topic(message), schema.field(message, "queue", int, lo=0, hi=INT_MAX),
+            fields.topic(message), schema.field(message, "queue", int, lo=0, hi=INT_MAX),
             schema.field(message, "ts_ms", int, lo=0, hi=LONG_MAX),
             upper=schema.field(message, "upper", bool, default=False))
         return schema.ok_reply(request_id, offset=queue_offset)
 
     def _op_queue_info(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        info = self.store.queue_info(_topic(message))
+        info = self.store.queue_info(fields.topic(message))
         # msgpack map keys are strings on this wire (ipc.schema decodes with strict_map_key)
         return schema.ok_reply(request_id, queues={str(q): [lo, hi] for q, (lo, hi) in info.items()})
-
-    def _op_commit_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        if self.offsets is None:
-            return _not_owner(request_id, self.index)
-        group, topic = _name(message, "group"), _topic(message)
-        queue_id = schema.field(message, "queue", int, lo=0, hi=INT_MAX)
-        next_offset = schema.field(message, "offset", int, lo=0, hi=LONG_MAX)
-        max_queue_offset = self._max_queue_offset(topic, queue_id)
-        if next_offset > max_queue_offset:
-            self.store.recheck(topic, queue_id)  # the reader may not have heard of the newest entries
-            max_queue_offset = self._max_queue_offset(topic, queue_id)
-        if next_offset > max_queue_offset:
-            return schema.error_reply(request_id, GetStatus.OFFSET_OVERFLOW_BADLY.value,
-                                      f"offset {next_offset} is beyond {topic}/{queue_id}'s max offset "
-                                      f"{max_queue_offset}")
-        self.offsets.commit(group, topic, queue_id, next_offset)
-        self.offsets_dirty = True
-        return schema.ok_reply(request_id, offset=next_offset)
-
-    def _op_fetch_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        if self.offsets is None:
-            return _not_owner(request_id, self.index)
-        offset = self.offsets.query(_name(message, "group"), _topic(message),
-                                    schema.field(message, "queue", int, lo=0, hi=INT_MAX))
-        return schema.ok_reply(request_id, offset=offset)
 
     def _op_ping(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readers=self.rt.config.broker.readers,
@@ -357,46 +326,8 @@ class ReaderActor:
         last = self.store.index.last_file if self.store.index is not None else None
         return {"index_ms": last.end_ms, "index_phys": last.end_phys_offset} if last is not None else {}
 
-    def _max_queue_offset(self, topic: str, queue_id: int) -> int:
-        view = self.store.published_queue(topic, queue_id)
-        return view.max_queue_offset if view is not None else 0
-
-    def _persist_offsets(self, *, final: bool) -> None:
-        if self.offsets is None or not self.offsets_dirty:
-            return
-        try:
-            self.offsets.persist(self.store_dir / CONSUMER_OFFSET_FILE)
-        except OSError:
-            if final:
-                raise  # the last chance: the process exits non-zero and the log says why
-            # write_atomic leaves the previous file intact and writes a whole new one next time, so a
-            # failed write (a full disk) loses nothing but the delay: keep the table dirty, retry
-            log.exception("cannot persist consumer offsets; retrying")
-            return
-        self.offsets_dirty = False
-
 
 def _stored_reply(stored: StoredRecords) -> dict[str, Any]:
     """``raw``: the records as stored, back to back; ``count``; ``cols``: ``ipc.messages.pack_columns``."""
     return {"raw": stored.data, "count": len(stored),
             "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)}
-
-
-def _not_owner(request_id: Any, index: int) -> dict[str, Any]:
-    return schema.error_reply(request_id, NOT_OWNER,
-                              f"consumer offsets are served by reader {OFFSET_OWNER_INDEX}, not reader {index}")
-
-
-def _topic(message: dict[str, Any]) -> str:
-    topic: str = schema.field(message, "topic", str)
-    reason = check_topic(topic)  # also keeps a topic from naming a path outside consumequeue/
-    if reason is not None:
-        raise schema.SchemaError(reason)
-    return topic
-
-
-def _name(message: dict[str, Any], name: str, *, default: Any = ...) -> str:
-    value: str = schema.field(message, name, str, default=default)
-    if len(value) > MAX_NAME_CHARS:
-        raise schema.SchemaError(f"field {name!r} is longer than {MAX_NAME_CHARS} characters")
-    return value

@@ -20,13 +20,13 @@ from typing import Any
 import zmq
 
 from actors.reader.ack_queue import DeadLetter
+from actors.reader.ack_requests import AckKey
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from ipc import receipts, schema
 from ipc.sockets import connect
 
 log = logging.getLogger("mqstore")
 
-AckKey = tuple[str, str, int]  # group, topic, queue id
 BATCH = 256                    # dead letters per send
 REPLY_TIMEOUT_MS = 5_000
 RETRY_MS = 1_000

@@ -1,9 +1,14 @@
-"""Parked pulls: RocketMQ's PullRequestHoldService without its thread.
+"""Parked pulls: RocketMQ's PullRequestHoldService without its thread, for plain and ack-mode pulls.
 
 A pull that finds nothing yet waits here, indexed by its queue (woken by ``arrived``) and by its
-deadline (a heap, so the reader's poll timeout is the nearest deadline and nothing spins). Waking
-takes every pull of a queue out; the reader runs each again and parks back those that still find
-nothing. Heap entries of pulls already taken are skipped when they come up.
+deadline (a heap, so the reader's poll timeout is the nearest deadline and nothing spins). Heap
+entries of pulls already taken are skipped when they come up. Every ``RECHECK_PARKED_MS`` a queue
+waited on is read off its files, in case a notice was lost.
+
+``ParkedPulls`` holds plain pulls: waking takes every pull of a queue out; the reader runs each again
+and parks back those that still find nothing. ``ParkedAckPulls`` holds ``ack_pull``s, per (group,
+topic, queue) in the order they came: waking serves them oldest first and takes out only those
+answered, so one that still finds nothing keeps its place in line.
 """
 
 from __future__ import annotations
@@ -14,14 +19,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from actors.reader.ack_requests import AckKey, AckPull
+from actors.reader.state import QueueKey
 from engine.lookup import GetResult, GetStatus, PullLimits, TagFilter
 
-MAX_PARKED = 65_536  # beyond this a pull is answered at once: clients cannot make the reader hoard
+MAX_PARKED = 65_536        # per table; beyond this a pull is answered at once: clients cannot make the reader hoard
+RECHECK_PARKED_MS = 2_000  # a queue waited on is read off its files this often (lost notices)
 
 _NOTHING_YET = frozenset({GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
                           GetStatus.NO_MATCHED_LOGIC_QUEUE})
-
-QueueKey = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,4 +135,77 @@ class ParkedPulls:
         self._by_queue.clear()
         self._deadlines.clear()
         self._recheck_at.clear()
+        return everything
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedAckPull:
+    identity: bytes
+    request_id: Any
+    pull: AckPull
+    deadline_ms: int
+
+
+class ParkedAckPulls:
+    def __init__(self, capacity: int = MAX_PARKED) -> None:
+        self.capacity = capacity
+        self._by_key: dict[AckKey, dict[int, ParkedAckPull]] = {}  # each in the order parked
+        self._deadlines: list[tuple[int, int, AckKey]] = []        # (deadline_ms, seq, key)
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return sum(len(waiting) for waiting in self._by_key.values())
+
+    @property
+    def full(self) -> bool:
+        return len(self) >= self.capacity
+
+    def park(self, parked: ParkedAckPull) -> None:
+        seq = next(self._seq)
+        self._by_key.setdefault(parked.pull.key, {})[seq] = parked
+        heapq.heappush(self._deadlines, (parked.deadline_ms, seq, parked.pull.key))
+
+    def waited_on(self) -> list[AckKey]:
+        """The queues pulls are parked on."""
+        return list(self._by_key)
+
+    def waiting(self, key: AckKey) -> list[tuple[int, ParkedAckPull]]:
+        """The pulls parked on ``key``, oldest first, each with the number ``unpark`` takes."""
+        return list(self._by_key.get(key, {}).items())
+
+    def unpark(self, key: AckKey, seq: int) -> None:
+        waiting = self._by_key[key]
+        del waiting[seq]
+        if not waiting:
+            del self._by_key[key]
+
+    def take_consumer(self, key: AckKey, consumer: str) -> list[ParkedAckPull]:
+        """Every pull ``consumer`` has parked on ``key``, oldest first, no longer parked."""
+        taken = [(seq, parked) for seq, parked in self.waiting(key) if parked.pull.consumer == consumer]
+        for seq, _ in taken:
+            self.unpark(key, seq)
+        return [parked for _, parked in taken]
+
+    def expired(self, now_ms: int) -> Iterator[ParkedAckPull]:
+        """Take out the pulls whose deadline has come."""
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, seq, key = heapq.heappop(self._deadlines)
+            waiting = self._by_key.get(key)
+            parked = waiting.pop(seq, None) if waiting else None
+            if parked is not None:
+                if not waiting:
+                    del self._by_key[key]
+                yield parked
+
+    def ms_to_next_deadline(self, now_ms: int, cap_ms: int) -> int:
+        while self._deadlines and self._deadlines[0][1] not in self._by_key.get(self._deadlines[0][2], {}):
+            heapq.heappop(self._deadlines)
+        if not self._deadlines:
+            return cap_ms
+        return max(0, min(cap_ms, self._deadlines[0][0] - now_ms))
+
+    def drain(self) -> list[ParkedAckPull]:
+        everything = [parked for waiting in self._by_key.values() for parked in waiting.values()]
+        self._by_key.clear()
+        self._deadlines.clear()
         return everything

@@ -45,7 +45,7 @@ from engine.topics import TOPICS_FILE, TopicTable
 QueueKey = tuple[str, int]
 FIRST_SCAN_ENTRIES = 64      # a scan for news usually finds a few entries: start small ...
 MAX_SCAN_ENTRIES = 4096      # ... and grow while every entry read is valid
-LONG_MAX = (1 << 63) - 1
+LONG_MAX = (1 << 63) - 1     # Java's Long.MAX_VALUE: no offset a request or notice names is larger
 INDEX_REFRESH_MS = 1_000  # how soon a deleted or a new (not rolled to) index file is noticed
 
 

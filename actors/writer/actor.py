@@ -28,11 +28,11 @@ from typing import Any
 
 import zmq
 
-from actors.reader.ack_groups import unacked_low_water
 from actors.runtime import Runtime, monotonic_ms, wall_ms
 from actors.writer import encoded as encoded_sends
 from actors.writer.prefault import PrefaultThread, ahead_bytes_for
 from engine import Host, Message, PutResult, PutStatus
+from engine.ackindex.low_water import unacked_low_water
 from engine.batch.dispatch import DispatchBatch, DispatchRequest
 from engine.consumequeue.store import ConsumeQueueStore
 from engine.jhash import java_hash

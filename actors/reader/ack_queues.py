@@ -1,0 +1,133 @@
+"""The ack-mode queues one reader owns, at ``{store}/queueindex/{group}/{topic}/{queue}/``.
+
+Ownership is ``ipc.receipts.ack_owner``: exactly one reader holds each queue index and its in-flight
+table (``actors.reader.ack_queue``), so no message is in two consumers' hands at once. A queue opens
+on first use and recovers from its journal; a change of one that fails leaves its memory out of
+step with its files, so it is forgotten and the next use reopens and recovers it; a clean stop
+closes every queue clean.
+
+The oldest message the owned queues hold unacked, opened or not, is this reader's low-water mark
+(``engine.ackindex.low_water``), which retention's ``keep_unacked`` reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from actors.config import BrokerSection
+from actors.reader.ack_queue import AckQueue
+from actors.reader.ack_requests import AckKey
+from engine.ackindex.files import QueueIndexError
+from engine.ackindex.low_water import QUEUE_INDEX_DIR, write_low_water
+from ipc import receipts
+
+log = logging.getLogger("mqstore")
+
+T = TypeVar("T")
+
+
+class AckQueues:
+    def __init__(self, store_dir: Path, reader_index: int, cfg: BrokerSection, *, host_prefix: bytes,
+                 now_ms: Callable[[], int]) -> None:
+        self.store_dir = store_dir
+        self.root = store_dir / QUEUE_INDEX_DIR
+        self.reader_index = reader_index
+        self.cfg = cfg
+        self.host_prefix = host_prefix
+        self.now_ms = now_ms
+        self._open: dict[AckKey, AckQueue] = {}
+        self._last_op_ms: dict[AckKey, int] = {}
+        self._low_water: int | None = -2  # the mark last written (-2: none yet)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def owner(self, key: AckKey) -> int:
+        return receipts.ack_owner(*key, self.cfg.readers)
+
+    def opened(self, key: AckKey) -> AckQueue | None:
+        """The queue if it is open, without looking at the disk."""
+        return self._open.get(key)
+
+    def items(self) -> list[tuple[AckKey, AckQueue]]:
+        return list(self._open.items())
+
+    def get(self, key: AckKey, *, create: bool) -> AckQueue | None:
+        """The queue, opened (and recovered) if need be; None when it has no index yet and not ``create``."""
+        q = self._open.get(key)
+        if q is not None:
+            return q
+        directory = self.root / key[0] / key[1] / str(key[2])
+        if not create and not directory.is_dir():
+            return None
+        q = AckQueue.open(directory, host_prefix=self.host_prefix, max_deliveries=self.cfg.ack_max_deliveries,
+                          max_journal_entries=self.cfg.ack_max_journal_entries)
+        log.info("ack mode: opened %s/%s/%d (%s recovery): %d unacked, %d due again", *key,
+                 q.index.recovery.kind.name.lower(), q.index.unacked_count, q.retry_count)
+        self._open[key] = q
+        self._last_op_ms[key] = self.now_ms()
+        return q
+
+    def used(self, key: AckKey, now_ms: int) -> None:
+        """A client used the queue at ``now_ms``: it is not idle."""
+        self._last_op_ms[key] = now_ms
+
+    def idle_ms(self, key: AckKey, now_ms: int) -> int:
+        return now_ms - self._last_op_ms.get(key, now_ms)
+
+    def guarded(self, key: AckKey, change: Callable[[], T]) -> T:
+        """Run a change of a queue's index; if it fails, the memory no longer matches the files:
+        forget the queue (the next request reopens it and recovers) and let the fault be reported."""
+        try:
+            return change()
+        except (QueueIndexError, OSError):
+            q = self._open.pop(key, None)
+            if q is not None:
+                q.close(clean=False)
+            raise
+
+    # -- the low-water mark ------------------------------------------------------------------------
+
+    def owned_on_disk(self) -> list[AckKey]:
+        """Every (group, topic, queue) index directory this reader owns, opened or not."""
+        keys: list[AckKey] = []
+        if self.root.is_dir():
+            for queue_dir in self.root.glob("*/*/*"):
+                if queue_dir.is_dir() and queue_dir.name.isdigit():
+                    key = (queue_dir.parent.parent.name, queue_dir.parent.name, int(queue_dir.name))
+                    if self.owner(key) == self.reader_index:
+                        keys.append(key)
+        return keys
+
+    def low_water_phys(self) -> int | None:
+        """The commitlog offset of the oldest message any owned group has not acked (None: none)."""
+        low: int | None = None
+        for key in self.owned_on_disk():
+            q = self.get(key, create=False)
+            phys = q.lowest_unacked_phys() if q is not None else None
+            if phys is not None:
+                low = phys if low is None else min(low, phys)
+        return low
+
+    def write_low_water(self) -> None:
+        """This reader's mark, written when it moved: what retention must keep with ``keep_unacked``."""
+        low = self.low_water_phys()
+        if low != self._low_water:
+            write_low_water(self.store_dir, self.reader_index, low)
+            self._low_water = low
+
+    def close(self) -> None:
+        """Close every queue clean (in-flight messages are delivered-unacked in its index, so they
+        come back redelivered); one that fails to close recovers on its next open."""
+        failed: BaseException | None = None
+        for q in self._open.values():
+            try:
+                q.close(clean=True)
+            except (QueueIndexError, OSError) as exc:
+                failed = exc  # the others still close
+        self._open.clear()
+        if failed is not None:
+            raise failed

@@ -1,0 +1,83 @@
+"""Consumer offsets as the readers serve them: ``commit_offset`` and ``fetch_offset`` over RocketMQ's
+``config/consumerOffset.json`` (``engine.offsets.ConsumerOffsets``), which reader
+``OFFSET_OWNER_INDEX`` alone holds; any other reader answers ``NOT_OWNER``. The table is written
+every ``offset_persist_interval_ms`` when it changed, and at stop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from actors.reader import fields
+from actors.reader.state import PublishedStore
+from engine.lookup import GetStatus
+from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from ipc import schema
+
+log = logging.getLogger("mqstore")
+
+NOT_OWNER = "NOT_OWNER"
+OFFSET_OWNER_INDEX = 0
+
+
+class CommittedOffsets:
+    def __init__(self, store_dir: Path, reader_index: int, store: PublishedStore, now_ms: Callable[[], int]) -> None:
+        self.path = store_dir / CONSUMER_OFFSET_FILE
+        self.reader_index = reader_index
+        self.store = store
+        self.table: ConsumerOffsets | None = None
+        if reader_index == OFFSET_OWNER_INDEX:
+            self.table = ConsumerOffsets.load(self.path, now_ms)
+        self.dirty = False
+
+    def op_commit_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        group, topic = fields.name(message, "group"), fields.topic(message)
+        queue_id = schema.field(message, "queue", int, lo=0, hi=fields.INT_MAX)
+        next_offset = schema.field(message, "offset", int, lo=0, hi=fields.LONG_MAX)
+        max_queue_offset = self._max_queue_offset(topic, queue_id)
+        if next_offset > max_queue_offset:
+            self.store.recheck(topic, queue_id)  # the reader may not have heard of the newest entries
+            max_queue_offset = self._max_queue_offset(topic, queue_id)
+        if next_offset > max_queue_offset:
+            return schema.error_reply(request_id, GetStatus.OFFSET_OVERFLOW_BADLY.value,
+                                      f"offset {next_offset} is beyond {topic}/{queue_id}'s max offset "
+                                      f"{max_queue_offset}")
+        self.table.commit(group, topic, queue_id, next_offset)
+        self.dirty = True
+        return schema.ok_reply(request_id, offset=next_offset)
+
+    def op_fetch_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        offset = self.table.query(fields.name(message, "group"), fields.topic(message),
+                                  schema.field(message, "queue", int, lo=0, hi=fields.INT_MAX))
+        return schema.ok_reply(request_id, offset=offset)
+
+    def persist(self, *, final: bool) -> None:
+        """Write the table if it changed. ``final`` (at stop): a failure raises; before that it is
+        logged and the next call tries again."""
+        if self.table is None or not self.dirty:
+            return
+        try:
+            self.table.persist(self.path)
+        except OSError:
+            if final:
+                raise  # the last chance: the process exits non-zero and the log says why
+            # write_atomic leaves the previous file intact and writes a whole new one next time, so a
+            # failed write (a full disk) loses nothing but the delay: keep the table dirty, retry
+            log.exception("cannot persist consumer offsets; retrying")
+            return
+        self.dirty = False
+
+    def _max_queue_offset(self, topic: str, queue_id: int) -> int:
+        view = self.store.published_queue(topic, queue_id)
+        return view.max_queue_offset if view is not None else 0
+
+    def _not_owner(self, request_id: Any) -> dict[str, Any]:
+        return schema.error_reply(request_id, NOT_OWNER, f"consumer offsets are served by reader "
+                                                         f"{OFFSET_OWNER_INDEX}, not reader {self.reader_index}")

@@ -1,0 +1,35 @@
+"""The readers' low-water marks (engine.ackindex.low_water): what each reader writes and what the
+commitlog writer makes of all of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.ackindex.low_water import low_water_path, read_low_water, unacked_low_water, write_low_water
+
+
+def test_a_mark_reads_back_as_written_and_lies_beside_the_queue_indexes(tmp_path: Path) -> None:
+    write_low_water(tmp_path, 1, 4096)
+    assert low_water_path(tmp_path, 1) == tmp_path / "queueindex" / "lowwater-1.json"
+    assert low_water_path(tmp_path, 1).read_bytes() == b'{"phys_offset": 4096}'
+    assert read_low_water(tmp_path, 1) == 4096
+    write_low_water(tmp_path, 1, None)  # nothing unacked any more
+    assert read_low_water(tmp_path, 1) is None
+
+
+def test_the_lowest_mark_of_every_reader_counts(tmp_path: Path) -> None:
+    assert unacked_low_water(tmp_path, 3) is None  # no reader wrote one: nothing is unacked
+    write_low_water(tmp_path, 0, 9000)
+    write_low_water(tmp_path, 2, 700)
+    assert unacked_low_water(tmp_path, 3) == 700
+    assert unacked_low_water(tmp_path, 2) == 9000  # reader 2 is not one of two readers
+    write_low_water(tmp_path, 2, None)
+    assert unacked_low_water(tmp_path, 3) == 9000
+
+
+def test_a_mark_that_does_not_read_is_no_mark(tmp_path: Path) -> None:
+    write_low_water(tmp_path, 0, 500)
+    for garbage in (b"", b"{", b"[500]", b'{"phys_offset": "500"}', b'{"offset": 500}'):
+        low_water_path(tmp_path, 1).write_bytes(garbage)
+        assert read_low_water(tmp_path, 1) is None
+        assert unacked_low_water(tmp_path, 2) == 500
