@@ -132,9 +132,10 @@ def generate_keys(out_dir: Path | str, clients: Iterable[str] = (DEFAULT_CLIENT,
     written: list[Path] = []
     server_secret = out / f"{SERVER_NAME}{SECRET_SUFFIX}"
     if not server_secret.exists():
+        # the secret file last: once it exists the pair is kept, so its public half must be there
         public, secret = zmq.curve_keypair()
-        written += [_write(server_secret, SERVER_NAME, "keypair", public, secret),
-                    _write(out / f"{SERVER_NAME}{PUBLIC_SUFFIX}", SERVER_NAME, "public key", public)]
+        written += [_write(out / f"{SERVER_NAME}{PUBLIC_SUFFIX}", SERVER_NAME, "public key", public),
+                    _write(server_secret, SERVER_NAME, "keypair", public, secret)]
     for name in clients:
         if not name or not name.replace("-", "").replace("_", "").isalnum() or name == SERVER_NAME:
             raise CurveError(f"client name {name!r}: letters, digits, '-' and '_' only, and not {SERVER_NAME!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,28 @@ def test_new_client_keys_replace_the_old_and_leave_no_copy_beside_them(tmp_path:
     new = CurveKeys.for_client(out)
     assert new.server_public == old.server_public and new.public != old.public
     assert files_under(out) == KEY_FILES  # no .bak of the replaced secret, no .tmp
+
+
+def test_a_crash_between_the_server_files_leaves_a_pair_the_next_run_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's keypair is kept once ``server.key_secret`` exists, so that file is written last:
+    a run killed after the first server file must not leave a secret without its public key."""
+    import ipc.curve
+
+    real_write = ipc.curve.write_atomic
+    calls: list[str] = []
+
+    def write_then_die(path: Path, data: bytes, **kwargs: Any) -> None:
+        calls.append(Path(path).name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the process stops here
+        real_write(path, data, **kwargs)
+
+    monkeypatch.setattr(ipc.curve, "write_atomic", write_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        generate_keys(tmp_path / "keys")
+    monkeypatch.undo()
+    generate_keys(tmp_path / "keys")
+    server = CurveKeys.for_server(tmp_path / "keys" / "server.key_secret")
+    assert CurveKeys.for_client(tmp_path / "keys").server_public == server.public
