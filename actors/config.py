@@ -16,12 +16,14 @@ plain values crosses into a child process.
 from __future__ import annotations
 
 import ipaddress
+import json
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from engine import Geometry, Host, StoreConfig
+from engine.config import SettingError, check_table, shown
 from engine.retention import RetentionPolicy
 from ipc.curve import CurveError, CurveKeys, read_authorized
 from ipc.endpoints import Endpoints
@@ -31,7 +33,7 @@ SYNC_FLUSH = "SYNC_FLUSH"
 
 
 class ConfigError(ValueError):
-    """The configuration file is unreadable, or names an unknown key, or a value out of range."""
+    """The configuration file is unreadable, or names an unknown key, or a value of another type or out of range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,27 +130,26 @@ class BrokerConfig:
     geometry_given: bool = False  # whether [store.geometry] was set (else the store's own is used)
 
     def validate(self) -> BrokerConfig:
+        """Ranges and combinations; every error names the key's path (``broker.readers``)."""
         if self.flush.mode not in (ASYNC_FLUSH, SYNC_FLUSH):
-            raise ConfigError(f"flush.mode must be {ASYNC_FLUSH} or {SYNC_FLUSH}, not {self.flush.mode!r}")
+            raise ConfigError(f'flush.mode must be "{ASYNC_FLUSH}" or "{SYNC_FLUSH}", '
+                              f"got {json.dumps(self.flush.mode)}")
         if not 1 <= self.broker.readers <= 64:
-            raise ConfigError("broker.readers must be between 1 and 64")
+            raise ConfigError(f"broker.readers must be between 1 and 64, got {self.broker.readers}")
         if not 1 <= self.broker.default_queues <= self.broker.max_queues:
-            raise ConfigError("broker.default_queues must be between 1 and broker.max_queues")
-        if min(self.broker.ack_visibility_timeout_ms, self.broker.ack_max_deliveries, self.broker.ack_prefetch,
-               self.broker.ack_max_journal_entries, self.broker.ack_max_queues) < 1:
-            raise ConfigError("broker.ack_visibility_timeout_ms, ack_max_deliveries, ack_prefetch and "
-                              "ack_max_journal_entries must be at least 1")
-        for section in (self.flush, self.broker, self.supervisor):
-            for f in fields(section):
-                value = getattr(section, f.name)
-                if isinstance(value, int) and value < 0:
-                    raise ConfigError(f"{f.name} must not be negative")
-        try:
-            self.store.validate()
-            self.retention.validate()
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        self._validate_remoting()
+            raise ConfigError("broker.default_queues must be between 1 and broker.max_queues "
+                              f"({self.broker.max_queues}), got {self.broker.default_queues}")
+        _at_least(1, "broker", self.broker, "ack_visibility_timeout_ms", "ack_max_deliveries", "ack_prefetch",
+                  "ack_max_journal_entries", "ack_max_queues")
+        for name in ("flush", "broker", "ipc", "supervisor", "remoting"):  # the engine checks store and retention
+            section = getattr(self, name)
+            _at_least(0, name, section, *(f.name for f in fields(section) if type(getattr(section, f.name)) is int))
+        self._validate_remoting()  # before [store]: its store_host may come from the front's address
+        for name, validate in (("store", self.store.validate), ("retention", self.retention.validate)):
+            try:
+                validate()
+            except ValueError as exc:  # the engine's messages start with the key
+                raise ConfigError(f"{name}.{exc}") from None
         self._validate_tcp()
         return self
 
@@ -175,7 +176,7 @@ class BrokerConfig:
     def _validate_remoting(self) -> None:
         remoting = self.remoting
         if not 0 < remoting.port < 65536:
-            raise ConfigError("[remoting] port must be between 1 and 65535")
+            raise ConfigError(f"remoting.port must be between 1 and 65535, got {remoting.port}")
         try:
             loopback = ipaddress.ip_address(remoting.host or "0.0.0.0").is_loopback
             ipaddress.IPv4Address(remoting.address[0])
@@ -185,9 +186,8 @@ class BrokerConfig:
         if remoting.enabled and not loopback and not remoting.allow_non_loopback:
             raise ConfigError(f"[remoting] host {remoting.host!r} is not a loopback address and the remoting "
                               "wire has no authentication: set allow_non_loopback = true to serve it anyway")
-        if min(remoting.max_frame_bytes, remoting.max_connections, remoting.max_inflight_per_connection,
-               remoting.max_consumer_groups, remoting.client_expire_ms) < 1:
-            raise ConfigError("[remoting] limits must be at least 1")
+        _at_least(1, "remoting", remoting, "max_frame_bytes", "max_connections", "max_inflight_per_connection",
+                  "max_consumer_groups", "client_expire_ms")
 
     @property
     def sync_flush(self) -> bool:
@@ -220,9 +220,16 @@ class BrokerConfig:
                    remoting, bool(raw.get("geometry_given", False))).validate()
 
 
+SECTIONS: dict[str, type] = {
+    "store": StoreConfig, "flush": FlushConfig, "broker": BrokerSection, "ipc": IpcConfig,
+    "supervisor": SupervisorConfig, "retention": RetentionPolicy, "remoting": RemotingConfig,
+}
+
+
 def load_config(store_dir: Path | str, path: Path | str | None = None, **overrides: Any) -> BrokerConfig:
-    """Read a TOML file (optional) into a validated BrokerConfig; unknown keys are errors.
-    ``overrides`` are ``section={key: value}`` maps applied over the file."""
+    """Read a TOML file (optional) into a validated BrokerConfig; unknown keys and values of another
+    type than their field's are errors. ``overrides`` are ``section={key: value}`` maps applied over
+    the file."""
     raw: dict[str, Any] = {}
     if path is not None:
         try:
@@ -230,21 +237,19 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}") from None
     for section, values in overrides.items():
-        raw.setdefault(section, {}).update(values)
-    known = {"store", "flush", "broker", "ipc", "supervisor", "retention", "remoting"}
-    unknown = set(raw) - known
+        table = raw.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{section}] must be a table, got {shown(table)}")
+        table.update(values)
+    unknown = set(raw) - set(SECTIONS)
     if unknown:
         raise ConfigError(f"unknown config sections: {sorted(unknown)}")
-    _check_keys(raw.get("flush", {}), FlushConfig, "flush")
-    _check_keys(raw.get("broker", {}), BrokerSection, "broker")
-    _check_keys(raw.get("ipc", {}), IpcConfig, "ipc")
-    _check_keys(raw.get("supervisor", {}), SupervisorConfig, "supervisor")
-    _check_keys(raw.get("retention", {}), RetentionPolicy, "retention")
-    _check_keys(raw.get("remoting", {}), RemotingConfig, "remoting")
-    store_raw = raw.get("store", {})
-    _check_keys({k: v for k, v in store_raw.items() if k not in ("geometry", "store_host")}, StoreConfig, "store")
-    _check_keys(store_raw.get("geometry", {}), Geometry, "store.geometry")
-    raw["geometry_given"] = "geometry" in store_raw
+    for name, section_type in SECTIONS.items():
+        try:
+            check_table(raw.get(name, {}), section_type, name)
+        except SettingError as exc:
+            raise ConfigError(str(exc)) from None
+    raw["geometry_given"] = "geometry" in raw.get("store", {})
     if path is not None:  # key paths are relative to the file that names them
         for key in ("curve_secret_key", "curve_clients_dir"):
             value = raw.get("ipc", {}).get(key)
@@ -253,20 +258,15 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
     raw["store_dir"] = str(Path(store_dir))
     try:
         return BrokerConfig.from_dict(raw)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
 
 
-def _check_keys(values: Any, section_type: type, name: str) -> None:
-    if not isinstance(values, dict):
-        raise ConfigError(f"[{name}] must be a table")
-    allowed = {f.name for f in fields(section_type)}
-    unknown = set(values) - allowed
-    if unknown:
-        raise ConfigError(f"unknown keys in [{name}]: {sorted(unknown)}")
-    for key, value in values.items():
-        default = next(f for f in fields(section_type) if f.name == key).default
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            continue  # 1 for 1.0
-        if isinstance(default, (bool, int, str, float)) and type(value) is not type(default):
-            raise ConfigError(f"[{name}] {key} must be {type(default).__name__}, got {type(value).__name__}")
+def _at_least(minimum: int, name: str, section: Any, *keys: str) -> None:
+    for key in keys:
+        value = getattr(section, key)
+        if value < minimum:
+            raise ConfigError(f"{name}.{key} must " + ("not be negative" if minimum == 0 else f"be at least {minimum}")
+                              + f", got {value}")

@@ -3,14 +3,22 @@
 The geometry — file sizes, index shape, whether records carry the whole-record CRC — is written to
 ``config/storeGeometry.json`` when a store is created. Opening a store with another geometry is an
 error; a store without that file (written by Apache RocketMQ) has its geometry read off its files.
+
+Settings read from a document (that file, or the broker's TOML) go through ``check_table``: each
+value must have its field's declared type, and an error names the key's dotted path, what it
+expects and what it got. ``validate`` errors start with the key they are about (``max_body_bytes
+must be ...``), so a caller that knows where a section sits puts its path in front.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
 from engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
@@ -27,8 +35,72 @@ MAX_TOPIC_LENGTH = 127
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
+MAX_BODY_BYTES_LIMIT = 64 * 1024 * 1024
+PAGE_SIZE = 4096
+
+
 class GeometryError(ValueError):
-    """The store on disk was built with another geometry than the one asked for."""
+    """The store on disk was built with another geometry than the one asked for, or a geometry's
+    value is out of range."""
+
+
+class SettingError(ValueError):
+    """A setting read from a document has the wrong type, is missing, or is unknown."""
+
+
+_TYPE_NAMES: dict[Any, str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def shown(value: Any) -> str:
+    """A value as TOML and JSON write it, and what it is: ``"8MiB" (a string)``, ``true (a boolean)``."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, int):
+        return f"{value} (an integer)"
+    if isinstance(value, float):
+        return f"{value} (a float)"
+    if isinstance(value, str):
+        return f"{json.dumps(value)} (a string)"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"{value} (a {type(value).__name__})"  # TOML's dates and times
+
+
+def check_table(values: Any, cls: type, path: str) -> None:
+    """Check ``values`` (a parsed TOML table or JSON object) against the dataclass ``cls``: no
+    unknown key, every key without a default present, each value of its field's declared type and
+    dataclass fields as nested tables. bool is not an int here; an int is a float; TOML and JSON
+    have no null, so an ``X | None`` field takes an X (None only from code)."""
+    if not isinstance(values, dict):
+        raise SettingError(f"[{path}] must be a table, got {shown(values)}")
+    declared = {f.name: f for f in fields(cls)}
+    unknown = set(values) - set(declared)
+    if unknown:
+        raise SettingError(f"unknown keys in [{path}]: {sorted(unknown)}")
+    hints = typing.get_type_hints(cls)
+    for name, f in declared.items():
+        key_path = f"{path}.{name}" if path else name
+        if name in values:
+            _check_value(values[name], hints[name], key_path)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise SettingError(f"{key_path} is missing")
+
+
+def _check_value(value: Any, hint: Any, path: str) -> None:
+    if is_dataclass(hint):
+        check_table(value, typing.cast(type, hint), path)
+        return
+    options = typing.get_args(hint)
+    if options:  # X | None
+        if value is None:
+            return
+        (hint,) = [t for t in options if t is not type(None)]
+    if hint not in _TYPE_NAMES:
+        raise TypeError(f"{path}: settings of type {hint} are not checked")
+    if type(value) is not hint and not (hint is float and type(value) is int):
+        raise SettingError(f"{path} must be {_TYPE_NAMES[hint]}, got {shown(value)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +112,12 @@ class Geometry:
     prop_crc: bool = True
 
     def validate(self) -> Geometry:
-        if self.commitlog_file_size < 4096:
-            raise GeometryError(f"commitlog file size {self.commitlog_file_size} is below one page")
+        if self.commitlog_file_size < PAGE_SIZE:
+            raise GeometryError(f"commitlog_file_size must be at least {PAGE_SIZE} (one page), "
+                                f"got {self.commitlog_file_size}")
         for name in ("cq_entries_per_file", "index_slot_count", "index_entry_count"):
             if getattr(self, name) < 2:
-                raise GeometryError(f"{name} must be at least 2")
+                raise GeometryError(f"{name} must be at least 2, got {getattr(self, name)}")
         return self
 
     @property
@@ -69,11 +142,20 @@ class StoreConfig:
     prefault_ahead_bytes: int | None = None
 
     def validate(self) -> StoreConfig:
-        self.geometry.validate()
-        if not 0 < self.max_body_bytes <= 64 * 1024 * 1024:
-            raise ValueError(f"max_body_bytes {self.max_body_bytes} out of range")
+        try:
+            self.geometry.validate()
+        except GeometryError as exc:
+            raise GeometryError(f"geometry.{exc}") from None
+        if not 0 < self.max_body_bytes <= MAX_BODY_BYTES_LIMIT:
+            raise ValueError(f"max_body_bytes must be between 1 and {MAX_BODY_BYTES_LIMIT}, got {self.max_body_bytes}")
         if self.prefault_ahead_bytes is not None and self.prefault_ahead_bytes < 0:
-            raise ValueError(f"prefault_ahead_bytes {self.prefault_ahead_bytes} is negative")
+            raise ValueError(f"prefault_ahead_bytes must not be negative, got {self.prefault_ahead_bytes}")
+        try:
+            ipaddress.ip_address(self.store_host.ip)
+        except ValueError:
+            raise ValueError(f"store_host.ip must be an IP address, got {json.dumps(self.store_host.ip)}") from None
+        if not 0 <= self.store_host.port <= 65535:
+            raise ValueError(f"store_host.port must be between 0 and 65535, got {self.store_host.port}")
         return self
 
 
@@ -107,7 +189,11 @@ def resolve_geometry(store_dir: Path, wanted: Geometry | None) -> Geometry:
 
 def _parse_geometry(data: bytes) -> Geometry:
     raw = json.loads(data)
-    return Geometry(**{f.name: raw[f.name] for f in fields(Geometry) if f.name in raw}).validate()
+    if not isinstance(raw, dict):
+        raise SettingError(f"{GEOMETRY_FILE} holds {shown(raw)}, not an object")
+    known = {f.name: raw[f.name] for f in fields(Geometry) if f.name in raw}
+    check_table(known, Geometry, "")
+    return Geometry(**known).validate()
 
 
 def _infer_geometry(store_dir: Path, base: Geometry) -> Geometry | None:

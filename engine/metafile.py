@@ -6,6 +6,7 @@ the new bytes go to ``name.tmp`` and are fsynced before any rename, the old ``na
 ``name.bak``, ``name.tmp`` becomes ``name``, and the directory is fsynced so both renames survive a
 crash. A crash between the two renames leaves no ``name`` but an intact ``name.bak``, which is why
 ``read_with_backup`` falls back to it. A leftover ``name.tmp`` is never read: it may be torn.
+Files no reader falls back for (``ipc.curve``'s key files) skip the backup: one rename replaces them.
 
 The abort marker ``{store}/abort`` holds the PID of the running store as text. Its presence at start
 means the last stop was not clean (RocketMQ: ``lastExitOK = !exists(abort)``), so what matters for
@@ -24,6 +25,7 @@ StrPath = str | os.PathLike[str]
 TMP_SUFFIX = ".tmp"
 BACKUP_SUFFIX = ".bak"
 ABORT_FILE_NAME = "abort"
+DEFAULT_MODE = 0o644
 
 
 _BAD_CONTENT = (ValueError, KeyError, TypeError)
@@ -42,9 +44,13 @@ def fsync_dir(dir_path: StrPath) -> None:
         os.close(fd)
 
 
-def _write_file_synced(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_file_synced(path: str, data: bytes, mode: int | None = None) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DEFAULT_MODE if mode is None else mode)
     try:
+        if mode is not None:
+            # open's mode passes through the umask and is ignored for a file left by a crash: set it
+            # before the first byte goes in
+            os.fchmod(fd, mode)
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
@@ -62,8 +68,13 @@ def _ensure_dir(dir_path: str) -> None:
     fsync_dir(os.path.dirname(dir_path) or ".")
 
 
-def write_atomic(path: StrPath, data: bytes) -> None:
+def write_atomic(path: StrPath, data: bytes, *, mode: int | None = None, keep_backup: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash at any instant leaves a whole file behind.
+
+    ``mode``: the file's permission bits, exactly (the umask and a leftover ``name.tmp`` do not
+    change them); by default 0644 less the umask. ``keep_backup=False`` puts the new file in place
+    with one rename and keeps no ``name.bak``: for files whose readers never fall back to one
+    (key files, where an old secret must not linger beside the new).
 
     Creates the parent directory if needed. Any OSError (a failed fsync included) propagates:
     the caller must not believe the data durable.
@@ -72,8 +83,8 @@ def write_atomic(path: StrPath, data: bytes) -> None:
     dir_path = os.path.dirname(target)
     _ensure_dir(dir_path)
     tmp_path = target + TMP_SUFFIX
-    _write_file_synced(tmp_path, data)
-    if os.path.exists(target):
+    _write_file_synced(tmp_path, data, mode)
+    if keep_backup and os.path.exists(target):
         os.replace(target, target + BACKUP_SUFFIX)
     os.replace(tmp_path, target)
     fsync_dir(dir_path)

@@ -15,6 +15,7 @@ wholly below the commitlog's new minimum then go, and queue min offsets are corr
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -39,18 +40,23 @@ class RetentionPolicy:
     keep_unacked: bool = False  # never delete a file holding a message an ack-mode group has not acked
 
     def validate(self) -> RetentionPolicy:
-        if not 0 < self.disk_max_used_space_ratio <= self.disk_clean_forcibly_ratio <= self.disk_warning_ratio <= 1:
-            raise ValueError("disk ratios must rise: max used <= clean forcibly <= warning <= 1")
-        if self.file_reserved_hours < 0 or self.delete_file_batch_max < 1:
-            raise ValueError("file_reserved_hours must be >= 0 and delete_file_batch_max >= 1")
+        """Errors start with the key they are about, for a configuration file to put its section before."""
+        ratios = (self.disk_max_used_space_ratio, self.disk_clean_forcibly_ratio, self.disk_warning_ratio)
+        if not 0 < ratios[0] <= ratios[1] <= ratios[2] <= 1:
+            raise ValueError("disk_max_used_space_ratio, disk_clean_forcibly_ratio and disk_warning_ratio must rise "
+                             f"within (0, 1], got {', '.join(map(str, ratios))}")
+        if self.file_reserved_hours < 0:
+            raise ValueError(f"file_reserved_hours must not be negative, got {self.file_reserved_hours}")
+        if self.delete_file_batch_max < 1:
+            raise ValueError(f"delete_file_batch_max must be at least 1, got {self.delete_file_batch_max}")
         self.delete_hours()
         return self
 
     def delete_hours(self) -> frozenset[int]:
-        hours = frozenset(int(h) for h in self.delete_when.split(";") if h.strip())
-        if not all(0 <= h < 24 for h in hours):
-            raise ValueError(f"delete_when {self.delete_when!r} must list hours 00..23 separated by ';'")
-        return hours
+        hours = [h.strip() for h in self.delete_when.split(";") if h.strip()]
+        if not all(h.isdecimal() and 0 <= int(h) < 24 for h in hours):
+            raise ValueError(f"delete_when must list hours 00..23 separated by ';', got {json.dumps(self.delete_when)}")
+        return frozenset(int(h) for h in hours)
 
 
 @dataclass(frozen=True, slots=True)

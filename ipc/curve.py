@@ -1,7 +1,8 @@
 """ZeroMQ CURVE for the broker's TCP sockets: key files, socket options, and who may connect.
 
 Keys are Z85 text in ZeroMQ's certificate format (what ``zmq.auth.load_certificate`` reads), every
-file mode 0600. ``mqstore keys --out DIR`` writes::
+file mode 0600, each written with ``engine.metafile.write_atomic`` (fsynced before it is renamed into
+place, so a crash never leaves an empty key file). ``mqstore keys --out DIR`` writes::
 
     DIR/server.key             the broker's public key: every client needs it
     DIR/server.key_secret      the broker's keypair: [ipc] curve_secret_key
@@ -34,6 +35,8 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
+from engine.metafile import write_atomic
+
 SERVER_NAME = "server"
 CLIENTS_DIR = "clients"
 DEFAULT_CLIENT = "client"
@@ -41,6 +44,7 @@ PUBLIC_SUFFIX = ".key"
 SECRET_SUFFIX = ".key_secret"
 ZAP_DOMAIN = "mqstore"
 Z85_KEY_CHARS = 40
+KEY_FILE_MODE = 0o600
 _BANNER = "#   ZeroMQ CURVE {kind} for mqstore ({name}); Z85 keys in ZeroMQ's certificate format\n"
 
 
@@ -128,9 +132,10 @@ def generate_keys(out_dir: Path | str, clients: Iterable[str] = (DEFAULT_CLIENT,
     written: list[Path] = []
     server_secret = out / f"{SERVER_NAME}{SECRET_SUFFIX}"
     if not server_secret.exists():
+        # the secret file last: once it exists the pair is kept, so its public half must be there
         public, secret = zmq.curve_keypair()
-        written += [_write(server_secret, SERVER_NAME, "keypair", public, secret),
-                    _write(out / f"{SERVER_NAME}{PUBLIC_SUFFIX}", SERVER_NAME, "public key", public)]
+        written += [_write(out / f"{SERVER_NAME}{PUBLIC_SUFFIX}", SERVER_NAME, "public key", public),
+                    _write(server_secret, SERVER_NAME, "keypair", public, secret)]
     for name in clients:
         if not name or not name.replace("-", "").replace("_", "").isalnum() or name == SERVER_NAME:
             raise CurveError(f"client name {name!r}: letters, digits, '-' and '_' only, and not {SERVER_NAME!r}")
@@ -144,11 +149,7 @@ def _write(path: Path, name: str, kind: str, public: bytes, secret: bytes | None
     text = _BANNER.format(kind=kind, name=name) + f'curve\n    public-key = "{public.decode()}"\n'
     if secret is not None:
         text += f'    secret-key = "{secret.decode()}"\n'
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode(), mode=KEY_FILE_MODE, keep_backup=False)
     return path
 
 

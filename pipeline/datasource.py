@@ -8,6 +8,14 @@ The rows are ``pipeline.schema``'s; the options are described in ``pipeline.opti
 (reads), ``pipeline.stream`` (streaming) and ``pipeline.sink`` (writes). Reading never writes into
 a store, live or not; writing goes through a running broker only.
 
+It works on any session: register it with ``spark.dataSource.register(MqstoreDataSource)``.
+Filter pushdown (``spark.sql.python.filterPushdown.enabled``, off by default) lets the reader skip
+files and read queues through their consume queues; without it the reader scans and Spark filters,
+with the same rows. Spark refuses to plan a read whose reader implements ``pushFilters`` while
+pushdown is off, and ``DataSource.reader`` is not told which it is, so ``reader`` looks at the
+planning worker it runs in: Spark calls ``pushFilters`` only from its filter-pushdown worker
+(``FILTER_PUSHDOWN_WORKER``), and only there does the reader implement it.
+
 Spark 4.3.0 pitfall: filter pushdown stores the read it planned on the loaded relation, and a later
 scan of the *same* loaded DataFrame with no pushable filter reuses it (reads too few rows); two
 differently filtered branches of one DataFrame in one query (a union, a self-join) share the last
@@ -17,14 +25,26 @@ one planned. Call ``spark.read.format("mqstore").load(...)`` once per query or b
 
 from __future__ import annotations
 
+import sys
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from pipeline.options import ReadOptions
-from pipeline.reader import MqstoreReader
+from pipeline.reader import MqstorePushdownReader, MqstoreReader
 from pipeline.schema import DATA_SOURCE_NAME, SPARK_DDL
 from pipeline.sink import make_writer
 from pipeline.stream import MqstoreStreamReader
+
+FILTER_PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+def pushing_filters() -> bool:
+    """Whether this process is the worker Spark plans a read in when filter pushdown is on and the
+    query has filters. Spark's daemon imports the worker module; without the daemon
+    (``spark.python.use.daemon=false``) it runs as ``python -m``, the module being ``__main__``."""
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return FILTER_PUSHDOWN_WORKER in sys.modules or getattr(main_spec, "name", None) == FILTER_PUSHDOWN_WORKER
 
 
 class MqstoreDataSource(DataSource):
@@ -36,7 +56,8 @@ class MqstoreDataSource(DataSource):
         return SPARK_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return MqstoreReader(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        return MqstorePushdownReader(options) if pushing_filters() else MqstoreReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return MqstoreStreamReader(self.options)

@@ -1,9 +1,11 @@
 """The batch reader: ``spark.read.format("mqstore").load(store_dir)``.
 
-Pushed filters it enforces itself (and so consumes): ``topic`` = / IN, ``queue_id`` = / IN / ranges,
-ranges (and =) on ``queue_offset``, ``phys_offset`` and ``store_timestamp``. Anything else goes back
-to Spark. Planning (``partitions``) runs on the driver and reads only consume-queue entries and a
-few record heads; ``read`` runs in the tasks and maps the files itself.
+``MqstoreReader`` reads every record (of the ``topics`` option's topics) and leaves the query's
+filters to Spark. ``MqstorePushdownReader`` is the same reader taking the filters it enforces itself
+(and so consumes): ``topic`` = / IN, ``queue_id`` = / IN / ranges, ranges (and =) on ``queue_offset``,
+``phys_offset`` and ``store_timestamp``. Anything else goes back to Spark. Which one a query gets is
+``pipeline.datasource``'s choice. Planning (``partitions``) runs on the driver and reads only
+consume-queue entries and a few record heads; ``read`` runs in the tasks and maps the files itself.
 """
 
 from __future__ import annotations
@@ -35,20 +37,12 @@ def open_geometry(store_dir: str) -> Geometry:
 
 
 class MqstoreReader(DataSourceReader):
+    """The store's records; Spark applies the query's filters to them."""
+
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self.geometry = open_geometry(options.store_dir)
         self.pushdown = Pushdown().with_topics(options.topics)
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        rejected = []
-        for f in filters:
-            narrowed = self.pushdown.accept(f)
-            if narrowed is None:
-                rejected.append(f)
-            else:
-                self.pushdown = narrowed
-        return iter(rejected)
 
     def partitions(self) -> Sequence[InputPartition]:
         return plan_partitions(Path(self.options.store_dir), self.geometry, self.pushdown,
@@ -64,6 +58,20 @@ class MqstoreReader(DataSourceReader):
         o = self.options
         return ReadContext(o.store_dir, self.geometry, self.pushdown, o.include_body, o.verify_crc, o.batch_rows,
                            o.fail_on_data_loss)
+
+
+class MqstorePushdownReader(MqstoreReader):
+    """The same reader, narrowed by the filters Spark pushes that it can enforce."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        rejected = []
+        for f in filters:
+            narrowed = self.pushdown.accept(f)
+            if narrowed is None:
+                rejected.append(f)
+            else:
+                self.pushdown = narrowed
+        return iter(rejected)
 
 
 def as_tuples(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:

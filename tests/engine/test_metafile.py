@@ -170,3 +170,39 @@ def test_remove_abort_fsyncs_directory(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(metafile, "fsync_dir", lambda path: synced.append(os.fspath(path)))
     remove_abort(tmp_path)
     assert synced == [os.fspath(tmp_path)]
+
+
+def test_mode_is_exact_whatever_the_umask_or_a_leftover_tmp(tmp_path: Path) -> None:
+    path = tmp_path / "secret"
+    (tmp_path / "secret.tmp").write_bytes(b"torn")
+    os.chmod(tmp_path / "secret.tmp", 0o666)
+    umask = os.umask(0)
+    try:
+        write_atomic(path, b"s1", mode=0o600)
+        write_atomic(path, b"s2", mode=0o600)
+    finally:
+        os.umask(umask)
+    assert path.read_bytes() == b"s2"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "secret.bak").st_mode) == 0o600
+
+
+def test_without_backup_one_rename_replaces_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        events.append(f"replace {os.path.basename(src)}->{os.path.basename(dst)}")
+        real_replace(src, dst)
+
+    write_atomic(tmp_path / "m.key", b"1", keep_backup=False)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomic(tmp_path / "m.key", b"2", keep_backup=False)
+    assert events == ["fsync-file", "replace m.key.tmp->m.key", "fsync-dir"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.key"]
+    assert (tmp_path / "m.key").read_bytes() == b"2"

@@ -16,14 +16,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine import Geometry, Host, Message, MessageStore, StoreConfig
+
+ROOT = Path(__file__).resolve().parents[2]
 
 STORE_GEOMETRY = Geometry(commitlog_file_size=64 * 1024, cq_entries_per_file=256, index_slot_count=64,
                           index_entry_count=512)
@@ -66,12 +70,21 @@ def write_messages(path: Path, first: int, count: int, *, geometry: Geometry = S
             clock.now += 1000
 
 
+def worker_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for Spark's Python workers to import this checkout (not another one an editable
+    install points at) with this interpreter, bound to loopback."""
+    path = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**env, "PYTHONPATH": os.pathsep.join(path), "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime")
+    os.environ.update(worker_env(os.environ))  # before the JVM starts: its workers inherit it
     from pipeline.session import spark_session
 
     session = spark_session("local[2]", "mqstore-tests", **{

@@ -117,7 +117,7 @@ def test_big_files_are_cut_at_record_boundaries(spark: Any, store_dir: Path) -> 
 
 def test_queue_filters_are_consumed_and_read_through_consume_queues(spark: Any, store_dir: Path) -> None:
     from pipeline.plan import QueueSlicePartition
-    from pipeline.reader import MqstoreReader
+    from pipeline.reader import MqstorePushdownReader
 
     df = spark.read.format("mqstore").load(str(store_dir)).filter(
         "topic = 'Orders' AND queue_id = 1 AND queue_offset >= 10 AND queue_offset < 30 AND tags = 'tag1'")
@@ -136,7 +136,7 @@ def test_queue_filters_are_consumed_and_read_through_consume_queues(spark: Any, 
 
     from pipeline.options import ReadOptions
 
-    reader = MqstoreReader(ReadOptions.parse({"path": str(store_dir)}))
+    reader = MqstorePushdownReader(ReadOptions.parse({"path": str(store_dir)}))
     left = list(reader.pushFilters([EqualTo(("topic",), "Orders"), EqualTo(("queue_id",), 1),
                                     GreaterThanOrEqual(("queue_offset",), 10), LessThan(("queue_offset",), 30)]))
     assert left == []
