@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -226,10 +228,26 @@ SECTIONS: dict[str, type] = {
 }
 
 
+LOG_LEVEL_VARIABLE = "MQSTORE_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(environ: Mapping[str, str] = os.environ) -> str:
+    """The log level ``MQSTORE_LOG_LEVEL`` asks for (any case; INFO when unset). Checked with the
+    configuration, so a wrong value stops ``mqstore start`` with a clear error rather than a traceback
+    in every actor's logging set-up."""
+    given = environ.get(LOG_LEVEL_VARIABLE, "").strip()
+    level = given.upper() or "INFO"
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"{LOG_LEVEL_VARIABLE} must be one of {', '.join(LOG_LEVELS)}, got {given!r}")
+    return level
+
+
 def load_config(store_dir: Path | str, path: Path | str | None = None, **overrides: Any) -> BrokerConfig:
     """Read a TOML file (optional) into a validated BrokerConfig; unknown keys and values of another
     type than their field's are errors. ``overrides`` are ``section={key: value}`` maps applied over
     the file."""
+    log_level()
     raw: dict[str, Any] = {}
     if path is not None:
         try:

@@ -22,7 +22,7 @@ from typing import Any
 
 import multiprocess
 
-from actors.config import BrokerConfig
+from actors.config import BrokerConfig, log_level
 from actors.registry import build_actor
 from actors.runtime import Runtime
 
@@ -31,7 +31,7 @@ PR_SET_PDEATHSIG = 1
 
 
 def setup_logging(name: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("MQSTORE_LOG_LEVEL", "INFO"),
+    logging.basicConfig(stream=sys.stderr, level=log_level(),
                         format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
 
 

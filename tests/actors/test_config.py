@@ -3,6 +3,7 @@ key's path, what it expects and what it was given, down to ``mqstore start``'s m
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import typing
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from actors.config import SECTIONS, ConfigError, load_config
+from actors.config import SECTIONS, ConfigError, load_config, log_level
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -134,3 +135,21 @@ def test_mqstore_start_prints_the_error_and_exits_2_without_a_traceback(
     assert proc.stderr.startswith(f"mqstore start: {message}"), proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "store").exists()  # nothing started
+
+
+def test_log_level_is_read_in_any_case_and_a_wrong_one_is_a_config_error(tmp_path: Path) -> None:
+    assert log_level({}) == "INFO"
+    assert log_level({"MQSTORE_LOG_LEVEL": "debug"}) == "DEBUG"
+    with pytest.raises(ConfigError, match=r"^MQSTORE_LOG_LEVEL must be one of .*, got 'loud'$"):
+        log_level({"MQSTORE_LOG_LEVEL": "loud"})
+
+
+def test_mqstore_start_with_a_wrong_log_level_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    """A lower-case or unknown level used to raise in logging.basicConfig, in the supervisor and in
+    every actor it started."""
+    env = {**os.environ, "MQSTORE_LOG_LEVEL": "loud"}
+    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(tmp_path / "store")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("mqstore start: MQSTORE_LOG_LEVEL must be one of"), proc.stderr
+    assert "Traceback" not in proc.stderr
