@@ -10,8 +10,10 @@ Every queue index lives under ``{store}/queueindex/`` (``QUEUE_INDEX_DIR``), at
 when its mark moves; the commitlog writer reads every reader's mark when retention runs with
 ``keep_unacked`` and keeps each file that does not end before the lowest.
 
-A reader that never wrote a mark, or whose mark does not read, has no unacked messages as far as
-``unacked_low_water`` is concerned.
+The mark is read through ``engine.metafile.read_with_backup``: ``write_atomic`` moves the old mark
+to ``.bak`` before the new one takes its place, and a reading taken between the two renames (or after
+a crash between them) finds the old mark there, never "no mark". A reader that never wrote a mark,
+or none of whose copies reads, has no unacked messages as far as ``unacked_low_water`` is concerned.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.metafile import write_atomic
+from engine.metafile import MetafileError, read_with_backup, write_atomic
 
 QUEUE_INDEX_DIR = "queueindex"
 
@@ -36,13 +38,17 @@ def write_low_water(store_dir: Path, reader_index: int, phys_offset: int | None)
 def read_low_water(store_dir: Path, reader_index: int) -> int | None:
     """Reader ``reader_index``'s mark; None when it has none (no file, ``null``, or no valid mark)."""
     try:
-        raw = json.loads(low_water_path(store_dir, reader_index).read_bytes())
-    except (OSError, ValueError):
+        return read_with_backup(low_water_path(store_dir, reader_index), _parse_mark)
+    except (OSError, MetafileError):
         return None
-    if isinstance(raw, dict) and isinstance(raw.get("phys_offset"), int):
-        phys_offset: int = raw["phys_offset"]
-        return phys_offset
-    return None
+
+
+def _parse_mark(data: bytes) -> int | None:
+    raw = json.loads(data)
+    phys_offset = raw["phys_offset"]
+    if phys_offset is not None and (not isinstance(phys_offset, int) or isinstance(phys_offset, bool)):
+        raise ValueError(f"phys_offset is not an offset: {phys_offset!r}")
+    return phys_offset
 
 
 def unacked_low_water(store_dir: Path, reader_count: int) -> int | None:

@@ -33,3 +33,16 @@ def test_a_mark_that_does_not_read_is_no_mark(tmp_path: Path) -> None:
         low_water_path(tmp_path, 1).write_bytes(garbage)
         assert read_low_water(tmp_path, 1) is None
         assert unacked_low_water(tmp_path, 2) == 500
+
+
+def test_a_mark_being_replaced_reads_as_the_old_mark_not_as_none(tmp_path: Path) -> None:
+    """write_atomic moves the old mark to .bak before the new one takes its place: a writer that read
+    in between (or after a crash there) took "no mark" for "nothing unacked" and let retention delete
+    files holding unacked messages."""
+    write_low_water(tmp_path, 0, 500)
+    write_low_water(tmp_path, 0, 800)  # leaves the old mark as .bak
+    path = low_water_path(tmp_path, 0)
+    path.rename(path.with_name(path.name + ".tmp"))  # the instant between the two renames
+    Path(str(path) + ".bak").write_bytes(b'{"phys_offset": 500}')
+    assert read_low_water(tmp_path, 0) == 500
+    assert unacked_low_water(tmp_path, 1) == 500
