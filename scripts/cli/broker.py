@@ -21,6 +21,7 @@ from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
 from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
+from scripts.cli.arguments import host_port, non_negative, port, positive
 
 DEFAULT_STORE = Path("mqstore-data")
 
@@ -30,17 +31,18 @@ def add_broker_commands(commands: Any) -> None:
     start.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory (./mqstore-data)")
     start.add_argument("--config", type=Path, help="TOML configuration file")
     start.add_argument("--flush", choices=(ASYNC_FLUSH, SYNC_FLUSH), help="flush mode (overrides the config)")
-    start.add_argument("--readers", type=int, help="reader processes (overrides the config)")
+    start.add_argument("--readers", type=positive, help="reader processes (overrides the config)")
     start.add_argument("--remoting", choices=("on", "off"),
                        help="the RocketMQ remoting front for stock clients (on, unless the config says otherwise)")
-    start.add_argument("--remoting-port", type=int, help="its TCP port (10911; NameServer and broker share it)")
+    start.add_argument("--remoting-port", type=port, help="its TCP port (10911; NameServer and broker share it)")
     start.set_defaults(handler=_start)
 
     for name, helptext in (("status", "show the running broker's actors"), ("stop", "stop the running broker")):
         cmd = commands.add_parser(name, help=helptext)
         cmd.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory (./mqstore-data)")
         cmd.add_argument("--run-dir", help="the broker's run directory, when it is not the default")
-        cmd.add_argument("--timeout-ms", type=int, default=3000)
+        cmd.add_argument("--timeout-ms", type=positive, default=3000,
+                         help="how long to wait for the supervisor's answer (3000)")
         if name == "status":
             cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(handler=_status if name == "status" else _stop)
@@ -168,8 +170,8 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _add_tcp_arguments(cmd: Any) -> None:
-    cmd.add_argument("--tcp", metavar="HOST:PORT", help="the broker's [ipc] tcp_host and tcp_base_port "
-                     "(default: its ipc sockets, found from --store)")
+    cmd.add_argument("--tcp", metavar="HOST:PORT", type=host_port, help="the broker's [ipc] tcp_host and "
+                     "tcp_base_port (default: its ipc sockets, found from --store)")
     cmd.add_argument("--keys", type=Path, help="CURVE key directory with server.key and CLIENT.key_secret")
     cmd.add_argument("--client", default=DEFAULT_CLIENT, help=f"CURVE client name in --keys ({DEFAULT_CLIENT})")
 
@@ -178,11 +180,9 @@ def client_endpoints(args: argparse.Namespace) -> Endpoints:
     """Where a client command finds the broker: its ipc sockets, or TCP (with CURVE keys when given)."""
     if not args.tcp:
         return Endpoints.for_store(args.store)
-    host, _, port = args.tcp.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--tcp wants HOST:PORT, not {args.tcp!r}")
+    host, tcp_base_port = args.tcp
     curve = CurveKeys.for_client(args.keys, args.client) if args.keys else None
-    return Endpoints.for_store(args.store, tcp_host=host, tcp_base_port=int(port), curve=curve)
+    return Endpoints.for_store(args.store, tcp_host=host, tcp_base_port=tcp_base_port, curve=curve)
 
 
 def add_client_commands(commands: Any) -> None:
@@ -191,11 +191,11 @@ def add_client_commands(commands: Any) -> None:
     _add_tcp_arguments(produce)
     produce.add_argument("--topic", required=True)
     produce.add_argument("--body", default="hello from mqstore", help="message body text (a counter is appended)")
-    produce.add_argument("--count", type=int, default=1)
-    produce.add_argument("--batch", type=int, default=100, help="messages per request (100)")
+    produce.add_argument("--count", type=positive, default=1)
+    produce.add_argument("--batch", type=positive, default=100, help="messages per request (100)")
     produce.add_argument("--tags")
     produce.add_argument("--key-prefix", help="key of message i is PREFIX-i")
-    produce.add_argument("--queue", type=int)
+    produce.add_argument("--queue", type=non_negative)
     produce.add_argument("--json", action="store_true", help="one JSON result per line")
     produce.set_defaults(handler=_produce)
 
@@ -206,13 +206,13 @@ def add_client_commands(commands: Any) -> None:
     consume.add_argument("--group", default="mqstore-cli")
     consume.add_argument("--tags", default="*", help="subscription, e.g. 'TagA || TagB'")
     consume.add_argument("--from", dest="start", choices=("committed", "earliest", "latest"), default="committed")
-    consume.add_argument("--count", type=int, default=10, help="stop after this many messages (10)")
-    consume.add_argument("--timeout-ms", type=int, default=3000, help="stop after this long without messages")
+    consume.add_argument("--count", type=positive, default=10, help="stop after this many messages (10)")
+    consume.add_argument("--timeout-ms", type=positive, default=3000, help="stop after this long without messages")
     consume.add_argument("--json", action="store_true", help="one JSON message per line")
     consume.add_argument("--ack", action="store_true",
                          help="ack mode: each message comes with a receipt and is acked once printed")
-    consume.add_argument("--visibility-ms", type=int, help="ack mode: redeliver what is not acked within this")
-    consume.add_argument("--prefetch", type=int, help="ack mode: unacked messages per queue at most")
+    consume.add_argument("--visibility-ms", type=positive, help="ack mode: redeliver what is not acked within this")
+    consume.add_argument("--prefetch", type=positive, help="ack mode: unacked messages per queue at most")
     consume.add_argument("--no-ack", dest="settle", action="store_const", const="none", default="ack",
                          help="ack mode: receive without acking (they come back after the visibility timeout)")
     consume.add_argument("--nack", dest="settle", action="store_const", const="nack",
@@ -240,7 +240,7 @@ def _produce(args: argparse.Namespace) -> int:
     from ipc.client import Producer
     sent = failed = 0
     with Producer(endpoints=client_endpoints(args)) as producer:
-        for start in range(0, args.count, max(1, args.batch)):
+        for start in range(0, args.count, args.batch):
             batch = [{"topic": args.topic, "body": f"{args.body} {i}".encode(), "tags": args.tags,
                       "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue": args.queue}
                      for i in range(start, min(args.count, start + args.batch))]
