@@ -23,7 +23,8 @@ import zmq
 from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.process import on_stop_signals, run_actor, setup_logging
-from engine import MessageStore, StoreLockedError
+from actors.store_holder import hold_store
+from engine import MessageStore
 from engine.checkpoint import Checkpoint
 from engine.config import resolve_geometry
 from engine.consumequeue.store import ConsumeQueueStore
@@ -31,7 +32,6 @@ from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.metafile import abort_exists, create_abort, remove_abort
 from engine.recovery import recover
-from engine.store import lock_store
 from ipc import schema
 from ipc.sockets import bind
 
@@ -75,11 +75,7 @@ class Supervisor:
     # -- start -------------------------------------------------------------------------------------
 
     def _lock(self) -> None:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock_fd = lock_store(self.store_dir)
-        except StoreLockedError:
-            raise RuntimeError(f"{self.store_dir} is in use by another broker or tool") from None
+        self._lock_fd = hold_store(self.store_dir)  # StoreLockedError names the holder
 
     def _unlock(self) -> None:
         if self._lock_fd >= 0:
@@ -130,9 +126,9 @@ class Supervisor:
     # -- run ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.endpoints.prepare()
-        self._lock()
+        self._lock()  # first: a second start on a held store touches nothing
         try:
+            self.endpoints.prepare()
             self._recover()
             ctx: zmq.Context[Any] = zmq.Context()
             try:

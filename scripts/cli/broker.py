@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
+from actors.store_holder import check_store_free
+from engine import StoreLockedError
 from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
@@ -87,6 +89,11 @@ def _start(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.store, args.config, **overrides)
     except ConfigError as exc:
+        print(f"mqstore start: {exc}", file=sys.stderr)
+        return 2
+    try:
+        check_store_free(Path(config.store_dir))  # before the port: a running broker holds that too
+    except StoreLockedError as exc:
         print(f"mqstore start: {exc}", file=sys.stderr)
         return 2
     front = ""

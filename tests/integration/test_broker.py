@@ -343,3 +343,22 @@ def test_consumer_made_right_after_a_topics_first_send_waits_for_the_readers_to_
             with consumer:
                 got = wait_for(lambda: consumer.receive(1, timeout_ms=200), 10, "the first message, acked mode")
                 assert [d.body for d in got] == [b"first"]
+
+
+# -- mqstore start / status / stop as a new user runs them ------------------------------------------
+
+
+@pytest.mark.parametrize("remoting", ["on", "off"])
+def test_second_start_on_a_held_store_says_in_use_by_which_pid(tmp_path: Path, remoting: str) -> None:
+    """A second ``mqstore start`` on a running broker's store ended in a RuntimeError traceback, or,
+    with the remoting front on, blamed the port its probe found taken."""
+    broker = Broker(tmp_path, remoting_port=free_port_range(1) if remoting == "on" else None)
+    with broker:
+        assert broker.proc is not None
+        second = subprocess.run(broker.start_argv(), capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert f"in use by pid {broker.proc.pid}" in second.stderr
+        assert "Traceback" not in second.stderr and "cannot serve RocketMQ clients" not in second.stderr
+        status = broker.status()
+        assert status is not None and status["pid"] == broker.proc.pid and status["ready"]
+        assert broker.stop() == 0

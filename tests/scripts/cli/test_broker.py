@@ -1,12 +1,19 @@
-"""The broker commands' rules that need no broker: numeric arguments are usage errors."""
+"""The broker commands' rules that need no broker: numeric arguments are usage errors, and a start on
+a store another process holds names that process instead of starting."""
 
 from __future__ import annotations
 
+import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from engine import MessageStore
 from scripts.cli.mqstore import main
+
+OpenStore = Callable[..., MessageStore]
 
 
 @pytest.mark.parametrize("argv", [
@@ -36,3 +43,20 @@ def test_numeric_arguments_of_the_broker_commands_are_usage_errors(argv: list[st
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "usage: mqstore" in err and f"argument {argv[-2]}" in err
+
+
+@pytest.mark.parametrize("remoting", ["off", "on"])
+def test_start_on_a_held_store_says_in_use_by_which_pid(tmp_path: Path, open_store: OpenStore, remoting: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A start on a held store raised RuntimeError out of the supervisor (a traceback), or, with the
+    remoting front on and its port taken, blamed the port: the store lock is checked first."""
+    open_store(tmp_path / "store")  # this process holds the store
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert main(["start", "--store", str(tmp_path / "store"), "--remoting", remoting,
+                     "--remoting-port", port]) == 2
+    err = capsys.readouterr().err
+    assert f"is in use by pid {os.getpid()}" in err
+    assert "cannot serve RocketMQ clients" not in err
