@@ -105,8 +105,11 @@ def _start(args: argparse.Namespace) -> int:
             return 2
         front = "; RocketMQ clients: set_namesrv_addr(\"{}:{}\")".format(*config.remoting.address)
     print(f"mqstore: starting a broker on {config.store_dir} ({config.flush.mode}, {config.broker.readers} "
-          f"reader(s)); control at {config.endpoints.control}{front}", file=sys.stderr)
-    return serve(config)
+          f"reader(s)); control at {config.endpoints.control}", file=sys.stderr)
+
+    def ready() -> None:
+        print(f"mqstore: ready on {config.store_dir}{front}", file=sys.stderr, flush=True)
+    return serve(config, on_ready=ready)
 
 
 def _remoting_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -146,9 +149,18 @@ def _status(args: argparse.Namespace) -> int:
     except ConnectionError as exc:
         print(f"mqstore status: {exc}", file=sys.stderr)
         return 2
+    waiting = reply.get("waiting_for", [])
     if args.json:
         print(json.dumps(reply))
-        return 0
+    else:
+        _print_status(reply)
+    if not reply.get("ready"):
+        print(f"mqstore status: not ready, waiting for {'; '.join(waiting) or 'the actors'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_status(reply: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
     table = Table(title=f"broker on {reply['store']} (pid {reply['pid']}, {reply['flush_mode']}), "
@@ -160,7 +172,6 @@ def _status(args: argparse.Namespace) -> int:
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
     Console().print(table)
-    return 0
 
 
 def _stop(args: argparse.Namespace) -> int:

@@ -348,6 +348,51 @@ def test_consumer_made_right_after_a_topics_first_send_waits_for_the_readers_to_
 # -- mqstore start / status / stop as a new user runs them ------------------------------------------
 
 
+def test_ready_line_comes_once_the_remoting_front_answers_route_queries(tmp_path: Path) -> None:
+    """``mqstore start`` printed ``set_namesrv_addr(...)`` about two seconds before the front listened,
+    and a stock client used at once failed with "No route info of this topic". The line now comes
+    when every actor serves: at that moment the front answers a route query."""
+    from ipc import remoting as rm
+    port = free_port_range(1)
+    broker = Broker(tmp_path, remoting_port=port).launch()
+    try:
+        wait_for(lambda: broker.proc is not None and (broker.proc.poll() is not None or
+                                                        "set_namesrv_addr" in broker.logs()),
+                 60, "the line with the address for RocketMQ clients")
+        with rm.RemotingClient("127.0.0.1", port, timeout_s=10) as client:
+            route = client.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"})
+        assert route.code == rm.SUCCESS, route.remark
+        assert json.loads(route.body)["brokerDatas"][0]["brokerAddrs"]["0"] == f"127.0.0.1:{port}"
+        status = broker.mqstore("status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["ready"] and json.loads(status.stdout)["waiting_for"] == []
+        assert broker.stop() == 0
+    finally:
+        broker.__exit__()
+
+
+def test_status_exits_non_zero_and_says_what_it_waits_for_while_an_actor_is_down(tmp_path: Path) -> None:
+    """``mqstore status`` exited 0 whatever the actors' states; a script could not wait on it."""
+    hour_ms = 3_600_000
+    broker = Broker(tmp_path, supervisor={"backoff_initial_ms": hour_ms, "backoff_max_ms": hour_ms})
+    with broker:
+        assert broker.mqstore("status").returncode == 0
+        broker.kill("reader-0")
+
+        def reader_down() -> bool:
+            status = broker.status()
+            return status is not None and status["actors"]["reader-0"]["state"].startswith("dead")
+        wait_for(reader_down, 30, "the supervisor to see reader-0 dead")
+        table = broker.mqstore("status")
+        assert table.returncode == 1, table.stderr
+        assert "not ready" in table.stderr and "reader-0" in table.stderr
+        as_json = broker.mqstore("status", "--json")
+        assert as_json.returncode == 1
+        status = json.loads(as_json.stdout)
+        assert not status["ready"] and [w for w in status["waiting_for"] if w.startswith("reader-0")]
+        assert broker.stop() == 0
+
+
 @pytest.mark.parametrize("remoting", ["on", "off"])
 def test_second_start_on_a_held_store_says_in_use_by_which_pid(tmp_path: Path, remoting: str) -> None:
     """A second ``mqstore start`` on a running broker's store ended in a RuntimeError traceback, or,
