@@ -229,7 +229,8 @@ class Supervisor:
                 reply = schema.ok_reply(request_id, **self.status())
             elif op == "stop":
                 self.stop_requested = True
-                reply = schema.ok_reply(request_id, stopping=True)
+                # the pid and store let ``mqstore stop`` wait for the exit and see how it ended
+                reply = schema.ok_reply(request_id, stopping=True, pid=os.getpid(), store=str(self.store_dir.resolve()))
             elif op == "ping":
                 reply = schema.ok_reply(request_id, pid=os.getpid())
             else:

@@ -13,6 +13,7 @@ import base64
 import json
 import socket
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,15 @@ from typing import Any
 from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
 from actors.store_holder import check_store_free
 from engine import StoreLockedError
+from engine.metafile import abort_exists
 from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
 from scripts.cli.arguments import host_port, non_negative, port, positive
 
 DEFAULT_STORE = Path("mqstore-data")
+STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
+STOP_POLL_S = 0.02
 
 
 def add_broker_commands(commands: Any) -> None:
@@ -47,6 +51,10 @@ def add_broker_commands(commands: Any) -> None:
                          help="how long to wait for the supervisor's answer (3000)")
         if name == "status":
             cmd.add_argument("--json", action="store_true")
+        else:
+            cmd.add_argument("--wait-ms", type=positive, default=STOP_WAIT_MS,
+                             help=f"how long to wait for the broker to exit ({STOP_WAIT_MS})")
+            cmd.add_argument("--no-wait", action="store_true", help="ask the broker to stop, and return at once")
         cmd.set_defaults(handler=_status if name == "status" else _stop)
 
     keys = commands.add_parser("keys", help="CURVE keys for ZeroMQ over TCP: the broker's and its clients'")
@@ -175,13 +183,46 @@ def _print_status(reply: dict[str, Any]) -> None:
 
 
 def _stop(args: argparse.Namespace) -> int:
+    """Ask the supervisor to stop, then wait for it to exit: an offline tool run next finds the store
+    free. Exit 0 when it stopped cleanly, 1 when it is still running or left the abort marker."""
     try:
-        control_request(args.store, "stop", run_dir=args.run_dir, timeout_ms=args.timeout_ms)
+        reply = control_request(args.store, "stop", run_dir=args.run_dir, timeout_ms=args.timeout_ms)
     except ConnectionError as exc:
         print(f"mqstore stop: {exc}", file=sys.stderr)
         return 2
-    print("mqstore: stopping", file=sys.stderr)
+    pid, store = int(reply["pid"]), reply["store"]
+    if args.no_wait:
+        print(f"mqstore stop: the broker (pid {pid}) is stopping; not waiting for it", file=sys.stderr)
+        return 0
+    if not _exited(pid, args.wait_ms):
+        print(f"mqstore stop: the broker (pid {pid}) is still running after {args.wait_ms} ms; it stops its "
+              "actors in order (its log says which it waits for), --wait-ms waits longer", file=sys.stderr)
+        return 1
+    if abort_exists(store):
+        print(f"mqstore stop: the broker (pid {pid}) exited, but not cleanly: the abort marker is kept, so "
+              f"the next start recovers {store} abnormally (its log says why)", file=sys.stderr)
+        return 1
+    print(f"mqstore stop: stopped cleanly (pid {pid} exited)", file=sys.stderr)
     return 0
+
+
+def _exited(pid: int, wait_ms: int) -> bool:
+    """Whether process ``pid`` exits within ``wait_ms``; a zombie its parent has not reaped has."""
+    import psutil
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return True
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        try:
+            if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(STOP_POLL_S)
 
 
 # -- produce / consume / query against a running broker ----------------------------------------------

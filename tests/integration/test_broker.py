@@ -407,3 +407,46 @@ def test_second_start_on_a_held_store_says_in_use_by_which_pid(tmp_path: Path, r
         status = broker.status()
         assert status is not None and status["pid"] == broker.proc.pid and status["ready"]
         assert broker.stop() == 0
+
+
+def test_stop_returns_once_the_broker_has_exited_and_the_store_is_free(tmp_path: Path) -> None:
+    """``mqstore stop`` returned before the broker stopped, so ``mqstore stop && mqstore spark
+    rebuild STORE`` raced the supervisor for the store lock."""
+    broker = Broker(tmp_path).start()
+    try:
+        with Producer(broker.store) as producer:
+            assert producer.send("Orders", b"kept").ok
+        stop = broker.mqstore("stop")
+        assert stop.returncode == 0, stop.stderr
+        assert broker.proc is not None and broker.proc.poll() == 0, stop.stderr  # exited, not still stopping
+        assert "stopped cleanly" in stop.stderr
+        broker.proc = None
+        with MessageStore.open(broker.store) as store:  # the lock is free: an offline tool may open it
+            assert [m.body for q in range(4) for m in store.get("Orders", q, 0, max_count=32).messages] == [b"kept"]
+    finally:
+        broker.__exit__()
+    assert not (broker.store / "abort").exists()
+
+
+@pytest.mark.parametrize("wait", ["--wait-ms=300", "--no-wait"])
+def test_stop_of_a_broker_that_cannot_stop_yet(tmp_path: Path, wait: str) -> None:
+    """A reader held with SIGSTOP keeps the supervisor joining it (for the hour its stop timeout allows):
+    ``stop`` says it is still running after its wait and exits 1; ``--no-wait`` returns at once, as
+    it used to. Once the reader goes on, the broker stops cleanly."""
+    broker = Broker(tmp_path, supervisor={"stop_timeout_ms": 3_600_000}).start()
+    try:
+        reader = broker.kill("reader-0", signal.SIGSTOP)
+        try:
+            stop = broker.mqstore("stop", wait)
+            assert broker.proc is not None and broker.proc.poll() is None
+            if wait == "--no-wait":
+                assert stop.returncode == 0 and "not waiting" in stop.stderr, stop.stderr
+            else:
+                assert stop.returncode == 1 and "still running after 300 ms" in stop.stderr, stop.stderr
+        finally:
+            os.kill(reader, signal.SIGCONT)
+        assert broker.proc.wait(60) == 0
+        broker.proc = None
+    finally:
+        broker.__exit__()
+    assert not (broker.store / "abort").exists()

@@ -30,6 +30,7 @@ OpenStore = Callable[..., MessageStore]
     ["consume", "--topic", "T", "--ack", "--prefetch", "-1"],
     ["status", "--timeout-ms", "0"],
     ["stop", "--timeout-ms", "0"],
+    ["stop", "--wait-ms", "0"],
     ["start", "--readers", "0"],
     ["start", "--remoting-port", "0"],
     ["start", "--remoting-port", "65536"],
