@@ -1,6 +1,7 @@
 """The supervisor: recovers the store, launches the actors in order, watches them, restarts a dead
-one with backoff (giving up, loudly, when one flaps), serves status on its control socket, and stops
-everything in order on SIGTERM / SIGINT or a ``stop`` request.
+one with backoff (giving up, loudly, when one flaps), serves status on its control socket (ready once
+every actor serves, ``actors.readiness``), and stops everything in order on SIGTERM / SIGINT or a
+``stop`` request.
 
 It holds the store's lock for the broker's whole life (offline tools then refuse to write into it),
 creates the ``abort`` marker once recovery is done and removes it only after a clean stop in which
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,9 @@ import zmq
 from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.process import on_stop_signals, run_actor, setup_logging
-from engine import MessageStore, StoreLockedError
+from actors.readiness import Readiness
+from actors.store_holder import hold_store
+from engine import MessageStore
 from engine.checkpoint import Checkpoint
 from engine.config import resolve_geometry
 from engine.consumequeue.store import ConsumeQueueStore
@@ -31,7 +35,6 @@ from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.metafile import abort_exists, create_abort, remove_abort
 from engine.recovery import recover
-from engine.store import lock_store
 from ipc import schema
 from ipc.sockets import bind
 
@@ -61,7 +64,8 @@ class ActorState:
 
 
 class Supervisor:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
+        """``on_ready`` is called once, the first time every actor serves (``actors.readiness``)."""
         self.config = config
         self.store_dir = Path(config.store_dir)
         self.endpoints = config.endpoints
@@ -71,15 +75,14 @@ class Supervisor:
         self.gave_up = ""
         self._lock_fd = -1
         self.recovery_summary: dict[str, Any] = {}
+        self.readiness = Readiness(config.remoting)
+        self._on_ready = on_ready
+        self._ready_once = False
 
     # -- start -------------------------------------------------------------------------------------
 
     def _lock(self) -> None:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock_fd = lock_store(self.store_dir)
-        except StoreLockedError:
-            raise RuntimeError(f"{self.store_dir} is in use by another broker or tool") from None
+        self._lock_fd = hold_store(self.store_dir)  # StoreLockedError names the holder
 
     def _unlock(self) -> None:
         if self._lock_fd >= 0:
@@ -130,9 +133,9 @@ class Supervisor:
     # -- run ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.endpoints.prepare()
-        self._lock()
+        self._lock()  # first: a second start on a held store touches nothing
         try:
+            self.endpoints.prepare()
             self._recover()
             ctx: zmq.Context[Any] = zmq.Context()
             try:
@@ -161,6 +164,7 @@ class Supervisor:
             if control in ready:
                 self._serve_control(control)
             self._watch()
+            self._check_ready()
         if self.gave_up:
             log.error("giving up: %s", self.gave_up)
         self._stop_all(events)
@@ -203,6 +207,12 @@ class Supervisor:
                 actor.restarts.append(now)
                 self._spawn(actor.name)
 
+    def _check_ready(self) -> None:
+        if not self.readiness.check(self.actors) and not self._ready_once:
+            self._ready_once = True
+            log.info("ready: every actor serves")
+            self._on_ready()
+
     # -- control -----------------------------------------------------------------------------------
 
     def _serve_control(self, control: zmq.Socket[Any]) -> None:
@@ -219,7 +229,8 @@ class Supervisor:
                 reply = schema.ok_reply(request_id, **self.status())
             elif op == "stop":
                 self.stop_requested = True
-                reply = schema.ok_reply(request_id, stopping=True)
+                # the pid and store let ``mqstore stop`` wait for the exit and see how it ended
+                reply = schema.ok_reply(request_id, stopping=True, pid=os.getpid(), store=str(self.store_dir.resolve()))
             elif op == "ping":
                 reply = schema.ok_reply(request_id, pid=os.getpid())
             else:
@@ -230,6 +241,7 @@ class Supervisor:
 
     def status(self) -> dict[str, Any]:
         written = int(self.actors["writer"].stats.get("written", 0)) if "writer" in self.actors else 0
+        waiting = self.readiness.waiting_for(self.actors)
         actors = {}
         for actor in self.actors.values():
             info: dict[str, Any] = {"pid": actor.pid, "state": actor.state, "restarts": len(actor.restarts),
@@ -249,7 +261,7 @@ class Supervisor:
         return {"store": str(self.store_dir), "pid": os.getpid(), "flush_mode": self.config.flush.mode,
                 "written": written, "flushed": self.actors["flusher"].stats.get("flushed", 0)
                 if "flusher" in self.actors else 0, "recovery": self.recovery_summary, "actors": actors,
-                "ready": all(a.state == "running" for a in self.actors.values())}
+                "ready": not waiting, "waiting_for": waiting}
 
     # -- stop --------------------------------------------------------------------------------------
 
@@ -300,6 +312,6 @@ class Supervisor:
             log.warning("an actor did not exit cleanly; recovery on stop repaired what it left")
 
 
-def serve(config: BrokerConfig) -> int:
+def serve(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> int:
     setup_logging("supervisor")
-    return Supervisor(config).run()
+    return Supervisor(config, on_ready).run()

@@ -13,16 +13,23 @@ import base64
 import json
 import socket
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
+from actors.store_holder import check_store_free
+from engine import StoreLockedError
+from engine.metafile import abort_exists
 from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
+from scripts.cli.arguments import host_port, non_negative, port, positive
 
 DEFAULT_STORE = Path("mqstore-data")
+STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
+STOP_POLL_S = 0.02
 
 
 def add_broker_commands(commands: Any) -> None:
@@ -30,19 +37,24 @@ def add_broker_commands(commands: Any) -> None:
     start.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory (./mqstore-data)")
     start.add_argument("--config", type=Path, help="TOML configuration file")
     start.add_argument("--flush", choices=(ASYNC_FLUSH, SYNC_FLUSH), help="flush mode (overrides the config)")
-    start.add_argument("--readers", type=int, help="reader processes (overrides the config)")
+    start.add_argument("--readers", type=positive, help="reader processes (overrides the config)")
     start.add_argument("--remoting", choices=("on", "off"),
                        help="the RocketMQ remoting front for stock clients (on, unless the config says otherwise)")
-    start.add_argument("--remoting-port", type=int, help="its TCP port (10911; NameServer and broker share it)")
+    start.add_argument("--remoting-port", type=port, help="its TCP port (10911; NameServer and broker share it)")
     start.set_defaults(handler=_start)
 
     for name, helptext in (("status", "show the running broker's actors"), ("stop", "stop the running broker")):
         cmd = commands.add_parser(name, help=helptext)
         cmd.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory (./mqstore-data)")
         cmd.add_argument("--run-dir", help="the broker's run directory, when it is not the default")
-        cmd.add_argument("--timeout-ms", type=int, default=3000)
+        cmd.add_argument("--timeout-ms", type=positive, default=3000,
+                         help="how long to wait for the supervisor's answer (3000)")
         if name == "status":
             cmd.add_argument("--json", action="store_true")
+        else:
+            cmd.add_argument("--wait-ms", type=positive, default=STOP_WAIT_MS,
+                             help=f"how long to wait for the broker to exit ({STOP_WAIT_MS})")
+            cmd.add_argument("--no-wait", action="store_true", help="ask the broker to stop, and return at once")
         cmd.set_defaults(handler=_status if name == "status" else _stop)
 
     keys = commands.add_parser("keys", help="CURVE keys for ZeroMQ over TCP: the broker's and its clients'")
@@ -87,6 +99,11 @@ def _start(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"mqstore start: {exc}", file=sys.stderr)
         return 2
+    try:
+        check_store_free(Path(config.store_dir))  # before the port: a running broker holds that too
+    except StoreLockedError as exc:
+        print(f"mqstore start: {exc}", file=sys.stderr)
+        return 2
     front = ""
     if config.remoting.enabled:
         problem = _port_problem(config.remoting.host, config.remoting.port)
@@ -96,8 +113,11 @@ def _start(args: argparse.Namespace) -> int:
             return 2
         front = "; RocketMQ clients: set_namesrv_addr(\"{}:{}\")".format(*config.remoting.address)
     print(f"mqstore: starting a broker on {config.store_dir} ({config.flush.mode}, {config.broker.readers} "
-          f"reader(s)); control at {config.endpoints.control}{front}", file=sys.stderr)
-    return serve(config)
+          f"reader(s)); control at {config.endpoints.control}", file=sys.stderr)
+
+    def ready() -> None:
+        print(f"mqstore: ready on {config.store_dir}{front}", file=sys.stderr, flush=True)
+    return serve(config, on_ready=ready)
 
 
 def _remoting_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,9 +157,18 @@ def _status(args: argparse.Namespace) -> int:
     except ConnectionError as exc:
         print(f"mqstore status: {exc}", file=sys.stderr)
         return 2
+    waiting = reply.get("waiting_for", [])
     if args.json:
         print(json.dumps(reply))
-        return 0
+    else:
+        _print_status(reply)
+    if not reply.get("ready"):
+        print(f"mqstore status: not ready, waiting for {'; '.join(waiting) or 'the actors'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_status(reply: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
     table = Table(title=f"broker on {reply['store']} (pid {reply['pid']}, {reply['flush_mode']}), "
@@ -151,25 +180,57 @@ def _status(args: argparse.Namespace) -> int:
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
     Console().print(table)
-    return 0
 
 
 def _stop(args: argparse.Namespace) -> int:
+    """Ask the supervisor to stop, then wait for it to exit: an offline tool run next finds the store
+    free. Exit 0 when it stopped cleanly, 1 when it is still running or left the abort marker."""
     try:
-        control_request(args.store, "stop", run_dir=args.run_dir, timeout_ms=args.timeout_ms)
+        reply = control_request(args.store, "stop", run_dir=args.run_dir, timeout_ms=args.timeout_ms)
     except ConnectionError as exc:
         print(f"mqstore stop: {exc}", file=sys.stderr)
         return 2
-    print("mqstore: stopping", file=sys.stderr)
+    pid, store = int(reply["pid"]), reply["store"]
+    if args.no_wait:
+        print(f"mqstore stop: the broker (pid {pid}) is stopping; not waiting for it", file=sys.stderr)
+        return 0
+    if not _exited(pid, args.wait_ms):
+        print(f"mqstore stop: the broker (pid {pid}) is still running after {args.wait_ms} ms; it stops its "
+              "actors in order (its log says which it waits for), --wait-ms waits longer", file=sys.stderr)
+        return 1
+    if abort_exists(store):
+        print(f"mqstore stop: the broker (pid {pid}) exited, but not cleanly: the abort marker is kept, so "
+              f"the next start recovers {store} abnormally (its log says why)", file=sys.stderr)
+        return 1
+    print(f"mqstore stop: stopped cleanly (pid {pid} exited)", file=sys.stderr)
     return 0
+
+
+def _exited(pid: int, wait_ms: int) -> bool:
+    """Whether process ``pid`` exits within ``wait_ms``; a zombie its parent has not reaped has."""
+    import psutil
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return True
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        try:
+            if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(STOP_POLL_S)
 
 
 # -- produce / consume / query against a running broker ----------------------------------------------
 
 
 def _add_tcp_arguments(cmd: Any) -> None:
-    cmd.add_argument("--tcp", metavar="HOST:PORT", help="the broker's [ipc] tcp_host and tcp_base_port "
-                     "(default: its ipc sockets, found from --store)")
+    cmd.add_argument("--tcp", metavar="HOST:PORT", type=host_port, help="the broker's [ipc] tcp_host and "
+                     "tcp_base_port (default: its ipc sockets, found from --store)")
     cmd.add_argument("--keys", type=Path, help="CURVE key directory with server.key and CLIENT.key_secret")
     cmd.add_argument("--client", default=DEFAULT_CLIENT, help=f"CURVE client name in --keys ({DEFAULT_CLIENT})")
 
@@ -178,11 +239,9 @@ def client_endpoints(args: argparse.Namespace) -> Endpoints:
     """Where a client command finds the broker: its ipc sockets, or TCP (with CURVE keys when given)."""
     if not args.tcp:
         return Endpoints.for_store(args.store)
-    host, _, port = args.tcp.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--tcp wants HOST:PORT, not {args.tcp!r}")
+    host, tcp_base_port = args.tcp
     curve = CurveKeys.for_client(args.keys, args.client) if args.keys else None
-    return Endpoints.for_store(args.store, tcp_host=host, tcp_base_port=int(port), curve=curve)
+    return Endpoints.for_store(args.store, tcp_host=host, tcp_base_port=tcp_base_port, curve=curve)
 
 
 def add_client_commands(commands: Any) -> None:
@@ -191,11 +250,11 @@ def add_client_commands(commands: Any) -> None:
     _add_tcp_arguments(produce)
     produce.add_argument("--topic", required=True)
     produce.add_argument("--body", default="hello from mqstore", help="message body text (a counter is appended)")
-    produce.add_argument("--count", type=int, default=1)
-    produce.add_argument("--batch", type=int, default=100, help="messages per request (100)")
+    produce.add_argument("--count", type=positive, default=1)
+    produce.add_argument("--batch", type=positive, default=100, help="messages per request (100)")
     produce.add_argument("--tags")
     produce.add_argument("--key-prefix", help="key of message i is PREFIX-i")
-    produce.add_argument("--queue", type=int)
+    produce.add_argument("--queue", type=non_negative)
     produce.add_argument("--json", action="store_true", help="one JSON result per line")
     produce.set_defaults(handler=_produce)
 
@@ -206,13 +265,13 @@ def add_client_commands(commands: Any) -> None:
     consume.add_argument("--group", default="mqstore-cli")
     consume.add_argument("--tags", default="*", help="subscription, e.g. 'TagA || TagB'")
     consume.add_argument("--from", dest="start", choices=("committed", "earliest", "latest"), default="committed")
-    consume.add_argument("--count", type=int, default=10, help="stop after this many messages (10)")
-    consume.add_argument("--timeout-ms", type=int, default=3000, help="stop after this long without messages")
+    consume.add_argument("--count", type=positive, default=10, help="stop after this many messages (10)")
+    consume.add_argument("--timeout-ms", type=positive, default=3000, help="stop after this long without messages")
     consume.add_argument("--json", action="store_true", help="one JSON message per line")
     consume.add_argument("--ack", action="store_true",
                          help="ack mode: each message comes with a receipt and is acked once printed")
-    consume.add_argument("--visibility-ms", type=int, help="ack mode: redeliver what is not acked within this")
-    consume.add_argument("--prefetch", type=int, help="ack mode: unacked messages per queue at most")
+    consume.add_argument("--visibility-ms", type=positive, help="ack mode: redeliver what is not acked within this")
+    consume.add_argument("--prefetch", type=positive, help="ack mode: unacked messages per queue at most")
     consume.add_argument("--no-ack", dest="settle", action="store_const", const="none", default="ack",
                          help="ack mode: receive without acking (they come back after the visibility timeout)")
     consume.add_argument("--nack", dest="settle", action="store_const", const="nack",
@@ -240,7 +299,7 @@ def _produce(args: argparse.Namespace) -> int:
     from ipc.client import Producer
     sent = failed = 0
     with Producer(endpoints=client_endpoints(args)) as producer:
-        for start in range(0, args.count, max(1, args.batch)):
+        for start in range(0, args.count, args.batch):
             batch = [{"topic": args.topic, "body": f"{args.body} {i}".encode(), "tags": args.tags,
                       "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue": args.queue}
                      for i in range(start, min(args.count, start + args.batch))]

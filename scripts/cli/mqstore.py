@@ -33,6 +33,8 @@ from engine.metafile import MetafileError, abort_exists
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
 from ipc.channel import BrokerError
+from scripts.cli.arguments import non_negative as _non_negative
+from scripts.cli.arguments import positive as _positive
 from scripts.cli.bench import add_bench_commands
 from scripts.cli.broker import add_broker_commands, add_client_commands, broker_running, query_broker
 from scripts.cli.spark import add_spark_commands
@@ -102,20 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_spark_commands(commands)
     add_bench_commands(commands)
     return parser
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} is not positive")
-    return value
 
 
 def _existing_store(path: Path) -> Path:

@@ -22,6 +22,8 @@ from ipc.control import control_request
 from ipc.curve import CurveKeys
 from ipc.endpoints import Endpoints
 
+ROOT = Path(__file__).resolve().parents[2]
+
 TINY_TOML = """
 [store.geometry]
 commitlog_file_size = {commitlog}
@@ -38,10 +40,9 @@ disk_check_interval_ms = 100
 {broker_extra}
 
 [supervisor]
-backoff_initial_ms = 50
-backoff_max_ms = 500
-flap_restarts = {flap_restarts}
+{supervisor}
 """
+SUPERVISOR_DEFAULTS = {"backoff_initial_ms": 50, "backoff_max_ms": 500}
 
 
 @dataclass(slots=True)
@@ -125,9 +126,11 @@ def free_port_range(count: int) -> int:
 class Broker:
     def __init__(self, root: Path, *, mode: str = "ASYNC_FLUSH", readers: int = 1, commitlog: int = 256 * 1024,
                  cq: int = 512, extra_toml: str = "", broker_extra: str = "", flap_restarts: int = 20,
-                 tcp_port: int | None = None, curve: bool = True, remoting_port: int | None = None) -> None:
+                 tcp_port: int | None = None, curve: bool = True, remoting_port: int | None = None,
+                 supervisor: dict[str, int] | None = None) -> None:
         """``broker_extra``: more ``key = value`` lines for the [broker] table (``extra_toml`` may
-        not open it a second time). ``remoting_port``: serve RocketMQ clients there (off without it)."""
+        not open it a second time). ``remoting_port``: serve RocketMQ clients there (off without it).
+        ``supervisor``: [supervisor] values over the tests' quick backoff."""
         self.root = root
         self.remoting_port = remoting_port
         self.store = root / "store"
@@ -139,26 +142,40 @@ class Broker:
             extra_toml += f'\n[ipc]\ntcp_host = "127.0.0.1"\ntcp_base_port = {tcp_port}\n'
             if curve:
                 subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "keys", "--out", str(self.keys_dir)],
-                               check=True, capture_output=True, cwd=Path(__file__).resolve().parents[2])
+                               check=True, capture_output=True, cwd=ROOT)
                 extra_toml += 'curve_secret_key = "keys/server.key_secret"\ncurve_clients_dir = "keys/clients"\n'
             else:
                 extra_toml += "allow_plain_tcp = true\n"
-        self.config_path.write_text(TINY_TOML.format(mode=mode, readers=readers, commitlog=commitlog, cq=cq,
-                                                      broker_extra=broker_extra, flap_restarts=flap_restarts)
-                                    + extra_toml)
+        supervisor_values = {**SUPERVISOR_DEFAULTS, "flap_restarts": flap_restarts, **(supervisor or {})}
+        self.config_path.write_text(TINY_TOML.format(
+            mode=mode, readers=readers, commitlog=commitlog, cq=cq, broker_extra=broker_extra,
+            supervisor="\n".join(f"{k} = {v}" for k, v in supervisor_values.items())) + extra_toml)
         self.log_path = root / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 60) -> Broker:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it for its whole life
-        remoting = ["--remoting", "off"] if self.remoting_port is None else [
-            "--remoting", "on", "--remoting-port", str(self.remoting_port)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(self.store),
-                                      "--config", str(self.config_path), *remoting], stdout=log, stderr=log,
-                                     cwd=Path(__file__).resolve().parents[2])
-        log.close()
+        self.launch()
         self.wait_ready(timeout_s)
         return self
+
+    def start_argv(self) -> list[str]:
+        """``mqstore start`` on this broker's store and configuration."""
+        remoting = ["--remoting", "off"] if self.remoting_port is None else [
+            "--remoting", "on", "--remoting-port", str(self.remoting_port)]
+        return [sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(self.store),
+                "--config", str(self.config_path), *remoting]
+
+    def launch(self) -> Broker:
+        """``mqstore start`` in the background, its output to ``log_path``; not waiting for anything."""
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes it for its whole life
+        self.proc = subprocess.Popen(self.start_argv(), stdout=log, stderr=log, cwd=ROOT)
+        log.close()
+        return self
+
+    def mqstore(self, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        """Another ``mqstore`` command, as a user runs it (``--store`` is added)."""
+        return subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", *argv, "--store", str(self.store)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
 
     def endpoints(self, curve: CurveKeys | str | None = "client") -> Endpoints:
         """Where clients find this broker: its ipc sockets, or its TCP ports with ``curve`` (a client

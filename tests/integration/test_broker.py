@@ -343,3 +343,110 @@ def test_consumer_made_right_after_a_topics_first_send_waits_for_the_readers_to_
             with consumer:
                 got = wait_for(lambda: consumer.receive(1, timeout_ms=200), 10, "the first message, acked mode")
                 assert [d.body for d in got] == [b"first"]
+
+
+# -- mqstore start / status / stop as a new user runs them ------------------------------------------
+
+
+def test_ready_line_comes_once_the_remoting_front_answers_route_queries(tmp_path: Path) -> None:
+    """``mqstore start`` printed ``set_namesrv_addr(...)`` about two seconds before the front listened,
+    and a stock client used at once failed with "No route info of this topic". The line now comes
+    when every actor serves: at that moment the front answers a route query."""
+    from ipc import remoting as rm
+    port = free_port_range(1)
+    broker = Broker(tmp_path, remoting_port=port).launch()
+    try:
+        wait_for(lambda: broker.proc is not None and (broker.proc.poll() is not None or
+                                                        "set_namesrv_addr" in broker.logs()),
+                 60, "the line with the address for RocketMQ clients")
+        with rm.RemotingClient("127.0.0.1", port, timeout_s=10) as client:
+            route = client.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"})
+        assert route.code == rm.SUCCESS, route.remark
+        assert json.loads(route.body)["brokerDatas"][0]["brokerAddrs"]["0"] == f"127.0.0.1:{port}"
+        status = broker.mqstore("status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["ready"] and json.loads(status.stdout)["waiting_for"] == []
+        assert broker.stop() == 0
+    finally:
+        broker.__exit__()
+
+
+def test_status_exits_non_zero_and_says_what_it_waits_for_while_an_actor_is_down(tmp_path: Path) -> None:
+    """``mqstore status`` exited 0 whatever the actors' states; a script could not wait on it."""
+    hour_ms = 3_600_000
+    broker = Broker(tmp_path, supervisor={"backoff_initial_ms": hour_ms, "backoff_max_ms": hour_ms})
+    with broker:
+        assert broker.mqstore("status").returncode == 0
+        broker.kill("reader-0")
+
+        def reader_down() -> bool:
+            status = broker.status()
+            return status is not None and status["actors"]["reader-0"]["state"].startswith("dead")
+        wait_for(reader_down, 30, "the supervisor to see reader-0 dead")
+        table = broker.mqstore("status")
+        assert table.returncode == 1, table.stderr
+        assert "not ready" in table.stderr and "reader-0" in table.stderr
+        as_json = broker.mqstore("status", "--json")
+        assert as_json.returncode == 1
+        status = json.loads(as_json.stdout)
+        assert not status["ready"] and [w for w in status["waiting_for"] if w.startswith("reader-0")]
+        assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("remoting", ["on", "off"])
+def test_second_start_on_a_held_store_says_in_use_by_which_pid(tmp_path: Path, remoting: str) -> None:
+    """A second ``mqstore start`` on a running broker's store ended in a RuntimeError traceback, or,
+    with the remoting front on, blamed the port its probe found taken."""
+    broker = Broker(tmp_path, remoting_port=free_port_range(1) if remoting == "on" else None)
+    with broker:
+        assert broker.proc is not None
+        second = subprocess.run(broker.start_argv(), capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert f"in use by pid {broker.proc.pid}" in second.stderr
+        assert "Traceback" not in second.stderr and "cannot serve RocketMQ clients" not in second.stderr
+        status = broker.status()
+        assert status is not None and status["pid"] == broker.proc.pid and status["ready"]
+        assert broker.stop() == 0
+
+
+def test_stop_returns_once_the_broker_has_exited_and_the_store_is_free(tmp_path: Path) -> None:
+    """``mqstore stop`` returned before the broker stopped, so ``mqstore stop && mqstore spark
+    rebuild STORE`` raced the supervisor for the store lock."""
+    broker = Broker(tmp_path).start()
+    try:
+        with Producer(broker.store) as producer:
+            assert producer.send("Orders", b"kept").ok
+        stop = broker.mqstore("stop")
+        assert stop.returncode == 0, stop.stderr
+        assert broker.proc is not None and broker.proc.poll() == 0, stop.stderr  # exited, not still stopping
+        assert "stopped cleanly" in stop.stderr
+        broker.proc = None
+        with MessageStore.open(broker.store) as store:  # the lock is free: an offline tool may open it
+            assert [m.body for q in range(4) for m in store.get("Orders", q, 0, max_count=32).messages] == [b"kept"]
+    finally:
+        broker.__exit__()
+    assert not (broker.store / "abort").exists()
+
+
+@pytest.mark.parametrize("wait", ["--wait-ms=300", "--no-wait"])
+def test_stop_of_a_broker_that_cannot_stop_yet(tmp_path: Path, wait: str) -> None:
+    """A reader held with SIGSTOP keeps the supervisor joining it (for the hour its stop timeout allows):
+    ``stop`` says it is still running after its wait and exits 1; ``--no-wait`` returns at once, as
+    it used to. Once the reader goes on, the broker stops cleanly."""
+    broker = Broker(tmp_path, supervisor={"stop_timeout_ms": 3_600_000}).start()
+    try:
+        reader = broker.kill("reader-0", signal.SIGSTOP)
+        try:
+            stop = broker.mqstore("stop", wait)
+            assert broker.proc is not None and broker.proc.poll() is None
+            if wait == "--no-wait":
+                assert stop.returncode == 0 and "not waiting" in stop.stderr, stop.stderr
+            else:
+                assert stop.returncode == 1 and "still running after 300 ms" in stop.stderr, stop.stderr
+        finally:
+            os.kill(reader, signal.SIGCONT)
+        assert broker.proc.wait(60) == 0
+        broker.proc = None
+    finally:
+        broker.__exit__()
+    assert not (broker.store / "abort").exists()
