@@ -45,6 +45,7 @@ from engine.retention import CleanupDecision, decide, delete_expired_commitlog, 
 from engine.topics import TopicError, TopicTable
 from ipc import schema
 from ipc.encoded import OP_ENCODING, OP_SEND_ENCODED
+from ipc.notices import Dispatch, Flushed, Tick, Written
 from ipc.sockets import bind, connect, recv_message
 
 log = logging.getLogger("mqstore")
@@ -64,21 +65,6 @@ class PendingSync:
     request_id: Any
     results: list[dict[str, Any]]
     packed: dict[str, Any] | None = None  # an encoded send's reply fields (results are then empty)
-
-
-def encode_dispatch(batch: DispatchBatch | list[DispatchRequest], from_phys: int, to_phys: int) -> bytes:
-    """One frame per batch: packed columns (``DISPATCH_COLUMNS``) and two string lists, not one map
-    per message."""
-    if not isinstance(batch, DispatchBatch):
-        batch = DispatchBatch.from_requests(batch)
-    return schema.pack({"v": schema.VERSION, "from": from_phys, "to": to_phys, "topics": batch.topics,
-                        "cols": batch.columns.tobytes(), "keys": batch.keys, "uniq": batch.uniq_keys})
-
-
-def decode_dispatch(message: dict[str, Any]) -> DispatchBatch:
-    """Raises ValueError (or KeyError, TypeError) for a frame that is not a dispatch batch."""
-    return DispatchBatch.from_wire(message["cols"], list(message["topics"]), list(message["keys"]),
-                                   list(message["uniq"]))
 
 
 def result_fields(r: PutResult) -> dict[str, Any]:
@@ -180,10 +166,8 @@ class CommitLogWriterActor:
 
     def _tick(self, dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
         end = self.commitlog.max_offset
-        written_out.send_multipart([schema.WRITTEN, schema.pack({"v": schema.VERSION, "end": end,
-                                                                 "store_ms": self.last_store_ms,
-                                                                 "sync": bool(self.pending)})])
-        dispatch_out.send_multipart([schema.TICK, schema.pack({"v": schema.VERSION, "end": self.dispatched_end})])
+        written_out.send_multipart(Written(end, self.last_store_ms, bool(self.pending)).frames())
+        dispatch_out.send_multipart(Tick(self.dispatched_end).frames())
         try:
             self.topics.flush()
         except OSError:
@@ -228,8 +212,8 @@ class CommitLogWriterActor:
             except zmq.Again:
                 return
             try:
-                self.flushed_end = max(self.flushed_end, int(schema.unpack(frame)["end"]))
-            except (schema.SchemaError, KeyError, TypeError, ValueError):
+                self.flushed_end = max(self.flushed_end, Flushed.decode(frame).end)
+            except schema.SchemaError:
                 log.warning("ignoring a malformed flushed notice")
 
     def _serve(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
@@ -283,8 +267,7 @@ class CommitLogWriterActor:
             fields = [result_fields(r if r is not None else next(results)) for r in refused]
             replies.append((identity, request_id, fields))
         if cfg.sync_flush and outcome.requests:
-            written_out.send_multipart([schema.WRITTEN, schema.pack({"v": schema.VERSION, "end": end,
-                                                                     "store_ms": outcome.store_ms, "sync": True})])
+            written_out.send_multipart(Written(end, outcome.store_ms, True).frames())
             deadline = monotonic_ms() + cfg.flush.sync_timeout_ms
             for identity, request_id, fields in replies:
                 self.pending.append(PendingSync(end, deadline, identity, request_id, fields))
@@ -302,7 +285,8 @@ class CommitLogWriterActor:
 
     def _publish(self, dispatch_out: zmq.Socket[Any], start: int, end: int,
                  requests: DispatchBatch | list[DispatchRequest]) -> None:
-        dispatch_out.send_multipart([schema.DISPATCH, encode_dispatch(requests, start, end)])
+        batch = requests if isinstance(requests, DispatchBatch) else DispatchBatch.from_requests(requests)
+        dispatch_out.send_multipart(Dispatch(start, end, batch).frames())
         self.dispatched_end = max(self.dispatched_end, end)
 
     def _release(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any]) -> None:

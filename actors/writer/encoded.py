@@ -29,6 +29,7 @@ from engine.config import StoreConfig
 from engine.log.message import PutStatus
 from engine.log.writer import BatchOutcome
 from ipc import schema
+from ipc.notices import Written
 
 if TYPE_CHECKING:
     from actors.writer.actor import CommitLogWriterActor
@@ -113,8 +114,7 @@ def _append(actor: CommitLogWriterActor, group: list[tuple[bytes, Any, EncodedRe
     written = len(outcome.phys_offsets)
     sync = cfg.sync_flush and written > 0
     if sync:
-        written_out.send_multipart([schema.WRITTEN, schema.pack({"v": schema.VERSION, "end": end,
-                                                                 "store_ms": outcome.store_ms, "sync": True})])
+        written_out.send_multipart(Written(end, outcome.store_ms, True).frames())
     first = 0
     for identity, request_id, one in group:
         last = first + len(one.columns) // COLUMNS.itemsize
