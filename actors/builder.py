@@ -3,9 +3,10 @@
 The commitlog is the truth and a DispatchRequest is a fast hint. Each batch says which commitlog
 range it covers; a builder that sees a gap (a dropped notice, or a restart) reads the missing range
 from the commitlog itself (as columns, a chunk of records at a time, the way recovery re-dispatches),
-and a range it already applied is skipped. ``tick`` notices tell how far
-the writer has published, so a gap at the end is closed within a tick. The writer never waits for a
-builder: if one is slow or dead, it catches up from the files.
+and a range it already applied is skipped. ``tick`` notices tell how far the writer has published,
+so a gap at the end is closed within a tick. The writer never waits for a builder: if one is slow or
+dead, it catches up from the files. What comes in (``Dispatch``, ``Tick``) and what goes out
+(``Arrived``, ``Indexed``) are the typed notices of ``ipc.notices``.
 
 The frames one poll round drains are applied together: consecutive batches are joined into one
 (``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
