@@ -3,9 +3,10 @@
 The commitlog is the truth and a DispatchRequest is a fast hint. Each batch says which commitlog
 range it covers; a builder that sees a gap (a dropped notice, or a restart) reads the missing range
 from the commitlog itself (as columns, a chunk of records at a time, the way recovery re-dispatches),
-and a range it already applied is skipped. ``tick`` notices tell how far
-the writer has published, so a gap at the end is closed within a tick. The writer never waits for a
-builder: if one is slow or dead, it catches up from the files.
+and a range it already applied is skipped. ``tick`` notices tell how far the writer has published,
+so a gap at the end is closed within a tick. The writer never waits for a builder: if one is slow or
+dead, it catches up from the files. What comes in (``Dispatch``, ``Tick``) and what goes out
+(``Arrived``, ``Indexed``) are the typed notices of ``ipc.notices``.
 
 The frames one poll round drains are applied together: consecutive batches are joined into one
 (``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
@@ -29,7 +30,6 @@ import zmq
 
 from actors.clock import monotonic_ms, wall_ms
 from actors.runtime import Runtime
-from actors.writer.actor import decode_dispatch
 from engine.batch.dispatch import DispatchBatch, Dispatched, queue_entry_mask
 from engine.batch.dispatch_columns import DispatchColumns
 from engine.consumequeue.store import ConsumeQueueStore
@@ -37,13 +37,13 @@ from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.retention import delete_derived_below
 from ipc import schema
+from ipc.notices import Arrived, Dispatch, Indexed, Tick
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
 
 
 class BuilderActor:
-    notice_topic = b""
     notice_role = ""
 
     def __init__(self, runtime: Runtime) -> None:
@@ -62,7 +62,7 @@ class BuilderActor:
     def apply(self, batch: Dispatched) -> None:
         raise NotImplementedError
 
-    def notice(self) -> dict[str, Any]:
+    def notice(self) -> Arrived | Indexed:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -96,7 +96,7 @@ class BuilderActor:
                     frames.append((topic, frame))
                 changed = self._on_round(frames)
                 if changed:
-                    notice_out.send_multipart([self.notice_topic, schema.pack(self.notice())])
+                    notice_out.send_multipart(self.notice().frames())
                 self.rt.report("running", applied=self.applied)
         finally:
             self.rt.report("stopped", force=True, applied=self.applied)
@@ -119,13 +119,12 @@ class BuilderActor:
         changed = False
         for topic, frame in frames:
             try:
-                message = schema.unpack(frame)
                 if topic == schema.TICK:
-                    end, batch = int(message["end"]), None
+                    end, batch = Tick.decode(frame).end, None
                 else:
-                    start, end = int(message["from"]), int(message["to"])
-                    batch = decode_dispatch(message)
-            except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
+                    dispatch = Dispatch.decode(frame)
+                    start, end, batch = dispatch.from_phys, dispatch.to_phys, dispatch.batch
+            except schema.SchemaError as exc:
                 log.warning("ignoring a malformed dispatch notice: %s", exc)
                 continue
             if end <= pending.end:
@@ -199,7 +198,6 @@ class _Pending:
 
 
 class ConsumeQueueBuilderActor(BuilderActor):
-    notice_topic = schema.ARRIVED
     notice_role = "arrived"
 
     def __init__(self, runtime: Runtime) -> None:
@@ -220,10 +218,10 @@ class ConsumeQueueBuilderActor(BuilderActor):
         deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)
         log.info("retention: deleted %d consume-queue file(s) below %d", deleted, min_phys_offset)
 
-    def notice(self) -> dict[str, Any]:
-        queues = [[topic, queue_id, max_offset] for (topic, queue_id), max_offset in self.changed.items()]
+    def notice(self) -> Arrived:
+        queues = tuple((topic, queue_id, max_offset) for (topic, queue_id), max_offset in self.changed.items())
         self.changed.clear()
-        return {"v": schema.VERSION, "queues": queues, "applied": self.applied, "store_ms": self.store_ms}
+        return Arrived(queues, self.applied, self.store_ms)
 
     def close(self) -> None:
         self.queues.close()
@@ -231,7 +229,6 @@ class ConsumeQueueBuilderActor(BuilderActor):
 
 
 class IndexBuilderActor(BuilderActor):
-    notice_topic = schema.INDEXED
     notice_role = "indexed"
 
     def __init__(self, runtime: Runtime) -> None:
@@ -256,10 +253,10 @@ class IndexBuilderActor(BuilderActor):
         _, deleted = delete_derived_below(min_phys_offset, None, self.index)
         log.info("retention: deleted %d index file(s) below %d", deleted, min_phys_offset)
 
-    def notice(self) -> dict[str, Any]:
-        files = sorted(self.files)
+    def notice(self) -> Indexed:
+        files = tuple(sorted(self.files))
         self.files.clear()
-        return {"v": schema.VERSION, "files": files, "applied": self.applied, "store_ms": self.store_ms}
+        return Indexed(files, self.applied, self.store_ms)
 
     def close(self) -> None:
         self.index.close()

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
@@ -32,9 +33,11 @@ from engine.log.mapped_file import OS_PAGE_SIZE, file_name
 from engine.log.page_warmer import PageWarmer
 from engine.metafile import fsync_dir
 from ipc import schema
+from ipc.notices import Arrived, Flushed, Indexed, Written
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
+Notice = TypeVar("Notice", Written, Arrived, Indexed)
 WARM_STEPS_PER_ROUND = 16  # of engine.log.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
 
 
@@ -98,11 +101,11 @@ class FlushActor:
             while not self.rt.stopping:
                 ready = dict(poller.poll(10 if self.sync_wanted else flush.interval_ms // 5 or 1))
                 if written_in in ready:
-                    self._drain(written_in, self._on_written)
+                    self._drain(written_in, Written.decode, self._on_written)
                 if arrived_in in ready:
-                    self._drain(arrived_in, self._on_arrived)
+                    self._drain(arrived_in, Arrived.decode, self._on_arrived)
                 if indexed_in in ready:
-                    self._drain(indexed_in, self._on_indexed)
+                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
                 now = monotonic_ms()
                 if self.sync_wanted or now >= next_commitlog:
                     self._flush_commitlog(flushed_out, now)
@@ -116,9 +119,9 @@ class FlushActor:
                 self._warm()
                 self.rt.report("running", flushed=self.flushed_end, written=self.written_end,
                                spares_prepared=self.warmer.spares_prepared)
-            self._drain(written_in, self._on_written)
-            self._drain(arrived_in, self._on_arrived)
-            self._drain(indexed_in, self._on_indexed)
+            self._drain(written_in, Written.decode, self._on_written)
+            self._drain(arrived_in, Arrived.decode, self._on_arrived)
+            self._drain(indexed_in, Indexed.decode, self._on_indexed)
             self.last_thorough_ms = 0
             self._flush_commitlog(flushed_out, monotonic_ms())
             self._flush_queues()
@@ -146,34 +149,35 @@ class FlushActor:
         return done
 
     @staticmethod
-    def _drain(sock: zmq.Socket[Any], handle: Any) -> None:
+    def _drain(sock: zmq.Socket[Any], decode: Callable[[bytes], Notice], handle: Callable[[Notice], None]) -> None:
         while True:
             try:
                 _, frame = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             try:
-                handle(schema.unpack(frame))
-            except (schema.SchemaError, KeyError, TypeError, ValueError) as exc:
+                notice = decode(frame)
+            except schema.SchemaError as exc:
                 log.warning("ignoring a malformed notice: %s", exc)
+                continue
+            handle(notice)
 
-    def _on_written(self, notice: dict[str, Any]) -> None:
-        end = int(notice["end"])
-        if end > self.written_end:
-            self.written_end = end
-            self.written_store_ms = int(notice.get("store_ms") or self.written_store_ms)
-        if notice.get("sync"):
+    def _on_written(self, notice: Written) -> None:
+        if notice.end > self.written_end:
+            self.written_end = notice.end
+            self.written_store_ms = notice.store_ms or self.written_store_ms
+        if notice.sync:
             self.sync_wanted = True
 
-    def _on_arrived(self, notice: dict[str, Any]) -> None:
-        for topic, queue_id, max_offset in notice["queues"]:
-            key = (str(topic), int(queue_id))
-            self.queue_max[key] = max(self.queue_max.get(key, 0), int(max_offset))
-        self.cq_store_ms = max(self.cq_store_ms, int(notice.get("store_ms", 0)))
+    def _on_arrived(self, notice: Arrived) -> None:
+        for topic, queue_id, max_offset in notice.queues:
+            key = (topic, queue_id)
+            self.queue_max[key] = max(self.queue_max.get(key, 0), max_offset)
+        self.cq_store_ms = max(self.cq_store_ms, notice.store_ms)
 
-    def _on_indexed(self, notice: dict[str, Any]) -> None:
-        self.index_files.update(str(name) for name in notice["files"])
-        self.index_store_ms = max(self.index_store_ms, int(notice.get("store_ms", 0)))
+    def _on_indexed(self, notice: Indexed) -> None:
+        self.index_files.update(notice.files)
+        self.index_store_ms = max(self.index_store_ms, notice.store_ms)
 
     def _flush_commitlog(self, flushed_out: zmq.Socket[Any], now: int) -> None:
         target, store_ms = self.written_end, self.written_store_ms
@@ -195,8 +199,7 @@ class FlushActor:
         if thorough:
             self.last_thorough_ms = now
         self.sync_wanted = False
-        flushed_out.send_multipart([schema.FLUSHED, schema.pack({"v": schema.VERSION,
-                                                                 "end": max(self.flushed_end, 0)})])
+        flushed_out.send_multipart(Flushed(max(self.flushed_end, 0)).frames())
 
     def _flush_queues(self) -> None:
         """fsync every consume-queue file written since the last flush (a queue seen for the first

@@ -27,9 +27,7 @@ from typing import Any, Protocol
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-# the clocks live in actors.clock: re-exported here until the writer's and the reader's imports move
-from actors.clock import monotonic_ms as monotonic_ms
-from actors.clock import wall_ms as wall_ms
+from actors.clock import monotonic_ms
 from actors.config import BrokerConfig
 from ipc import schema
 from ipc.curve import CurveContext, start_authenticator

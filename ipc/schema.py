@@ -6,8 +6,9 @@ is ever unpickled: decoding accepts msgpack's plain types only, with size limits
 not a map of the expected shape is a ``SchemaError`` that the receiving actor turns into a reply.
 
 Internal notices between actors (PUB/SUB) are two frames: a topic (``b"dispatch"``, ``b"tick"``,
-``b"written"``, ``b"flushed"``, ``b"arrived"``, ``b"indexed"``) and a msgpack map. PUB/SUB may drop;
-everything a notice says can be recovered from the files, so a lost notice only delays.
+``b"written"``, ``b"flushed"``, ``b"arrived"``, ``b"indexed"``) and a msgpack map, each a typed value
+of ``ipc.notices``. PUB/SUB may drop; everything a notice says can be recovered from the files, so a
+lost notice only delays.
 """
 
 from __future__ import annotations

@@ -36,17 +36,18 @@ from typing import Any
 
 import zmq
 
+from actors.clock import monotonic_ms, wall_ms
 from actors.reader import fields
 from actors.reader.ack_groups import AckGroups
 from actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
 from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from actors.reader.offsets import CommittedOffsets
 from actors.reader.state import LONG_MAX, PublishedStore, record_to_wire
-from actors.runtime import Runtime, monotonic_ms, wall_ms
-from engine.config import check_topic
+from actors.runtime import Runtime
 from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
 from ipc.messages import pack_columns
+from ipc.notices import Arrived
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
@@ -144,16 +145,11 @@ class ReaderActor:
             try:
                 if len(frames) != 2:
                     raise schema.SchemaError("an arrived notice has two frames")
-                notice = schema.unpack(frames[1])
-                applied = schema.field(notice, "applied", int, lo=0, hi=LONG_MAX)
-                queues = schema.field(notice, "queues", list)
-                if not all(isinstance(q, list) and len(q) == 3 and isinstance(q[0], str) and check_topic(q[0]) is None
-                           and isinstance(q[1], int) and isinstance(q[2], int) for q in queues):
-                    raise schema.SchemaError("queues must be [topic, queue id, max offset] triples")
+                notice = Arrived.decode(frames[1])
             except schema.SchemaError as exc:
                 log.warning("ignoring a malformed arrived notice: %s", exc)
                 continue
-            grew.update(self.store.on_arrived(queues, applied))
+            grew.update(self.store.on_arrived(list(notice.queues), notice.applied))
         for key in grew:
             self._wake(router, key)
             self.acks.on_grew(*key)

@@ -6,7 +6,9 @@ given queues at once, appended with ``CommitLogWriter.write_batch`` (one copy pe
 stamped in place) and answered with one packed row per record written; the builders learn the
 batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
 per round. A merged batch that does not hold together is taken apart: only the request at fault
-is refused.
+is refused. Queues are picked from the same topic table and round-robin turns as a map send's
+(``actors.writer.state.TopicQueues``). Under SYNC_FLUSH the answers and the batch wait for the flush
+(``actors.writer.sync``); while the disk is full every request is refused as SERVICE_NOT_AVAILABLE.
 
 A request's records are a view of ZeroMQ's receive buffer (``ipc.schema``'s parts): a request alone
 in its round is checked there and copied once, into the mapped file. Merging copies the records of
@@ -17,21 +19,30 @@ CPU a message merged, 7.4-8.3 appended one by one (and 38 against 40 with 32 KiB
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import zmq
-
-from actors.runtime import wall_ms
+from actors.clock import wall_ms
+from actors.writer.outlets import Outlets
+from actors.writer.state import WriterState
 from engine.batch.plan import EncodedRequest, check, dispatch_batch, merge, pick_queues, reply_rows
 from engine.batch.record_batch import COLUMNS, BatchError
 from engine.config import StoreConfig
 from engine.log.message import PutStatus
 from engine.log.writer import BatchOutcome
 from ipc import schema
+from ipc.notices import Dispatch, Written
 
-if TYPE_CHECKING:
-    from actors.writer.actor import CommitLogWriterActor
+
+@dataclass(slots=True)
+class EncodedSend:
+    """A ``send_encoded`` request, kept whole until its round merges it (``parse`` then checks it)."""
+
+    identity: bytes
+    request_id: Any
+    message: dict[str, Any]  # the request's map, its records a view of ZeroMQ's buffer (``parts``)
+
 
 def encoding_fields(config: StoreConfig) -> dict[str, Any]:
     """What a producer needs to encode records for this writer."""
@@ -60,75 +71,74 @@ def reply_fields(outcome: BatchOutcome, rows: bytes) -> dict[str, Any]:
     return {"results": rows, "status": status.value, "reason": reason, "written_status": "PUT_OK"}
 
 
-def write_round(actor: CommitLogWriterActor, sends: list[tuple[bytes, Any, dict[str, Any]]],
-                ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
+def write_round(state: WriterState, outlets: Outlets, sends: list[EncodedSend]) -> None:
     """A poll round's producer-encoded batches, merged into one batch (up to max_batch_messages
     records) so they take one check, one append and one dispatch; a merged batch that does not
     hold together is taken apart, and only the request at fault is refused."""
-    cfg = actor.rt.config
-    if actor.disk is not None and actor.disk.disk_full:
-        for identity, request_id, _ in sends:
-            actor._reply(ingress, identity, schema.ok_reply(
-                request_id, results=b"", status=PutStatus.SERVICE_NOT_AVAILABLE.value, written_status="PUT_OK",
-                reason=f"disk {actor.disk.used_ratio:.0%} used: sends are refused until space returns"))
+    cfg = state.config
+    if state.disk.full:
+        for send in sends:
+            outlets.reply(send.identity, schema.ok_reply(
+                send.request_id, results=b"", status=PutStatus.SERVICE_NOT_AVAILABLE.value, written_status="PUT_OK",
+                reason=f"disk {state.disk.used_ratio:.0%} used: sends are refused until space returns"))
         return
     groups: list[list[tuple[bytes, Any, EncodedRequest]]] = [[]]
     rows = 0
-    for identity, request_id, message in sends:
+    for send in sends:
         try:
-            request = parse(message)
+            request = parse(send.message)
         except schema.SchemaError as exc:
-            actor._reply(ingress, identity, schema.error_reply(request_id, schema.BAD_REQUEST, str(exc)))
+            outlets.reply(send.identity, schema.error_reply(send.request_id, schema.BAD_REQUEST, str(exc)))
             continue
         count = len(request.columns) // COLUMNS.itemsize
         if rows + count > cfg.broker.max_batch_messages and groups[-1]:
             groups.append([])
             rows = 0
-        groups[-1].append((identity, request_id, request))
+        groups[-1].append((send.identity, send.request_id, request))
         rows += count
     for group in groups:
         if len(group) > 1:
             try:
-                _append(actor, group, merge([r for _, _, r in group]), ingress, dispatch_out,
-                                     written_out)
+                _append(state, outlets, group, merge([r for _, _, r in group]))
                 continue
             except (BatchError, IndexError):
                 pass  # one of them is at fault: each alone
         for one in group:
             try:
-                _append(actor, [one], one[2], ingress, dispatch_out, written_out)
+                _append(state, outlets, [one], one[2])
             except BatchError as exc:
-                actor._reply(ingress, one[0], schema.error_reply(one[1], PutStatus.MESSAGE_ILLEGAL.value, str(exc)))
+                outlets.reply(one[0], schema.error_reply(one[1], PutStatus.MESSAGE_ILLEGAL.value, str(exc)))
 
-def _append(actor: CommitLogWriterActor, group: list[tuple[bytes, Any, EncodedRequest]], request: EncodedRequest,
-            ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
+
+def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, EncodedRequest]],
+            request: EncodedRequest) -> None:
     """Check, pick queues, append, answer every request of the group; BatchError before any write."""
-    cfg = actor.rt.config
+    cfg = state.config
+    queues = state.queues
     checked = check(request, cfg.store, cfg.broker.max_batch_messages)
-    queue_ids = pick_queues(request, checked, actor.topics, cfg.broker.default_queues,
-                                          actor.round_robin)
-    start = actor.commitlog.max_offset
-    outcome = actor.writer.write_batch(request.records, checked, request.topics, queue_ids, wall_ms())
-    end = actor.commitlog.max_offset
+    queue_ids = pick_queues(request, checked, queues.table, queues.default_queues, queues.round_robin)
+    commitlog = state.writer.commitlog
+    start = commitlog.max_offset
+    outcome = state.writer.write_batch(request.records, checked, request.topics, queue_ids, wall_ms())
+    end = commitlog.max_offset
     written = len(outcome.phys_offsets)
     sync = cfg.sync_flush and written > 0
     if sync:
-        written_out.send_multipart([schema.WRITTEN, schema.pack({"v": schema.VERSION, "end": end,
-                                                                 "store_ms": outcome.store_ms, "sync": True})])
+        outlets.written(Written(end, outcome.store_ms, True))
     first = 0
     for identity, request_id, one in group:
         last = first + len(one.columns) // COLUMNS.itemsize
         fields = reply_fields(outcome, reply_rows(queue_ids, outcome, first, last))
         first = last
         if sync:
-            actor._hold_for_flush(end, identity, request_id, fields)
+            state.waiters.hold_packed(end, identity, request_id, fields)
         else:
-            actor._reply(ingress, identity, schema.ok_reply(request_id, **fields))
+            outlets.reply(identity, schema.ok_reply(request_id, **fields))
     if not written:
         return
-    actor.last_store_ms = outcome.store_ms
-    batch = dispatch_batch(request, checked, queue_ids, outcome)
+    outlets.progress.last_store_ms = outcome.store_ms
+    notice = Dispatch(start, end, dispatch_batch(request, checked, queue_ids, outcome))
     if sync:
-        actor.undispatched.append((start, end, batch))
+        state.waiters.hold_dispatch(notice)
     else:
-        actor._publish(dispatch_out, start, end, batch)
+        outlets.dispatch(notice)

@@ -15,13 +15,13 @@ import zmq
 from actors.builder import BuilderActor, ConsumeQueueBuilderActor, IndexBuilderActor
 from actors.config import load_config
 from actors.runtime import Runtime
-from actors.writer.actor import encode_dispatch
-from engine.batch.dispatch import DispatchRequest
+from engine.batch.dispatch import DispatchBatch, DispatchRequest
 from engine.log.commitlog import CommitLog
 from engine.log.message import Message
 from engine.log.msgid import UniqKeyGenerator
 from engine.log.writer import CommitLogWriter
 from ipc import schema
+from ipc.notices import Dispatch
 
 GEOMETRY = {"commitlog_file_size": 4096, "cq_entries_per_file": 8, "index_slot_count": 16, "index_entry_count": 32}
 NOW_MS = 1_700_000_123_456
@@ -45,7 +45,7 @@ class Written:
         requests = outcome.requests
         self.requests.extend(requests)
         start, end = requests[0].phys_offset, requests[-1].phys_offset + requests[-1].size
-        return schema.DISPATCH, encode_dispatch(requests, start, end)
+        return schema.DISPATCH, Dispatch(start, end, DispatchBatch.from_requests(requests)).encode()
 
     @property
     def end(self) -> int:
@@ -135,7 +135,7 @@ def test_a_round_applies_its_frames_once_together(tmp_path: Path, ctx: zmq.Conte
             assert builder._on_round(frames)
             assert builder.applied == written.end
         assert applied == [21, 21]
-        ends = {(topic, queue_id): end for topic, queue_id, end in queues.notice()["queues"]}
+        ends = {(topic, queue_id): end for topic, queue_id, end in queues.notice().queues}
         assert ends == {(r.topic, r.queue_id): r.queue_offset + 1 for r in written.requests}
         _check_files(written, queues, index)
     finally:

@@ -1,0 +1,59 @@
+"""The writer's way out: answers to producers on the ingress ROUTER, and its notices (``ipc.notices``):
+``dispatch`` and ``tick`` to the builders, ``written`` to the flush service.
+
+``Progress`` is what the notices report and outlives a round: how far the dispatch batches published
+reach (a ``tick`` tells builders they may apply up to there) and the store time of the last record
+appended (a ``written`` notice carries it to the checkpoint). ``Outlets`` is the three sockets seen
+from one round; every publish of a batch moves ``Progress``, so no caller keeps that count itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from ipc import schema
+from ipc.notices import Dispatch, Tick, Written
+
+log = logging.getLogger("mqstore")
+
+
+@dataclass(slots=True)
+class Progress:
+    dispatched_end: int  # every dispatch batch below this commitlog offset was published
+    last_store_ms: int = 0  # store time of the last record appended
+
+
+class Outlets:
+    """The writer's three sockets as a round uses them."""
+
+    __slots__ = ("dispatch_out", "ingress", "progress", "written_out")
+
+    def __init__(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any],
+                 progress: Progress) -> None:
+        self.ingress = ingress
+        self.dispatch_out = dispatch_out
+        self.written_out = written_out
+        self.progress = progress
+
+    def reply(self, identity: bytes, message: dict[str, Any]) -> None:
+        """Answer a producer; replies are not bounded, but one that does not read them loses them."""
+        try:
+            self.ingress.send_multipart([identity, schema.pack(message)], zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("a producer does not read its replies; reply dropped")
+
+    def dispatch(self, notice: Dispatch) -> None:
+        self.dispatch_out.send_multipart(notice.frames())
+        self.progress.dispatched_end = max(self.progress.dispatched_end, notice.to_phys)
+
+    def written(self, notice: Written) -> None:
+        self.written_out.send_multipart(notice.frames())
+
+    def tick(self, written_end: int, sync: bool) -> None:
+        """How far the log goes, and how far builders may apply: a dropped notice only delays."""
+        self.written(Written(written_end, self.progress.last_store_ms, sync))
+        self.dispatch_out.send_multipart(Tick(self.progress.dispatched_end).frames())

@@ -1,0 +1,74 @@
+"""The writer's side of ``send`` requests (a map per message): one append per poll round.
+
+The round's requests, parsed (``actors.writer.ingress``), are appended together with
+``CommitLogWriter.write`` (one copy per file) and each answered with one result per message it
+sent, in its order: a message refused before the append keeps its refusal, the others get what the
+append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched; under
+SYNC_FLUSH both wait for the flush (``actors.writer.sync``). While the disk is full every message is
+refused as SERVICE_NOT_AVAILABLE and nothing is appended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from actors.clock import wall_ms
+from actors.writer.outlets import Outlets
+from actors.writer.state import WriterState
+from engine.batch.dispatch import DispatchBatch
+from engine.log.message import Message, PutResult, PutStatus
+from ipc import schema
+from ipc.notices import Dispatch, Written
+
+
+@dataclass(slots=True)
+class MessageSend:
+    """A ``send`` request parsed: the messages to append, with their queue ids."""
+
+    identity: bytes
+    request_id: Any
+    messages: list[Message]
+    queue_ids: list[int]
+    refused: list[PutResult | None]  # one per message sent: its refusal, or None for one in ``messages``
+
+
+def result_fields(r: PutResult) -> dict[str, Any]:
+    if not r.ok:
+        return {"status": r.status.value, "reason": r.reason}
+    return {"status": r.status.value, "msg_id": r.msg_id, "queue": r.queue_id, "queue_offset": r.queue_offset,
+            "phys_offset": r.phys_offset, "uniq_key": r.uniq_key}
+
+
+def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) -> None:
+    cfg = state.config
+    if state.disk.full:
+        reason = (f"disk {state.disk.used_ratio:.0%} used, past {cfg.retention.disk_warning_ratio:.0%}: "
+                  "sends are refused until space returns")
+        for send in sends:
+            fields = [result_fields(r) if r is not None else {"status": PutStatus.SERVICE_NOT_AVAILABLE.value,
+                                                               "reason": reason} for r in send.refused]
+            outlets.reply(send.identity, schema.ok_reply(send.request_id, results=fields))
+        return
+    messages = [m for send in sends for m in send.messages]
+    queue_ids = [q for send in sends for q in send.queue_ids]
+    commitlog = state.writer.commitlog
+    start = commitlog.max_offset
+    outcome = state.writer.write(messages, queue_ids, wall_ms())
+    end = commitlog.max_offset
+    if outcome.requests:
+        outlets.progress.last_store_ms = outcome.store_ms
+    results = iter(outcome.results)
+    replies = []
+    for send in sends:
+        fields = [result_fields(r if r is not None else next(results)) for r in send.refused]
+        replies.append((send.identity, send.request_id, fields))
+    if cfg.sync_flush and outcome.requests:
+        outlets.written(Written(end, outcome.store_ms, True))
+        state.waiters.hold_results(end, replies)
+        state.waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
+    else:
+        for identity, request_id, fields in replies:
+            outlets.reply(identity, schema.ok_reply(request_id, results=fields))
+        if outcome.requests:
+            outlets.dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))

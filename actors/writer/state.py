@@ -1,0 +1,68 @@
+"""What the writer's rounds share, each piece a small class the loop owns and hands down.
+
+- the commitlog's write path (``engine.log.writer.CommitLogWriter``): queue offsets, appends;
+- ``TopicQueues``: the topic table and where round robin stands per topic, one for both kinds of
+  send (messages as maps, producer-encoded batches);
+- ``DiskState``: the last disk check, which refuses sends while the disk is full;
+- ``SyncWaiters`` (``actors.writer.sync``): what waits for a flush under SYNC_FLUSH.
+
+``WriterState`` bundles them with the broker's configuration; the sockets a round answers and
+publishes on come beside it, as ``actors.writer.outlets.Outlets``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from actors.config import BrokerConfig
+from actors.writer.sync import SyncWaiters
+from engine.log.writer import CommitLogWriter
+from engine.retention import CleanupDecision
+from engine.topics import TopicTable
+
+
+class TopicQueues:
+    """Topics created on first send with ``default_queues`` queues, and the next round-robin turn of
+    each (not persisted: a restart begins every topic at its queue 0)."""
+
+    __slots__ = ("default_queues", "round_robin", "table")
+
+    def __init__(self, table: TopicTable, default_queues: int) -> None:
+        self.table = table
+        self.default_queues = default_queues
+        self.round_robin: dict[str, int] = {}
+
+    def queue_count(self, topic: str) -> int:
+        """Raises TopicError for a topic refused, OSError when a new one cannot be persisted."""
+        return self.table.get_or_create(topic, self.default_queues).queue_count
+
+    def next_round_robin(self, topic: str, queue_count: int) -> int:
+        n = self.round_robin.get(topic, 0)
+        self.round_robin[topic] = n + 1
+        return n % queue_count
+
+
+@dataclass(slots=True)
+class DiskState:
+    """The last disk check (``engine.retention.decide``): sends are refused while it says full."""
+
+    decision: CleanupDecision | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.decision is not None and self.decision.disk_full
+
+    @property
+    def used_ratio(self) -> float:
+        return self.decision.used_ratio if self.decision is not None else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class WriterState:
+    """The pieces every round gets, owned by the loop."""
+
+    config: BrokerConfig
+    writer: CommitLogWriter
+    queues: TopicQueues
+    disk: DiskState
+    waiters: SyncWaiters

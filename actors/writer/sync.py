@@ -1,0 +1,106 @@
+"""SYNC_FLUSH on the writer's side: answers and dispatch batches held until the flush is known.
+
+A round appended under SYNC_FLUSH publishes ``written`` with ``sync`` set; the flush service fsyncs
+at once and publishes ``flushed``, and one fsync serves every waiter up to that offset (group commit).
+Until then each answer waits here as a ``PendingSync`` and each batch as its ``dispatch`` notice, so
+no builder makes a record visible before it is durable. A ``flushed`` notice that covers them
+releases the batches first, then the answers, in the order they were written; an answer that waited
+past the sync timeout is sent as FLUSH_DISK_TIMEOUT (the record is in the log and becomes visible
+once flushed). ``flushed`` notices come in either flush mode: ``flushed_end`` is reported on every tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from actors.clock import monotonic_ms
+from actors.writer.outlets import Outlets
+from engine.log.message import PutStatus
+from ipc import schema
+from ipc.notices import Dispatch, Flushed
+
+log = logging.getLogger("mqstore")
+
+
+@dataclass(slots=True)
+class PendingSync:
+    end: int                 # acknowledged once flushed reaches this
+    deadline_ms: int
+    identity: bytes
+    request_id: Any
+    results: list[dict[str, Any]]
+    packed: dict[str, Any] | None = None  # an encoded send's reply fields (results are then empty)
+
+
+class SyncWaiters:
+    """How far the commitlog is flushed, and what waits for it to reach further."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.flushed_end = 0
+        self.pending: deque[PendingSync] = deque()
+        self.undispatched: deque[Dispatch] = deque()
+
+    def __len__(self) -> int:
+        """Answers waiting for a flush."""
+        return len(self.pending)
+
+    def on_flushed(self, flushed_in: zmq.Socket[Any]) -> None:
+        """Take every ``flushed`` notice waiting on the socket."""
+        while True:
+            try:
+                _, frame = flushed_in.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                self.flushed_end = max(self.flushed_end, Flushed.decode(frame).end)
+            except schema.SchemaError:
+                log.warning("ignoring a malformed flushed notice")
+
+    def hold_results(self, end: int, replies: list[tuple[bytes, Any, list[dict[str, Any]]]]) -> None:
+        """A round of sends: each request's results wait for the flush to reach ``end``."""
+        deadline = monotonic_ms() + self.timeout_ms
+        for identity, request_id, fields in replies:
+            self.pending.append(PendingSync(end, deadline, identity, request_id, fields))
+
+    def hold_packed(self, end: int, identity: bytes, request_id: Any, packed: dict[str, Any]) -> None:
+        """An encoded send's reply waits for the flush to reach ``end``."""
+        self.pending.append(PendingSync(end, monotonic_ms() + self.timeout_ms, identity, request_id, [], packed))
+
+    def hold_dispatch(self, notice: Dispatch) -> None:
+        self.undispatched.append(notice)
+
+    def release(self, outlets: Outlets) -> None:
+        """Publish and answer what the flush covers, time out what waited too long."""
+        while self.undispatched and self.undispatched[0].to_phys <= self.flushed_end:
+            outlets.dispatch(self.undispatched.popleft())
+        now = monotonic_ms()
+        while self.pending and (self.pending[0].end <= self.flushed_end or self.pending[0].deadline_ms <= now):
+            p = self.pending.popleft()
+            if p.end > self.flushed_end:
+                for fields in p.results:
+                    if fields["status"] == PutStatus.PUT_OK.value:
+                        fields["status"] = PutStatus.FLUSH_DISK_TIMEOUT.value
+                if p.packed is not None:
+                    p.packed["written_status"] = PutStatus.FLUSH_DISK_TIMEOUT.value
+            if p.packed is not None:
+                outlets.reply(p.identity, schema.ok_reply(p.request_id, **p.packed))
+            else:
+                outlets.reply(p.identity, schema.ok_reply(p.request_id, results=p.results))
+
+    def drain(self, outlets: Outlets, flushed_in: zmq.Socket[Any]) -> None:
+        """On stop, give waiting sends their flush, or their timeout: never wait longer than the sync
+        timeout (the flush service may be gone). Batches still not dispatched are read back from the
+        commitlog by the builders, or by the supervisor's final catch-up."""
+        deadline = monotonic_ms() + self.timeout_ms
+        while (self.pending or self.undispatched) and monotonic_ms() < deadline:
+            if flushed_in.poll(50):
+                self.on_flushed(flushed_in)
+            self.release(outlets)
+        self.release(outlets)
+        self.undispatched.clear()

@@ -1,0 +1,187 @@
+"""Notices: what one actor tells the others over PUB/SUB, one typed value per topic.
+
+A notice is two frames: its topic (``ipc.schema``'s ``TICK``, ``WRITTEN``, ...) and one msgpack map
+(``schema.pack``) that carries ``v`` (``schema.VERSION``) and the fields below, in this order. A
+notice's ``encode()`` gives the map, ``frames()`` both frames; ``decode(frame)`` takes the map and
+raises ``schema.SchemaError`` for one that is not that notice (the subscriber logs it and goes on).
+PUB/SUB may drop a notice; what one says can be read back from the files, so a lost one only delays.
+
+| topic      | from -> to                                | map fields                                                 |
+|------------|-------------------------------------------|------------------------------------------------------------|
+| `tick`     | writer -> builders                        | `end`: every batch below it was published on `dispatch`    |
+| `written`  | writer -> flush service                   | `end` (of the commitlog), `store_ms` (of its last record), |
+|            |                                           | `sync` (a SYNC_FLUSH send waits: flush at once)            |
+| `flushed`  | flush service -> writer                   | `end`: the commitlog is durable below it                   |
+| `dispatch` | writer -> builders                        | `from`, `to` (the commitlog range), `topics`, `cols`       |
+|            |                                           | (``DISPATCH_COLUMNS`` rows as bytes), `keys`, `uniq`       |
+| `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
+|            |                                           | `applied` (commitlog offset), `store_ms`                   |
+| `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
+
+Offsets and times are signed 64-bit values, as in the files. The dispatch batch is the engine's own
+value (``engine.batch.dispatch.DispatchBatch``): the frame carries its columns as they are, and the
+topics an ``arrived`` notice names are checked with the engine's topic rule (readers open their files
+by them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from engine.batch.dispatch import DispatchBatch
+from engine.config import check_topic
+from ipc import schema
+
+LONG_MAX = (1 << 63) - 1
+
+
+def _offset(message: dict[str, Any], name: str, default: Any = ...) -> int:
+    value: int = schema.field(message, name, int, default=default, lo=0, hi=LONG_MAX)
+    return value
+
+
+def _strings(message: dict[str, Any], name: str) -> list[str]:
+    values: list[Any] = schema.field(message, name, list)
+    if not all(isinstance(v, str) for v in values):
+        raise schema.SchemaError(f"field {name!r} must hold strings")
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """How far builders may apply: every dispatch batch below ``end`` was published."""
+
+    TOPIC: ClassVar[bytes] = schema.TICK
+    end: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "end": self.end})
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Tick:
+        return cls(_offset(schema.unpack(frame), "end"))
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """How far the commitlog goes; ``sync`` when a SYNC_FLUSH send waits for its flush."""
+
+    TOPIC: ClassVar[bytes] = schema.WRITTEN
+    end: int
+    store_ms: int
+    sync: bool
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "end": self.end, "store_ms": self.store_ms, "sync": self.sync})
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Written:
+        message = schema.unpack(frame)
+        return cls(_offset(message, "end"), _offset(message, "store_ms", 0),
+                   schema.field(message, "sync", bool, default=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Flushed:
+    """How far the commitlog is durable."""
+
+    TOPIC: ClassVar[bytes] = schema.FLUSHED
+    end: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "end": self.end})
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Flushed:
+        return cls(_offset(schema.unpack(frame), "end"))
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One append's DispatchRequests, as one batch of columns, and the commitlog range it covers
+    (``from_phys`` to ``to_phys``): one frame per batch, not one map per record."""
+
+    TOPIC: ClassVar[bytes] = schema.DISPATCH
+    from_phys: int
+    to_phys: int
+    batch: DispatchBatch
+
+    def encode(self) -> bytes:
+        batch = self.batch
+        return schema.pack({"v": schema.VERSION, "from": self.from_phys, "to": self.to_phys, "topics": batch.topics,
+                            "cols": batch.columns.tobytes(), "keys": batch.keys, "uniq": batch.uniq_keys})
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Dispatch:
+        message = schema.unpack(frame)
+        from_phys, to_phys = _offset(message, "from"), _offset(message, "to")
+        columns = schema.field(message, "cols", bytes)
+        topics, keys, uniq_keys = (schema.field(message, name, list) for name in ("topics", "keys", "uniq"))
+        try:
+            batch = DispatchBatch.from_wire(columns, topics, keys, uniq_keys)
+        except (TypeError, ValueError) as exc:  # columns, keys and topics that disagree, or not strings
+            raise schema.SchemaError(f"not a dispatch batch: {exc}") from None
+        return cls(from_phys, to_phys, batch)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrived:
+    """Queues that grew: each one's next queue offset, and how far the builder applied the commitlog."""
+
+    TOPIC: ClassVar[bytes] = schema.ARRIVED
+    queues: tuple[tuple[str, int, int], ...]
+    applied: int
+    store_ms: int
+
+    def encode(self) -> bytes:
+        # tuples pack as msgpack arrays, the same bytes lists give
+        return schema.pack({"v": schema.VERSION, "queues": self.queues, "applied": self.applied,
+                            "store_ms": self.store_ms})
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Arrived:
+        message = schema.unpack(frame)
+        applied = _offset(message, "applied")
+        queues = schema.field(message, "queues", list)
+        if not all(isinstance(q, list) and len(q) == 3 and isinstance(q[0], str) and check_topic(q[0]) is None
+                   and isinstance(q[1], int) and isinstance(q[2], int) for q in queues):
+            raise schema.SchemaError("queues must be [topic, queue id, max offset] triples")
+        return cls(tuple((q[0], q[1], q[2]) for q in queues), applied, _offset(message, "store_ms", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed:
+    """Index files written since the last notice, and how far the builder applied the commitlog."""
+
+    TOPIC: ClassVar[bytes] = schema.INDEXED
+    files: tuple[str, ...]
+    applied: int
+    store_ms: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "files": self.files, "applied": self.applied,
+                            "store_ms": self.store_ms})
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Indexed:
+        message = schema.unpack(frame)
+        return cls(tuple(_strings(message, "files")), _offset(message, "applied"), _offset(message, "store_ms", 0))

@@ -1,0 +1,114 @@
+"""SYNC_FLUSH waiters: a flush releases the batches it covers before the answers it covers, in the
+order they were written; an answer past its deadline goes out as FLUSH_DISK_TIMEOUT; the rest wait."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import zmq
+
+from actors.writer.outlets import Outlets, Progress
+from actors.writer.sync import SyncWaiters
+from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from ipc import schema
+from ipc.notices import Dispatch, Flushed
+
+
+class Socket:
+    """Every frame sent, and the frames waiting to be received."""
+
+    def __init__(self, waiting: list[list[bytes]] | None = None) -> None:
+        self.sent: list[list[bytes]] = []
+        self.waiting = list(waiting or [])
+
+    def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+        self.sent.append(frames)
+
+    def recv_multipart(self, flags: int = 0) -> list[bytes]:
+        if not self.waiting:
+            raise zmq.Again()
+        return self.waiting.pop(0)
+
+    def poll(self, timeout: int = 0) -> int:
+        return int(bool(self.waiting))
+
+
+def _outlets(log: list[tuple[str, Any]]) -> tuple[Outlets, Progress]:
+    class Logged(Socket):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+        def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+            log.append((self.name, frames))
+
+    progress = Progress(dispatched_end=0)
+    reply: Any = Logged("reply")
+    dispatch: Any = Logged("dispatch")
+    written: Any = Logged("written")
+    return Outlets(reply, dispatch, written, progress), progress
+
+
+def _dispatch(start: int, end: int) -> Dispatch:
+    return Dispatch(start, end, DispatchBatch(np.empty(0, DISPATCH_COLUMNS), [], [], []))
+
+
+def test_a_flush_releases_batches_then_answers_up_to_its_end() -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=60_000)
+    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}]), (b"b", 2, [{"status": "PUT_OK"}])])
+    waiters.hold_dispatch(_dispatch(0, 100))
+    waiters.hold_packed(200, b"c", 3, {"results": b"", "status": "PUT_OK", "written_status": "PUT_OK"})
+    waiters.hold_dispatch(_dispatch(100, 200))
+    assert len(waiters) == 3
+    waiters.release(outlets)
+    assert log == []  # nothing flushed yet
+    flushed_in: Any = Socket([[schema.FLUSHED, Flushed(150).encode()], [schema.FLUSHED, b"\xc1"]])
+    waiters.on_flushed(flushed_in)
+    assert waiters.flushed_end == 150
+    waiters.release(outlets)
+    assert [name for name, _ in log] == ["dispatch", "reply", "reply"]
+    assert Dispatch.decode(log[0][1][1]).to_phys == 100 and progress.dispatched_end == 100
+    assert [(f[0], schema.unpack(f[1])["id"], schema.unpack(f[1])["results"]) for _, f in log[1:]] == [
+        (b"a", 1, [{"status": "PUT_OK"}]), (b"b", 2, [{"status": "PUT_OK"}])]
+    assert len(waiters) == 1
+
+
+def test_an_answer_past_its_deadline_is_a_flush_timeout_and_its_batch_still_waits() -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=0)  # every deadline is now
+    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}, {"status": "MESSAGE_ILLEGAL"}])])
+    waiters.hold_packed(100, b"b", 2, {"results": b"", "status": "PUT_OK", "written_status": "PUT_OK"})
+    waiters.hold_dispatch(_dispatch(0, 100))
+    waiters.release(outlets)
+    replies = [schema.unpack(frames[1]) for name, frames in log if name == "reply"]
+    assert [r["results"] for r in replies[:1]] == [[{"status": "FLUSH_DISK_TIMEOUT"}, {"status": "MESSAGE_ILLEGAL"}]]
+    assert replies[1]["written_status"] == "FLUSH_DISK_TIMEOUT" and replies[1]["status"] == "PUT_OK"
+    assert all(name == "reply" for name, _ in log) and progress.dispatched_end == 0
+    assert len(waiters.undispatched) == 1  # the record becomes visible once flushed
+
+
+def test_drain_on_stop_waits_for_the_flush_within_the_sync_timeout() -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=60_000)
+    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}])])
+    waiters.hold_dispatch(_dispatch(0, 100))
+    flushed_in: Any = Socket([[schema.FLUSHED, Flushed(100).encode()]])
+    waiters.drain(outlets, flushed_in)
+    assert [name for name, _ in log] == ["dispatch", "reply"]
+    assert progress.dispatched_end == 100 and len(waiters) == 0 and not waiters.undispatched
+
+
+def test_drain_on_stop_without_a_flush_times_out_and_leaves_the_batch_to_the_builders() -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=0)  # the flush service is gone: no waiting past the timeout
+    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}])])
+    waiters.hold_dispatch(_dispatch(0, 100))
+    waiters.drain(outlets, Socket())  # type: ignore[arg-type]
+    assert [schema.unpack(frames[1])["results"] for _, frames in log] == [[{"status": "FLUSH_DISK_TIMEOUT"}]]
+    assert progress.dispatched_end == 0 and not waiters.undispatched  # read back from the commitlog
