@@ -50,8 +50,8 @@ import zmq
 from ipc import schema
 from ipc.client import Admin, Consumer, Producer
 from ipc.endpoints import Endpoints
+from scripts.harness import Broker, free_port_range, wait_for
 from scripts.survival.hostile_requests import as_request, encoded_requests, invalid_frames, mutants
-from tests.integration.broker import Broker, free_port_range, wait_for
 
 GOOD_TOPIC = "Good"
 HOSTILE_TOPIC = "Hostile"
