@@ -21,62 +21,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from ipc.client import Consumer, Producer
+from scripts.bench.limits import fdatasync_rate, ipc_round_trip_us
 from scripts.cli.broker import control_request
-
-
-def ipc_round_trip_us(directory: Path, rounds: int = 5000, payload_bytes: int = 128) -> float:
-    """Microseconds of one DEALER -> ROUTER -> DEALER round trip of a ``payload_bytes`` frame."""
-    ctx: zmq.Context[Any] = zmq.Context()
-    try:
-        server = ctx.socket(zmq.ROUTER)
-        server.bind(f"ipc://{directory}/rt.sock")
-        client = ctx.socket(zmq.DEALER)
-        client.connect(f"ipc://{directory}/rt.sock")
-        stop = threading.Event()
-
-        def echo() -> None:
-            while not stop.is_set():
-                if server.poll(100):
-                    server.send_multipart(server.recv_multipart())
-        thread = threading.Thread(target=echo, daemon=True)
-        thread.start()
-        client.send(b"x")
-        client.recv()
-        payload = b"x" * payload_bytes
-        start = time.perf_counter()
-        for _ in range(rounds):
-            client.send(payload)
-            client.recv()
-        elapsed = time.perf_counter() - start
-        stop.set()
-        thread.join()
-        return elapsed / rounds * 1e6
-    finally:
-        ctx.destroy(linger=0)
-        (directory / "rt.sock").unlink(missing_ok=True)  # ZeroMQ leaves the ipc socket file behind
-
-
-def fdatasync_rate(directory: Path, appends: int = 500) -> float:
-    """Small appends per second, each made durable with fdatasync."""
-    path = directory / "fsync-probe"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        start = time.perf_counter()
-        for _ in range(appends):
-            os.write(fd, b"x" * 128)
-            os.fdatasync(fd)
-        return appends / (time.perf_counter() - start)
-    finally:
-        os.close(fd)
-        path.unlink()
 
 
 class BrokerRun:
