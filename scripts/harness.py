@@ -112,7 +112,11 @@ class BrokerProcess:
         else:
             with open(self.log_path, "ab") as log:  # the child writes it through its own descriptor
                 self.proc = subprocess.Popen(command, stdout=log, stderr=log, cwd=ROOT)
-        self.wait_ready(timeout_s)
+        try:
+            self.wait_ready(timeout_s)
+        except BaseException:
+            self.__exit__()  # never ready: killed rather than left running past the run that started it
+            raise
         return self
 
     def status(self) -> dict[str, Any] | None:

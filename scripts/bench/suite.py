@@ -41,10 +41,10 @@ from typing import Any
 
 import multiprocess
 
+from scripts import harness
 from scripts.bench import limits as bench_limits
 from scripts.bench import redis_peer as bench_redis
 from scripts.bench import sweep as bench_sweep
-from scripts.bench.e2e import BrokerRun
 from scripts.bench.load import LoadResult, Workload, actor_cpu_s, run_load
 from scripts.cli.broker import control_request
 
@@ -66,9 +66,9 @@ def private_memory(store: Path) -> dict[str, int]:
 
 
 def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLUSH",
-               drain: bool = True) -> tuple[dict[str, Any], Path, BrokerRun]:
+               drain: bool = True) -> tuple[dict[str, Any], Path, harness.BrokerProcess]:
     """Producers alone for the run, then consumers drain the backlog. The broker stays up (caller stops)."""
-    broker = BrokerRun(work / name, "--flush", flush, "--readers", str(spec.readers))
+    broker = harness.BrokerProcess(work / name, "--flush", flush, "--readers", str(spec.readers)).start()
     memory_before, cpu_before = private_memory(broker.store), actor_cpu_s(broker.store)
     send = run_load(broker.store, spec).summary["send"]
     memory_after, cpu_after = private_memory(broker.store), actor_cpu_s(broker.store)
