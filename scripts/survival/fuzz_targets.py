@@ -47,7 +47,7 @@ from engine.topics import TopicError
 from engine.verify import verify_store
 from ipc import schema
 from ipc.encoded import Encoding
-from scripts.survival.hostile_requests import JUNK, REQUESTS, as_request, encoded_requests, invalid_frames
+from scripts.survival.hostile.requests import JUNK, REQUESTS, as_request, encoded_requests, invalid_frames
 
 GEOMETRY = Geometry(commitlog_file_size=8 * 1024, cq_entries_per_file=16, index_slot_count=16,
                     index_entry_count=64)

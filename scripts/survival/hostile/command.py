@@ -51,7 +51,7 @@ from ipc import schema
 from ipc.client import Admin, Consumer, Producer
 from ipc.endpoints import Endpoints
 from scripts.harness import Broker, free_port_range, wait_for
-from scripts.survival.hostile_requests import as_request, encoded_requests, invalid_frames, mutants
+from scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
 
 GOOD_TOPIC = "Good"
 HOSTILE_TOPIC = "Hostile"
