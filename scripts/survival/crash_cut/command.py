@@ -58,7 +58,7 @@ def run(ops: int, torn_per_step: int, seed: int, max_seconds: float, workdir: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.survival.crash_cut", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=300, help="workload steps to record")
     parser.add_argument("--torn-per-step", type=int, default=2, help="random torn cuts per record and step")
     parser.add_argument("--seed", type=int, default=7)
