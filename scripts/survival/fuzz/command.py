@@ -39,7 +39,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from scripts.survival.fuzz_targets import Finding, Target, build
+from scripts.survival.fuzz.targets import Finding, Target, build
 
 TARGETS = ("record", "wire", "remoting", "queue_index", "config", "recovery")
 WEIGHTS = {"record": 40, "wire": 25, "remoting": 10, "queue_index": 10, "config": 12, "recovery": 3}  # of --inputs
