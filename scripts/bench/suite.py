@@ -4,7 +4,7 @@
 
 In order, on fresh stores in a temp dir (k = the core count):
 
-1. limits (``bench_limits``);
+1. limits (``scripts.bench.limits``);
 2. ASYNC_FLUSH, 128-byte bodies, k producers, batches of 100, tags on, keys on 10 %, for ``--seconds``;
    then k consumers drain what was appended (consumable: the consume-queue builder and readers keep
    up); the writer's and builders' anonymous resident memory (RssAnon) before and after;
@@ -17,8 +17,8 @@ In order, on fresh stores in a temp dir (k = the core count):
    one key per request with several in flight, and many keys per request (``Admin.query_keys``);
 7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
    seconds per GiB from a ``--recovery-mb`` store;
-8. the Redis Streams peer (``bench_redis``), everysec and always;
-9. the sweep (``bench_sweep``), plotted with the latency histogram of 5.
+8. the Redis Streams peer (``scripts.bench.redis_peer``), everysec and always;
+9. the sweep (``scripts.bench.sweep``), plotted with the latency histogram of 5.
 
 Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
