@@ -26,10 +26,10 @@ def put_batch_rate(directory: Path, body_bytes: int, count: int, batch: int) -> 
     store_dir = directory / f"store-{body_bytes}"
     body = os.urandom(body_bytes)
     batches = []
-    for start in range(0, count, batch):
+    for first in range(0, count, batch):
         batches.append([Message("BenchTopic", body, tags="TagA" if i % 2 else "TagB",
                                 keys=(f"key-{i}",) if i % 10 == 0 else ())
-                        for i in range(start, min(count, start + batch))])
+                        for i in range(first, min(count, first + batch))])
     config = StoreConfig(geometry=Geometry(), max_body_bytes=max(body_bytes, 4 * 1024 * 1024))
     with MessageStore.open(store_dir, config) as store:
         start = time.perf_counter()

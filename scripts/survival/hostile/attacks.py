@@ -20,6 +20,7 @@ import zmq
 
 from ipc import schema
 from ipc.client import Admin, Producer
+from ipc.encoded import OP_ENCODING, Encoding
 from ipc.endpoints import Endpoints
 from scripts.harness import wait_for
 from scripts.survival.hostile.observers import GOOD_TOPIC
@@ -241,13 +242,20 @@ class Attacks:
 
     def invalid_msgpack(self) -> dict[str, Any]:
         frames = invalid_frames(self.rng, self.args.frames)
-        with Producer(endpoints=self.ep) as producer:  # how the writer encodes: its valid send_encoded is one
-            shapes = list(encoded_requests(producer._batch_encoder().encoding, self.rng).values())
+        shapes = list(encoded_requests(self._writer_encoding(), self.rng).values())  # its valid send_encoded is one
         out = {}
         for name, endpoint in (("ingress", self.ep.ingress), ("reader", self.ep.reader(0))):
             replies = self._exchange(endpoint, [[f] for f in frames] + [[b"\x80", b"extra"]] + shapes)
             out[name] = replies
         return out
+
+    def _writer_encoding(self) -> Encoding:
+        """How the writer encodes records, as it answers every producer that asks (``OP_ENCODING``)."""
+        with dealer(self.ctx, self.ep.ingress) as sock:
+            sock.send(schema.pack(schema.request(OP_ENCODING, 1)))
+            if not sock.poll(10_000):
+                raise TimeoutError("the writer did not say how it encodes")
+            return Encoding.from_reply(schema.unpack(sock.recv()))
 
     def wrong_types(self) -> dict[str, Any]:
         by_op: dict[tuple[str, str], list[dict[str, Any]]] = {}
