@@ -29,7 +29,7 @@ from typing import Any
 
 from ipc.ack_consumer import AckConsumer
 from ipc.client import Consumer, Producer
-from scripts.bench.e2e import BrokerRun
+from scripts import harness
 
 TOPIC = "BenchAck"
 IDLE_S = 1.0  # a consumer that gets nothing for this long is done
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = root / "broker.toml"
         config.write_text(f"[broker]\nreaders = {args.readers}\n")
-        broker = BrokerRun(root / "store", "--config", str(config))
+        broker = harness.BrokerProcess(root / "store", config=config).start()
         try:
             produce(broker.store, args.count, args.body_bytes)
             wait_consumable(broker.store, args.count)

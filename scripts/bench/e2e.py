@@ -3,11 +3,11 @@ in ASYNC_FLUSH and SYNC_FLUSH, next to this machine's limits measured in the sam
 
     python -m scripts.bench.e2e [--count 50000] [--batch 100] [--body-bytes 128] [--latency-count 2000]
 
-Each mode starts a real broker (``mqstore start``) on a fresh store in a temp dir and stops it
-afterwards. Latency: single sends, one at a time, each timed from before ``send`` until a consumer
-already long-polling the queue receives it. Limits: a ZeroMQ ipc DEALER/ROUTER round trip, and the
-rate of small appends each followed by fdatasync (what SYNC_FLUSH is bounded by without group
-commit). Prints one JSON object.
+Each mode starts a real broker (``mqstore start``, through ``scripts.harness``) on a fresh store in
+a temp dir and stops it afterwards. Latency: single sends, one at a time, each timed from before
+``send`` until a consumer already long-polling the queue receives it. Limits (``scripts.bench.limits``):
+a ZeroMQ ipc DEALER/ROUTER round trip, and the rate of small appends each followed by fdatasync (what
+SYNC_FLUSH is bounded by without group commit). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -18,88 +18,14 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from ipc.client import Consumer, Producer
-from ipc.control import control_request
-
-
-def ipc_round_trip_us(directory: Path, rounds: int = 5000, payload_bytes: int = 128) -> float:
-    """Microseconds of one DEALER -> ROUTER -> DEALER round trip of a ``payload_bytes`` frame."""
-    ctx: zmq.Context[Any] = zmq.Context()
-    try:
-        server = ctx.socket(zmq.ROUTER)
-        server.bind(f"ipc://{directory}/rt.sock")
-        client = ctx.socket(zmq.DEALER)
-        client.connect(f"ipc://{directory}/rt.sock")
-        stop = threading.Event()
-
-        def echo() -> None:
-            while not stop.is_set():
-                if server.poll(100):
-                    server.send_multipart(server.recv_multipart())
-        thread = threading.Thread(target=echo, daemon=True)
-        thread.start()
-        client.send(b"x")
-        client.recv()
-        payload = b"x" * payload_bytes
-        start = time.perf_counter()
-        for _ in range(rounds):
-            client.send(payload)
-            client.recv()
-        elapsed = time.perf_counter() - start
-        stop.set()
-        thread.join()
-        return elapsed / rounds * 1e6
-    finally:
-        ctx.destroy(linger=0)
-        (directory / "rt.sock").unlink(missing_ok=True)  # ZeroMQ leaves the ipc socket file behind
-
-
-def fdatasync_rate(directory: Path, appends: int = 500) -> float:
-    """Small appends per second, each made durable with fdatasync."""
-    path = directory / "fsync-probe"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        start = time.perf_counter()
-        for _ in range(appends):
-            os.write(fd, b"x" * 128)
-            os.fdatasync(fd)
-        return appends / (time.perf_counter() - start)
-    finally:
-        os.close(fd)
-        path.unlink()
-
-
-class BrokerRun:
-    """A real broker (``mqstore start``) for a benchmark: started, awaited until ready, stopped."""
-
-    def __init__(self, store: Path, *start_args: str) -> None:
-        self.store = store
-        self.proc = subprocess.Popen([sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(self.store),
-                                      *start_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if control_request(self.store, "status", timeout_ms=500).get("ready"):
-                    return
-            except ConnectionError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"the broker on {store} did not start")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(120)
+from scripts import harness
+from scripts.bench.limits import fdatasync_rate, ipc_round_trip_us
 
 
 def throughput(store: Path, count: int, batch: int, body_bytes: int) -> dict[str, Any]:
@@ -156,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                   "fdatasync_appends_per_s": round(fdatasync_rate(root))}
         runs = []
         for mode in args.modes.split(","):
-            broker = BrokerRun(root / f"store-{mode}", "--flush", mode)
+            broker = harness.BrokerProcess(root / f"store-{mode}", "--flush", mode).start()
             try:
                 run = {"mode": mode, "throughput": throughput(broker.store, args.count, args.batch, args.body_bytes),
                        "send_to_consumable": latency(broker.store, args.latency_count, args.body_bytes)}

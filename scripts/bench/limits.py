@@ -3,29 +3,104 @@
     mqstore bench limits [--dir DIR] [--quick]
 
 - ``mmap_copy_mb_per_s``: a numpy copy into a fresh, fallocated shared mapping (what an append costs
-  at best; ``bench_put_batch.mmap_copy_bandwidth``);
+  at best; ``mmap_copy_bandwidth``, which ``scripts.bench.put_batch`` compares with too);
 - ``seq_write_fdatasync_mb_per_s``: sequential 4 MiB writes of a fresh file, then one fdatasync (what
   a flushed commitlog can take at best);
 - ``fdatasync_appends_per_s``: small appends each followed by fdatasync (a sync send without group
-  commit; ``bench_e2e.fdatasync_rate``);
+  commit; ``fdatasync_rate``, which ``scripts.bench.e2e`` compares with too);
 - ``ipc_batch_round_trip_us``: a ZeroMQ ipc DEALER/ROUTER round trip of one batch-sized frame
-  (``bench_e2e.ipc_round_trip_us``), and the messages/s one synchronous producer could reach with it.
+  (``ipc_round_trip_us``), and the messages/s one synchronous producer could reach with it.
+
+Each probe is a function of its own here, so the benchmarks that put a figure next to a limit
+measure it the same way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from scripts.bench.e2e import fdatasync_rate, ipc_round_trip_us
-from scripts.bench.put_batch import mmap_copy_bandwidth
+import numpy as np
+import zmq
 
 CHUNK_BYTES = 4 * 1024 * 1024
+
+
+def mmap_copy_bandwidth(directory: Path, size_bytes: int = 256 * 1024 * 1024, rounds: int = 3) -> float:
+    """Bytes/s of copying a numpy buffer into a fresh, fallocated, shared mapping (best of rounds)."""
+    src = np.random.default_rng(1).integers(0, 255, size_bytes, dtype=np.uint8)
+    best = 0.0
+    for i in range(rounds):
+        path = directory / f"mmap-bw-{i}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, size_bytes)
+            mm = mmap.mmap(fd, size_bytes)
+            dst = np.frombuffer(mm, dtype=np.uint8)
+            start = time.perf_counter()
+            dst[:] = src
+            elapsed = time.perf_counter() - start
+            del dst
+            mm.close()
+        finally:
+            os.close(fd)
+            path.unlink()
+        best = max(best, size_bytes / elapsed)
+    return best
+
+
+def ipc_round_trip_us(directory: Path, rounds: int = 5000, payload_bytes: int = 128) -> float:
+    """Microseconds of one DEALER -> ROUTER -> DEALER round trip of a ``payload_bytes`` frame."""
+    ctx: zmq.Context[Any] = zmq.Context()
+    try:
+        server = ctx.socket(zmq.ROUTER)
+        server.bind(f"ipc://{directory}/rt.sock")
+        client = ctx.socket(zmq.DEALER)
+        client.connect(f"ipc://{directory}/rt.sock")
+        stop = threading.Event()
+
+        def echo() -> None:
+            while not stop.is_set():
+                if server.poll(100):
+                    server.send_multipart(server.recv_multipart())
+        thread = threading.Thread(target=echo, daemon=True)
+        thread.start()
+        client.send(b"x")
+        client.recv()
+        payload = b"x" * payload_bytes
+        start = time.perf_counter()
+        for _ in range(rounds):
+            client.send(payload)
+            client.recv()
+        elapsed = time.perf_counter() - start
+        stop.set()
+        thread.join()
+        return elapsed / rounds * 1e6
+    finally:
+        ctx.destroy(linger=0)
+        (directory / "rt.sock").unlink(missing_ok=True)  # ZeroMQ leaves the ipc socket file behind
+
+
+def fdatasync_rate(directory: Path, appends: int = 500) -> float:
+    """Small appends per second, each made durable with fdatasync."""
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        start = time.perf_counter()
+        for _ in range(appends):
+            os.write(fd, b"x" * 128)
+            os.fdatasync(fd)
+        return appends / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
 
 
 def seq_write_fdatasync_bandwidth(directory: Path, size_bytes: int = 512 * 1024 * 1024) -> float:

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
                         for m in template[:n]]
                 t0 = time.perf_counter()
                 future = send(msgs)
-            future.add_done_callback(lambda f, t0=t0, n=n: _done(meter, rts, f, t0, n))
+            future.add_done_callback(partial(_done, meter, rts, t0=t0, n=n))
             outstanding.append(future)
             sent += n
             now = time.monotonic()

@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 
 from ipc.control import control_request
-from scripts.bench.e2e import BrokerRun
+from scripts import harness
 from scripts.bench.load import run_load
 from scripts.cli.bench import workload_from
 
@@ -44,7 +44,7 @@ def one_run(body_bytes: int, ahead_bytes: int, duration_s: float, mode: str) -> 
     with tempfile.TemporaryDirectory(prefix="mqstore-prefault-") as work:
         config = Path(work) / "broker.toml"
         config.write_text(f"[store]\nprefault_ahead_bytes = {ahead_bytes}\n[flush]\nmode = \"{mode}\"\n")
-        broker = BrokerRun(Path(work) / "store", "--config", str(config), "--remoting", "off")
+        broker = harness.BrokerProcess(Path(work) / "store", "--remoting", "off", config=config).start()
         try:
             writer = psutil.Process(int(control_request(broker.store, "status")["actors"]["writer"]["pid"]))
             before, disk_before = _cpu_s(writer), psutil.disk_io_counters()

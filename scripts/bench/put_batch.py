@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import platform
 import shutil
@@ -19,42 +18,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from engine import Geometry, Message, MessageStore, StoreConfig
-
-
-def mmap_copy_bandwidth(directory: Path, size_bytes: int = 256 * 1024 * 1024, rounds: int = 3) -> float:
-    """Bytes/s of copying a numpy buffer into a fresh, fallocated, shared mapping (best of rounds)."""
-    src = np.random.default_rng(1).integers(0, 255, size_bytes, dtype=np.uint8)
-    best = 0.0
-    for i in range(rounds):
-        path = directory / f"mmap-bw-{i}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            os.posix_fallocate(fd, 0, size_bytes)
-            mm = mmap.mmap(fd, size_bytes)
-            dst = np.frombuffer(mm, dtype=np.uint8)
-            start = time.perf_counter()
-            dst[:] = src
-            elapsed = time.perf_counter() - start
-            del dst
-            mm.close()
-        finally:
-            os.close(fd)
-            path.unlink()
-        best = max(best, size_bytes / elapsed)
-    return best
+from scripts.bench.limits import mmap_copy_bandwidth
 
 
 def put_batch_rate(directory: Path, body_bytes: int, count: int, batch: int) -> dict[str, float]:
     store_dir = directory / f"store-{body_bytes}"
     body = os.urandom(body_bytes)
     batches = []
-    for start in range(0, count, batch):
+    for first in range(0, count, batch):
         batches.append([Message("BenchTopic", body, tags="TagA" if i % 2 else "TagB",
                                 keys=(f"key-{i}",) if i % 10 == 0 else ())
-                        for i in range(start, min(count, start + batch))])
+                        for i in range(first, min(count, first + batch))])
     config = StoreConfig(geometry=Geometry(), max_body_bytes=max(body_bytes, 4 * 1024 * 1024))
     with MessageStore.open(store_dir, config) as store:
         start = time.perf_counter()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,16 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ipc.client import Consumer, Producer
-from scripts.bench.e2e import BrokerRun
+from scripts import harness
 from scripts.bench.suite import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def stock(home: Path, *args: Any) -> dict[str, Any]:
@@ -82,9 +75,9 @@ def own_consume(store: Path, topic: str, count: int) -> dict[str, Any]:
 def run(count: int, body_bytes: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mqbench-") as tmp:
         root = Path(tmp)
-        port = free_port()
+        port = harness.free_port_range(1)
         ns = f"127.0.0.1:{port}"
-        broker = BrokerRun(root / "store", "--remoting", "on", "--remoting-port", str(port))
+        broker = harness.BrokerProcess(root / "store", "--remoting", "on", "--remoting-port", str(port)).start()
         try:
             stock_send = stock(root, "produce", ns, "Stock", count, "--size", body_bytes)
             stock_push = stock(root, "push", ns, "Stock", "CG_bench", count, 600)

@@ -35,7 +35,7 @@ from engine.log.mapped_file_queue import MappedFileQueue
 from engine.log.page_warmer import PageWarmer
 from ipc.client import Producer
 from ipc.control import control_request
-from scripts.bench.e2e import BrokerRun
+from scripts import harness
 
 WINDOW_BATCHES = 5
 
@@ -59,7 +59,7 @@ def run_one(root: Path, spare: bool, file_size: int, files: int, body_bytes: int
     store.mkdir(parents=True)
     config = root / f"{store.name}.toml"
     config.write_text(CONFIG.format(file_size=file_size, spare=str(spare).lower()))
-    broker = BrokerRun(store, "--config", str(config), "--remoting", "off")
+    broker = harness.BrokerProcess(store, "--remoting", "off", config=config).start()
     try:
         writer = psutil.Process(int(_actors(store)["writer"]["pid"]))
         body = os.urandom(body_bytes)

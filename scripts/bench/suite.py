@@ -4,7 +4,7 @@
 
 In order, on fresh stores in a temp dir (k = the core count):
 
-1. limits (``bench_limits``);
+1. limits (``scripts.bench.limits``);
 2. ASYNC_FLUSH, 128-byte bodies, k producers, batches of 100, tags on, keys on 10 %, for ``--seconds``;
    then k consumers drain what was appended (consumable: the consume-queue builder and readers keep
    up); the writer's and builders' anonymous resident memory (RssAnon) before and after;
@@ -17,8 +17,8 @@ In order, on fresh stores in a temp dir (k = the core count):
    one key per request with several in flight, and many keys per request (``Admin.query_keys``);
 7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
    seconds per GiB from a ``--recovery-mb`` store;
-8. the Redis Streams peer (``bench_redis``), everysec and always;
-9. the sweep (``bench_sweep``), plotted with the latency histogram of 5.
+8. the Redis Streams peer (``scripts.bench.redis_peer``), everysec and always;
+9. the sweep (``scripts.bench.sweep``), plotted with the latency histogram of 5.
 
 Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
@@ -42,10 +42,10 @@ from typing import Any
 import multiprocess
 
 from ipc.control import control_request
+from scripts import harness
 from scripts.bench import limits as bench_limits
 from scripts.bench import redis_peer as bench_redis
 from scripts.bench import sweep as bench_sweep
-from scripts.bench.e2e import BrokerRun
 from scripts.bench.load import LoadResult, Workload, actor_cpu_s, run_load
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
@@ -66,9 +66,9 @@ def private_memory(store: Path) -> dict[str, int]:
 
 
 def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLUSH",
-               drain: bool = True) -> tuple[dict[str, Any], Path, BrokerRun]:
+               drain: bool = True) -> tuple[dict[str, Any], Path, harness.BrokerProcess]:
     """Producers alone for the run, then consumers drain the backlog. The broker stays up (caller stops)."""
-    broker = BrokerRun(work / name, "--flush", flush, "--readers", str(spec.readers))
+    broker = harness.BrokerProcess(work / name, "--flush", flush, "--readers", str(spec.readers)).start()
     memory_before, cpu_before = private_memory(broker.store), actor_cpu_s(broker.store)
     send = run_load(broker.store, spec).summary["send"]
     memory_after, cpu_after = private_memory(broker.store), actor_cpu_s(broker.store)

@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from scripts.bench.e2e import BrokerRun
+from scripts import harness
 from scripts.bench.load import LoadResult, Workload, run_load
 
 
 def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload) -> list[dict[str, Any]]:
-    broker = BrokerRun(work / "sweep-producers")
+    broker = harness.BrokerProcess(work / "sweep-producers").start()
     points = []
     try:
         for p in procs:
@@ -47,7 +47,7 @@ def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload)
 def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -> list[dict[str, Any]]:
     points = []
     for r in readers:
-        broker = BrokerRun(work / f"sweep-readers-{r}", "--readers", str(r))
+        broker = harness.BrokerProcess(work / f"sweep-readers-{r}", "--readers", str(r)).start()
         try:
             fill = Workload(**{**base.__dict__, "producers": 1, "consumers": 0, "count": backlog, "duration_s": None,
                                "readers": r, "topic_prefix": "Backlog"})
@@ -65,8 +65,8 @@ def latency_run(work: Path, rate: float, seconds: float, base: Workload, produce
                 consumers: int = 1, config: Path | None = None) -> LoadResult:
     """Open loop at ``rate`` over ``producers``, ``consumers`` pulling: the send -> consumed latencies.
     ``config``: the broker's config file, when not the defaults."""
-    broker = BrokerRun(work / f"latency-{round(rate)}{'-' + config.stem if config else ''}", "--readers",
-                       str(base.readers), *(("--config", str(config)) if config else ()))
+    broker = harness.BrokerProcess(work / f"latency-{round(rate)}{'-' + config.stem if config else ''}", "--readers",
+                                   str(base.readers), config=config).start()
     try:
         spec = Workload(**{**base.__dict__, "producers": producers, "consumers": consumers, "rate": rate, "count": None,
                            "duration_s": seconds, "topic_prefix": "Latency"})

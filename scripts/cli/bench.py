@@ -93,7 +93,7 @@ def workload_from(args: argparse.Namespace) -> Any:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from scripts.bench.e2e import BrokerRun
+    from scripts import harness
     from scripts.bench.load import run_load
     spec = workload_from(args)
     live = not args.no_live and sys.stderr.isatty()
@@ -101,8 +101,8 @@ def _load(args: argparse.Namespace) -> int:
         result = run_load(args.store, spec, live=live)
     else:
         with tempfile.TemporaryDirectory(prefix="mqstore-load-") as work:
-            config = ["--config", args.config] if args.config else []
-            broker = BrokerRun(Path(work) / "store", "--flush", args.flush, "--readers", str(args.readers), *config)
+            broker = harness.BrokerProcess(Path(work) / "store", "--flush", args.flush, "--readers", str(args.readers),
+                                           config=Path(args.config) if args.config else None).start()
             try:
                 result = run_load(broker.store, spec, live=live)
             finally:

@@ -9,7 +9,6 @@ derived from the store's path).
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import socket
 import sys
@@ -283,10 +282,8 @@ def add_client_commands(commands: Any) -> None:
 
 def message_json(m: Any) -> dict[str, Any]:
     """A received message, JSON-ready, in the same shape as the offline query's records."""
-    try:
-        body, encoding = m.body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(m.body).decode("ascii"), "base64"
+    from scripts.cli.output import json_body
+    body, encoding = json_body(m.body)
     return {"type": "record", "topic": m.topic, "queue_id": m.queue, "queue_offset": m.queue_offset,
             "phys_offset": m.phys_offset, "size": m.size, "flag": m.flag, "sys_flag": m.sys_flag, "tags": m.tags,
             "keys": list(m.keys), "properties": dict(m.properties), "body": body, "encoding": encoding,

@@ -1,56 +1,33 @@
-"""The ``mqstore`` command: offline tools on a store directory, and the embedded quick start.
+"""The ``mqstore`` command, one subcommand per thing a user does with a store or a broker; each
+module of ``scripts.cli`` adds its own to ``build_parser``.
 
-    mqstore inspect STORE [--json] [--records N]      what is in the store (reads, never writes)
-    mqstore query STORE ...                           records by key, message id, unique key or offset
-    mqstore verify STORE [--repair] [--json]          derived files checked against the commitlog
-    mqstore demo [--store DIR] [--count N]            put, get, query and verify on an embedded store
+    mqstore inspect | query | verify STORE ...        offline tools on a store directory (``offline``)
+    mqstore demo [--store DIR] [--count N]            put, get, query and verify on an embedded store (``demo``)
+    mqstore start | status | stop | keys              a broker in the foreground, and CURVE keys (``broker``)
+    mqstore produce | consume                         a client of the running broker (``broker``)
+    mqstore spark export | verify | rebuild | stats   the Spark jobs (``spark``)
+    mqstore bench load | limits | redis | ...         the load generator and the benchmarks (``bench``)
 
-The broker commands (start, status, stop, produce, consume, bench, spark) join ``build_parser`` as
-subcommands when they exist. Exit status: 0 success; 1 when verify leaves findings or a query
-matches nothing; 2 for bad arguments, a missing store, or a store another process holds.
+``main`` turns the errors a user can fix into a message on stderr. Exit status: 0 success; 1 when
+verify leaves findings or a query matches nothing; 2 for bad arguments, a missing store, or a store
+another process holds.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict
-from datetime import datetime
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from engine import Geometry, GetStatus, Message, MessageStore, PutResult, Record, StoreLockedError
-from engine.checkpoint import Checkpoint, CheckpointError
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file import MappedFileError, file_name
-from engine.log.record import DecodeKind
-from engine.metafile import MetafileError, abort_exists
-from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
-from engine.verify import VerifyReport, verify_store
+from engine import StoreLockedError
+from engine.checkpoint import CheckpointError
+from engine.metafile import MetafileError
 from ipc.channel import BrokerError
-from scripts.cli.arguments import non_negative as _non_negative
-from scripts.cli.arguments import positive as _positive
 from scripts.cli.bench import add_bench_commands
-from scripts.cli.broker import add_broker_commands, add_client_commands, broker_running, query_broker
+from scripts.cli.broker import add_broker_commands, add_client_commands
+from scripts.cli.demo import add_demo_command
+from scripts.cli.offline import CommandError, add_offline_commands
 from scripts.cli.spark import add_spark_commands
-
-DEMO_TOPIC = "Demo"
-DEMO_QUEUES = 4
-DEMO_BATCH = 256
-DEMO_TAGS = ("TagA", "TagB")
-BODY_PREVIEW_CHARS = 40
-PULL_BATCH = 32  # a pull reads ahead max_count entries: ask for what one pull can return
-
-Row = Sequence[object]
-
-
-class CommandError(Exception):
-    """A problem the user can fix (missing store, store in use, bad id): message, exit 2."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,352 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mqstore", description="A RocketMQ-compatible message store.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    inspect = commands.add_parser("inspect", help="summarise a store's files and print its first records")
-    inspect.add_argument("store", type=Path)
-    inspect.add_argument("--json", action="store_true", help="one JSON object per line")
-    inspect.add_argument("--records", type=_non_negative, default=20, metavar="N", help="records to print (20)")
-    inspect.set_defaults(handler=_inspect)
-
-    query = commands.add_parser("query", help="find records (opens the store: it must not be in use)")
-    query.add_argument("store", type=Path)
-    how = query.add_mutually_exclusive_group(required=True)
-    how.add_argument("--key", help="a KEYS token (needs --topic)")
-    how.add_argument("--msg-id", help="an offset message id")
-    how.add_argument("--uniq-key", help="a UNIQ_KEY (client message id); every topic without --topic")
-    how.add_argument("--queue", type=_non_negative, metavar="Q", help="a queue id (needs --topic)")
-    query.add_argument("--topic")
-    query.add_argument("--offset", type=_non_negative, default=0, metavar="N", help="queue offset (0)")
-    query.add_argument("--count", type=_positive, default=1, metavar="C", help="records from --offset (1)")
-    query.add_argument("--tags", metavar="EXPR", help="tag filter for --queue, e.g. 'TagA || TagB'")
-    query.add_argument("--json", action="store_true", help="one JSON object per line")
-    query.set_defaults(handler=_query, parser=query)
-
-    verify = commands.add_parser("verify", help="check consume queues and index files against the commitlog",
-                                 description="Reads the store without locking it: run it on a stopped store.")
-    verify.add_argument("store", type=Path)
-    verify.add_argument("--repair", action="store_true",
-                        help="open the store (recovering it) and rebuild its consume queues and index first")
-    verify.add_argument("--json", action="store_true", help="one JSON object per line")
-    verify.set_defaults(handler=_verify)
-
-    demo = commands.add_parser("demo", help="the embedded quick start: put, get, query, verify")
-    demo.add_argument("--store", type=Path, default=Path("mqstore-data"), help="store directory (./mqstore-data)")
-    demo.add_argument("--count", type=_positive, default=10_000, metavar="N", help="messages to put (10000)")
-    demo.set_defaults(handler=_demo)
+    add_offline_commands(commands)
+    add_demo_command(commands)
     add_broker_commands(commands)
     add_client_commands(commands)
     add_spark_commands(commands)
     add_bench_commands(commands)
     return parser
-
-
-def _existing_store(path: Path) -> Path:
-    """``path`` when it holds a store; opening anything else would create one there."""
-    if not path.is_dir():
-        raise CommandError(f"no store directory at {path}")
-    if not (path / "commitlog").is_dir():
-        raise CommandError(f"{path} is not a store: it has no commitlog directory")
-    return path
-
-
-# -- inspect ---------------------------------------------------------------------------------------
-
-
-def _inspect(args: argparse.Namespace) -> int:
-    store_dir = _existing_store(args.store)
-    geometry = read_geometry(store_dir)
-    files: dict[int, list[int]] = {}  # file base -> [end of data in the file, records]
-    bad: list[dict[str, Any]] = []
-    records: list[Record] = []
-    total = 0
-    commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
-    try:
-        for mf in commitlog.queue.files:
-            files[mf.file_base] = [mf.file_base, 0]
-        for phys, decoded in scan_all(commitlog, require_prop_crc=geometry.prop_crc):
-            info = files[phys - phys % geometry.commitlog_file_size]
-            if decoded.kind is DecodeKind.RECORD:
-                total += 1
-                info[0], info[1] = phys + decoded.size, info[1] + 1
-                if len(records) < args.records:
-                    record = commitlog.read_record(phys, check_crc=False).record
-                    records.extend([record] if record is not None else [])
-            elif decoded.kind is DecodeKind.BLANK:
-                info[0] = commitlog.queue.roll_next(phys)
-            else:
-                bad.append({"phys_offset": phys, "problem": decoded.reason or decoded.kind.value})
-        min_phys, max_phys = commitlog.min_offset, max((end for end, _ in files.values()), default=0)
-    finally:
-        commitlog.close()
-
-    out: list[dict[str, Any]] = [{
-        "type": "store", "path": str(store_dir), "geometry": asdict(geometry), "abort": abort_exists(store_dir),
-        "records": total, "min_phys_offset": min_phys, "max_phys_offset": max_phys, "bad_records": bad}]
-    if (store_dir / "checkpoint").is_file():
-        with Checkpoint.open(store_dir / "checkpoint", read_only=True) as cp:
-            out.append({"type": "checkpoint", "physic_msg_ms": cp.physic_msg_ms, "logics_msg_ms": cp.logics_msg_ms,
-                        "index_msg_ms": cp.index_msg_ms, "master_flushed_offset": cp.master_flushed_offset,
-                        "confirm_phys_offset": cp.confirm_phys_offset})
-    out.extend({"type": "commitlog", "file": file_name(base), "min_phys_offset": base, "max_phys_offset": end,
-                "records": count} for base, (end, count) in files.items())
-    out.extend(_queue_info(store_dir, topic, queue_id, geometry.cq_entries_per_file)
-               for topic, queue_id in queue_ids(store_dir))
-    out.extend(_index_info(path, geometry) for path in index_paths(store_dir))
-    out.extend(record_json(r) for r in records)
-    if args.json:
-        for obj in out:
-            print(json.dumps(obj))
-    else:
-        _print_inspect(out)
-    return 0
-
-
-def _queue_info(store_dir: Path, topic: str, queue_id: int, entries_per_file: int) -> dict[str, Any]:
-    info: dict[str, Any] = {"type": "queue", "topic": topic, "queue_id": queue_id}
-    try:
-        q = QueueEntries.open(store_dir, topic, queue_id, entries_per_file)
-    except MappedFileError as exc:
-        return info | {"error": str(exc)}
-    return info | {"min_queue_offset": q.min_queue_offset, "max_queue_offset": q.end_queue_offset,
-                   "files": len(q.files)}
-
-
-def _index_info(path: Path, geometry: Geometry) -> dict[str, Any]:
-    try:
-        header = IndexHeader.read(path, geometry)
-    except ValueError as exc:
-        return {"type": "index", "file": path.name, "error": str(exc)}
-    return {"type": "index", "file": path.name} | {k: v for k, v in asdict(header).items() if k != "path"}
-
-
-def record_json(record: Record) -> dict[str, Any]:
-    """Every field of a record, JSON-ready; the body as text when it is UTF-8, else base64."""
-    try:
-        body, encoding = record.body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(record.body).decode("ascii"), "base64"
-    return {
-        "type": "record", "topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
-        "phys_offset": record.phys_offset, "size": record.size, "flag": record.flag, "sys_flag": record.sys_flag,
-        "tags": record.tags, "keys": record.keys, "properties": record.properties, "body": body,
-        "encoding": encoding, "body_crc": record.body_crc, "born_ms": record.born_ms,
-        "born_host": str(record.born_host), "store_ms": record.store_ms, "store_host": str(record.store_host),
-        "reconsume_times": record.reconsume_times, "prepared_tx_offset": record.prepared_tx_offset,
-        "msg_id": record.msg_id, "uniq_key": record.uniq_key,
-    }
-
-
-def _print_inspect(out: list[dict[str, Any]]) -> None:
-    store = out[0]
-    rows: list[Row] = [("path", store["path"]), ("records", store["records"]),
-                       ("commitlog", f"{store['min_phys_offset']} .. {store['max_phys_offset']}"),
-                       ("abort marker", "present (last stop was not clean)" if store["abort"] else "absent")]
-    rows += [(name, value) for name, value in store["geometry"].items()]
-    rows += [(f"checkpoint {k}", v) for obj in out if obj["type"] == "checkpoint" for k, v in obj.items()
-             if k != "type"]
-    rows += [("bad record", f"{b['phys_offset']}: {b['problem']}") for b in store["bad_records"]]
-    _print_table("store", ("field", "value"), rows)
-    _print_table("commitlog files", ("file", "min phys offset", "max phys offset", "records"),
-                 [(o["file"], o["min_phys_offset"], o["max_phys_offset"], o["records"])
-                  for o in out if o["type"] == "commitlog"])
-    _print_table("consume queues", ("topic", "queue", "min offset", "max offset", "files"),
-                 [(o["topic"], o["queue_id"], o.get("min_queue_offset", o.get("error")), o.get("max_queue_offset"),
-                   o.get("files")) for o in out if o["type"] == "queue"])
-    _print_table("index files", ("file", "begin", "end", "begin phys", "end phys", "slots used", "index count"),
-                 [(o["file"], _ms(o.get("begin_ms")), _ms(o.get("end_ms")), o.get("begin_phys_offset"),
-                   o.get("end_phys_offset"), o.get("slot_used_count"), o.get("index_count", o.get("error")))
-                  for o in out if o["type"] == "index"])
-    _print_records([o for o in out if o["type"] == "record"])
-
-
-# -- query -----------------------------------------------------------------------------------------
-
-
-def _query(args: argparse.Namespace) -> int:
-    parser: argparse.ArgumentParser = args.parser
-    if (args.key is not None or args.queue is not None) and not args.topic:
-        parser.error("--key and --queue need --topic")
-    if args.tags is not None and args.queue is None:
-        parser.error("--tags goes with --queue")
-    try:
-        with _opened(_existing_store(args.store)) as store:
-            found = [record_json(r) for r in _find(store, args)]
-    except CommandError:
-        if not broker_running(args.store):
-            raise
-        found = query_broker(args)  # a running broker holds the store: ask its readers
-    if args.json:
-        for record in found:
-            print(json.dumps(record))
-    else:
-        _print_records(found)
-    records = found
-    if not records:
-        print("no matching records", file=sys.stderr)
-    return 0 if records else 1
-
-
-@contextmanager
-def _opened(store_dir: Path) -> Iterator[MessageStore]:
-    try:
-        store = MessageStore.open(store_dir)
-    except StoreLockedError:
-        raise CommandError(f"{store_dir} is in use by a running process; stop it, or use 'mqstore inspect', "
-                           "which reads without opening") from None
-    with store:
-        yield store
-
-
-def _find(store: MessageStore, args: argparse.Namespace) -> list[Record]:
-    if args.key is not None:
-        return store.query_by_key(args.topic, args.key)
-    if args.msg_id is not None:
-        record = store.view_by_id(args.msg_id)
-        return [record] if record is not None else []
-    if args.uniq_key is not None:
-        topics = [args.topic] if args.topic else sorted(store.topics())
-        return [r for topic in topics for r in store.query_by_uniq_key(topic, args.uniq_key)]
-    return _pull(store, args.topic, args.queue, args.offset, args.count, args.tags)
-
-
-def _pull(store: MessageStore, topic: str, queue_id: int, queue_offset: int, count: int,
-          tags: str | None) -> list[Record]:
-    """Up to ``count`` records matching ``tags`` from ``queue_offset`` on, pull after pull."""
-    records: list[Record] = []
-    while len(records) < count:
-        got = store.get(topic, queue_id, queue_offset, max_count=min(count - len(records), PULL_BATCH), tags=tags)
-        records.extend(got.messages)
-        if got.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE) or \
-                got.next_queue_offset <= queue_offset:
-            break
-        queue_offset = got.next_queue_offset
-    return records
-
-
-# -- verify ----------------------------------------------------------------------------------------
-
-
-def _verify(args: argparse.Namespace) -> int:
-    report = verify_store(_existing_store(args.store), repair=args.repair)
-    if args.json:
-        for finding in report.findings:
-            print(json.dumps({"type": "finding"} | asdict(finding)))
-        print(json.dumps({"type": "verify", "ok": report.ok, "findings": len(report.findings),
-                          "records": report.records, "cq_entries": report.cq_entries,
-                          "index_entries": report.index_entries, "repaired": report.repaired}))
-    else:
-        if report.findings:
-            _print_table("findings", ("kind", "location", "detail"),
-                         [(f.kind, f.location, f.detail) for f in report.findings])
-        print(_verdict(report))
-    return 0 if report.ok else 1
-
-
-def _verdict(report: VerifyReport) -> str:
-    checked = (f"{report.records} records, {report.cq_entries} consume-queue entries, "
-               f"{report.index_entries} index entries checked")
-    done = " after repair" if report.repaired else ""
-    return f"{checked}{done}: " + ("ok" if report.ok else f"{len(report.findings)} findings")
-
-
-# -- demo ------------------------------------------------------------------------------------------
-
-
-def _demo(args: argparse.Namespace) -> int:
-    count: int = args.count
-    steps: list[tuple[str, str, float]] = []
-    clock = time.perf_counter()
-
-    def step(name: str, amount: object) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        steps.append((name, str(amount), now - clock))
-        clock = now
-
-    with _opened(args.store) as store:
-        step("open", args.store)
-        start_offsets = [store.max_queue_offset(DEMO_TOPIC, q) for q in range(DEMO_QUEUES)]
-        results: list[PutResult] = []
-        for first in range(0, count, DEMO_BATCH):
-            numbers = range(first, min(first + DEMO_BATCH, count))
-            results += store.put_batch([Message(DEMO_TOPIC, f"demo message {i}".encode(), tags=DEMO_TAGS[i % 2],
-                                                keys=(f"demo-{i}",)) for i in numbers],
-                                       [i % DEMO_QUEUES for i in numbers])
-        put_ok = sum(r.ok for r in results)
-        step("put_batch", f"{put_ok} of {count}")
-        tag_a = sum(len(_pull(store, DEMO_TOPIC, q, start_offsets[q], count, DEMO_TAGS[0]))
-                    for q in range(DEMO_QUEUES))
-        step(f"get {DEMO_TAGS[0]}", f"{tag_a} of {(count + 1) // 2}")
-        probe = results[count // 2]
-        by_key = [r for r in store.query_by_key(DEMO_TOPIC, f"demo-{count // 2}") if r.phys_offset == probe.phys_offset]
-        step("query by key", f"demo-{count // 2}: {'found' if by_key else 'NOT FOUND'}")
-        by_id = store.view_by_id(probe.msg_id)
-        step("view by id", f"{probe.msg_id}: {'found' if by_id is not None else 'NOT FOUND'}")
-    step("close", "")
-    report = verify_store(args.store)
-    step("verify", _verdict(report))
-
-    _print_table(f"mqstore demo: {count} messages on {DEMO_QUEUES} queues of topic {DEMO_TOPIC} in {args.store}",
-                 ("step", "result", "ms", "per second"),
-                 [(name, result, f"{seconds * 1000:.1f}", _rate(name, count, seconds))
-                  for name, result, seconds in steps])
-    ok = put_ok == count and tag_a == (count + 1) // 2 and bool(by_key) and by_id is not None and report.ok
-    return 0 if ok else 1
-
-
-def _rate(step: str, count: int, seconds: float) -> str:
-    if step not in ("put_batch", f"get {DEMO_TAGS[0]}") or seconds <= 0:
-        return ""
-    return f"{count / seconds:,.0f}"
-
-
-# -- output ----------------------------------------------------------------------------------------
-
-
-def _print_records(records: list[dict[str, Any]]) -> None:
-    _print_table("records", ("phys offset", "topic", "queue", "queue offset", "tags", "keys", "stored", "msg id",
-                             "body"),
-                 [(r["phys_offset"], r["topic"], r["queue_id"], r["queue_offset"], r["tags"] or "",
-                   " ".join(r["keys"]), _ms(r["store_ms"]), r["msg_id"], _preview(r)) for r in records])
-
-
-def _preview(record: dict[str, Any]) -> str:
-    body = str(record["body"])
-    text = body if len(body) <= BODY_PREVIEW_CHARS else body[:BODY_PREVIEW_CHARS - 1] + "…"
-    return text if record["encoding"] == "utf-8" else f"base64:{text}"
-
-
-def _ms(value: object) -> str:
-    if not isinstance(value, int) or value <= 0:
-        return "" if value is None else str(value)
-    return datetime.fromtimestamp(value / 1000).isoformat(sep=" ", timespec="milliseconds")
-
-
-def _print_table(title: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
-    """A rich table when rich is installed, else aligned plain text."""
-    if not rows:
-        return
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        cells = [[str(c) for c in columns]] + [[str(c) for c in row] for row in rows]
-        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-        print(title)
-        for line in cells:
-            print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
-        print()
-        return
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(c) for c in row))
-    console = Console()
-    if not console.is_terminal:  # piped: wide enough for message ids, not the 80 columns of a guess
-        console = Console(width=200)
-    console.print(table)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ The invariants (each a count in the verdict; ``ok`` when all are 0 and the targe
 reached):
 
 - ``lost`` / ``garbled``: every send answered SEND_OK is readable at the queue offset it was told,
-  with its body (``tests.integration.broker.check_acked``); ``offset_reused``: no queue offset was
+  with its body (``scripts.survival.ack_check.check_acked``); ``offset_reused``: no queue offset was
   acknowledged for two messages.
 - ``duplicated``: no body is stored twice (producers never resend, so a second copy is the store's).
 - ``consumed_unacknowledged``: what a consumer received (offset or ack mode) was acknowledged to its
@@ -47,14 +47,14 @@ from pathlib import Path
 from typing import Any
 
 import multiprocess
-import psutil
 
 from engine import MessageStore
 from engine.verify import verify_store
 from ipc.channel import BrokerError, BrokerTimeoutError
 from ipc.client import Admin
+from scripts.harness import Broker, wait_for
+from scripts.survival.ack_check import check_acked
 from scripts.survival.send_log import Logs, consume, digest, produce
-from tests.integration.broker import Broker, check_acked, wait_for
 
 TOPIC = "Chaos"
 EVENTS = (("kill_actor", 0.70), ("stop_cont", 0.15), ("kill_tree", 0.08), ("restart", 0.07))
@@ -114,11 +114,7 @@ class Chaos:
                     time.sleep(self.rng.uniform(0.05, 0.8))
                     os.kill(pid, signal.SIGCONT)
         elif kind == "kill_tree" and self.broker.proc is not None:
-            actors = psutil.Process(self.broker.proc.pid).children()
-            self.broker.proc.kill()
-            self.broker.proc.wait()
-            self.broker.proc = None
-            psutil.wait_procs(actors, timeout=30)
+            self.broker.kill_tree()
             self.broker.start()
         elif kind == "restart":
             code = self.broker.stop()

@@ -36,8 +36,9 @@ from typing import Any
 import multiprocess
 
 from engine.verify import verify_store
+from scripts.harness import Broker, wait_for
+from scripts.survival.ack_check import check_acked
 from scripts.survival.send_log import Logs, consume, produce
-from tests.integration.broker import Broker, check_acked, wait_for
 
 NO_RETENTION = """
 [retention]
@@ -82,8 +83,7 @@ def run(root: Path, cycles: int, size_mb: int, producers: int, max_seconds: floa
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return {"harness": "full_disk", "ok": False, "error": f"cannot mount a tmpfs: {proc.stderr.strip()}"}
-    broker = Broker(root, commitlog=64 * 1024, cq=64, extra_toml=NO_RETENTION)
-    broker.store = mount / "store"
+    broker = Broker(root, commitlog=64 * 1024, cq=64, extra_toml=NO_RETENTION, store=mount / "store")
     mp = multiprocess.get_context("spawn")
     workers: list[Any] = []
     logs = [root / f"producer-{i}.log" for i in range(producers)] + [root / "consumer.log"]

@@ -14,7 +14,7 @@ from engine.verify import verify_store
 from ipc import schema
 from ipc.client import Admin, BrokerError, Consumer, Outgoing, Producer
 from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
-from scripts.survival.hostile_requests import encoded_requests
+from scripts.survival.hostile.requests import encoded_requests
 from tests.integration.broker import Broker, wait_for
 
 

@@ -1,4 +1,4 @@
-"""Hostile clients against a real broker: scripts/survival/hostile.py at a small size, and the bugs it found,
+"""Hostile clients against a real broker: scripts/survival/hostile/ at a small size, and the bugs it found,
 each test named after its bug."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import zmq
 
 from ipc import schema
 from ipc.client import Admin, Producer
-from scripts.survival.hostile import main, parse_args, run
+from scripts.survival.hostile.command import main, parse_args, run
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 

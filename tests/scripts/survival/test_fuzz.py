@@ -1,4 +1,4 @@
-"""scripts/survival/fuzz.py at CI size: a few thousand inputs over every target, and its verdict clean."""
+"""scripts/survival/fuzz/ at CI size: a few thousand inputs over every target, and its verdict clean."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
     python -m scripts.survival.fuzz [--inputs 1000000] [--seconds 3600] [--targets record wire ...] [--hang-s 10]
 
-Targets (``scripts.survival.fuzz_targets``), each fed by hypothesis (random bytes, byte-flipped and cut copies
-of valid inputs, structured inputs):
+Targets, each fed by hypothesis (random bytes, byte-flipped and cut copies of valid inputs,
+structured inputs), built by ``build`` from ``decoders``, ``wire`` and ``files``:
 
 - ``record``       engine.log.record.decode_record, with and without CRC checks: never raises
 - ``wire``         ipc.schema.unpack, then the same frame through the commitlog writer's request path
@@ -39,13 +39,49 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from scripts.survival.fuzz_targets import Finding, Target, build
+from actors.config import ConfigError
+from engine.ackindex.files import QueueIndexError
+from scripts.survival.fuzz.decoders import check_record, check_remoting, record_seeds, remoting_seeds
+from scripts.survival.fuzz.files import (
+    STORE_ERRORS,
+    ConfigTarget,
+    QueueIndexTarget,
+    RecoveryTarget,
+    config_strategy,
+    queue_index_seeds,
+)
+from scripts.survival.fuzz.targets import Finding, Target, bytes_like
+from scripts.survival.fuzz.wire import WireTarget, wire_strategy
 
 TARGETS = ("record", "wire", "remoting", "queue_index", "config", "recovery")
 WEIGHTS = {"record": 40, "wire": 25, "remoting": 10, "queue_index": 10, "config": 12, "recovery": 3}  # of --inputs
 TIME_WEIGHTS = {"record": 10, "wire": 25, "remoting": 5, "queue_index": 20, "config": 15, "recovery": 25}
 CHUNK = 5_000  # examples per hypothesis run: its bookkeeping grows with each run's examples
 FD_SLACK = 8   # descriptors a target that keeps no files may end with beyond what it started with
+
+
+def build(name: str) -> Target:
+    """The target called ``name``, built fresh: ``close`` releases what it holds (files, a store, sockets)."""
+    if name == "record":
+        return Target(name, bytes_like(record_seeds()), check_record, expand=32)
+    if name == "wire":
+        wire = WireTarget()
+        return Target(name, wire_strategy(wire.encoding), wire.check, close=wire.close, expand=4,
+                      keeps_no_files=False)
+    if name == "remoting":
+        return Target(name, bytes_like(remoting_seeds()), check_remoting, expand=16)
+    if name == "queue_index":
+        qi = QueueIndexTarget()
+        return Target(name, bytes_like(queue_index_seeds()), qi.check, (QueueIndexError,), qi.close, expand=4,
+                      stats=lambda: {"recovered": qi.parsed // qi.OPEN_EVERY})
+    if name == "config":
+        cfg = ConfigTarget()
+        return Target(name, config_strategy(), cfg.check, (ConfigError,), cfg.close, expand=4)
+    if name == "recovery":
+        rec = RecoveryTarget()
+        return Target(name, rec.strategy(), rec.check, STORE_ERRORS, rec.close,
+                      stats=lambda: {"repaired_by_verify": rec.repaired})
+    raise ValueError(f"unknown target {name!r}")
 
 
 class Hang(BaseException):
@@ -63,7 +99,7 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 def _where(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/hypothesis/" not in f.filename]
-    own = [f for f in frames if "/scripts/fuzz" not in f.filename] or frames
+    own = [f for f in frames if "/scripts/survival/fuzz/" not in f.filename] or frames  # not the harness's own
     last = own[-1] if own else None
     return f"{last.filename.rsplit('/', 2)[-2:][-1]}:{last.lineno} {last.name}" if last else "?"
 
@@ -164,7 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m scripts.survival.fuzz", description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--inputs", type=int, default=1_000_000, help="inputs over all targets (1,000,000)")
     p.add_argument("--seconds", type=float, default=3600, help="time over all targets (3600)")
     p.add_argument("--targets", nargs="*", default=list(TARGETS), choices=TARGETS)

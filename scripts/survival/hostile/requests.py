@@ -7,6 +7,7 @@ alone)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -104,8 +105,8 @@ def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[b
         return [schema.pack({**head, **changed, "parts": count}), *parts]
     flipped = bytearray(records)
     flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
-    out = {
-        "valid": schema.pack_message(head, [records]),
+    out: dict[str, list[bytes]] = {
+        "valid": _frames(schema.pack_message(head, [records])),
         "no_parts": [schema.pack(head)],
         "records_in_the_map": [schema.pack({**head, "records": records})],
         "announced_but_missing": announcing(1),
@@ -120,9 +121,9 @@ def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[b
         "columns_doubled": announcing(1, records, columns=fields["columns"] * 2),
         "columns_torn": announcing(1, records, columns=fields["columns"][:COLUMNS.itemsize + 3]),
         "map_not_a_map": [b"\x91\x01", records],
-        "part_on_ping": schema.pack_message(schema.request("ping", 1), [b"x"]),
-        "part_on_send": schema.pack_message(schema.request("send", 1, msgs=[{"topic": "Hostile", "body": b"x"}]),
-                                            [records]),
+        "part_on_ping": _frames(schema.pack_message(schema.request("ping", 1), [b"x"])),
+        "part_on_send": _frames(schema.pack_message(
+            schema.request("send", 1, msgs=[{"topic": "Hostile", "body": b"x"}]), [records])),
     }
     for junk in (-1, True, "1", [1], None, 1.5, 1 << 40):
         out[f"parts_is_{junk!r}"] = announcing(junk, records)
@@ -130,3 +131,7 @@ def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[b
         for junk in rng.sample(JUNK, 4):
             out[f"{name}_is_{junk!r}"[:60]] = announcing(1, records, **{name: junk})
     return out
+
+
+def _frames(message: Sequence[bytes | memoryview]) -> list[bytes]:
+    return [bytes(frame) for frame in message]

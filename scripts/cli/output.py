@@ -1,0 +1,83 @@
+"""What the ``mqstore`` command prints: records as JSON objects, and tables (rich when it is
+installed, aligned plain text otherwise)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from engine import Record
+
+BODY_PREVIEW_CHARS = 40
+
+Row = Sequence[object]
+
+
+def json_body(body: bytes) -> tuple[str, str]:
+    """A body for JSON and its encoding: the text when it is UTF-8, else base64."""
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """Every field of a record, JSON-ready; the body as text when it is UTF-8, else base64."""
+    body, encoding = json_body(record.body)
+    return {
+        "type": "record", "topic": record.topic, "queue_id": record.queue_id, "queue_offset": record.queue_offset,
+        "phys_offset": record.phys_offset, "size": record.size, "flag": record.flag, "sys_flag": record.sys_flag,
+        "tags": record.tags, "keys": record.keys, "properties": record.properties, "body": body,
+        "encoding": encoding, "body_crc": record.body_crc, "born_ms": record.born_ms,
+        "born_host": str(record.born_host), "store_ms": record.store_ms, "store_host": str(record.store_host),
+        "reconsume_times": record.reconsume_times, "prepared_tx_offset": record.prepared_tx_offset,
+        "msg_id": record.msg_id, "uniq_key": record.uniq_key,
+    }
+
+
+def print_records(records: list[dict[str, Any]]) -> None:
+    print_table("records", ("phys offset", "topic", "queue", "queue offset", "tags", "keys", "stored", "msg id",
+                            "body"),
+                [(r["phys_offset"], r["topic"], r["queue_id"], r["queue_offset"], r["tags"] or "",
+                  " ".join(r["keys"]), local_time(r["store_ms"]), r["msg_id"], _preview(r)) for r in records])
+
+
+def _preview(record: dict[str, Any]) -> str:
+    body = str(record["body"])
+    text = body if len(body) <= BODY_PREVIEW_CHARS else body[:BODY_PREVIEW_CHARS - 1] + "…"
+    return text if record["encoding"] == "utf-8" else f"base64:{text}"
+
+
+def local_time(value: object) -> str:
+    """A store timestamp (ms) as local time; anything else as it is."""
+    if not isinstance(value, int) or value <= 0:
+        return "" if value is None else str(value)
+    return datetime.fromtimestamp(value / 1000).isoformat(sep=" ", timespec="milliseconds")
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
+    """A rich table when rich is installed, else aligned plain text."""
+    if not rows:
+        return
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        cells = [[str(c) for c in columns]] + [[str(c) for c in row] for row in rows]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+        print(title)
+        for line in cells:
+            print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+        print()
+        return
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    console = Console()
+    if not console.is_terminal:  # piped: wide enough for message ids, not the 80 columns of a guess
+        console = Console(width=200)
+    console.print(table)
