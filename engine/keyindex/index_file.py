@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.jhash import index_hash
 from engine.keyindex.batch import put_keys, select_many
+from engine.keyindex.keys import index_hash
 
 INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4

@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.jhash import index_hash, index_hashes
 from engine.keyindex.index_file import TMP_SUFFIX, IndexFile, IndexFileError
+from engine.keyindex.keys import index_hash, index_key, key_hashes, record_keys
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
-KEY_JOINER = "#"
 TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK_TYPE = 0xC
 
@@ -47,11 +46,6 @@ class QueryOffsetResult:
     phys_offsets: list[int]
     index_last_update_ms: int
     index_last_update_phys_offset: int
-
-
-def index_key(topic: str, key: str) -> str:
-    """The string an IndexFile hashes: ``topic#key`` (``IndexService.buildKey``)."""
-    return f"{topic}{KEY_JOINER}{key}"
 
 
 def index_file_name(now_ms: int) -> str:
@@ -206,14 +200,14 @@ class IndexService:
             return
         if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        record_keys = ([] if uniq_key is None else [uniq_key]) + [key for key in keys if key]
+        names = record_keys(uniq_key, keys)
         already: set[str] = set()
         if phys_offset == end_phys_offset:
             # RocketMQ re-indexes the record sitting exactly at endPhyOffset when it is re-dispatched,
             # duplicating its entries. Skipping the keys already reachable makes re-dispatch
             # idempotent and still completes a record whose keys were cut off by a kill mid-build.
-            already = {key for key in record_keys if self._has_entry(index_key(topic, key), phys_offset)}
-        for key in record_keys:
+            already = {key for key in names if self._has_entry(index_key(topic, key), phys_offset)}
+        for key in names:
             if key in already:
                 continue
             full_key = index_key(topic, key)
@@ -299,7 +293,7 @@ class IndexService:
         keys still short of ``max_count`` together (``IndexFile.select_phys_offsets_many``)."""
         max_count = min(max_count, self._max_msgs_num_batch)
         found: list[list[int]] = [[] for _ in keys]
-        hashes = np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
+        hashes = key_hashes(topic, keys)
         for index_file in reversed(self._files):
             wants = max_count - np.fromiter((len(f) for f in found), np.int64, len(found))
             if not bool((wants > 0).any()):

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.batch.dispatch import DispatchBatch, DispatchRequest
-from engine.jhash import index_hash, index_hashes
 from engine.keyindex.index_file import IndexFile
-from engine.keyindex.service import IndexService, index_key
+from engine.keyindex.keys import index_hashes
+from engine.keyindex.service import IndexService
 from tests.conftest import FakeClock
 
 settings_ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -46,68 +46,8 @@ def test_put_keys_writes_what_put_key_writes(tmp_path_factory: pytest.TempPathFa
     many.close()
 
 
-def test_vectorised_hashes_are_the_index_hash() -> None:
-    keys = ["Orders#k1", "", "a", "Topic#" + "x" * 300, "é#1", "polygenelubricants"]
-    assert index_hashes(keys) == [index_hash(k) for k in keys]
-
-
 def _hashed(batch: DispatchBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (batch.rows, *batch.index_keys())
-
-
-def _key_strings(batch: DispatchBatch) -> tuple[list[int], list[str]]:
-    """What ``build`` indexes for each record: its UNIQ_KEY, then its KEYS split on single spaces."""
-    rows, names = [], []
-    for row, r in enumerate(batch.requests()):
-        for key in ([r.uniq_key] if r.uniq_key else []) + list(r.keys):
-            rows.append(row)
-            names.append(index_key(r.topic, key))
-    return rows, names
-
-
-_KEY_TEXT = st.text(st.sampled_from("ab #-é\U0001F600"), max_size=8)
-
-
-@settings_
-@given(records=st.lists(st.tuples(st.sampled_from(["T", "Orders", "Tö"]), _KEY_TEXT, _KEY_TEXT), max_size=12))
-def test_batch_index_keys_are_the_index_hashes_of_topic_and_key(records: list[tuple[str, str, str]]) -> None:
-    """Space runs, leading and trailing spaces, a UNIQ_KEY holding spaces (one key), empty strings,
-    text outside ASCII (in keys and topics): hashed all at once, as the strings hash one by one."""
-    requests = [DispatchRequest(topic, 0, 10 * i, 10, 0, 0, i, (), None, 0) for i, (topic, _, _) in enumerate(records)]
-    plain = DispatchBatch.from_requests(requests)
-    batch = DispatchBatch(plain.columns, plain.topics, [k for _, k, _ in records], [u for _, _, u in records])
-    key_rows, key_hashes = batch.index_keys()
-    rows, names = _key_strings(batch)
-    assert key_rows.tolist() == rows
-    assert key_hashes.tolist() == [index_hash(name) for name in names]
-
-
-@pytest.mark.parametrize(("keys", "uniq"), [
-    (["k1  k2 ", "", " lead", "one", "a b c", "   "], ["U 1", "", "UNIQ", "", " ", "0A1B2C3D4E5F"]),
-    (["k1", "", "", "one", "abc", ""], ["U1", "", "UNIQ", "", "7", "0A1B2C3D4E5F"]),  # no key holds a space
-])
-def test_ascii_index_keys_hash_as_strings(keys: list[str], uniq: list[str]) -> None:
-    requests = [DispatchRequest("Orders" if i % 2 else "T", i % 3, 100 * i, 100, 0, 0, i, (), None, 0)
-                for i in range(6)]
-    plain = DispatchBatch.from_requests(requests)
-    batch = DispatchBatch(plain.columns, plain.topics, keys, uniq)
-    key_rows, key_hashes = batch.index_keys()
-    rows, names = _key_strings(batch)
-    assert key_rows.tolist() == rows
-    assert key_hashes.tolist() == [index_hash(name) for name in names]
-
-
-@pytest.mark.parametrize("length", [8_192, 8_193, 20_000])
-def test_keys_longer_than_the_power_table_hash_instead_of_raising_index_error(length: int) -> None:
-    """A key (or UNIQ_KEY) past 8,192 characters made the live index builder die on IndexError; the
-    properties allow keys up to their 32,767 bytes."""
-    requests = [DispatchRequest("T", 0, 100 * i, 100, 0, 0, i, (), None, 0) for i in range(2)]
-    plain = DispatchBatch.from_requests(requests)
-    batch = DispatchBatch(plain.columns, plain.topics, ["k" * length + " b", "x" * (length - 3)], ["u" * length, ""])
-    key_rows, key_hashes = batch.index_keys()
-    rows, names = _key_strings(batch)
-    assert key_rows.tolist() == rows == [0, 0, 0, 1]
-    assert key_hashes.tolist() == [index_hash(name) for name in names]
 
 
 def _requests(n: int, first_phys: int = 0) -> list[DispatchRequest]:

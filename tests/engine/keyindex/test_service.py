@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from engine.keyindex.index_file import IndexFile, IndexFileError
+from engine.keyindex.keys import index_key
 from engine.keyindex.service import (
     IndexService,
     QueryOffsetResult,
     index_file_name,
-    index_key,
 )
 
 LONG_MAX = 2**63 - 1
