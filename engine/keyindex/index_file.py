@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.keyindex.batch import put_keys, select_many
+from engine.keyindex.buckets import put_keys, select_many
 from engine.keyindex.keys import index_hash
 
 INDEX_HEADER_SIZE = 40
@@ -298,7 +298,7 @@ class IndexFile:
 
     def put_keys(self, key_hashes: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any],
                  store_ms: np.ndarray[Any, Any]) -> int:
-        """``put_key`` for many already hashed keys, in order (``engine.keyindex.batch``); returns how
+        """``put_key`` for many already hashed keys, in order (``engine.keyindex.buckets``); returns how
         many fit (the rest belong in the next file)."""
         return put_keys(self._writable_map(), self._slot_count, self._entry_count, key_hashes, phys_offsets, store_ms)
 
@@ -342,7 +342,7 @@ class IndexFile:
     def select_phys_offsets_many(self, key_hashes: np.ndarray[Any, Any], wants: np.ndarray[Any, Any],
                                  begin_ms: int, end_ms: int) -> list[list[int]]:
         """``select_phys_offsets`` for many keys at once, given their ``index_hash``es, up to
-        ``wants[i]`` offsets for key i (``engine.keyindex.batch.select_many``)."""
+        ``wants[i]`` offsets for key i (``engine.keyindex.buckets.select_many``)."""
         return select_many(self._map(), self._slot_count, self._entry_count, key_hashes, wants, begin_ms, end_ms)
 
     def has_entry(self, key: str, phys_offset: int) -> bool:
