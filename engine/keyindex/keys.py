@@ -41,7 +41,10 @@ def record_keys(uniq_key: str | None, keys: Iterable[str]) -> list[str]:
 
 def index_hash(full_key: str) -> int:
     """IndexFile key hash of ``topic#key``: ``abs(hashCode)``, Integer.MIN_VALUE mapped to 0."""
-    h = java_hash(full_key)
+    return _non_negative(java_hash(full_key))
+
+
+def _non_negative(h: int) -> int:
     return 0 if h == _INT_MIN else abs(h)
 
 
@@ -53,7 +56,7 @@ def as_index_hashes(unsigned: Array) -> Array:
 
 def index_hashes(full_keys: Sequence[str]) -> list[int]:
     """``index_hash`` of many ``topic#key`` strings at once."""
-    return as_index_hashes(np.asarray(java_hashes(full_keys), np.int64) & _MASK32).tolist()  # type: ignore[no-any-return]
+    return [_non_negative(h) for h in java_hashes(full_keys)]
 
 
 def key_hashes(topic: str, keys: Sequence[str]) -> Array:

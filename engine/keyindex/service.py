@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from engine.keyindex.index_file import TMP_SUFFIX, IndexFile, IndexFileError
-from engine.keyindex.keys import index_hash, index_key, key_hashes, record_keys
+from engine.keyindex.keys import index_key, key_hashes, record_keys
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 TRANSACTION_TYPE_MASK = 0xC
@@ -190,57 +190,25 @@ class IndexService:
     ) -> None:
         """Index one dispatched record (``IndexService.buildIndex``): UNIQ_KEY, then each non-empty key.
 
-        ``keys`` is the KEYS property already split on single spaces. A record below the newest
-        file's end offset was indexed before and is skipped; a rolled-back transaction is never
-        indexed. Creating a file may raise OSError (a full disk); it propagates unchanged.
+        ``keys`` is the KEYS property already split on single spaces. The record goes through
+        ``build_hashed``'s rules and puts as a batch of one.
         """
-        last = self._last_writable_file()
-        end_phys_offset = last.end_phys_offset
-        if phys_offset < end_phys_offset:
-            return
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-            return
-        names = record_keys(uniq_key, keys)
-        already: set[str] = set()
-        if phys_offset == end_phys_offset:
-            # RocketMQ re-indexes the record sitting exactly at endPhyOffset when it is re-dispatched,
-            # duplicating its entries. Skipping the keys already reachable makes re-dispatch
-            # idempotent and still completes a record whose keys were cut off by a kill mid-build.
-            already = {key for key in names if self._has_entry(index_key(topic, key), phys_offset)}
-        for key in names:
-            if key in already:
-                continue
-            full_key = index_key(topic, key)
-            if not last.put_key(full_key, phys_offset, store_ms):
-                last = self._roll()
-                if not last.put_key(full_key, phys_offset, store_ms):
-                    raise IndexFileError(f"new index file {last.name} refused its first key")
+        hashes = key_hashes(topic, record_keys(uniq_key, keys))
+        n = len(hashes)
+        self._build(np.full(n, phys_offset, np.int64), np.full(n, store_ms, np.int64), np.full(n, sys_flag, np.int64),
+                    hashes)
 
     def build_hashed(self, columns: np.ndarray[Any, Any], key_rows: np.ndarray[Any, Any],
                      key_hashes: np.ndarray[Any, Any]) -> None:
-        """``build`` for the records of ``DISPATCH_COLUMNS`` rows whose keys are already hashed
-        (``key_hashes``, each of the record at ``key_rows``, a record's in ``build``'s order), put
-        with ``IndexFile.put_keys``. As ``build`` does: records below the newest file's end offset
-        and rolled-back transactions are skipped, and a record exactly at that end offset keeps only
-        the keys it has no entry for yet."""
-        end = self._last_writable_file().end_phys_offset
-        phys_offsets = columns["phys_offset"].astype(np.int64)[key_rows]
-        wanted = (phys_offsets >= end) & ((columns["sys_flag"][key_rows] & TRANSACTION_TYPE_MASK)
-                                          != TRANSACTION_ROLLBACK_TYPE)
-        at_end = np.flatnonzero(wanted & (phys_offsets == end))
-        already = [i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]
-        wanted[already] = False  # decided for all of the record's keys before any is put, as build does
-        hashes, phys_offsets = key_hashes[wanted], phys_offsets[wanted]
-        store_times = columns["store_ms"].astype(np.int64)[key_rows][wanted]
-        done = 0
-        while done < len(hashes):
-            last = self._last_writable_file()
-            put = last.put_keys(hashes[done:], phys_offsets[done:], store_times[done:])
-            if put == 0:
-                if last.index_count <= 1:
-                    raise IndexFileError(f"new index file {last.name} refused its first key")
-                self._roll()
-            done += put
+        """Index the records of ``DISPATCH_COLUMNS`` rows whose keys are already hashed (``key_hashes``,
+        each of the record at ``key_rows``, a record's in ``build``'s order).
+
+        A record below the newest file's end offset was indexed before and is skipped; a rolled-back
+        transaction is never indexed. Creating a file may raise OSError (a full disk); it propagates
+        unchanged.
+        """
+        self._build(columns["phys_offset"].astype(np.int64)[key_rows], columns["store_ms"].astype(np.int64)[key_rows],
+                    columns["sys_flag"][key_rows], key_hashes)
 
     def flush(self) -> int:
         """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.
@@ -358,6 +326,30 @@ class IndexService:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _build(self, phys_offsets: np.ndarray[Any, Any], store_times: np.ndarray[Any, Any],
+               sys_flags: np.ndarray[Any, Any], key_hashes: np.ndarray[Any, Any]) -> None:
+        """Put keys (one per position of the arrays, in commitlog order), but none of a record below
+        the newest file's end offset, of a rolled-back transaction, or (at that end offset exactly)
+        that the index already holds; rolls files as they fill."""
+        end = self._last_writable_file().end_phys_offset
+        wanted = (phys_offsets >= end) & ((sys_flags & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE)
+        # RocketMQ re-indexes the record sitting exactly at endPhyOffset when it is re-dispatched,
+        # duplicating its entries. Skipping the keys already reachable makes re-dispatch idempotent
+        # and still completes a record whose keys were cut off by a kill mid-build. Decided for all
+        # of the record's keys before any is put.
+        at_end = np.flatnonzero(wanted & (phys_offsets == end))
+        wanted[[i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]] = False
+        hashes, phys_offsets, store_times = key_hashes[wanted], phys_offsets[wanted], store_times[wanted]
+        done = 0
+        while done < len(hashes):
+            last = self._last_writable_file()
+            put = last.put_keys(hashes[done:], phys_offsets[done:], store_times[done:])
+            if put == 0:
+                if last.index_count <= 1:
+                    raise IndexFileError(f"new index file {last.name} refused its first key")
+                self._roll()
+            done += put
+
     def _last_writable_file(self) -> IndexFile:
         last = self.last_file
         if last is None or last.is_full:
@@ -394,9 +386,6 @@ class IndexService:
         if is_full:
             self._flushed_full.add(index_file.name)
             self._index_msg_ms = index_file.end_ms
-
-    def _has_entry(self, full_key: str, phys_offset: int) -> bool:
-        return self._has_hashed_entry(index_hash(full_key), phys_offset)
 
     def _has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
         # Only files ending exactly at the offset can hold it: the newest, and before it a full

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.keyindex.buckets import time_diff_s
 from engine.keyindex.index_file import (
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
@@ -16,7 +17,6 @@ from engine.keyindex.index_file import (
     IndexFile,
     IndexFileError,
     index_file_size,
-    time_diff_s,
 )
 from engine.keyindex.keys import index_hash
 
