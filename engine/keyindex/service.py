@@ -1,7 +1,7 @@
 """The ``{store}/index/`` directory: RocketMQ's IndexService over a list of IndexFiles.
 
-Files are named by the local time at creation, ``yyyyMMddHHmmssSSS``, so name order is creation
-order. Only the newest file is written; when it is full a new one is created, seeded with the
+Files are named by the local time at creation (``engine.keyindex.file_names``), so name order is
+creation order. Only the newest file is written; when it is full a new one is created, seeded with the
 previous file's end offset and end time, and the full file is flushed. Every indexed record's
 offset is >= the newest file's ``end_phys_offset``, so offsets never decrease along the list,
 which is what deduplication on re-dispatch and truncation after a torn commitlog tail rely on.
@@ -10,34 +10,20 @@ which is what deduplication on re-dispatch and truncation after a torn commitlog
 from __future__ import annotations
 
 import os
-import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.keyindex.index_file import TMP_SUFFIX, IndexFile, IndexFileError
+from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
+from engine.keyindex.index_file import IndexFile, IndexFileError
 from engine.keyindex.keys import index_key, key_hashes, record_keys
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK_TYPE = 0xC
-
-INDEX_FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
-_TMP_NAME_RE = re.compile(r"\d{17}" + re.escape(TMP_SUFFIX))
-_NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
-
-
-def _index_names(path: Path) -> list[str]:
-    if not path.is_dir():
-        return []
-    return sorted(e.name for e in os.scandir(path)
-                  if e.is_file(follow_symlinks=False) and INDEX_FILE_NAME.fullmatch(e.name))
-
 
 @dataclass(frozen=True, slots=True)
 class QueryOffsetResult:
@@ -46,22 +32,6 @@ class QueryOffsetResult:
     phys_offsets: list[int]
     index_last_update_ms: int
     index_last_update_phys_offset: int
-
-
-def index_file_name(now_ms: int) -> str:
-    """``UtilAll.timeMillisToHumanString``: local time as 17 digits, e.g. ``20240131235959123``."""
-    seconds, millis = divmod(now_ms, 1000)
-    name = time.strftime(_NAME_TIME_FORMAT, time.localtime(seconds)) + f"{millis:03d}"
-    if not INDEX_FILE_NAME.fullmatch(name):
-        raise ValueError(f"clock value {now_ms} does not give a 17-digit index file name")
-    return name
-
-
-def _name_plus_one_ms(name: str) -> str:
-    # Naive wall-clock arithmetic on the name itself: the result always sorts after it, even when
-    # local time repeats an hour.
-    moment = datetime.strptime(name[:14], _NAME_TIME_FORMAT) + timedelta(milliseconds=int(name[14:]) + 1)
-    return moment.strftime(_NAME_TIME_FORMAT) + f"{moment.microsecond // 1000:03d}"
 
 
 class IndexService:
@@ -122,12 +92,10 @@ class IndexService:
         path = Path(index_dir)
         if writable:
             path.mkdir(parents=True, exist_ok=True)
-            for entry in os.scandir(path):
-                if entry.is_file(follow_symlinks=False) and _TMP_NAME_RE.fullmatch(entry.name):
-                    os.unlink(entry.path)
+            remove_unfinished(path)
         files: list[IndexFile] = []
         try:
-            for name in _index_names(path):
+            for name in index_file_names(path):
                 files.append(IndexFile.open(path / name, slot_count, entry_count, writable=writable))
         except BaseException:
             for opened in files:
@@ -140,7 +108,7 @@ class IndexService:
     def refresh(self) -> None:
         """For a read-only service in another process than the builder: map the files the builder
         created since, and forget the ones retention deleted."""
-        names = _index_names(self._index_dir)
+        names = index_file_names(self._index_dir)
         present = set(names)
         for f in [f for f in self._files if f.path.name not in present]:
             f.close()
@@ -359,8 +327,9 @@ class IndexService:
     def _roll(self) -> IndexFile:
         """``getAndCreateLastIndexFile``: a new file seeded from the full one, which is then flushed."""
         previous = self.last_file
+        name = next_index_file_name(self._index_dir, self._now_ms(), "" if previous is None else previous.name)
         new_file = IndexFile.create(
-            self._index_dir / self._next_name(),
+            self._index_dir / name,
             self._slot_count,
             self._entry_count,
             begin_phys_offset=0 if previous is None else previous.end_phys_offset,
@@ -371,14 +340,6 @@ class IndexService:
             # RocketMQ does this on a background thread; the engine starts no threads.
             self._flush_file(previous)
         return new_file
-
-    def _next_name(self) -> str:
-        name = index_file_name(self._now_ms())
-        newest = self._files[-1].name if self._files else ""
-        # Bump by 1 ms while taken, and keep names ascending if the clock went back.
-        while name <= newest or (self._index_dir / name).exists():
-            name = _name_plus_one_ms(max(name, newest))
-        return name
 
     def _flush_file(self, index_file: IndexFile) -> None:
         is_full = index_file.is_full
