@@ -13,7 +13,8 @@ Memory holds, per segment with unacked messages, its unacked count and the journ
 flushed, plus the parsed files of the few segments touched last (``_SEGMENT_CACHE_COUNT``); a
 deliver or ack of a message whose publish was flushed reads its segment file once per flush.
 
-Byte layouts: ``engine.ackindex.codec``; files and recovery: ``engine.ackindex.files``.
+Byte layouts: ``engine.ackindex.codec``; the journal slots in memory: ``engine.ackindex.slots``; files
+and recovery: ``engine.ackindex.files``.
 Whichever way the last run ended, a message delivered before this open and not acked reads back
 ``redelivered``: its consumer went with that run. A delivery recorded in a segment file below the
 size the file had after recovery is such a delivery, so no per-message state is kept for it.
@@ -28,10 +29,8 @@ from pathlib import Path
 from types import TracebackType
 
 from engine.ackindex.codec import (
-    EMPTY_SLOT,
     MAX_ENTRIES_PER_SEGMENT,
     MAX_SEQ_ID,
-    JournalSlot,
     PubRecord,
     encode_journal_ack,
     encode_journal_deliver,
@@ -53,6 +52,7 @@ from engine.ackindex.files import (
     write_meta,
     write_segments,
 )
+from engine.ackindex.slots import EMPTY_SLOT, JournalSlot
 from engine.metafile import StrPath, fsync_dir
 
 DEFAULT_ENTRIES_PER_SEGMENT = 16384
