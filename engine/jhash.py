@@ -1,8 +1,9 @@
-"""Java's ``String.hashCode`` and the two hashes RocketMQ derives from it.
+"""Java's ``String.hashCode``, one string at a time and many at once, and the tags code.
 
-RocketMQ keys its consume-queue tag codes and its index slots on the JVM string hash, computed over
-UTF-16 code units with 32-bit wraparound: ``h = 31 * h + unit``. Characters outside the BMP count as
-two units (a surrogate pair), exactly as Java sees them.
+RocketMQ keys its consume-queue tag codes, its index slots and its shard picks on the JVM string
+hash, computed over UTF-16 code units with 32-bit wraparound: ``h = 31 * h + unit``. Characters
+outside the BMP count as two units (a surrogate pair), exactly as Java sees them. The tags code is
+here; the index's key hash, ``abs`` of the hash of ``topic#key``, is ``engine.keyindex.keys``'.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 _MASK32 = 0xFFFFFFFF
-_INT_MIN = -(1 << 31)
+_FEW_STRINGS = 16  # fewer hash faster one by one than through numpy's setup
 
 
 def java_hash(s: str) -> int:
@@ -36,17 +37,9 @@ def tags_code(tags: str | None) -> int:
     return java_hash(tags)
 
 
-def index_hash(key: str) -> int:
-    """IndexFile key hash: ``abs(hashCode)``, with Integer.MIN_VALUE (whose abs overflows) mapped to 0."""
-    h = java_hash(key)
-    return 0 if h == _INT_MIN else abs(h)
-
-
 def java_hashes(strings: Sequence[str]) -> list[int]:
     """``java_hash`` of many strings at once (``java_hashes_of_slices`` over the joined text)."""
-    if not strings:
-        return []
-    if not all(s.isascii() for s in strings):
+    if len(strings) < _FEW_STRINGS or not all(s.isascii() for s in strings):
         return [java_hash(s) for s in strings]
     data = np.frombuffer("".join(strings).encode("ascii"), dtype=np.uint8)
     lengths = np.fromiter(map(len, strings), np.int64, len(strings))
@@ -86,11 +79,6 @@ def java_hashes_of_slices(data: np.ndarray[Any, Any], starts: np.ndarray[Any, An
     filled = lengths > 0
     h[filled] = np.add.reduceat(terms, firsts[filled]) & np.uint64(_MASK32)
     return h.astype(np.int64)
-
-
-def index_hashes(keys: Sequence[str]) -> list[int]:
-    """``index_hash`` of many keys at once."""
-    return [0 if h == _INT_MIN else abs(h) for h in java_hashes(keys)]
 
 
 _POW31 = np.cumprod(np.concatenate(([1], np.full(1 << 13, 31))).astype(np.uint64)) & np.uint64(_MASK32)
@@ -135,12 +123,6 @@ def _pow31(lengths: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if len(lengths) and int(lengths.max()) >= len(_POW31):
         return np.array([pow(31, n, 1 << 32) for n in lengths.tolist()], np.uint64)
     return _POW31[lengths]  # type: ignore[no-any-return]
-
-
-def as_index_hashes(unsigned: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``index_hash`` from unsigned 32-bit Java hashes: abs of the signed value, Integer.MIN_VALUE as 0."""
-    signed = np.where(unsigned >= (1 << 31), unsigned - (1 << 32), unsigned)
-    return np.where(signed == _INT_MIN, 0, np.abs(signed))
 
 
 def as_signed(unsigned: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

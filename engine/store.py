@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from engine.batch.dispatch import DispatchRequest
+from engine.batch.dispatch import DispatchBatch, DispatchRequest
 from engine.checkpoint import Checkpoint
 from engine.config import StoreConfig, resolve_geometry
 from engine.consumequeue.consume_queue import ConsumeQueue
@@ -38,6 +38,8 @@ from engine.retention import (
     delete_expired_commitlog,
     disk_used_ratio,
 )
+
+_FEW_RECORDS = 4  # a write of fewer goes to the index record by record, cheaper than as a batch
 
 
 class StoreLockedError(RuntimeError):
@@ -137,15 +139,13 @@ class MessageStore:
         if behind:
             return [PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=behind) for _ in messages]
         outcome = self.writer.write(messages, queue_ids, self.now_ms())
-        for request in outcome.requests:
-            if self._dispatch_behind_from is not None:
-                break
-            try:
-                self._dispatch(request)
-            except OSError:
-                # the record is in the commitlog (the truth); its derived entries follow on catch-up
-                self._dispatch_behind_from = request.phys_offset
         if outcome.requests:
+            try:
+                self._dispatch(outcome.requests)
+            except OSError:
+                # the records are in the commitlog (the truth); their derived entries follow on catch-up,
+                # which skips what the consume queues and the index already hold
+                self._dispatch_behind_from = outcome.requests[0].phys_offset
             self._last_store_ms = outcome.store_ms
         return outcome.results
 
@@ -161,11 +161,19 @@ class MessageStore:
         self._dispatch_behind_from = None
         return ""
 
-    def _dispatch(self, request: DispatchRequest) -> None:
-        self.queues.dispatch(request)
-        if self.index is not None:
-            self.index.build(request.topic, request.keys, request.uniq_key, request.phys_offset, request.store_ms,
-                             request.sys_flag)
+    def _dispatch(self, requests: list[DispatchRequest]) -> None:
+        """The records of one write to the consume queues, then to the index: as one batch, or record
+        by record when they are too few to pay for numpy's set-up."""
+        for request in requests:
+            self.queues.dispatch(request)
+        if self.index is None:
+            return
+        if len(requests) < _FEW_RECORDS:
+            for r in requests:
+                self.index.build(r.topic, r.keys, r.uniq_key, r.phys_offset, r.store_ms, r.sys_flag)
+        else:
+            batch = DispatchBatch.from_requests(requests)
+            self.index.build_hashed(batch.rows, *batch.index_keys())
 
     @property
     def dispatch_behind_bytes(self) -> int:

@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from engine.config import GEOMETRY_FILE, Geometry, resolve_geometry
 from engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, cq_file_size
+from engine.keyindex.file_names import INDEX_FILE_NAME
 from engine.keyindex.index_file import IndexFile
-from engine.keyindex.service import INDEX_FILE_NAME
 from engine.log.commitlog import CommitLog
 from engine.log.mapped_file import MappedFile
 from engine.log.mapped_file_queue import MappedFileQueue, infer_file_size

@@ -37,7 +37,6 @@ import numpy.typing as npt
 from engine.batch.dispatch import DispatchRequest
 from engine.config import Geometry
 from engine.consumequeue.consume_queue import FILLER_SIZE
-from engine.jhash import index_hash
 from engine.keyindex.index_file import (
     INDEX_ENTRY_DTYPE,
     INDEX_ENTRY_SIZE,
@@ -45,7 +44,7 @@ from engine.keyindex.index_file import (
     INDEX_SLOT_SIZE,
     IndexFileError,
 )
-from engine.keyindex.service import index_key
+from engine.keyindex.keys import index_hash, index_key, record_keys
 from engine.log.commitlog import CommitLog
 from engine.log.mapped_file import MappedFileError
 from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
@@ -181,11 +180,6 @@ class _Runs:
                                     f"{run.count} in a row; the first: {run.detail}"))
 
 
-def _record_keys(keys: list[str] | tuple[str, ...], uniq_key: str | None) -> list[str]:
-    """What ``IndexService.build`` indexes for a record: UNIQ_KEY, then each non-empty KEYS token."""
-    return ([uniq_key] if uniq_key else []) + [key for key in keys if key]
-
-
 def cq_scope(topic: str, queue_id: int) -> str:
     return f"consumequeue/{topic}/{queue_id}"
 
@@ -255,7 +249,7 @@ class _Verifier:
         # else: an entry at the record with another size or tags code; the queue pass reports it
 
     def _check_index_keys(self, phys: int, request: DispatchRequest) -> None:
-        keys = _record_keys(request.keys, request.uniq_key)
+        keys = record_keys(request.uniq_key, request.keys)
         key_hashes = [index_hash(index_key(request.topic, key)) for key in keys]
         found = [False] * len(keys)
         for check in self._index_checks_at(phys):
@@ -294,7 +288,7 @@ class _Verifier:
         record = decoded.record
         if record is None or record.phys_offset != phys:
             return f"no record starts at commitlog phys offset {phys} ({decoded.reason or 'another record is'})"
-        if key_hash not in {index_hash(index_key(record.topic, k)) for k in _record_keys(record.keys, record.uniq_key)}:
+        if key_hash not in {index_hash(index_key(record.topic, k)) for k in record_keys(record.uniq_key, record.keys)}:
             return f"hash {key_hash} is none of the keys of the record at {phys} (topic {record.topic})"
         return ""
 

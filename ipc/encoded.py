@@ -3,11 +3,12 @@
 The producer asks the writer once for how it encodes (``encoding``: store host, whole-record CRC,
 body limit), then encodes every batch into one ``EncodedBatch`` (``engine.batch.record_batch``): the
 writer checks it with numpy and copies it into the commitlog in one slice per file. The reply is
-packed too: one ``REPLY_COLUMNS`` row per record written, and a status and reason for the rest.
+packed too: one ``REPLY_ROW`` (``engine.batch.record_batch``) per record written, and a status and
+reason for the rest.
 
     request  {op: "send_encoded", parts: 1, columns: bin, topics: [str], tags: [str], keys: [str],
               uniq: [str]}, then the records as one frame of their own
-    reply    {ok: true, results: bin (REPLY_COLUMNS rows), status: str, reason: str}
+    reply    {ok: true, results: bin (REPLY_ROW rows), status: str, reason: str}
 
 The records never pass through msgpack: each body is copied once, when the batch is joined, and
 the batch goes out from that buffer (``ipc.schema``'s parts); the writer checks it in ZeroMQ's
@@ -16,7 +17,6 @@ receive buffer and copies it into the mapped file.
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
@@ -24,7 +24,15 @@ from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
-from engine.batch.record_batch import QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_batch, pack_columns
+from engine.batch.record_batch import (
+    QUEUE_BY_SHARD,
+    QUEUE_ROUND_ROBIN,
+    REPLY_ROW,
+    EncodedBatch,
+    encode_batch,
+    pack_columns,
+    unpack_reply_rows,
+)
 from engine.jhash import java_hash
 from engine.log.host import Host
 from engine.log.message import Refusal, record_properties
@@ -42,8 +50,6 @@ from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
 OP_SEND_ENCODED = "send_encoded"
-REPLY_COLUMNS = "<qiq"  # phys offset, queue id, queue offset (struct format, per record written)
-_REPLY_ROW = struct.calcsize(REPLY_COLUMNS)
 
 
 class EncodingError(ValueError):
@@ -245,12 +251,12 @@ def request_fields(batch: EncodedBatch) -> dict[str, Any]:
 def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> list[SendResult]:
     """One SendResult per record: PUT_OK with its offsets for those written, the reply's status after."""
     packed = reply.get("results")
-    if not isinstance(packed, bytes) or len(packed) % _REPLY_ROW or len(packed) // _REPLY_ROW > batch.count:
+    if (not isinstance(packed, bytes) or len(packed) % REPLY_ROW.itemsize
+            or len(packed) // REPLY_ROW.itemsize > batch.count):
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
     written = str(reply.get("written_status", PUT_OK))
-    rows = struct.iter_unpack(REPLY_COLUMNS, packed)
-    phys, queues, queue_offsets = zip(*rows, strict=True) if packed else ((), (), ())
-    out = list(map(SendResult, repeat(written), offset_msg_ids(store_host, phys), queues, queue_offsets, phys,
+    phys, queue_ids, queue_offsets = unpack_reply_rows(packed)
+    out = list(map(SendResult, repeat(written), offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys,
                    batch.uniq_keys))
     status, reason = str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", ""))
     out.extend(SendResult(status, reason=reason) for _ in range(batch.count - len(out)))

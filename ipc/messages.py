@@ -66,9 +66,12 @@ class Outgoing:
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
+    """The broker's answer to one send: the engine's ``PutResult`` fields under the same names, the
+    status as its string (what the wire carries; a map's ``queue`` is the queue id)."""
+
     status: str
     msg_id: str = ""
-    queue: int = -1
+    queue_id: int = -1
     queue_offset: int = -1
     phys_offset: int = -1
     uniq_key: str | None = None

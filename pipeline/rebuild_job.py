@@ -42,7 +42,8 @@ from engine.batch.dispatch import DispatchRequest
 from engine.checkpoint import Checkpoint
 from engine.config import Geometry
 from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.keyindex.service import INDEX_FILE_NAME, IndexService
+from engine.keyindex.file_names import INDEX_FILE_NAME
+from engine.keyindex.service import IndexService
 from engine.log.record import DecodeKind
 from engine.metafile import create_abort, fsync_dir, remove_abort
 from engine.rebuild import RebuildResult

@@ -27,9 +27,8 @@ import numpy.typing as npt
 from engine.batch.dispatch import DispatchRequest
 from engine.config import Geometry
 from engine.consumequeue.consume_queue import CQ_DTYPE, FILLER_SIZE
-from engine.jhash import index_hash
 from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from engine.keyindex.service import index_key
+from engine.keyindex.keys import index_hash, index_key
 from engine.log.commitlog import CommitLog
 from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
 from engine.store_files import QueueEntries

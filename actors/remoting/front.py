@@ -207,7 +207,7 @@ class BrokerFront:
         results = [SendResult.from_wire(r) for r in reply["results"]]
         failed = next((r for r in results if r.status != "PUT_OK"), None)
         first = results[0]
-        ext = {"msgId": ",".join(r.msg_id for r in results), "queueId": str(first.queue),
+        ext = {"msgId": ",".join(r.msg_id for r in results), "queueId": str(first.queue_id),
                "queueOffset": str(first.queue_offset), "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"}
         if failed is None:
             return rm.SUCCESS, None, ext

@@ -1,6 +1,7 @@
 """Byte codecs of RabbitMQ's classic (v1) queue index: the journal ``journal.jif`` and the segment
 files ``{segment}.idx``. Pure functions over bytes and records; ``engine.ackindex.queue_index`` owns the
-files. The last section combines records: the journal slot per rel_seq, and recovery's arithmetic.
+files, and ``engine.ackindex.slots`` combines records (the journal slot per rel_seq, and recovery's
+arithmetic).
 
 Fields are packed most significant bit first and integers are big-endian unsigned (Erlang's bit
 syntax, which RabbitMQ writes them with). ``seq_id`` is the absolute sequence id (mqstore: the
@@ -50,7 +51,6 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 JOURNAL_OP_SIZE = 8
@@ -325,82 +325,3 @@ def parse_segment(buf: ByteSource, entries_per_segment: int = MAX_ENTRIES_PER_SE
         positions = rel_positions.get(rel_seq, [])
         entries[rel_seq] = SegmentEntry(pub, positions[0] if positions else None, len(positions) == 2)
     return SegmentParse(entries, pos, decoded.status, stray_count)
-
-
-# --- combining records: what the journal holds per rel_seq, and recovery's arithmetic -----------
-
-
-@dataclass(frozen=True, slots=True)
-class JournalSlot:
-    """What the journal holds for one rel_seq since the last flush (RabbitMQ's journal array slot):
-    the publish if it is in the journal, and whether a delivery and an ack are."""
-
-    pub: PubRecord | None = None
-    delivered: bool = False
-    acked: bool = False
-
-    def encode(self, rel_seq: int) -> bytes:
-        """The bytes a flush appends to the segment for this slot."""
-        return encode_segment_entry(rel_seq, self.pub, self.delivered + self.acked)
-
-
-EMPTY_SLOT = JournalSlot()
-SlotsBySegment = dict[int, dict[int, JournalSlot]]
-
-
-def replay_journal(records: Iterable[JournalRecord], entries_per_segment: int) -> tuple[SlotsBySegment, int]:
-    """Fold journal records into slots per segment, as memory held them before the crash; returns
-    them with the highest published seq_id (-1 if none).
-
-    A publish and its ack in the same journal cancel out: nothing of the message need reach a
-    segment (RabbitMQ also cancels a publish acked without a delivery). Records out of the
-    publish -> deliver -> ack order are kept as flags; ``journal_minus_segment`` sorts them out.
-    """
-    by_segment: SlotsBySegment = {}
-    max_pub_seq_id = -1
-    for record in records:
-        segment, rel_seq = divmod(record.seq_id, entries_per_segment)
-        slots = by_segment.setdefault(segment, {})
-        slot = slots.get(rel_seq, EMPTY_SLOT)
-        if record.kind is JournalKind.PUBLISH:
-            max_pub_seq_id = max(max_pub_seq_id, record.seq_id)
-            if slot.pub is None:
-                slot = JournalSlot(record.pub, slot.delivered, slot.acked)
-        elif record.kind is JournalKind.DELIVER:
-            slot = JournalSlot(slot.pub, True, slot.acked)
-        else:
-            slot = JournalSlot(slot.pub, slot.delivered, True)
-        if slot.pub is not None and slot.acked:
-            slots.pop(rel_seq, None)
-        else:
-            slots[rel_seq] = slot
-    return by_segment, max_pub_seq_id
-
-
-def journal_minus_segment(slots: dict[int, JournalSlot], entries: dict[int, SegmentEntry]
-                          ) -> tuple[dict[int, JournalSlot], int]:
-    """Drop from replayed journal slots what the segment file already holds (a crash between a
-    flush's appends and its journal truncation), and count the unacked messages of both together.
-
-    A delivery or ack with no publish in either refers to a message whose fully acked segment was
-    deleted by that flush: dropped. An ack with no delivery anywhere gets its delivery, because a
-    segment tells the two apart by position only.
-    """
-    kept: dict[int, JournalSlot] = {}
-    unacked_count = 0
-    for rel_seq in slots.keys() | entries.keys():
-        slot = slots.get(rel_seq, EMPTY_SLOT)
-        entry = entries.get(rel_seq)
-        if entry is None and slot.pub is None:
-            continue
-        file_delivered = entry is not None and entry.deliver_pos is not None
-        file_acked = entry is not None and entry.acked
-        acked = file_acked or slot.acked
-        delivered = file_delivered or slot.delivered or acked
-        if not acked:
-            unacked_count += 1
-        remaining = JournalSlot(slot.pub if entry is None else None,
-                                delivered and not file_delivered, acked and not file_acked)
-        if remaining != EMPTY_SLOT:
-            kept[rel_seq] = remaining
-    return kept, unacked_count

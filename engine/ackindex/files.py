@@ -19,7 +19,7 @@ Clean recovery (§2.2) trusts the marker when the journal is empty and the segme
 are exactly those it lists: no segment file is read. Dirty recovery (§2.3) replays the journal's
 whole records (a torn tail is ignored, §1.3) over every segment file, cuts each file back to its
 last whole record (a flush that crashed mid-append; the journal still holds those entries), and
-drops from the journal what a crashed flush had already appended (``journal_minus_segment``).
+drops from the journal what a crashed flush had already appended (``engine.ackindex.slots``).
 """
 
 from __future__ import annotations
@@ -32,14 +32,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.ackindex.codec import (
-    JournalSlot,
-    SegmentEntry,
-    journal_minus_segment,
-    parse_journal,
-    parse_segment,
-    replay_journal,
-)
+from engine.ackindex.codec import SegmentEntry, parse_journal, parse_segment
+from engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
 from engine.metafile import BACKUP_SUFFIX, TMP_SUFFIX, fsync_dir, read_with_backup, write_atomic
 
 JOURNAL_FILE_NAME = "journal.jif"

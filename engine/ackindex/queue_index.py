@@ -9,14 +9,12 @@ journal is appended to the ``{segment}.idx`` files, which are fsynced before the
 truncated; a segment with nothing unacked has its file deleted instead. The messages stay in the
 commitlog: a publish carries the offsetMsgId bytes that point at one.
 
-Memory holds, per segment with unacked messages, its unacked count and the journal entries not yet
-flushed, plus the parsed files of the few segments touched last (``_SEGMENT_CACHE_COUNT``); a
-deliver or ack of a message whose publish was flushed reads its segment file once per flush.
-
-Byte layouts: ``engine.ackindex.codec``; files and recovery: ``engine.ackindex.files``.
-Whichever way the last run ended, a message delivered before this open and not acked reads back
-``redelivered``: its consumer went with that run. A delivery recorded in a segment file below the
-size the file had after recovery is such a delivery, so no per-message state is kept for it.
+Memory holds the segments with unacked messages (``engine.ackindex.segments``: unacked counts,
+journal slots, and how a message reads back, ``redelivered`` when it was delivered before this
+open), plus the parsed files of the few segments touched last (``_SEGMENT_CACHE_COUNT``); a deliver
+or ack of a message whose publish was flushed reads its segment file once per flush. Byte layouts:
+``engine.ackindex.codec``; journal slots: ``engine.ackindex.slots``; files and recovery:
+``engine.ackindex.files``.
 """
 
 from __future__ import annotations
@@ -28,10 +26,8 @@ from pathlib import Path
 from types import TracebackType
 
 from engine.ackindex.codec import (
-    EMPTY_SLOT,
     MAX_ENTRIES_PER_SEGMENT,
     MAX_SEQ_ID,
-    JournalSlot,
     PubRecord,
     encode_journal_ack,
     encode_journal_deliver,
@@ -46,13 +42,14 @@ from engine.ackindex.files import (
     SegmentFileCache,
     load_meta,
     recover,
-    segment_path,
     take_marker,
     write_all,
     write_marker,
     write_meta,
     write_segments,
 )
+from engine.ackindex.segments import IndexEntry, Segment
+from engine.ackindex.slots import EMPTY_SLOT, JournalSlot
 from engine.metafile import StrPath, fsync_dir
 
 DEFAULT_ENTRIES_PER_SEGMENT = 16384
@@ -73,37 +70,9 @@ class PublishEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class IndexEntry:
-    """An unacked message. ``redelivered``: delivered before this open, so whoever got it is gone
-    and it is due again, flagged. ``body`` is None unless the message was embedded."""
-
-    seq_id: int
-    msg_id: bytes
-    size_bytes: int
-    expiry_ms: int
-    body: bytes | None
-    delivered: bool
-    redelivered: bool
-
-
-@dataclass(frozen=True, slots=True)
 class FlushResult:
     written_segments: tuple[int, ...] = ()
     deleted_segments: tuple[int, ...] = ()
-
-
-class _Segment:
-    __slots__ = ("num", "recovered_size_bytes", "slots", "unacked_count")
-
-    def __init__(self, num: int, unacked_count: int = 0, slots: dict[int, JournalSlot] | None = None) -> None:
-        self.num = num
-        self.unacked_count = unacked_count  # published, not acked: file and journal together
-        self.slots: dict[int, JournalSlot] = slots if slots is not None else {}
-        # deliveries recorded below this file position happened before this open
-        self.recovered_size_bytes = 0
-
-
-_View = tuple[PubRecord, bool, bool, bool]  # pub, delivered, acked, delivered before this open
 
 
 class QueueIndex:
@@ -120,7 +89,7 @@ class QueueIndex:
         self._journal_fd: int | None = journal_fd
         self._meta_next_seq_id = meta_next_seq_id
         self._next_seq_id = meta_next_seq_id
-        self._segments: dict[int, _Segment] = {}
+        self._segments: dict[int, Segment] = {}
         self._cache = SegmentFileCache(directory, entries_per_segment, _SEGMENT_CACHE_COUNT)
         self._dirty_count = 0
         self._unacked_count = 0
@@ -240,7 +209,7 @@ class QueueIndex:
             num, rel_seq = divmod(seq_id, self._entries_per_segment)
             seg = self._segments.get(num)
             if seg is None:
-                seg = self._segments[num] = _Segment(num)
+                seg = self._segments[num] = Segment(num)
             seg.slots[rel_seq] = JournalSlot(pub)
             seg.unacked_count += 1
         self._unacked_count += len(staged)
@@ -273,11 +242,11 @@ class QueueIndex:
                 continue
             key = (num, rel_seq)
             slot = staged[key] if key in staged else seg.slots.get(rel_seq)
-            view = self._view(seg, rel_seq, slot)
-            if view is None or view[2] or (view[1] and not ack):
+            view = seg.view(rel_seq, slot, self._cache)
+            if view is None or view.acked or (view.delivered and not ack):
                 continue
             slot = slot or EMPTY_SLOT
-            if not view[1]:
+            if not view.delivered:
                 parts.append(encode_journal_deliver(seq_id))
                 slot = JournalSlot(slot.pub, True, False)
             if ack:
@@ -344,45 +313,15 @@ class QueueIndex:
             raise QueueIndexError(f"{self._dir}: queue index is closed")
         if not 0 <= start_seq_id <= end_seq_id:
             raise ValueError(f"bad range [{start_seq_id}, {end_seq_id})")
-        per_segment = self._entries_per_segment
         end_seq_id = min(end_seq_id, self._next_seq_id)
         out: list[IndexEntry] = []
         for num in sorted(self._segments):
-            base = num * per_segment
-            if base >= end_seq_id or base + per_segment <= start_seq_id:
-                continue
-            seg = self._segments[num]
-            lo, hi = max(start_seq_id - base, 0), min(end_seq_id - base, per_segment)
-            entries = self._cache.get(num)
-            if hi - lo <= len(entries) + len(seg.slots):
-                rels: Iterable[int] = range(lo, hi)
-            else:
-                rels = sorted({r for r in entries if lo <= r < hi} | {r for r in seg.slots if lo <= r < hi})
-            for rel_seq in rels:
-                view = self._view(seg, rel_seq, seg.slots.get(rel_seq))
-                if view is None or view[2]:
-                    continue
-                pub, delivered, _, redelivered = view
-                out.append(IndexEntry(base + rel_seq, pub.msg_id, pub.size_bytes, pub.expiry_ms, pub.body,
-                                      delivered, redelivered))
+            out.extend(self._segments[num].unacked(start_seq_id, end_seq_id, self._cache, self._entries_per_segment))
         return out
 
     def pending_redelivery(self, start_seq_id: int, end_seq_id: int) -> list[IndexEntry]:
         """Unacked messages delivered before this open: due again, with the redelivered flag."""
         return [entry for entry in self.read(start_seq_id, end_seq_id) if entry.redelivered]
-
-    def _view(self, seg: _Segment, rel_seq: int, slot: JournalSlot | None) -> _View | None:
-        """One message as file and journal show it together; None if it was never published
-        here or is gone (acked, then cancelled in the journal or deleted with its segment)."""
-        if slot is not None and slot.pub is not None:
-            return slot.pub, slot.delivered, slot.acked, False
-        entry = self._cache.get(seg.num).get(rel_seq)
-        if entry is None:
-            return None
-        in_journal = slot or EMPTY_SLOT
-        earlier = entry.deliver_pos is not None and entry.deliver_pos < seg.recovered_size_bytes
-        return (entry.pub, entry.deliver_pos is not None or in_journal.delivered,
-                entry.acked or in_journal.acked, earlier)
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -390,7 +329,7 @@ class QueueIndex:
         self._recovery = state.recovery
         self._next_seq_id = state.next_seq_id
         for recovered in state.segments:
-            seg = _Segment(recovered.num, recovered.unacked_count, dict(recovered.slots))
+            seg = Segment(recovered.num, recovered.unacked_count, dict(recovered.slots))
             self._segments[recovered.num] = seg
             self._unacked_count += recovered.unacked_count
             self._dirty_count += len(recovered.slots)
@@ -399,10 +338,7 @@ class QueueIndex:
             # journal, torn tail included, is truncated before any new record is appended to it
             self._flush()
         for seg in self._segments.values():
-            try:
-                seg.recovered_size_bytes = os.stat(segment_path(self._dir, seg.num)).st_size
-            except FileNotFoundError:
-                seg.recovered_size_bytes = 0
+            seg.note_recovered_size(self._dir)
 
     def _require_writable(self) -> int:
         if self._journal_fd is None:
@@ -434,7 +370,7 @@ class QueueIndex:
             if seg.unacked_count == 0:
                 emptied.append(num)
             elif seg.slots:
-                appends[num] = b"".join(seg.slots[rel_seq].encode(rel_seq) for rel_seq in sorted(seg.slots))
+                appends[num] = seg.encode_slots()
         try:
             deleted = write_segments(self._dir, appends, emptied)
             if self._next_seq_id != self._meta_next_seq_id:

@@ -13,8 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.jhash import as_index_hashes, combine_hashes, index_hashes, java_hash, java_hashes_of_slices
-from engine.keyindex.service import index_key
+from engine.keyindex.keys import record_key_hashes
 from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
 
 Array = np.ndarray[Any, Any]
@@ -122,47 +121,8 @@ class DispatchBatch:
 
     def index_keys(self) -> tuple[Array, Array]:
         """Every record's UNIQ_KEY, then its KEYS split on single spaces (empty ones dropped), hashed
-        as ``topic#key`` all at once: the strings are joined into one text, cut at the spaces that
-        separate keys, and each slice's Java hash is joined to its topic's (``combine_hashes``)."""
-        n = len(self.columns)
-        items: list[str] = [""] * (2 * n)
-        items[0::2] = self.uniq_keys
-        items[1::2] = self.keys
-        text = " ".join(items)
-        if not text.isascii():  # Java hashes UTF-16 units: the string path counts them
-            return self._index_keys_exactly()
-        data = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-        spaces = np.flatnonzero(data == ord(" "))
-        if len(spaces) == len(items) - 1:  # no key holds a space: the spaces are the separators
-            starts = np.concatenate(([0], spaces + 1))
-            ends = np.concatenate((spaces, [len(data)]))
-            item_of = np.arange(len(items))
-        else:
-            lengths = np.fromiter(map(len, items), np.int64, len(items))
-            item_ends = np.cumsum(lengths + 1) - 1  # the separator (or the text's end) after each item
-            item_of_space = np.searchsorted(item_ends, spaces)
-            # a space cuts between items, and inside KEYS; a UNIQ_KEY is one key, spaces and all
-            cuts = spaces[(item_ends[item_of_space] == spaces) | (item_of_space % 2 == 1)]
-            starts = np.concatenate(([0], cuts + 1))
-            ends = np.concatenate((cuts, [len(data)]))
-            item_of = np.searchsorted(item_ends, starts)
-        keep = ends > starts
-        starts, ends = starts[keep], ends[keep]
-        key_rows = item_of[keep] // 2
-        topic_hashes = np.array([java_hash(index_key(t, "")) & 0xFFFFFFFF for t in self.topics], dtype=np.int64)
-        key_hashes = as_index_hashes(combine_hashes(topic_hashes[self.columns["topic"][key_rows]],
-                                                    java_hashes_of_slices(data, starts, ends), ends - starts))
-        return key_rows.astype(np.int64), key_hashes.astype(np.int64)
-
-    def _index_keys_exactly(self) -> tuple[Array, Array]:
-        key_rows: list[int] = []
-        full_keys: list[str] = []
-        for row, (topic, keys, uniq) in enumerate(zip(self.columns["topic"].tolist(), self.keys, self.uniq_keys,
-                                                      strict=True)):
-            record_keys = ([uniq] if uniq else []) + [k for k in keys.split(" ") if k]
-            full_keys.extend(index_key(self.topics[topic], k) for k in record_keys)
-            key_rows.extend([row] * len(record_keys))
-        return np.asarray(key_rows, np.int64), np.asarray(index_hashes(full_keys), np.int64)
+        as ``topic#key`` all at once (``engine.keyindex.keys.record_key_hashes``)."""
+        return record_key_hashes(self.topics, self.columns["topic"], self.keys, self.uniq_keys)
 
     def after(self, phys_offset: int) -> DispatchBatch:
         """The records at or after ``phys_offset``."""

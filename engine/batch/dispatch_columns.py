@@ -21,8 +21,8 @@ import numpy.typing as npt
 
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
 from engine.batch.record_columns import RecordColumns, gather, gather_bytes
-from engine.jhash import as_index_hashes, as_signed, combine_hashes, index_hashes, java_hashes_of_rows
-from engine.keyindex.service import KEY_JOINER, index_key
+from engine.jhash import as_signed, java_hashes_of_rows
+from engine.keyindex.keys import joined_hashes, key_hashes, record_keys
 from engine.log.record import SCHEDULE_TOPIC, DecodeKind, decode_record
 
 Array = npt.NDArray[Any]
@@ -69,31 +69,30 @@ class DispatchColumns:
         tag_hash, key_hash, uniq_hash = (_value_hashes(props, v, exact) for v in (tags, keys, uniq))
         tags_code = np.zeros(n, dtype=np.int64)
         tags_code[tags.present] = as_signed(tag_hash[tags.present])
-        topic_hash = (topics.hashes * 31 + ord(KEY_JOINER)) & 0xFFFFFFFF  # Java hash of "topic#"
         fast = ~exact  # every check has marked its records by now
         has_uniq, has_key = uniq.present & fast, keys.present & fast
         counts = has_uniq.astype(np.int64) + has_key
-        key_lists: dict[int, list[int]] = {}
+        key_lists: dict[int, Array] = {}
         mv = memoryview(buf)  # type: ignore[arg-type]  # numpy arrays export the buffer protocol
         for i in np.flatnonzero(exact).tolist():
             request = _exact_request(mv, int(records.starts[i]))
             rows["topic"][i] = topics.code_of(request.topic)
             tags_code[i] = request.tags_code
-            names = ([request.uniq_key] if request.uniq_key else []) + [k for k in request.keys if k]
-            key_lists[i] = index_hashes([index_key(request.topic, k) for k in names])
+            names = record_keys(request.uniq_key, request.keys)
+            key_lists[i] = key_hashes(request.topic, names)
             counts[i] = len(names)
         rows["tags_code"] = tags_code
         bounds = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=bounds[1:])
         key_rows = np.repeat(np.arange(n, dtype=np.int64), counts)
-        key_hashes = np.zeros(int(bounds[-1]), dtype=np.int64)
-        key_hashes[bounds[:-1][has_uniq]] = as_index_hashes(combine_hashes(
-            topic_hash[has_uniq], uniq_hash[has_uniq], uniq.length[has_uniq]))
-        key_hashes[bounds[:-1][has_key] + has_uniq[has_key]] = as_index_hashes(combine_hashes(
-            topic_hash[has_key], key_hash[has_key], keys.length[has_key]))
-        for i, hashes in key_lists.items():
-            key_hashes[bounds[i]:bounds[i + 1]] = hashes
-        return cls(rows, topics.names, key_rows, key_hashes)
+        hashes = np.zeros(int(bounds[-1]), dtype=np.int64)
+        hashes[bounds[:-1][has_uniq]] = joined_hashes(topics.hashes[has_uniq], uniq_hash[has_uniq],
+                                                      uniq.length[has_uniq])
+        hashes[bounds[:-1][has_key] + has_uniq[has_key]] = joined_hashes(topics.hashes[has_key], key_hash[has_key],
+                                                                          keys.length[has_key])
+        for i, exact_hashes in key_lists.items():
+            hashes[bounds[i]:bounds[i + 1]] = exact_hashes
+        return cls(rows, topics.names, key_rows, hashes)
 
     def index_keys(self) -> tuple[Array, Array]:
         return self.key_rows, self.key_hashes

@@ -5,7 +5,7 @@ of one poll round are merged into one batch (``merge``: tables joined, indices r
 (``check``), given queues at once (``pick_queues``: explicit, round robin per topic, or by shard
 hash), and once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch``
 for the builders (``dispatch_batch``) and one packed reply row per record (``reply_rows``: phys
-offset, queue id, queue offset, as ``REPLY_DTYPE``; ``ipc.encoded`` reads them).
+offset, queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads).
 """
 
 from __future__ import annotations
@@ -16,13 +16,20 @@ from typing import Any
 import numpy as np
 
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
-from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch, check_batch
+from engine.batch.record_batch import (
+    COLUMNS,
+    QUEUE_BY_SHARD,
+    QUEUE_ROUND_ROBIN,
+    BatchError,
+    CheckedBatch,
+    check_batch,
+    pack_reply_rows,
+)
 from engine.config import StoreConfig, check_topic
 from engine.jhash import tags_code
 from engine.log.writer import BatchOutcome
 from engine.topics import TopicError, TopicTable
 
-REPLY_DTYPE = np.dtype([("phys_offset", "<i8"), ("queue_id", "<i4"), ("queue_offset", "<i8")])
 QueueIds = np.ndarray[Any, np.dtype[np.int64]]
 
 
@@ -117,9 +124,6 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
 def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:
     """The packed reply rows of the request whose records are rows [rows_from, rows_to) of the batch."""
     written = len(outcome.phys_offsets)
-    end = written if rows_to is None else min(rows_to, written)
-    rows = np.empty(max(end - rows_from, 0), dtype=REPLY_DTYPE)
-    rows["phys_offset"] = outcome.phys_offsets[rows_from:end]
-    rows["queue_id"] = queue_ids[rows_from:end]
-    rows["queue_offset"] = outcome.queue_offsets[rows_from:end]
-    return rows.tobytes()
+    end = max(written if rows_to is None else min(rows_to, written), rows_from)
+    return pack_reply_rows(outcome.phys_offsets[rows_from:end], queue_ids[rows_from:end],
+                           outcome.queue_offsets[rows_from:end])

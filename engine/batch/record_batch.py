@@ -14,7 +14,14 @@ Beside the bytes travel per-record columns (``COLUMNS``) and the tables they ind
     tag      <i4    index into the batch's tags table, -1 for none (the tags code is the writer's)
 
 plus one string per record for its index keys (space separated, "" for none) and one for its
-UNIQ_KEY. The producer encodes a batch as columns too (``encode_batch``): the fixed fields of all
+UNIQ_KEY. The writer answers with one ``REPLY_ROW`` per record written, packed the same way:
+
+    field         dtype  meaning
+    phys_offset   <i8    where the record starts in the commitlog
+    queue_id      <i4    the queue it went to
+    queue_offset  <i8    its entry number in that queue
+
+ The producer encodes a batch as columns too (``encode_batch``): the fixed fields of all
 its records are one numpy array of ``_HEADS`` rows, joined once with the bodies, topics and
 properties, so no Python frame runs per record. The writer checks every record against the
 columns with numpy (``check_batch``), then stamps the batch in the mapped file and seals it
@@ -48,6 +55,7 @@ from engine.log.record import (
 )
 
 COLUMNS = np.dtype([("size", "<i4"), ("topic", "<u2"), ("queue", "<i4"), ("shard", "<i4"), ("tag", "<i4")])
+REPLY_ROW = np.dtype([("phys_offset", "<i8"), ("queue_id", "<i4"), ("queue_offset", "<i8")])
 QUEUE_ROUND_ROBIN = -1
 QUEUE_BY_SHARD = -2
 CLIENT_SYS_FLAGS = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
@@ -179,6 +187,25 @@ def pack_columns(sizes: np.ndarray[Any, Any], *, topic: IntColumn, queue: IntCol
     rows["shard"] = shard
     rows["tag"] = tag
     return rows.tobytes()
+
+
+def pack_reply_rows(phys_offsets: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
+                    queue_offsets: np.ndarray[Any, Any]) -> bytes:
+    """One ``REPLY_ROW`` per record written, packed."""
+    rows = np.empty(len(phys_offsets), REPLY_ROW)
+    rows["phys_offset"] = phys_offsets
+    rows["queue_id"] = queue_ids
+    rows["queue_offset"] = queue_offsets
+    return rows.tobytes()
+
+
+def unpack_reply_rows(packed: bytes) -> tuple[list[int], list[int], list[int]]:
+    """Phys offsets, queue ids and queue offsets of packed ``REPLY_ROW``s; ValueError when the bytes
+    are not whole rows."""
+    if len(packed) % REPLY_ROW.itemsize:
+        raise ValueError(f"{len(packed)} bytes are not whole reply rows of {REPLY_ROW.itemsize}")
+    rows = np.frombuffer(packed, REPLY_ROW)
+    return rows["phys_offset"].tolist(), rows["queue_id"].tolist(), rows["queue_offset"].tolist()
 
 
 def _column(value: IntColumn, n: int) -> Sequence[int]:

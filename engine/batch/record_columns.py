@@ -4,7 +4,7 @@ A record's fixed fields are copied out with one fancy index per group of fields:
 overlapping fixed-width items starting at every byte (``V48`` at stride 1), so gathering the items at
 the records' starts is one memcpy each, and the big-endian fields are views of those copies. The
 checks are the ones ``engine.log.record.decode_record`` makes, so a record is valid here exactly when
-the engine decodes it (``tests/pipeline/test_columns.py`` and ``tests/engine/test_record_columns.py``
+the engine decodes it (``tests/pipeline/test_columns.py`` and ``tests/engine/batch/test_column_scan.py``
 hold them to that); where only the exact decoder can tell, a record is handed to it.
 """
 

@@ -38,44 +38,34 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from engine.jhash import index_hash
-from engine.keyindex.batch import put_keys, select_many
+from engine.keyindex import buckets
+from engine.keyindex.keys import index_hash
 
 INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
 INDEX_ENTRY_SIZE = 20
-INVALID_INDEX = 0
 DEFAULT_SLOT_COUNT = 5_000_000
 DEFAULT_ENTRY_COUNT = 20_000_000
 TMP_SUFFIX = ".tmp"
 
-_BEGIN_MS_POS = 0
-_END_MS_POS = 8
-_BEGIN_PHYS_POS = 16
-_END_PHYS_POS = 24
-_SLOT_USED_COUNT_POS = 32
-_INDEX_COUNT_POS = 36
+# the header and one entry as numpy sees them: the file's own reads and writes, verify, the pipeline
+INDEX_HEADER_DTYPE = np.dtype([("begin_ms", ">i8"), ("end_ms", ">i8"), ("begin_phys", ">i8"), ("end_phys", ">i8"),
+                               ("slot_used", ">i4"), ("index_count", ">i4")])
+INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phys_offset", ">i8"), ("time_diff_s", ">i4"),
+                              ("prev_index", ">i4")])
+assert INDEX_HEADER_DTYPE.itemsize == INDEX_HEADER_SIZE and INDEX_ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
 
 _INT_MAX = (1 << 31) - 1
 _LONG_MIN = -(1 << 63)
 _LONG_MAX = (1 << 63) - 1
 
-_LONG = struct.Struct(">q")
-_INT = struct.Struct(">i")
-_ENTRY = struct.Struct(">iqii")
-assert _ENTRY.size == INDEX_ENTRY_SIZE
-
-
-# one entry as numpy sees it, for batch readers (verify, pipeline)
-INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phys_offset", ">i8"), ("time_diff_s", ">i4"),
-                              ("prev_index", ">i4")])
+_Views = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 
 class IndexFileError(ValueError):
@@ -95,24 +85,17 @@ def index_file_size(slot_count: int, entry_count: int) -> int:
     return size
 
 
-def time_diff_s(store_ms: int, begin_ms: int) -> int:
-    """The entry's timeDiff field exactly as ``putKey`` computes it."""
-    if begin_ms <= 0:
-        return 0
-    # Java's long division truncates toward zero; a negative result is clamped to 0 either way.
-    return min(max((store_ms - begin_ms) // 1000, 0), _INT_MAX)
-
-
 class IndexFile:
-    """A mapped IndexFile. Header fields live only in the mapping, so a reader sees the writer's puts."""
+    """A mapped IndexFile. Header fields live only in the mapping, so a reader sees the writer's puts;
+    the buckets' puts and probes (``engine.keyindex.buckets``) work on numpy views of it."""
 
     __slots__ = (
-        "_entries_pos",
         "_entry_count",
         "_mm",
         "_needs_dir_sync",
         "_path",
         "_slot_count",
+        "_views",
         "_writable",
     )
 
@@ -124,8 +107,14 @@ class IndexFile:
         self._entry_count = entry_count
         self._mm: mmap.mmap | None = mm
         self._writable = writable
-        self._entries_pos = INDEX_HEADER_SIZE + slot_count * INDEX_SLOT_SIZE
         self._needs_dir_sync = False
+        entries_pos = INDEX_HEADER_SIZE + slot_count * INDEX_SLOT_SIZE
+        # header, slots, entries; dropped before the unmap
+        self._views: _Views | None = (
+            np.frombuffer(mm, INDEX_HEADER_DTYPE, 1),
+            np.frombuffer(mm, ">i4", slot_count, INDEX_HEADER_SIZE),
+            np.frombuffer(mm, INDEX_ENTRY_DTYPE, entry_count, entries_pos),
+        )
 
     @classmethod
     def create(
@@ -160,13 +149,13 @@ class IndexFile:
             raise
         index_file = cls(final_path, slot_count, entry_count, mm, writable=True)
         try:
-            _INT.pack_into(mm, _INDEX_COUNT_POS, 1)
+            index_file._set_header("index_count", 1)
             if begin_phys_offset > 0:
-                _LONG.pack_into(mm, _BEGIN_PHYS_POS, begin_phys_offset)
-                _LONG.pack_into(mm, _END_PHYS_POS, begin_phys_offset)
+                index_file._set_header("begin_phys", begin_phys_offset)
+                index_file._set_header("end_phys", begin_phys_offset)
             if begin_ms > 0:
-                _LONG.pack_into(mm, _BEGIN_MS_POS, begin_ms)
-                _LONG.pack_into(mm, _END_MS_POS, begin_ms)
+                index_file._set_header("begin_ms", begin_ms)
+                index_file._set_header("end_ms", begin_ms)
             os.rename(tmp_path, final_path)
         except BaseException:
             index_file.close()
@@ -221,28 +210,28 @@ class IndexFile:
 
     @property
     def begin_ms(self) -> int:
-        return int(_LONG.unpack_from(self._map(), _BEGIN_MS_POS)[0])
+        return self._header_field("begin_ms")
 
     @property
     def end_ms(self) -> int:
-        return int(_LONG.unpack_from(self._map(), _END_MS_POS)[0])
+        return self._header_field("end_ms")
 
     @property
     def begin_phys_offset(self) -> int:
-        return int(_LONG.unpack_from(self._map(), _BEGIN_PHYS_POS)[0])
+        return self._header_field("begin_phys")
 
     @property
     def end_phys_offset(self) -> int:
-        return int(_LONG.unpack_from(self._map(), _END_PHYS_POS)[0])
+        return self._header_field("end_phys")
 
     @property
     def slot_used_count(self) -> int:
-        return int(_INT.unpack_from(self._map(), _SLOT_USED_COUNT_POS)[0])
+        return self._header_field("slot_used")
 
     @property
     def index_count(self) -> int:
         """Next entry number; IndexHeader.load() reads a value <= 0 as 1."""
-        raw = int(_INT.unpack_from(self._map(), _INDEX_COUNT_POS)[0])
+        raw = self._header_field("index_count")
         return raw if raw > 0 else 1
 
     @property
@@ -266,41 +255,21 @@ class IndexFile:
     # -- entries --------------------------------------------------------------------------------
 
     def put_key(self, key: str, phys_offset: int, store_ms: int) -> bool:
-        """Add one entry (``IndexFile.putKey``); False when the file is full."""
-        mm = self._writable_map()
+        """Add one entry (``IndexFile.putKey``): ``put_keys`` of one key; False when the file is full."""
+        self._writable_map()
         if not 0 <= phys_offset <= _LONG_MAX:
             raise ValueError(f"phys_offset out of range: {phys_offset}")
         if not _LONG_MIN <= store_ms <= _LONG_MAX:
             raise ValueError(f"store_ms out of range: {store_ms}")
-        index_count = self.index_count
-        if index_count >= self._entry_count:
-            return False
-        key_hash = index_hash(key)
-        slot_pos = self._slot_pos(key_hash)
-        slot_value = int(_INT.unpack_from(mm, slot_pos)[0])
-        if slot_value <= INVALID_INDEX or slot_value > index_count:
-            slot_value = INVALID_INDEX
-        diff_s = time_diff_s(store_ms, self.begin_ms)
-        # Same bytes as Java in the end, but ordered so that a kill between any two writes leaves at
-        # worst an unreachable entry or a key indexed twice on re-dispatch, never a slot pointing past
-        # indexCount or an endPhyOffset claiming a key that is not reachable.
-        _ENTRY.pack_into(mm, self._entry_pos(index_count), key_hash, phys_offset, diff_s, slot_value)
-        if index_count <= 1:
-            _LONG.pack_into(mm, _BEGIN_PHYS_POS, phys_offset)
-            _LONG.pack_into(mm, _BEGIN_MS_POS, store_ms)
-        _INT.pack_into(mm, _INDEX_COUNT_POS, index_count + 1)
-        if slot_value == INVALID_INDEX:
-            _INT.pack_into(mm, _SLOT_USED_COUNT_POS, self.slot_used_count + 1)
-        _INT.pack_into(mm, slot_pos, index_count)
-        _LONG.pack_into(mm, _END_PHYS_POS, phys_offset)
-        _LONG.pack_into(mm, _END_MS_POS, store_ms)
-        return True
+        return self.put_keys(np.array([index_hash(key)], np.int64), np.array([phys_offset], np.int64),
+                             np.array([store_ms], np.int64)) == 1
 
     def put_keys(self, key_hashes: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any],
                  store_ms: np.ndarray[Any, Any]) -> int:
-        """``put_key`` for many already hashed keys, in order (``engine.keyindex.batch``); returns how
-        many fit (the rest belong in the next file)."""
-        return put_keys(self._writable_map(), self._slot_count, self._entry_count, key_hashes, phys_offsets, store_ms)
+        """Add entries for many already hashed keys, in order (``engine.keyindex.buckets.put``); returns
+        how many fit (the rest belong in the next file)."""
+        self._writable_map()
+        return buckets.put(*self._buckets(), key_hashes, phys_offsets, store_ms)
 
     def select_phys_offsets(self, key: str, max_count: int, begin_ms: int, end_ms: int) -> list[int]:
         """Offsets of entries whose hash equals the key's and whose time is in [begin_ms, end_ms].
@@ -308,42 +277,13 @@ class IndexFile:
         Newest first, at most ``max_count``; the walk of ``IndexFile.selectPhyOffset``. Keys are not
         compared (only hashes are stored): the caller filters collisions by reading the records.
         """
-        mm = self._map()
-        phys_offsets: list[int] = []
-        if max_count <= 0:
-            return phys_offsets
-        key_hash = index_hash(key)
-        index_count = self.index_count
-        entry_no = int(_INT.unpack_from(mm, self._slot_pos(key_hash))[0])
-        if entry_no <= INVALID_INDEX or entry_no > index_count or index_count <= 1:
-            return phys_offsets
-        file_begin_ms = self.begin_ms
-        # A sound chain visits each entry at most once; the bound stops a corrupt cycle, which the
-        # Java walk (it only rejects prev == current) would follow forever.
-        for _ in range(index_count):
-            if len(phys_offsets) >= max_count or entry_no >= self._entry_count:
-                break
-            hash_read, phys_offset, diff_s, prev_no = _ENTRY.unpack_from(mm, self._entry_pos(entry_no))
-            if diff_s < 0:
-                break
-            time_read_ms = file_begin_ms + diff_s * 1000
-            if hash_read == key_hash and begin_ms <= time_read_ms <= end_ms:
-                phys_offsets.append(int(phys_offset))
-            if (
-                prev_no <= INVALID_INDEX
-                or prev_no > index_count
-                or prev_no == entry_no
-                or time_read_ms < begin_ms
-            ):
-                break
-            entry_no = prev_no
-        return phys_offsets
+        return buckets.select_one(*self._buckets(), index_hash(key), max_count, begin_ms, end_ms)
 
     def select_phys_offsets_many(self, key_hashes: np.ndarray[Any, Any], wants: np.ndarray[Any, Any],
                                  begin_ms: int, end_ms: int) -> list[list[int]]:
         """``select_phys_offsets`` for many keys at once, given their ``index_hash``es, up to
-        ``wants[i]`` offsets for key i (``engine.keyindex.batch.select_many``)."""
-        return select_many(self._map(), self._slot_count, self._entry_count, key_hashes, wants, begin_ms, end_ms)
+        ``wants[i]`` offsets for key i (``engine.keyindex.buckets.select``)."""
+        return buckets.select(*self._buckets(), key_hashes, wants, begin_ms, end_ms)
 
     def has_entry(self, key: str, phys_offset: int) -> bool:
         """Whether an entry with this key's hash and exactly this offset is reachable.
@@ -354,24 +294,8 @@ class IndexFile:
         return self.has_hashed_entry(index_hash(key), phys_offset)
 
     def has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
-        """``has_entry`` for a key already hashed (``index_hash``)."""
-        mm = self._map()
-        index_count = self.index_count
-        entry_no = int(_INT.unpack_from(mm, self._slot_pos(key_hash))[0])
-        if entry_no <= INVALID_INDEX or entry_no > index_count or index_count <= 1:
-            return False
-        for _ in range(index_count):
-            if entry_no >= self._entry_count:
-                break
-            hash_read, phys_read, _diff_s, prev_no = _ENTRY.unpack_from(mm, self._entry_pos(entry_no))
-            if phys_read < phys_offset:
-                break
-            if hash_read == key_hash and phys_read == phys_offset:
-                return True
-            if prev_no <= INVALID_INDEX or prev_no >= entry_no:
-                break
-            entry_no = prev_no
-        return False
+        """``has_entry`` for a key already hashed (``index_hash``; ``engine.keyindex.buckets.has_entry``)."""
+        return buckets.has_entry(*self._buckets(), key_hash, phys_offset)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -380,9 +304,9 @@ class IndexFile:
         mm = self._map()
         if not self._writable:
             return
-        if _INT.unpack_from(mm, _INDEX_COUNT_POS)[0] <= 0:
+        if self._header_field("index_count") <= 0:
             # Java's flush rewrites the header from memory, where load() turned <= 0 into 1.
-            _INT.pack_into(mm, _INDEX_COUNT_POS, 1)
+            self._set_header("index_count", 1)
         mm.flush()
         if self._needs_dir_sync:
             # The rename that published the file is durable only once its directory is.
@@ -397,6 +321,7 @@ class IndexFile:
         """Unmap without flushing; idempotent."""
         if self._mm is not None:
             mm, self._mm = self._mm, None
+            self._views = None  # a view left alive would keep the map exported (BufferError)
             mm.close()
 
     def delete(self) -> None:
@@ -424,8 +349,14 @@ class IndexFile:
             raise IndexFileError(f"index file is open read-only: {self._path}")
         return self._map()
 
-    def _slot_pos(self, key_hash: int) -> int:
-        return INDEX_HEADER_SIZE + (key_hash % self._slot_count) * INDEX_SLOT_SIZE
+    def _buckets(self) -> _Views:
+        """The header, slots and entries views, for ``engine.keyindex.buckets``."""
+        if self._views is None:
+            raise IndexFileError(f"index file is closed: {self._path}")
+        return self._views
 
-    def _entry_pos(self, entry_no: int) -> int:
-        return self._entries_pos + entry_no * INDEX_ENTRY_SIZE
+    def _header_field(self, name: str) -> int:
+        return int(self._buckets()[0][name][0])
+
+    def _set_header(self, name: str, value: int) -> None:
+        self._buckets()[0][name] = value

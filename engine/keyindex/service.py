@@ -1,7 +1,7 @@
 """The ``{store}/index/`` directory: RocketMQ's IndexService over a list of IndexFiles.
 
-Files are named by the local time at creation, ``yyyyMMddHHmmssSSS``, so name order is creation
-order. Only the newest file is written; when it is full a new one is created, seeded with the
+Files are named by the local time at creation (``engine.keyindex.file_names``), so name order is
+creation order. Only the newest file is written; when it is full a new one is created, seeded with the
 previous file's end offset and end time, and the full file is flushed. Every indexed record's
 offset is >= the newest file's ``end_phys_offset``, so offsets never decrease along the list,
 which is what deduplication on re-dispatch and truncation after a torn commitlog tail rely on.
@@ -10,35 +10,20 @@ which is what deduplication on re-dispatch and truncation after a torn commitlog
 from __future__ import annotations
 
 import os
-import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.jhash import index_hash, index_hashes
-from engine.keyindex.index_file import TMP_SUFFIX, IndexFile, IndexFileError
+from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
+from engine.keyindex.index_file import IndexFile, IndexFileError
+from engine.keyindex.keys import index_key, key_hashes, record_keys
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
-KEY_JOINER = "#"
 TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK_TYPE = 0xC
-
-INDEX_FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
-_TMP_NAME_RE = re.compile(r"\d{17}" + re.escape(TMP_SUFFIX))
-_NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
-
-
-def _index_names(path: Path) -> list[str]:
-    if not path.is_dir():
-        return []
-    return sorted(e.name for e in os.scandir(path)
-                  if e.is_file(follow_symlinks=False) and INDEX_FILE_NAME.fullmatch(e.name))
-
 
 @dataclass(frozen=True, slots=True)
 class QueryOffsetResult:
@@ -47,27 +32,6 @@ class QueryOffsetResult:
     phys_offsets: list[int]
     index_last_update_ms: int
     index_last_update_phys_offset: int
-
-
-def index_key(topic: str, key: str) -> str:
-    """The string an IndexFile hashes: ``topic#key`` (``IndexService.buildKey``)."""
-    return f"{topic}{KEY_JOINER}{key}"
-
-
-def index_file_name(now_ms: int) -> str:
-    """``UtilAll.timeMillisToHumanString``: local time as 17 digits, e.g. ``20240131235959123``."""
-    seconds, millis = divmod(now_ms, 1000)
-    name = time.strftime(_NAME_TIME_FORMAT, time.localtime(seconds)) + f"{millis:03d}"
-    if not INDEX_FILE_NAME.fullmatch(name):
-        raise ValueError(f"clock value {now_ms} does not give a 17-digit index file name")
-    return name
-
-
-def _name_plus_one_ms(name: str) -> str:
-    # Naive wall-clock arithmetic on the name itself: the result always sorts after it, even when
-    # local time repeats an hour.
-    moment = datetime.strptime(name[:14], _NAME_TIME_FORMAT) + timedelta(milliseconds=int(name[14:]) + 1)
-    return moment.strftime(_NAME_TIME_FORMAT) + f"{moment.microsecond // 1000:03d}"
 
 
 class IndexService:
@@ -128,12 +92,10 @@ class IndexService:
         path = Path(index_dir)
         if writable:
             path.mkdir(parents=True, exist_ok=True)
-            for entry in os.scandir(path):
-                if entry.is_file(follow_symlinks=False) and _TMP_NAME_RE.fullmatch(entry.name):
-                    os.unlink(entry.path)
+            remove_unfinished(path)
         files: list[IndexFile] = []
         try:
-            for name in _index_names(path):
+            for name in index_file_names(path):
                 files.append(IndexFile.open(path / name, slot_count, entry_count, writable=writable))
         except BaseException:
             for opened in files:
@@ -146,7 +108,7 @@ class IndexService:
     def refresh(self) -> None:
         """For a read-only service in another process than the builder: map the files the builder
         created since, and forget the ones retention deleted."""
-        names = _index_names(self._index_dir)
+        names = index_file_names(self._index_dir)
         present = set(names)
         for f in [f for f in self._files if f.path.name not in present]:
             f.close()
@@ -196,57 +158,25 @@ class IndexService:
     ) -> None:
         """Index one dispatched record (``IndexService.buildIndex``): UNIQ_KEY, then each non-empty key.
 
-        ``keys`` is the KEYS property already split on single spaces. A record below the newest
-        file's end offset was indexed before and is skipped; a rolled-back transaction is never
-        indexed. Creating a file may raise OSError (a full disk); it propagates unchanged.
+        ``keys`` is the KEYS property already split on single spaces. The record goes through
+        ``build_hashed``'s rules and puts as a batch of one.
         """
-        last = self._last_writable_file()
-        end_phys_offset = last.end_phys_offset
-        if phys_offset < end_phys_offset:
-            return
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-            return
-        record_keys = ([] if uniq_key is None else [uniq_key]) + [key for key in keys if key]
-        already: set[str] = set()
-        if phys_offset == end_phys_offset:
-            # RocketMQ re-indexes the record sitting exactly at endPhyOffset when it is re-dispatched,
-            # duplicating its entries. Skipping the keys already reachable makes re-dispatch
-            # idempotent and still completes a record whose keys were cut off by a kill mid-build.
-            already = {key for key in record_keys if self._has_entry(index_key(topic, key), phys_offset)}
-        for key in record_keys:
-            if key in already:
-                continue
-            full_key = index_key(topic, key)
-            if not last.put_key(full_key, phys_offset, store_ms):
-                last = self._roll()
-                if not last.put_key(full_key, phys_offset, store_ms):
-                    raise IndexFileError(f"new index file {last.name} refused its first key")
+        hashes = key_hashes(topic, record_keys(uniq_key, keys))
+        n = len(hashes)
+        self._build(np.full(n, phys_offset, np.int64), np.full(n, store_ms, np.int64), np.full(n, sys_flag, np.int64),
+                    hashes)
 
     def build_hashed(self, columns: np.ndarray[Any, Any], key_rows: np.ndarray[Any, Any],
                      key_hashes: np.ndarray[Any, Any]) -> None:
-        """``build`` for the records of ``DISPATCH_COLUMNS`` rows whose keys are already hashed
-        (``key_hashes``, each of the record at ``key_rows``, a record's in ``build``'s order), put
-        with ``IndexFile.put_keys``. As ``build`` does: records below the newest file's end offset
-        and rolled-back transactions are skipped, and a record exactly at that end offset keeps only
-        the keys it has no entry for yet."""
-        end = self._last_writable_file().end_phys_offset
-        phys_offsets = columns["phys_offset"].astype(np.int64)[key_rows]
-        wanted = (phys_offsets >= end) & ((columns["sys_flag"][key_rows] & TRANSACTION_TYPE_MASK)
-                                          != TRANSACTION_ROLLBACK_TYPE)
-        at_end = np.flatnonzero(wanted & (phys_offsets == end))
-        already = [i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]
-        wanted[already] = False  # decided for all of the record's keys before any is put, as build does
-        hashes, phys_offsets = key_hashes[wanted], phys_offsets[wanted]
-        store_times = columns["store_ms"].astype(np.int64)[key_rows][wanted]
-        done = 0
-        while done < len(hashes):
-            last = self._last_writable_file()
-            put = last.put_keys(hashes[done:], phys_offsets[done:], store_times[done:])
-            if put == 0:
-                if last.index_count <= 1:
-                    raise IndexFileError(f"new index file {last.name} refused its first key")
-                self._roll()
-            done += put
+        """Index the records of ``DISPATCH_COLUMNS`` rows whose keys are already hashed (``key_hashes``,
+        each of the record at ``key_rows``, a record's in ``build``'s order).
+
+        A record below the newest file's end offset was indexed before and is skipped; a rolled-back
+        transaction is never indexed. Creating a file may raise OSError (a full disk); it propagates
+        unchanged.
+        """
+        self._build(columns["phys_offset"].astype(np.int64)[key_rows], columns["store_ms"].astype(np.int64)[key_rows],
+                    columns["sys_flag"][key_rows], key_hashes)
 
     def flush(self) -> int:
         """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.
@@ -299,7 +229,7 @@ class IndexService:
         keys still short of ``max_count`` together (``IndexFile.select_phys_offsets_many``)."""
         max_count = min(max_count, self._max_msgs_num_batch)
         found: list[list[int]] = [[] for _ in keys]
-        hashes = np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
+        hashes = key_hashes(topic, keys)
         for index_file in reversed(self._files):
             wants = max_count - np.fromiter((len(f) for f in found), np.int64, len(found))
             if not bool((wants > 0).any()):
@@ -364,6 +294,30 @@ class IndexService:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _build(self, phys_offsets: np.ndarray[Any, Any], store_times: np.ndarray[Any, Any],
+               sys_flags: np.ndarray[Any, Any], key_hashes: np.ndarray[Any, Any]) -> None:
+        """Put keys (one per position of the arrays, in commitlog order), but none of a record below
+        the newest file's end offset, of a rolled-back transaction, or (at that end offset exactly)
+        that the index already holds; rolls files as they fill."""
+        end = self._last_writable_file().end_phys_offset
+        wanted = (phys_offsets >= end) & ((sys_flags & TRANSACTION_TYPE_MASK) != TRANSACTION_ROLLBACK_TYPE)
+        # RocketMQ re-indexes the record sitting exactly at endPhyOffset when it is re-dispatched,
+        # duplicating its entries. Skipping the keys already reachable makes re-dispatch idempotent
+        # and still completes a record whose keys were cut off by a kill mid-build. Decided for all
+        # of the record's keys before any is put.
+        at_end = np.flatnonzero(wanted & (phys_offsets == end))
+        wanted[[i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]] = False
+        hashes, phys_offsets, store_times = key_hashes[wanted], phys_offsets[wanted], store_times[wanted]
+        done = 0
+        while done < len(hashes):
+            last = self._last_writable_file()
+            put = last.put_keys(hashes[done:], phys_offsets[done:], store_times[done:])
+            if put == 0:
+                if last.index_count <= 1:
+                    raise IndexFileError(f"new index file {last.name} refused its first key")
+                self._roll()
+            done += put
+
     def _last_writable_file(self) -> IndexFile:
         last = self.last_file
         if last is None or last.is_full:
@@ -373,8 +327,9 @@ class IndexService:
     def _roll(self) -> IndexFile:
         """``getAndCreateLastIndexFile``: a new file seeded from the full one, which is then flushed."""
         previous = self.last_file
+        name = next_index_file_name(self._index_dir, self._now_ms(), "" if previous is None else previous.name)
         new_file = IndexFile.create(
-            self._index_dir / self._next_name(),
+            self._index_dir / name,
             self._slot_count,
             self._entry_count,
             begin_phys_offset=0 if previous is None else previous.end_phys_offset,
@@ -386,23 +341,12 @@ class IndexService:
             self._flush_file(previous)
         return new_file
 
-    def _next_name(self) -> str:
-        name = index_file_name(self._now_ms())
-        newest = self._files[-1].name if self._files else ""
-        # Bump by 1 ms while taken, and keep names ascending if the clock went back.
-        while name <= newest or (self._index_dir / name).exists():
-            name = _name_plus_one_ms(max(name, newest))
-        return name
-
     def _flush_file(self, index_file: IndexFile) -> None:
         is_full = index_file.is_full
         index_file.flush()
         if is_full:
             self._flushed_full.add(index_file.name)
             self._index_msg_ms = index_file.end_ms
-
-    def _has_entry(self, full_key: str, phys_offset: int) -> bool:
-        return self._has_hashed_entry(index_hash(full_key), phys_offset)
 
     def _has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
         # Only files ending exactly at the offset can hold it: the newest, and before it a full

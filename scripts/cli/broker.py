@@ -302,7 +302,7 @@ def _produce(args: argparse.Namespace) -> int:
                      for i in range(start, min(args.count, start + args.batch))]
             for result in producer.send_batch(batch):
                 if args.json:
-                    print(json.dumps({"status": result.status, "msg_id": result.msg_id, "queue": result.queue,
+                    print(json.dumps({"status": result.status, "msg_id": result.msg_id, "queue": result.queue_id,
                                       "queue_offset": result.queue_offset, "reason": result.reason}))
                 sent += result.ok
                 failed += not result.ok

@@ -76,7 +76,7 @@ def produce(store: str, log_path: str, name: str, topic: str, batch: int, body_b
             else:
                 for b, r in zip(bodies, results, strict=True):
                     if r.ok:
-                        lines.append(f"ok\t{topic}\t{r.queue}\t{r.queue_offset}\t{digest(b)}\t{r.msg_id}")
+                        lines.append(f"ok\t{topic}\t{r.queue_id}\t{r.queue_offset}\t{digest(b)}\t{r.msg_id}")
                     else:
                         kind = "doubt" if r.status in IN_DOUBT_STATUSES else "refused"
                         reason = r.reason.replace("\t", " ").replace("\n", " ")

@@ -1,8 +1,9 @@
 """RocketMQ's store test scenarios (reference §11) not covered next to the module they exercise.
 
-Where each of the others lives: 1-2 test_index_file, 3 test_index_service, 4 test_checkpoint,
-5-11 test_mapped_file_queue, 12 test_mapped_file, 13-14 test_commitlog, 15 test_record, 17/20/21
-test_consume_queue, 23/24/25/27/29/31 test_store, 30 test_recovery. Not applicable yet: 18/19/22
+Where each of the others lives: 1-2 keyindex/test_index_file, 3 keyindex/test_service, 4
+test_checkpoint, 5-11 log/test_mapped_file_queue, 12 log/test_mapped_file, 13-14 log/test_commitlog,
+15 log/test_record, 17/20/21 consumequeue/test_consume_queue, 23/24/25/27/29/31 test_store, 30
+test_recovery. Not applicable yet: 18/19/22
 (LMQ multi-dispatch and the consume-queue ext file are not implemented), 32 (reput under SYNC_FLUSH:
 the actor engine), 33 (cleanup of expired files: retention).
 """

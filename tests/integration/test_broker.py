@@ -94,7 +94,7 @@ class Load:
                     continue
                 for msg, r in zip(batch, results, strict=True):
                     if r.ok:
-                        self.acked.append((msg["topic"], r.queue, r.queue_offset,
+                        self.acked.append((msg["topic"], r.queue_id, r.queue_offset,
                                            hashlib.sha256(msg["body"]).hexdigest()))
 
     def __enter__(self) -> Load:
@@ -314,7 +314,7 @@ def test_supervisor_gives_up_loudly_on_a_flapping_actor(tmp_path: Path) -> None:
         assert broker.stop() == 0
     with MessageStore.open(broker.store) as store:
         for r in acked:
-            assert store.get("Orders", r.queue, r.queue_offset, max_count=1).messages[0].msg_id == r.msg_id
+            assert store.get("Orders", r.queue_id, r.queue_offset, max_count=1).messages[0].msg_id == r.msg_id
 
 
 @pytest.mark.parametrize("kind", ["offsets", "acks"])

@@ -35,10 +35,10 @@ def test_encoded_batches_are_stored_like_any_send(tmp_path: Path, mode: str) -> 
                               shard="order-9" if i == 4 else None) for i in range(60)]
             results = producer.send_encoded(batch)
             assert all(r.ok for r in results), results[:3]
-            assert results[3].queue == 1
+            assert results[3].queue_id == 1
             sent.extend(zip(batch, results, strict=True))
         assert len({r.phys_offset for _, r in sent}) == len(sent)
-        by_offset = {(r.queue, r.queue_offset): m for m, r in sent}
+        by_offset = {(r.queue_id, r.queue_offset): m for m, r in sent}
         received = _drain(broker.store, "Fast", len(sent))
         assert len(received) == len(sent)
         for msg in received:

@@ -34,7 +34,7 @@ class RollingSender:
             results = self.producer.send_batch([{"topic": "Rolls", "body": body} for body in bodies])
             for body, result in zip(bodies, results, strict=True):
                 assert result.ok, result
-                self.acked.append(("Rolls", result.queue, result.queue_offset, hashlib.sha256(body).hexdigest()))
+                self.acked.append(("Rolls", result.queue_id, result.queue_offset, hashlib.sha256(body).hexdigest()))
             self.sent += len(bodies)
 
 

@@ -6,6 +6,7 @@ the writer's own encoding leaves."""
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 
 import numpy as np
 import pytest
@@ -15,13 +16,15 @@ from hypothesis import strategies as st
 
 from actors.writer.encoded import parse
 from engine import Geometry, Host, Message, StoreConfig
-from engine.batch.plan import check, merge
-from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, EncodedBatch, encode_one
-from engine.log.message import record_properties
+from engine.batch.plan import check, merge, reply_rows
+from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, REPLY_ROW, EncodedBatch, encode_one
+from engine.log.message import PutResult, PutStatus, record_properties
+from engine.log.msgid import offset_msg_ids
 from engine.log.record import PROP_UNIQ_KEY
+from engine.log.writer import BatchOutcome
 from ipc import schema
-from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
-from ipc.messages import Outgoing
+from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields, results_from_reply
+from ipc.messages import Outgoing, SendResult
 from tests.engine.batch.test_record_batch import NOW_MS, STORE, reference_writer
 
 
@@ -166,3 +169,24 @@ def test_a_map_with_an_unknown_field_is_refused_as_outgoing_refuses_it() -> None
         encoder.encode([{"topic": "A", "body": b"x", "tag": "T"}])
     with pytest.raises(TypeError):
         encoder.encode([{"body": b"x"}])
+
+
+def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> None:
+    """One reply-row layout: ``plan.reply_rows`` of the records written, read back by
+    ``results_from_reply`` as SendResults with the PutResult's field names; the records not written
+    take the reply's status."""
+    batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x%d" % i) for i in range(4)])
+    outcome = BatchOutcome(np.array([4096, 4200, 4321], np.int64), np.array([7, 0, 8], np.int64), NOW_MS,
+                           (PutStatus.SERVICE_NOT_AVAILABLE, "disk full"))
+    packed = reply_rows(np.array([1, 3, 1, 2], np.int64), outcome, 1, 4)
+    assert len(packed) == 2 * REPLY_ROW.itemsize
+    results = results_from_reply({"results": packed, "status": "SERVICE_NOT_AVAILABLE", "reason": "disk full"},
+                                 batch, STORE)
+    assert [(r.status, r.phys_offset, r.queue_id, r.queue_offset) for r in results] == [
+        ("PUT_OK", 4200, 3, 0), ("PUT_OK", 4321, 1, 8), ("SERVICE_NOT_AVAILABLE", -1, -1, -1),
+        ("SERVICE_NOT_AVAILABLE", -1, -1, -1)]
+    assert [r.msg_id for r in results[:2]] == offset_msg_ids(STORE, [4200, 4321])
+    assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
+    assert {f.name for f in fields(SendResult)} == {f.name for f in fields(PutResult)}
+    with pytest.raises(ValueError, match="malformed"):
+        results_from_reply({"results": packed[:-1]}, batch, STORE)

@@ -18,8 +18,8 @@ from engine.batch.column_scan import known_starts
 from engine.batch.dispatch import DispatchRequest
 from engine.batch.dispatch_columns import DispatchColumns
 from engine.consumequeue.store import ConsumeQueueStore
-from engine.jhash import index_hashes
-from engine.keyindex.service import IndexService, index_key
+from engine.keyindex.keys import index_hashes, index_key
+from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.record import DecodeKind, encode_record

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.jhash import index_hash
+from engine.keyindex.buckets import time_diff_s
 from engine.keyindex.index_file import (
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
@@ -17,8 +17,8 @@ from engine.keyindex.index_file import (
     IndexFile,
     IndexFileError,
     index_file_size,
-    time_diff_s,
 )
+from engine.keyindex.keys import index_hash
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from engine import Message, MessageStore, Record
-from engine.jhash import index_hash
 from engine.keyindex.index_file import IndexFile
+from engine.keyindex.keys import index_hash
 from engine.lookup import query_by_key, query_by_keys
 from tests.conftest import FakeClock
 

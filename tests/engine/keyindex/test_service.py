@@ -2,19 +2,15 @@ from __future__ import annotations
 
 import errno
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from engine.keyindex.file_names import index_file_name
 from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.service import (
-    IndexService,
-    QueryOffsetResult,
-    index_file_name,
-    index_key,
-)
+from engine.keyindex.keys import index_key
+from engine.keyindex.service import IndexService, QueryOffsetResult
 
 LONG_MAX = 2**63 - 1
 T0 = 1_700_000_000_000
@@ -141,11 +137,6 @@ def test_roll_names_seed_and_flush(service: IndexService, clock: FakeClock) -> N
     assert (second.begin_phys_offset, second.end_phys_offset) == (10, 10)
     assert (second.begin_ms, second.end_ms) == (T0 + 1_000, T0 + 1_000)
     assert service.index_msg_ms == T0 + 1_000  # the full file was flushed on roll
-
-
-def test_file_name_is_local_time() -> None:
-    seconds = T0 // 1000
-    assert index_file_name(T0 + 7) == time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + "007"
 
 
 def test_names_stay_ascending_when_clock_goes_back(service: IndexService, clock: FakeClock) -> None:

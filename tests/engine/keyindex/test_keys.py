@@ -1,9 +1,8 @@
-"""Batch index puts leave the bytes key-by-key puts leave: same entries, chains, header and slots, across
-slot collisions, full files and rolls, and after a re-dispatch of the record at the newest file's end."""
+"""The index's keys hash as Java hashes ``topic#key``, one key at a time or many at once: the record
+path's strings, a DispatchBatch's joined text (spaces, empty strings, text outside ASCII, keys past
+the power table) and the rows of DispatchColumns all give ``index_hash`` of the same strings."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,39 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.batch.dispatch import DispatchBatch, DispatchRequest
-from engine.jhash import index_hash, index_hashes
-from engine.keyindex.index_file import IndexFile
-from engine.keyindex.service import IndexService, index_key
-from tests.conftest import FakeClock
+from engine.jhash import java_hash
+from engine.keyindex.keys import index_hash, index_hashes, index_key, joined_hashes, key_hashes, record_keys
 
 settings_ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@settings_
-@given(keys=st.lists(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=8),
-                     min_size=1, max_size=40),
-       seed_ms=st.sampled_from([0, 1_700_000_000_000]), start=st.integers(0, 3),
-       cuts=st.lists(st.integers(1, 10), max_size=5))
-def test_put_keys_writes_what_put_key_writes(tmp_path_factory: pytest.TempPathFactory, keys: list[str], seed_ms: int,
-                                            start: int, cuts: list[int]) -> None:
-    root = tmp_path_factory.mktemp("idx")
-    one = IndexFile.create(root / "one", 5, 24, begin_phys_offset=100 if seed_ms else 0, begin_ms=seed_ms)
-    many = IndexFile.create(root / "many", 5, 24, begin_phys_offset=100 if seed_ms else 0, begin_ms=seed_ms)
-    phys = [1000 + 50 * i for i in range(len(keys))]
-    times = [1_700_000_000_000 + 700 * i for i in range(len(keys))]
-    for f in (one, many):  # a few keys put one by one first, so the batch meets used slots
-        for k, p, t in zip(keys[:start], phys[:start], times[:start], strict=False):
-            f.put_key(k, p, t)
-    put_one = sum(one.put_key(k, p, t) for k, p, t in zip(keys[start:], phys[start:], times[start:], strict=False))
-    hashes = np.asarray(index_hashes(keys), np.int64)
-    done = min(start, len(keys))
-    for cut in [*cuts, len(keys)]:
-        done += many.put_keys(hashes[done:done + cut], np.asarray(phys[done:done + cut]),
-                              np.asarray(times[done:done + cut]))
-    assert done - min(start, len(keys)) == put_one
-    assert one.path.read_bytes() == many.path.read_bytes()
-    one.close()
-    many.close()
 
 
 def test_vectorised_hashes_are_the_index_hash() -> None:
@@ -51,8 +21,28 @@ def test_vectorised_hashes_are_the_index_hash() -> None:
     assert index_hashes(keys) == [index_hash(k) for k in keys]
 
 
-def _hashed(batch: DispatchBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return (batch.rows, *batch.index_keys())
+def test_many_ascii_keys_hash_with_numpy_as_one_by_one() -> None:
+    """Enough ASCII keys for the numpy path, Integer.MIN_VALUE's key ("polygenelubricants") among them."""
+    keys = [f"Orders#key-{i}" for i in range(40)] + ["polygenelubricants", "", "Topic#" + "x" * 300]
+    assert java_hash("polygenelubricants") == -(1 << 31) and index_hash("polygenelubricants") == 0
+    assert index_hashes(keys) == [index_hash(k) for k in keys]
+    assert key_hashes("Orders", [f"k{i}" for i in range(40)]).tolist() == [index_hash(f"Orders#k{i}")
+                                                                            for i in range(40)]
+
+
+def test_a_record_is_indexed_under_its_uniq_key_then_its_keys() -> None:
+    assert record_keys("U1", ["k1", "", "k2"]) == ["U1", "k1", "k2"]
+    assert record_keys(None, ("k1",)) == record_keys("", ["", "k1"]) == ["k1"]
+    assert index_key("T", "k1") == "T#k1"
+
+
+@given(parts=st.lists(st.tuples(st.text(st.characters(max_codepoint=0x7F), max_size=12),
+                                st.text(st.characters(max_codepoint=0x7F), max_size=40)), max_size=30))
+def test_joined_hashes_are_the_index_hash_of_topic_and_key(parts: list[tuple[str, str]]) -> None:
+    topics = np.array([java_hash(t) & 0xFFFFFFFF for t, _ in parts], np.int64)
+    keys = np.array([java_hash(k) & 0xFFFFFFFF for _, k in parts], np.int64)
+    lengths = np.array([len(k) for _, k in parts], np.int64)
+    assert joined_hashes(topics, keys, lengths).tolist() == [index_hash(index_key(t, k)) for t, k in parts]
 
 
 def _key_strings(batch: DispatchBatch) -> tuple[list[int], list[str]]:
@@ -110,23 +100,3 @@ def test_keys_longer_than_the_power_table_hash_instead_of_raising_index_error(le
     assert key_hashes.tolist() == [index_hash(name) for name in names]
 
 
-def _requests(n: int, first_phys: int = 0) -> list[DispatchRequest]:
-    return [DispatchRequest("T" if i % 3 else "U", i % 2, first_phys + 100 * i, 100, 0, 1_700_000_000_000 + 10 * i,
-                            i, (f"k{i}", f"j{i % 4}") if i % 2 else (), f"UNIQ{i:04d}" if i % 5 else None,
-                            0xC if i % 7 == 6 else 0) for i in range(n)]
-
-
-@pytest.mark.parametrize("n", [1, 9, 60])
-def test_build_batch_writes_what_build_writes(tmp_path: Path, clock: FakeClock, n: int) -> None:
-    one = IndexService.open(tmp_path / "one", 4, 16, clock)
-    many = IndexService.open(tmp_path / "many", 4, 16, clock)
-    requests = _requests(n)
-    for r in requests:
-        one.build(r.topic, r.keys, r.uniq_key, r.phys_offset, r.store_ms, r.sys_flag)
-    many.build_hashed(*_hashed(DispatchBatch.from_requests(requests[: n // 2])))
-    many.build_hashed(*_hashed(DispatchBatch.from_requests(requests[n // 2 - 1:])))  # one record again: a re-dispatch
-    one.close()
-    many.close()
-    files_one = sorted(p.read_bytes() for p in (tmp_path / "one").iterdir())
-    files_many = sorted(p.read_bytes() for p in (tmp_path / "many").iterdir())
-    assert files_one == files_many

@@ -1,0 +1,188 @@
+"""The buckets of an IndexFile: every put and every walk of a chain.
+
+A bucket is a slot and the chain of entries it heads (``engine.keyindex.index_file`` has the byte
+table). These functions work on numpy views of a file's header, slots and entries, and are the only
+code that writes an entry or walks a chain.
+
+``put`` is the one put: ``IndexFile.put_key`` is a batch of one, and a batch writes the bytes
+``IndexFile.putKey`` writes key after key, in an order that a kill at any point leaves at worst
+unreachable entries, never a slot pointing past indexCount or an endPhyOffset claiming a key that
+is not reachable: the entries, then the header's begin (for a file's first entry) and counts, then
+the slots, then the end offset and time. Within a batch, an entry's ``prevIndex`` is the previous
+entry of the batch in the same slot, or else the slot's value before the batch (kept only when it
+is a valid entry number at the moment that key would have been put, as ``putKey`` checks it).
+
+``select`` is ``IndexFile.selectPhyOffset``'s walk, one step of every key's chain per numpy gather;
+``select_one`` the same walk for one key, entry by entry, which for one key costs less than
+numpy's set-up. Both have the same stops, and a bound on a corrupt cycle (which the Java walk
+would follow forever). ``has_entry`` asks whether one exact entry is reachable.
+
+Every function drops its views on the way out, even by an exception: a traceback that held them
+would keep the map exported, and its close would raise BufferError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+_INT_MAX = (1 << 31) - 1
+
+
+def time_diffs(store_ms: Array, begin_ms: Array) -> Array:
+    """The timeDiff field of entries stored at ``store_ms`` in a file whose beginTimestamp is
+    ``begin_ms``: whole seconds since it, clamped to [0, 2**31 - 1]; 0 while beginTimestamp <= 0."""
+    # measured from the later of the two, so that no subtraction can wrap
+    since = (np.maximum(store_ms, begin_ms) - begin_ms) // 1000
+    return np.where(begin_ms > 0, np.minimum(since, _INT_MAX), 0)
+
+
+def time_diff_s(store_ms: int, begin_ms: int) -> int:
+    """``time_diffs`` of one entry."""
+    return int(time_diffs(np.array([store_ms], np.int64), np.array([begin_ms], np.int64))[0])
+
+
+def put(header: Array, slots: Array, entries: Array, key_hashes: Array, phys_offsets: Array,
+        store_ms: Array) -> int:
+    """Put as many keys as the file has room for, in order; returns how many went in (the rest
+    belong in the next file). ``key_hashes`` are ``index_hash``es."""
+    try:
+        if len(phys_offsets) and int(np.min(phys_offsets)) < 0:
+            raise ValueError(f"phys_offset out of range: {int(np.min(phys_offsets))}")
+        raw_count = int(header["index_count"][0])
+        start = raw_count if raw_count > 0 else 1  # IndexHeader.load() reads a count <= 0 as 1
+        n = min(len(key_hashes), len(entries) - start)
+        if n <= 0:
+            return 0
+        hashes, phys, times = key_hashes[:n], phys_offsets[:n], store_ms[:n]
+        numbers = np.arange(start, start + n, dtype=np.int64)
+        slot_of = hashes % len(slots)
+        order = np.argsort(slot_of, kind="stable")
+        sorted_slots = slot_of[order]
+        bounds = np.ones(n + 1, bool)  # bounds[i]: sorted entry i starts a slot's run; bounds[i + 1]: i ends it
+        np.not_equal(sorted_slots[1:], sorted_slots[:-1], out=bounds[1:n])
+        prev = np.empty(n, np.int64)
+        prev[order[1:]] = numbers[order[:-1]]
+        firsts = order[bounds[:n]]
+        old = slots[slot_of[firsts]].astype(np.int64)
+        prev[firsts] = np.where((old > 0) & (old <= numbers[firsts]), old, 0)
+        begin_ms = np.full(n, int(header["begin_ms"][0]), np.int64)
+        if start <= 1:  # the file's first entry measures from the seed, then becomes the begin
+            begin_ms[1:] = times[0]
+        block: Array = np.empty(n, entries.dtype)
+        block["key_hash"] = hashes
+        block["phys_offset"] = phys
+        block["time_diff_s"] = time_diffs(times, begin_ms)
+        block["prev_index"] = prev
+        entries[start:start + n] = block
+        if start <= 1:
+            header["begin_phys"] = phys[0]
+            header["begin_ms"] = times[0]
+        header["index_count"] = start + n
+        header["slot_used"] = int(header["slot_used"][0]) + int(np.count_nonzero(prev == 0))
+        last = bounds[1:]
+        slots[sorted_slots[last]] = numbers[order[last]]
+        header["end_phys"] = phys[n - 1]
+        header["end_ms"] = times[n - 1]
+        return n
+    finally:
+        del header, slots, entries
+
+
+def has_entry(header: Array, slots: Array, entries: Array, key_hash: int, phys_offset: int) -> bool:
+    """Whether an entry with this key hash and exactly this offset is reachable (what re-dispatch of
+    the newest indexed record checks). Entry offsets never decrease with the entry number, so the
+    walk stops at the first older offset."""
+    try:
+        raw_count = int(header["index_count"][0])
+        index_count = raw_count if raw_count > 0 else 1
+        entry_no = int(slots[key_hash % len(slots)])
+        if entry_no <= 0 or entry_no > index_count or index_count <= 1:
+            return False
+        for _ in range(index_count):
+            if entry_no >= len(entries):
+                break
+            hash_read, phys_read, _diff_s, prev_no = entries[entry_no].item()
+            if phys_read < phys_offset:
+                break
+            if hash_read == key_hash and phys_read == phys_offset:
+                return True
+            if prev_no <= 0 or prev_no >= entry_no:
+                break
+            entry_no = prev_no
+        return False
+    finally:
+        del header, slots, entries
+
+
+def select_one(header: Array, slots: Array, entries: Array, key_hash: int, max_count: int, begin_ms: int,
+               end_ms: int) -> list[int]:
+    """``select`` of one key, walked entry by entry: for one key the plain walk costs less than
+    numpy's set-up (``engine.lookup.query_by_keys`` asks for one key at a time)."""
+    try:
+        phys_offsets: list[int] = []
+        raw_count = int(header["index_count"][0])
+        index_count = raw_count if raw_count > 0 else 1
+        entry_no = int(slots[key_hash % len(slots)])
+        if max_count <= 0 or entry_no <= 0 or entry_no > index_count or index_count <= 1:
+            return phys_offsets
+        file_begin_ms = int(header["begin_ms"][0])
+        # A sound chain visits each entry at most once: the bound stops a corrupt cycle.
+        for _ in range(index_count):
+            if len(phys_offsets) >= max_count or entry_no >= len(entries):
+                break
+            hash_read, phys_offset, diff_s, prev_no = entries[entry_no].item()
+            if diff_s < 0:
+                break
+            time_read_ms = file_begin_ms + diff_s * 1000
+            if hash_read == key_hash and begin_ms <= time_read_ms <= end_ms:
+                phys_offsets.append(phys_offset)
+            if prev_no <= 0 or prev_no > index_count or prev_no == entry_no or time_read_ms < begin_ms:
+                break
+            entry_no = prev_no
+        return phys_offsets
+    finally:
+        del header, slots, entries
+
+
+def select(header: Array, slots: Array, entries: Array, key_hashes: Array, wants: Array, begin_ms: int,
+           end_ms: int) -> list[list[int]]:
+    """For each key hash, the offsets of up to ``wants[i]`` entries with that hash stored in [begin_ms,
+    end_ms], newest first. Keys are not compared (only hashes are stored): the caller filters
+    collisions by reading the records."""
+    try:
+        found: list[list[int]] = [[] for _ in range(len(key_hashes))]
+        index_count = int(header["index_count"][0])
+        file_begin_ms = int(header["begin_ms"][0])
+        if index_count <= 1 or len(key_hashes) == 0:
+            return found
+        entry_count = len(entries)
+        hashes = np.asarray(key_hashes, np.int64)
+        left = np.asarray(wants, np.int64).copy()
+        entry_no = slots[hashes % len(slots)].astype(np.int64)
+        live = np.flatnonzero((entry_no > 0) & (entry_no <= index_count) & (left > 0))
+        # A sound chain visits each entry at most once: the bound stops a corrupt cycle.
+        for _ in range(index_count):
+            live = live[(left[live] > 0) & (entry_no[live] < entry_count)]
+            if len(live) == 0:
+                break
+            numbers = entry_no[live]
+            step = entries[numbers]
+            diff_s = step["time_diff_s"].astype(np.int64)
+            live = live[diff_s >= 0]
+            step, numbers = step[diff_s >= 0], numbers[diff_s >= 0]
+            time_ms = file_begin_ms + step["time_diff_s"].astype(np.int64) * 1000
+            hits = (step["key_hash"] == hashes[live]) & (time_ms >= begin_ms) & (time_ms <= end_ms)
+            for key, phys_offset in zip(live[hits].tolist(), step["phys_offset"][hits].tolist(), strict=True):
+                found[key].append(phys_offset)
+            left[live[hits]] -= 1
+            prev = step["prev_index"].astype(np.int64)
+            go_on = (prev > 0) & (prev <= index_count) & (prev != numbers) & (time_ms >= begin_ms)
+            live = live[go_on]
+            entry_no[live] = prev[go_on]
+        return found
+    finally:
+        del header, slots, entries
