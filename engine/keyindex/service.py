@@ -10,7 +10,7 @@ which is what deduplication on re-dispatch and truncation after a torn commitlog
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,11 @@ import numpy as np
 
 from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
 from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.keys import index_key, key_hashes, record_keys
+from engine.keyindex.keys import index_hashes, index_key, key_hashes, record_keys
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
+# what ``build_records`` takes of a record: topic, KEYS tokens, UNIQ_KEY, phys offset, store time, sysFlag
+IndexedRecord = tuple[str, Sequence[str], "str | None", int, int, int]
 TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK_TYPE = 0xC
 
@@ -159,12 +161,28 @@ class IndexService:
         """Index one dispatched record (``IndexService.buildIndex``): UNIQ_KEY, then each non-empty key.
 
         ``keys`` is the KEYS property already split on single spaces. The record goes through
-        ``build_hashed``'s rules and puts as a batch of one.
+        ``build_hashed``'s rules and puts as a batch of one: a caller with many records gives them to
+        ``build_records`` at once.
         """
-        hashes = key_hashes(topic, record_keys(uniq_key, keys))
-        n = len(hashes)
-        self._build(np.full(n, phys_offset, np.int64), np.full(n, store_ms, np.int64), np.full(n, sys_flag, np.int64),
-                    hashes)
+        self.build_records([(topic, keys, uniq_key, phys_offset, store_ms, sys_flag)])
+
+    def build_records(self, records: Iterable[IndexedRecord]) -> None:
+        """``build`` for many records, in commitlog order: every key hashed at once and put in one
+        batch (the per-call cost of a put is paid once, not once a record)."""
+        full_keys: list[str] = []
+        phys_offsets: list[int] = []
+        store_times: list[int] = []
+        sys_flags: list[int] = []
+        records = list(records)
+        for topic, keys, uniq_key, phys_offset, store_ms, sys_flag in records:
+            names = record_keys(uniq_key, keys)
+            full_keys += [index_key(topic, key) for key in names]
+            phys_offsets += [phys_offset] * len(names)
+            store_times += [store_ms] * len(names)
+            sys_flags += [sys_flag] * len(names)
+        if records:  # a record without keys still opens the newest file, as RocketMQ's buildIndex does
+            self._build(np.asarray(phys_offsets, np.int64), np.asarray(store_times, np.int64),
+                        np.asarray(sys_flags, np.int64), np.asarray(index_hashes(full_keys), np.int64))
 
     def build_hashed(self, columns: np.ndarray[Any, Any], key_rows: np.ndarray[Any, Any],
                      key_hashes: np.ndarray[Any, Any]) -> None:
