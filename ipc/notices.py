@@ -27,7 +27,7 @@ by them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from engine.batch.dispatch import DispatchBatch
 from engine.config import check_topic
@@ -48,26 +48,42 @@ def _strings(message: dict[str, Any], name: str) -> list[str]:
     return values
 
 
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """How far builders may apply: every dispatch batch below ``end`` was published."""
+class Notice:
+    """What every notice has: its topic, and its two frames from its ``encode``."""
 
-    TOPIC: ClassVar[bytes] = schema.TICK
+    __slots__ = ()
+    TOPIC: ClassVar[bytes]
+
+    def encode(self) -> bytes:
+        raise NotImplementedError
+
+    def frames(self) -> list[bytes]:
+        return [self.TOPIC, self.encode()]
+
+
+@dataclass(frozen=True, slots=True)
+class _End(Notice):
+    """A notice that says how far one thing reached in the commitlog, and nothing else."""
+
     end: int
 
     def encode(self) -> bytes:
         return schema.pack({"v": schema.VERSION, "end": self.end})
 
-    def frames(self) -> list[bytes]:
-        return [self.TOPIC, self.encode()]
-
     @classmethod
-    def decode(cls, frame: bytes | memoryview) -> Tick:
+    def decode(cls, frame: bytes | memoryview) -> Self:
         return cls(_offset(schema.unpack(frame), "end"))
 
 
+class Tick(_End):
+    """How far builders may apply: every dispatch batch below ``end`` was published."""
+
+    __slots__ = ()
+    TOPIC: ClassVar[bytes] = schema.TICK
+
+
 @dataclass(frozen=True, slots=True)
-class Written:
+class Written(Notice):
     """How far the commitlog goes; ``sync`` when a SYNC_FLUSH send waits for its flush."""
 
     TOPIC: ClassVar[bytes] = schema.WRITTEN
@@ -78,9 +94,6 @@ class Written:
     def encode(self) -> bytes:
         return schema.pack({"v": schema.VERSION, "end": self.end, "store_ms": self.store_ms, "sync": self.sync})
 
-    def frames(self) -> list[bytes]:
-        return [self.TOPIC, self.encode()]
-
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Written:
         message = schema.unpack(frame)
@@ -88,26 +101,15 @@ class Written:
                    schema.field(message, "sync", bool, default=False))
 
 
-@dataclass(frozen=True, slots=True)
-class Flushed:
+class Flushed(_End):
     """How far the commitlog is durable."""
 
+    __slots__ = ()
     TOPIC: ClassVar[bytes] = schema.FLUSHED
-    end: int
-
-    def encode(self) -> bytes:
-        return schema.pack({"v": schema.VERSION, "end": self.end})
-
-    def frames(self) -> list[bytes]:
-        return [self.TOPIC, self.encode()]
-
-    @classmethod
-    def decode(cls, frame: bytes | memoryview) -> Flushed:
-        return cls(_offset(schema.unpack(frame), "end"))
 
 
 @dataclass(frozen=True, slots=True)
-class Dispatch:
+class Dispatch(Notice):
     """One append's DispatchRequests, as one batch of columns, and the commitlog range it covers
     (``from_phys`` to ``to_phys``): one frame per batch, not one map per record."""
 
@@ -120,9 +122,6 @@ class Dispatch:
         batch = self.batch
         return schema.pack({"v": schema.VERSION, "from": self.from_phys, "to": self.to_phys, "topics": batch.topics,
                             "cols": batch.columns.tobytes(), "keys": batch.keys, "uniq": batch.uniq_keys})
-
-    def frames(self) -> list[bytes]:
-        return [self.TOPIC, self.encode()]
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Dispatch:
@@ -138,7 +137,7 @@ class Dispatch:
 
 
 @dataclass(frozen=True, slots=True)
-class Arrived:
+class Arrived(Notice):
     """Queues that grew: each one's next queue offset, and how far the builder applied the commitlog."""
 
     TOPIC: ClassVar[bytes] = schema.ARRIVED
@@ -150,9 +149,6 @@ class Arrived:
         # tuples pack as msgpack arrays, the same bytes lists give
         return schema.pack({"v": schema.VERSION, "queues": self.queues, "applied": self.applied,
                             "store_ms": self.store_ms})
-
-    def frames(self) -> list[bytes]:
-        return [self.TOPIC, self.encode()]
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Arrived:
@@ -166,7 +162,7 @@ class Arrived:
 
 
 @dataclass(frozen=True, slots=True)
-class Indexed:
+class Indexed(Notice):
     """Index files written since the last notice, and how far the builder applied the commitlog."""
 
     TOPIC: ClassVar[bytes] = schema.INDEXED
@@ -177,9 +173,6 @@ class Indexed:
     def encode(self) -> bytes:
         return schema.pack({"v": schema.VERSION, "files": self.files, "applied": self.applied,
                             "store_ms": self.store_ms})
-
-    def frames(self) -> list[bytes]:
-        return [self.TOPIC, self.encode()]
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Indexed:
