@@ -1,4 +1,4 @@
-"""A store that fails to open leaves nothing open: found by scripts/survival/fuzz.py (recovery on damaged
+"""A store that fails to open leaves nothing open: found by scripts/survival/fuzz (recovery on damaged
 store files ran the process out of file descriptors)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Topics made on demand are bounded: found by scripts/survival/hostile.py (a topic flood)."""
+"""Topics made on demand are bounded: found by scripts/survival/hostile (a topic flood)."""
 
 from __future__ import annotations
 

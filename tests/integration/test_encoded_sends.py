@@ -115,7 +115,7 @@ def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_
 
 
 def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goes_on(tmp_path: Path) -> None:
-    """Every shape of scripts.survival.hostile_requests.encoded_requests, alone and all in one round. All in
+    """Every shape of scripts.survival.hostile.requests.encoded_requests, alone and all in one round. All in
     one round also pins a bug: a send_encoded whose columns were not whole rows, merged with another
     request of its round, raised ValueError in the merge and took the writer down (the round's other
     requests unanswered); the merge now refuses it like any batch that does not hold together."""

@@ -1,4 +1,4 @@
-"""What many ack-mode queues cost a reader: found by scripts/survival/hostile.py (an ack-group flood), each
+"""What many ack-mode queues cost a reader: found by scripts/survival/hostile (an ack-group flood), each
 test named after the bug it pins."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What one client can make the commitlog writer hold: found by scripts/survival/hostile.py, each test named
+"""What one client can make the commitlog writer hold: found by scripts/survival/hostile, each test named
 after the bug it pins."""
 
 from __future__ import annotations
