@@ -197,11 +197,11 @@ class ReaderActor:
                 frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            reply = self._handle(frames)
+            reply = self.handle(frames)
             if reply is not None:
                 self._send(router, frames[0], reply)
 
-    def _handle(self, frames: list[bytes]) -> dict[str, Any] | None:
+    def handle(self, frames: list[bytes]) -> dict[str, Any] | None:
         """The error boundary: every request gets a reply (None: parked), and nothing a client sends
         stops the reader."""
         request_id: Any = None

@@ -128,7 +128,7 @@ class CommitLogWriterActor:
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
                 if ingress in ready:
-                    self._serve(ingress, dispatch_out, written_out)
+                    self.serve_round(ingress, dispatch_out, written_out)
                     self.prefault.hand(self.commitlog.queue.last_file)
                 waiters.release(outlets)
                 now = monotonic_ms()
@@ -186,7 +186,8 @@ class CommitLogWriterActor:
             return None
         return lambda mf: mf.file_end <= low
 
-    def _serve(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any]) -> None:
+    def serve_round(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any],
+                    written_out: zmq.Socket[Any]) -> None:
         """One round: drain the ingress queue into one append, at most max_batch_messages and about
         one max_request_bytes of frames (a flood of big frames is taken a request's worth at a time).
         Other requests are answered as they come; the sends are appended after the drain, the

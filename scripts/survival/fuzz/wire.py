@@ -15,6 +15,7 @@ import zmq
 from hypothesis import strategies as st
 
 from actors.config import load_config
+from actors.runtime import Runtime
 from actors.writer.encoded import encoding_fields
 from engine import Message, MessageStore, StoreConfig
 from ipc import schema
@@ -41,10 +42,8 @@ class WireTarget:
                              store={"geometry": {f: getattr(GEOMETRY, f) for f in GEOMETRY.__dataclass_fields__}})
         config.endpoints.prepare()
         self.ctx: zmq.Context[Any] = zmq.Context()
-        runtime = SimpleNamespace(config=config, endpoints=config.endpoints, ctx=self.ctx, stopping=False,
-                                  report=lambda *a, **k: None)
-        self.writer = CommitLogWriterActor(runtime)  # type: ignore[arg-type]
-        self.reader = ReaderActor(runtime, 0)  # type: ignore[arg-type]
+        self.writer = CommitLogWriterActor(Runtime("writer", config, self.ctx))
+        self.reader = ReaderActor(Runtime("reader-0", config, self.ctx), 0)
         self.reader.acks.start(lambda identity, reply: None)
         self.reader.store.learn_from_files()
         self.encoding = Encoding.from_reply(encoding_fields(config.store))
@@ -75,11 +74,11 @@ class WireTarget:
                 schema.unpack_message(frames[0], frames[1:])
         self.replies.clear()
         self._waiting = [[b"peer", *frames] for frames in messages]
-        self.writer._serve(self, self._pub, self._pub)  # type: ignore[arg-type]
+        self.writer.serve_round(self, self._pub, self._pub)  # type: ignore[arg-type]
         if len(self.replies) != len(messages):
             raise Finding(f"the writer answered {len(self.replies)} times to {len(messages)} request(s)")
         for frames in messages:
-            reply = self.reader._handle([b"peer", *frames])
+            reply = self.reader.handle([b"peer", *frames])
             if reply is not None and reply.get("status") == "SYSTEM_ERROR":
                 raise Finding(f"reader SYSTEM_ERROR: {reply.get('reason')}")
         self.reader.parked.drain()

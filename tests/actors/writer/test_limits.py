@@ -59,11 +59,11 @@ def test_writer_batch_is_bounded_by_bytes_not_only_by_message_count(tmp_path: Pa
     ingress = QueuedIngress([[b"peer", frame]] * 10)
     pub = SimpleNamespace(send_multipart=lambda *a, **k: None)
     try:
-        writer._serve(ingress, pub, pub)  # type: ignore[arg-type]
+        writer.serve_round(ingress, pub, pub)  # type: ignore[arg-type]
         assert ingress.taken == 2  # 600 KiB, then 1.2 MiB: past one request's worth, the batch closes
         assert [r["results"][0]["status"] for r in ingress.replies] == ["MESSAGE_ILLEGAL"] * 2
         while ingress.waiting:
-            writer._serve(ingress, pub, pub)  # type: ignore[arg-type]
+            writer.serve_round(ingress, pub, pub)  # type: ignore[arg-type]
         assert len(ingress.replies) == 10
     finally:
         writer.commitlog.close()
