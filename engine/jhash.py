@@ -3,7 +3,8 @@
 RocketMQ keys its consume-queue tag codes, its index slots and its shard picks on the JVM string
 hash, computed over UTF-16 code units with 32-bit wraparound: ``h = 31 * h + unit``. Characters
 outside the BMP count as two units (a surrogate pair), exactly as Java sees them. The tags code is
-here; the index's key hash, ``abs`` of the hash of ``topic#key``, is ``engine.keyindex.keys``'.
+here; the index's key hash, ``abs`` of the hash of ``topic#key``, is ``engine.keyindex.keys``'; the
+shard rule is ``engine.queue_selector``'s.
 """
 
 from __future__ import annotations

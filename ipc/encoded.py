@@ -33,7 +33,6 @@ from engine.batch.record_batch import (
     pack_columns,
     unpack_reply_rows,
 )
-from engine.jhash import java_hash
 from engine.log.host import Host
 from engine.log.message import Refusal, record_properties
 from engine.log.msgid import UniqKeyGenerator, offset_msg_ids
@@ -46,6 +45,7 @@ from engine.log.record import (
     encode_properties,
     is_valid_property_text,
 )
+from engine.queue_selector import shard_hash
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
@@ -238,7 +238,7 @@ def _queue_and_shard(queue: int | None, shard: str | None) -> tuple[int, int]:
     if queue is not None:
         return queue, 0
     if shard is not None:
-        return QUEUE_BY_SHARD, abs(java_hash(shard)) & 0x7FFFFFFF
+        return QUEUE_BY_SHARD, shard_hash(shard)  # the writer, which knows the queue count, picks by it
     return QUEUE_ROUND_ROBIN, 0
 
 

@@ -21,10 +21,10 @@ from actors.writer.encoded import EncodedSend, encoding_fields
 from actors.writer.sends import MessageSend
 from actors.writer.state import TopicQueues
 from engine.batch.record_batch import CLIENT_SYS_FLAGS
-from engine.jhash import java_hash
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.message import Message, PutResult, PutStatus
+from engine.queue_selector import shard_hash, shard_queue
 from engine.topics import TopicError
 from ipc import schema
 from ipc.encoded import OP_ENCODING, OP_SEND_ENCODED
@@ -113,7 +113,7 @@ class Ingress:
         return messages, queue_ids, refused
 
     def _queue_for(self, topic: str, raw: dict[str, Any]) -> int | PutResult:
-        """An explicit queue, a sharding key's queue, or the next queue round robin."""
+        """An explicit queue, a sharding key's queue, or the next queue round robin (``engine.queue_selector``)."""
         try:
             queue_count = self.queues.queue_count(topic)
         except TopicError as exc:
@@ -128,8 +128,8 @@ class Ingress:
             return int(queue)
         shard = schema.field(raw, "shard", str, default=None)
         if shard is not None:
-            return abs(java_hash(shard)) % queue_count
-        return self.queues.next_round_robin(topic, queue_count)
+            return shard_queue(shard_hash(shard), queue_count)
+        return self.queues.round_robin.turn(topic, queue_count)
 
 
 def _message(raw: dict[str, Any]) -> Message:

@@ -17,29 +17,24 @@ from dataclasses import dataclass
 from actors.config import BrokerConfig
 from actors.writer.sync import SyncWaiters
 from engine.log.writer import CommitLogWriter
+from engine.queue_selector import RoundRobin
 from engine.retention import CleanupDecision
 from engine.topics import TopicTable
 
 
 class TopicQueues:
-    """Topics created on first send with ``default_queues`` queues, and the next round-robin turn of
-    each (not persisted: a restart begins every topic at its queue 0)."""
+    """Topics created on first send with ``default_queues`` queues, and the round-robin turns of each."""
 
     __slots__ = ("default_queues", "round_robin", "table")
 
     def __init__(self, table: TopicTable, default_queues: int) -> None:
         self.table = table
         self.default_queues = default_queues
-        self.round_robin: dict[str, int] = {}
+        self.round_robin = RoundRobin()
 
     def queue_count(self, topic: str) -> int:
         """Raises TopicError for a topic refused, OSError when a new one cannot be persisted."""
         return self.table.get_or_create(topic, self.default_queues).queue_count
-
-    def next_round_robin(self, topic: str, queue_count: int) -> int:
-        n = self.round_robin.get(topic, 0)
-        self.round_robin[topic] = n + 1
-        return n % queue_count
 
 
 @dataclass(slots=True)

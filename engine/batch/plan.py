@@ -2,16 +2,16 @@
 
 A request carries whole records, their columns and the tables the columns index. Several requests
 of one poll round are merged into one batch (``merge``: tables joined, indices remapped), checked
-(``check``), given queues at once (``pick_queues``: explicit, round robin per topic, or by shard
-hash), and once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch``
-for the builders (``dispatch_batch``) and one packed reply row per record (``reply_rows``: phys
-offset, queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads).
+(``check``), given queues at once (``pick_queues``: explicit, or ``engine.queue_selector``'s round
+robin per topic or shard hash), and once ``CommitLogWriter.write_batch`` has appended them, turned
+into one ``DispatchBatch`` for the builders (``dispatch_batch``) and one packed reply row per record
+(``reply_rows``: phys offset, queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which
+``ipc.encoded`` reads).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -28,9 +28,8 @@ from engine.batch.record_batch import (
 from engine.config import StoreConfig, check_topic
 from engine.jhash import tags_code
 from engine.log.writer import BatchOutcome
+from engine.queue_selector import QueueIds, RoundRobin, shard_queues
 from engine.topics import TopicError, TopicTable
-
-QueueIds = np.ndarray[Any, np.dtype[np.int64]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +56,7 @@ def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> Ch
 
 
 def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTable, default_queues: int,
-                round_robin: dict[str, int]) -> QueueIds:
+                round_robin: RoundRobin) -> QueueIds:
     """Every record's queue id; raises BatchError for a refused topic or a queue out of range."""
     cols = checked.columns
     wanted = cols["queue"].astype(np.int64)
@@ -75,11 +74,9 @@ def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTab
             raise BatchError(f"queue id out of range: {name} has {count} queues")
         robin = np.flatnonzero(rows & (wanted == QUEUE_ROUND_ROBIN))
         if len(robin):
-            n = round_robin.get(name, 0)
-            queue_ids[robin] = (n + np.arange(len(robin))) % count
-            round_robin[name] = n + len(robin)
+            queue_ids[robin] = round_robin.turns(name, count, len(robin))
         sharded = rows & (wanted == QUEUE_BY_SHARD)
-        queue_ids[sharded] = cols["shard"][sharded].astype(np.int64) % count
+        queue_ids[sharded] = shard_queues(cols["shard"][sharded], count)
     return queue_ids
 
 

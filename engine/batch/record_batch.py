@@ -10,7 +10,7 @@ Beside the bytes travel per-record columns (``COLUMNS``) and the tables they ind
     size     <i4    the record's TOTALSIZE
     topic    <u2    index into the batch's topic table
     queue    <i4    a queue id; -1: round robin; -2: by shard hash
-    shard    <i4    abs(java_hash(shard key)) when queue == -2
+    shard    <i4    the shard key's Java hash, signed, when queue == -2 (``engine.queue_selector``)
     tag      <i4    index into the batch's tags table, -1 for none (the tags code is the writer's)
 
 plus one string per record for its index keys (space separated, "" for none) and one for its

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from engine.jhash import java_hash
 from engine.verify import verify_store
 from ipc import schema
 from ipc.client import Admin, BrokerError, Consumer, Outgoing, Producer
@@ -156,5 +157,27 @@ def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goe
             ctx.term()
         assert producer.send_encoded([Outgoing("Fast", b"after")])[0].ok
         assert broker.pid_of("writer") == writer_pid  # never restarted
+        assert broker.stop() == 0
+    assert verify_store(broker.store).ok
+
+
+def test_a_shard_key_hashing_to_int_min_lands_in_one_queue_by_either_send_path(tmp_path: Path) -> None:
+    """The writer picked abs(hash) % n and the producer's encoder sent abs(hash) & 0x7FFFFFFF: for a
+    key whose Java hash is -2**31 that is 0, so with a queue count that is not a power of two the same
+    key went to one queue through ``send`` and to another through ``send_encoded``. RocketMQ's
+    SelectMessageQueueByHash takes Java's remainder, then its absolute value: -2147483648 % 3 == -2,
+    so queue 2 of 3; -2147483648 % 5 == -3, so queue 3 of 5."""
+    key = "polygenelubricants"
+    assert java_hash(key) == -2**31
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer, Admin(broker.store) as admin:
+        for topic, queues, rocketmq_queue in (("Three", 3, 2), ("Five", 5, 3)):
+            assert admin.create_topic(topic, queues) == queues
+            by_map = producer.send(topic, b"map", shard=key)
+            by_columns = producer.send_encoded([Outgoing(topic, b"columns", shard=key)])[0]
+            assert by_map.ok and by_columns.ok
+            assert (by_map.queue_id, by_columns.queue_id) == (rocketmq_queue, rocketmq_queue)
+            wait_for(lambda t=topic, q=rocketmq_queue: admin.queue_info(t).get(q) == (0, 2), 30,
+                     f"both sends in queue {rocketmq_queue} of {topic}")
+            assert sum(hi - lo for lo, hi in admin.queue_info(topic).values()) == 2
         assert broker.stop() == 0
     assert verify_store(broker.store).ok
