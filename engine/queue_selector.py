@@ -49,10 +49,14 @@ class RoundRobin:
 
     def turns(self, topic: str, queue_count: int, count: int) -> QueueIds:
         """The queues of the topic's next ``count`` turns, in order."""
-        first = self._taken.get(topic, 0)
-        self._taken[topic] = first + count
-        return (first + np.arange(count, dtype=np.int64)) % queue_count
+        return (self._take(topic, count) + np.arange(count, dtype=np.int64)) % queue_count
 
     def turn(self, topic: str, queue_count: int) -> int:
-        """The queue of the topic's next turn."""
-        return int(self.turns(topic, queue_count, 1)[0])
+        """The queue of the topic's next turn (``turns`` of one, without an array per message)."""
+        return self._take(topic, 1) % queue_count
+
+    def _take(self, topic: str, count: int) -> int:
+        """The topic's next ``count`` turns taken; the number of the first."""
+        first = self._taken.get(topic, 0)
+        self._taken[topic] = first + count
+        return first
