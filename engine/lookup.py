@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
 from engine.jhash import tags_code
+from engine.keyindex.pages import IndexCursor
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.log.msgid import decode_offset_msg_id
@@ -30,7 +31,6 @@ from engine.log.record import (
 )
 
 MAX_FILTER_SCAN_BYTES = 16000
-MAX_QUERY_CANDIDATES = 1 << 16  # the index caps a query lower still (max_msgs_num_batch)
 SUBSCRIBE_ALL = "*"
 _MAGIC_V1 = MAGIC_V1.to_bytes(4, "big", signed=True)
 _MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
@@ -246,27 +246,28 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
     """For each key, in order, the newest ``max_count`` records of ``topic`` whose KEYS (or, with
     ``uniq``, UNIQ_KEY) hold it, oldest first, as stored, none reaching past ``readable_end``.
 
-    The index is probed for all the keys together. It answers with candidates, hash collisions and
-    records not readable yet among them; each candidate's topic and key are compared in its stored
-    bytes (nothing decoded). When they take places, that key's index is asked again for more (up to
-    its batch limit), so a collision never hides a message that matches."""
+    The index is probed for all the keys together, a page of candidates each: hash collisions and
+    records not readable yet among them. Each candidate's topic and key are compared in its stored
+    bytes (nothing decoded). A key still short asks for its next page, which goes on where the last
+    one stopped, until it has ``max_count`` or its chains are walked: colliding keys take places in
+    a page, never in the answer."""
     end = commitlog.max_offset if readable_end is None else readable_end
-    if len(keys) == 1:  # one key: the plain walk costs less than numpy's set-up
-        firsts = [index.query(topic, keys[0], max_count, begin_ms, end_ms).phys_offsets]
-    else:
-        firsts = index.query_many(topic, keys, max_count, begin_ms, end_ms)
     topic_bytes = topic.encode()
-    answers: list[StoredRecords] = []
-    for key, candidates in zip(keys, firsts, strict=True):
-        key_bytes = key.encode()
-        found = _matching(commitlog, candidates, topic_bytes, key_bytes, uniq, end)
-        limit = max_count
-        while len(found) < max_count and len(candidates) >= limit and limit < MAX_QUERY_CANDIDATES:
-            limit = min(limit * 4, MAX_QUERY_CANDIDATES)
-            candidates = index.query(topic, key, limit, begin_ms, end_ms).phys_offsets
-            found = _matching(commitlog, candidates, topic_bytes, key_bytes, uniq, end)
-        answers.append(StoredRecords.of(sorted(found[:max_count])))
-    return answers
+    found: list[dict[int, bytes]] = [{} for _ in keys]
+    after: list[IndexCursor | None] = [None] * len(keys)
+    short: Sequence[int] = range(len(keys))
+    pages = index.query_many(topic, keys, max_count, begin_ms, end_ms)
+    while True:
+        for i, candidates, next_page in zip(short, pages.phys_offsets, pages.next_pages, strict=True):
+            if found[i]:  # a record seen on an earlier page (a key twice in its KEYS) is not read again
+                candidates = [phys_offset for phys_offset in candidates if phys_offset not in found[i]]
+            found[i].update(_matching(commitlog, candidates, topic_bytes, keys[i].encode(), uniq, end))
+            after[i] = next_page
+        short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
+        if not short:
+            return [StoredRecords.of(sorted(records.items())) for records in found]
+        pages = index.query_many(topic, [keys[i] for i in short], [max_count - len(found[i]) for i in short],
+                                 begin_ms, end_ms, after=[after[i] for i in short])
 
 
 def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, key: bytes, uniq: bool,

@@ -198,6 +198,9 @@ class MessageStore:
 
     def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[Record]:
+        """The newest ``max_count`` records of ``topic`` with ``key`` among their keys, stored in
+        [begin_ms, end_ms], oldest first: every one of them, whatever other keys share its hash, but
+        never more than ``config.max_query_count`` (64 by default) however many ``max_count`` asks for."""
         if self.index is None:
             return []
         return query_by_key(self.index, self.commitlog, topic, key, min(max_count, self.config.max_query_count),

@@ -242,7 +242,9 @@ class Admin:
 
     def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[ReceivedMessage]:
-        """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first."""
+        """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first:
+        every one of them, whatever other keys share its hash, but never more than the broker's
+        ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for."""
         return list(self.query_by_key_async(topic, key, max_count, begin_ms, end_ms).result())
 
     def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
@@ -257,7 +259,7 @@ class Admin:
     def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                    end_ms: int | None = None) -> list[MessageBatch]:
         """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
-        in the keys' order."""
+        in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
         return self.query_keys_async(topic, keys, max_count, begin_ms, end_ms).result()
 
     def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -277,13 +278,28 @@ class IndexFile:
         Newest first, at most ``max_count``; the walk of ``IndexFile.selectPhyOffset``. Keys are not
         compared (only hashes are stored): the caller filters collisions by reading the records.
         """
-        return buckets.select_one(*self._buckets(), index_hash(key), max_count, begin_ms, end_ms)
+        return buckets.select_one(*self._buckets(), index_hash(key), max_count, begin_ms, end_ms)[0]
 
     def select_phys_offsets_many(self, key_hashes: np.ndarray[Any, Any], wants: np.ndarray[Any, Any],
                                  begin_ms: int, end_ms: int) -> list[list[int]]:
         """``select_phys_offsets`` for many keys at once, given their ``index_hash``es, up to
         ``wants[i]`` offsets for key i (``engine.keyindex.buckets.select``)."""
-        return buckets.select(*self._buckets(), key_hashes, wants, begin_ms, end_ms)
+        return buckets.select(*self._buckets(), key_hashes, wants, begin_ms, end_ms)[0]
+
+    def select_page(self, key_hashes: Sequence[int], wants: Sequence[int], from_nos: Sequence[int], begin_ms: int,
+                    end_ms: int) -> tuple[list[list[int]], list[int]]:
+        """``select_phys_offsets_many`` walking each key's chain from entry ``from_nos[i]`` (0: its slot),
+        and for each key the entry to read next (0: its chain in this file has ended): a walk paged
+        by position, each page going on where the last one stopped. One key is walked entry by entry
+        (``buckets.select_one``), cheaper for it than numpy's set-up."""
+        if len(key_hashes) == 1:
+            found, next_no = buckets.select_one(*self._buckets(), key_hashes[0], wants[0], begin_ms, end_ms,
+                                                from_nos[0])
+            return [found], [next_no]
+        many, next_nos = buckets.select(*self._buckets(), np.asarray(key_hashes, np.int64),
+                                        np.asarray(wants, np.int64), begin_ms, end_ms,
+                                        np.asarray(from_nos, np.int64))
+        return many, next_nos.tolist()
 
     def has_entry(self, key: str, phys_offset: int) -> bool:
         """Whether an entry with this key's hash and exactly this offset is reachable.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +18,14 @@ import numpy as np
 
 from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
 from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.keys import index_hashes, index_key, key_hashes, record_keys
+from engine.keyindex.keys import index_hashes, index_key, record_keys
+from engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 # what ``build_records`` takes of a record: topic, KEYS tokens, UNIQ_KEY, phys offset, store time, sysFlag
 IndexedRecord = tuple[str, Sequence[str], "str | None", int, int, int]
 TRANSACTION_TYPE_MASK = 0xC
 TRANSACTION_ROLLBACK_TYPE = 0xC
-
-@dataclass(frozen=True, slots=True)
-class QueryOffsetResult:
-    """Offsets found for a key, newest first, plus how far the index had got when asked."""
-
-    phys_offsets: list[int]
-    index_last_update_ms: int
-    index_last_update_phys_offset: int
 
 
 class IndexService:
@@ -218,47 +210,27 @@ class IndexService:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int) -> QueryOffsetResult:
+    def query(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *,
+              after: IndexCursor | None = None) -> QueryOffsetResult:
         """Offsets whose key hash matches ``topic#key`` in [begin_ms, end_ms] (``IndexService.queryOffset``).
 
         Newest file first, newest entry first within a file; at most ``min(max_count,
-        max_msgs_num_batch)``. Hash collisions are included: the caller compares the records' keys.
+        max_msgs_num_batch)`` a page. Hash collisions are included and count toward that: the caller
+        compares the records' keys, and asks for the next page (``after=result.next_page``) while it
+        is short, so colliding keys never hide one that matches. Pages are cut by position in the
+        chains, not by time, so none is skipped or repeated.
         """
-        max_count = min(max_count, self._max_msgs_num_batch)
-        phys_offsets: list[int] = []
-        last_update_ms = 0
-        last_update_phys_offset = 0
-        full_key = index_key(topic, key)
-        for pos, index_file in enumerate(reversed(self._files)):
-            if pos == 0:
-                last_update_ms = index_file.end_ms
-                last_update_phys_offset = index_file.end_phys_offset
-            if index_file.is_time_matched(begin_ms, end_ms):
-                phys_offsets.extend(
-                    index_file.select_phys_offsets(full_key, max_count - len(phys_offsets), begin_ms, end_ms)
-                )
-            if index_file.begin_ms < begin_ms or len(phys_offsets) >= max_count:
-                break
-        return QueryOffsetResult(phys_offsets, last_update_ms, last_update_phys_offset)
+        return self.query_many(topic, [key], max_count, begin_ms, end_ms, after=[after]).page(0)
 
-    def query_many(self, topic: str, keys: Sequence[str], max_count: int, begin_ms: int,
-                   end_ms: int) -> list[list[int]]:
-        """``query`` for many keys of one topic at once, in their order: each file probed for all the
-        keys still short of ``max_count`` together (``IndexFile.select_phys_offsets_many``)."""
-        max_count = min(max_count, self._max_msgs_num_batch)
-        found: list[list[int]] = [[] for _ in keys]
-        hashes = key_hashes(topic, keys)
-        for index_file in reversed(self._files):
-            wants = max_count - np.fromiter((len(f) for f in found), np.int64, len(found))
-            if not bool((wants > 0).any()):
-                break
-            if index_file.is_time_matched(begin_ms, end_ms):
-                for offsets, more in zip(found, index_file.select_phys_offsets_many(hashes, wants, begin_ms, end_ms),
-                                         strict=True):
-                    offsets.extend(more)
-            if index_file.begin_ms < begin_ms:
-                break
-        return found
+    def query_many(self, topic: str, keys: Sequence[str], max_count: int | Sequence[int], begin_ms: int,
+                   end_ms: int, *, after: Sequence[IndexCursor | None] | None = None) -> QueryPages:
+        """``query`` for many keys of one topic at once, in their order (``max_count`` one for all, or
+        one a key; ``after`` each key's cursor): each file probed for all the keys that walk it
+        together (``engine.keyindex.pages``)."""
+        counts = [max_count] * len(keys) if isinstance(max_count, int) else max_count
+        return select_pages(self._files[::-1], index_hashes([index_key(topic, key) for key in keys]),
+                            [min(count, self._max_msgs_num_batch) for count in counts],
+                            [None] * len(keys) if after is None else after, begin_ms, end_ms)
 
     # -- deleting -------------------------------------------------------------------------------
 

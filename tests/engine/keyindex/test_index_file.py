@@ -185,6 +185,13 @@ def test_corrupt_cycle_terminates(tmp_path: Path) -> None:
         raw.write(struct.pack(">i", 3))
     with IndexFile.open(path, 1, 5) as f:
         assert len(f.select_phys_offsets("k", 64, 0, LONG_MAX)) <= f.index_count
+        for keys in (1, 2):  # one key walked entry by entry, two through numpy
+            pages: list[list[int]] = []
+            from_nos = [0] * keys
+            while not pages or from_nos[0]:  # paged one entry at a time, the walk still ends
+                found, from_nos = f.select_page([index_hash("k")] * keys, [1] * keys, from_nos, 0, LONG_MAX)
+                pages.append(found[0])
+            assert pages == [[2], [1], [0]]  # a chain only goes down: #1 -> #3 ends it
 
 
 def test_slot_pointing_past_index_count_is_ignored(tmp_path: Path) -> None:

@@ -83,3 +83,11 @@ def test_the_batched_probe_walks_chains_as_the_single_probe_does(open_store: Ope
         got = index_file.select_phys_offsets_many(hashes, mixed, clock.now - 9000, clock.now)
         assert got == [index_file.select_phys_offsets(k, int(w), clock.now - 9000, clock.now)
                        for k, w in zip(full_keys, mixed, strict=True)]
+        _, from_nos = index_file.select_page(hashes.tolist(), mixed.tolist(), [0] * len(hashes), 0, 1 << 62)
+        going = [(h, n) for h, n in zip(hashes.tolist(), from_nos, strict=True) if n]
+        while going:  # the keys not at their chain's end, each from where it stopped, a page of 2 at a time
+            ones = [index_file.select_page([h], [2], [n], 0, 1 << 62) for h, n in going]
+            pages, from_nos = index_file.select_page([h for h, _ in going], [2] * len(going), [n for _, n in going],
+                                                     0, 1 << 62)
+            assert (pages, from_nos) == ([p[0][0] for p in ones], [p[1][0] for p in ones])
+            going = [(h, n) for (h, _), n in zip(going, from_nos, strict=True) if n]

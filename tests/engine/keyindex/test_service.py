@@ -10,7 +10,8 @@ import pytest
 from engine.keyindex.file_names import index_file_name
 from engine.keyindex.index_file import IndexFile, IndexFileError
 from engine.keyindex.keys import index_key
-from engine.keyindex.service import IndexService, QueryOffsetResult
+from engine.keyindex.pages import QueryOffsetResult
+from engine.keyindex.service import IndexService
 
 LONG_MAX = 2**63 - 1
 T0 = 1_700_000_000_000
@@ -172,6 +173,37 @@ def test_max_count_is_capped(tmp_path: Path, clock: FakeClock) -> None:
     small = IndexService.open(tmp_path / "index", 11, 100, clock, max_msgs_num_batch=5)
     assert offsets(small, "k", max_count=1_000) == [69, 68, 67, 66, 65]
     small.close()
+
+
+def test_pages_go_on_where_the_last_one_stopped(tmp_path: Path, clock: FakeClock) -> None:
+    """'Aa' and 'BB' share a hash, so both fill a page of 2; the next page goes on where the last one
+    stopped, across files, until every entry of the chain was handed out once."""
+    svc = IndexService.open(tmp_path / "index", 3, 8, clock, max_msgs_num_batch=2)
+    for i in range(20):
+        clock.now_ms += 1
+        put(svc, i * 10, "Aa" if i % 3 else "BB", f"other{i}")
+    assert len(svc.files) > 3
+    for key in ("Aa", "BB"):
+        pages = [svc.query("T", key, 64, 0, LONG_MAX)]
+        while pages[-1].next_page is not None:
+            pages.append(svc.query("T", key, 64, 0, LONG_MAX, after=pages[-1].next_page))
+        assert all(len(page.phys_offsets) <= 2 for page in pages)
+        assert [p for page in pages for p in page.phys_offsets] == list(range(190, -1, -10))
+    keys, counts = ["Aa", "BB", "other5", "none"], [1, 2, 2, 2]
+    first = svc.query_many("T", keys, counts, 0, LONG_MAX)
+    assert [first.page(i) for i in range(4)] == [svc.query("T", k, c, 0, LONG_MAX)
+                                                 for k, c in zip(keys, counts, strict=True)]
+    assert first.phys_offsets == [[190], [190, 180], [50], []]
+    assert first.next_pages[2] is None and first.next_pages[3] is None  # walked to the end
+    second = svc.query_many("T", keys[:2], counts[:2], 0, LONG_MAX, after=first.next_pages[:2])
+    assert [second.page(i) for i in range(2)] == [svc.query("T", keys[i], counts[i], 0, LONG_MAX,
+                                                            after=first.next_pages[i]) for i in range(2)]
+    assert second.phys_offsets == [[180], [170, 160]]
+    oldest = pages[-1].next_page or pages[-2].next_page
+    assert oldest is not None and oldest.file_name == svc.files[0].name
+    assert svc.delete_before(svc.files[1].begin_phys_offset + 1) >= 1  # retention took the cursor's file
+    assert svc.query("T", "Aa", 64, 0, LONG_MAX, after=oldest).phys_offsets == []
+    svc.close()
 
 
 def test_reopen_gives_identical_answers(tmp_path: Path, clock: FakeClock) -> None:
