@@ -7,7 +7,8 @@ from engine.log.message import Message, PutResult, PutStatus
 from engine.log.record import Record
 from engine.lookup import GetResult, GetStatus
 from engine.recovery import RecoveryResult
-from engine.store import MessageStore, StoreLockedError
+from engine.store import MessageStore
+from engine.store_lock import StoreLockedError
 
 __all__ = [
     "Geometry",

@@ -7,7 +7,6 @@ its owner.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -38,12 +37,9 @@ from engine.retention import (
     delete_expired_commitlog,
     disk_used_ratio,
 )
+from engine.store_lock import lock_store
 
 _FEW_RECORDS = 4  # a write of fewer goes to the index record by record, cheaper than as a batch
-
-
-class StoreLockedError(RuntimeError):
-    """Another process has this store open for writing."""
 
 
 def wall_clock_ms() -> int:
@@ -263,15 +259,3 @@ class MessageStore:
             if self.index is not None:
                 self.checkpoint.index_msg_ms = self._last_store_ms
         self.checkpoint.flush()
-
-
-def lock_store(path: Path) -> int:
-    """Take the store's writer lock (flock on ``{store}/lock``); the descriptor holds it until closed.
-    Raises StoreLockedError when another process (a broker, a rebuild) holds it."""
-    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise StoreLockedError(f"{path} is open for writing in another process") from None
-    return fd

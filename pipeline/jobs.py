@@ -141,7 +141,7 @@ def _master(requested: str | None) -> str:
 
 
 def _hint(exc: BaseException, args: argparse.Namespace) -> str:
-    from engine.store import StoreLockedError
+    from engine.store_lock import StoreLockedError
     from pipeline.rebuild_job import DamagedCommitLogError
 
     if isinstance(exc, StoreLockedError):

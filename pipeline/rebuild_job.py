@@ -47,11 +47,9 @@ from engine.keyindex.service import IndexService
 from engine.log.record import DecodeKind
 from engine.metafile import create_abort, fsync_dir, remove_abort
 from engine.rebuild import RebuildResult
-from engine.store import (
-    lock_store,  # the engine's own lock: a broker and this job exclude each other
-    wall_clock_ms,
-)
+from engine.store import wall_clock_ms
 from engine.store_files import index_paths, read_geometry
+from engine.store_lock import lock_store  # the engine's own lock: a broker and this job exclude each other
 from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges, walk_range
 from pipeline.queue_chunks import ChunkKey, QueueKey, by_queue, queue_groups, queue_rows
 

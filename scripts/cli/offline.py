@@ -196,9 +196,8 @@ def _query(args: argparse.Namespace) -> int:
 def opened(store_dir: Path) -> Iterator[MessageStore]:
     try:
         store = MessageStore.open(store_dir)
-    except StoreLockedError:
-        raise CommandError(f"{store_dir} is in use by a running process; stop it, or use 'mqstore inspect', "
-                           "which reads without opening") from None
+    except StoreLockedError as exc:
+        raise CommandError(f"{exc}; stop it, or use 'mqstore inspect', which reads without opening") from None
     with store:
         yield store
 
