@@ -31,13 +31,15 @@ from typing import Any
 
 import psutil
 
-from engine.log.mapped_file_queue import MappedFileQueue
+from engine.log.mapped_file_queue import SPARE_NAME, MappedFileQueue
 from engine.log.page_warmer import PageWarmer
 from ipc.client import Producer
 from ipc.control import control_request
 from scripts import harness
 
 WINDOW_BATCHES = 5
+SPARE_READY_S = 30.0
+REPORT_WAIT_S = 30.0
 
 CONFIG = """
 [store.geometry]
@@ -51,6 +53,15 @@ spare_file = {spare}
 def _actors(store: Path) -> dict[str, Any]:
     status = control_request(store, "status", timeout_ms=2000)
     return dict(status["actors"])
+
+
+def _adopted_after(store: Path, last_phys: int) -> int:
+    """The writer's count of adopted spares, from a report made after the record at ``last_phys``
+    (reports come once a stats interval: an older one may not count the last roll)."""
+    def fresh() -> dict[str, Any] | None:
+        writer: dict[str, Any] = _actors(store)["writer"]
+        return writer if int(writer.get("written", 0)) > last_phys else None
+    return int(harness.wait_for(fresh, REPORT_WAIT_S, "a writer report after the last send").get("spares_adopted", 0))
 
 
 def run_one(root: Path, spare: bool, file_size: int, files: int, body_bytes: int, batch: int) -> dict[str, Any]:
@@ -67,6 +78,9 @@ def run_one(root: Path, spare: bool, file_size: int, files: int, body_bytes: int
         rolls: list[int] = []
         with Producer(store, timeout_ms=60_000) as producer:
             producer.send("Roll", body)  # topic and connections up, the first file made
+            if spare:  # the flush service prepares it as it goes: the first roll must find it ready
+                harness.wait_for(lambda: (store / "commitlog" / SPARE_NAME).exists(), SPARE_READY_S,
+                                 "the flush service's spare next file")
             cpu_before = sum(writer.cpu_times()[:2])
             last_file = 0
             while last_file < files - 1:
@@ -80,8 +94,7 @@ def run_one(root: Path, spare: bool, file_size: int, files: int, body_bytes: int
                     rolls.append(len(rts_ms) - 1)
                     last_file = now_file
             cpu_s = sum(writer.cpu_times()[:2]) - cpu_before
-        time.sleep(1.3)  # past one stats interval: the writer's last report carries its adoption count
-        adopted = int(_actors(store)["writer"].get("spares_adopted", 0))
+        adopted = _adopted_after(store, results[-1].phys_offset)
     finally:
         broker.stop()
         shutil.rmtree(store, ignore_errors=True)
@@ -124,7 +137,8 @@ def run_engine(root: Path, spare: bool, file_size: int, files: int, chunk_bytes:
     times_us: list[float] = []
     rolls: list[int] = []
     try:
-        time.sleep(0.5)  # the warmer up, its first spare made
+        if spare:  # the warmer up and its first spare made, so the first roll can adopt it
+            harness.wait_for(lambda: (directory / SPARE_NAME).exists(), SPARE_READY_S, "the warmer's spare next file")
         next_at = time.perf_counter()
         while len(queue.files) < files:
             next_at += pace_ms / 1000
