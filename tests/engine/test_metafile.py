@@ -114,9 +114,8 @@ def test_crash_between_renames_reads_the_backup(tmp_path: Path) -> None:
     assert read_with_backup(path, parse_json) == {"v": 1}
 
 
-def test_write_fsyncs_file_before_rename_and_directory_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _record_syncs_and_renames(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """From now on, every fsync (of a file or a directory) and rename, in order, by base name."""
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
 
@@ -128,9 +127,16 @@ def test_write_fsyncs_file_before_rename_and_directory_after(
         events.append(f"replace {os.path.basename(src)}->{os.path.basename(dst)}")
         real_replace(src, dst)
 
-    write_atomic(tmp_path / "m.json", b"1")
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
+    return events
+
+
+def test_write_fsyncs_file_before_rename_and_directory_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_atomic(tmp_path / "m.json", b"1")
+    events = _record_syncs_and_renames(monkeypatch)
     write_atomic(tmp_path / "m.json", b"2")
     assert events == [
         "fsync-file",
@@ -188,20 +194,8 @@ def test_mode_is_exact_whatever_the_umask_or_a_leftover_tmp(tmp_path: Path) -> N
 
 
 def test_without_backup_one_rename_replaces_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    events: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd: int) -> None:
-        events.append("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file")
-        real_fsync(fd)
-
-    def replace(src: str, dst: str) -> None:
-        events.append(f"replace {os.path.basename(src)}->{os.path.basename(dst)}")
-        real_replace(src, dst)
-
     write_atomic(tmp_path / "m.key", b"1", keep_backup=False)
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
+    events = _record_syncs_and_renames(monkeypatch)
     write_atomic(tmp_path / "m.key", b"2", keep_backup=False)
     assert events == ["fsync-file", "replace m.key.tmp->m.key", "fsync-dir"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.key"]
