@@ -51,6 +51,7 @@ from engine.log.record import (
     SYSFLAG_COMPRESSED,
     SYSFLAG_MULTI_TAGS,
     SYSFLAG_STOREHOST_V6,
+    crc31_spans,
     encode_properties,
 )
 
@@ -304,16 +305,9 @@ def _check(records: bytes | memoryview, columns: bytes, topics: Sequence[str], s
         if (props_len < PROP_CRC_SIZE).any() or (tail[:, :len(_CRC_HEAD)] != _CRC_HEAD_BYTES).any() or \
                 (tail[:, -1] != 2).any():
             raise BatchError("a record lacks the whole-record CRC tail this store seals")
-    if (_crcs(memoryview(records), body_pos, topic_pos) != head["body_crc"]).any():
+    if (crc31_spans(records, body_pos, topic_pos) != head["body_crc"]).any():
         raise BatchError("a record's body CRC does not match its body")
     return CheckedBatch(cols, starts, 56 + 12 * born_v6, sys_flags)
-
-
-def _crcs(data: memoryview, starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """RocketMQ's CRC (zlib's, low 31 bits) of each ``data[start:end]``."""
-    crc32 = zlib.crc32
-    return np.array([crc32(data[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)],
-                    np.int64) & 0x7FFFFFFF
 
 
 def stamp_batch(buf: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any],
@@ -334,7 +328,7 @@ def stamp_batch(buf: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: 
         return
     data = memoryview(buf)  # type: ignore[arg-type]
     ends = starts + sizes - PROP_CRC_SIZE
-    crcs = _crcs(data, starts, ends)
+    crcs = crc31_spans(data, starts, ends)
     data.release()
     digits = (crcs[:, None] // _DIGIT_POWERS % 10 + 48).astype(np.uint8)  # least significant first
     buf[(ends + len(_CRC_HEAD))[:, None] + _SPAN[:10]] = digits

@@ -10,7 +10,6 @@ hold them to that); where only the exact decoder can tell, a record is handed to
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +24,7 @@ from engine.log.record import (
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
     DecodeKind,
+    crc31_spans,
     decode_record,
     record_size,
 )
@@ -34,7 +34,6 @@ Array = npt.NDArray[Any]
 BORN_HOST_POS = 48
 _MIN_V1 = record_size(0, 0, 0, 0, 1)
 _MIN_V2 = record_size(0, 0, 0, 0, 2)
-_CRC_MASK = 0x7FFFFFFF
 _PROP_CRC_NAME = PROP_CRC_KEY.encode()
 _PROP_CRC_HEAD = np.frombuffer(_PROP_CRC_NAME + b"\x01", dtype=np.uint8)  # the tail's first 9 bytes
 _DIGIT_WEIGHTS = 10 ** np.arange(10, dtype=np.int64)  # digits are written least significant first
@@ -221,25 +220,21 @@ class RecordColumns:
 
     def first_crc_failure(self, buf: Array, *, require_prop_crc: bool) -> tuple[int, str]:
         """(index, reason) of the first record whose body CRC or whole-record CRC is wrong, or
-        (len, ""): what ``decode_record(check_crc=True)`` checks beyond the layout. One zlib call
+        (len, ""): what ``decode_record(check_crc=True)`` checks beyond the layout. One compiled CRC loop
         per body and per sealed record; a record whose properties name ``__CRC32#`` anywhere but
         in a well-formed last property goes to the exact decoder."""
         n = len(self)
         if n == 0:
             return 0, ""
         mv = memoryview(buf)  # type: ignore[arg-type]  # numpy arrays export the buffer protocol
-        crc32 = zlib.crc32
         first, reason = n, ""
         bodies = np.flatnonzero(self.body_len > 0)
         if len(bodies) == len(self):
-            got = [crc32(mv[a:b]) for a, b in zip(self.body_pos.tolist(), (self.body_pos + self.body_len).tolist(),
-                                                  strict=True)]
-            bad = np.flatnonzero((np.array(got, dtype=np.int64) & _CRC_MASK) != self.body_crc)
+            bad = np.flatnonzero(crc31_spans(mv, self.body_pos, self.body_pos + self.body_len) != self.body_crc)
             first, reason = (int(bad[0]), "body CRC mismatch") if len(bad) else (first, reason)
         else:
-            got = [crc32(mv[a:b]) for a, b in zip(self.body_pos[bodies].tolist(),
-                                                  (self.body_pos + self.body_len)[bodies].tolist(), strict=True)]
-            bad = bodies[(np.array(got, dtype=np.int64) & _CRC_MASK) != self.body_crc[bodies]]
+            got = crc31_spans(mv, self.body_pos[bodies], (self.body_pos + self.body_len)[bodies])
+            bad = bodies[got != self.body_crc[bodies]]
             first, reason = (int(bad[0]), "body CRC mismatch") if len(bad) else (first, reason)
         ends = self.ends
         tail = gather_bytes(buf, ends - PROP_CRC_SIZE, PROP_CRC_SIZE)
@@ -252,9 +247,8 @@ class RecordColumns:
         stored = digits @ _DIGIT_WEIGHTS
         checked = np.flatnonzero(sealed[:first])
         if len(checked):
-            got = [crc32(mv[a:b]) for a, b in zip(self.starts[checked].tolist(),
-                                                  (ends[checked] - PROP_CRC_SIZE).tolist(), strict=True)]
-            wrong = checked[~readable[checked] | ((np.array(got, dtype=np.int64) & _CRC_MASK) != stored[checked])]
+            got = crc31_spans(mv, self.starts[checked], ends[checked] - PROP_CRC_SIZE)
+            wrong = checked[~readable[checked] | (got != stored[checked])]
             if len(wrong):
                 first, reason = int(wrong[0]), "whole-record CRC mismatch"
         unsealed = np.flatnonzero(~sealed[:first])

@@ -1,0 +1,5 @@
+# The compiled kernels of engine/csrc (see module.c for each one's contract). Buffers are anything
+# that exports the buffer protocol: bytes, memoryview, mmap, numpy arrays.
+from typing import Any
+
+def crc31_spans(data: Any, starts: Any, ends: Any, out: Any, /) -> None: ...

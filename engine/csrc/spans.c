@@ -1,0 +1,51 @@
+/* Kernels over spans of one buffer. */
+#include "crc32.h"
+#include "kernels.h"
+
+int mq_int64s(Py_buffer *view, Py_ssize_t *count) {
+    if (view->len % (Py_ssize_t)sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "an int64 array argument is not whole int64s");
+        return 0;
+    }
+    *count = view->len / (Py_ssize_t)sizeof(int64_t);
+    return 1;
+}
+
+PyObject *mq_crc31_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data, starts, ends, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &data, &starts, &ends, &out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n, n_ends, n_out;
+    if (!mq_int64s(&starts, &n) || !mq_int64s(&ends, &n_ends) || !mq_int64s(&out, &n_out)) {
+        goto done;
+    }
+    if (n_ends != n || n_out != n) {
+        PyErr_SetString(PyExc_ValueError, "starts, ends and out differ in length");
+        goto done;
+    }
+    const int64_t *s = starts.buf, *e = ends.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0 || e[i] < s[i] || e[i] > data.len) {
+            PyErr_Format(PyExc_ValueError, "span %zd [%lld, %lld) leaves the %zd-byte buffer", i, (long long)s[i],
+                         (long long)e[i], data.len);
+            goto done;
+        }
+    }
+    int64_t *o = out.buf;
+    const uint8_t *base = data.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        o[i] = mq_crc31(base + s[i], (size_t)(e[i] - s[i]));
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&out);
+    return result;
+}
