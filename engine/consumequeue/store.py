@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,6 +193,20 @@ class ConsumeQueueStore:
                 cq.queue.flush_all()
             else:
                 cq.flush(least_pages)
+
+    def close_topic(self, topic: str) -> None:
+        """Close the queues of ``topic`` this store has open, leaving their files."""
+        for key in [k for k in self.queues if k[0] == topic]:
+            self.queues.pop(key).close()
+
+    def delete_topic(self, topic: str) -> bool:
+        """Close and remove every queue of ``topic`` (its directory too); whether there was one."""
+        self.close_topic(topic)
+        topic_dir = self.root / topic
+        if not topic_dir.is_dir():
+            return False
+        shutil.rmtree(topic_dir)
+        return True
 
     def delete_all(self) -> None:
         for cq in self.queues.values():

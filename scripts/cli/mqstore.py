@@ -23,6 +23,7 @@ from engine import StoreLockedError
 from engine.checkpoint import CheckpointError
 from engine.metafile import MetafileError
 from ipc.channel import BrokerError
+from scripts.cli.admin import add_admin_commands
 from scripts.cli.bench import add_bench_commands
 from scripts.cli.broker import add_broker_commands, add_client_commands
 from scripts.cli.demo import add_demo_command
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_broker_commands(commands)
     add_client_commands(commands)
+    add_admin_commands(commands)
     add_spark_commands(commands)
     add_bench_commands(commands)
     return parser
