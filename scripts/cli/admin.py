@@ -29,8 +29,8 @@ from engine.store_files import QueueEntries, queue_ids, read_geometry
 from engine.topics import TopicTable
 from ipc.control import control_request
 from ipc.endpoints import Endpoints
-from scripts.cli.arguments import positive
-from scripts.cli.broker import DEFAULT_STORE, broker_running
+from scripts.cli.arguments import add_store, positive
+from scripts.cli.broker import broker_running
 from scripts.cli.offline import CommandError, existing_store
 from scripts.cli.output import local_time, print_table
 
@@ -86,7 +86,7 @@ def add_admin_commands(commands: Any) -> None:
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory")
+    add_store(cmd)
     cmd.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
