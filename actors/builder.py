@@ -229,7 +229,7 @@ class ConsumeQueueBuilderActor(BuilderActor):
         log.info("retention: deleted %d consume-queue file(s) below %d", deleted, min_phys_offset)
 
     def delete_topic(self, topic: str) -> None:
-        if self.queues.delete_topic(topic):
+        if self.queues.delete_topic(topic, self.applied):
             log.info("deleted the consume queues of topic %s", topic)
 
     def notice(self) -> Arrived:

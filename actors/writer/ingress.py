@@ -23,6 +23,7 @@ from actors.writer.encoded import EncodedSend, encoding_fields
 from actors.writer.sends import MessageSend
 from actors.writer.state import TopicQueues
 from engine.batch.record_batch import CLIENT_SYS_FLAGS
+from engine.config import check_topic
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.message import Message, PutResult, PutStatus
@@ -105,6 +106,9 @@ class Ingress:
         queues. Asked again for a topic already gone, the notice goes out again: a dropped one is
         made up for by asking twice."""
         name = schema.field(message, "topic", str)
+        reason = check_topic(name)
+        if reason is not None:
+            return Answer(identity, schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, reason))
         try:
             existed = self.queues.table.delete(name)
         except OSError as exc:
