@@ -7,8 +7,9 @@
 Against the running broker on ``--store`` when there is one: topics are the writer's
 (``config/topics.json``), offsets and lag reader 0's (``engine.group_lag`` computes the lag, for the
 readers and for the offline path alike). ``topics list`` and ``groups list | describe`` also read a
-stopped store's files; a change needs the broker that owns the files. A reset is refused while one
-of the group's consumers pulled or committed within ``--live-ms`` unless ``--force``.
+stopped store's files, and ``groups reset`` changes them; the topic changes need the broker's
+writer. On a running broker a reset is refused while one of the group's consumers pulled or
+committed within ``--live-ms`` unless ``--force``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ipc.control import control_request
 from ipc.endpoints import Endpoints
 from scripts.cli.arguments import add_store, positive
 from scripts.cli.broker import broker_running
-from scripts.cli.offline import CommandError, existing_store
+from scripts.cli.offline import CommandError, existing_store, opened
 from scripts.cli.output import local_time, print_table
 
 LIVE_MS = 30_000            # a consumer that pulled or committed this recently is live (Kafka: session timeout)
@@ -72,7 +73,7 @@ def add_admin_commands(commands: Any) -> None:
     describe.add_argument("group", help="the consumer group")
     _common(describe)
     describe.set_defaults(handler=_groups_describe)
-    reset = group_commands.add_parser("reset", help="move a group's committed offsets on a topic (a running broker)")
+    reset = group_commands.add_parser("reset", help="move a group's committed offsets on a topic (a stopped store too)")
     reset.add_argument("group", help="the consumer group")
     reset.add_argument("--topic", required=True, help="the topic whose offsets move")
     reset.add_argument("--to", required=True, metavar="earliest|latest|TIME",
@@ -251,31 +252,43 @@ def _offline_describe(store_dir: Path, group: str) -> list[dict[str, Any]]:
 
 
 def _groups_reset(args: argparse.Namespace) -> int:
-    _running(args.store, "groups reset")
-    target = _reset_target(args.to)
-    with _admin(args.store) as admin:
-        seen_ms = admin.group_last_seen_ms().get(args.group)
-        idle_ms = int(time.time() * 1000) - seen_ms if seen_ms is not None else None
-        if idle_ms is not None and idle_ms < args.live_ms and not args.force:
-            print(f"mqstore groups reset: group {args.group} has live consumers (one was served {idle_ms} ms ago, "
-                  f"within --live-ms {args.live_ms}): stop them, or --force", file=sys.stderr)
-            return 1
-        rows = []
-        for queue_id, (lo, hi) in sorted(admin.queue_info(args.topic).items()):
-            if target == "earliest":
-                offset = lo
-            elif target == "latest":
-                offset = hi
-            else:
-                offset = min(max(admin.offset_by_time(args.topic, queue_id, int(target)), lo), hi)
-            admin.reset_offset(args.group, args.topic, queue_id, offset)
-            rows.append({"type": "reset", "group": args.group, "topic": args.topic, "queue": queue_id,
-                         "committed_offset": offset})
-    if not rows:
-        raise CommandError(f"topic {args.topic!r} has no queues")
-    _emit(args, rows, f"group {args.group} reset", {"topic": lambda r: r["topic"], "queue": lambda r: r["queue"],
-                                                    "committed offset": lambda r: r["committed_offset"]})
+    """On the running broker (refused while the group is live, unless forced), or on a stopped store's
+    files (no consumer can be live there)."""
+    target, group, topic = _reset_target(args.to), args.group, args.topic
+    if broker_running(args.store):
+        with _admin(args.store) as admin:
+            seen_ms = admin.group_last_seen_ms().get(group)
+            idle_ms = int(time.time() * 1000) - seen_ms if seen_ms is not None else None
+            if idle_ms is not None and idle_ms < args.live_ms and not args.force:
+                print(f"mqstore groups reset: group {group} has live consumers (one was served {idle_ms} ms ago, "
+                      f"within --live-ms {args.live_ms}): stop them, or --force", file=sys.stderr)
+                return 1
+            rows = _reset(group, topic, target, admin.queue_info(topic),
+                          lambda q, ts: admin.offset_by_time(topic, q, ts),
+                          lambda q, offset: admin.reset_offset(group, topic, q, offset))
+    else:
+        with opened(existing_store(args.store)) as store:
+            spans = {q: (store.min_queue_offset(topic, q), store.max_queue_offset(topic, q))
+                     for q in store.topics().get(topic, [])}
+            rows = _reset(group, topic, target, spans, lambda q, ts: store.queue_offset_by_time(topic, q, ts),
+                          lambda q, offset: store.commit_offset(group, topic, q, offset))
+    _emit(args, rows, f"group {group} reset", {"topic": lambda r: r["topic"], "queue": lambda r: r["queue"],
+                                               "committed offset": lambda r: r["committed_offset"]})
     return 0
+
+
+def _reset(group: str, topic: str, target: str | int, spans: dict[int, tuple[int, int]],
+           offset_by_time: Callable[[int, int], int], commit: Callable[[int, int], None]) -> list[dict[str, Any]]:
+    """Commit each queue's new offset: its min, its max, or the first message stored at or after a time."""
+    if not spans:
+        raise CommandError(f"topic {topic!r} has no queues")
+    rows = []
+    for queue_id, (lo, hi) in sorted(spans.items()):
+        offset = lo if target == "earliest" else hi if target == "latest" else \
+            min(max(offset_by_time(queue_id, int(target)), lo), hi)
+        commit(queue_id, offset)
+        rows.append({"type": "reset", "group": group, "topic": topic, "queue": queue_id, "committed_offset": offset})
+    return rows
 
 
 def _reset_target(text: str) -> str | int:

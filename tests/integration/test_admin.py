@@ -140,3 +140,7 @@ def test_groups_describe_and_reset_follow_what_consumers_did(tmp_path: Path) -> 
         assert broker.stop() == 0
     assert _json(broker, "groups", "describe", "G") == online  # offline, from the files
     assert [g["group"] for g in _json(broker, "groups", "list")] == ["G"]
+    # a stopped store has no live consumer: its offsets are reset in the files
+    assert [r["committed_offset"] for r in _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to",
+                                                "earliest")] == [0, 0]
+    assert [(q["committed_offset"], q["lag"]) for q in _json(broker, "groups", "describe", "G")] == [(0, 7), (0, 7)]
