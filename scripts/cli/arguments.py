@@ -34,7 +34,8 @@ class DefaultsFormatter(argparse.HelpFormatter):
         if (not action.option_strings or default in (None, False, argparse.SUPPRESS) or "%(default)" in text
                 or f"({default})" in text or f"default {default}" in text):
             return text
-        return f"{text} (default: {default})"
+        shown = f"./{default}" if isinstance(default, Path) and not default.is_absolute() else default
+        return f"{text} (default: {shown})"
 
 
 def use_formatter(parser: argparse.ArgumentParser) -> None:
