@@ -129,6 +129,8 @@ class PublishedStore:
         self.readable_end = max(self.readable_end, applied)
         for topic, queue_id, max_queue_offset in queues:
             key = (topic, queue_id)
+            if max_queue_offset < self.published.get(key, 0):
+                self._forget_topic(topic)  # a queue only grows, unless its topic was deleted and made again
             if key not in self.published:
                 cq = self.queues.get(topic, queue_id)
                 if cq is None:
@@ -234,12 +236,16 @@ class PublishedStore:
             self.deleted_topics.discard(topic)
         if (topic, queue_id) not in self.queues.queues or (self.queues.root / topic / str(queue_id)).is_dir():
             return False
+        self._forget_topic(topic)
+        self.deleted_topics.add(topic)
+        return True
+
+    def _forget_topic(self, topic: str) -> None:
+        """Close a deleted topic's maps and forget what was published of it."""
         self.queues.close_topic(topic)
         for table in (self.published, self.min_offsets):
             for key in [k for k in table if k[0] == topic]:
                 del table[key]
-        self.deleted_topics.add(topic)
-        return True
 
     # -- reads ---------------------------------------------------------------------------------------
 

@@ -144,3 +144,22 @@ def test_groups_describe_and_reset_follow_what_consumers_did(tmp_path: Path) -> 
     assert [r["committed_offset"] for r in _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to",
                                                 "earliest")] == [0, 0]
     assert [(q["committed_offset"], q["lag"]) for q in _json(broker, "groups", "describe", "G")] == [(0, 7), (0, 7)]
+
+
+@pytest.mark.slow
+def test_a_topic_deleted_and_made_again_serves_only_its_new_messages(tmp_path: Path) -> None:
+    """The reader had the first topic's queue mapped, and the flusher its file open: both follow the
+    new queue, from offset 0, instead of the unlinked files of the old one."""
+    with Broker(tmp_path) as broker:
+        _json(broker, "topics", "create", "T", "--queues", "1")
+        _send(broker.store, "T", 3)
+        assert len(_consume(broker.store, "G", "T", 3, start="earliest")) == 3
+        _json(broker, "topics", "delete", "T")
+        _json(broker, "topics", "create", "T", "--queues", "1")
+        fresh = _send(broker.store, "T", 2, start=100)
+        assert [r.queue_offset for r in fresh] == [0, 1]
+        got = _consume(broker.store, "H", "T", 2, start="earliest")
+        assert sorted(m.body for m in got) == [b"m100", b"m101"]
+        assert [(q["committed_offset"], q["max_offset"], q["lag"]) for q in _json(broker, "groups", "describe", "H")
+                ] == [(2, 2, 0)]
+        assert broker.stop() == 0
