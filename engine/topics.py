@@ -22,6 +22,9 @@ from engine.metafile import read_with_backup, write_atomic
 
 TOPICS_FILE = "config/topics.json"
 PERM_READ_WRITE = 6
+# topics the broker makes for itself (retry and dead-letter queues): made on first send even where
+# topics are not (RocketMQ creates them whatever autoCreateTopicEnable says)
+BROKER_MADE_PREFIXES = ("%RETRY%", "%DLQ%")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +89,7 @@ class TopicTable:
         current = self.topics.get(name)
         if current is not None:
             return current
-        if not self.auto_create:
+        if not self.auto_create and not name.startswith(BROKER_MADE_PREFIXES):
             raise UnknownTopicError(f"topic {name!r} does not exist, and topics are not made on first send "
                                     "([broker] auto_create_topics is off): create it first")
         return self.create(name, default_queue_count)
