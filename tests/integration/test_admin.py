@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from ipc import remoting as rm
 from ipc.channel import BrokerError
 from ipc.client import Admin, Consumer, Producer
-from tests.integration.broker import Broker
+from tests.integration.broker import Broker, free_port_range
 
 
 def _json(broker: Broker, *argv: str, code: int = 0) -> list[dict[str, Any]]:
@@ -42,7 +43,8 @@ def _consume(store: Path, group: str, topic: str, expected: int, start: str = "c
 
 @pytest.mark.slow
 def test_topics_create_update_list_delete_round_trip(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with Broker(tmp_path, broker_extra="auto_create_topics = false") as broker:
+    port = free_port_range(1)
+    with Broker(tmp_path, broker_extra="auto_create_topics = false", remoting_port=port) as broker:
         with Producer(broker.store) as producer:
             refused = producer.send("Nowhere", b"x")
         assert not refused.ok and refused.status == "MESSAGE_ILLEGAL"
@@ -50,12 +52,17 @@ def test_topics_create_update_list_delete_round_trip(tmp_path: Path, caplog: pyt
         with Admin(broker.store) as admin:
             assert admin.ping_writer()["ok"]  # refused, and still serving
             assert "Nowhere" not in admin.topics()
+        with rm.RemotingClient("127.0.0.1", port) as rocketmq:  # a stock client finds no route to it
+            assert rocketmq.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nowhere"}).code == rm.TOPIC_NOT_EXIST
 
         assert _json(broker, "topics", "create", "Orders", "--queues", "2") == [
             {"type": "topic", "topic": "Orders", "queues": 2}]
         assert _json(broker, "topics", "create", "Orders", "--queues", "2", code=2) == []
         assert _json(broker, "topics", "update", "Orders", "--queues", "3")[0]["queues"] == 3
         sent = _send(broker.store, "Orders", 9)
+        with rm.RemotingClient("127.0.0.1", port) as rocketmq:
+            route = json.loads(rocketmq.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"}).body)
+            assert route["queueDatas"][0]["writeQueueNums"] == 3
         listed = {t["topic"]: t for t in _json(broker, "topics", "list")}
         assert listed["Orders"]["messages"] == 9
         assert [q["max_offset"] for q in listed["Orders"]["queues"]] == [3, 3, 3]
