@@ -37,7 +37,7 @@ from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.retention import delete_derived_below
 from ipc import schema
-from ipc.notices import Arrived, Dispatch, Indexed, Tick
+from ipc.notices import Arrived, Dispatch, Indexed, Tick, TopicDeleted
 from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
@@ -73,7 +73,7 @@ class BuilderActor:
         log.info("resuming at commitlog offset %d", self.applied)
         self.rt.report("running", force=True, applied=self.applied)
         dispatch_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.dispatch, hwm=100_000,
-                              subscribe=(schema.DISPATCH, schema.TICK))
+                              subscribe=(schema.DISPATCH, schema.TICK, schema.TOPIC_DELETED))
         notice_out = bind(self.rt.ctx, zmq.PUB, self.rt.endpoints.role(self.notice_role), hwm=100_000)
         next_retention_ms = 0
         try:
@@ -113,12 +113,22 @@ class BuilderActor:
     def delete_below(self, min_phys_offset: int) -> None:
         raise NotImplementedError
 
+    def delete_topic(self, topic: str) -> None:
+        """A topic was deleted (``TopicDeleted``): what this builder keeps per topic goes with it."""
+
     def _on_round(self, frames: list[tuple[bytes, bytes]]) -> bool:
         """Apply the notices of one poll round, in order; whether anything was applied."""
         pending = _Pending(self.applied)
         changed = False
         for topic, frame in frames:
             try:
+                if topic == schema.TOPIC_DELETED:
+                    deleted = TopicDeleted.decode(frame)
+                    changed |= self._apply_pending(pending)
+                    changed |= self._catch_up(deleted.end)  # its records before the deletion land first
+                    self.delete_topic(deleted.topic)
+                    pending = _Pending(self.applied)
+                    continue
                 if topic == schema.TICK:
                     end, batch = Tick.decode(frame).end, None
                 else:
@@ -217,6 +227,10 @@ class ConsumeQueueBuilderActor(BuilderActor):
     def delete_below(self, min_phys_offset: int) -> None:
         deleted, _ = delete_derived_below(min_phys_offset, self.queues, None)
         log.info("retention: deleted %d consume-queue file(s) below %d", deleted, min_phys_offset)
+
+    def delete_topic(self, topic: str) -> None:
+        if self.queues.delete_topic(topic, self.applied):
+            log.info("deleted the consume queues of topic %s", topic)
 
     def notice(self) -> Arrived:
         queues = tuple((topic, queue_id, max_offset) for (topic, queue_id), max_offset in self.changed.items())

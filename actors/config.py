@@ -56,6 +56,7 @@ class BrokerSection:
     default_queues: int = 4
     max_queues: int = 1024
     max_topics: int = 4096              # topics made on demand (or by create_topic) up to this many, no more
+    auto_create_topics: bool = True     # a send to an unknown topic makes it (off: refused, create it first)
     long_poll_max_ms: int = 30_000
     offset_persist_interval_ms: int = 5_000
     max_batch_messages: int = 4096

@@ -49,6 +49,11 @@ class FileSyncer:
 
     def fsync(self, path: Path) -> bool:
         fd = self._fds.get(path)
+        if fd is not None and os.fstat(fd).st_nlink == 0:
+            # unlinked (retention, or a deleted topic's queue): the path may name a new file by now
+            os.close(fd)
+            del self._fds[path]
+            fd = None
         if fd is None:
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -172,6 +177,10 @@ class FlushActor:
     def _on_arrived(self, notice: Arrived) -> None:
         for topic, queue_id, max_offset in notice.queues:
             key = (topic, queue_id)
+            if max_offset < self.queue_max.get(key, 0):
+                # a queue only grows, unless its topic was deleted and made again: sync the new one whole
+                self.queue_flushed.pop(key, None)
+                self.queue_max[key] = max_offset
             self.queue_max[key] = max(self.queue_max.get(key, 0), max_offset)
         self.cq_store_ms = max(self.cq_store_ms, notice.store_ms)
 

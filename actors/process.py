@@ -1,7 +1,8 @@
 """An actor process from start to exit.
 
 ``run_actor`` is the target the supervisor starts each process with (spawn method): it logs to
-stderr, asks the kernel to end the process with its supervisor, rebuilds the configuration from
+stderr, names the process by its role (``name_process``: the title ``ps`` shows and the kernel's
+thread name), asks the kernel to end the process with its supervisor, rebuilds the configuration from
 plain values, opens the process's ``Runtime``, ties SIGTERM and SIGINT to its stop flag, builds the
 named actor (``actors.registry``) and runs it until that flag is up. A fault exits non-zero, so the
 supervisor restarts the process.
@@ -21,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 import multiprocess
+import setproctitle
 
 from actors.config import BrokerConfig, log_level
 from actors.registry import build_actor
@@ -28,6 +30,31 @@ from actors.runtime import Runtime
 
 log = logging.getLogger("mqstore")
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+COMM_BYTES = 15  # the kernel keeps 16 bytes of a thread's name, its NUL included
+
+
+def process_title(role: str, store_dir: str) -> str:
+    """What ``ps`` shows for a broker process: ``mqstore: writer (STORE)``, ``mqstore: reader-1 (STORE)``."""
+    return f"mqstore: {role} ({store_dir})"
+
+
+def thread_name(role: str) -> str:
+    """The kernel's name of the process (``/proc/PID/comm``, what ``top`` and plain ``pgrep`` match):
+    ``mq-writer``, ``mq-reader-1``; the role whole, since ``mqstore: reader-1`` would be cut to 15
+    bytes where the readers differ."""
+    return f"mq-{role}"[:COMM_BYTES]
+
+
+def name_process(role: str, store_dir: str) -> None:
+    """Title the process by its role and store (its command line, as ``ps`` shows it) and name its
+    main thread by its role alone."""
+    setproctitle.setproctitle(process_title(role, store_dir))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_NAME, ctypes.c_char_p(thread_name(role).encode()), 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("cannot name the process's thread on this platform")
 
 
 def setup_logging(name: str) -> None:
@@ -68,6 +95,7 @@ def run_actor(name: str, config_dict: dict[str, Any]) -> None:
     supervisor restarts the process."""
     setup_logging(name)
     die_with_parent()
+    name_process(name, str(config_dict["store_dir"]))
     runtime = Runtime.open(name, BrokerConfig.from_dict(config_dict))
     on_stop_signals(runtime.request_stop)
     try:

@@ -24,7 +24,7 @@ import zmq
 
 from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
-from actors.process import on_stop_signals, run_actor, setup_logging
+from actors.process import name_process, on_stop_signals, run_actor, setup_logging
 from actors.readiness import Readiness
 from actors.store_holder import hold_store
 from engine import MessageStore
@@ -314,4 +314,5 @@ class Supervisor:
 
 def serve(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> int:
     setup_logging("supervisor")
+    name_process("supervisor", str(config.store_dir))
     return Supervisor(config, on_ready).run()

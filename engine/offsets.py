@@ -204,6 +204,14 @@ class ConsumerOffsets:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         return frozenset(key[len(prefix):] for key in self._table if key.startswith(prefix))
 
+    def delete_topic(self, topic: str) -> bool:
+        """Forget every group's offsets on ``topic`` (a deleted topic, as RocketMQ's cleanOffsetByTopic)."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        keys = [key for key in self._table if key.startswith(prefix)]
+        for key in keys:
+            del self._table[key]
+        return bool(keys)
+
     def encode(self, *, counter: int, timestamp_ms: int) -> bytes:
         return encode_offset_file(self._table, counter=counter, state_version=self._state_version,
                                   timestamp_ms=timestamp_ms)

@@ -22,6 +22,9 @@ from engine.metafile import read_with_backup, write_atomic
 
 TOPICS_FILE = "config/topics.json"
 PERM_READ_WRITE = 6
+# topics the broker makes for itself (retry and dead-letter queues): made on first send even where
+# topics are not (RocketMQ creates them whatever autoCreateTopicEnable says)
+BROKER_MADE_PREFIXES = ("%RETRY%", "%DLQ%")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,24 +38,29 @@ class TopicError(ValueError):
     """An invalid topic name or queue count, or a new topic past the table's limit."""
 
 
+class UnknownTopicError(TopicError):
+    """A send to a topic the table does not hold, where topics are not made on first send."""
+
+
 class TopicTable:
     def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int,
-                 max_topics: int | None = None, deferred: bool = False) -> None:
+                 max_topics: int | None = None, deferred: bool = False, auto_create: bool = True) -> None:
         self.path = path
         self._now_ms = now_ms
         self.topics = topics
         self._counter = counter
         self.max_topics = max_topics  # new topics are refused once the table holds this many
         self.deferred = deferred      # changes wait for flush() instead of each writing the file
+        self.auto_create = auto_create  # get_or_create makes a missing topic (RocketMQ's autoCreateTopicEnable)
         self.dirty = False
 
     @classmethod
     def load(cls, store_dir: Path | str, now_ms: Callable[[], int], *, max_topics: int | None = None,
-             deferred: bool = False) -> TopicTable:
+             deferred: bool = False, auto_create: bool = True) -> TopicTable:
         path = Path(store_dir) / TOPICS_FILE
         loaded = read_with_backup(path, _decode)
         topics, counter = loaded if loaded is not None else ({}, 0)
-        return cls(path, now_ms, topics, counter, max_topics, deferred)
+        return cls(path, now_ms, topics, counter, max_topics, deferred, auto_create)
 
     def get(self, name: str) -> TopicConfig | None:
         return self.topics.get(name)
@@ -77,8 +85,21 @@ class TopicTable:
         return self.topics[name]
 
     def get_or_create(self, name: str, default_queue_count: int) -> TopicConfig:
+        """The topic a send goes to, made on its first send unless ``auto_create`` is off."""
         current = self.topics.get(name)
-        return current if current is not None else self.create(name, default_queue_count)
+        if current is not None:
+            return current
+        if not self.auto_create and not name.startswith(BROKER_MADE_PREFIXES):
+            raise UnknownTopicError(f"topic {name!r} does not exist, and topics are not made on first send "
+                                    "([broker] auto_create_topics is off): create it first")
+        return self.create(name, default_queue_count)
+
+    def delete(self, name: str) -> bool:
+        """Remove a topic and persist the table at once; whether it was there."""
+        if self.topics.pop(name, None) is None:
+            return False
+        self.persist()
+        return True
 
     def flush(self) -> None:
         """Write the changes a deferred table holds, if any."""

@@ -215,14 +215,17 @@ class Producer:
 
 
 class Admin:
-    """Topics (the writer), queries and consumer offsets (reader 0)."""
+    """Topics (the writer), queries and consumer offsets (reader 0); group activity (every reader the
+    endpoints name)."""
 
     def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         ep = resolve_endpoints(store_dir, endpoints)
         self._timeout_ms = timeout_ms
-        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-admin",
-                                curve=ep.curve)
+        self._readers = [f"reader-{i}" for i in range(len(ep.readers))]
+        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)],
+                                 **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
+                                name="mqstore-admin", curve=ep.curve)
 
     def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
         return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields).result()
@@ -234,6 +237,37 @@ class Admin:
     def create_topic(self, topic: str, queues: int) -> int:
         """Create a topic (or add queues to it); returns its queue count."""
         return int(self._call("ingress", "create_topic", topic=topic, queues=queues)["queues"])
+
+    def delete_topic(self, topic: str) -> bool:
+        """Delete a topic: its config entry at once, its consume queues by the builder soon after (its
+        records stay in the commitlog until retention); whether it existed. Asking again is harmless."""
+        return bool(self._call("ingress", "delete_topic", topic=topic)["existed"])
+
+    def groups(self) -> dict[str, list[str]]:
+        """Group -> the topics it committed offsets on."""
+        return {str(g): [str(t) for t in topics] for g, topics in self._call("reader", "groups")["groups"].items()}
+
+    def group_describe(self, group: str) -> list[dict[str, Any]]:
+        """Per queue: topic, queue, committed_offset, min_offset, max_offset, lag, last_consume_ms
+        (``engine.group_lag``)."""
+        return list(self._call("reader", "group_describe", group=group)["queues"])
+
+    def group_last_seen_ms(self) -> dict[str, int]:
+        """Group -> the last time (wall ms) any reader served one of its consumers."""
+        seen: dict[str, int] = {}
+        for route in self._readers:
+            for group, ms in self._call(route, "group_activity")["groups"].items():
+                seen[str(group)] = max(seen.get(str(group), 0), int(ms))
+        return seen
+
+    def reset_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        """``commit_offset`` as an administrator: it may move the offset back, and does not count as
+        the group's consumer being alive."""
+        self._call("reader", "commit_offset", group=group, topic=topic, queue=queue, offset=offset, admin=True)
+
+    def delete_topic_offsets(self, topic: str) -> bool:
+        """Forget every group's committed offsets on ``topic``; whether there were any."""
+        return bool(self._call("reader", "delete_topic_offsets", topic=topic)["deleted"])
 
     def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
         """Queue id -> (min offset, max offset) as published."""

@@ -4,7 +4,9 @@ A notice is two frames: its topic (``ipc.schema``'s ``TICK``, ``WRITTEN``, ...) 
 (``schema.pack``) that carries ``v`` (``schema.VERSION``) and the fields below, in this order. A
 notice's ``encode()`` gives the map, ``frames()`` both frames; ``decode(frame)`` takes the map and
 raises ``schema.SchemaError`` for one that is not that notice (the subscriber logs it and goes on).
-PUB/SUB may drop a notice; what one says can be read back from the files, so a lost one only delays.
+PUB/SUB may drop a notice; what one says can be read back from the files, so a lost one only delays
+(``topic-deleted`` alone is not in the files: ``mqstore topics delete`` asks again until the queues
+are gone).
 
 | topic      | from -> to                                | map fields                                                 |
 |------------|-------------------------------------------|------------------------------------------------------------|
@@ -17,6 +19,7 @@ PUB/SUB may drop a notice; what one says can be read back from the files, so a l
 | `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
 |            |                                           | `applied` (commitlog offset), `store_ms`                   |
 | `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
+| `topic-deleted` | writer -> builders                   | `topic`, `end` (the commitlog's end when it was deleted)   |
 
 Offsets and times are signed 64-bit values, as in the files. The dispatch batch is the engine's own
 value (``engine.batch.dispatch.DispatchBatch``): the frame carries its columns as they are, and the
@@ -178,3 +181,24 @@ class Indexed(Notice):
     def decode(cls, frame: bytes | memoryview) -> Indexed:
         message = schema.unpack(frame)
         return cls(tuple(_strings(message, "files")), _offset(message, "applied"), _offset(message, "store_ms", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleted(Notice):
+    """A topic deleted: the consume-queue builder applies the commitlog up to ``end``, then removes the
+    topic's queues."""
+
+    TOPIC: ClassVar[bytes] = schema.TOPIC_DELETED
+    topic: str
+    end: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "topic": self.topic, "end": self.end})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> TopicDeleted:
+        message = schema.unpack(frame)
+        topic = schema.field(message, "topic", str)
+        if check_topic(topic) is not None:
+            raise schema.SchemaError(f"not a topic name: {topic!r}")
+        return cls(topic, _offset(message, "end"))

@@ -35,6 +35,7 @@ WRITTEN = b"written"
 FLUSHED = b"flushed"
 ARRIVED = b"arrived"
 INDEXED = b"indexed"
+TOPIC_DELETED = b"topic-deleted"
 
 
 class SchemaError(ValueError):

@@ -54,7 +54,7 @@ def add_job_parsers(jobs: Any) -> None:
     """The four jobs as subcommands of ``jobs`` (an argparse subparsers object)."""
     export = _job(jobs, "export", _export, "write the store's table as Parquet or JSON, by topic and date")
     export.add_argument("--to", dest="out", type=Path, required=True, metavar="OUT", help="output directory")
-    export.add_argument("--format", choices=FORMATS, default="parquet")
+    export.add_argument("--format", choices=FORMATS, default="parquet", help="output format")
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (read only theirs)")
     export.add_argument("--mode", choices=MODES, default="error", help="when OUT exists (error)")
 

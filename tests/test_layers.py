@@ -13,7 +13,7 @@ STDLIB = set(sys.stdlib_module_names)
 ALLOWED: dict[str, set[str]] = {
     "engine": {"engine", "numpy"},
     "ipc": {"ipc", "engine", "zmq", "msgpack"},
-    "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "zmq", "msgpack"},
+    "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "setproctitle", "zmq", "msgpack"},
     "pipeline": {"pipeline", "engine", "pyspark", "pyarrow", "numpy", "ipc", "matplotlib", "rich"},
 }
 # the engine is passive: no sockets, threads, processes or signal handling

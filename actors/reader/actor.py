@@ -18,6 +18,9 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     queue_info      topic                                    -> queues {"queue id": [min, max]}
     commit_offset   group, topic, queue, offset              (reader 0 only: actors.reader.offsets)
     fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
+    groups, group_describe, delete_topic_offsets             groups' offsets and lag (reader 0 only)
+    group_activity                                           -> groups {group: last seen ms}, now_ms
+                                                             (actors.reader.activity)
     ping                                                     -> pid, index, readers, readable_end, parked
     ack_pull, ack, nack, ack_release                         ack mode (actors.reader.ack_groups, ipc.receipts)
 
@@ -39,6 +42,7 @@ import zmq
 from actors.clock import monotonic_ms, wall_ms
 from actors.reader import fields
 from actors.reader.ack_groups import AckGroups
+from actors.reader.activity import GroupActivity
 from actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
 from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from actors.reader.offsets import CommittedOffsets
@@ -52,6 +56,7 @@ from ipc.sockets import bind, connect
 
 log = logging.getLogger("mqstore")
 
+TOPIC_NOT_EXIST = "TOPIC_NOT_EXIST"  # RocketMQ's name for a pull of a topic that is not there
 MAX_REQUEST_BYTES = 1024 * 1024    # requests are small; a bigger frame is refused by the socket
 MAX_PULL_BYTES = 64 * 1024 * 1024
 MAX_QUERY_KEYS = 1024               # keys in one query_keys request
@@ -73,6 +78,7 @@ class ReaderActor:
         self.max_query_count = cfg.store.max_query_count
         self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.ingress,
                               now_ms=monotonic_ms)
+        self.activity = GroupActivity(wall_ms)
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
             "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
             "query_uniq": self._op_query_uniq,
@@ -80,8 +86,12 @@ class ReaderActor:
             "queue_info": self._op_queue_info, "commit_offset": self.offsets.op_commit_offset,
             "fetch_offset": self.offsets.op_fetch_offset, "ping": self._op_ping,
             "ack_pull": self.acks.op_ack_pull, "ack": self.acks.op_ack, "nack": self.acks.op_nack,
-            "ack_release": self.acks.op_ack_release,
+            "ack_release": self.acks.op_ack_release, "groups": self.offsets.op_groups,
+            "group_describe": self.offsets.op_group_describe,
+            "delete_topic_offsets": self.offsets.op_delete_topic_offsets,
+            "group_activity": self.activity.op_group_activity,
         }
+        self._consumer_ops = frozenset({"pull", "commit_offset", "ack_pull", "ack"})
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -217,6 +227,8 @@ class ReaderActor:
             handler = self._ops.get(op)
             if handler is None:
                 return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the reader does not serve {op!r}")
+            if op in self._consumer_ops and not message.get("admin"):  # a consumer alive (group reset asks)
+                self.activity.saw(fields.name(message, "group", default=""))
             return handler(frames[0], request_id, message)
         except (schema.SchemaError, ValueError) as exc:
             return schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
@@ -243,6 +255,8 @@ class ReaderActor:
         # a dropped notice must not make a consumer wait: look at the files before waiting
         if is_waitable(result) and self.store.recheck(pull.topic, pull.queue_id):
             result = self._pull(pull)
+        if is_waitable(result) and self.store.deleted(pull.topic, pull.queue_id):
+            return schema.error_reply(request_id, TOPIC_NOT_EXIST, f"topic {pull.topic!r} was deleted")
         if wait_ms > 0 and is_waitable(result) and not self.parked.full:
             now = monotonic_ms()
             self.parked.park(ParkedPull(identity, request_id, pull, now + wait_ms).after(result), now,

@@ -2,6 +2,11 @@
 ``config/consumerOffset.json`` (``engine.offsets.ConsumerOffsets``), which reader
 ``OFFSET_OWNER_INDEX`` alone holds; any other reader answers ``NOT_OWNER``. The table is written
 every ``offset_persist_interval_ms`` when it changed, and at stop.
+
+The administration of groups reads and changes the same table: ``groups`` (group -> topics),
+``group_describe`` (per queue committed offset, max offset, lag and last consume time, computed by
+``engine.group_lag``) and ``delete_topic_offsets`` (a deleted topic's offsets go with it). A reset
+is ``commit_offset`` per queue, which may move an offset back.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from actors.reader import fields
 from actors.reader.state import PublishedStore
+from engine.group_lag import group_lags, groups_in
 from engine.lookup import GetStatus
 from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from ipc import schema
@@ -57,6 +63,35 @@ class CommittedOffsets:
         offset = self.table.query(fields.name(message, "group"), fields.topic(message),
                                   schema.field(message, "queue", int, lo=0, hi=fields.INT_MAX))
         return schema.ok_reply(request_id, offset=offset)
+
+    def op_groups(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        return schema.ok_reply(request_id, groups=groups_in(self.table.table))
+
+    def op_group_describe(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        group = fields.name(message, "group")
+        lags = group_lags(group, self.table.table, self.store.queue_info, self._store_ms_at)
+        return schema.ok_reply(request_id, group=group, queues=[
+            {"topic": q.topic, "queue": q.queue_id, "committed_offset": q.committed_offset,
+             "min_offset": q.min_queue_offset, "max_offset": q.max_queue_offset, "lag": q.lag,
+             "last_consume_ms": q.last_consume_ms} for q in lags])
+
+    def op_delete_topic_offsets(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        deleted = self.table.delete_topic(fields.topic(message))
+        self.dirty |= deleted
+        return schema.ok_reply(request_id, deleted=deleted)
+
+    def _store_ms_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        view = self.store.published_queue(topic, queue_id)
+        entries = view.read(queue_offset, 1) if view is not None else None
+        if entries is None or len(entries) == 0:
+            return -1
+        return self.store.commitlog.store_ms_at(int(entries["phys_offset"][0]))
 
     def persist(self, *, final: bool) -> None:
         """Write the table if it changed. ``final`` (at stop): a failure raises; before that it is

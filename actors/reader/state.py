@@ -102,6 +102,7 @@ class PublishedStore:
         self._topics_mtime_ns = self._topics_stamp()
         self._now_ms = now_ms
         self._next_index_refresh_ms = 0
+        self.deleted_topics: set[str] = set()  # seen deleted under this reader, until made again
 
     def close(self) -> None:
         self.queues.close()
@@ -128,6 +129,8 @@ class PublishedStore:
         self.readable_end = max(self.readable_end, applied)
         for topic, queue_id, max_queue_offset in queues:
             key = (topic, queue_id)
+            if max_queue_offset < self.published.get(key, 0):
+                self._forget_topic(topic)  # a queue only grows, unless its topic was deleted and made again
             if key not in self.published:
                 cq = self.queues.get(topic, queue_id)
                 if cq is None:
@@ -223,6 +226,26 @@ class PublishedStore:
             if cq is not None:
                 cq.queue.refresh()
                 self.min_offsets[key] = min(self._live_min(cq, old_min), self.published.get(key, old_min))
+
+    def deleted(self, topic: str, queue_id: int) -> bool:
+        """Whether ``topic`` was deleted (``mqstore topics delete``) while this reader knew it: a queue
+        it had mapped whose directory is gone. Its maps are closed; a topic made again is live again."""
+        if topic in self.deleted_topics:
+            if not (self.queues.root / topic).is_dir():
+                return True
+            self.deleted_topics.discard(topic)
+        if (topic, queue_id) not in self.queues.queues or (self.queues.root / topic / str(queue_id)).is_dir():
+            return False
+        self._forget_topic(topic)
+        self.deleted_topics.add(topic)
+        return True
+
+    def _forget_topic(self, topic: str) -> None:
+        """Close a deleted topic's maps and forget what was published of it."""
+        self.queues.close_topic(topic)
+        for table in (self.published, self.min_offsets):
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
 
     # -- reads ---------------------------------------------------------------------------------------
 

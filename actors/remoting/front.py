@@ -29,6 +29,7 @@ from engine.config import check_topic
 from engine.log.host import Host
 from engine.log.msgid import offset_msg_id
 from engine.log.record import decode_properties
+from engine.topics import BROKER_MADE_PREFIXES
 from ipc import remoting as rm
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel
 from ipc.messages import Outgoing, ReceivedMessage, SendResult
@@ -39,6 +40,7 @@ log = logging.getLogger("mqstore.remoting")
 LONG_MAX = (1 << 63) - 1
 CALL_TIMEOUT_MS = 5_000
 MAX_PULL_MESSAGES = 1024
+DEFAULT_TOPIC = "TBW102"  # RocketMQ's template topic: its route is always there (readiness asks for it)
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 TOPICS_CACHE_MS = 1_000
@@ -167,6 +169,9 @@ class BrokerFront:
         if check_topic(topic) is not None:
             return request.reply(rm.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
         queues = await self.queue_count(topic)
+        if not (self.config.broker.auto_create_topics or topic in self._topics or topic == DEFAULT_TOPIC
+                or topic.startswith(BROKER_MADE_PREFIXES)):  # the Java broker's answer with autoCreateTopicEnable off
+            return request.reply(rm.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
         host, port = self.remoting.address
         name = self.remoting.broker_name
         route: dict[str, Any] = {"orderTopicConf": None,

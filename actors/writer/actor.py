@@ -70,11 +70,12 @@ class CommitLogWriterActor:
         self.prefault = PrefaultThread(ahead_bytes_for(cfg.store.prefault_ahead_bytes, cfg.sync_flush))
         # deferred: a burst of new topics costs one topics.json write per tick, not one each (a topic
         # lost with a crash comes back on its next send; its queues and their files are on disk)
-        topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True)
+        topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True,
+                                 auto_create=cfg.broker.auto_create_topics)
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))
-        self.ingress = Ingress(cfg, self.state.queues, self.commitlog)
+        self.ingress = Ingress(cfg, self.state.queues, self.commitlog, self.state.writer.next_queue_offsets)
         self.progress = Progress(self.commitlog.max_offset)
         self.next_disk_check_ms = 0
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
@@ -206,6 +207,8 @@ class CommitLogWriterActor:
             request = self.ingress.parse(frames, parts)
             if isinstance(request, Answer):
                 outlets.reply(request.identity, request.reply)
+                if request.notice is not None:  # a topic deleted: after every dispatch batch before it
+                    dispatch_out.send_multipart(request.notice.frames())
             elif isinstance(request, encoded.EncodedSend):
                 encoded_sends.append(request)
             else:

@@ -5,8 +5,10 @@
   the append (a topic refused, a queue out of range) keeps its place as a refusal;
 - ``send_encoded``: records the producer encoded, kept whole for the round's merge (``EncodedSend``,
   ``actors.writer.encoded``); it is the one request that carries frames after its map;
-- ``encoding``, ``ping``, ``topics``, ``create_topic``: answered at once (``Answer``), as is any
-  request that is not a valid map (BAD_REQUEST) or names another op (UNKNOWN_OP).
+- ``encoding``, ``ping``, ``topics``, ``create_topic``, ``delete_topic``: answered at once
+  (``Answer``), as is any request that is not a valid map (BAD_REQUEST) or names another op
+  (UNKNOWN_OP). A deletion also carries a ``TopicDeleted`` notice for the consume-queue builder,
+  which removes the topic's queues (its records stay in the commitlog until retention, as in RocketMQ).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from actors.writer.encoded import EncodedSend, encoding_fields
 from actors.writer.sends import MessageSend
 from actors.writer.state import TopicQueues
 from engine.batch.record_batch import CLIENT_SYS_FLAGS
+from engine.config import check_topic
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.message import Message, PutResult, PutStatus
@@ -28,10 +31,12 @@ from engine.queue_selector import shard_hash, shard_queue
 from engine.topics import TopicError
 from ipc import schema
 from ipc.encoded import OP_ENCODING, OP_SEND_ENCODED
+from ipc.notices import TopicDeleted
 
 OP_SEND = "send"
 OP_TOPICS = "topics"
 OP_CREATE_TOPIC = "create_topic"
+OP_DELETE_TOPIC = "delete_topic"
 OP_PING = "ping"
 
 
@@ -41,15 +46,18 @@ class Answer:
 
     identity: bytes
     reply: dict[str, Any]
+    notice: TopicDeleted | None = None  # published on the dispatch stream once the reply is out
 
 
 class Ingress:
     """Parses the requests of the writer's ingress; creates a topic on its first send."""
 
-    def __init__(self, config: BrokerConfig, queues: TopicQueues, commitlog: CommitLog) -> None:
+    def __init__(self, config: BrokerConfig, queues: TopicQueues, commitlog: CommitLog,
+                 next_queue_offsets: dict[tuple[str, int], int]) -> None:
         self.config = config
         self.queues = queues
         self.commitlog = commitlog
+        self.next_queue_offsets = next_queue_offsets  # the write path's: a deleted topic starts again at 0
 
     def parse(self, frames: list[bytes], parts: list[memoryview]) -> MessageSend | EncodedSend | Answer:
         """One request: its identity frame, its map, and (a send_encoded's only) the parts after it."""
@@ -67,6 +75,8 @@ class Ingress:
                 return MessageSend(identity, request_id, *self._messages(message))
             if op == OP_SEND_ENCODED:
                 return EncodedSend(identity, request_id, message)
+            if op == OP_DELETE_TOPIC:
+                return self._delete_topic(identity, message, request_id)
             return Answer(identity, self._admin(op, message, request_id))
         except schema.SchemaError as exc:
             return Answer(identity, schema.error_reply(request_id, schema.BAD_REQUEST, str(exc)))
@@ -90,6 +100,25 @@ class Ingress:
                 return schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, str(exc))
             return schema.ok_reply(request_id, topic=topic.name, queues=topic.queue_count)
         return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the writer does not serve {op!r}")
+
+    def _delete_topic(self, identity: bytes, message: dict[str, Any], request_id: Any) -> Answer:
+        """Forget the topic (its table entry and queue offsets) and tell the builder to remove its
+        queues. Asked again for a topic already gone, the notice goes out again: a dropped one is
+        made up for by asking twice."""
+        name = schema.field(message, "topic", str)
+        reason = check_topic(name)
+        if reason is not None:
+            return Answer(identity, schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, reason))
+        try:
+            existed = self.queues.table.delete(name)
+        except OSError as exc:
+            return Answer(identity, schema.error_reply(request_id, PutStatus.SERVICE_NOT_AVAILABLE.value,
+                                                       f"cannot persist topics: {exc}"))
+        for key in [k for k in self.next_queue_offsets if k[0] == name]:
+            del self.next_queue_offsets[key]
+        end = self.commitlog.max_offset
+        return Answer(identity, schema.ok_reply(request_id, topic=name, existed=existed, phys_offset=end),
+                      TopicDeleted(name, end))
 
     def _messages(self, message: dict[str, Any]) -> tuple[list[Message], list[int], list[PutResult | None]]:
         max_messages = self.config.broker.max_batch_messages

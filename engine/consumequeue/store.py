@@ -9,12 +9,19 @@ once every queue holds the batch, and ``applied_end`` resumes from there: the ba
 again, and what its first try wrote is skipped as already covered. The mark needs no fsync: it guards against
 the writing process dying, whose stores the page cache keeps; after a power cut, abnormal recovery
 starts from the checkpoint, before any batch that was in flight.
+
+A deleted topic (``delete_topic``) takes its queues' entries with it, and with them maybe the
+furthest byte any queue covered: dispatch would resume below it and make the topic again from its
+old records. So the deletion records how far the queues were applied, ``consumequeue/.applied_floor``
+(8 bytes, little-endian), and ``applied_end`` never resumes below it. An abnormal recovery still
+re-dispatches from its checkpoint, as RocketMQ's does.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +33,7 @@ from engine.batch.dispatch import DispatchRequest
 from engine.consumequeue.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
+FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
 _MARK = struct.Struct("<q")
 NO_BATCH = -1
 
@@ -70,10 +78,26 @@ class ConsumeQueueStore:
         return _MARK.unpack(data)[0] if len(data) == _MARK.size else NO_BATCH
 
     def applied_end(self) -> int:
-        """Where dispatch resumes: the furthest byte the queues cover, or the start of a batch that
-        was being written across several queues when its writer stopped (-1: no entries)."""
-        end, batch = self.max_phys_end(), self.dispatching_from()
+        """Where dispatch resumes: the furthest byte the queues cover (or a topic deletion found
+        applied), or the start of a batch that was being written across several queues when its
+        writer stopped (-1: no entries)."""
+        end, batch = max(self.max_phys_end(), self.applied_floor()), self.dispatching_from()
         return end if batch == NO_BATCH else min(end, batch)
+
+    def applied_floor(self) -> int:
+        """How far the queues were applied when a topic was last deleted (-1: never)."""
+        try:
+            data = (self.root / FLOOR_NAME).read_bytes()
+        except FileNotFoundError:
+            return -1
+        return _MARK.unpack(data)[0] if len(data) == _MARK.size else -1
+
+    def _set_floor(self, phys_offset: int) -> None:
+        fd = os.open(self.root / FLOOR_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, _MARK.pack(phys_offset), 0)
+        finally:
+            os.close(fd)
 
     def _mark(self, phys_offset: int) -> None:
         fd = os.open(self.root / DISPATCHING_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -153,7 +177,7 @@ class ConsumeQueueStore:
             last = cq.entry(end - 1) if end > cq.min_queue_offset else None
             if last is not None:
                 phys_end = max(phys_end, last[0] + last[1])
-        return offsets, phys_end
+        return offsets, max(phys_end, self.applied_floor())
 
     def refresh(self) -> None:
         """Open queue directories another process created since."""
@@ -174,6 +198,8 @@ class ConsumeQueueStore:
             cq.recover()
 
     def truncate_dirty(self, phys_offset: int) -> None:
+        if self.applied_floor() > phys_offset:  # a torn tail cut below it: re-dispatch from the cut
+            self._set_floor(phys_offset)
         for cq in self.queues.values():
             if cq.max_phys_end > phys_offset:
                 cq.truncate_dirty(phys_offset)
@@ -192,6 +218,23 @@ class ConsumeQueueStore:
                 cq.queue.flush_all()
             else:
                 cq.flush(least_pages)
+
+    def close_topic(self, topic: str) -> None:
+        """Close the queues of ``topic`` this store has open, leaving their files."""
+        for key in [k for k in self.queues if k[0] == topic]:
+            self.queues.pop(key).close()
+
+    def delete_topic(self, topic: str, applied_end: int) -> bool:
+        """Close and remove every queue of ``topic`` (its directory too), every record below
+        ``applied_end`` being applied; whether there was one."""
+        self.close_topic(topic)
+        topic_dir = self.root / topic
+        if not topic_dir.is_dir():
+            return False
+        if applied_end > self.applied_floor():
+            self._set_floor(applied_end)  # first: a crash before the removal leaves the queues, not a gap
+        shutil.rmtree(topic_dir)
+        return True
 
     def delete_all(self) -> None:
         for cq in self.queues.values():

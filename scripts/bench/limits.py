@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the probes write (default: a temp dir)")
-    parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--body-bytes", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=100, help="messages per send")
+    parser.add_argument("--body-bytes", type=int, default=128, help="bytes in each message body")
     parser.add_argument("--quick", action="store_true", help="small probes (seconds)")
 
 

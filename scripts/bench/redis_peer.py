@@ -129,12 +129,12 @@ def run_peer(directory: Path, *, producers: int, count: int, body_bytes: int, in
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--producers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--count", type=int, default=200_000)
-    parser.add_argument("--body-bytes", type=int, default=128)
-    parser.add_argument("--modes", default=",".join(FSYNC_MODES))
+    parser.add_argument("--producers", type=int, default=os.cpu_count() or 1, help="producer processes")
+    parser.add_argument("--count", type=int, default=200_000, help="messages in all")
+    parser.add_argument("--body-bytes", type=int, default=128, help="bytes in each message body")
+    parser.add_argument("--modes", default=",".join(FSYNC_MODES), help="Redis fsync modes to run, comma-separated")
     parser.add_argument("--install-redis", action="store_true", help="apt-get install -y redis-server if missing")
-    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--dir", type=Path, default=None, help="where Redis writes (default: a temp dir)")
 
 
 def run(args: argparse.Namespace) -> int:

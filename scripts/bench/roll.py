@@ -169,11 +169,11 @@ def run_engine(root: Path, spare: bool, file_size: int, files: int, chunk_bytes:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", type=Path, required=True, help="scratch directory (its stores are removed)")
-    parser.add_argument("--file-mib", type=int, default=64)
+    parser.add_argument("--file-mib", type=int, default=64, help="commitlog file size in MiB")
     parser.add_argument("--files", type=int, default=5, help="send until the log has this many files")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--body-bytes", type=int, default=4096)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each mode")
+    parser.add_argument("--body-bytes", type=int, default=4096, help="bytes in each message body")
+    parser.add_argument("--batch", type=int, default=64, help="messages per send")
     parser.add_argument("--engine", action="store_true", help="the writer's appends alone, without a broker")
     parser.add_argument("--pace-ms", type=float, default=3.0, help="--engine: one batch every this long")
 

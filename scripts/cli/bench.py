@@ -23,6 +23,7 @@ from typing import Any
 
 from scripts.bench import limits as bench_limits
 from scripts.bench import redis_peer as bench_redis
+from scripts.cli.arguments import add_store
 
 
 def add_bench_commands(commands: Any) -> None:
@@ -31,7 +32,7 @@ def add_bench_commands(commands: Any) -> None:
 
     load = tools.add_parser("load", help="N producer / M consumer processes against a broker")
     add_workload_arguments(load)
-    load.add_argument("--store", type=Path, default=Path("mqstore-data"), help="the running broker's store")
+    add_store(load, helptext="the running broker's store directory")
     load.add_argument("--start", action="store_true", help="start a broker on a fresh temp store for the run")
     load.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH", help="with --start")
     load.add_argument("--config", default=None, help="with --start: the broker's config file (broker.toml)")
@@ -63,16 +64,16 @@ def add_bench_commands(commands: Any) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--producers", type=int, default=1)
-    parser.add_argument("--consumers", type=int, default=0)
+    parser.add_argument("--producers", type=int, default=1, help="producer processes")
+    parser.add_argument("--consumers", type=int, default=0, help="consumer processes")
     parser.add_argument("--readers", type=int, default=1, help="the broker's reader processes")
-    parser.add_argument("--body-bytes", type=int, default=128)
+    parser.add_argument("--body-bytes", type=int, default=128, help="bytes in each message body")
     parser.add_argument("--batch", type=int, default=100, help="messages per send")
     parser.add_argument("--inflight", type=int, default=4, help="batch sends outstanding per producer")
     parser.add_argument("--wire", choices=("columns", "encoded", "map"), default="columns",
                         help="records encoded by the producer from columns (send_encoded_columns) or from message "
                              "objects (send_encoded), or one map per message (send_batch)")
-    parser.add_argument("--topics", type=int, default=1)
+    parser.add_argument("--topics", type=int, default=1, help="topics the messages spread over")
     parser.add_argument("--queues", type=int, default=4, help="queues per topic")
     parser.add_argument("--key-share", type=float, default=0.1, help="share of messages with a key (0.1)")
     parser.add_argument("--tag-share", type=float, default=1.0, help="share of messages with a tag (1.0)")

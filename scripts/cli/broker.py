@@ -24,16 +24,15 @@ from engine.metafile import abort_exists
 from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
-from scripts.cli.arguments import host_port, non_negative, port, positive
+from scripts.cli.arguments import add_store, host_port, non_negative, port, positive
 
-DEFAULT_STORE = Path("mqstore-data")
 STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
 STOP_POLL_S = 0.02
 
 
 def add_broker_commands(commands: Any) -> None:
     start = commands.add_parser("start", help="run a broker in the foreground on a store directory")
-    start.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory (./mqstore-data)")
+    add_store(start)
     start.add_argument("--config", type=Path, help="TOML configuration file")
     start.add_argument("--flush", choices=(ASYNC_FLUSH, SYNC_FLUSH), help="flush mode (overrides the config)")
     start.add_argument("--readers", type=positive, help="reader processes (overrides the config)")
@@ -44,12 +43,12 @@ def add_broker_commands(commands: Any) -> None:
 
     for name, helptext in (("status", "show the running broker's actors"), ("stop", "stop the running broker")):
         cmd = commands.add_parser(name, help=helptext)
-        cmd.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store directory (./mqstore-data)")
+        add_store(cmd)
         cmd.add_argument("--run-dir", help="the broker's run directory, when it is not the default")
         cmd.add_argument("--timeout-ms", type=positive, default=3000,
                          help="how long to wait for the supervisor's answer (3000)")
         if name == "status":
-            cmd.add_argument("--json", action="store_true")
+            cmd.add_argument("--json", action="store_true", help="the supervisor's answer as one JSON object")
         else:
             cmd.add_argument("--wait-ms", type=positive, default=STOP_WAIT_MS,
                              help=f"how long to wait for the broker to exit ({STOP_WAIT_MS})")
@@ -245,25 +244,26 @@ def client_endpoints(args: argparse.Namespace) -> Endpoints:
 
 def add_client_commands(commands: Any) -> None:
     produce = commands.add_parser("produce", help="send messages to a running broker")
-    produce.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the broker's store (./mqstore-data)")
+    add_store(produce, helptext="the broker's store directory")
     _add_tcp_arguments(produce)
-    produce.add_argument("--topic", required=True)
+    produce.add_argument("--topic", required=True, help="the topic to send to")
     produce.add_argument("--body", default="hello from mqstore", help="message body text (a counter is appended)")
-    produce.add_argument("--count", type=positive, default=1)
+    produce.add_argument("--count", type=positive, default=1, help="messages to send")
     produce.add_argument("--batch", type=positive, default=100, help="messages per request (100)")
-    produce.add_argument("--tags")
+    produce.add_argument("--tags", help="the messages' tag")
     produce.add_argument("--key-prefix", help="key of message i is PREFIX-i")
-    produce.add_argument("--queue", type=non_negative)
+    produce.add_argument("--queue", type=non_negative, help="send to this queue (default: round robin)")
     produce.add_argument("--json", action="store_true", help="one JSON result per line")
     produce.set_defaults(handler=_produce)
 
     consume = commands.add_parser("consume", help="pull messages from a running broker")
-    consume.add_argument("--store", type=Path, default=DEFAULT_STORE, help="the broker's store (./mqstore-data)")
+    add_store(consume, helptext="the broker's store directory")
     _add_tcp_arguments(consume)
-    consume.add_argument("--topic", required=True)
-    consume.add_argument("--group", default="mqstore-cli")
+    consume.add_argument("--topic", required=True, help="the topic to consume")
+    consume.add_argument("--group", default="mqstore-cli", help="consumer group")
     consume.add_argument("--tags", default="*", help="subscription, e.g. 'TagA || TagB'")
-    consume.add_argument("--from", dest="start", choices=("committed", "earliest", "latest"), default="committed")
+    consume.add_argument("--from", dest="start", choices=("committed", "earliest", "latest"), default="committed",
+                         help="where to start: the group's committed offsets, or each queue's first or end")
     consume.add_argument("--count", type=positive, default=10, help="stop after this many messages (10)")
     consume.add_argument("--timeout-ms", type=positive, default=3000, help="stop after this long without messages")
     consume.add_argument("--json", action="store_true", help="one JSON message per line")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 from engine import Message, PutResult
 from engine.verify import verify_store
-from scripts.cli.arguments import positive
+from scripts.cli.arguments import add_store, positive
 from scripts.cli.offline import opened, pull, verdict
 from scripts.cli.output import print_table
 
@@ -23,7 +22,7 @@ DEMO_TAGS = ("TagA", "TagB")
 
 def add_demo_command(commands: Any) -> None:
     demo = commands.add_parser("demo", help="the embedded quick start: put, get, query, verify")
-    demo.add_argument("--store", type=Path, default=Path("mqstore-data"), help="store directory (./mqstore-data)")
+    add_store(demo)
     demo.add_argument("--count", type=positive, default=10_000, metavar="N", help="messages to put (10000)")
     demo.set_defaults(handler=_demo)
 

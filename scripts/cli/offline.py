@@ -22,7 +22,7 @@ from engine.log.record import DecodeKind
 from engine.metafile import abort_exists
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from engine.verify import VerifyReport, verify_store
-from scripts.cli.arguments import non_negative, positive
+from scripts.cli.arguments import add_store, non_negative, positive
 from scripts.cli.broker import broker_running, query_broker
 from scripts.cli.output import Row, local_time, print_records, print_table, record_json
 
@@ -35,19 +35,19 @@ class CommandError(Exception):
 
 def add_offline_commands(commands: Any) -> None:
     inspect = commands.add_parser("inspect", help="summarise a store's files and print its first records")
-    inspect.add_argument("store", type=Path)
+    add_store(inspect, positional=True)
     inspect.add_argument("--json", action="store_true", help="one JSON object per line")
     inspect.add_argument("--records", type=non_negative, default=20, metavar="N", help="records to print (20)")
     inspect.set_defaults(handler=_inspect)
 
     query = commands.add_parser("query", help="find records (opens the store: it must not be in use)")
-    query.add_argument("store", type=Path)
+    add_store(query, positional=True)
     how = query.add_mutually_exclusive_group(required=True)
     how.add_argument("--key", help="a KEYS token (needs --topic)")
     how.add_argument("--msg-id", help="an offset message id")
     how.add_argument("--uniq-key", help="a UNIQ_KEY (client message id); every topic without --topic")
     how.add_argument("--queue", type=non_negative, metavar="Q", help="a queue id (needs --topic)")
-    query.add_argument("--topic")
+    query.add_argument("--topic", help="the topic to look in")
     query.add_argument("--offset", type=non_negative, default=0, metavar="N", help="queue offset (0)")
     query.add_argument("--count", type=positive, default=1, metavar="C", help="records from --offset (1)")
     query.add_argument("--tags", metavar="EXPR", help="tag filter for --queue, e.g. 'TagA || TagB'")
@@ -56,7 +56,7 @@ def add_offline_commands(commands: Any) -> None:
 
     verify = commands.add_parser("verify", help="check consume queues and index files against the commitlog",
                                  description="Reads the store without locking it: run it on a stopped store.")
-    verify.add_argument("store", type=Path)
+    add_store(verify, positional=True)
     verify.add_argument("--repair", action="store_true",
                         help="open the store (recovering it) and rebuild its consume queues and index first")
     verify.add_argument("--json", action="store_true", help="one JSON object per line")

@@ -34,3 +34,20 @@ def test_a_file_not_there_yet_is_not_an_error(tmp_path: Path) -> None:
     syncer = FileSyncer()
     assert syncer.fsync(tmp_path / "missing") is False
     syncer.close()
+
+
+def test_a_file_deleted_and_made_again_is_synced_through_the_new_file(tmp_path: Path) -> None:
+    """A deleted topic made again reuses its queues' file names: a descriptor kept for the old file
+    synced the unlinked one and never the new file."""
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(b"old")
+    syncer = FileSyncer()
+    try:
+        assert syncer.fsync(path)
+        path.unlink()
+        assert syncer.fsync(path) is False  # gone, and its descriptor with it
+        path.write_bytes(b"new")
+        assert syncer.fsync(path)
+        assert os.fstat(syncer._fds[path]).st_ino == path.stat().st_ino
+    finally:
+        syncer.close()

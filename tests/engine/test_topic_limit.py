@@ -1,4 +1,5 @@
-"""Topics made on demand are bounded: found by scripts/survival/hostile (a topic flood)."""
+"""Topics made on demand are bounded (found by scripts/survival/hostile, a topic flood), refused when
+auto-creation is off, and a deleted one leaves the table at once."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.topics import TopicError, TopicTable
+from engine.topics import TopicError, TopicTable, UnknownTopicError
 
 
 def test_auto_created_topics_are_bounded_by_max_topics(tmp_path: Path) -> None:
@@ -39,3 +40,24 @@ def test_a_burst_of_new_topics_costs_one_topics_write_not_one_each(tmp_path: Pat
     table.flush()
     assert writes == [1] and not table.dirty
     assert len(TopicTable.load(tmp_path, lambda: 0).topics) == 100
+
+
+def test_with_auto_create_off_a_send_to_an_unknown_topic_is_refused(tmp_path: Path) -> None:
+    table = TopicTable.load(tmp_path, lambda: 0, auto_create=False)
+    with pytest.raises(UnknownTopicError, match="auto_create_topics is off"):
+        table.get_or_create("Nowhere", 4)
+    table.create("Orders", 2)
+    assert table.get_or_create("Orders", 4).queue_count == 2
+    # the broker's own dead-letter and retry topics are made whatever auto_create says, or an ack-mode
+    # group's dead letters would be refused
+    assert table.get_or_create("%DLQ%G", 1).queue_count == 1
+    assert table.get_or_create("%RETRY%G", 1).queue_count == 1
+    assert sorted(TopicTable.load(tmp_path, lambda: 0).topics) == ["%DLQ%G", "%RETRY%G", "Orders"]
+
+
+def test_a_deleted_topic_leaves_the_table_at_once(tmp_path: Path) -> None:
+    table = TopicTable.load(tmp_path, lambda: 0, deferred=True)
+    table.get_or_create("Orders", 4)
+    table.flush()
+    assert table.delete("Orders") and not table.delete("Orders")
+    assert TopicTable.load(tmp_path, lambda: 0).topics == {}  # persisted by delete itself, not a later flush

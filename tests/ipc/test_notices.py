@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch, DispatchRequest
 from ipc import schema
-from ipc.notices import Arrived, Dispatch, Flushed, Indexed, Tick, Written
+from ipc.notices import Arrived, Dispatch, Flushed, Indexed, Tick, TopicDeleted, Written
 
 LONG_MAX = 2**63 - 1
 offsets = st.integers(0, LONG_MAX)
 topics = st.from_regex(r"[a-zA-Z0-9_%|-]{1,20}", fullmatch=True)
 strings = st.text(max_size=12)
 wire_ints = st.integers(-(2**63), 2**64 - 1)  # what msgpack carries
-NOTICES = (Tick, Written, Flushed, Dispatch, Arrived, Indexed)
+NOTICES = (Tick, Written, Flushed, Dispatch, Arrived, Indexed, TopicDeleted)
 
 
 @st.composite
@@ -45,6 +45,7 @@ notices = st.one_of(
     st.builds(Arrived, st.lists(st.tuples(topics, st.integers(0, 2**31 - 1), offsets), max_size=5).map(tuple),
               offsets, offsets),
     st.builds(Indexed, st.lists(st.from_regex(r"[0-9]{17}", fullmatch=True), max_size=3).map(tuple), offsets, offsets),
+    st.builds(TopicDeleted, topics, offsets),
 )
 
 
@@ -55,7 +56,7 @@ def _same_dispatch(a: Dispatch, b: Dispatch) -> None:
 
 
 @given(notices)
-def test_every_notice_round_trips(notice: Tick | Written | Flushed | Arrived | Indexed) -> None:
+def test_every_notice_round_trips(notice: Tick | Written | Flushed | Arrived | Indexed | TopicDeleted) -> None:
     frames = notice.frames()
     assert frames[0] == type(notice).TOPIC
     assert type(notice).decode(frames[1]) == notice
@@ -138,7 +139,8 @@ def test_garbage_frames_are_schema_errors(kind: type[Any], frame: bytes) -> None
 
 
 @given(st.sampled_from(NOTICES), st.dictionaries(st.sampled_from(
-    ["end", "store_ms", "sync", "from", "to", "topics", "cols", "keys", "uniq", "queues", "files", "applied"]),
+    ["end", "store_ms", "sync", "from", "to", "topics", "cols", "keys", "uniq", "queues", "files", "applied",
+     "topic"]),
     st.one_of(st.none(), st.booleans(), wire_ints, st.text(max_size=4), st.binary(max_size=8),
               st.lists(st.one_of(wire_ints, st.text(max_size=3), st.lists(wire_ints, max_size=3)), max_size=3))))
 def test_maps_of_any_shape_decode_or_raise_schema_errors(kind: type[Any], fields: dict[str, Any]) -> None:
@@ -147,7 +149,8 @@ def test_maps_of_any_shape_decode_or_raise_schema_errors(kind: type[Any], fields
 
 
 @given(notices)
-def test_every_truncated_prefix_is_a_schema_error(notice: Tick | Written | Flushed | Arrived | Indexed) -> None:
+def test_every_truncated_prefix_is_a_schema_error(
+        notice: Tick | Written | Flushed | Arrived | Indexed | TopicDeleted) -> None:
     frame = notice.encode()
     for cut in range(len(frame)):
         with pytest.raises(schema.SchemaError):
@@ -158,3 +161,10 @@ def test_a_frame_that_is_not_a_map_is_a_schema_error() -> None:
     for kind in NOTICES:
         with pytest.raises(schema.SchemaError):
             kind.decode(msgpack.packb([1, 2, 3]))
+
+
+def test_a_topic_deleted_notice_names_a_topic_the_builder_may_remove() -> None:
+    """The builder removes ``consumequeue/{topic}``: a name that is a path is refused on the wire."""
+    for name in ("../commitlog", "", "a/b", "."):
+        with pytest.raises(schema.SchemaError):
+            TopicDeleted.decode(schema.pack({"v": 1, "topic": name, "end": 0}))

@@ -119,11 +119,19 @@ def test_query_of_a_store_in_use_exits_2(built: tuple[Path, list[PutResult]], op
 
 
 def test_bad_arguments_are_argparse_errors(built: tuple[Path, list[PutResult]]) -> None:
-    for argv in (["inspect"], ["bogus"], ["query", str(built[0]), "--key", "k"],
+    for argv in (["bogus"], ["query", str(built[0]), "--key", "k"],
                  ["query", str(built[0]), "--key", "k", "--msg-id", "m"], ["demo", "--count", "0"]):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
+
+
+def test_inspect_without_a_store_looks_at_the_default_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A bare ``mqstore inspect`` was a usage error; every command now has ``--store ./mqstore-data``."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["inspect"]) == 2
+    assert "no store directory at mqstore-data" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "query"])
