@@ -2,7 +2,7 @@
 
 The producer asks the writer once for how it encodes (``encoding``: store host, whole-record CRC,
 body limit), then encodes every batch into one ``EncodedBatch`` (``engine.batch.record_batch``): the
-writer checks it with numpy and copies it into the commitlog in one slice per file. The reply is
+writer checks it in one compiled call and copies it into the commitlog in one slice per file. The reply is
 packed too: one ``REPLY_ROW`` (``engine.batch.record_batch``) per record written, and a status and
 reason for the rest.
 

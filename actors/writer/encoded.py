@@ -1,7 +1,7 @@
 """The writer's side of producer-encoded sends (``ipc.encoded``): batch work, not message work.
 
 A ``send_encoded`` request carries whole records and their columns (``engine.batch.record_batch``). The
-requests of one poll round are merged into one batch (``engine.batch.plan``), checked with numpy,
+requests of one poll round are merged into one batch (``engine.batch.plan``), checked in one compiled call,
 given queues at once, appended with ``CommitLogWriter.write_batch`` (one copy per file, fields
 stamped in place) and answered with one packed row per record written; the builders learn the
 batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
