@@ -21,18 +21,16 @@ UNIQ_KEY. The writer answers with one ``REPLY_ROW`` per record written, packed t
     queue_id      <i4    the queue it went to
     queue_offset  <i8    its entry number in that queue
 
- The producer encodes a batch as columns too (``encode_batch``): the fixed fields of all
-its records are one numpy array of ``_HEADS`` rows, joined once with the bodies, topics and
-properties, so no Python frame runs per record. The writer checks every record against the
-columns in one compiled call (``check_batch``, ``engine/csrc/batch.c``), then stamps the batch in
-the mapped file and seals it in another (``stamp_batch``), so the bytes on disk are the ones
+The producer encodes a batch from its columns in one compiled call (``encode_batch``,
+``engine/csrc/encode.c``): no Python frame runs per record. The writer checks every record against
+the columns in another (``check_batch``, ``engine/csrc/batch.c``), then stamps the batch in the
+mapped file and seals it in a third (``stamp_batch``), so the bytes on disk are the ones
 ``encode_record`` + ``patch_record`` + ``seal_record`` would have written.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,15 +40,8 @@ import numpy as np
 from engine import _native
 from engine.log.host import Host
 from engine.log.record import (
-    MAGIC_V1,
-    MAGIC_V2,
-    MAX_PROPERTIES_SIZE,
-    PROP_CRC_KEY,
-    PROP_CRC_SIZE,
-    SYSFLAG_BORNHOST_V6,
     SYSFLAG_COMPRESSED,
     SYSFLAG_MULTI_TAGS,
-    SYSFLAG_STOREHOST_V6,
     encode_properties,
 )
 
@@ -62,8 +53,6 @@ CLIENT_SYS_FLAGS = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
 QUEUE_ID_POS = 12
 BODY_CRC_POS = 8
 PHYS_OFFSET_POS = 28
-_CRC_HEAD = PROP_CRC_KEY.encode() + b"\x01"
-_CRC_PLACEHOLDER = _CRC_HEAD + b"0" * 10 + b"\x02"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +79,8 @@ def encode_one(topic: str, body: bytes, properties: dict[str, str], queue_id: in
                         sys_flags=sys_flag, reconsume_times=reconsume_times)[0]
 
 
-def _head_dtype(born_size: int, store_size: int) -> np.dtype[Any]:
-    """``engine.log.record``'s fields from TOTALSIZE to BODYLENGTH as one packed big-endian row."""
-    return np.dtype([("size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
-                     ("queue_offset", ">i8"), ("phys_offset", ">i8"), ("sys_flag", ">i4"), ("born_ms", ">i8"),
-                     ("born_host", f"S{born_size}"), ("store_ms", ">i8"), ("store_host", f"S{store_size}"),
-                     ("reconsume_times", ">i4"), ("prepared_tx_offset", ">i8"), ("body_length", ">i4")])
-
-
-_HEADS = {(b, s): _head_dtype(b, s) for b in (8, 20) for s in (8, 20)}
-_SHORTS: dict[int, bytes] = {}  # PROPERTIESLENGTH fields met so far (at most 32768)
-_TOPIC_PARTS: dict[str, bytes] = {}  # topic -> its length field and bytes, as a record carries them
 IntColumn = int | Sequence[int]
+_TOPIC_PARTS: dict[str, bytes] = {}  # topic -> its length field and bytes, as a record carries them
 
 
 def topic_part(topic: str) -> bytes:
@@ -119,56 +98,21 @@ def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Seq
                  queue_ids: IntColumn = 0, flags: IntColumn = 0, sys_flags: IntColumn = 0,
                  reconsume_times: IntColumn = 0) -> tuple[bytes, np.ndarray[Any, Any]]:
     """The records ``encode_one`` would write for each row (``properties`` already encoded, without
-    the CRC tail), joined, and their sizes. The fixed fields of all records are one numpy array
-    and the batch one join of its pieces: no Python frame per record. ``born_hosts`` are packed
-    (None: the store host for all); an int stands for a whole column."""
+    the CRC tail), joined, and their sizes: one compiled call (``_native.encode_batch``) over the
+    batch's columns. ``born_hosts`` are packed (None: the store host for all); an int stands for a
+    whole column. ValueError for properties over MAX_PROPERTIES_SIZE, OverflowError for a queue id,
+    flag or reconsume count outside int32."""
     n = len(bodies)
-    store = store_host.packed
-    born_size = len(born_hosts[0]) if born_hosts else len(store)
-    if born_hosts and any(len(b) != born_size for b in born_hosts):  # both families in one batch: rare
-        rows = [encode_batch([body], [topic], [props], store_host=store_host, prop_crc=prop_crc, born_ms=[ms],
-                             born_hosts=[born], queue_ids=[q], flags=[f], sys_flags=[sf], reconsume_times=[r])
-                for body, topic, props, ms, born, q, f, sf, r in zip(
-                    bodies, topics, properties, _column(born_ms, n), born_hosts, _column(queue_ids, n),
-                    _column(flags, n), _column(sys_flags, n), _column(reconsume_times, n), strict=True)]
-        return b"".join(r for r, _ in rows), np.concatenate([s for _, s in rows])
     parts = list(map({t: topic_part(t) for t in dict.fromkeys(topics)}.__getitem__, topics))
-    body_lens = np.fromiter(map(len, bodies), np.int64, n)
-    props_lens = np.fromiter(map(len, properties), np.int64, n) + (PROP_CRC_SIZE if prop_crc else 0)
-    if n and int(props_lens.max()) > MAX_PROPERTIES_SIZE:
-        raise ValueError(f"properties over {MAX_PROPERTIES_SIZE} bytes")
-    head = np.zeros(n, _HEADS[(born_size, len(store))])
-    sizes = head.dtype.itemsize + body_lens + np.fromiter(map(len, parts), np.int64, n) + 2 + props_lens
-    head["size"] = sizes
-    head["magic"] = MAGIC_V1
-    if any(len(p) > 128 for p in set(parts)):
-        head["magic"] = np.where(np.fromiter(map(len, parts), np.int64, n) > 128, MAGIC_V2, MAGIC_V1)
-    head["body_crc"] = np.fromiter(map(zlib.crc32, bodies), np.int64, n) & 0x7FFFFFFF
-    head["queue_id"] = queue_ids
-    head["flag"] = flags
-    v6 = (SYSFLAG_BORNHOST_V6 if born_size > 8 else 0) | (SYSFLAG_STOREHOST_V6 if len(store) > 8 else 0)
-    head["sys_flag"] = np.asarray(sys_flags, np.int64) & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) | v6
-    head["born_ms"] = born_ms
-    head["born_host"] = born_hosts if born_hosts else store
-    head["store_host"] = store
-    head["reconsume_times"] = reconsume_times
-    head["body_length"] = body_lens
-    width = head.dtype.itemsize
-    heads = head.tobytes()
-    lens = props_lens.tolist()
-    missing = set(lens).difference(_SHORTS)
-    if missing:
-        _SHORTS.update((v, struct.pack(">h", v)) for v in missing)
-    per = 6 if prop_crc else 5
-    pieces: list[bytes] = [b""] * (per * n)
-    pieces[0::per] = [heads[i:i + width] for i in range(0, n * width, width)]  # a comprehension slices fastest
-    pieces[1::per] = bodies
-    pieces[2::per] = parts
-    pieces[3::per] = map(_SHORTS.__getitem__, lens)
-    pieces[4::per] = properties
-    if prop_crc:
-        pieces[5::per] = [_CRC_PLACEHOLDER] * n
-    return b"".join(pieces), sizes
+    ints = np.empty((5, n), np.int64)
+    ints[0] = queue_ids
+    ints[1] = flags
+    ints[2] = sys_flags
+    ints[3] = born_ms
+    ints[4] = reconsume_times
+    sizes = np.empty(n, np.int64)
+    records = _native.encode_batch(bodies, parts, properties, born_hosts, store_host.packed, prop_crc, ints, sizes)
+    return records, sizes
 
 
 def pack_columns(sizes: np.ndarray[Any, Any], *, topic: IntColumn, queue: IntColumn, shard: IntColumn,
@@ -200,10 +144,6 @@ def unpack_reply_rows(packed: bytes) -> tuple[list[int], list[int], list[int]]:
         raise ValueError(f"{len(packed)} bytes are not whole reply rows of {REPLY_ROW.itemsize}")
     rows = np.frombuffer(packed, REPLY_ROW)
     return rows["phys_offset"].tolist(), rows["queue_id"].tolist(), rows["queue_offset"].tolist()
-
-
-def _column(value: IntColumn, n: int) -> Sequence[int]:
-    return [value] * n if isinstance(value, int) else value
 
 
 class BatchError(ValueError):

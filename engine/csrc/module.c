@@ -23,6 +23,14 @@ static PyMethodDef methods[] = {
      "writes each record's queue id, queue offset, phys offset and store time (big-endian) into buf in place,\n"
      "then, when sealed, its whole-record CRC's ten digits, least significant first, into its __CRC32# tail.\n"
      "Columns are int64 arrays of one length; ValueError when a record leaves buf or cannot hold its fields."},
+    {"encode_batch", mq_encode_batch, METH_VARARGS,
+     "encode_batch(bodies, parts, properties, born_hosts, store_host, prop_crc, ints, sizes) -> bytes: the records\n"
+     "of a batch laid out as engine.log.record encodes them, the writer's fields zero: one per body, with its\n"
+     "topic part (length field and bytes), its properties (bytes, the __CRC32# tail added when prop_crc) and\n"
+     "born host (packed; born_hosts None: the store host). ints (int64, 5 per record, in runs): queue id, flag,\n"
+     "sys flag (its host bits set here), born time, reconsume times; sizes (int64) gets each TOTALSIZE.\n"
+     "ValueError for properties over 32767 bytes or a host not 8 or 20 bytes, OverflowError for an int32\n"
+     "field out of range, TypeError for a column that is not bytes."},
     {NULL, NULL, 0, NULL},
 };
 

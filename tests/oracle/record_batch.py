@@ -1,29 +1,33 @@
-"""The numpy check and stamp of producer-encoded batches that engine/csrc/batch.c replaced: not a
-runtime path, only what the property tests hold ``engine.batch.record_batch``'s kernels to, byte for
-byte (the same verdicts and reasons, the same stamped files)."""
+"""The numpy encode, check and stamp of producer-encoded batches that engine/csrc/encode.c and batch.c
+replaced: not a runtime path, only what the property tests hold ``engine.batch.record_batch``'s
+kernels to, byte for byte (the same records encoded, the same verdicts and reasons, the same stamped
+files)."""
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from engine.batch.record_batch import (
-    _CRC_HEAD,
-    _HEADS,
     CLIENT_SYS_FLAGS,
     COLUMNS,
     PHYS_OFFSET_POS,
     QUEUE_ID_POS,
     BatchError,
     CheckedBatch,
+    IntColumn,
     topic_part,
 )
 from engine.log.host import Host
 from engine.log.record import (
     MAGIC_V1,
     MAGIC_V2,
+    MAX_PROPERTIES_SIZE,
+    PROP_CRC_KEY,
     PROP_CRC_SIZE,
     QUEUE_OFFSET_POS,
     SYSFLAG_BORNHOST_V6,
@@ -31,12 +35,89 @@ from engine.log.record import (
     crc31_spans,
 )
 
+_CRC_HEAD = PROP_CRC_KEY.encode() + b"\x01"
+_CRC_PLACEHOLDER = _CRC_HEAD + b"0" * 10 + b"\x02"
+
 _DIGIT_POWERS = 10 ** np.arange(10, dtype=np.int64)
 _CRC_HEAD_BYTES = np.frombuffer(_CRC_HEAD, np.uint8)
 _SPAN = np.arange(128, dtype=np.int64)  # column offsets of a gather
 # What the writer stamps, in one scatter: queue id, queue offset, phys offset (their record positions), store time
 _STAMPED = np.dtype([("queue_id", ">i4"), ("queue_offset", ">i8"), ("phys_offset", ">i8"), ("store_ms", ">i8")])
 _STAMPED_POS = np.r_[QUEUE_ID_POS:QUEUE_ID_POS + 4, QUEUE_OFFSET_POS:PHYS_OFFSET_POS + 8]
+
+
+def _head_dtype(born_size: int, store_size: int) -> np.dtype[Any]:
+    """``engine.log.record``'s fields from TOTALSIZE to BODYLENGTH as one packed big-endian row."""
+    return np.dtype([("size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+                     ("queue_offset", ">i8"), ("phys_offset", ">i8"), ("sys_flag", ">i4"), ("born_ms", ">i8"),
+                     ("born_host", f"S{born_size}"), ("store_ms", ">i8"), ("store_host", f"S{store_size}"),
+                     ("reconsume_times", ">i4"), ("prepared_tx_offset", ">i8"), ("body_length", ">i4")])
+
+
+_HEADS = {(b, s): _head_dtype(b, s) for b in (8, 20) for s in (8, 20)}
+_SHORTS: dict[int, bytes] = {}  # PROPERTIESLENGTH fields met so far (at most 32768)
+
+
+def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Sequence[bytes], *, store_host: Host,
+                 prop_crc: bool, born_ms: IntColumn, born_hosts: Sequence[bytes] | None = None,
+                 queue_ids: IntColumn = 0, flags: IntColumn = 0, sys_flags: IntColumn = 0,
+                 reconsume_times: IntColumn = 0) -> tuple[bytes, np.ndarray[Any, Any]]:
+    """The records ``encode_one`` would write for each row (``properties`` already encoded, without
+    the CRC tail), joined, and their sizes. The fixed fields of all records are one numpy array
+    and the batch one join of its pieces: no Python frame per record. ``born_hosts`` are packed
+    (None: the store host for all); an int stands for a whole column."""
+    n = len(bodies)
+    store = store_host.packed
+    born_size = len(born_hosts[0]) if born_hosts else len(store)
+    if born_hosts and any(len(b) != born_size for b in born_hosts):  # both families in one batch: rare
+        rows = [encode_batch([body], [topic], [props], store_host=store_host, prop_crc=prop_crc, born_ms=[ms],
+                             born_hosts=[born], queue_ids=[q], flags=[f], sys_flags=[sf], reconsume_times=[r])
+                for body, topic, props, ms, born, q, f, sf, r in zip(
+                    bodies, topics, properties, _column(born_ms, n), born_hosts, _column(queue_ids, n),
+                    _column(flags, n), _column(sys_flags, n), _column(reconsume_times, n), strict=True)]
+        return b"".join(r for r, _ in rows), np.concatenate([s for _, s in rows])
+    parts = list(map({t: topic_part(t) for t in dict.fromkeys(topics)}.__getitem__, topics))
+    body_lens = np.fromiter(map(len, bodies), np.int64, n)
+    props_lens = np.fromiter(map(len, properties), np.int64, n) + (PROP_CRC_SIZE if prop_crc else 0)
+    if n and int(props_lens.max()) > MAX_PROPERTIES_SIZE:
+        raise ValueError(f"properties over {MAX_PROPERTIES_SIZE} bytes")
+    head = np.zeros(n, _HEADS[(born_size, len(store))])
+    sizes = head.dtype.itemsize + body_lens + np.fromiter(map(len, parts), np.int64, n) + 2 + props_lens
+    head["size"] = sizes
+    head["magic"] = MAGIC_V1
+    if any(len(p) > 128 for p in set(parts)):
+        head["magic"] = np.where(np.fromiter(map(len, parts), np.int64, n) > 128, MAGIC_V2, MAGIC_V1)
+    head["body_crc"] = np.fromiter(map(zlib.crc32, bodies), np.int64, n) & 0x7FFFFFFF
+    head["queue_id"] = queue_ids
+    head["flag"] = flags
+    v6 = (SYSFLAG_BORNHOST_V6 if born_size > 8 else 0) | (SYSFLAG_STOREHOST_V6 if len(store) > 8 else 0)
+    head["sys_flag"] = np.asarray(sys_flags, np.int64) & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6) | v6
+    head["born_ms"] = born_ms
+    head["born_host"] = born_hosts if born_hosts else store
+    head["store_host"] = store
+    head["reconsume_times"] = reconsume_times
+    head["body_length"] = body_lens
+    width = head.dtype.itemsize
+    heads = head.tobytes()
+    lens = props_lens.tolist()
+    missing = set(lens).difference(_SHORTS)
+    if missing:
+        _SHORTS.update((v, struct.pack(">h", v)) for v in missing)
+    per = 6 if prop_crc else 5
+    pieces: list[bytes] = [b""] * (per * n)
+    pieces[0::per] = [heads[i:i + width] for i in range(0, n * width, width)]  # a comprehension slices fastest
+    pieces[1::per] = bodies
+    pieces[2::per] = parts
+    pieces[3::per] = map(_SHORTS.__getitem__, lens)
+    pieces[4::per] = properties
+    if prop_crc:
+        pieces[5::per] = [_CRC_PLACEHOLDER] * n
+    return b"".join(pieces), sizes
+
+
+def _column(value: IntColumn, n: int) -> Sequence[int]:
+    return [value] * n if isinstance(value, int) else value
+
 
 
 def _take(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:

@@ -176,3 +176,56 @@ def test_arguments_that_do_not_fit_are_refused_as_malformed() -> None:
         _native.check_batch(b"", bytes(18), b"ab", np.array([3], np.int64), bytes(8), False, 10, out)
     with pytest.raises(ValueError, match="differ in length"):
         _native.stamp_batch(bytearray(100), *(np.zeros(1, np.int64),) * 5, np.zeros(2, np.int64), 0, False)
+
+
+@st.composite
+def encode_args(draw: st.DrawFn) -> tuple[tuple[list[bytes], list[str], list[bytes]], dict[str, object]]:
+    """encode_batch's inputs: columns given as lists or as one int, born hosts of either family or none."""
+    n = draw(st.integers(0, 10))
+    column = st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=n, max_size=n)
+    born = st.sampled_from([h.packed for h in (*STORES, BORN_V6)])
+    kwargs: dict[str, object] = {
+        "store_host": draw(st.sampled_from(STORES)), "prop_crc": draw(st.booleans()),
+        "born_ms": draw(st.integers(-(1 << 63), (1 << 63) - 1) | st.lists(st.integers(0, 1 << 50), min_size=n,
+                                                                              max_size=n)),
+        "born_hosts": draw(st.none() | st.lists(born, min_size=n, max_size=n)),
+        "queue_ids": draw(st.integers(0, 7) | column), "flags": draw(st.integers(-3, 3) | column),
+        "sys_flags": draw(st.integers(0, 0x3F) | column), "reconsume_times": draw(st.integers(0, 3) | column)}
+    bodies = draw(st.lists(st.binary(max_size=300), min_size=n, max_size=n))
+    topics = draw(st.lists(st.sampled_from(TOPICS), min_size=n, max_size=n))
+    props = draw(st.lists(st.binary(max_size=40) | st.just(b"p" * 32750), min_size=n, max_size=n))
+    return (bodies, topics, props), kwargs
+
+
+def encoded(encode: object, args: tuple[list[bytes], list[str], list[bytes]], kwargs: dict[str, object]
+            ) -> tuple[bytes, list[int]] | str:
+    try:
+        records, sizes = encode(*args, **kwargs)  # type: ignore[operator]
+    except (ValueError, OverflowError) as exc:
+        return type(exc).__name__
+    return records, sizes.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(encode_args())
+def test_the_encoder_writes_the_oracles_records(case: tuple[tuple[list[bytes], list[str], list[bytes]],
+                                                            dict[str, object]]) -> None:
+    args, kwargs = case
+    assert encoded(record_batch.encode_batch, args, kwargs) == encoded(oracle.encode_batch, args, kwargs)
+
+
+@pytest.mark.parametrize(("field", "value"), [("queue_ids", 1 << 31), ("flags", [-(1 << 31) - 1]),
+                                              ("reconsume_times", [1 << 40])])
+def test_an_int32_field_out_of_range_is_refused_like_the_oracle(field: str, value: object) -> None:
+    kwargs = {"store_host": STORES[0], "prop_crc": True, "born_ms": 5, field: value}
+    for encode in (record_batch.encode_batch, oracle.encode_batch):
+        with pytest.raises(OverflowError):
+            encode([b"body"], ["A"], [b""], **kwargs)  # type: ignore[operator]
+
+
+def test_a_column_that_is_not_bytes_is_refused() -> None:
+    with pytest.raises(TypeError, match="bodies must be bytes"):
+        record_batch.encode_batch(["body"], ["A"], [b""], store_host=STORES[0], prop_crc=False,  # type: ignore[list-item]
+                                  born_ms=5)
+    with pytest.raises(ValueError, match="2 properties for 1 bodies"):
+        record_batch.encode_batch([b"body"], ["A"], [b"", b""], store_host=STORES[0], prop_crc=False, born_ms=5)
