@@ -69,6 +69,8 @@ def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTab
             count = topics.get_or_create(name, default_queues).queue_count
         except (TopicError, OSError) as exc:
             raise BatchError(str(exc)) from None
+        if len(request.topics) == 1 and int(wanted.max()) == int(wanted.min()) == QUEUE_ROUND_ROBIN:
+            return round_robin.turns(name, count, len(wanted))  # a batch to one topic, every queue the writer's pick
         rows = cols["topic"] == index
         if ((wanted >= count) & rows).any() or ((wanted < QUEUE_BY_SHARD) & rows).any():
             raise BatchError(f"queue id out of range: {name} has {count} queues")
@@ -99,13 +101,25 @@ def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: Qu
 def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     """Several requests as one batch (topic and tag tables joined, the columns' indices remapped), so
     a poll round's sends take one check, one append and one dispatch. Raises BatchError or
-    IndexError for a request whose columns do not match its tables."""
+    IndexError for a request whose columns do not match its tables. Requests with the same tables
+    (a producer's batches to one topic) are joined as they are: ``check`` finds any index outside
+    them."""
+    if any(len(r.columns) % COLUMNS.itemsize for r in requests):
+        raise BatchError("the columns are not whole rows")
+    keys: list[str] = []
+    uniq_keys: list[str] = []
+    for r in requests:
+        keys += r.keys
+        uniq_keys += r.uniq_keys
+    records = b"".join(r.records for r in requests)
+    first = requests[0]
+    if all(r.topics == first.topics and r.tags == first.tags for r in requests):
+        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, keys,
+                              uniq_keys)
     topics: dict[str, int] = {}
     tags: dict[str, int] = {}
     parts = []
     for r in requests:
-        if len(r.columns) % COLUMNS.itemsize:
-            raise BatchError("the columns are not whole rows")
         cols = np.frombuffer(r.columns, dtype=COLUMNS).copy()
         topic_map = np.array([topics.setdefault(t, len(topics)) for t in r.topics], np.int64)
         tag_map = np.array([tags.setdefault(t, len(tags)) for t in r.tags] + [-1], np.int64)
@@ -114,8 +128,7 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         cols["topic"] = topic_map[cols["topic"]]
         cols["tag"] = tag_map[cols["tag"]]
         parts.append(cols)
-    return EncodedRequest(b"".join(r.records for r in requests), np.concatenate(parts).tobytes(), list(topics),
-                          list(tags), [k for r in requests for k in r.keys], [u for r in requests for u in r.uniq_keys])
+    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), keys, uniq_keys)
 
 
 def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from engine.batch.plan import EncodedRequest, merge
-from engine.batch.record_batch import BatchError
+from engine import StoreConfig
+from engine.batch.plan import EncodedRequest, check, merge
+from engine.batch.record_batch import COLUMNS, BatchError
 from engine.log.host import Host
 from ipc.encoded import BatchEncoder, Encoding
 from ipc.messages import Outgoing
@@ -35,3 +37,17 @@ def test_merge_joins_views_of_receive_buffers_and_remaps_tables() -> None:
     assert bytes(merged.records) == bytes(first.records) + bytes(second.records)
     assert merged.topics == ["A", "B"] and merged.tags == ["T"]
     assert len(merged.keys) == len(merged.uniq_keys) == 3
+
+
+def test_requests_with_one_table_are_joined_as_they_are_and_a_stray_tag_is_still_refused() -> None:
+    """Batches of one producer to one topic share their tables: merged without remapping, so an index
+    outside them is left for check to refuse, and the writer then takes the round apart."""
+    first, second = _request(b"x" * 10), _request(b"y" * 20, b"z")
+    merged = merge([first, second])
+    assert merged.columns == first.columns + second.columns
+    assert merged.topics == ["A"] and merged.tags == ["T"] and len(merged.keys) == 3
+    rows = np.frombuffer(second.columns, COLUMNS).copy()
+    rows["tag"][0] = 5
+    stray = EncodedRequest(second.records, rows.tobytes(), second.topics, second.tags, second.keys, second.uniq_keys)
+    with pytest.raises(BatchError, match="tag outside"):
+        check(merge([first, stray]), StoreConfig(store_host=Host("10.0.0.7", 10911)), 100)
