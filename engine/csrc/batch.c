@@ -282,3 +282,57 @@ done:
     }
     return result;
 }
+
+/* Records grouped by key (a topic and queue) in order of first appearance, with an open-addressing
+ * table twice the batch's size: out holds each record's rank within its group, its group, then per
+ * group its first record and its count. */
+PyObject *mq_group_ranks(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer keys_in, out;
+    if (!PyArg_ParseTuple(args, "y*w*", &keys_in, &out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int64_t *slots = NULL;
+    Py_ssize_t n, out_len, groups = 0;
+    if (!mq_int64s(&keys_in, &n) || !mq_int64s(&out, &out_len)) {
+        goto done;
+    }
+    if (out_len != 4 * n) {
+        PyErr_Format(PyExc_ValueError, "out holds %zd int64s, not 4 per record (%zd)", out_len, 4 * n);
+        goto done;
+    }
+    size_t capacity = 16;
+    while (capacity < 2 * (size_t)n) {
+        capacity <<= 1;
+    }
+    if ((slots = PyMem_Malloc(capacity * sizeof(int64_t))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *keys = keys_in.buf;
+    int64_t *rank = out.buf, *group = rank + n, *first = group + n, *count = first + n;
+    Py_BEGIN_ALLOW_THREADS
+    memset(slots, 0xFF, capacity * sizeof(int64_t)); /* -1: empty; else a group */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)keys[i] * 0x9E3779B97F4A7C15u;
+        size_t at = (size_t)(h >> 32) & (capacity - 1);
+        while (slots[at] >= 0 && keys[first[slots[at]]] != keys[i]) {
+            at = (at + 1) & (capacity - 1);
+        }
+        if (slots[at] < 0) {
+            slots[at] = groups;
+            first[groups] = i;
+            count[groups++] = 0;
+        }
+        group[i] = slots[at];
+        rank[i] = count[slots[at]]++;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(groups);
+done:
+    PyMem_Free(slots);
+    PyBuffer_Release(&keys_in);
+    PyBuffer_Release(&out);
+    return result;
+}

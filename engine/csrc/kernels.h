@@ -13,6 +13,7 @@ int mq_int64s(Py_buffer *view, Py_ssize_t *count);
 PyObject *mq_crc31_spans(PyObject *self, PyObject *args);
 PyObject *mq_check_batch(PyObject *self, PyObject *args);
 PyObject *mq_stamp_batch(PyObject *self, PyObject *args);
+PyObject *mq_group_ranks(PyObject *self, PyObject *args);
 PyObject *mq_encode_batch(PyObject *self, PyObject *args);
 
 #endif

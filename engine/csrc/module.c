@@ -23,6 +23,10 @@ static PyMethodDef methods[] = {
      "writes each record's queue id, queue offset, phys offset and store time (big-endian) into buf in place,\n"
      "then, when sealed, its whole-record CRC's ten digits, least significant first, into its __CRC32# tail.\n"
      "Columns are int64 arrays of one length; ValueError when a record leaves buf or cannot hold its fields."},
+    {"group_ranks", mq_group_ranks, METH_VARARGS,
+     "group_ranks(keys, out) -> groups: the records grouped by their int64 key, groups numbered in order of\n"
+     "first appearance. out (int64, 4 per record, in runs): each record's rank within its group, its group;\n"
+     "then, for each group, its first record and its record count (the first groups entries of each run)."},
     {"encode_batch", mq_encode_batch, METH_VARARGS,
      "encode_batch(bodies, parts, properties, born_hosts, store_host, prop_crc, ints, sizes) -> bytes: the records\n"
      "of a batch laid out as engine.log.record encodes them, the writer's fields zero: one per body, with its\n"

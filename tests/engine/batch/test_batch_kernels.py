@@ -1,6 +1,6 @@
-"""The writer's compiled batch check and stamp (engine/csrc/batch.c) held to the numpy code they replaced
-(tests/oracle/record_batch.py): the same verdict and reason for every batch, hostile ones included, and
-the same bytes stamped."""
+"""The compiled batch kernels (engine/csrc/batch.c, encode.c) held to the numpy code they replaced
+(tests/oracle/record_batch.py, writer.py): the same verdict and reason for every batch, hostile ones
+included, the same bytes stamped and encoded, the same queue offsets."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from engine import Host
 from engine.batch import record_batch
 from engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, encode_one
 from engine.log.record import encode_properties
+from engine.log.writer import CommitLogWriter
 from tests.oracle import record_batch as oracle
+from tests.oracle import writer as writer_oracle
 
 STORES = (Host("10.0.0.7", 10911), Host("fe80::7", 10911), Host("10.0.0.7", 256))
 BORN_V6 = Host("fe80::1", 4242)
@@ -176,6 +178,8 @@ def test_arguments_that_do_not_fit_are_refused_as_malformed() -> None:
         _native.check_batch(b"", bytes(18), b"ab", np.array([3], np.int64), bytes(8), False, 10, out)
     with pytest.raises(ValueError, match="differ in length"):
         _native.stamp_batch(bytearray(100), *(np.zeros(1, np.int64),) * 5, np.zeros(2, np.int64), 0, False)
+    with pytest.raises(ValueError, match="not 4 per record"):
+        _native.group_ranks(np.zeros(3, np.int64), np.zeros(11, np.int64))
 
 
 @st.composite
@@ -229,3 +233,22 @@ def test_a_column_that_is_not_bytes_is_refused() -> None:
                                   born_ms=5)
     with pytest.raises(ValueError, match="2 properties for 1 bodies"):
         record_batch.encode_batch([b"body"], ["A"], [b"", b""], store_host=STORES[0], prop_crc=False, born_ms=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, (1 << 31) - 1) | st.integers(0, 5)), max_size=200),
+       st.dictionaries(st.tuples(st.sampled_from(["A", "B", "C"]), st.integers(0, 5)), st.integers(0, 1 << 40)))
+def test_queue_offsets_count_on_per_queue_like_the_oracle(rows: list[tuple[int, int]],
+                                                          known: dict[tuple[str, int], int]) -> None:
+    topic_ids = np.array([t for t, _ in rows], np.uint16)
+    queue_ids = np.array([q for _, q in rows], np.int64)
+    writer = CommitLogWriter.__new__(CommitLogWriter)
+    writer.next_queue_offsets = dict(known)
+    expected_next = dict(known)
+    expected = writer_oracle.assign_queue_offsets(expected_next, topic_ids, queue_ids, ["A", "B", "C"])
+    got, groups, group_of = writer.assign_queue_offsets(topic_ids, queue_ids, ["A", "B", "C"])
+    assert got.tolist() == expected.tolist()
+    assert writer.next_queue_offsets == expected_next
+    assert [name for name, _ in groups] == list(dict.fromkeys(zip([["A", "B", "C"][t] for t, _ in rows],
+                                                                  queue_ids.tolist(), strict=True)))
+    assert len(group_of) == len(rows)
