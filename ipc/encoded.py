@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
-from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -256,8 +255,33 @@ def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: H
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
     written = str(reply.get("written_status", PUT_OK))
     phys, queue_ids, queue_offsets = unpack_reply_rows(packed)
-    out = list(map(SendResult, repeat(written), offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys,
-                   batch.uniq_keys))
+    out = _written_results(written, offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys, batch.uniq_keys)
     status, reason = str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", ""))
     out.extend(SendResult(status, reason=reason) for _ in range(batch.count - len(out)))
+    return out
+
+
+_SEND_RESULT_SLOTS = tuple(SendResult.__dict__[f.name].__set__ for f in fields(SendResult))
+
+
+def _written_results(status: str, msg_ids: list[str], queue_ids: list[int], queue_offsets: list[int],
+                     phys_offsets: list[int], uniq_keys: list[str]) -> list[SendResult]:
+    """``SendResult(status, msg_id, queue_id, queue_offset, phys_offset, uniq_key)`` for each record
+    written, its slots set directly: a frozen dataclass's ``__init__`` goes through
+    ``object.__setattr__`` field by field, twice the cost (0.8 us a result, as much as encoding it)."""
+    out = []
+    new = object.__new__
+    set_status, set_msg_id, set_queue_id, set_queue_offset, set_phys_offset, set_uniq_key, set_reason = \
+        _SEND_RESULT_SLOTS
+    rows = zip(msg_ids, queue_ids, queue_offsets, phys_offsets, uniq_keys, strict=False)  # uniq_keys may be longer
+    for msg_id, queue_id, queue_offset, phys_offset, uniq_key in rows:
+        result = new(SendResult)
+        set_status(result, status)
+        set_msg_id(result, msg_id)
+        set_queue_id(result, queue_id)
+        set_queue_offset(result, queue_offset)
+        set_phys_offset(result, phys_offset)
+        set_uniq_key(result, uniq_key)
+        set_reason(result, "")
+        out.append(result)
     return out
