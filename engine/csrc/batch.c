@@ -177,7 +177,7 @@ PyObject *mq_check_batch(PyObject *self, PyObject *args) {
         int64_t *starts = out.buf, *store_ms_pos = starts + n, *sys_flags = starts + 2 * n;
         int worst = BODY_CRC + 1;
         int64_t start = 0;
-        Py_BEGIN_ALLOW_THREADS
+        MQ_BEGIN_ALLOW_THREADS_IF(records.len)
         for (Py_ssize_t i = 0; i < n; i++) {
             int64_t end = start + le32(col + i * COLUMN_ROW);
             int topic = col[i * COLUMN_ROW + 4] | col[i * COLUMN_ROW + 5] << 8;
@@ -189,7 +189,7 @@ PyObject *mq_check_batch(PyObject *self, PyObject *args) {
             }
             start = end;
         }
-        Py_END_ALLOW_THREADS
+        MQ_END_ALLOW_THREADS_IF
         code = worst > BODY_CRC ? CHECK_OK : worst;
     }
     result = Py_BuildValue("(iL)", code, (long long)detail);
@@ -237,6 +237,7 @@ PyObject *mq_stamp_batch(PyObject *self, PyObject *args) {
     }
     const int64_t *starts = col[0].buf, *sizes = col[1].buf, *ms_pos = col[2].buf, *queue_ids = col[3].buf,
                   *queue_offsets = col[4].buf, *phys = col[5].buf;
+    int64_t stamped_bytes = 0; /* what the loops read and write: whole records when sealed */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (starts[i] < 0 || sizes[i] < PHYS_END || sizes[i] > buf.len - starts[i] || ms_pos[i] < 0 ||
             ms_pos[i] > sizes[i] - 8 || (sealed && sizes[i] < CRC_TAIL_SIZE)) {
@@ -245,13 +246,14 @@ PyObject *mq_stamp_batch(PyObject *self, PyObject *args) {
                          (long long)ms_pos[i], buf.len);
             goto done;
         }
+        stamped_bytes += sealed ? sizes[i] : PHYS_END; /* each size is checked within buf */
     }
     if (sealed && n > 0 && (crcs = PyMem_Malloc((size_t)n * sizeof(int32_t))) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     uint8_t *base = buf.buf;
-    Py_BEGIN_ALLOW_THREADS
+    MQ_BEGIN_ALLOW_THREADS_IF(stamped_bytes)
     for (Py_ssize_t i = 0; i < n; i++) { /* fields first, then CRCs, then digits: each pass sees the last's bytes */
         uint8_t *r = base + starts[i];
         put_be(r + QUEUE_ID_POS, (uint64_t)queue_ids[i], 4);
@@ -272,7 +274,7 @@ PyObject *mq_stamp_batch(PyObject *self, PyObject *args) {
             }
         }
     }
-    Py_END_ALLOW_THREADS
+    MQ_END_ALLOW_THREADS_IF
     result = Py_NewRef(Py_None);
 done:
     PyMem_Free(crcs);
@@ -312,7 +314,7 @@ PyObject *mq_group_ranks(PyObject *self, PyObject *args) {
     }
     const int64_t *keys = keys_in.buf;
     int64_t *rank = out.buf, *group = rank + n, *first = group + n, *count = first + n;
-    Py_BEGIN_ALLOW_THREADS
+    MQ_BEGIN_ALLOW_THREADS_IF(n * 32)
     memset(slots, 0xFF, capacity * sizeof(int64_t)); /* -1: empty; else a group */
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t h = (uint64_t)keys[i] * 0x9E3779B97F4A7C15u;
@@ -328,7 +330,7 @@ PyObject *mq_group_ranks(PyObject *self, PyObject *args) {
         group[i] = slots[at];
         rank[i] = count[slots[at]]++;
     }
-    Py_END_ALLOW_THREADS
+    MQ_END_ALLOW_THREADS_IF
     result = PyLong_FromSsize_t(groups);
 done:
     PyMem_Free(slots);

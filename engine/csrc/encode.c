@@ -5,7 +5,8 @@
  *   STORETIMESTAMP(0) STOREHOST RECONSUMETIMES PREPAREDTXOFFSET(0) BODYLENGTH BODY TOPIC(length field
  *   and bytes, as given) PROPERTIESLENGTH PROPERTIES [__CRC32# tail, digits 0]
  *
- * The tuples of the batch hold its bytes objects while the records are written without the GIL. */
+ * The tuples of the batch hold its bytes objects while the records are written (without the GIL
+ * when the batch is big enough, MQ_GIL_FREE_BYTES). */
 #include <string.h>
 
 #include "crc32.h"
@@ -134,7 +135,7 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
     const uint8_t *store_host = store.buf;
     const int64_t v6 = store.len > 8 ? STORE_V6 : 0;
-    Py_BEGIN_ALLOW_THREADS
+    MQ_BEGIN_ALLOW_THREADS_IF(total)
     for (Py_ssize_t i = 0; i < n; i++) {
         const Pieces *p = &pieces[i];
         int64_t sys_flag = (sys_flags[i] & ~(int64_t)(BORN_V6 | STORE_V6)) | (p->born_len > 8 ? BORN_V6 : 0) | v6;
@@ -160,7 +161,7 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
             out = put_bytes(out, (const uint8_t *)CRC_PLACEHOLDER, CRC_TAIL_SIZE);
         }
     }
-    Py_END_ALLOW_THREADS
+    MQ_END_ALLOW_THREADS_IF
 done:
     if (PyErr_Occurred()) {
         Py_CLEAR(result);
