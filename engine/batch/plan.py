@@ -21,6 +21,7 @@ from engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
+    REPLY_ROW,
     BatchError,
     CheckedBatch,
     check_batch,
@@ -141,3 +142,16 @@ def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, r
     end = max(written if rows_to is None else min(rows_to, written), rows_from)
     return pack_reply_rows(outcome.phys_offsets[rows_from:end], queue_ids[rows_from:end],
                            outcome.queue_offsets[rows_from:end])
+
+
+def reply_rows_each(queue_ids: QueueIds, outcome: BatchOutcome, counts: list[int]) -> list[bytes]:
+    """``reply_rows`` of consecutive requests of ``counts`` records each, packed once for the batch and
+    cut by request."""
+    packed = reply_rows(queue_ids, outcome)
+    width = REPLY_ROW.itemsize
+    out = []
+    first = 0
+    for count in counts:
+        out.append(packed[first * width:(first + count) * width])
+        first += count
+    return out
