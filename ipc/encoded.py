@@ -28,6 +28,7 @@ from engine.batch.record_batch import (
     QUEUE_ROUND_ROBIN,
     REPLY_ROW,
     EncodedBatch,
+    PropertyPieces,
     encode_batch,
     pack_columns,
     unpack_reply_rows,
@@ -147,12 +148,13 @@ class BatchEncoder:
             raise EncodingError(f"a body over the {enc.max_body_bytes}-byte limit, or a delayed topic")
         key_strings = [self._keys(k) if k else "" for k in keys]
         tag_parts = list(map({t: self._tag_part(t) for t in dict.fromkeys(tags)}.__getitem__, tags))
+        props: list[bytes] | PropertyPieces
         if any(properties):
             uniq_keys, props = self._with_properties(properties, tags, keys, key_strings, tag_parts)
         else:
-            uniq_keys = self._uniq.next_many(n)
-            props = [f"{t}{k and _KEYS_HEAD + k + _END}{_UNIQ_HEAD}{u}{_END}".encode()
-                     for t, k, u in zip(tag_parts, key_strings, uniq_keys, strict=True)]
+            uniq_keys = self._uniq.next_many(n)  # joined and encoded by the kernel: no bytes object per record
+            key_parts = [k and f"{_KEYS_HEAD}{k}{_END}" for k in key_strings] if any(key_strings) else ""
+            props = PropertyPieces((tag_parts, key_parts, _UNIQ_HEAD, uniq_keys, _END))
         topic_index = {t: i for i, t in enumerate(topic_table)}
         tag_table = list(self._tag_index(tags))
         tag_index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}

@@ -93,15 +93,26 @@ def topic_part(topic: str) -> bytes:
     return part
 
 
-def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Sequence[bytes], *, store_host: Host,
-                 prop_crc: bool, born_ms: IntColumn, born_hosts: Sequence[bytes] | None = None,
+PropertyColumn = str | bytes | Sequence[str | bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyPieces:
+    """Each record's properties as the concatenation of its pieces, column by column: a column is one
+    piece for every record or one per record, bytes or str (as its UTF-8)."""
+
+    columns: tuple[PropertyColumn, ...]
+
+
+def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Sequence[bytes] | PropertyPieces, *,
+                 store_host: Host, prop_crc: bool, born_ms: IntColumn, born_hosts: Sequence[bytes] | None = None,
                  queue_ids: IntColumn = 0, flags: IntColumn = 0, sys_flags: IntColumn = 0,
                  reconsume_times: IntColumn = 0) -> tuple[bytes, np.ndarray[Any, Any]]:
     """The records ``encode_one`` would write for each row (``properties`` already encoded, without
-    the CRC tail), joined, and their sizes: one compiled call (``_native.encode_batch``) over the
-    batch's columns. ``born_hosts`` are packed (None: the store host for all); an int stands for a
-    whole column. ValueError for properties over MAX_PROPERTIES_SIZE, OverflowError for a queue id,
-    flag or reconsume count outside int32."""
+    the CRC tail, or as pieces the kernel joins), joined, and their sizes: one compiled call
+    (``_native.encode_batch``) over the batch's columns. ``born_hosts`` are packed (None: the store
+    host for all); an int stands for a whole column. ValueError for properties over
+    MAX_PROPERTIES_SIZE, OverflowError for a queue id, flag or reconsume count outside int32."""
     n = len(bodies)
     parts = list(map({t: topic_part(t) for t in dict.fromkeys(topics)}.__getitem__, topics))
     ints = np.empty((5, n), np.int64)
@@ -111,7 +122,8 @@ def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Seq
     ints[3] = born_ms
     ints[4] = reconsume_times
     sizes = np.empty(n, np.int64)
-    records = _native.encode_batch(bodies, parts, properties, born_hosts, store_host.packed, prop_crc, ints, sizes)
+    columns = properties.columns if isinstance(properties, PropertyPieces) else (properties,)
+    records = _native.encode_batch(bodies, parts, columns, born_hosts, store_host.packed, prop_crc, ints, sizes)
     return records, sizes
 
 

@@ -5,6 +5,9 @@
  *   STORETIMESTAMP(0) STOREHOST RECONSUMETIMES PREPAREDTXOFFSET(0) BODYLENGTH BODY TOPIC(length field
  *   and bytes, as given) PROPERTIESLENGTH PROPERTIES [__CRC32# tail, digits 0]
  *
+ * A record's properties are the concatenation of its pieces in the properties' columns (bytes or str,
+ * one per record or one for all), so a producer need not join and encode each record's own.
+ *
  * The tuples of the batch hold its bytes objects while the records are written (without the GIL
  * when the batch is big enough, MQ_GIL_FREE_BYTES). */
 #include <string.h>
@@ -21,10 +24,56 @@
 #define CRC_TAIL_SIZE 20
 #define INT_COLUMNS 5 /* queue id, flag, sys flag, born time, reconsume times */
 
+#define MAX_PROPERTY_COLUMNS 8
+
 typedef struct {
-    const uint8_t *body, *part, *props, *born;
+    const uint8_t *body, *part, *born;
     Py_ssize_t body_len, part_len, props_len, born_len;
 } Pieces;
+
+/* One piece of a record's properties: bytes, or a str as its UTF-8 (kept by the str). */
+static int piece(PyObject *o, const uint8_t **data, Py_ssize_t *len) {
+    if (PyBytes_Check(o)) {
+        *data = (const uint8_t *)PyBytes_AS_STRING(o);
+        *len = PyBytes_GET_SIZE(o);
+        return 1;
+    }
+    if (PyUnicode_Check(o)) {
+        *data = (const uint8_t *)PyUnicode_AsUTF8AndSize(o, len);
+        return *data != NULL;
+    }
+    PyErr_SetString(PyExc_TypeError, "properties pieces must be bytes or str");
+    return 0;
+}
+
+/* The properties' columns (a tuple): each one piece for all records (bytes or str) or one per record.
+ * Fills columns[] with what holds them and data/len (n per column); 0 and an error when they do not fit. */
+static int property_pieces(PyObject *props, Py_ssize_t n, PyObject **columns, Py_ssize_t *count,
+                           const uint8_t **data, Py_ssize_t *len) {
+    if (!PyTuple_Check(props) || PyTuple_GET_SIZE(props) < 1 || PyTuple_GET_SIZE(props) > MAX_PROPERTY_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "properties are a tuple of 1 to %d columns", MAX_PROPERTY_COLUMNS);
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(props); j++) {
+        PyObject *column = PyTuple_GET_ITEM(props, j);
+        int constant = PyBytes_Check(column) || PyUnicode_Check(column);
+        columns[j] = constant ? Py_NewRef(column) : PySequence_Tuple(column);
+        *count = j + 1;
+        if (columns[j] == NULL) {
+            return 0;
+        }
+        if (!constant && PyTuple_GET_SIZE(columns[j]) != n) {
+            PyErr_Format(PyExc_ValueError, "%zd properties for %zd bodies", PyTuple_GET_SIZE(columns[j]), n);
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!piece(constant ? column : PyTuple_GET_ITEM(columns[j], i), &data[j * n + i], &len[j * n + i])) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
 
 static inline uint8_t *put_be(uint8_t *p, uint64_t v, int width) {
     for (int k = width - 1; k >= 0; k--) {
@@ -73,8 +122,11 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
                           &sizes_out)) {
         return NULL;
     }
-    PyObject *result = NULL, *bodies = NULL, *parts = NULL, *props = NULL, *born = NULL;
+    PyObject *result = NULL, *bodies = NULL, *parts = NULL, *born = NULL, *columns[MAX_PROPERTY_COLUMNS];
+    Py_ssize_t k = 0;
     Pieces *pieces = NULL;
+    const uint8_t **prop_data = NULL;
+    Py_ssize_t *prop_len = NULL;
     Py_ssize_t n = PyObject_Length(bodies_in), n_ints, n_sizes;
     if (n < 0 || !mq_int64s(&ints, &n_ints) || !mq_int64s(&sizes_out, &n_sizes)) {
         goto done;
@@ -87,9 +139,18 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a store host is 8 or 20 bytes");
         goto done;
     }
-    if ((bodies = bytes_column(bodies_in, n, "bodies")) == NULL || (parts = bytes_column(parts_in, n, "topic parts")) == NULL ||
-        (props = bytes_column(props_in, n, "properties")) == NULL ||
+    if ((bodies = bytes_column(bodies_in, n, "bodies")) == NULL ||
+        (parts = bytes_column(parts_in, n, "topic parts")) == NULL ||
         (born_in != Py_None && (born = bytes_column(born_in, n, "born hosts")) == NULL)) {
+        goto done;
+    }
+    size_t slots = (size_t)(n > 0 ? n : 1) * MAX_PROPERTY_COLUMNS;
+    if ((prop_data = PyMem_Malloc(slots * sizeof(*prop_data))) == NULL ||
+        (prop_len = PyMem_Malloc(slots * sizeof(*prop_len))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!property_pieces(props_in, n, columns, &k, prop_data, prop_len)) {
         goto done;
     }
     const int64_t *queue_ids = ints.buf, *flags = queue_ids + n, *sys_flags = flags + n, *born_ms = sys_flags + n,
@@ -101,13 +162,15 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
     int64_t *sizes = sizes_out.buf, total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Pieces *p = &pieces[i];
-        PyObject *b = PyTuple_GET_ITEM(bodies, i), *t = PyTuple_GET_ITEM(parts, i), *q = PyTuple_GET_ITEM(props, i);
+        PyObject *b = PyTuple_GET_ITEM(bodies, i), *t = PyTuple_GET_ITEM(parts, i);
         p->body = (const uint8_t *)PyBytes_AS_STRING(b);
         p->body_len = PyBytes_GET_SIZE(b);
         p->part = (const uint8_t *)PyBytes_AS_STRING(t);
         p->part_len = PyBytes_GET_SIZE(t);
-        p->props = (const uint8_t *)PyBytes_AS_STRING(q);
-        p->props_len = PyBytes_GET_SIZE(q);
+        p->props_len = 0;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            p->props_len += prop_len[j * n + i];
+        }
         PyObject *h = born != NULL ? PyTuple_GET_ITEM(born, i) : NULL;
         p->born = h != NULL ? (const uint8_t *)PyBytes_AS_STRING(h) : store.buf;
         p->born_len = h != NULL ? PyBytes_GET_SIZE(h) : store.len;
@@ -156,7 +219,9 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
         out = put_bytes(out, p->body, p->body_len);
         out = put_bytes(out, p->part, p->part_len);
         out = put_be(out, (uint64_t)(p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0)), 2);
-        out = put_bytes(out, p->props, p->props_len);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            out = put_bytes(out, prop_data[j * n + i], prop_len[j * n + i]);
+        }
         if (prop_crc) {
             out = put_bytes(out, (const uint8_t *)CRC_PLACEHOLDER, CRC_TAIL_SIZE);
         }
@@ -167,9 +232,13 @@ done:
         Py_CLEAR(result);
     }
     PyMem_Free(pieces);
+    PyMem_Free(prop_data);
+    PyMem_Free(prop_len);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_XDECREF(columns[j]);
+    }
     Py_XDECREF(bodies);
     Py_XDECREF(parts);
-    Py_XDECREF(props);
     Py_XDECREF(born);
     PyBuffer_Release(&store);
     PyBuffer_Release(&ints);

@@ -20,6 +20,7 @@ from engine.batch.record_batch import (
     BatchError,
     CheckedBatch,
     IntColumn,
+    PropertyPieces,
     topic_part,
 )
 from engine.log.host import Host
@@ -66,6 +67,8 @@ def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Seq
     the CRC tail), joined, and their sizes. The fixed fields of all records are one numpy array
     and the batch one join of its pieces: no Python frame per record. ``born_hosts`` are packed
     (None: the store host for all); an int stands for a whole column."""
+    if isinstance(properties, PropertyPieces):  # joined here, as the kernel joins them
+        properties = _joined(properties, len(bodies))
     n = len(bodies)
     store = store_host.packed
     born_size = len(born_hosts[0]) if born_hosts else len(store)
@@ -118,6 +121,13 @@ def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Seq
 def _column(value: IntColumn, n: int) -> Sequence[int]:
     return [value] * n if isinstance(value, int) else value
 
+
+
+def _joined(pieces: PropertyPieces, n: int) -> list[bytes]:
+    columns = [[c] * n if isinstance(c, str | bytes) else list(c) for c in pieces.columns]
+    if any(len(c) != n for c in columns):
+        raise ValueError("a properties column does not have a piece per record")
+    return [b"".join(p.encode() if isinstance(p, str) else p for p in row) for row in zip(*columns, strict=True)]
 
 
 def _take(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], width: int) -> np.ndarray[Any, Any]:

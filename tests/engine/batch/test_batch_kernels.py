@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine import Host
 from engine.batch import record_batch
-from engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, encode_one
+from engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, PropertyPieces, encode_one
 from engine.log.record import encode_properties
 from engine.log.writer import CommitLogWriter
 from tests.oracle import record_batch as oracle
@@ -252,3 +252,26 @@ def test_queue_offsets_count_on_per_queue_like_the_oracle(rows: list[tuple[int, 
     assert [name for name, _ in groups] == list(dict.fromkeys(zip([["A", "B", "C"][t] for t, _ in rows],
                                                                   queue_ids.tolist(), strict=True)))
     assert len(group_of) == len(rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 8).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.text("aé\x01 ", max_size=6) | st.binary(max_size=6)
+                         | st.lists(st.text("bü\x02", max_size=5) | st.binary(max_size=5), min_size=n, max_size=n),
+                         min_size=1, max_size=5))), st.booleans())
+def test_properties_given_as_pieces_are_joined_as_the_oracle_joins_them(
+        case: tuple[int, list[str | bytes | list[str | bytes]]], prop_crc: bool) -> None:
+    n, columns = case
+    args = ([b"body%d" % i for i in range(n)], ["A"] * n, PropertyPieces(tuple(columns)))
+    kwargs: dict[str, object] = {"store_host": STORES[0], "prop_crc": prop_crc, "born_ms": 5}
+    assert encoded(record_batch.encode_batch, args, kwargs) == encoded(oracle.encode_batch, args, kwargs)  # type: ignore[arg-type]
+
+
+def test_property_columns_that_do_not_fit_are_refused() -> None:
+    kwargs: dict[str, object] = {"store_host": STORES[0], "prop_crc": False, "born_ms": 5}
+    with pytest.raises(ValueError, match="1 properties for 2 bodies"):
+        record_batch.encode_batch([b"a", b"b"], ["A", "A"], PropertyPieces((["x"],)), **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="bytes or str"):
+        record_batch.encode_batch([b"a"], ["A"], PropertyPieces(([7],)), **kwargs)  # type: ignore[arg-type, list-item]
+    with pytest.raises(ValueError, match="1 to 8 columns"):
+        record_batch.encode_batch([b"a"], ["A"], PropertyPieces(("x",) * 9), **kwargs)  # type: ignore[arg-type]
