@@ -236,6 +236,9 @@ def stamp_batch(buf: Any, starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, A
                 sealed: bool) -> None:
     """Stamp queue id, queue offset, phys offset and store time into records already copied to ``buf``
     (a mapped file's bytes; ``starts`` are positions in it), then their whole-record CRCs: one
-    compiled loop (``_native.stamp_batch``); the columns are int64 arrays. ValueError when a record
-    leaves ``buf``."""
+    compiled loop (``_native.stamp_batch``) over the columns as int64 arrays. ValueError when a
+    record leaves ``buf``."""
+    starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets = (
+        np.ascontiguousarray(column, np.int64)
+        for column in (starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets))
     _native.stamp_batch(buf, starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets, store_ms, sealed)
