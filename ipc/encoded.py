@@ -2,7 +2,7 @@
 
 The producer asks the writer once for how it encodes (``encoding``: store host, whole-record CRC,
 body limit), then encodes every batch into one ``EncodedBatch`` (``engine.batch.record_batch``): the
-writer checks it with numpy and copies it into the commitlog in one slice per file. The reply is
+writer checks it in one compiled call and copies it into the commitlog in one slice per file. The reply is
 packed too: one ``REPLY_ROW`` (``engine.batch.record_batch``) per record written, and a status and
 reason for the rest.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
-from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -29,6 +28,7 @@ from engine.batch.record_batch import (
     QUEUE_ROUND_ROBIN,
     REPLY_ROW,
     EncodedBatch,
+    PropertyPieces,
     encode_batch,
     pack_columns,
     unpack_reply_rows,
@@ -148,12 +148,13 @@ class BatchEncoder:
             raise EncodingError(f"a body over the {enc.max_body_bytes}-byte limit, or a delayed topic")
         key_strings = [self._keys(k) if k else "" for k in keys]
         tag_parts = list(map({t: self._tag_part(t) for t in dict.fromkeys(tags)}.__getitem__, tags))
+        props: list[bytes] | PropertyPieces
         if any(properties):
             uniq_keys, props = self._with_properties(properties, tags, keys, key_strings, tag_parts)
         else:
-            uniq_keys = self._uniq.next_many(n)
-            props = [f"{t}{k and _KEYS_HEAD + k + _END}{_UNIQ_HEAD}{u}{_END}".encode()
-                     for t, k, u in zip(tag_parts, key_strings, uniq_keys, strict=True)]
+            uniq_keys = self._uniq.next_many(n)  # joined and encoded by the kernel: no bytes object per record
+            key_parts = [k and f"{_KEYS_HEAD}{k}{_END}" for k in key_strings] if any(key_strings) else ""
+            props = PropertyPieces((tag_parts, key_parts, _UNIQ_HEAD, uniq_keys, _END))
         topic_index = {t: i for i, t in enumerate(topic_table)}
         tag_table = list(self._tag_index(tags))
         tag_index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}
@@ -256,8 +257,33 @@ def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: H
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
     written = str(reply.get("written_status", PUT_OK))
     phys, queue_ids, queue_offsets = unpack_reply_rows(packed)
-    out = list(map(SendResult, repeat(written), offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys,
-                   batch.uniq_keys))
+    out = _written_results(written, offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys, batch.uniq_keys)
     status, reason = str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", ""))
     out.extend(SendResult(status, reason=reason) for _ in range(batch.count - len(out)))
+    return out
+
+
+_SEND_RESULT_SLOTS = tuple(SendResult.__dict__[f.name].__set__ for f in fields(SendResult))
+
+
+def _written_results(status: str, msg_ids: list[str], queue_ids: list[int], queue_offsets: list[int],
+                     phys_offsets: list[int], uniq_keys: list[str]) -> list[SendResult]:
+    """``SendResult(status, msg_id, queue_id, queue_offset, phys_offset, uniq_key)`` for each record
+    written, its slots set directly: a frozen dataclass's ``__init__`` goes through
+    ``object.__setattr__`` field by field, twice the cost (0.8 us a result, as much as encoding it)."""
+    out = []
+    new = object.__new__
+    set_status, set_msg_id, set_queue_id, set_queue_offset, set_phys_offset, set_uniq_key, set_reason = \
+        _SEND_RESULT_SLOTS
+    rows = zip(msg_ids, queue_ids, queue_offsets, phys_offsets, uniq_keys, strict=False)  # uniq_keys may be longer
+    for msg_id, queue_id, queue_offset, phys_offset, uniq_key in rows:
+        result = new(SendResult)
+        set_status(result, status)
+        set_msg_id(result, msg_id)
+        set_queue_id(result, queue_id)
+        set_queue_offset(result, queue_offset)
+        set_phys_offset(result, phys_offset)
+        set_uniq_key(result, uniq_key)
+        set_reason(result, "")
+        out.append(result)
     return out

@@ -1,7 +1,7 @@
 """The writer's side of producer-encoded sends (``ipc.encoded``): batch work, not message work.
 
 A ``send_encoded`` request carries whole records and their columns (``engine.batch.record_batch``). The
-requests of one poll round are merged into one batch (``engine.batch.plan``), checked with numpy,
+requests of one poll round are merged into one batch (``engine.batch.plan``), checked in one compiled call,
 given queues at once, appended with ``CommitLogWriter.write_batch`` (one copy per file, fields
 stamped in place) and answered with one packed row per record written; the builders learn the
 batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
@@ -26,7 +26,7 @@ from typing import Any
 from actors.clock import wall_ms
 from actors.writer.outlets import Outlets
 from actors.writer.state import WriterState
-from engine.batch.plan import EncodedRequest, check, dispatch_batch, merge, pick_queues, reply_rows
+from engine.batch.plan import EncodedRequest, check, dispatch_batch, merge, pick_queues, reply_rows_each
 from engine.batch.record_batch import COLUMNS, BatchError
 from engine.config import StoreConfig
 from engine.log.message import PutStatus
@@ -125,11 +125,9 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     sync = cfg.sync_flush and written > 0
     if sync:
         outlets.written(Written(end, outcome.store_ms, True))
-    first = 0
-    for identity, request_id, one in group:
-        last = first + len(one.columns) // COLUMNS.itemsize
-        fields = reply_fields(outcome, reply_rows(queue_ids, outcome, first, last))
-        first = last
+    counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
+    for (identity, request_id, _), rows in zip(group, reply_rows_each(queue_ids, outcome, counts), strict=True):
+        fields = reply_fields(outcome, rows)
         if sync:
             state.waiters.hold_packed(end, identity, request_id, fields)
         else:

@@ -11,6 +11,7 @@ into one ``DispatchBatch`` for the builders (``dispatch_batch``) and one packed 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ from engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
+    REPLY_ROW,
     BatchError,
     CheckedBatch,
     check_batch,
@@ -55,6 +57,9 @@ def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> Ch
     return checked
 
 
+_topic_refusal = functools.lru_cache(maxsize=4096)(check_topic)  # the rule's regex once a topic, not once a round
+
+
 def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTable, default_queues: int,
                 round_robin: RoundRobin) -> QueueIds:
     """Every record's queue id; raises BatchError for a refused topic or a queue out of range."""
@@ -62,13 +67,15 @@ def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTab
     wanted = cols["queue"].astype(np.int64)
     queue_ids = wanted.copy()
     for index, name in enumerate(request.topics):
-        reason = check_topic(name)
+        reason = _topic_refusal(name)
         if reason is not None:
             raise BatchError(reason)
         try:
             count = topics.get_or_create(name, default_queues).queue_count
         except (TopicError, OSError) as exc:
             raise BatchError(str(exc)) from None
+        if len(request.topics) == 1 and int(wanted.max()) == int(wanted.min()) == QUEUE_ROUND_ROBIN:
+            return round_robin.turns(name, count, len(wanted))  # a batch to one topic, every queue the writer's pick
         rows = cols["topic"] == index
         if ((wanted >= count) & rows).any() or ((wanted < QUEUE_BY_SHARD) & rows).any():
             raise BatchError(f"queue id out of range: {name} has {count} queues")
@@ -99,13 +106,25 @@ def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: Qu
 def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     """Several requests as one batch (topic and tag tables joined, the columns' indices remapped), so
     a poll round's sends take one check, one append and one dispatch. Raises BatchError or
-    IndexError for a request whose columns do not match its tables."""
+    IndexError for a request whose columns do not match its tables. Requests with the same tables
+    (a producer's batches to one topic) are joined as they are: ``check`` finds any index outside
+    them."""
+    if any(len(r.columns) % COLUMNS.itemsize for r in requests):
+        raise BatchError("the columns are not whole rows")
+    keys: list[str] = []
+    uniq_keys: list[str] = []
+    for r in requests:
+        keys += r.keys
+        uniq_keys += r.uniq_keys
+    records = b"".join(r.records for r in requests)
+    first = requests[0]
+    if all(r.topics == first.topics and r.tags == first.tags for r in requests):
+        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, keys,
+                              uniq_keys)
     topics: dict[str, int] = {}
     tags: dict[str, int] = {}
     parts = []
     for r in requests:
-        if len(r.columns) % COLUMNS.itemsize:
-            raise BatchError("the columns are not whole rows")
         cols = np.frombuffer(r.columns, dtype=COLUMNS).copy()
         topic_map = np.array([topics.setdefault(t, len(topics)) for t in r.topics], np.int64)
         tag_map = np.array([tags.setdefault(t, len(tags)) for t in r.tags] + [-1], np.int64)
@@ -114,8 +133,7 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         cols["topic"] = topic_map[cols["topic"]]
         cols["tag"] = tag_map[cols["tag"]]
         parts.append(cols)
-    return EncodedRequest(b"".join(r.records for r in requests), np.concatenate(parts).tobytes(), list(topics),
-                          list(tags), [k for r in requests for k in r.keys], [u for r in requests for u in r.uniq_keys])
+    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), keys, uniq_keys)
 
 
 def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:
@@ -124,3 +142,16 @@ def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, r
     end = max(written if rows_to is None else min(rows_to, written), rows_from)
     return pack_reply_rows(outcome.phys_offsets[rows_from:end], queue_ids[rows_from:end],
                            outcome.queue_offsets[rows_from:end])
+
+
+def reply_rows_each(queue_ids: QueueIds, outcome: BatchOutcome, counts: list[int]) -> list[bytes]:
+    """``reply_rows`` of consecutive requests of ``counts`` records each, packed once for the batch and
+    cut by request."""
+    packed = reply_rows(queue_ids, outcome)
+    width = REPLY_ROW.itemsize
+    out = []
+    first = 0
+    for count in counts:
+        out.append(packed[first * width:(first + count) * width])
+        first += count
+    return out

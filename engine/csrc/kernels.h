@@ -10,6 +10,18 @@
  * is not whole int64s. */
 int mq_int64s(Py_buffer *view, Py_ssize_t *count);
 
+/* A kernel lets other threads run while it loops only over this many bytes or more: taking the GIL
+ * back waits for the thread that took it to give it up (up to the 5 ms switch interval), which
+ * costs a small batch far more than its loop (a producer's batch of 100 records waited 300 us
+ * for its I/O thread, to encode in 5). */
+#define MQ_GIL_FREE_BYTES (1 << 20)
+#define MQ_BEGIN_ALLOW_THREADS_IF(bytes) { PyThreadState *mq_save = (bytes) >= MQ_GIL_FREE_BYTES ? PyEval_SaveThread() : NULL;
+#define MQ_END_ALLOW_THREADS_IF if (mq_save != NULL) { PyEval_RestoreThread(mq_save); } }
+
 PyObject *mq_crc31_spans(PyObject *self, PyObject *args);
+PyObject *mq_check_batch(PyObject *self, PyObject *args);
+PyObject *mq_stamp_batch(PyObject *self, PyObject *args);
+PyObject *mq_group_ranks(PyObject *self, PyObject *args);
+PyObject *mq_encode_batch(PyObject *self, PyObject *args);
 
 #endif

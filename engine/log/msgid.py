@@ -45,6 +45,7 @@ _UNIQ_FIXED_TAIL = struct.Struct(">hi")  # pid short, class-loader hash
 _UNIQ_VARYING = struct.Struct(">IH")  # month span, counter
 _UNIQ_TAIL = struct.Struct(">HiIH")  # as read back: pid unsigned (getPidFromID masks it)
 _CLAMP_NEGATIVE_SPAN_MS = -1_000_000
+_HEX2 = tuple(f"{i:02X}" for i in range(256))  # a counter's two bytes, as an id spells them
 _HEX_DIGITS = frozenset(string.hexdigits)
 
 
@@ -185,7 +186,13 @@ class UniqKeyGenerator:
         head = f"{self._prefix}{self._span_ms():08X}"
         counter = self._counter
         self._counter = (counter + count) & 0xFFFF
-        return [f"{head}{c & 0xFFFF:04X}" for c in range(counter, counter + count)]
+        ids: list[str] = []
+        while len(ids) < count:  # a run of ids sharing the counter's high byte is one map over _HEX2
+            low = counter & 0xFF
+            run = min(256 - low, count - len(ids))
+            ids += map(f"{head}{_HEX2[counter >> 8 & 0xFF]}".__add__, _HEX2[low:low + run])
+            counter += run
+        return ids
 
     def _span_ms(self) -> int:
         """The id's month span for the clock now, as an unsigned 32-bit value."""

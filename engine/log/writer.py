@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import _native
 from engine.batch.dispatch import DispatchRequest
 from engine.batch.record_batch import CheckedBatch
 from engine.config import StoreConfig
@@ -111,18 +112,10 @@ class CommitLogWriter:
     def write_batch(self, records: bytes | memoryview, batch: CheckedBatch, topics: Sequence[str],
                     queue_ids: np.ndarray[Any, Any], now_ms: int) -> BatchOutcome:
         """Append a producer-encoded batch (already checked): queue offsets assigned per (topic, queue)
-        with numpy, one copy per file, fields stamped in place. Records after a failure (a full disk
-        creating the next file) are not written and give their queue offsets back."""
-        topic_ids = batch.columns["topic"].astype(np.int64)
-        groups, inverse, counts = np.unique((topic_ids << 32) | queue_ids, return_inverse=True, return_counts=True)
-        order = np.argsort(inverse, kind="stable")
-        rank = np.empty(len(inverse), np.int64)
-        rank[order] = np.arange(len(inverse)) - np.repeat(np.cumsum(counts) - counts, counts)
-        bases = np.array([self.next_queue_offsets.get((topics[g >> 32], g & 0xFFFFFFFF), 0) for g in groups.tolist()],
-                         np.int64)
-        queue_offsets = bases[inverse] + rank
-        for g, base, n in zip(groups.tolist(), bases.tolist(), counts.tolist(), strict=True):
-            self.next_queue_offsets[(topics[g >> 32], g & 0xFFFFFFFF)] = base + n
+        (``assign_queue_offsets``), one copy per file, fields stamped in place. Records after a
+        failure (a full disk creating the next file) are not written and give their queue offsets
+        back."""
+        queue_offsets, groups, group_of = self.assign_queue_offsets(batch.columns["topic"], queue_ids, topics)
         appended: list[int] = []
         failure = (PutStatus.PUT_OK, "")
         try:
@@ -133,11 +126,28 @@ class CommitLogWriter:
         except OSError as exc:
             failure = (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
         written = len(appended)
-        if written < len(inverse):  # give back the offsets of records not written
-            kept = np.bincount(inverse[:written], minlength=len(groups))
-            for g, base, n in zip(groups.tolist(), bases.tolist(), kept.tolist(), strict=True):
-                self.next_queue_offsets[(topics[g >> 32], g & 0xFFFFFFFF)] = base + n
+        if written < len(queue_offsets):  # give back the offsets of records not written
+            kept = np.bincount(group_of[:written], minlength=len(groups))
+            for (key, base), n in zip(groups, kept.tolist(), strict=True):
+                self.next_queue_offsets[key] = base + n
         return BatchOutcome(np.asarray(appended, np.int64), queue_offsets[:written], now_ms, failure)
+
+    def assign_queue_offsets(self, topic_ids: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
+                             topics: Sequence[str]) -> tuple[np.ndarray[Any, Any], list[tuple[tuple[str, int], int]],
+                                                             np.ndarray[Any, Any]]:
+        """Each record's queue offset, counting on per (topic, queue) in batch order: the records
+        grouped in one compiled call (``_native.group_ranks``), one dict lookup a group. Returns the
+        offsets, each group's (topic, queue) and first offset, and each record's group."""
+        n = len(queue_ids)
+        keys = (topic_ids.astype(np.int64) << 32) | queue_ids
+        out = np.empty(4 * n, np.int64)
+        count = _native.group_ranks(keys, out)
+        rank, group_of, firsts, counts = out.reshape(4, n)
+        names = [(topics[k >> 32], k & 0xFFFFFFFF) for k in keys[firsts[:count]].tolist()]
+        bases = [self.next_queue_offsets.get(name, 0) for name in names]
+        for name, base, taken in zip(names, bases, counts[:count].tolist(), strict=True):
+            self.next_queue_offsets[name] = base + taken
+        return np.array(bases, np.int64)[group_of] + rank, list(zip(names, bases, strict=True)), group_of
 
     def _assign(self, keys: list[tuple[str, int, int]]) -> list[int]:
         out = []

@@ -187,6 +187,11 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
         ("SERVICE_NOT_AVAILABLE", -1, -1, -1)]
     assert [r.msg_id for r in results[:2]] == offset_msg_ids(STORE, [4200, 4321])
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
+    # built slot by slot, they are the SendResults __init__ builds: equal, hashed alike, as frozen
+    built = [SendResult("PUT_OK", r.msg_id, r.queue_id, r.queue_offset, r.phys_offset, r.uniq_key) for r in results[:2]]
+    assert results[:2] == built and {hash(r) for r in results[:2]} == {hash(r) for r in built}
+    with pytest.raises(AttributeError):
+        results[0].status = "changed"  # type: ignore[misc]
     assert {f.name for f in fields(SendResult)} == {f.name for f in fields(PutResult)}
     with pytest.raises(ValueError, match="malformed"):
         results_from_reply({"results": packed[:-1]}, batch, STORE)

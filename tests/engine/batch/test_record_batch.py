@@ -1,5 +1,5 @@
-"""Producer-encoded batches: checked, stamped and sealed with numpy, they leave the same bytes on disk as
-the writer's own encoding, and a batch that does not hold together is refused whole."""
+"""Producer-encoded batches: checked, stamped and sealed by the compiled kernels, they leave the same
+bytes on disk as the writer's own encoding, and a batch that does not hold together is refused whole."""
 
 from __future__ import annotations
 

@@ -1,0 +1,247 @@
+/* The producer's kernel: a batch of records encoded from its columns (engine.batch.record_batch's
+ * encode_batch), each laid out as engine.log.record encodes one, the writer's fields zero:
+ *
+ *   TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET(0) PHYSOFFSET(0) SYSFLAG BORNTIMESTAMP BORNHOST
+ *   STORETIMESTAMP(0) STOREHOST RECONSUMETIMES PREPAREDTXOFFSET(0) BODYLENGTH BODY TOPIC(length field
+ *   and bytes, as given) PROPERTIESLENGTH PROPERTIES [__CRC32# tail, digits 0]
+ *
+ * A record's properties are the concatenation of its pieces in the properties' columns (bytes or str,
+ * one per record or one for all), so a producer need not join and encode each record's own.
+ *
+ * The tuples of the batch hold its bytes objects while the records are written (without the GIL
+ * when the batch is big enough, MQ_GIL_FREE_BYTES). */
+#include <string.h>
+
+#include "crc32.h"
+#include "kernels.h"
+
+#define MAGIC_V1 (-626843481)
+#define MAGIC_V2 (-626843477)
+#define BORN_V6 0x10
+#define STORE_V6 0x20
+#define MAX_PROPERTIES 32767
+#define CRC_PLACEHOLDER "__CRC32#\x01" "0000000000\x02"
+#define CRC_TAIL_SIZE 20
+#define INT_COLUMNS 5 /* queue id, flag, sys flag, born time, reconsume times */
+
+#define MAX_PROPERTY_COLUMNS 8
+
+typedef struct {
+    const uint8_t *body, *part, *born;
+    Py_ssize_t body_len, part_len, props_len, born_len;
+} Pieces;
+
+/* One piece of a record's properties: bytes, or a str as its UTF-8 (kept by the str). */
+static int piece(PyObject *o, const uint8_t **data, Py_ssize_t *len) {
+    if (PyBytes_Check(o)) {
+        *data = (const uint8_t *)PyBytes_AS_STRING(o);
+        *len = PyBytes_GET_SIZE(o);
+        return 1;
+    }
+    if (PyUnicode_Check(o)) {
+        *data = (const uint8_t *)PyUnicode_AsUTF8AndSize(o, len);
+        return *data != NULL;
+    }
+    PyErr_SetString(PyExc_TypeError, "properties pieces must be bytes or str");
+    return 0;
+}
+
+/* The properties' columns (a tuple): each one piece for all records (bytes or str) or one per record.
+ * Fills columns[] with what holds them and data/len (n per column); 0 and an error when they do not fit. */
+static int property_pieces(PyObject *props, Py_ssize_t n, PyObject **columns, Py_ssize_t *count,
+                           const uint8_t **data, Py_ssize_t *len) {
+    if (!PyTuple_Check(props) || PyTuple_GET_SIZE(props) < 1 || PyTuple_GET_SIZE(props) > MAX_PROPERTY_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "properties are a tuple of 1 to %d columns", MAX_PROPERTY_COLUMNS);
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(props); j++) {
+        PyObject *column = PyTuple_GET_ITEM(props, j);
+        int constant = PyBytes_Check(column) || PyUnicode_Check(column);
+        columns[j] = constant ? Py_NewRef(column) : PySequence_Tuple(column);
+        *count = j + 1;
+        if (columns[j] == NULL) {
+            return 0;
+        }
+        if (!constant && PyTuple_GET_SIZE(columns[j]) != n) {
+            PyErr_Format(PyExc_ValueError, "%zd properties for %zd bodies", PyTuple_GET_SIZE(columns[j]), n);
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!piece(constant ? column : PyTuple_GET_ITEM(columns[j], i), &data[j * n + i], &len[j * n + i])) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static inline uint8_t *put_be(uint8_t *p, uint64_t v, int width) {
+    for (int k = width - 1; k >= 0; k--) {
+        p[k] = (uint8_t)v;
+        v >>= 8;
+    }
+    return p + width;
+}
+
+static inline uint8_t *put_bytes(uint8_t *p, const uint8_t *from, Py_ssize_t len) {
+    memcpy(p, from, (size_t)len);
+    return p + len;
+}
+
+/* A column of bytes objects as a tuple (holding them), NULL and TypeError when it is not n of them. */
+static PyObject *bytes_column(PyObject *column, Py_ssize_t n, const char *name) {
+    PyObject *tuple = PySequence_Tuple(column);
+    if (tuple == NULL) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(tuple) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd %s for %zd bodies", PyTuple_GET_SIZE(tuple), name, n);
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(tuple, i))) {
+            PyErr_Format(PyExc_TypeError, "%s must be bytes", name);
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    return tuple;
+}
+
+static inline int fits_int32(int64_t v) {
+    return v >= INT32_MIN && v <= INT32_MAX;
+}
+
+PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *bodies_in, *parts_in, *props_in, *born_in;
+    Py_buffer store, ints, sizes_out;
+    int prop_crc;
+    if (!PyArg_ParseTuple(args, "OOOOy*py*w*", &bodies_in, &parts_in, &props_in, &born_in, &store, &prop_crc, &ints,
+                          &sizes_out)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *bodies = NULL, *parts = NULL, *born = NULL, *columns[MAX_PROPERTY_COLUMNS];
+    Py_ssize_t k = 0;
+    Pieces *pieces = NULL;
+    const uint8_t **prop_data = NULL;
+    Py_ssize_t *prop_len = NULL;
+    Py_ssize_t n = PyObject_Length(bodies_in), n_ints, n_sizes;
+    if (n < 0 || !mq_int64s(&ints, &n_ints) || !mq_int64s(&sizes_out, &n_sizes)) {
+        goto done;
+    }
+    if (n_ints != INT_COLUMNS * n || n_sizes != n) {
+        PyErr_SetString(PyExc_ValueError, "ints holds 5 int64s a record and sizes one");
+        goto done;
+    }
+    if (store.len != 8 && store.len != 20) {
+        PyErr_SetString(PyExc_ValueError, "a store host is 8 or 20 bytes");
+        goto done;
+    }
+    if ((bodies = bytes_column(bodies_in, n, "bodies")) == NULL ||
+        (parts = bytes_column(parts_in, n, "topic parts")) == NULL ||
+        (born_in != Py_None && (born = bytes_column(born_in, n, "born hosts")) == NULL)) {
+        goto done;
+    }
+    size_t slots = (size_t)(n > 0 ? n : 1) * MAX_PROPERTY_COLUMNS;
+    if ((prop_data = PyMem_Malloc(slots * sizeof(*prop_data))) == NULL ||
+        (prop_len = PyMem_Malloc(slots * sizeof(*prop_len))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!property_pieces(props_in, n, columns, &k, prop_data, prop_len)) {
+        goto done;
+    }
+    const int64_t *queue_ids = ints.buf, *flags = queue_ids + n, *sys_flags = flags + n, *born_ms = sys_flags + n,
+                  *reconsume = born_ms + n;
+    if (n > 0 && (pieces = PyMem_Malloc((size_t)n * sizeof(Pieces))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *sizes = sizes_out.buf, total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Pieces *p = &pieces[i];
+        PyObject *b = PyTuple_GET_ITEM(bodies, i), *t = PyTuple_GET_ITEM(parts, i);
+        p->body = (const uint8_t *)PyBytes_AS_STRING(b);
+        p->body_len = PyBytes_GET_SIZE(b);
+        p->part = (const uint8_t *)PyBytes_AS_STRING(t);
+        p->part_len = PyBytes_GET_SIZE(t);
+        p->props_len = 0;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            p->props_len += prop_len[j * n + i];
+        }
+        PyObject *h = born != NULL ? PyTuple_GET_ITEM(born, i) : NULL;
+        p->born = h != NULL ? (const uint8_t *)PyBytes_AS_STRING(h) : store.buf;
+        p->born_len = h != NULL ? PyBytes_GET_SIZE(h) : store.len;
+        if (p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0) > MAX_PROPERTIES) {
+            PyErr_Format(PyExc_ValueError, "properties over %d bytes", MAX_PROPERTIES);
+            goto done;
+        }
+        if (p->born_len != 8 && p->born_len != 20) {
+            PyErr_SetString(PyExc_ValueError, "a born host is 8 or 20 bytes");
+            goto done;
+        }
+        if (!fits_int32(queue_ids[i]) || !fits_int32(flags[i]) || !fits_int32(reconsume[i]) ||
+            p->body_len > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a queue id, flag, reconsume count or body length is out of int32");
+            goto done;
+        }
+        sizes[i] = 72 + p->born_len + store.len + p->body_len + p->part_len + 2 + p->props_len +
+                   (prop_crc ? CRC_TAIL_SIZE : 0);
+        total += sizes[i];
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (result == NULL) {
+        goto done;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    const uint8_t *store_host = store.buf;
+    const int64_t v6 = store.len > 8 ? STORE_V6 : 0;
+    MQ_BEGIN_ALLOW_THREADS_IF(total)
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Pieces *p = &pieces[i];
+        int64_t sys_flag = (sys_flags[i] & ~(int64_t)(BORN_V6 | STORE_V6)) | (p->born_len > 8 ? BORN_V6 : 0) | v6;
+        out = put_be(out, (uint64_t)sizes[i], 4);
+        out = put_be(out, (uint32_t)(p->part_len > 128 ? MAGIC_V2 : MAGIC_V1), 4);
+        out = put_be(out, (uint32_t)mq_crc31(p->body, (size_t)p->body_len), 4);
+        out = put_be(out, (uint64_t)queue_ids[i], 4);
+        out = put_be(out, (uint64_t)flags[i], 4);
+        memset(out, 0, 16); /* queue offset, phys offset: the writer's */
+        out = put_be(out + 16, (uint64_t)sys_flag, 4);
+        out = put_be(out, (uint64_t)born_ms[i], 8);
+        out = put_bytes(out, p->born, p->born_len);
+        memset(out, 0, 8); /* store time: the writer's */
+        out = put_bytes(out + 8, store_host, store.len);
+        out = put_be(out, (uint64_t)reconsume[i], 4);
+        memset(out, 0, 8); /* prepared transaction offset */
+        out = put_be(out + 8, (uint64_t)p->body_len, 4);
+        out = put_bytes(out, p->body, p->body_len);
+        out = put_bytes(out, p->part, p->part_len);
+        out = put_be(out, (uint64_t)(p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0)), 2);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            out = put_bytes(out, prop_data[j * n + i], prop_len[j * n + i]);
+        }
+        if (prop_crc) {
+            out = put_bytes(out, (const uint8_t *)CRC_PLACEHOLDER, CRC_TAIL_SIZE);
+        }
+    }
+    MQ_END_ALLOW_THREADS_IF
+done:
+    if (PyErr_Occurred()) {
+        Py_CLEAR(result);
+    }
+    PyMem_Free(pieces);
+    PyMem_Free(prop_data);
+    PyMem_Free(prop_len);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_XDECREF(columns[j]);
+    }
+    Py_XDECREF(bodies);
+    Py_XDECREF(parts);
+    Py_XDECREF(born);
+    PyBuffer_Release(&store);
+    PyBuffer_Release(&ints);
+    PyBuffer_Release(&sizes_out);
+    return result;
+}
