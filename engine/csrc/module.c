@@ -11,6 +11,14 @@ static PyMethodDef methods[] = {
     {"crc31_spans", mq_crc31_spans, METH_VARARGS,
      "crc31_spans(data, starts, ends, out): out[i] = zlib.crc32(data[starts[i]:ends[i]]) & 0x7FFFFFFF;\n"
      "starts, ends and out are int64 arrays of one length; ValueError when a span leaves data."},
+    {"index_select", mq_index_select, METH_VARARGS,
+     "index_select(header, slots, entries, keys, begin_ms, end_ms) -> (pages, next_nos): keys is an int64\n"
+     "array of 3 rows, key_hashes, wants and from_nos; walk key i's chain in one index file (its 40-byte\n"
+     "header, its slots, its entries) from entry from_nos[i] (0: the head of its slot) and take the offsets\n"
+     "of up to wants[i] entries whose hash is key_hashes[i] stored in [begin_ms, end_ms], newest first:\n"
+     "pages[i], a list of ints, and next_nos[i] the entry to read next (0: the chain has ended).\n"
+     "IndexFile.selectPhyOffset's stops; a chain that does not go down ends. ValueError when keys is not\n"
+     "3 rows, a want is negative or over 2**24, or the buffers are not an index file's parts."},
     {NULL, NULL, 0, NULL},
 };
 
