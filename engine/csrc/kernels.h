@@ -29,5 +29,7 @@ static inline int16_t mq_be16(const uint8_t *p) {
 
 PyObject *mq_crc31_spans(PyObject *self, PyObject *args);
 PyObject *mq_index_select(PyObject *self, PyObject *args);
+PyObject *mq_record_columns(PyObject *self, PyObject *args);
+PyObject *mq_scan_records(PyObject *self, PyObject *args);
 
 #endif

@@ -19,6 +19,20 @@ static PyMethodDef methods[] = {
      "pages[i], a list of ints, and next_nos[i] the entry to read next (0: the chain has ended).\n"
      "IndexFile.selectPhyOffset's stops; a chain that does not go down ends. ValueError when keys is not\n"
      "3 rows, a want is negative or over 2**24, or the buffers are not an index file's parts."},
+    {"record_columns", mq_record_columns, METH_VARARGS,
+     "record_columns(data, starts, limit, checks, out) -> (valid_count, code): the columns of the records\n"
+     "at starts (int64) into out, an int64 matrix of RecordColumns' 22 fields by len(starts) (bytes past\n"
+     "data's end read as zeros); valid_count leads up to the first record whose layout is broken, or that\n"
+     "fails checks (1: its topic is not UTF-8, 2: its CRCs, 4: with 2, a record without the __CRC32#\n"
+     "property fails), and code says why (record_columns.py's REASONS; 12: ask decode_record). No record\n"
+     "may pass limit. ValueError on a negative start, a limit outside data, or out of another size."},
+    {"scan_records", mq_scan_records, METH_VARARGS,
+     "scan_records(data, pos, stop_pos, max_rows, checks, out) -> (count, pos, why, code): walk the chain of\n"
+     "records from pos (each size says where the next starts) and write the columns of each (as\n"
+     "record_columns, rows of max_rows) until max_rows (why 0), stop_pos (1), a blank record's magic (2) or\n"
+     "a position that holds no record, one whose layout is broken or that fails checks (3, code as\n"
+     "record_columns'); pos is where the walk stopped. ValueError on a pos outside data or out of another\n"
+     "size."},
     {NULL, NULL, 0, NULL},
 };
 
