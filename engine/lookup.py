@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+import numpy as np
+
+from engine import _native
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, QueueView
 from engine.jhash import tags_code
 from engine.keyindex.pages import IndexCursor
 from engine.keyindex.service import IndexService
@@ -175,53 +178,50 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
     phys_offsets: list[int] = []
     sizes: list[int] = []
     count = total_bytes = filtered = 0
-    next_qo = queue_offset
-    for i, (phys_offset, size, code) in enumerate(_rows(entries, max_count + 1)):
-        if phys_offset + size > readable_end:
+    code_array = np.fromiter(codes, np.int64, len(codes))
+    rows = np.empty(max(max_count, 1), np.int64)
+    first_row = 0
+    while True:  # the kernel keeps what the tag filter and the limits let through; each kept record is read
+        kept, skipped, next_row = _native.pull_rows(entries, code_array, readable_end, max_count, max_bytes, count,
+                                                    total_bytes, first_row, rows)
+        refused = -1  # a kept entry whose record is gone or whose tags only share a hash: go on after it
+        for taken, (row, (phys_offset, size, _)) in enumerate(zip(rows[:kept].tolist(),
+                                                                  entries[rows[:kept]].tolist(), strict=True)):
+            chunk: bytes | None = None
+            if stored:
+                chunk = _stored_record(commitlog, phys_offset, size)
+                record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
+                readable = chunk is not None and (record is not None or not codes)
+            else:
+                record = commitlog.read_record(phys_offset, check_crc=False).record
+                readable = record is not None and record.size == size
+            if not readable:
+                if not count:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+            elif record is not None and not tag_filter.matches(record.tags):  # two tags that share a hash
+                filtered += 1
+            else:
+                if chunk is not None:
+                    chunks.append(chunk)
+                    queue_offsets.append(queue_offset + row)
+                    phys_offsets.append(phys_offset)
+                    sizes.append(size)
+                elif record is not None:
+                    messages.append(record)
+                count += 1
+                total_bytes += size
+                status = GetStatus.FOUND
+                continue
+            filtered += row - first_row - taken  # the entries before it that the tag filter left out
+            refused = row
             break
-        if count and (count + 1 > max_count or total_bytes + size > max_bytes):
+        if refused < 0:
+            filtered += skipped
+            next_qo = queue_offset + next_row
             break
-        next_qo = queue_offset + i + 1
-        if codes and code not in codes:
-            filtered += 1
-            continue
-        chunk: bytes | None = None
-        if stored:
-            chunk = _stored_record(commitlog, phys_offset, size)
-            record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
-            readable = chunk is not None and (record is not None or not codes)
-        else:
-            record = commitlog.read_record(phys_offset, check_crc=False).record
-            readable = record is not None and record.size == size
-        if not readable:
-            if not count:
-                status = GetStatus.MESSAGE_WAS_REMOVING
-            continue
-        if record is not None and not tag_filter.matches(record.tags):  # a hash collision between two tags
-            filtered += 1
-            continue
-        if chunk is not None:
-            chunks.append(chunk)
-            queue_offsets.append(next_qo - 1)
-            phys_offsets.append(phys_offset)
-            sizes.append(size)
-        elif record is not None:
-            messages.append(record)
-        count += 1
-        total_bytes += size
-        status = GetStatus.FOUND
+        first_row = refused + 1
     records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes) if stored else None
     return GetResult(status, next_qo, min_qo, max_qo, messages, filtered, records)
-
-
-def _rows(entries: CqEntries, first: int) -> Iterator[tuple[int, int, int]]:
-    """The entries as Python ints, a growing chunk at a time: a scan reads up to 800 entries for
-    the tag filter's sake, and a pull without one stops after ``max_count``."""
-    start, step = 0, first
-    while start < len(entries):
-        yield from entries[start:start + step].tolist()
-        start += step
-        step *= 4
 
 
 def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes | None:

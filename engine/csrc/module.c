@@ -33,6 +33,14 @@ static PyMethodDef methods[] = {
      "a position that holds no record, one whose layout is broken or that fails checks (3, code as\n"
      "record_columns'); pos is where the walk stopped. ValueError on a pos outside data or out of another\n"
      "size."},
+    {"pull_rows", mq_pull_rows, METH_VARARGS,
+     "pull_rows(entries, codes, readable_end, max_count, max_bytes, count, total_bytes, first_row, rows)\n"
+     "-> (kept, filtered, next_row): go over consume-queue entries (20-byte rows) from first_row as a pull\n"
+     "does, with count messages and total_bytes already taken: stop at an entry whose record passes\n"
+     "readable_end, or (once something is taken) that would pass max_count or max_bytes; an entry whose tags\n"
+     "code is not in codes (int64; empty: every code) is filtered, the others are taken and their row\n"
+     "numbers written to rows (int64). next_row: the row after the last one gone over. ValueError when\n"
+     "entries are not whole rows, first_row is outside them, or rows has no room for what may be taken."},
     {NULL, NULL, 0, NULL},
 };
 
