@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +20,7 @@ from engine.jhash import tags_code
 from engine.keyindex.pages import IndexCursor
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFile
 from engine.log.msgid import decode_offset_msg_id
 from engine.log.record import (
     MAGIC_V1,
@@ -27,9 +28,7 @@ from engine.log.record import (
     PROP_KEYS,
     PROP_UNIQ_KEY,
     QUEUE_OFFSET_POS,
-    SYSFLAG_POS,
     Record,
-    body_length_pos,
     decode_record,
 )
 
@@ -37,8 +36,6 @@ MAX_FILTER_SCAN_BYTES = 16000
 SUBSCRIBE_ALL = "*"
 _MAGIC_V1 = MAGIC_V1.to_bytes(4, "big", signed=True)
 _MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
-_INT = struct.Struct(">i")
-_SHORT = struct.Struct(">h")
 _LONG = struct.Struct(">q")
 PROPERTY_SEPARATOR = b"\x02"
 KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
@@ -258,11 +255,15 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
     short: Sequence[int] = range(len(keys))
     pages = index.query_many(topic, keys, max_count, begin_ms, end_ms)
     while True:
+        asked: list[list[int]] = []
         for i, candidates, next_page in zip(short, pages.phys_offsets, pages.next_pages, strict=True):
-            if found[i]:  # a record seen on an earlier page (a key twice in its KEYS) is not read again
-                candidates = [phys_offset for phys_offset in candidates if phys_offset not in found[i]]
-            found[i].update(_matching(commitlog, candidates, topic_bytes, keys[i].encode(), uniq, end))
+            # a record seen on an earlier page (a key twice in its KEYS) is not read again
+            asked.append([phys_offset for phys_offset in candidates if phys_offset not in found[i]] if found[i]
+                         else candidates)
             after[i] = next_page
+        held = matching(commitlog, asked, topic_bytes, [keys[i].encode() for i in short], uniq, end)
+        for i, records in zip(short, held, strict=True):
+            found[i].update(records)
         short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
         if not short:
             return [StoredRecords.of(sorted(records.items())) for records in found]
@@ -270,51 +271,35 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
                                  begin_ms, end_ms, after=[after[i] for i in short])
 
 
-def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, key: bytes, uniq: bool,
-              end: int) -> list[tuple[int, bytes]]:
-    """(phys offset, stored bytes) of the records at ``phys_offsets`` (in their order, each once) that
-    really are ``topic``'s and hold ``key``."""
-    found: list[tuple[int, bytes]] = []
-    for phys_offset in dict.fromkeys(phys_offsets):
-        if not commitlog.min_offset <= phys_offset < end:
-            continue
-        size = commitlog.size_at(phys_offset)
-        if size <= 0 or phys_offset + size > end:
-            continue
-        chunk = _stored_record(commitlog, phys_offset, size)
-        try:
-            holds = chunk is not None and _holds(chunk, topic, UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, key, uniq)
-        except struct.error:  # a length field pointing past the record: not a record that matches
-            holds = False
-        if holds and chunk is not None:
-            found.append((phys_offset, chunk))
-    return found
-
-
-def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) -> bool:
-    """Whether the stored ``record`` is ``topic``'s and its property (``prefix``: separator, name,
-    ``\x01``) holds ``key``: as the whole value, or as one of its space-separated words."""
-    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
-    pos = body_length_pos(sys_flag)
-    (body_len,) = _INT.unpack_from(record, pos)
-    pos += 4 + body_len
-    if body_len < 0 or pos + 4 > len(record):
-        return False
-    if record[4:8] == _MAGIC_V1:
-        topic_len, pos = record[pos], pos + 1
-    else:
-        (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
-    if record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
-        return False
-    pos += topic_len
-    (props_len,) = _SHORT.unpack_from(record, pos)
-    props = PROPERTY_SEPARATOR + record[pos + 2:pos + 2 + props_len]
-    at = props.find(prefix)
-    if at < 0:
-        return False
-    value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
-    value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
-    return value == key if whole else key in value.split(b" ")
+def matching(commitlog: CommitLog, phys_offsets: Sequence[Sequence[int]], topic: bytes, keys: Sequence[bytes],
+             uniq: bool, end: int) -> list[list[tuple[int, bytes]]]:
+    """For each key, (phys offset, stored bytes) of the records at its ``phys_offsets`` (in their order,
+    each once) that really are ``topic``'s and hold it: one kernel call
+    (``engine._native.records_holding``) for the candidates of every key in each commitlog file."""
+    key_starts = [0]
+    for key in keys:
+        key_starts.append(key_starts[-1] + len(key))
+    by_file: dict[int, tuple[MappedFile, list[int], list[int], list[int], list[int]]] = {}
+    for i, candidates in enumerate(phys_offsets):
+        for phys_offset in dict.fromkeys(candidates):
+            mf = commitlog.queue.find(phys_offset) if commitlog.min_offset <= phys_offset < end else None
+            if mf is not None:  # per file: its candidates, their keys and where each key's bytes lie
+                _, asking, positions, starts, ends = by_file.setdefault(mf.file_base, (mf, [], [], [], []))
+                asking.append(i)
+                positions.append(phys_offset - mf.file_base)
+                starts.append(key_starts[i])
+                ends.append(key_starts[i + 1])
+    found: list[dict[int, bytes]] = [{} for _ in keys]
+    for mf, asking, *columns in by_file.values():
+        positions, starts, ends = np.array(columns, np.int64)
+        sizes = np.empty(len(asking), np.int64)
+        _native.records_holding(mf.buffer, positions, min(end - mf.file_base, mf.written_pos), topic,
+                                UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys), starts, ends, uniq, sizes)
+        for i, pos, size in zip(asking, columns[0], sizes.tolist(), strict=True):
+            if size:
+                found[i][mf.file_base + pos] = mf.read(pos, size)
+    return [[(phys_offset, held[phys_offset]) for phys_offset in dict.fromkeys(candidates) if phys_offset in held]
+            for candidates, held in zip(phys_offsets, found, strict=True)]
 
 
 def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:

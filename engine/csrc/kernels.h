@@ -32,5 +32,6 @@ PyObject *mq_index_select(PyObject *self, PyObject *args);
 PyObject *mq_record_columns(PyObject *self, PyObject *args);
 PyObject *mq_scan_records(PyObject *self, PyObject *args);
 PyObject *mq_pull_rows(PyObject *self, PyObject *args);
+PyObject *mq_records_holding(PyObject *self, PyObject *args);
 
 #endif

@@ -41,6 +41,13 @@ static PyMethodDef methods[] = {
      "code is not in codes (int64; empty: every code) is filtered, the others are taken and their row\n"
      "numbers written to rows (int64). next_row: the row after the last one gone over. ValueError when\n"
      "entries are not whole rows, first_row is outside them, or rows has no room for what may be taken."},
+    {"records_holding", mq_records_holding, METH_VARARGS,
+     "records_holding(data, positions, end_pos, topic, prefix, keys, key_starts, key_ends, whole, sizes):\n"
+     "sizes[i] = the size of the record at positions[i] of data when it is one (magic, a size of at least 8\n"
+     "that ends by end_pos) of topic whose property prefix (0x02, its name, 0x01) holds key i,\n"
+     "keys[key_starts[i]:key_ends[i]], as its whole value (whole) or as one of its space-separated words;\n"
+     "else 0. Lengths that point past a record mean it does not. The arrays are int64; ValueError when\n"
+     "they differ in length, a key span leaves keys or end_pos passes data."},
     {NULL, NULL, 0, NULL},
 };
 

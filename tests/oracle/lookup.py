@@ -1,15 +1,22 @@
-"""The per-entry Python loop of a pull that ``engine._native.pull_rows`` replaced (``engine.lookup.
-get_messages``, kept here whole): the oracle its property tests hold the kernel's pulls to."""
+"""The per-entry Python of the read paths that kernels replaced: a pull's loop over consume-queue
+entries (``engine._native.pull_rows``; ``engine.lookup.get_messages``, kept here whole) and the
+comparison of a key query's candidates with the key (``engine._native.records_holding``;
+``matching``): the oracles their property tests hold the kernels to."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import struct
+from collections.abc import Iterable, Iterator
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
 from engine.log.commitlog import CommitLog
-from engine.log.record import Record, decode_record
+from engine.log.record import SYSFLAG_POS, Record, body_length_pos, decode_record
 from engine.lookup import (
+    _MAGIC_V1,
+    KEYS_PREFIX,
     MAX_FILTER_SCAN_BYTES,
+    PROPERTY_SEPARATOR,
+    UNIQ_KEY_PREFIX,
     GetResult,
     GetStatus,
     PullLimits,
@@ -17,6 +24,9 @@ from engine.lookup import (
     TagFilter,
     _stored_record,
 )
+
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
 
 
 def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
@@ -100,3 +110,50 @@ def _rows(entries: CqEntries, first: int) -> Iterator[tuple[int, int, int]]:
         yield from entries[start:start + step].tolist()
         start += step
         step *= 4
+
+
+def matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, key: bytes, uniq: bool,
+              end: int) -> list[tuple[int, bytes]]:
+    """(phys offset, stored bytes) of the records at ``phys_offsets`` (in their order, each once) that
+    really are ``topic``'s and hold ``key``."""
+    found: list[tuple[int, bytes]] = []
+    for phys_offset in dict.fromkeys(phys_offsets):
+        if not commitlog.min_offset <= phys_offset < end:
+            continue
+        size = commitlog.size_at(phys_offset)
+        if size <= 0 or phys_offset + size > end:
+            continue
+        chunk = _stored_record(commitlog, phys_offset, size)
+        try:
+            holds = chunk is not None and _holds(chunk, topic, UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, key, uniq)
+        except struct.error:  # a length field pointing past the record: not a record that matches
+            holds = False
+        if holds and chunk is not None:
+            found.append((phys_offset, chunk))
+    return found
+
+
+def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) -> bool:
+    """Whether the stored ``record`` is ``topic``'s and its property (``prefix``: separator, name,
+    ``\x01``) holds ``key``: as the whole value, or as one of its space-separated words."""
+    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
+    pos = body_length_pos(sys_flag)
+    (body_len,) = _INT.unpack_from(record, pos)
+    pos += 4 + body_len
+    if body_len < 0 or pos + 4 > len(record):
+        return False
+    if record[4:8] == _MAGIC_V1:
+        topic_len, pos = record[pos], pos + 1
+    else:
+        (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
+    if record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
+        return False
+    pos += topic_len
+    (props_len,) = _SHORT.unpack_from(record, pos)
+    props = PROPERTY_SEPARATOR + record[pos + 2:pos + 2 + props_len]
+    at = props.find(prefix)
+    if at < 0:
+        return False
+    value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
+    value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
+    return value == key if whole else key in value.split(b" ")
