@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import enum
 import struct
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -276,28 +278,25 @@ def matching(commitlog: CommitLog, phys_offsets: Sequence[Sequence[int]], topic:
     """For each key, (phys offset, stored bytes) of the records at its ``phys_offsets`` (in their order,
     each once) that really are ``topic``'s and hold it: one kernel call
     (``engine._native.records_holding``) for the candidates of every key in each commitlog file."""
-    key_starts = [0]
-    for key in keys:
-        key_starts.append(key_starts[-1] + len(key))
-    by_file: dict[int, tuple[MappedFile, list[int], list[int], list[int], list[int]]] = {}
+    key_ends = list(accumulate(map(len, keys)))
+    by_file: dict[int, tuple[MappedFile, list[tuple[int, int]]]] = {}  # per file: (key, phys offset) pairs
     for i, candidates in enumerate(phys_offsets):
         for phys_offset in dict.fromkeys(candidates):
             mf = commitlog.queue.find(phys_offset) if commitlog.min_offset <= phys_offset < end else None
-            if mf is not None:  # per file: its candidates, their keys and where each key's bytes lie
-                _, asking, positions, starts, ends = by_file.setdefault(mf.file_base, (mf, [], [], [], []))
-                asking.append(i)
-                positions.append(phys_offset - mf.file_base)
-                starts.append(key_starts[i])
-                ends.append(key_starts[i + 1])
+            if mf is not None:
+                by_file.setdefault(mf.file_base, (mf, []))[1].append((i, phys_offset))
     found: list[dict[int, bytes]] = [{} for _ in keys]
-    for mf, asking, *columns in by_file.values():
-        positions, starts, ends = np.array(columns, np.int64)
-        sizes = np.empty(len(asking), np.int64)
-        _native.records_holding(mf.buffer, positions, min(end - mf.file_base, mf.written_pos), topic,
-                                UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys), starts, ends, uniq, sizes)
-        for i, pos, size in zip(asking, columns[0], sizes.tolist(), strict=True):
+    for mf, pairs in by_file.values():
+        # int64 columns as array's: for the few candidates of a page cheaper than numpy's set-up
+        at = array("q", [phys_offset - mf.file_base for _, phys_offset in pairs])
+        key_to = array("q", [key_ends[i] for i, _ in pairs])
+        key_from = array("q", [key_ends[i] - len(keys[i]) for i, _ in pairs])
+        sizes = array("q", bytes(8 * len(pairs)))
+        _native.records_holding(mf.buffer, at, min(end - mf.file_base, mf.written_pos), topic,
+                                UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys), key_from, key_to, uniq, sizes)
+        for (i, phys_offset), size in zip(pairs, sizes, strict=True):
             if size:
-                found[i][mf.file_base + pos] = mf.read(pos, size)
+                found[i][phys_offset] = mf.read(phys_offset - mf.file_base, size)
     return [[(phys_offset, held[phys_offset]) for phys_offset in dict.fromkeys(candidates) if phys_offset in held]
             for candidates, held in zip(phys_offsets, found, strict=True)]
 

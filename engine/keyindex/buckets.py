@@ -26,6 +26,7 @@ would keep the map exported, and its close would raise BufferError.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -133,8 +134,9 @@ def select(header: Array, slots: Array, entries: Array, key_hashes: Sequence[int
     hashes are stored): the caller filters collisions by reading the records. One kernel call
     (``engine._native.index_select``) walks every key's chain."""
     try:
-        keys = np.array((key_hashes, np.maximum(wants, 0), [0] * len(key_hashes) if from_nos is None else from_nos),
-                        np.int64)
+        keys = array("q", key_hashes)  # int64s: for a page of a few keys cheaper than numpy's set-up
+        keys.extend(max(want, 0) for want in wants)
+        keys.extend([0] * len(key_hashes) if from_nos is None else from_nos)
         return _native.index_select(header, slots, entries, keys, begin_ms, end_ms)
     finally:
         del header, slots, entries
