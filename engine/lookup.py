@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+import numpy as np
+
+from engine import _native
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, QueueView
 from engine.jhash import tags_code
 from engine.keyindex.pages import IndexCursor
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFile
 from engine.log.msgid import decode_offset_msg_id
 from engine.log.record import (
     MAGIC_V1,
@@ -24,9 +30,7 @@ from engine.log.record import (
     PROP_KEYS,
     PROP_UNIQ_KEY,
     QUEUE_OFFSET_POS,
-    SYSFLAG_POS,
     Record,
-    body_length_pos,
     decode_record,
 )
 
@@ -34,8 +38,6 @@ MAX_FILTER_SCAN_BYTES = 16000
 SUBSCRIBE_ALL = "*"
 _MAGIC_V1 = MAGIC_V1.to_bytes(4, "big", signed=True)
 _MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
-_INT = struct.Struct(">i")
-_SHORT = struct.Struct(">h")
 _LONG = struct.Struct(">q")
 PROPERTY_SEPARATOR = b"\x02"
 KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
@@ -175,53 +177,50 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
     phys_offsets: list[int] = []
     sizes: list[int] = []
     count = total_bytes = filtered = 0
-    next_qo = queue_offset
-    for i, (phys_offset, size, code) in enumerate(_rows(entries, max_count + 1)):
-        if phys_offset + size > readable_end:
+    code_array = np.fromiter(codes, np.int64, len(codes))
+    rows = np.empty(max(max_count, 1), np.int64)
+    first_row = 0
+    while True:  # the kernel keeps what the tag filter and the limits let through; each kept record is read
+        kept, skipped, next_row = _native.pull_rows(entries, code_array, readable_end, max_count, max_bytes, count,
+                                                    total_bytes, first_row, rows)
+        refused = -1  # a kept entry whose record is gone or whose tags only share a hash: go on after it
+        for taken, (row, (phys_offset, size, _)) in enumerate(zip(rows[:kept].tolist(),
+                                                                  entries[rows[:kept]].tolist(), strict=True)):
+            chunk: bytes | None = None
+            if stored:
+                chunk = _stored_record(commitlog, phys_offset, size)
+                record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
+                readable = chunk is not None and (record is not None or not codes)
+            else:
+                record = commitlog.read_record(phys_offset, check_crc=False).record
+                readable = record is not None and record.size == size
+            if not readable:
+                if not count:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+            elif record is not None and not tag_filter.matches(record.tags):  # two tags that share a hash
+                filtered += 1
+            else:
+                if chunk is not None:
+                    chunks.append(chunk)
+                    queue_offsets.append(queue_offset + row)
+                    phys_offsets.append(phys_offset)
+                    sizes.append(size)
+                elif record is not None:
+                    messages.append(record)
+                count += 1
+                total_bytes += size
+                status = GetStatus.FOUND
+                continue
+            filtered += row - first_row - taken  # the entries before it that the tag filter left out
+            refused = row
             break
-        if count and (count + 1 > max_count or total_bytes + size > max_bytes):
+        if refused < 0:
+            filtered += skipped
+            next_qo = queue_offset + next_row
             break
-        next_qo = queue_offset + i + 1
-        if codes and code not in codes:
-            filtered += 1
-            continue
-        chunk: bytes | None = None
-        if stored:
-            chunk = _stored_record(commitlog, phys_offset, size)
-            record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
-            readable = chunk is not None and (record is not None or not codes)
-        else:
-            record = commitlog.read_record(phys_offset, check_crc=False).record
-            readable = record is not None and record.size == size
-        if not readable:
-            if not count:
-                status = GetStatus.MESSAGE_WAS_REMOVING
-            continue
-        if record is not None and not tag_filter.matches(record.tags):  # a hash collision between two tags
-            filtered += 1
-            continue
-        if chunk is not None:
-            chunks.append(chunk)
-            queue_offsets.append(next_qo - 1)
-            phys_offsets.append(phys_offset)
-            sizes.append(size)
-        elif record is not None:
-            messages.append(record)
-        count += 1
-        total_bytes += size
-        status = GetStatus.FOUND
+        first_row = refused + 1
     records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes) if stored else None
     return GetResult(status, next_qo, min_qo, max_qo, messages, filtered, records)
-
-
-def _rows(entries: CqEntries, first: int) -> Iterator[tuple[int, int, int]]:
-    """The entries as Python ints, a growing chunk at a time: a scan reads up to 800 entries for
-    the tag filter's sake, and a pull without one stops after ``max_count``."""
-    start, step = 0, first
-    while start < len(entries):
-        yield from entries[start:start + step].tolist()
-        start += step
-        step *= 4
 
 
 def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes | None:
@@ -258,11 +257,15 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
     short: Sequence[int] = range(len(keys))
     pages = index.query_many(topic, keys, max_count, begin_ms, end_ms)
     while True:
+        asked: list[list[int]] = []
         for i, candidates, next_page in zip(short, pages.phys_offsets, pages.next_pages, strict=True):
-            if found[i]:  # a record seen on an earlier page (a key twice in its KEYS) is not read again
-                candidates = [phys_offset for phys_offset in candidates if phys_offset not in found[i]]
-            found[i].update(_matching(commitlog, candidates, topic_bytes, keys[i].encode(), uniq, end))
+            # a record seen on an earlier page (a key twice in its KEYS) is not read again
+            asked.append([phys_offset for phys_offset in candidates if phys_offset not in found[i]] if found[i]
+                         else candidates)
             after[i] = next_page
+        held = matching(commitlog, asked, topic_bytes, [keys[i].encode() for i in short], uniq, end)
+        for i, records in zip(short, held, strict=True):
+            found[i].update(records)
         short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
         if not short:
             return [StoredRecords.of(sorted(records.items())) for records in found]
@@ -270,51 +273,32 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
                                  begin_ms, end_ms, after=[after[i] for i in short])
 
 
-def _matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, key: bytes, uniq: bool,
-              end: int) -> list[tuple[int, bytes]]:
-    """(phys offset, stored bytes) of the records at ``phys_offsets`` (in their order, each once) that
-    really are ``topic``'s and hold ``key``."""
-    found: list[tuple[int, bytes]] = []
-    for phys_offset in dict.fromkeys(phys_offsets):
-        if not commitlog.min_offset <= phys_offset < end:
-            continue
-        size = commitlog.size_at(phys_offset)
-        if size <= 0 or phys_offset + size > end:
-            continue
-        chunk = _stored_record(commitlog, phys_offset, size)
-        try:
-            holds = chunk is not None and _holds(chunk, topic, UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, key, uniq)
-        except struct.error:  # a length field pointing past the record: not a record that matches
-            holds = False
-        if holds and chunk is not None:
-            found.append((phys_offset, chunk))
-    return found
-
-
-def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) -> bool:
-    """Whether the stored ``record`` is ``topic``'s and its property (``prefix``: separator, name,
-    ``\x01``) holds ``key``: as the whole value, or as one of its space-separated words."""
-    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
-    pos = body_length_pos(sys_flag)
-    (body_len,) = _INT.unpack_from(record, pos)
-    pos += 4 + body_len
-    if body_len < 0 or pos + 4 > len(record):
-        return False
-    if record[4:8] == _MAGIC_V1:
-        topic_len, pos = record[pos], pos + 1
-    else:
-        (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
-    if record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
-        return False
-    pos += topic_len
-    (props_len,) = _SHORT.unpack_from(record, pos)
-    props = PROPERTY_SEPARATOR + record[pos + 2:pos + 2 + props_len]
-    at = props.find(prefix)
-    if at < 0:
-        return False
-    value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
-    value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
-    return value == key if whole else key in value.split(b" ")
+def matching(commitlog: CommitLog, phys_offsets: Sequence[Sequence[int]], topic: bytes, keys: Sequence[bytes],
+             uniq: bool, end: int) -> list[list[tuple[int, bytes]]]:
+    """For each key, (phys offset, stored bytes) of the records at its ``phys_offsets`` (in their order,
+    each once) that really are ``topic``'s and hold it: one kernel call
+    (``engine._native.records_holding``) for the candidates of every key in each commitlog file."""
+    key_ends = list(accumulate(map(len, keys)))
+    by_file: dict[int, tuple[MappedFile, list[tuple[int, int]]]] = {}  # per file: (key, phys offset) pairs
+    for i, candidates in enumerate(phys_offsets):
+        for phys_offset in dict.fromkeys(candidates):
+            mf = commitlog.queue.find(phys_offset) if commitlog.min_offset <= phys_offset < end else None
+            if mf is not None:
+                by_file.setdefault(mf.file_base, (mf, []))[1].append((i, phys_offset))
+    found: list[dict[int, bytes]] = [{} for _ in keys]
+    for mf, pairs in by_file.values():
+        # int64 columns as array's: for the few candidates of a page cheaper than numpy's set-up
+        at = array("q", [phys_offset - mf.file_base for _, phys_offset in pairs])
+        key_to = array("q", [key_ends[i] for i, _ in pairs])
+        key_from = array("q", [key_ends[i] - len(keys[i]) for i, _ in pairs])
+        sizes = array("q", bytes(8 * len(pairs)))
+        _native.records_holding(mf.buffer, at, min(end - mf.file_base, mf.written_pos), topic,
+                                UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys), key_from, key_to, uniq, sizes)
+        for (i, phys_offset), size in zip(pairs, sizes, strict=True):
+            if size:
+                found[i][phys_offset] = mf.read(phys_offset - mf.file_base, size)
+    return [[(phys_offset, held[phys_offset]) for phys_offset in dict.fromkeys(candidates) if phys_offset in held]
+            for candidates, held in zip(phys_offsets, found, strict=True)]
 
 
 def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:

@@ -1,16 +1,15 @@
 """A commitlog scan that yields records by the thousand, as ``RecordColumns``, with the verdicts of the
 record-by-record ``CommitLog.scan``: the same records, the same blanks rolled over, the same stop.
 
-Record boundaries are a chain (each TOTALSIZE says where the next record starts), walked one int at a
-time; where records come in runs of one size, the chain is guessed for a whole run at once and
-checked with one numpy gather. A chunk's structure and CRCs are checked with numpy and one zlib call
-per body (``RecordColumns``); the position where the walk or a check stops is decoded by
-``decode_record`` itself, whose verdict (and reason) is the scan's.
+Record boundaries are a chain (each TOTALSIZE says where the next record starts): one kernel call
+(``engine._native.scan_records``) walks a chunk of it and decodes and checks every record on the way
+(layout, topic, CRCs: ``RecordColumns``); the position where the walk or a check stops is decoded by
+``decode_record`` itself, whose verdict (and reason) is the scan's. The numpy walk the kernel replaced
+is the oracle in ``tests/oracle/batch.py``.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,86 +17,24 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.batch.record_columns import RecordColumns, gather
+from engine import _native
+from engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, FIELD_COUNT, REQUIRE_PROP_CRC, RecordColumns
 from engine.log.mapped_file_queue import MappedFileQueue
-from engine.log.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, Decoded, DecodeKind, decode_record, record_size
+from engine.log.record import Decoded, DecodeKind, decode_record
 
 Array = npt.NDArray[Any]
 CHUNK_RECORDS = 4096  # records decoded as one chunk: their columns stay in the CPU's caches
-_HEADER = struct.Struct(">ii").unpack_from
-_MIN_SIZE = min(record_size(0, 0, 0, 0, 1), record_size(0, 0, 0, 0, 2))
-_HEAD = np.dtype([("size", ">i4"), ("magic", ">i4")])
-_GUESS_MIN, _GUESS_MAX = 64, 8192  # records in one guessed run of equal sizes
+WHY = ("full", "end", "blank", "bad")  # why a walk stopped, by the kernel's code
 
 
-@dataclass(slots=True)
-class _Walk:
-    """How a walk of one file went: where it is, and how far a guess of equal sizes may reach."""
-
-    pos: int
-    guess: int = _GUESS_MIN
-    walk_before_guess: int = 8  # records walked one by one before the next guess
-
-
-def walk(buf: Array, mv: memoryview, state: _Walk, stop_pos: int, max_rows: int) -> tuple[Array, str]:
-    """Record starts from ``state.pos`` (advanced past them) and why the walk stopped: "full"
-    (``max_rows``), "end" (``stop_pos``), "blank" (a blank record's magic), "bad" (no record there).
-    ``mv`` is a memoryview of ``buf`` (struct reads one faster)."""
-    limit = len(buf)
-    parts: list[Array] = []
-    starts: list[int] = []
-    count, pos, last_size = 0, state.pos, 0
-    why = "full"
-    while count < max_rows:
-        walked = 0
-        while walked < state.walk_before_guess and count < max_rows:
-            if pos >= stop_pos:
-                why = "end"
-                break
-            if pos + 8 > limit:
-                why = "bad"
-                break
-            size, magic = _HEADER(mv, pos)
-            if magic == BLANK_MAGIC:
-                why = "blank"
-                break
-            if (magic != MAGIC_V1 and magic != MAGIC_V2) or size < _MIN_SIZE or pos + size > limit:
-                why = "bad"
-                break
-            starts.append(pos)
-            pos += size
-            last_size = size
-            walked += 1
-            count += 1
-        if why != "full" or count >= max_rows:
-            break
-        run = _guess_run(buf, pos, last_size, min(state.guess, max_rows - count, (stop_pos - pos) // last_size))
-        if run:
-            parts.append(np.asarray(starts, dtype=np.int64))
-            starts = []
-            parts.append(pos + last_size * np.arange(run, dtype=np.int64))
-            pos += run * last_size
-            count += run
-        if run == state.guess:
-            state.guess, state.walk_before_guess = min(2 * state.guess, _GUESS_MAX), 1
-        elif run >= _GUESS_MIN // 4:  # a run ended: walk the odd record, then guess again
-            state.guess, state.walk_before_guess = _GUESS_MIN, 2
-        else:  # sizes vary here: walk further one by one before guessing again
-            state.guess, state.walk_before_guess = _GUESS_MIN, min(2 * state.walk_before_guess, 1024)
-    parts.append(np.asarray(starts, dtype=np.int64))
-    state.pos = pos
-    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), why
-
-
-def _guess_run(buf: Array, pos: int, size: int, count: int) -> int:
-    """How many records of exactly ``size`` bytes follow each other from ``pos`` (up to ``count``,
-    each whole inside the buffer): the chain the walk would follow, checked in one gather."""
-    count = min(count, (len(buf) - pos) // size) if size > 0 else 0
-    if count <= 0:
-        return 0
-    head = gather(buf, pos + size * np.arange(count, dtype=np.int64), _HEAD)
-    ok = (head["size"] == size) & ((head["magic"] == MAGIC_V1) | (head["magic"] == MAGIC_V2))
-    return count if bool(ok.all()) else int(np.argmin(ok))
+def walk(buf: Array, pos: int, stop_pos: int, max_rows: int, checks: int) -> tuple[RecordColumns, int, str, int]:
+    """The records from ``pos`` on, decoded and checked (``RecordColumns.checked``'s ``checks``) in one
+    kernel call (``engine._native.scan_records``): (their columns, where the walk stopped, why: "full"
+    (``max_rows``), "end" (``stop_pos``), "blank" (a blank record's magic), "bad" (no record there, or
+    one that fails the checks), the verdict's code)."""
+    out = np.empty((FIELD_COUNT, max_rows), np.int64)
+    count, pos, why, code = _native.scan_records(buf, pos, stop_pos, max_rows, checks, out)
+    return RecordColumns.of_matrix(out[:, :count], count, 0), pos, WHY[why], code
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,67 +97,50 @@ class ColumnScan:
                    ) -> Generator[ColumnChunk, None, int | None]:
         stop_pos = min(len(buf), self.to_phys - file_base)
         known = self.known.get(file_base) if self.known is not None else None
-        state = _Walk(pos)
         found = self.starts.setdefault(file_base, [])
+        checks = CHECK_TOPIC | (CHECK_CRC | (REQUIRE_PROP_CRC if self.require_prop_crc else 0) if self.check_crc else 0)
         while True:
-            starts, why = self._next_starts(buf, mv, state, stop_pos, known)
-            bad_at = state.pos if why in ("bad", "blank") else -1
-            if len(starts):
-                records = self._checked(buf, starts)
-                if records.valid_count:
-                    chunk = records.head(records.valid_count)
-                    found.append(chunk.starts)
-                    self.end = file_base + int(chunk.starts[-1] + chunk.size[-1])
-                    yield ColumnChunk(file_base, buf, chunk)
-                if records.valid_count < len(starts):
-                    bad_at = int(starts[records.valid_count])
-                    state.pos = bad_at
-            if bad_at < 0:
+            records, next_pos, why = self._next_records(buf, pos, stop_pos, known, checks)
+            if len(records):
+                found.append(records.starts)
+                self.end = file_base + int(records.starts[-1] + records.size[-1])
+                yield ColumnChunk(file_base, buf, records)
+            pos = next_pos
+            if why not in ("bad", "blank"):
                 if why == "full":
                     continue
-                return file_base + state.pos  # "end": the range ends here, or the file does
-            decoded = decode_record(mv, bad_at, check_crc=self.check_crc, read_body=False,
+                return file_base + pos  # "end": the range ends here, or the file does
+            decoded = decode_record(mv, pos, check_crc=self.check_crc, read_body=False,
                                     require_prop_crc=self.require_prop_crc)
             if decoded.kind is DecodeKind.RECORD:  # the fast checks were stricter than the decoder: take it
-                one = RecordColumns.of(buf, np.array([bad_at], dtype=np.int64))
+                one = RecordColumns.of(buf, np.array([pos], dtype=np.int64))
                 found.append(one.starts)
-                self.end = file_base + bad_at + decoded.size
+                self.end = file_base + pos + decoded.size
                 yield ColumnChunk(file_base, buf, one)
-                state.pos = bad_at + decoded.size
+                pos += decoded.size
                 continue
             if decoded.kind is DecodeKind.BLANK:
-                self.end = self.queue.roll_next(file_base + bad_at)
+                self.end = self.queue.roll_next(file_base + pos)
                 return self.end
-            self.stop = (file_base + bad_at, decoded)
+            self.stop = (file_base + pos, decoded)
             return None
 
-    def _next_starts(self, buf: Array, mv: memoryview, state: _Walk, stop_pos: int,
-                     known: Array | None) -> tuple[Array, str]:
-        """Starts found by an earlier scan where it walked from here, else the walk's."""
+    def _next_records(self, buf: Array, pos: int, stop_pos: int, known: Array | None,
+                      checks: int) -> tuple[RecordColumns, int, str]:
+        """The records an earlier scan found where it walked from ``pos``, else the walk's; where the
+        next chunk starts, and why this one ended ("bad": at a record the checks refused)."""
         if known is not None:
-            first = int(np.searchsorted(known, state.pos))
-            if first < len(known) and int(known[first]) == state.pos:
+            first = int(np.searchsorted(known, pos))
+            if first < len(known) and int(known[first]) == pos:
                 starts = known[first:first + CHUNK_RECORDS]
                 starts = starts[starts < stop_pos]
                 if len(starts):
-                    (size,) = struct.unpack_from(">i", mv, int(starts[-1]))
-                    state.pos = int(starts[-1]) + size
-                    return starts, "full"
-        return walk(buf, mv, state, stop_pos, CHUNK_RECORDS)
-
-    def _checked(self, buf: Array, starts: Array) -> RecordColumns:
-        """The columns of ``starts``, ``valid_count`` cut at the first record the decoder refuses."""
-        records = RecordColumns.of(buf, starts)
-        n_ok = records.valid_count
-        n_ok = min(n_ok, records.head(n_ok).first_bad_topic(buf))
-        if self.check_crc and n_ok:
-            n_ok = min(n_ok, records.head(n_ok).first_crc_failure(buf, require_prop_crc=self.require_prop_crc)[0])
-        return records if n_ok == records.valid_count else _with_valid_count(records, n_ok)
-
-
-def _with_valid_count(records: RecordColumns, count: int) -> RecordColumns:
-    fields = {name: getattr(records, name) for name in records.__slots__ if name not in ("valid_count", "reason")}
-    return RecordColumns(**fields, valid_count=count, reason="")
+                    records, _ = RecordColumns.checked(buf, starts, checks)
+                    if records.valid_count < len(starts):
+                        return records.head(records.valid_count), int(starts[records.valid_count]), "bad"
+                    return records, int(starts[-1] + records.size[-1]), "full"
+        records, pos, why, _ = walk(buf, pos, stop_pos, CHUNK_RECORDS, checks)
+        return records, pos, why
 
 
 def known_starts(scan: ColumnScan) -> dict[int, Array]:

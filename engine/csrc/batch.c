@@ -30,17 +30,6 @@
 enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, STORE_HOST, BODY_LENGTH,
        TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, BODY_CRC };
 
-static inline int32_t be32(const uint8_t *p) {
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
-}
-
-static inline void put_be(uint8_t *p, uint64_t v, int width) {
-    for (int k = width - 1; k >= 0; k--) {
-        p[k] = (uint8_t)v;
-        v >>= 8;
-    }
-}
-
 static inline int32_t le32(const uint8_t *p) {
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
@@ -74,11 +63,11 @@ static int check_record(const Batch *b, int64_t start, int64_t end, int topic, i
     uint8_t copy[128], small[CRC_TAIL_SIZE];
     const int64_t narrow = 80 + b->host_size; /* the head up to and with BODYLENGTH, v4 born host */
     const uint8_t *h = clipped(b->buf, b->len, start, narrow + 12, copy);
-    int32_t flags = be32(h + SYSFLAG_POS), magic = be32(h + 4);
+    int32_t flags = mq_be32(h + SYSFLAG_POS), magic = mq_be32(h + 4);
     int64_t wide = (flags & BORN_V6) ? 12 : 0;
     *store_ms_pos = 56 + wide;
     *sys_flag = flags;
-    if (be32(h) != end - start) {
+    if (mq_be32(h) != end - start) {
         return TOTALSIZE;
     }
     if (magic != MAGIC_V1 && magic != MAGIC_V2) {
@@ -90,7 +79,7 @@ static int check_record(const Batch *b, int64_t start, int64_t end, int topic, i
     if (memcmp(h + STORE_HOST_POS + wide, b->host, (size_t)b->host_size) != 0) {
         return STORE_HOST;
     }
-    int64_t body_len = be32(h + narrow - 4 + wide), body_pos = start + narrow + wide;
+    int64_t body_len = mq_be32(h + narrow - 4 + wide), body_pos = start + narrow + wide;
     if (body_len < 0 || body_len > b->max_body || body_pos + body_len > end) {
         return BODY_LENGTH;
     }
@@ -117,7 +106,7 @@ static int check_record(const Batch *b, int64_t start, int64_t end, int topic, i
             return CRC_TAIL;
         }
     }
-    if (crc && mq_crc31(b->buf + body_pos, (size_t)body_len) != be32(h + 8)) {
+    if (crc && mq_crc31(b->buf + body_pos, (size_t)body_len) != mq_be32(h + 8)) {
         return BODY_CRC;
     }
     return CHECK_OK;
@@ -256,10 +245,10 @@ PyObject *mq_stamp_batch(PyObject *self, PyObject *args) {
     MQ_BEGIN_ALLOW_THREADS_IF(stamped_bytes)
     for (Py_ssize_t i = 0; i < n; i++) { /* fields first, then CRCs, then digits: each pass sees the last's bytes */
         uint8_t *r = base + starts[i];
-        put_be(r + QUEUE_ID_POS, (uint64_t)queue_ids[i], 4);
-        put_be(r + QUEUE_OFFSET_POS, (uint64_t)queue_offsets[i], 8);
-        put_be(r + PHYS_OFFSET_POS, (uint64_t)phys[i], 8);
-        put_be(r + ms_pos[i], (uint64_t)store_ms, 8);
+        mq_put_be(r + QUEUE_ID_POS, (uint64_t)queue_ids[i], 4);
+        mq_put_be(r + QUEUE_OFFSET_POS, (uint64_t)queue_offsets[i], 8);
+        mq_put_be(r + PHYS_OFFSET_POS, (uint64_t)phys[i], 8);
+        mq_put_be(r + ms_pos[i], (uint64_t)store_ms, 8);
     }
     if (sealed) {
         for (Py_ssize_t i = 0; i < n; i++) {

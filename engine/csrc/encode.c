@@ -75,14 +75,6 @@ static int property_pieces(PyObject *props, Py_ssize_t n, PyObject **columns, Py
     return 1;
 }
 
-static inline uint8_t *put_be(uint8_t *p, uint64_t v, int width) {
-    for (int k = width - 1; k >= 0; k--) {
-        p[k] = (uint8_t)v;
-        v >>= 8;
-    }
-    return p + width;
-}
-
 static inline uint8_t *put_bytes(uint8_t *p, const uint8_t *from, Py_ssize_t len) {
     memcpy(p, from, (size_t)len);
     return p + len;
@@ -202,23 +194,23 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         const Pieces *p = &pieces[i];
         int64_t sys_flag = (sys_flags[i] & ~(int64_t)(BORN_V6 | STORE_V6)) | (p->born_len > 8 ? BORN_V6 : 0) | v6;
-        out = put_be(out, (uint64_t)sizes[i], 4);
-        out = put_be(out, (uint32_t)(p->part_len > 128 ? MAGIC_V2 : MAGIC_V1), 4);
-        out = put_be(out, (uint32_t)mq_crc31(p->body, (size_t)p->body_len), 4);
-        out = put_be(out, (uint64_t)queue_ids[i], 4);
-        out = put_be(out, (uint64_t)flags[i], 4);
+        out = mq_put_be(out, (uint64_t)sizes[i], 4);
+        out = mq_put_be(out, (uint32_t)(p->part_len > 128 ? MAGIC_V2 : MAGIC_V1), 4);
+        out = mq_put_be(out, (uint32_t)mq_crc31(p->body, (size_t)p->body_len), 4);
+        out = mq_put_be(out, (uint64_t)queue_ids[i], 4);
+        out = mq_put_be(out, (uint64_t)flags[i], 4);
         memset(out, 0, 16); /* queue offset, phys offset: the writer's */
-        out = put_be(out + 16, (uint64_t)sys_flag, 4);
-        out = put_be(out, (uint64_t)born_ms[i], 8);
+        out = mq_put_be(out + 16, (uint64_t)sys_flag, 4);
+        out = mq_put_be(out, (uint64_t)born_ms[i], 8);
         out = put_bytes(out, p->born, p->born_len);
         memset(out, 0, 8); /* store time: the writer's */
         out = put_bytes(out + 8, store_host, store.len);
-        out = put_be(out, (uint64_t)reconsume[i], 4);
+        out = mq_put_be(out, (uint64_t)reconsume[i], 4);
         memset(out, 0, 8); /* prepared transaction offset */
-        out = put_be(out + 8, (uint64_t)p->body_len, 4);
+        out = mq_put_be(out + 8, (uint64_t)p->body_len, 4);
         out = put_bytes(out, p->body, p->body_len);
         out = put_bytes(out, p->part, p->part_len);
-        out = put_be(out, (uint64_t)(p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0)), 2);
+        out = mq_put_be(out, (uint64_t)(p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0)), 2);
         for (Py_ssize_t j = 0; j < k; j++) {
             out = put_bytes(out, prop_data[j * n + i], prop_len[j * n + i]);
         }

@@ -35,6 +35,43 @@ static PyMethodDef methods[] = {
      "sys flag (its host bits set here), born time, reconsume times; sizes (int64) gets each TOTALSIZE.\n"
      "ValueError for properties over 32767 bytes or a host not 8 or 20 bytes, OverflowError for an int32\n"
      "field out of range, TypeError for a column that is not bytes."},
+    {"index_select", mq_index_select, METH_VARARGS,
+     "index_select(header, slots, entries, keys, begin_ms, end_ms) -> (pages, next_nos): keys is an int64\n"
+     "array of 3 rows, key_hashes, wants and from_nos; walk key i's chain in one index file (its 40-byte\n"
+     "header, its slots, its entries) from entry from_nos[i] (0: the head of its slot) and take the offsets\n"
+     "of up to wants[i] entries whose hash is key_hashes[i] stored in [begin_ms, end_ms], newest first:\n"
+     "pages[i], a list of ints, and next_nos[i] the entry to read next (0: the chain has ended).\n"
+     "IndexFile.selectPhyOffset's stops; a chain that does not go down ends. ValueError when keys is not\n"
+     "3 rows, a want is negative or over 2**24, or the buffers are not an index file's parts."},
+    {"record_columns", mq_record_columns, METH_VARARGS,
+     "record_columns(data, starts, limit, checks, out) -> (valid_count, code): the columns of the records\n"
+     "at starts (int64) into out, an int64 matrix of RecordColumns' 22 fields by len(starts) (bytes past\n"
+     "data's end read as zeros); valid_count leads up to the first record whose layout is broken, or that\n"
+     "fails checks (1: its topic is not UTF-8, 2: its CRCs, 4: with 2, a record without the __CRC32#\n"
+     "property fails), and code says why (record_columns.py's REASONS; 12: ask decode_record). No record\n"
+     "may pass limit. ValueError on a negative start, a limit outside data, or out of another size."},
+    {"scan_records", mq_scan_records, METH_VARARGS,
+     "scan_records(data, pos, stop_pos, max_rows, checks, out) -> (count, pos, why, code): walk the chain of\n"
+     "records from pos (each size says where the next starts) and write the columns of each (as\n"
+     "record_columns, rows of max_rows) until max_rows (why 0), stop_pos (1), a blank record's magic (2) or\n"
+     "a position that holds no record, one whose layout is broken or that fails checks (3, code as\n"
+     "record_columns'); pos is where the walk stopped. ValueError on a pos outside data or out of another\n"
+     "size."},
+    {"pull_rows", mq_pull_rows, METH_VARARGS,
+     "pull_rows(entries, codes, readable_end, max_count, max_bytes, count, total_bytes, first_row, rows)\n"
+     "-> (kept, filtered, next_row): go over consume-queue entries (20-byte rows) from first_row as a pull\n"
+     "does, with count messages and total_bytes already taken: stop at an entry whose record passes\n"
+     "readable_end, or (once something is taken) that would pass max_count or max_bytes; an entry whose tags\n"
+     "code is not in codes (int64; empty: every code) is filtered, the others are taken and their row\n"
+     "numbers written to rows (int64). next_row: the row after the last one gone over. ValueError when\n"
+     "entries are not whole rows, first_row is outside them, or rows has no room for what may be taken."},
+    {"records_holding", mq_records_holding, METH_VARARGS,
+     "records_holding(data, positions, end_pos, topic, prefix, keys, key_starts, key_ends, whole, sizes):\n"
+     "sizes[i] = the size of the record at positions[i] of data when it is one (magic, a size of at least 8\n"
+     "that ends by end_pos) of topic whose property prefix (0x02, its name, 0x01) holds key i,\n"
+     "keys[key_starts[i]:key_ends[i]], as its whole value (whole) or as one of its space-separated words;\n"
+     "else 0. Lengths that point past a record mean it does not. The arrays are int64; ValueError when\n"
+     "they differ in length, a key span leaves keys or end_pos passes data."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -278,7 +278,7 @@ class IndexFile:
         Newest first, at most ``max_count``; the walk of ``IndexFile.selectPhyOffset``. Keys are not
         compared (only hashes are stored): the caller filters collisions by reading the records.
         """
-        return buckets.select_one(*self._buckets(), index_hash(key), max_count, begin_ms, end_ms)[0]
+        return buckets.select(*self._buckets(), [index_hash(key)], [max_count], begin_ms, end_ms)[0][0]
 
     def select_phys_offsets_many(self, key_hashes: np.ndarray[Any, Any], wants: np.ndarray[Any, Any],
                                  begin_ms: int, end_ms: int) -> list[list[int]]:
@@ -290,16 +290,8 @@ class IndexFile:
                     end_ms: int) -> tuple[list[list[int]], list[int]]:
         """``select_phys_offsets_many`` walking each key's chain from entry ``from_nos[i]`` (0: its slot),
         and for each key the entry to read next (0: its chain in this file has ended): a walk paged
-        by position, each page going on where the last one stopped. One key is walked entry by entry
-        (``buckets.select_one``), cheaper for it than numpy's set-up."""
-        if len(key_hashes) == 1:
-            found, next_no = buckets.select_one(*self._buckets(), key_hashes[0], wants[0], begin_ms, end_ms,
-                                                from_nos[0])
-            return [found], [next_no]
-        many, next_nos = buckets.select(*self._buckets(), np.asarray(key_hashes, np.int64),
-                                        np.asarray(wants, np.int64), begin_ms, end_ms,
-                                        np.asarray(from_nos, np.int64))
-        return many, next_nos.tolist()
+        by position, each page going on where the last one stopped."""
+        return buckets.select(*self._buckets(), key_hashes, wants, begin_ms, end_ms, from_nos)
 
     def has_entry(self, key: str, phys_offset: int) -> bool:
         """Whether an entry with this key's hash and exactly this offset is reachable.

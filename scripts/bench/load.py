@@ -33,6 +33,8 @@ from typing import Any
 import multiprocess
 import numpy as np
 
+from scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
+
 STAMP_BYTES = 8
 REPORT_EVERY_S = 1.0
 MAX_LATENCY_SAMPLES = 2_000_000
@@ -275,20 +277,6 @@ def _create_topics(store: str, spec: Workload) -> None:
             admin.create_topic(topic, spec.queues)
 
 
-def actor_cpu_s(store: Path | str) -> dict[str, float]:
-    """CPU seconds (user + system) each actor of the broker on ``store`` has used so far."""
-    import psutil
-
-    from ipc.control import control_request
-    out = {}
-    for name, info in control_request(Path(store), "status")["actors"].items():
-        if info.get("pid"):
-            with contextlib.suppress(psutil.Error):
-                times = psutil.Process(info["pid"]).cpu_times()
-                out[name] = times.user + times.system
-    return out
-
-
 def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadResult:
     """Run the workload against the broker on ``store``; returns the summary and the latency samples."""
     from scripts.bench.live import LiveTable
@@ -307,7 +295,7 @@ def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadRe
     shares = _split(spec.count, spec.producers) if spec.count is not None else [None] * spec.producers
     producers = [ctx.Process(target=producer_main, args=(i, store, spec, shares[i], stats, start_at), daemon=True)
                  for i in range(spec.producers)]
-    readers_cpu_s = _readers_cpu_s(store) if consumers else 0.0
+    cpu_before = actor_cpu_s(store)
     for p in consumers + producers:
         p.start()
     table = LiveTable(spec, live=live)
@@ -349,13 +337,8 @@ def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadRe
             p.join(10)
             if p.is_alive():
                 p.kill()
-    readers_cpu_s = _readers_cpu_s(store) - readers_cpu_s if consumers else 0.0
-    return _summary(spec, table, send_done, consume_done, sent_ok, failed, consumed, int(start_at * 1e6),
-                    readers_cpu_s)
-
-
-def _readers_cpu_s(store: str) -> float:
-    return sum(cpu_s for name, cpu_s in actor_cpu_s(store).items() if name.startswith("reader"))
+    cpu_s = cpu_since(cpu_before, actor_cpu_s(store))
+    return _summary(spec, table, send_done, consume_done, sent_ok, failed, consumed, int(start_at * 1e6), cpu_s)
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -364,7 +347,9 @@ def _split(total: int, parts: int) -> list[int]:
 
 def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
              consume_done: dict[int, dict[str, Any]], sent_ok: int, failed: int, consumed: int,
-             start_us: int, readers_cpu_s: float) -> LoadResult:
+             start_us: int, cpu_s: dict[str, float]) -> LoadResult:
+    """``cpu_s``: each broker process's CPU seconds over the run, reported per message appended (per
+    message consumed when nothing is sent)."""
     first = min((d["first_us"] for d in send_done.values()), default=start_us)
     last = max((d["last_us"] for d in send_done.values()), default=start_us)
     seconds = max(last - first, 1) / 1e6
@@ -379,7 +364,8 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
         send = {"backlog": sent_ok}
     else:
         send["cpu_us_per_msg"] = round(sum(d["cpu_s"] for d in send_done.values()) / max(sent_ok, 1) * 1e6, 2)
-    out: dict[str, Any] = {"workload": asdict(spec), "send": send, "per_second": table.rows}
+    out: dict[str, Any] = {"workload": asdict(spec), "send": send,
+                           "broker": broker_cpu(cpu_s, sent_ok if send_done else consumed), "per_second": table.rows}
     lat = np.concatenate([d["latencies_us"] for d in consume_done.values()]) if consume_done else np.zeros(0, np.int64)
     if spec.consumers:
         end = max((d["last_us"] for d in consume_done.values()), default=last)
@@ -389,7 +375,8 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "msgs_per_s_over_run": round(consumed / max(end - first, 1) * 1e6),
             "msgs_per_s_peak_second": max(busy, default=0),
             "cpu_us_per_msg": round(sum(d["cpu_s"] for d in consume_done.values()) / max(consumed, 1) * 1e6, 2),
-            "reader_cpu_us_per_msg": round(readers_cpu_s / max(consumed, 1) * 1e6, 2),  # every reader process
+            "reader_cpu_us_per_msg": round(sum(s for name, s in cpu_s.items() if name.startswith("reader"))
+                                           / max(consumed, 1) * 1e6, 2),  # every reader process
             "latency_ms": {"samples": int(lat.size), "p50": percentile_ms(lat, 50), "p99": percentile_ms(lat, 99),
                            "p99.9": percentile_ms(lat, 99.9),
                            "max": round(float(lat.max()) / 1000, 3) if lat.size else None}}

@@ -6,7 +6,9 @@ A private ``redis-server`` (unix socket, append-only file in a temp dir, no RDB 
 with ``appendfsync everysec`` (the peer of ASYNC_FLUSH) and once with ``always`` (the peer of
 SYNC_FLUSH). N producer processes each send pipelined ``XADD`` commands, ``--pipeline`` (100) per
 round trip, with the same fields a message carries (body, tags on every message, a key on 10 %), one
-stream per topic. Needs ``redis-server`` (``--install`` runs ``apt-get install -y redis-server``)
+stream per topic. The redis-server process's own CPU time (psutil, every thread) over the XADDs is
+reported per message beside the producers', the figure the broker's CPU per message is set against.
+Needs ``redis-server`` (``--install`` runs ``apt-get install -y redis-server``)
 and the ``redis`` Python package (``pip install -e '.[bench]'``); without them the result says
 ``skipped`` and why.
 """
@@ -24,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import multiprocess
+
+from scripts.bench.cpu import process_cpu_s
 
 PIPELINE = 100
 FSYNC_MODES = ("everysec", "always")
@@ -76,7 +80,7 @@ def _producer(worker: int, socket_path: str, count: int, body_bytes: int, topics
     filler = os.urandom(body_bytes)
     while time.time() < start_at:
         time.sleep(0.001)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     sent = 0
     while sent < count:
         n = min(pipeline, count - sent)
@@ -88,7 +92,7 @@ def _producer(worker: int, socket_path: str, count: int, body_bytes: int, topics
             pipe.xadd(f"Bench{(worker + i) % topics}", fields)  # type: ignore[arg-type]
         pipe.execute()
         sent += n
-    out.put((worker, start, time.perf_counter(), sent))
+    out.put((worker, start, time.perf_counter(), sent, time.process_time() - cpu_start))
 
 
 def redis_rate(directory: Path, appendfsync: str, *, producers: int, count: int, body_bytes: int, topics: int = 1,
@@ -103,7 +107,11 @@ def redis_rate(directory: Path, appendfsync: str, *, producers: int, count: int,
                                                      start_at, out), daemon=True) for i in range(producers)]
         for p in procs:
             p.start()
+        while time.time() < start_at:  # the server's CPU is counted over the XADDs alone
+            time.sleep(0.001)
+        server_cpu_s = process_cpu_s(server.proc.pid)
         done = [out.get(timeout=600) for _ in procs]
+        server_cpu_s = process_cpu_s(server.proc.pid) - server_cpu_s
         for p in procs:
             p.join(10)
     finally:
@@ -112,7 +120,9 @@ def redis_rate(directory: Path, appendfsync: str, *, producers: int, count: int,
     seconds = max(d[2] for d in done) - min(d[1] for d in done)
     total = sum(d[3] for d in done)
     return {"appendfsync": appendfsync, "producers": producers, "messages": total, "pipeline": pipeline,
-            "body_bytes": body_bytes, "seconds": round(seconds, 3), "msgs_per_s": round(total / seconds)}
+            "body_bytes": body_bytes, "seconds": round(seconds, 3), "msgs_per_s": round(total / seconds),
+            "server_cpu_us_per_msg": round(server_cpu_s / max(total, 1) * 1e6, 2),  # redis-server's own, psutil
+            "producers_cpu_us_per_msg": round(sum(d[4] for d in done) / max(total, 1) * 1e6, 2)}
 
 
 def run_peer(directory: Path, *, producers: int, count: int, body_bytes: int, install: bool = False,

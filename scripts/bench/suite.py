@@ -46,7 +46,7 @@ from scripts import harness
 from scripts.bench import limits as bench_limits
 from scripts.bench import redis_peer as bench_redis
 from scripts.bench import sweep as bench_sweep
-from scripts.bench.load import LoadResult, Workload, actor_cpu_s, run_load
+from scripts.bench.load import LoadResult, Workload, run_load
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
 BIG_TRANSFER_COUNT = 1024  # [store] max_transfer_count of the extra half-rate latency run
@@ -69,21 +69,24 @@ def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLU
                drain: bool = True) -> tuple[dict[str, Any], Path, harness.BrokerProcess]:
     """Producers alone for the run, then consumers drain the backlog. The broker stays up (caller stops)."""
     broker = harness.BrokerProcess(work / name, "--flush", flush, "--readers", str(spec.readers)).start()
-    memory_before, cpu_before = private_memory(broker.store), actor_cpu_s(broker.store)
-    send = run_load(broker.store, spec).summary["send"]
-    memory_after, cpu_after = private_memory(broker.store), actor_cpu_s(broker.store)
+    memory_before = private_memory(broker.store)
+    summary = run_load(broker.store, spec).summary
+    send, memory_after = summary["send"], private_memory(broker.store)
     # where the time goes: CPU per message appended, by process (noise from other load stays out)
-    cpu = {n: round((cpu_after[n] - cpu_before.get(n, 0)) / max(send["messages_ok"], 1) * 1e6, 2) for n in cpu_after}
-    cpu["producers"] = send.get("cpu_us_per_msg", 0)
+    cpu = {**summary["broker"]["actors_cpu_us_per_msg"], "producers": send.get("cpu_us_per_msg", 0)}
     out: dict[str, Any] = {"flush": flush, "producers": spec.producers, "body_bytes": spec.body_bytes,
                            "batch": spec.batch, "send": send,
                            "private_memory_bytes": {"before": memory_before, "after": memory_after},
-                           "cpu_us_per_msg": cpu}
-    if drain:
+                           "cpu_us_per_msg": cpu, "broker_cpu_us_per_msg": summary["broker"]["cpu_us_per_msg"],
+                           "producers_cpu_us_per_msg": send.get("cpu_us_per_msg", 0)}
+    if drain:  # the consumers' run: the broker's CPU per message consumed, the consumers' apart
         backlog = Workload(**{**spec.__dict__, "producers": 0, "consumers": spec.readers,
                               "count": send["messages_ok"], "duration_s": None})
-        consume = run_load(broker.store, backlog).summary["consume"]
-        out["consume"] = {k: consume[k] for k in ("messages", "complete", "msgs_per_s_over_run")}
+        drained = run_load(broker.store, backlog).summary
+        consume = drained["consume"]
+        out["consume"] = {**{k: consume[k] for k in ("messages", "complete", "msgs_per_s_over_run")},
+                          "broker_cpu_us_per_msg": drained["broker"]["cpu_us_per_msg"],
+                          "consumers_cpu_us_per_msg": consume["cpu_us_per_msg"]}
     return out, broker.store, broker
 
 
@@ -210,12 +213,25 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
+def _cpu_row(run: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
+    """A run's broker CPU per message appended (and consumed) beside redis-server's own, and their ratio."""
+    row = {"broker_cpu_us_per_msg": run["broker_cpu_us_per_msg"],
+           "redis_server_cpu_us_per_msg": peer.get("server_cpu_us_per_msg"),
+           "broker_over_redis_server": ratio(run["broker_cpu_us_per_msg"], peer.get("server_cpu_us_per_msg")),
+           "producers_cpu_us_per_msg": run["producers_cpu_us_per_msg"]}
+    if "consume" in run:  # drained: the broker's CPU per message consumed, and the consumers' own
+        row["drain_broker_cpu_us_per_msg"] = run["consume"]["broker_cpu_us_per_msg"]
+        row["consumers_cpu_us_per_msg"] = run["consume"]["consumers_cpu_us_per_msg"]
+    return row
+
+
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     lim, runs, redis = report["limits"], report["runs"], report["redis"]
     a128, a4k, s128 = (runs[n]["send"] for n in ("async_128", "async_4k", "sync_128"))
     everysec = redis.get("everysec", {}).get("msgs_per_s")
     always = redis.get("always", {}).get("msgs_per_s")
     a4k_mb = a4k["msgs_per_s"] * 4096 / 1e6
+    a128_cpu = runs["async_128"]
     memory = runs["async_128"]["private_memory_bytes"]
     growth = {n: memory["after"][n] - memory["before"].get(n, 0) for n in memory["after"]}
     rows = [
@@ -253,6 +269,14 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          {"seconds_per_gib": runs["recovery"]["seconds_per_gib"],
           "measured_bytes": runs["recovery"]["commitlog_bytes"]},
          runs["recovery"]["seconds_per_gib"] <= 5),
+        ("broker CPU per message, ASYNC 128 B (every broker process summed)", "<= 1.0 us (Redis's server: everysec)",
+         _cpu_row(runs["async_128"], redis.get("everysec", {})), runs["async_128"]["broker_cpu_us_per_msg"] <= 1.0),
+        ("broker CPU per message, SYNC 128 B", "<= 1.5 us (Redis's server: always)",
+         _cpu_row(runs["sync_128"], redis.get("always", {})), runs["sync_128"]["broker_cpu_us_per_msg"] <= 1.5),
+        ("producer CPU per message, send_encoded_columns", "<= 1.5 us",
+         {"producers_cpu_us_per_msg": a128_cpu["producers_cpu_us_per_msg"],
+          "redis_py_producers_cpu_us_per_msg": redis.get("everysec", {}).get("producers_cpu_us_per_msg")},
+         a128_cpu["producers_cpu_us_per_msg"] <= 1.5),
         ("writer and builders' private memory", "flat as the store grows",
          {"uss_growth_bytes": growth, "appended_bytes": a128["messages_ok"] * 230},
          all(g < 64 * 2**20 for g in growth.values())),

@@ -62,6 +62,11 @@ def test_load_command_prints_one_json_summary(broker: Broker) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["benchmark"] == "load" and doc["send"]["messages_ok"] == 500 and doc["consume"]["complete"]
+    broker_cpu = doc["broker"]  # every broker process's CPU per message appended, and their sum
+    assert {"supervisor", "writer", "cqbuilder", "indexbuilder", "flusher", "reader-0", "reader-1"} <= \
+        set(broker_cpu["actors_cpu_us_per_msg"])
+    assert broker_cpu["actors_cpu_us_per_msg"]["writer"] > 0
+    assert broker_cpu["cpu_us_per_msg"] == pytest.approx(sum(broker_cpu["actors_cpu_us_per_msg"].values()), abs=0.1)
 
 
 def test_limits_have_every_figure(tmp_path: Path) -> None:
@@ -79,6 +84,8 @@ def test_redis_peer_runs_or_says_why_not(tmp_path: Path) -> None:
         return
     for mode in ("everysec", "always"):
         assert result[mode]["messages"] == 1000 and result[mode]["msgs_per_s"] > 0
+        # redis-server's CPU comes from /proc in clock ticks: a thousand XADDs may take less than one
+        assert result[mode]["server_cpu_us_per_msg"] >= 0 and result[mode]["producers_cpu_us_per_msg"] > 0
 
 
 def test_sweep_plot_is_a_png(tmp_path: Path) -> None:
@@ -98,7 +105,11 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=ROOT, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "smoke.json").read_text())
-    assert len(doc["targets"]) == 7 and all({"workload", "target", "achieved", "met"} <= set(t) for t in doc["targets"])
+    assert len(doc["targets"]) == 10
+    assert all({"workload", "target", "achieved", "met"} <= set(t) for t in doc["targets"])
+    cpu_rows = [t["achieved"] for t in doc["targets"] if t["workload"].startswith("broker CPU per message")]
+    assert len(cpu_rows) == 2 and all(row["broker_cpu_us_per_msg"] > 0 for row in cpu_rows)
+    assert all(row["broker_over_redis_server"] is None or row["broker_over_redis_server"] > 0 for row in cpu_rows)
     assert doc["runs"]["async_128"]["consume"]["complete"]
     assert all(doc["runs"]["query_by_key"][mode]["found"] > 0 for mode in ("one_at_a_time", "in_flight", "batched"))
     assert (out / "smoke.png").read_bytes()[:4] == b"\x89PNG"

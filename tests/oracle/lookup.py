@@ -1,0 +1,159 @@
+"""The per-entry Python of the read paths that kernels replaced: a pull's loop over consume-queue
+entries (``engine._native.pull_rows``; ``engine.lookup.get_messages``, kept here whole) and the
+comparison of a key query's candidates with the key (``engine._native.records_holding``;
+``matching``): the oracles their property tests hold the kernels to."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+from engine.log.commitlog import CommitLog
+from engine.log.record import SYSFLAG_POS, Record, body_length_pos, decode_record
+from engine.lookup import (
+    _MAGIC_V1,
+    KEYS_PREFIX,
+    MAX_FILTER_SCAN_BYTES,
+    PROPERTY_SEPARATOR,
+    UNIQ_KEY_PREFIX,
+    GetResult,
+    GetStatus,
+    PullLimits,
+    StoredRecords,
+    TagFilter,
+    _stored_record,
+)
+
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+
+
+def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
+                 tag_filter: TagFilter, readable_end: int, *, stored: bool = False) -> GetResult:
+    """RocketMQ's getMessage over one queue, never reading records at or past ``readable_end``.
+
+    With ``stored`` the records are not decoded: their bytes are copied out as stored (``stored``
+    of the result), each checked only for the size its entry names; a record is decoded only when a
+    tag filter must rule out a hash collision."""
+    if cq is None:
+        return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    min_qo, max_qo = cq.min_queue_offset, cq.max_queue_offset
+    if max_qo == 0:
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_qo, max_qo)
+    if queue_offset < min_qo:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, min_qo, min_qo, max_qo)
+    if queue_offset == max_qo:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_qo, max_qo)
+    if queue_offset > max_qo:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_qo, min_qo, max_qo)
+
+    scan_count = max(MAX_FILTER_SCAN_BYTES, limits.max_count * CQ_ENTRY_SIZE) // CQ_ENTRY_SIZE
+    entries = cq.read(queue_offset, scan_count)
+    if len(entries) == 0:
+        next_file = queue_offset + cq.entries_per_file - queue_offset % cq.entries_per_file
+        return GetResult(GetStatus.OFFSET_FOUND_NULL, next_file, min_qo, max_qo)
+    codes = tag_filter.codes
+    max_count = min(limits.max_count, limits.transfer_count)
+    max_bytes = min(limits.max_bytes, limits.transfer_bytes)
+    status = GetStatus.NO_MATCHED_MESSAGE
+    messages: list[Record] = []
+    chunks: list[bytes] = []
+    queue_offsets: list[int] = []
+    phys_offsets: list[int] = []
+    sizes: list[int] = []
+    count = total_bytes = filtered = 0
+    next_qo = queue_offset
+    for i, (phys_offset, size, code) in enumerate(_rows(entries, max_count + 1)):
+        if phys_offset + size > readable_end:
+            break
+        if count and (count + 1 > max_count or total_bytes + size > max_bytes):
+            break
+        next_qo = queue_offset + i + 1
+        if codes and code not in codes:
+            filtered += 1
+            continue
+        chunk: bytes | None = None
+        if stored:
+            chunk = _stored_record(commitlog, phys_offset, size)
+            record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
+            readable = chunk is not None and (record is not None or not codes)
+        else:
+            record = commitlog.read_record(phys_offset, check_crc=False).record
+            readable = record is not None and record.size == size
+        if not readable:
+            if not count:
+                status = GetStatus.MESSAGE_WAS_REMOVING
+            continue
+        if record is not None and not tag_filter.matches(record.tags):  # a hash collision between two tags
+            filtered += 1
+            continue
+        if chunk is not None:
+            chunks.append(chunk)
+            queue_offsets.append(next_qo - 1)
+            phys_offsets.append(phys_offset)
+            sizes.append(size)
+        elif record is not None:
+            messages.append(record)
+        count += 1
+        total_bytes += size
+        status = GetStatus.FOUND
+    records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes) if stored else None
+    return GetResult(status, next_qo, min_qo, max_qo, messages, filtered, records)
+
+
+def _rows(entries: CqEntries, first: int) -> Iterator[tuple[int, int, int]]:
+    """The entries as Python ints, a growing chunk at a time: a scan reads up to 800 entries for
+    the tag filter's sake, and a pull without one stops after ``max_count``."""
+    start, step = 0, first
+    while start < len(entries):
+        yield from entries[start:start + step].tolist()
+        start += step
+        step *= 4
+
+
+def matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, key: bytes, uniq: bool,
+              end: int) -> list[tuple[int, bytes]]:
+    """(phys offset, stored bytes) of the records at ``phys_offsets`` (in their order, each once) that
+    really are ``topic``'s and hold ``key``."""
+    found: list[tuple[int, bytes]] = []
+    for phys_offset in dict.fromkeys(phys_offsets):
+        if not commitlog.min_offset <= phys_offset < end:
+            continue
+        size = commitlog.size_at(phys_offset)
+        if size <= 0 or phys_offset + size > end:
+            continue
+        chunk = _stored_record(commitlog, phys_offset, size)
+        try:
+            holds = chunk is not None and _holds(chunk, topic, UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, key, uniq)
+        except struct.error:  # a length field pointing past the record: not a record that matches
+            holds = False
+        if holds and chunk is not None:
+            found.append((phys_offset, chunk))
+    return found
+
+
+def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) -> bool:
+    """Whether the stored ``record`` is ``topic``'s and its property (``prefix``: separator, name,
+    ``\x01``) holds ``key``: as the whole value, or as one of its space-separated words."""
+    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
+    pos = body_length_pos(sys_flag)
+    (body_len,) = _INT.unpack_from(record, pos)
+    pos += 4 + body_len
+    if body_len < 0 or pos + 4 > len(record):
+        return False
+    if record[4:8] == _MAGIC_V1:
+        topic_len, pos = record[pos], pos + 1
+    else:
+        (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
+    if record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
+        return False
+    pos += topic_len
+    (props_len,) = _SHORT.unpack_from(record, pos)
+    props = PROPERTY_SEPARATOR + record[pos + 2:pos + 2 + props_len]
+    at = props.find(prefix)
+    if at < 0:
+        return False
+    value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
+    value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
+    return value == key if whole else key in value.split(b" ")
