@@ -11,5 +11,9 @@
 int mq_int64s(Py_buffer *view, Py_ssize_t *count);
 
 PyObject *mq_crc31_spans(PyObject *self, PyObject *args);
+PyObject *mq_java_hash(PyObject *self, PyObject *s);
+PyObject *mq_java_hashes(PyObject *self, PyObject *args);
+PyObject *mq_index_key_hashes(PyObject *self, PyObject *args);
+PyObject *mq_index_put(PyObject *self, PyObject *args);
 
 #endif

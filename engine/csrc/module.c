@@ -11,6 +11,24 @@ static PyMethodDef methods[] = {
     {"crc31_spans", mq_crc31_spans, METH_VARARGS,
      "crc31_spans(data, starts, ends, out): out[i] = zlib.crc32(data[starts[i]:ends[i]]) & 0x7FFFFFFF;\n"
      "starts, ends and out are int64 arrays of one length; ValueError when a span leaves data."},
+    {"java_hash", mq_java_hash, METH_O,
+     "java_hash(s) -> int: Java String.hashCode(s), a signed int, over its UTF-16 code units (a character\n"
+     "outside the BMP as its surrogate pair, a lone surrogate as itself); TypeError for a non-str."},
+    {"java_hashes", mq_java_hashes, METH_VARARGS,
+     "java_hashes(strings, out): out[i] = Java String.hashCode(strings[i]) (a signed int) over its UTF-16\n"
+     "code units; strings a list of str, out an int64 array as long; TypeError for an item not a str."},
+    {"index_key_hashes", mq_index_key_hashes, METH_VARARGS,
+     "index_key_hashes(topics, topic_codes, keys, uniq_keys, key_rows, key_hashes) -> count: the index keys\n"
+     "of records given by topic code (int64s indexing the list topics), KEYS and UNIQ_KEY (lists of str, ''\n"
+     "for none): each record's UNIQ_KEY, then its KEYS split on single spaces, empty tokens dropped, written\n"
+     "as its row into key_rows and index_hash('topic#key') into key_hashes (int64 arrays of one length);\n"
+     "ValueError for a topic code out of range or more keys than the outputs hold, TypeError for a non-str."},
+    {"index_put", mq_index_put, METH_VARARGS,
+     "index_put(header, slots, entries, key_hashes, phys_offsets, store_ms) -> count: IndexFile.putKey of\n"
+     "each key in order into an index file's header (40 B), slots (4 B each) and entries (20 B each),\n"
+     "as many as fit; entries first, then the header's begin and counts, the slots, the end offset and time.\n"
+     "The inputs are int64 arrays of one length; ValueError for a negative phys offset, a key hash outside\n"
+     "[0, 2**31 - 1] or buffers that are not an index file's, before anything is written."},
     {NULL, NULL, 0, NULL},
 };
 
