@@ -30,7 +30,7 @@ import zmq
 
 from actors.clock import monotonic_ms, wall_ms
 from actors.runtime import Runtime
-from engine.batch.dispatch import DispatchBatch, Dispatched, queue_entry_mask
+from engine.batch.dispatch import DispatchBatch, Dispatched
 from engine.batch.dispatch_columns import DispatchColumns
 from engine.consumequeue.store import ConsumeQueueStore
 from engine.keyindex.service import IndexService
@@ -211,7 +211,7 @@ class ConsumeQueueBuilderActor(BuilderActor):
         return self.queues.applied_end()
 
     def apply(self, batch: Dispatched) -> None:
-        self.changed.update(self.queues.dispatch_rows(batch.rows[queue_entry_mask(batch.rows)], batch.topics,
+        self.changed.update(self.queues.dispatch_rows(batch.rows, batch.topics,
                                                       expired_below=self.commitlog.min_offset))
 
     def delete_below(self, min_phys_offset: int) -> None:

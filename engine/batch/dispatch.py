@@ -131,11 +131,5 @@ class DispatchBatch:
                                                      self.uniq_keys[first:])
 
 
-def queue_entry_mask(columns: Array) -> Array:
-    """Which rows of ``DISPATCH_COLUMNS`` get a consume-queue entry (``has_queue_entry``)."""
-    tx = columns["sys_flag"] & SYSFLAG_TX_MASK
-    return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
-
-
 class Dispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None: ...

@@ -29,6 +29,13 @@ static PyMethodDef methods[] = {
      "as many as fit; entries first, then the header's begin and counts, the slots, the end offset and time.\n"
      "The inputs are int64 arrays of one length; ValueError for a negative phys offset, a key hash outside\n"
      "[0, 2**31 - 1] or buffers that are not an index file's, before anything is written."},
+    {"cq_entries", mq_cq_entries, METH_VARARGS,
+     "cq_entries(rows, entries, queue_offsets, bounds, queues) -> (queue_count, entry_count, min_phys_offset):\n"
+     "the consume-queue entries of DISPATCH_COLUMNS rows (prepared and rolled-back transactions get none),\n"
+     "grouped by queue in ascending (topic << 32 | queue_id) order, commitlog order within a queue: 20-byte\n"
+     "big-endian entries into entries (20 B a row), each one's queue offset into queue_offsets (a row each),\n"
+     "queue q's entries from bounds[q] to bounds[q + 1] (rows + 1) and its topic code and queue id at\n"
+     "queues[2q], queues[2q + 1] (2 a row); ValueError when rows are not whole rows or outputs mis-sized."},
     {NULL, NULL, 0, NULL},
 };
 
