@@ -16,5 +16,6 @@ PyObject *mq_java_hashes(PyObject *self, PyObject *args);
 PyObject *mq_index_key_hashes(PyObject *self, PyObject *args);
 PyObject *mq_index_put(PyObject *self, PyObject *args);
 PyObject *mq_cq_entries(PyObject *self, PyObject *args);
+PyObject *mq_dispatch_keys(PyObject *self, PyObject *args);
 
 #endif

@@ -36,6 +36,17 @@ static PyMethodDef methods[] = {
      "big-endian entries into entries (20 B a row), each one's queue offset into queue_offsets (a row each),\n"
      "queue q's entries from bounds[q] to bounds[q + 1] (rows + 1) and its topic code and queue id at\n"
      "queues[2q], queues[2q + 1] (2 a row); ValueError when rows are not whole rows or outputs mis-sized."},
+    {"dispatch_keys", mq_dispatch_keys, METH_VARARGS,
+     "dispatch_keys(buf, topic_pos, topic_len, props_pos, props_len, schedule_topic, topic_codes, topic_firsts,\n"
+     "tags_codes, exact, key_rows, key_hashes) -> (topic_count, key_count): for records whose topic and\n"
+     "properties lie at the given positions and lengths of buf (int64 arrays of one length, as are the\n"
+     "outputs but the last two), read TAGS, KEYS and UNIQ_KEY as RocketMQ's properties parser does; a record\n"
+     "whose topic, TAGS, KEYS or UNIQ_KEY is not ASCII, or whose topic is schedule_topic, gets exact = 1 and\n"
+     "nothing else; every other gets its topic's code (topics numbered as first met, topic_firsts[c] the first\n"
+     "record of code c), its tags code (Java hash of TAGS, 0 without) and its index keys (UNIQ_KEY, then KEYS\n"
+     "split on spaces, as index_hash('topic#key')) appended to key_rows and key_hashes while they have room;\n"
+     "key_count counts every key, so a caller with less room calls again with key_count. ValueError for a\n"
+     "topic or properties outside buf, or arrays of other lengths."},
     {NULL, NULL, 0, NULL},
 };
 

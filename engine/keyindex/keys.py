@@ -6,10 +6,9 @@ only ``index_hash(topic#key)``: Java's ``String.hashCode`` (``engine.jhash``) ma
 ``abs(hashCode)`` with Integer.MIN_VALUE (whose abs overflows) read as 0.
 
 Every path hashes keys here: the record path a key or a record at a time (``index_hash``,
-``key_hashes``), and the columnar paths many records at once, either from per-record key strings
-(``record_key_hashes``, what a ``DispatchBatch`` carries: one kernel call) or from the Java hashes
-of topics and keys already computed over the records' bytes (``joined_hashes``: the Java hash of
-``topic#key`` joined from the hashes of its parts with ``combine_hashes``).
+``key_hashes``), and a ``DispatchBatch``'s many records at once from their key strings
+(``record_key_hashes``: one kernel call). Re-dispatch hashes the keys it reads off records' bytes
+in its own kernel, with the same rules (``engine.batch.dispatch_columns``).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from engine import _native
-from engine.jhash import combine_hashes, java_hash, java_hashes
+from engine.jhash import java_hash, java_hashes
 
 KEY_JOINER = "#"
 _INT_MIN = -(1 << 31)
@@ -47,12 +46,6 @@ def _non_negative(h: int) -> int:
     return 0 if h == _INT_MIN else abs(h)
 
 
-def as_index_hashes(unsigned: Array) -> Array:
-    """``index_hash`` from unsigned 32-bit Java hashes, as int64."""
-    signed = np.where(unsigned >= (1 << 31), unsigned - (1 << 32), unsigned)
-    return np.where(signed == _INT_MIN, 0, np.abs(signed)).astype(np.int64)
-
-
 def index_hashes(full_keys: Sequence[str]) -> list[int]:
     """``index_hash`` of many ``topic#key`` strings at once."""
     return [_non_negative(h) for h in java_hashes(full_keys)]
@@ -61,14 +54,6 @@ def index_hashes(full_keys: Sequence[str]) -> list[int]:
 def key_hashes(topic: str, keys: Sequence[str]) -> Array:
     """``index_hash`` of ``topic#key`` for each of ``keys``, in order, as int64."""
     return np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
-
-
-def joined_hashes(topic_hashes: Array, key_hashes: Array, key_lengths: Array) -> Array:
-    """``index_hash`` of ``topic#key`` for each key, given the unsigned Java hashes of its topic and of
-    the key itself, and the key's length in UTF-16 units: the hash of ``topic#`` joined to the key's."""
-    prefix = combine_hashes(topic_hashes, np.full(len(topic_hashes), ord(KEY_JOINER), np.int64),
-                            np.ones(len(topic_hashes), np.int64))
-    return as_index_hashes(combine_hashes(prefix, key_hashes, key_lengths))
 
 
 def record_key_hashes(topics: list[str], topic_codes: Array, keys: list[str],

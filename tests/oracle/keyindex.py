@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.keyindex.keys import index_key, joined_hashes, record_keys
-from tests.oracle.jhash import java_hash, java_hashes, java_hashes_of_slices
+from engine.keyindex.keys import KEY_JOINER, index_key, record_keys
+from tests.oracle.jhash import combine_hashes, java_hash, java_hashes, java_hashes_of_slices
 
 Array = np.ndarray[Any, Any]
 _INT_MAX = (1 << 31) - 1
@@ -28,6 +28,20 @@ def index_hashes(full_keys: Sequence[str]) -> list[int]:
 
 def _topic_hashes(topics: Sequence[str]) -> Array:
     return np.asarray(java_hashes(topics), np.int64) & _MASK32
+
+
+def as_index_hashes(unsigned: Array) -> Array:
+    """``index_hash`` from unsigned 32-bit Java hashes, as int64."""
+    signed = np.where(unsigned >= (1 << 31), unsigned - (1 << 32), unsigned)
+    return np.where(signed == _INT_MIN, 0, np.abs(signed)).astype(np.int64)
+
+
+def joined_hashes(topic_hashes: Array, key_hashes: Array, key_lengths: Array) -> Array:
+    """``index_hash`` of ``topic#key`` for each key, given the unsigned Java hashes of its topic and of
+    the key itself, and the key's length in UTF-16 units: the hash of ``topic#`` joined to the key's."""
+    prefix = combine_hashes(topic_hashes, np.full(len(topic_hashes), ord(KEY_JOINER), np.int64),
+                            np.ones(len(topic_hashes), np.int64))
+    return as_index_hashes(combine_hashes(prefix, key_hashes, key_lengths))
 
 
 def record_key_hashes(topics: Sequence[str], topic_codes: Array, keys: Sequence[str],
