@@ -13,6 +13,7 @@ starts from the checkpoint, before any batch that was in flight.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import struct
@@ -67,6 +68,7 @@ class ConsumeQueueStore:
         self.writable = writable
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._marked: bool | None = None  # whether the mark file is there (None: not looked yet)
+        self._mark_path = str(root / DISPATCHING_NAME)  # a str: the mark is written twice a multi-queue round
 
     @classmethod
     def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
@@ -106,7 +108,7 @@ class ConsumeQueueStore:
         return end if batch == NO_BATCH else min(end, batch)
 
     def _mark(self, phys_offset: int) -> None:
-        fd = os.open(self.root / DISPATCHING_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(self._mark_path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.pwrite(fd, _MARK.pack(phys_offset), 0)
         finally:
@@ -115,9 +117,10 @@ class ConsumeQueueStore:
 
     def _clear_mark(self) -> None:
         if self._marked is None:
-            self._marked = (self.root / DISPATCHING_NAME).exists()  # a predecessor's
+            self._marked = os.path.exists(self._mark_path)  # a predecessor's
         if self._marked:
-            (self.root / DISPATCHING_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._mark_path)
             self._marked = False
 
     def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
