@@ -39,18 +39,14 @@ PyObject *mq_cq_entries(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "outputs are not sized for the rows");
         goto done;
     }
-    size_t mask = 1;
-    while (mask < 2 * (size_t)n) {
-        mask <<= 1;
-    }
-    table = malloc(mask * sizeof *table);
+    size_t mask = mq_table_mask(n);
+    table = malloc((mask + 1) * sizeof *table);
     slot_of = malloc(((size_t)n + 1) * sizeof *slot_of);
     sorted = malloc(((size_t)n + 1) * sizeof *sorted);
     if (table == NULL || slot_of == NULL || sorted == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    mask -= 1;
     const uint8_t *row = rows.buf;
     int64_t min_phys = INT64_MAX, n_entries = 0, n_groups = 0;
     int64_t *offsets_out = queue_offsets.buf, *bounds_out = bounds.buf, *queues_out = queues.buf;
@@ -67,7 +63,7 @@ PyObject *mq_cq_entries(PyObject *self, PyObject *args) {
             continue;
         }
         int64_t key = ((int64_t)mq_row_u16(at, ROW_TOPIC) << 32) | (int64_t)mq_row_i32(at, ROW_QUEUE_ID);
-        size_t i = (size_t)((uint64_t)key * 0x9E3779B97F4A7C15u >> 20) & mask;
+        size_t i = mq_probe_start((uint64_t)key, mask);
         while (table[i].count != -1 && table[i].key != key) {
             i = (i + 1) & mask;
         }

@@ -63,18 +63,6 @@ static int is_ascii(const uint8_t *at, Py_ssize_t len) {
     return 1;
 }
 
-static uint32_t hash_bytes(uint32_t h, const uint8_t *at, Py_ssize_t len) {
-    for (Py_ssize_t i = 0; i < len; i++) {
-        h = 31u * h + at[i];
-    }
-    return h;
-}
-
-static int64_t index_hash_of(uint32_t h) {
-    int32_t s = (int32_t)h;
-    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : s);
-}
-
 /* TAGS, KEYS and UNIQ_KEY of RocketMQ's properties text: segments end at \x02, the first \x01 splits
  * name from value, a segment counts when both are non-empty, and a later one replaces an earlier. */
 static void read_properties(const uint8_t *at, Py_ssize_t len, Span *tags, Span *keys, Span *uniq) {
@@ -148,16 +136,12 @@ PyObject *mq_dispatch_keys(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    size_t mask = 1;
-    while (mask < 2 * (size_t)n) {
-        mask <<= 1;
-    }
-    table = malloc(mask * sizeof *table);
+    size_t mask = mq_table_mask(n);
+    table = malloc((mask + 1) * sizeof *table);
     if (table == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    mask -= 1;
     const uint8_t *base = buf.buf;
     int64_t *code = codes.buf, *first = firsts.buf, *tags_code = tags_out.buf, *exact = exact_out.buf;
     int64_t *key_rows = rows_out.buf, *key_hashes = hashes_out.buf;
@@ -178,8 +162,8 @@ PyObject *mq_dispatch_keys(PyObject *self, PyObject *args) {
         if (exact[r]) {  /* text Java hashes as UTF-16, or a delayed message's tags code: decoded in Python */
             continue;
         }
-        uint32_t topic_hash = hash_bytes(0, topic, tl[r]);
-        size_t i = (size_t)(topic_hash * 0x9E3779B1u + (uint64_t)tl[r]) & mask;
+        uint32_t topic_hash = mq_java_hash_bytes(0, topic, tl[r]);
+        size_t i = mq_probe_start((uint64_t)tl[r] << 32 | topic_hash, mask);
         while (table[i].code != -1 && (table[i].hash != topic_hash || table[i].length != tl[r]
                                        || memcmp(base + tp[table[i].first], topic, (size_t)tl[r]) != 0)) {
             i = (i + 1) & mask;
@@ -190,13 +174,13 @@ PyObject *mq_dispatch_keys(PyObject *self, PyObject *args) {
         }
         code[r] = table[i].code;
         if (tags.len > 0) {
-            tags_code[r] = (int32_t)hash_bytes(0, tags.at, tags.len);
+            tags_code[r] = (int32_t)mq_java_hash_bytes(0, tags.at, tags.len);
         }
         uint32_t head = 31u * topic_hash + '#';
         if (uniq.len > 0) {
             if (key_count < capacity) {
                 key_rows[key_count] = r;
-                key_hashes[key_count] = index_hash_of(hash_bytes(head, uniq.at, uniq.len));
+                key_hashes[key_count] = mq_index_hash(mq_java_hash_bytes(head, uniq.at, uniq.len));
             }
             key_count++;
         }
@@ -208,7 +192,7 @@ PyObject *mq_dispatch_keys(PyObject *self, PyObject *args) {
             if (end > start) {
                 if (key_count < capacity) {
                     key_rows[key_count] = r;
-                    key_hashes[key_count] = index_hash_of(hash_bytes(head, keys.at + start, end - start));
+                    key_hashes[key_count] = mq_index_hash(mq_java_hash_bytes(head, keys.at + start, end - start));
                 }
                 key_count++;
             }

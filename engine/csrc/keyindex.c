@@ -27,7 +27,7 @@ typedef struct {
 } SlotHead;
 
 static SlotHead *slot_head(SlotHead *table, size_t mask, int64_t slot) {
-    size_t i = (size_t)((uint64_t)slot * 0x9E3779B97F4A7C15u >> 20) & mask;
+    size_t i = mq_probe_start((uint64_t)slot, mask);
     while (table[i].slot != -1 && table[i].slot != slot) {
         i = (i + 1) & mask;
     }
@@ -75,16 +75,12 @@ PyObject *mq_index_put(PyObject *self, PyObject *args) {
         goto done;
     }
     int64_t slot_used = mq_get_be32(head + SLOT_USED);
-    size_t mask = 1;
-    while (mask < 2 * (size_t)n) {
-        mask <<= 1;
-    }
-    table = malloc(mask * sizeof *table);
+    size_t mask = mq_table_mask(n);
+    table = malloc((mask + 1) * sizeof *table);
     if (table == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    mask -= 1;
     Py_BEGIN_ALLOW_THREADS
     for (size_t i = 0; i <= mask; i++) {
         table[i].slot = -1;
@@ -138,11 +134,6 @@ done:
 
 /* Index keys: each record's UNIQ_KEY, then its KEYS split on single spaces with empty tokens dropped,
  * hashed as topic#key; abs() of the Java hash with Integer.MIN_VALUE read as 0. */
-static int64_t index_hash(uint32_t h) {
-    int32_t s = (int32_t)h;
-    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : s);
-}
-
 static int check_strs(PyObject *list, const char *what) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         PyObject *s = PyList_GET_ITEM(list, i);
@@ -200,7 +191,7 @@ PyObject *mq_index_key_hashes(PyObject *self, PyObject *args) {
                 goto full;
             }
             key_rows[count] = row;
-            key_hashes[count++] = index_hash(mq_java_hash_more(head, PyUnicode_KIND(uniq), PyUnicode_DATA(uniq), 0,
+            key_hashes[count++] = mq_index_hash(mq_java_hash_more(head, PyUnicode_KIND(uniq), PyUnicode_DATA(uniq), 0,
                                                                uniq_len));
         }
         int kind = PyUnicode_KIND(text);
@@ -216,7 +207,7 @@ PyObject *mq_index_key_hashes(PyObject *self, PyObject *args) {
                     goto full;
                 }
                 key_rows[count] = row;
-                key_hashes[count++] = index_hash(mq_java_hash_more(head, kind, data, start, end));
+                key_hashes[count++] = mq_index_hash(mq_java_hash_more(head, kind, data, start, end));
             }
             start = end + 1;
         }
