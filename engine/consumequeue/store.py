@@ -68,7 +68,7 @@ class ConsumeQueueStore:
         self.writable = writable
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._marked: bool | None = None  # whether the mark file is there (None: not looked yet)
-        self._mark_path = str(root / DISPATCHING_NAME)  # a str: the mark is written twice a multi-queue round
+        self._mark_path = str(root / DISPATCHING_NAME)  # a str: every multi-queue batch makes and removes it
 
     @classmethod
     def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
