@@ -10,8 +10,9 @@ dead, it catches up from the files. What comes in (``Dispatch``, ``Tick``) and w
 
 The frames one poll round drains are applied together: consecutive batches are joined into one
 (``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
-apply (grouping by queue, a put into the index file) once per round, not once per frame. A gap, a
-tick or the end of the round applies what is pending first.
+apply (grouping by queue, a put into the index file) once per round, not once per frame. A round
+also takes the frames that arrive within ``[broker] builder_round_ms`` of its first: under load,
+fewer and larger rounds. A gap, a tick or the end of the round applies what is pending first.
 
 Where a builder resumes is read off its own files: the consume queues' furthest entry, or the start
 of a batch it was writing across queues when it stopped (``ConsumeQueueStore.applied_end``), or the
@@ -30,7 +31,7 @@ import zmq
 
 from actors.clock import monotonic_ms, wall_ms
 from actors.runtime import Runtime
-from engine.batch.dispatch import DispatchBatch, Dispatched, queue_entry_mask
+from engine.batch.dispatch import DispatchBatch, Dispatched
 from engine.batch.dispatch_columns import DispatchColumns
 from engine.consumequeue.store import ConsumeQueueStore
 from engine.keyindex.service import IndexService
@@ -85,16 +86,7 @@ class BuilderActor:
                 if not dispatch_in.poll(self.rt.config.broker.tick_interval_ms):
                     self.rt.report("running", applied=self.applied)
                     continue
-                frames: list[tuple[bytes, bytes]] = []
-                while True:
-                    try:
-                        topic, frame = dispatch_in.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    except ValueError:
-                        continue
-                    frames.append((topic, frame))
-                changed = self._on_round(frames)
+                changed = self._on_round(_gather_round(dispatch_in, self.rt.config.broker.builder_round_ms))
                 if changed:
                     notice_out.send_multipart(self.notice().frames())
                 self.rt.report("running", applied=self.applied)
@@ -194,6 +186,24 @@ class BuilderActor:
         return self.applied > start
 
 
+def _gather_round(dispatch_in: zmq.Socket[Any], round_ms: int) -> list[tuple[bytes, bytes]]:
+    """The frames of one round: those waiting, and those arriving within ``round_ms`` of the first
+    (fewer, larger rounds under load: a round's fixed costs are paid once for all of them)."""
+    frames: list[tuple[bytes, bytes]] = []
+    deadline_ms = monotonic_ms() + round_ms
+    while True:
+        try:
+            topic, frame = dispatch_in.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            left_ms = deadline_ms - monotonic_ms()
+            if left_ms <= 0 or not dispatch_in.poll(left_ms):
+                return frames
+            continue
+        except ValueError:
+            continue
+        frames.append((topic, frame))
+
+
 class _Pending:
     """Batches of a round not applied yet: they continue ``applied`` and end at ``end``."""
 
@@ -221,7 +231,7 @@ class ConsumeQueueBuilderActor(BuilderActor):
         return self.queues.applied_end()
 
     def apply(self, batch: Dispatched) -> None:
-        self.changed.update(self.queues.dispatch_rows(batch.rows[queue_entry_mask(batch.rows)], batch.topics,
+        self.changed.update(self.queues.dispatch_rows(batch.rows, batch.topics,
                                                       expired_below=self.commitlog.min_offset))
 
     def delete_below(self, min_phys_offset: int) -> None:

@@ -66,6 +66,8 @@ class BrokerSection:
     reader_hwm: int = 1_000             # requests, and replies a client does not read, queued per connection
                                         # of a reader: past it replies are dropped (the client times out)
     tick_interval_ms: int = 100
+    builder_round_ms: int = 1           # a builder's round gathers what arrives this long after its first
+                                        # frame (RocketMQ's reput passes are 1 ms apart); 0: none waited for
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
     disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.batch.column_scan import known_starts
-from engine.batch.dispatch import DispatchRequest, queue_entry_mask
+from engine.batch.dispatch import DispatchRequest
 from engine.batch.dispatch_columns import DispatchColumns
 from engine.checkpoint import Checkpoint
 from engine.consumequeue.consume_queue import FILLER_SIZE, ConsumeQueue
@@ -174,8 +174,7 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
                 del chunk
             for_queues = batch.since(cq_from)
             if len(for_queues):
-                queues.dispatch_rows(for_queues.rows[queue_entry_mask(for_queues.rows)], for_queues.topics,
-                                     expired_below=commitlog.min_offset)
+                queues.dispatch_rows(for_queues.rows, for_queues.topics, expired_below=commitlog.min_offset)
                 cq_count += len(for_queues)
             for_index = batch.since(index_from)
             if index is not None and len(for_index):

@@ -104,7 +104,9 @@ class DispatchBatch:
         if len(batches) == 1:
             return batches[0]
         topics = batches[0].topics
-        columns = np.concatenate([b.columns for b in batches])
+        # joined as bytes: numpy concatenates structured arrays field by field, at a cost per batch
+        columns = np.concatenate([np.ascontiguousarray(b.columns).view(np.uint8) for b in batches]).view(
+            DISPATCH_COLUMNS)
         if any(b.topics != topics for b in batches):
             table: dict[str, int] = {}
             columns["topic"] = np.concatenate([np.array([table.setdefault(t, len(table)) for t in b.topics],
@@ -126,15 +128,11 @@ class DispatchBatch:
 
     def after(self, phys_offset: int) -> DispatchBatch:
         """The records at or after ``phys_offset``."""
+        if not len(self.columns) or int(self.columns["phys_offset"][0]) >= phys_offset:
+            return self  # the common case (a batch that follows the last), without numpy's searchsorted set-up
         first = int(np.searchsorted(self.columns["phys_offset"], phys_offset))
         return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys[first:],
                                                      self.uniq_keys[first:])
-
-
-def queue_entry_mask(columns: Array) -> Array:
-    """Which rows of ``DISPATCH_COLUMNS`` get a consume-queue entry (``has_queue_entry``)."""
-    tx = columns["sys_flag"] & SYSFLAG_TX_MASK
-    return (tx == 0) | (tx == SYSFLAG_TX_COMMIT)  # type: ignore[no-any-return]
 
 
 class Dispatcher(Protocol):

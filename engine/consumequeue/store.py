@@ -19,23 +19,54 @@ re-dispatches from its checkpoint, as RocketMQ's does.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.batch.dispatch import DispatchRequest
+from engine import _native
+from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
 from engine.consumequeue.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
 _MARK = struct.Struct("<q")
 NO_BATCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntries:
+    """The consume-queue entries of a batch of dispatch rows, queue by queue: ``entries`` (``CQ_DTYPE``)
+    and their ``queue_offsets``, queue q's from ``bounds[q]`` to ``bounds[q + 1]``, its topic code and
+    queue id at ``queues[q]``; queues in ascending (topic << 32 | queue_id) order, commitlog order
+    within each. One kernel call (``engine._native.cq_entries``)."""
+
+    entries: np.ndarray[Any, Any]
+    queue_offsets: np.ndarray[Any, Any]
+    bounds: np.ndarray[Any, Any]
+    queues: list[tuple[int, int]]
+    min_phys_offset: int
+
+    @classmethod
+    def of(cls, rows: np.ndarray[Any, Any]) -> QueueEntries:
+        if rows.dtype != DISPATCH_COLUMNS:
+            raise ValueError(f"dispatch rows are {rows.dtype}, not DISPATCH_COLUMNS")
+        n = len(rows)
+        entries = np.empty(n, CQ_DTYPE)
+        queue_offsets = np.empty(n, np.int64)
+        bounds = np.empty(n + 1, np.int64)
+        queues = np.empty((n, 2), np.int64)
+        count, entry_count, min_phys = _native.cq_entries(np.ascontiguousarray(rows), entries, queue_offsets, bounds,
+                                                          queues)
+        return cls(entries[:entry_count], queue_offsets[:entry_count], bounds[:count + 1],
+                   [(topic, queue_id) for topic, queue_id in queues[:count].tolist()], min_phys)
 
 
 class ConsumeQueueStore:
@@ -45,6 +76,7 @@ class ConsumeQueueStore:
         self.writable = writable
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._marked: bool | None = None  # whether the mark file is there (None: not looked yet)
+        self._mark_path = str(root / DISPATCHING_NAME)  # a str: every multi-queue batch makes and removes it
 
     @classmethod
     def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
@@ -100,7 +132,7 @@ class ConsumeQueueStore:
             os.close(fd)
 
     def _mark(self, phys_offset: int) -> None:
-        fd = os.open(self.root / DISPATCHING_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(self._mark_path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.pwrite(fd, _MARK.pack(phys_offset), 0)
         finally:
@@ -109,9 +141,10 @@ class ConsumeQueueStore:
 
     def _clear_mark(self) -> None:
         if self._marked is None:
-            self._marked = (self.root / DISPATCHING_NAME).exists()  # a predecessor's
+            self._marked = os.path.exists(self._mark_path)  # a predecessor's
         if self._marked:
-            (self.root / DISPATCHING_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._mark_path)
             self._marked = False
 
     def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
@@ -138,31 +171,22 @@ class ConsumeQueueStore:
 
     def dispatch_rows(self, rows: np.ndarray[Any, Any], topics: list[str], *,
                       expired_below: int = -1) -> dict[tuple[str, int], int]:
-        """``dispatch`` for ``DISPATCH_COLUMNS`` rows that get a queue entry (``topics`` is what their
-        ``topic`` column indexes). Returns, per (topic, queue id) given entries, the queue offset after
-        its last."""
-        if not len(rows):
+        """``dispatch`` for ``DISPATCH_COLUMNS`` rows (``topics`` is what their ``topic`` column
+        indexes); rows that get no queue entry (``DispatchRequest.has_queue_entry``) are skipped.
+        Returns, per (topic, queue id) given entries, the queue offset after its last."""
+        batch = QueueEntries.of(rows)
+        if not batch.queues:
             return {}
-        group = (rows["topic"].astype(np.int64) << 32) | rows["queue_id"].astype(np.int64)
-        marked = not bool((group == group[0]).all())
-        if not marked:
-            bounds = [0, len(rows)]
-        else:
-            self._mark(int(rows["phys_offset"].min()))
-            order = np.argsort(group, kind="stable")  # commitlog order within each queue
-            rows, group = rows[order], group[order]
-            bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(rows)]
-        entries = np.empty(len(rows), dtype=CQ_DTYPE)
-        for name in ("phys_offset", "size", "tags_code"):
-            entries[name] = rows[name]
-        queue_offsets = rows["queue_offset"]
+        if len(batch.queues) > 1:
+            self._mark(batch.min_phys_offset)
         ends: dict[tuple[str, int], int] = {}
-        for first, end in itertools.pairwise(bounds):
-            key = (topics[int(rows["topic"][first])], int(rows["queue_id"][first]))
+        for (topic, queue_id), (first, end) in zip(batch.queues, itertools.pairwise(batch.bounds.tolist()),
+                                                   strict=True):
+            key = (topics[topic], queue_id)
             cq = self.get(*key, create=True)
             assert cq is not None
-            cq.append_entries(queue_offsets[first:end], entries[first:end], expired_below=expired_below)
-            ends[key] = int(queue_offsets[end - 1]) + 1
+            cq.append_entries(batch.queue_offsets[first:end], batch.entries[first:end], expired_below=expired_below)
+            ends[key] = int(batch.queue_offsets[end - 1]) + 1
         self._clear_mark()  # every queue holds the batch now
         return ends
 

@@ -6,6 +6,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "bigendian.h"
+
 /* An int64 array argument: its buffer and its length in elements; 0 and a Python error when its size
  * is not whole int64s. */
 int mq_int64s(Py_buffer *view, Py_ssize_t *count);
@@ -18,32 +20,6 @@ int mq_int64s(Py_buffer *view, Py_ssize_t *count);
 #define MQ_BEGIN_ALLOW_THREADS_IF(bytes) { PyThreadState *mq_save = (bytes) >= MQ_GIL_FREE_BYTES ? PyEval_SaveThread() : NULL;
 #define MQ_END_ALLOW_THREADS_IF if (mq_save != NULL) { PyEval_RestoreThread(mq_save); } }
 
-/* Big-endian reads and writes of the fields of RocketMQ's files. */
-static inline int64_t mq_be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v = v << 8 | p[i];
-    }
-    return (int64_t)v;
-}
-
-static inline int32_t mq_be32(const uint8_t *p) {
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
-}
-
-static inline int16_t mq_be16(const uint8_t *p) {
-    return (int16_t)((uint16_t)p[0] << 8 | (uint16_t)p[1]);
-}
-
-/* Writes the low width bytes of v big-endian at p; returns the byte after them. */
-static inline uint8_t *mq_put_be(uint8_t *p, uint64_t v, int width) {
-    for (int k = width - 1; k >= 0; k--) {
-        p[k] = (uint8_t)v;
-        v >>= 8;
-    }
-    return p + width;
-}
-
 PyObject *mq_crc31_spans(PyObject *self, PyObject *args);
 PyObject *mq_check_batch(PyObject *self, PyObject *args);
 PyObject *mq_stamp_batch(PyObject *self, PyObject *args);
@@ -54,5 +30,25 @@ PyObject *mq_record_columns(PyObject *self, PyObject *args);
 PyObject *mq_scan_records(PyObject *self, PyObject *args);
 PyObject *mq_pull_rows(PyObject *self, PyObject *args);
 PyObject *mq_records_holding(PyObject *self, PyObject *args);
+PyObject *mq_java_hash(PyObject *self, PyObject *s);
+PyObject *mq_java_hashes(PyObject *self, PyObject *args);
+PyObject *mq_index_key_hashes(PyObject *self, PyObject *args);
+PyObject *mq_index_put(PyObject *self, PyObject *args);
+PyObject *mq_cq_entries(PyObject *self, PyObject *args);
+PyObject *mq_dispatch_keys(PyObject *self, PyObject *args);
+
+/* The kernels' open-addressing tables: one of a power of two entries, at least twice n, is size
+ * mq_table_mask(n) + 1; a 64-bit key starts probing at mq_probe_start (Fibonacci hashing). */
+static inline size_t mq_table_mask(Py_ssize_t n) {
+    size_t size = 1;
+    while (size < 2 * (size_t)n) {
+        size <<= 1;
+    }
+    return size - 1;
+}
+
+static inline size_t mq_probe_start(uint64_t key, size_t mask) {
+    return (size_t)(key * 0x9E3779B97F4A7C15u >> 20) & mask;
+}
 
 #endif

@@ -4,7 +4,7 @@ A bucket is a slot and the chain of entries it heads (``engine.keyindex.index_fi
 table). These functions work on numpy views of a file's header, slots and entries, and are the only
 code that writes an entry or walks a chain.
 
-``put`` is the one put: ``IndexFile.put_key`` is a batch of one, and a batch writes the bytes
+``put`` is the one put (a compiled kernel): ``IndexFile.put_key`` is a batch of one, and a batch writes the bytes
 ``IndexFile.putKey`` writes key after key, in an order that a kill at any point leaves at worst
 unreachable entries, never a slot pointing past indexCount or an endPhyOffset claiming a key that
 is not reachable: the entries, then the header's begin (for a file's first entry) and counts, then
@@ -36,65 +36,17 @@ from engine import _native
 
 Array = np.ndarray[Any, Any]
 
-_INT_MAX = (1 << 31) - 1
-
-
-def time_diffs(store_ms: Array, begin_ms: Array) -> Array:
-    """The timeDiff field of entries stored at ``store_ms`` in a file whose beginTimestamp is
-    ``begin_ms``: whole seconds since it, clamped to [0, 2**31 - 1]; 0 while beginTimestamp <= 0."""
-    # measured from the later of the two, so that no subtraction can wrap
-    since = (np.maximum(store_ms, begin_ms) - begin_ms) // 1000
-    return np.where(begin_ms > 0, np.minimum(since, _INT_MAX), 0)
-
-
-def time_diff_s(store_ms: int, begin_ms: int) -> int:
-    """``time_diffs`` of one entry."""
-    return int(time_diffs(np.array([store_ms], np.int64), np.array([begin_ms], np.int64))[0])
 
 
 def put(header: Array, slots: Array, entries: Array, key_hashes: Array, phys_offsets: Array,
         store_ms: Array) -> int:
     """Put as many keys as the file has room for, in order; returns how many went in (the rest
-    belong in the next file). ``key_hashes`` are ``index_hash``es."""
+    belong in the next file). ``key_hashes`` are ``index_hash``es. One kernel call
+    (``engine._native.index_put``): ValueError for a negative offset or a hash that is not an
+    ``index_hash``, before anything is written."""
     try:
-        if len(phys_offsets) and int(np.min(phys_offsets)) < 0:
-            raise ValueError(f"phys_offset out of range: {int(np.min(phys_offsets))}")
-        raw_count = int(header["index_count"][0])
-        start = raw_count if raw_count > 0 else 1  # IndexHeader.load() reads a count <= 0 as 1
-        n = min(len(key_hashes), len(entries) - start)
-        if n <= 0:
-            return 0
-        hashes, phys, times = key_hashes[:n], phys_offsets[:n], store_ms[:n]
-        numbers = np.arange(start, start + n, dtype=np.int64)
-        slot_of = hashes % len(slots)
-        order = np.argsort(slot_of, kind="stable")
-        sorted_slots = slot_of[order]
-        bounds = np.ones(n + 1, bool)  # bounds[i]: sorted entry i starts a slot's run; bounds[i + 1]: i ends it
-        np.not_equal(sorted_slots[1:], sorted_slots[:-1], out=bounds[1:n])
-        prev = np.empty(n, np.int64)
-        prev[order[1:]] = numbers[order[:-1]]
-        firsts = order[bounds[:n]]
-        old = slots[slot_of[firsts]].astype(np.int64)
-        prev[firsts] = np.where((old > 0) & (old <= numbers[firsts]), old, 0)
-        begin_ms = np.full(n, int(header["begin_ms"][0]), np.int64)
-        if start <= 1:  # the file's first entry measures from the seed, then becomes the begin
-            begin_ms[1:] = times[0]
-        block: Array = np.empty(n, entries.dtype)
-        block["key_hash"] = hashes
-        block["phys_offset"] = phys
-        block["time_diff_s"] = time_diffs(times, begin_ms)
-        block["prev_index"] = prev
-        entries[start:start + n] = block
-        if start <= 1:
-            header["begin_phys"] = phys[0]
-            header["begin_ms"] = times[0]
-        header["index_count"] = start + n
-        header["slot_used"] = int(header["slot_used"][0]) + int(np.count_nonzero(prev == 0))
-        last = bounds[1:]
-        slots[sorted_slots[last]] = numbers[order[last]]
-        header["end_phys"] = phys[n - 1]
-        header["end_ms"] = times[n - 1]
-        return n
+        return _native.index_put(header, slots, entries, np.ascontiguousarray(key_hashes, np.int64),
+                                 np.ascontiguousarray(phys_offsets, np.int64), np.ascontiguousarray(store_ms, np.int64))
     finally:
         del header, slots, entries
 

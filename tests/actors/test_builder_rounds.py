@@ -5,6 +5,7 @@ malformed frame is refused with a log line; the files end as if every frame came
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,30 @@ def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Pa
         index.close()
         written.commitlog.close()
 
+
+
+def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window(ctx: zmq.Context[Any]) -> None:
+    """Fewer, larger rounds under load: a round takes every frame already waiting, and with
+    ``builder_round_ms`` the frames that come within that long of its first."""
+    from actors.builder import _gather_round
+
+    pull = ctx.socket(zmq.PULL)
+    push = ctx.socket(zmq.PUSH)
+    pull.bind("inproc://round")
+    push.connect("inproc://round")
+    try:
+        for i in range(3):
+            push.send_multipart([schema.DISPATCH, b"frame %d" % i])
+        assert pull.poll(10_000)
+        assert [frame for _, frame in _gather_round(pull, 0)] == [b"frame 0", b"frame 1", b"frame 2"]
+        push.send_multipart([schema.DISPATCH, b"first"])
+        assert pull.poll(10_000)
+        sender = threading.Thread(target=lambda: push.send_multipart([schema.TICK, b"later"]))
+        sender.start()  # sent while the round waits (a 2 s window: its end, not a race, ends the call)
+        try:
+            assert [frame for _, frame in _gather_round(pull, 2_000)] == [b"first", b"later"]
+        finally:
+            sender.join()
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)

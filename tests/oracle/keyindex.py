@@ -1,13 +1,159 @@
-"""The numpy/Python chain walks of an index file that ``engine._native.index_select`` replaced
-(``engine.keyindex.buckets.select``): the oracle its property tests hold it to."""
+"""The index's code as engine/keyindex ran it before the kernels, kept as their oracle: the keys of many
+records (``engine._native.index_key_hashes``), a batch of puts into one file (``engine._native.index_put``)
+and the chain walks of a query (``engine._native.index_select``, which replaced ``buckets.select``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from engine.keyindex.keys import KEY_JOINER, index_key, record_keys
+from tests.oracle.jhash import combine_hashes, java_hash, java_hashes, java_hashes_of_slices
+
 Array = np.ndarray[Any, Any]
+_INT_MAX = (1 << 31) - 1
+_INT_MIN = -(1 << 31)
+_MASK32 = 0xFFFFFFFF
+
+
+def index_hash(full_key: str) -> int:
+    h = java_hash(full_key)
+    return 0 if h == _INT_MIN else abs(h)
+
+
+def index_hashes(full_keys: Sequence[str]) -> list[int]:
+    return [0 if h == _INT_MIN else abs(h) for h in java_hashes(full_keys)]
+
+
+def _topic_hashes(topics: Sequence[str]) -> Array:
+    return np.asarray(java_hashes(topics), np.int64) & _MASK32
+
+
+def as_index_hashes(unsigned: Array) -> Array:
+    """``index_hash`` from unsigned 32-bit Java hashes, as int64."""
+    signed = np.where(unsigned >= (1 << 31), unsigned - (1 << 32), unsigned)
+    return np.where(signed == _INT_MIN, 0, np.abs(signed)).astype(np.int64)
+
+
+def joined_hashes(topic_hashes: Array, key_hashes: Array, key_lengths: Array) -> Array:
+    """``index_hash`` of ``topic#key`` for each key, given the unsigned Java hashes of its topic and of
+    the key itself, and the key's length in UTF-16 units: the hash of ``topic#`` joined to the key's."""
+    prefix = combine_hashes(topic_hashes, np.full(len(topic_hashes), ord(KEY_JOINER), np.int64),
+                            np.ones(len(topic_hashes), np.int64))
+    return as_index_hashes(combine_hashes(prefix, key_hashes, key_lengths))
+
+
+def record_key_hashes(topics: Sequence[str], topic_codes: Array, keys: Sequence[str],
+                      uniq_keys: Sequence[str]) -> tuple[Array, Array]:
+    """The index keys of many records, each given by its topic (an index into ``topics``), its KEYS
+    (space separated) and its UNIQ_KEY ("" for none): ``key_rows`` (each key's record, ascending; a
+    record's keys in ``record_keys`` order) and ``key_hashes``.
+
+    All at once: the strings are joined into one text, cut at the spaces that separate keys (a
+    UNIQ_KEY is one key, spaces and all), and each slice's Java hash is joined to its topic's. Text
+    that is not ASCII goes key by key, because Java hashes UTF-16 units."""
+    n = len(keys)
+    items: list[str] = [""] * (2 * n)
+    items[0::2] = uniq_keys
+    items[1::2] = keys
+    text = " ".join(items)
+    if not text.isascii():
+        return _record_key_hashes_exactly(topics, topic_codes, keys, uniq_keys)
+    data = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    spaces = np.flatnonzero(data == ord(" "))
+    if len(spaces) == len(items) - 1:  # no key holds a space: the spaces are the separators
+        starts = np.concatenate(([0], spaces + 1))
+        ends = np.concatenate((spaces, [len(data)]))
+        item_of = np.arange(len(items))
+    else:
+        lengths = np.fromiter(map(len, items), np.int64, len(items))
+        item_ends = np.cumsum(lengths + 1) - 1  # the separator (or the text's end) after each item
+        item_of_space = np.searchsorted(item_ends, spaces)
+        # a space cuts between items, and inside KEYS; a UNIQ_KEY is one key, spaces and all
+        cuts = spaces[(item_ends[item_of_space] == spaces) | (item_of_space % 2 == 1)]
+        starts = np.concatenate(([0], cuts + 1))
+        ends = np.concatenate((cuts, [len(data)]))
+        item_of = np.searchsorted(item_ends, starts)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    key_rows = (item_of[keep] // 2).astype(np.int64)
+    hashes = joined_hashes(_topic_hashes(topics)[np.asarray(topic_codes)[key_rows]],
+                           java_hashes_of_slices(data, starts, ends), ends - starts)
+    return key_rows, hashes
+
+
+def _record_key_hashes_exactly(topics: Sequence[str], topic_codes: Array, keys: Sequence[str],
+                               uniq_keys: Sequence[str]) -> tuple[Array, Array]:
+    key_rows: list[int] = []
+    full_keys: list[str] = []
+    for row, (topic, keys_text, uniq) in enumerate(zip(np.asarray(topic_codes).tolist(), keys, uniq_keys,
+                                                       strict=True)):
+        names = record_keys(uniq, keys_text.split(" "))
+        full_keys.extend(index_key(topics[topic], name) for name in names)
+        key_rows.extend([row] * len(names))
+    return np.asarray(key_rows, np.int64), np.asarray(index_hashes(full_keys), np.int64)
+
+
+def time_diffs(store_ms: Array, begin_ms: Array) -> Array:
+    """The timeDiff field of entries stored at ``store_ms`` in a file whose beginTimestamp is
+    ``begin_ms``: whole seconds since it, clamped to [0, 2**31 - 1]; 0 while beginTimestamp <= 0."""
+    # measured from the later of the two, so that no subtraction can wrap
+    since = (np.maximum(store_ms, begin_ms) - begin_ms) // 1000
+    return np.where(begin_ms > 0, np.minimum(since, _INT_MAX), 0)
+
+
+def put(header: Array, slots: Array, entries: Array, key_hashes: Array, phys_offsets: Array,
+        store_ms: Array) -> int:
+    """Put as many keys as the file has room for, in order; returns how many went in (the rest
+    belong in the next file). ``key_hashes`` are ``index_hash``es."""
+    try:
+        if len(phys_offsets) and int(np.min(phys_offsets)) < 0:
+            raise ValueError(f"phys_offset out of range: {int(np.min(phys_offsets))}")
+        raw_count = int(header["index_count"][0])
+        start = raw_count if raw_count > 0 else 1  # IndexHeader.load() reads a count <= 0 as 1
+        n = min(len(key_hashes), len(entries) - start)
+        if n <= 0:
+            return 0
+        hashes, phys, times = key_hashes[:n], phys_offsets[:n], store_ms[:n]
+        numbers = np.arange(start, start + n, dtype=np.int64)
+        slot_of = hashes % len(slots)
+        order = np.argsort(slot_of, kind="stable")
+        sorted_slots = slot_of[order]
+        bounds = np.ones(n + 1, bool)  # bounds[i]: sorted entry i starts a slot's run; bounds[i + 1]: i ends it
+        np.not_equal(sorted_slots[1:], sorted_slots[:-1], out=bounds[1:n])
+        prev = np.empty(n, np.int64)
+        prev[order[1:]] = numbers[order[:-1]]
+        firsts = order[bounds[:n]]
+        old = slots[slot_of[firsts]].astype(np.int64)
+        prev[firsts] = np.where((old > 0) & (old <= numbers[firsts]), old, 0)
+        begin_ms = np.full(n, int(header["begin_ms"][0]), np.int64)
+        if start <= 1:  # the file's first entry measures from the seed, then becomes the begin
+            begin_ms[1:] = times[0]
+        block: Array = np.empty(n, entries.dtype)
+        block["key_hash"] = hashes
+        block["phys_offset"] = phys
+        block["time_diff_s"] = time_diffs(times, begin_ms)
+        block["prev_index"] = prev
+        entries[start:start + n] = block
+        if start <= 1:
+            header["begin_phys"] = phys[0]
+            header["begin_ms"] = times[0]
+        header["index_count"] = start + n
+        header["slot_used"] = int(header["slot_used"][0]) + int(np.count_nonzero(prev == 0))
+        last = bounds[1:]
+        slots[sorted_slots[last]] = numbers[order[last]]
+        header["end_phys"] = phys[n - 1]
+        header["end_ms"] = times[n - 1]
+        return n
+    finally:
+        del header, slots, entries
+
+
+def time_diff_s(store_ms: int, begin_ms: int) -> int:
+    """``time_diffs`` of one entry."""
+    return int(time_diffs(np.array([store_ms], np.int64), np.array([begin_ms], np.int64))[0])
 
 
 def select_one(header: Array, slots: Array, entries: Array, key_hash: int, max_count: int, begin_ms: int,

@@ -5,13 +5,16 @@ import os
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.keyindex.buckets import time_diff_s
+from engine.keyindex import buckets
 from engine.keyindex.index_file import (
+    INDEX_ENTRY_DTYPE,
     INDEX_ENTRY_SIZE,
+    INDEX_HEADER_DTYPE,
     INDEX_HEADER_SIZE,
     INDEX_SLOT_SIZE,
     IndexFile,
@@ -114,6 +117,15 @@ def test_first_entry_of_seeded_file_is_relative_to_seed(tmp_path: Path) -> None:
         assert (f.begin_ms, f.begin_phys_offset) == (15_500, 200)
         assert f.select_phys_offsets("k", 10, 20_500, 20_500) == [200]
         assert f.select_phys_offsets("k", 10, 15_500, 15_500) == []
+
+
+def time_diff_s(store_ms: int, begin_ms: int) -> int:
+    """The timeDiff the put writes for an entry stored at ``store_ms`` in a file begun at ``begin_ms``."""
+    header = np.zeros(1, INDEX_HEADER_DTYPE)
+    header["begin_ms"], header["index_count"] = begin_ms, 2  # not the file's first entry: measured from begin
+    entries = np.zeros(3, INDEX_ENTRY_DTYPE)
+    assert buckets.put(header, np.zeros(1, ">i4"), entries, np.array([7]), np.array([0]), np.array([store_ms])) == 1
+    return int(entries["time_diff_s"][2])
 
 
 def test_time_diff_clamps() -> None:

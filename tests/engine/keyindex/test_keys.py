@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from engine.batch.dispatch import DispatchBatch, DispatchRequest
 from engine.jhash import java_hash
-from engine.keyindex.keys import index_hash, index_hashes, index_key, joined_hashes, key_hashes, record_keys
+from engine.keyindex.keys import index_hash, index_hashes, index_key, key_hashes, record_keys
+from tests.oracle.keyindex import joined_hashes
 
 settings_ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -1,0 +1,225 @@
+/* The index's writes: the keys of records (engine/keyindex/keys.py) and the puts into an index file
+ * (hash slots, chained 20-byte entries and the header's counters, as engine/keyindex/buckets.py's
+ * docstring and engine/keyindex/index_file.py's byte table say). */
+#include <stdlib.h>
+
+#include "bigendian.h"
+#include "jhash.h"
+#include "kernels.h"
+
+enum { HEADER_SIZE = 40, SLOT_SIZE = 4, ENTRY_SIZE = 20 };
+enum { BEGIN_MS = 0, END_MS = 8, BEGIN_PHYS = 16, END_PHYS = 24, SLOT_USED = 32, INDEX_COUNT = 36 };
+
+/* timeDiff of an entry stored at store_ms in a file that begins at begin_ms: whole seconds since
+ * it, clamped to [0, 2^31 - 1]; 0 while begin_ms <= 0. */
+static int32_t time_diff_s(int64_t store_ms, int64_t begin_ms) {
+    if (begin_ms <= 0) {
+        return 0;
+    }
+    int64_t since = ((store_ms > begin_ms ? store_ms : begin_ms) - begin_ms) / 1000;
+    return since > INT32_MAX ? INT32_MAX : (int32_t)since;
+}
+
+/* Which entry of the batch last took each slot: open addressing over a power-of-two table. */
+typedef struct {
+    int64_t slot;   /* -1: free */
+    int64_t number;
+} SlotHead;
+
+static SlotHead *slot_head(SlotHead *table, size_t mask, int64_t slot) {
+    size_t i = mq_probe_start((uint64_t)slot, mask);
+    while (table[i].slot != -1 && table[i].slot != slot) {
+        i = (i + 1) & mask;
+    }
+    return &table[i];
+}
+
+PyObject *mq_index_put(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer header, slots, entries, hashes, phys, times;
+    if (!PyArg_ParseTuple(args, "w*w*w*y*y*y*", &header, &slots, &entries, &hashes, &phys, &times)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    SlotHead *table = NULL;
+    Py_ssize_t count, n_phys, n_times;
+    if (!mq_int64s(&hashes, &count) || !mq_int64s(&phys, &n_phys) || !mq_int64s(&times, &n_times)) {
+        goto done;
+    }
+    if (n_phys != count || n_times != count) {
+        PyErr_SetString(PyExc_ValueError, "key_hashes, phys_offsets and store_ms differ in length");
+        goto done;
+    }
+    if (header.len != HEADER_SIZE || slots.len < SLOT_SIZE || slots.len % SLOT_SIZE || entries.len % ENTRY_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "header, slots and entries are not an index file's");
+        goto done;
+    }
+    const int64_t *h = hashes.buf, *p = phys.buf, *t = times.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (p[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "phys_offset out of range: %lld", (long long)p[i]);
+            goto done;
+        }
+        if (h[i] < 0 || h[i] > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "key hash %lld is not an index hash", (long long)h[i]);
+            goto done;
+        }
+    }
+    uint8_t *head = header.buf, *slot_at = slots.buf, *entry_at = entries.buf;
+    int64_t slot_count = slots.len / SLOT_SIZE, entry_count = entries.len / ENTRY_SIZE;
+    int32_t raw_count = mq_be32(head + INDEX_COUNT);
+    int64_t start = raw_count > 0 ? raw_count : 1;  /* IndexHeader.load() reads a count <= 0 as 1 */
+    int64_t n = entry_count - start < count ? entry_count - start : count;
+    if (n <= 0) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+    int64_t slot_used = mq_be32(head + SLOT_USED);
+    size_t mask = mq_table_mask(n);
+    table = malloc((mask + 1) * sizeof *table);
+    if (table == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i <= mask; i++) {
+        table[i].slot = -1;
+    }
+    int64_t file_begin_ms = mq_be64(head + BEGIN_MS);
+    /* the file's first entry measures from the seed, then becomes the begin */
+    int64_t later_begin_ms = start <= 1 ? t[0] : file_begin_ms;
+    for (int64_t i = 0; i < n; i++) {  /* entries first: a kill leaves them unreachable at worst */
+        int64_t number = start + i, slot = h[i] % slot_count, prev;
+        SlotHead *taken = slot_head(table, mask, slot);
+        if (taken->slot == slot) {
+            prev = taken->number;
+        } else {
+            int64_t old = mq_be32(slot_at + slot * SLOT_SIZE);
+            prev = old > 0 && old <= number ? old : 0;
+            taken->slot = slot;
+        }
+        taken->number = number;
+        slot_used += prev == 0;
+        uint8_t *e = entry_at + number * ENTRY_SIZE;
+        mq_put_be32(e, (uint32_t)h[i]);
+        mq_put_be64(e + 4, (uint64_t)p[i]);
+        mq_put_be32(e + 12, (uint32_t)time_diff_s(t[i], i == 0 ? file_begin_ms : later_begin_ms));
+        mq_put_be32(e + 16, (uint32_t)prev);
+    }
+    if (start <= 1) {
+        mq_put_be64(head + BEGIN_PHYS, (uint64_t)p[0]);
+        mq_put_be64(head + BEGIN_MS, (uint64_t)t[0]);
+    }
+    mq_put_be32(head + INDEX_COUNT, (uint32_t)(start + n));
+    mq_put_be32(head + SLOT_USED, (uint32_t)slot_used);
+    for (size_t i = 0; i <= mask; i++) {  /* then the slots, then the end */
+        if (table[i].slot != -1) {
+            mq_put_be32(slot_at + table[i].slot * SLOT_SIZE, (uint32_t)table[i].number);
+        }
+    }
+    mq_put_be64(head + END_PHYS, (uint64_t)p[n - 1]);
+    mq_put_be64(head + END_MS, (uint64_t)t[n - 1]);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong(n);
+done:
+    free(table);
+    PyBuffer_Release(&header);
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&phys);
+    PyBuffer_Release(&times);
+    return result;
+}
+
+/* Index keys: each record's UNIQ_KEY, then its KEYS split on single spaces with empty tokens dropped,
+ * hashed as topic#key; abs() of the Java hash with Integer.MIN_VALUE read as 0. */
+static int check_strs(PyObject *list, const char *what) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *s = PyList_GET_ITEM(list, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_Format(PyExc_TypeError, "%s[%zd] is %.100s, not str", what, i, Py_TYPE(s)->tp_name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyObject *mq_index_key_hashes(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *topics, *keys, *uniq_keys;
+    Py_buffer codes, rows_out, hashes_out;
+    if (!PyArg_ParseTuple(args, "O!y*O!O!w*w*", &PyList_Type, &topics, &codes, &PyList_Type, &keys, &PyList_Type,
+                          &uniq_keys, &rows_out, &hashes_out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    uint32_t *prefix = NULL;  /* the Java hash of each topic followed by '#' */
+    Py_ssize_t n, capacity, n_hashes, n_topics = PyList_GET_SIZE(topics);
+    if (!mq_int64s(&codes, &n) || !mq_int64s(&rows_out, &capacity) || !mq_int64s(&hashes_out, &n_hashes)) {
+        goto done;
+    }
+    if (PyList_GET_SIZE(keys) != n || PyList_GET_SIZE(uniq_keys) != n || n_hashes != capacity) {
+        PyErr_SetString(PyExc_ValueError, "topic codes, keys and uniq keys (or the outputs) differ in length");
+        goto done;
+    }
+    if (!check_strs(topics, "topics") || !check_strs(keys, "keys") || !check_strs(uniq_keys, "uniq_keys")) {
+        goto done;
+    }
+    prefix = PyMem_Malloc((size_t)(n_topics ? n_topics : 1) * sizeof *prefix);
+    if (prefix == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_topics; i++) {
+        PyObject *s = PyList_GET_ITEM(topics, i);
+        prefix[i] = 31u * mq_java_hash_more(0, PyUnicode_KIND(s), PyUnicode_DATA(s), 0, PyUnicode_GET_LENGTH(s)) + '#';
+    }
+    const int64_t *code = codes.buf;
+    int64_t *key_rows = rows_out.buf, *key_hashes = hashes_out.buf;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t row = 0; row < n; row++) {
+        if (code[row] < 0 || code[row] >= n_topics) {
+            PyErr_Format(PyExc_ValueError, "record %zd names topic %lld of %zd", row, (long long)code[row], n_topics);
+            goto done;
+        }
+        uint32_t head = prefix[code[row]];
+        PyObject *uniq = PyList_GET_ITEM(uniq_keys, row), *text = PyList_GET_ITEM(keys, row);
+        Py_ssize_t uniq_len = PyUnicode_GET_LENGTH(uniq), len = PyUnicode_GET_LENGTH(text);
+        if (uniq_len > 0) {  /* the UNIQ_KEY first, spaces and all */
+            if (count == capacity) {
+                goto full;
+            }
+            key_rows[count] = row;
+            key_hashes[count++] = mq_index_hash(mq_java_hash_more(head, PyUnicode_KIND(uniq), PyUnicode_DATA(uniq), 0,
+                                                               uniq_len));
+        }
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        Py_ssize_t start = 0;
+        while (start < len) {
+            Py_ssize_t end = start;
+            while (end < len && PyUnicode_READ(kind, data, end) != ' ') {
+                end++;
+            }
+            if (end > start) {
+                if (count == capacity) {
+                    goto full;
+                }
+                key_rows[count] = row;
+                key_hashes[count++] = mq_index_hash(mq_java_hash_more(head, kind, data, start, end));
+            }
+            start = end + 1;
+        }
+    }
+    result = PyLong_FromSsize_t(count);
+    goto done;
+full:
+    PyErr_Format(PyExc_ValueError, "more keys than the %zd the outputs hold", capacity);
+done:
+    PyMem_Free(prefix);
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&rows_out);
+    PyBuffer_Release(&hashes_out);
+    return result;
+}
