@@ -8,7 +8,9 @@ first records where it starts in ``consumequeue/.dispatching`` (8 bytes, little-
 once every queue holds the batch, and ``applied_end`` resumes from there: the batch is dispatched
 again, and what its first try wrote is skipped as already covered. The mark needs no fsync: it guards against
 the writing process dying, whose stores the page cache keeps; after a power cut, abnormal recovery
-starts from the checkpoint, before any batch that was in flight.
+starts from the checkpoint, before any batch that was in flight. So the mark is a mapped 8-byte file,
+set and cleared (to ``NO_BATCH``) by a store into the mapping, not made and removed by syscalls each
+batch (26 us a batch, a round's largest fixed cost); a clean close removes a cleared mark.
 
 A deleted topic (``delete_topic``) takes its queues' entries with it, and with them maybe the
 furthest byte any queue covered: dispatch would resume below it and make the topic again from its
@@ -19,8 +21,8 @@ re-dispatches from its checkpoint, as RocketMQ's does.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
+import mmap
 import os
 import shutil
 import struct
@@ -39,6 +41,7 @@ DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a fil
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
 _MARK = struct.Struct("<q")
 NO_BATCH = -1
+_CLEARED = _MARK.pack(NO_BATCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +78,9 @@ class ConsumeQueueStore:
         self.entries_per_file = entries_per_file
         self.writable = writable
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._marked: bool | None = None  # whether the mark file is there (None: not looked yet)
-        self._mark_path = str(root / DISPATCHING_NAME)  # a str: every multi-queue batch makes and removes it
+        self._mark_map: mmap.mmap | None = None  # the mark file, mapped once a batch has marked it
+        self._predecessor_cleared = False  # a mark left by an earlier process removed (or none found)
+        self._mark_path = root / DISPATCHING_NAME
 
     @classmethod
     def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
@@ -100,6 +104,12 @@ class ConsumeQueueStore:
         for cq in self.queues.values():
             cq.close()
         self.queues.clear()
+        if self._mark_map is not None:
+            cleared = _MARK.unpack(self._mark_map[:_MARK.size])[0] == NO_BATCH
+            self._mark_map.close()
+            self._mark_map = None
+            if cleared:
+                self._mark_path.unlink(missing_ok=True)
 
     def dispatching_from(self) -> int:
         """Where the batch that was being written starts, or ``NO_BATCH`` (see the module docstring)."""
@@ -132,20 +142,21 @@ class ConsumeQueueStore:
             os.close(fd)
 
     def _mark(self, phys_offset: int) -> None:
-        fd = os.open(self._mark_path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, _MARK.pack(phys_offset), 0)
-        finally:
-            os.close(fd)
-        self._marked = True
+        if self._mark_map is None:
+            fd = os.open(self._mark_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, _MARK.size)
+                self._mark_map = mmap.mmap(fd, _MARK.size)
+            finally:
+                os.close(fd)
+        self._mark_map[:_MARK.size] = _MARK.pack(phys_offset)
 
     def _clear_mark(self) -> None:
-        if self._marked is None:
-            self._marked = os.path.exists(self._mark_path)  # a predecessor's
-        if self._marked:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._mark_path)
-            self._marked = False
+        if self._mark_map is not None:
+            self._mark_map[:_MARK.size] = _CLEARED
+        elif not self._predecessor_cleared:  # honoured by applied_end before this batch
+            self._mark_path.unlink(missing_ok=True)
+            self._predecessor_cleared = True
 
     def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         cq = self.queues.get((topic, queue_id))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -572,8 +573,43 @@ def test_a_batch_cut_short_between_queues_is_dispatched_again_from_its_start(tmp
     reopened.dispatch_rows(rows[np.flatnonzero(rows["phys_offset"] >= reopened.applied_end())], ["T"])
     assert [reopened.get("T", q).max_queue_offset for q in (0, 1)] == [4, 4]  # type: ignore[union-attr]
     assert reopened.applied_end() == 800 and reopened.dispatching_from() == NO_BATCH
-    assert not (tmp_path / "cq" / ".dispatching").exists()  # a derived directory like any rebuilt one
     reopened.close()
+    assert not (tmp_path / "cq" / ".dispatching").exists()  # a derived directory like any rebuilt one
+
+
+def test_a_mark_outlives_a_process_that_dies_mid_batch(tmp_path: Path) -> None:
+    """The mark is set by a store into a mapping, no syscall: a process killed between queues
+    (os._exit: no close, no cleanup) leaves it in the page cache for the next one to resume from."""
+    from engine.batch.dispatch import DISPATCH_COLUMNS
+    from engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
+
+    rows = np.zeros(4, dtype=DISPATCH_COLUMNS)
+    rows["phys_offset"] = np.arange(4) * 100
+    rows["size"] = 100
+    rows["queue_id"] = np.arange(4) % 2
+    rows["queue_offset"] = np.arange(4) // 2
+    pid = os.fork()
+    if pid == 0:  # the child: one whole batch, then dies inside the second, after queue 0
+        store = ConsumeQueueStore.open(tmp_path / "cq", 16)
+        store.dispatch_rows(rows[:2], ["T"])
+        real = ConsumeQueue.append_entries
+
+        def die_on_queue_1(cq: ConsumeQueue, *args: object, **kwargs: object) -> None:
+            if cq.queue_id == 1:
+                os._exit(0)
+            real(cq, *args, **kwargs)  # type: ignore[arg-type]
+
+        ConsumeQueue.append_entries = die_on_queue_1  # type: ignore[method-assign]
+        store.dispatch_rows(rows[2:], ["T"])
+        os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0
+    after = ConsumeQueueStore.open(tmp_path / "cq", 16)
+    after.recover()  # as a restarting builder does
+    assert after.max_phys_end() == 300 and after.dispatching_from() == 200 and after.applied_end() == 200
+    after.dispatch_rows(rows[2:], ["T"])
+    assert after.dispatching_from() == NO_BATCH and after.applied_end() == 400
+    after.close()
+    assert not (tmp_path / "cq" / ".dispatching").exists()
 
 
 def test_a_gap_whose_records_retention_took_is_filled_not_an_order_error(tmp_path: Path) -> None:
