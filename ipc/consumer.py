@@ -53,6 +53,7 @@ MAX_BYTES_PER_PULL = 1 << 20
 PREFETCH_MESSAGES = 32_768
 PREFETCH_BYTES = 4 << 20
 MAX_PULL_COUNT_LIMIT = 65_536  # the most messages a consumer may ask one pull for
+TRACE_REPLIES = 1_000_000      # pull replies a tracing consumer keeps
 
 
 @dataclass(slots=True)
@@ -99,7 +100,8 @@ class Consumer:
                  long_poll_ms: int = 1000, endpoints: Endpoints | None = None, reader_count: int = 1,
                  auto_commit: bool = True, auto_commit_interval_ms: int = 5000, timeout_ms: int = 3000,
                  max_per_pull: int = MAX_PER_PULL, max_bytes_per_pull: int = MAX_BYTES_PER_PULL,
-                 prefetch_messages: int = PREFETCH_MESSAGES, prefetch_bytes: int = PREFETCH_BYTES) -> None:
+                 prefetch_messages: int = PREFETCH_MESSAGES, prefetch_bytes: int = PREFETCH_BYTES,
+                 trace: bool = False) -> None:
         if start not in (START_COMMITTED, START_EARLIEST, START_LATEST):
             raise ValueError(f"start must be {START_COMMITTED!r}, {START_EARLIEST!r} or {START_LATEST!r}")
         if long_poll_ms < 0 or timeout_ms <= 0 or not 1 <= max_per_pull <= MAX_PULL_COUNT_LIMIT:
@@ -117,6 +119,9 @@ class Consumer:
         self._max_bytes_per_pull = min(max_bytes_per_pull, prefetch_bytes)
         self._prefetch_messages = prefetch_messages
         self._prefetch_bytes = prefetch_bytes
+        # with trace, each pull reply that brought messages: (queue, first and last queue offset, the
+        # reader's wall clock as it answered, this process's as the reply was taken), microseconds
+        self.pull_trace: deque[tuple[int, int, int, int, int]] | None = deque(maxlen=TRACE_REPLIES) if trace else None
         self._auto_commit = auto_commit
         self._auto_commit_interval_ms = auto_commit_interval_ms
         self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
@@ -268,7 +273,7 @@ class Consumer:
                     state.route, "pull", timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
                     topic=self.topic, queue=state.queue, offset=state.fetch_offset, max=self._max_per_pull,
                     max_bytes=self._max_bytes_per_pull, by_bytes=True, tags=self.tags,
-                    wait_ms=self._long_poll_ms, raw=True)
+                    wait_ms=self._long_poll_ms, raw=True, trace=self.pull_trace is not None)
 
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
         if state.in_flight is not future:
@@ -286,6 +291,9 @@ class Consumer:
             # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
             # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
             state.fetch_offset = next_offset
+        if self.pull_trace is not None and batch:
+            self.pull_trace.append((state.queue, batch.queue_offsets[0], batch.queue_offsets[-1],
+                                    int(reply.get("replied_us", 0)), time.time_ns() // 1000))
         batch = batch.since(state.position)
         if batch:
             state.hold(batch)

@@ -6,8 +6,9 @@ index file, and never read past what the consume-queue builder has published.
 
 Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
 
-    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw, by_bytes
-                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols
+    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw, by_bytes, trace
+                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols; with
+                    trace: replied_us (the reader's wall clock as it answers, microseconds)
                     (the records as stored, back to back, and ``ipc.messages.pack_columns``)
                     capped by RocketMQ's [store] max_transfer_count / max_transfer_bytes (the
                     remoting front's pulls), or with by_bytes by [broker] fetch_max_count /
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -243,6 +245,7 @@ class ReaderActor:
                                            lo=1, hi=MAX_FETCH_BYTES), *caps),
             tag_filter=TagFilter.parse(fields.name(message, "tags", default="*")),
             raw=schema.field(message, "raw", bool, default=False),
+            trace=schema.field(message, "trace", bool, default=False),
         )
         wait_ms = schema.field(message, "wait_ms", int, default=0, lo=0, hi=cfg.broker.long_poll_max_ms)
         result = self._pull(pull)
@@ -320,6 +323,8 @@ class ReaderActor:
             records = _stored_reply(result.stored or StoredRecords(b"", [], [], []))
         else:
             records = {"msgs": [record_to_wire(r) for r in result.messages]}
+        if pull.trace:
+            records["replied_us"] = time.time_ns() // 1000
         return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
                                min=result.min_queue_offset, max=result.max_queue_offset, **records)
 

@@ -20,11 +20,14 @@ BATCH = 4000
 PREFETCH_MESSAGES = 6000
 PREFETCH_BYTES = 256 * 1024
 SEQ = struct.Struct(">q")
+# the backlog stays whole however full the (shared) disk is: retention would delete files under the consumer
+KEEP_FILES = ("\n[retention]\ndisk_max_used_space_ratio = 0.99\ndisk_clean_forcibly_ratio = 0.99\n"
+              "disk_warning_ratio = 1.0\n")
 
 
 @pytest.mark.slow
 def test_buffered_messages_and_bytes_stay_within_the_prefetch_bounds(tmp_path: Path) -> None:
-    with Broker(tmp_path, commitlog=64 * 1024 * 1024, cq=300_000) as broker:
+    with Broker(tmp_path, commitlog=64 * 1024 * 1024, cq=300_000, extra_toml=KEEP_FILES) as broker:
         with Producer(broker.store, timeout_ms=30_000) as producer:
             in_flight: list[Future[Any]] = []
             for first in range(0, BACKLOG, BATCH):
