@@ -30,7 +30,7 @@ from scripts.bench.load import LoadResult, Workload, run_load
 
 
 def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload) -> list[dict[str, Any]]:
-    broker = harness.BrokerProcess(work / "sweep-producers").start()
+    broker = harness.BrokerProcess(work / "sweep-producers", "--remoting", "off").start()
     points = []
     try:
         for p in procs:
@@ -47,7 +47,7 @@ def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload)
 def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -> list[dict[str, Any]]:
     points = []
     for r in readers:
-        broker = harness.BrokerProcess(work / f"sweep-readers-{r}", "--readers", str(r)).start()
+        broker = harness.BrokerProcess(work / f"sweep-readers-{r}", "--readers", str(r), "--remoting", "off").start()
         try:
             fill = Workload(**{**base.__dict__, "producers": 1, "consumers": 0, "count": backlog, "duration_s": None,
                                "readers": r, "topic_prefix": "Backlog"})
@@ -62,11 +62,12 @@ def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -
 
 
 def latency_run(work: Path, rate: float, seconds: float, base: Workload, producers: int = 1,
-                consumers: int = 1, config: Path | None = None) -> LoadResult:
+                consumers: int = 1, config: Path | None = None, flush: str = "ASYNC_FLUSH") -> LoadResult:
     """Open loop at ``rate`` over ``producers``, ``consumers`` pulling: the send -> consumed latencies.
     ``config``: the broker's config file, when not the defaults."""
-    broker = harness.BrokerProcess(work / f"latency-{round(rate)}{'-' + config.stem if config else ''}", "--readers",
-                                   str(base.readers), config=config).start()
+    name = f"latency-{flush}-{round(rate)}{'-' + config.stem if config else ''}"
+    broker = harness.BrokerProcess(work / name, "--readers", str(base.readers), "--flush", flush, "--remoting", "off",
+                                   config=config).start()
     try:
         spec = Workload(**{**base.__dict__, "producers": producers, "consumers": consumers, "rate": rate, "count": None,
                            "duration_s": seconds, "topic_prefix": "Latency"})
