@@ -72,11 +72,11 @@ def private_memory(store: Path) -> dict[str, int]:
     return out
 
 
-def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLUSH",
-               drain: bool = True) -> tuple[dict[str, Any], Path, harness.BrokerProcess]:
+def throughput(work: Path, name: str, spec: Workload, *, flush: str = "ASYNC_FLUSH", drain: bool = True,
+               config: Path | None = None) -> tuple[dict[str, Any], Path, harness.BrokerProcess]:
     """Producers alone for the run, then consumers drain the backlog. The broker stays up (caller stops)."""
     broker = harness.BrokerProcess(work / name, "--flush", flush, "--readers", str(spec.readers), "--remoting",
-                                   "off").start()
+                                   "off", config=config).start()
     memory_before, cpu_before = private_memory(broker.store), actor_cpu_s(broker.store)
     send = run_load(broker.store, spec).summary["send"]
     memory_after, cpu_after = private_memory(broker.store), actor_cpu_s(broker.store)
@@ -182,21 +182,23 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     base = Workload(producers=k, readers=k, count=None, duration_s=args.seconds, batch=args.batch)
     report: dict[str, Any] = {"limits": bench_limits.measure_limits(work, batch=args.batch, quick=args.quick)}
     runs: dict[str, Any] = {}
-    runs["async_128"], store, broker = throughput(work, "async128", base)
+    runs["async_128"], store, broker = throughput(work, "async128", base, config=args.config)
     keyed = runs["async_128"]["send"]["messages_ok"] // k // 20  # well inside what worker 0 keyed (~10 %)
     try:
         runs["query_by_key"] = query_rate(store, k, args.lookups, max(keyed, 1))
     finally:
         broker.stop()
     runs["async_4k"], _, broker = throughput(work, "async4k", Workload(**{**base.__dict__, "body_bytes": 4096}),
-                                             drain=False)
+                                             drain=False, config=args.config)
     broker.stop()
-    runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False)
+    runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False,
+                                            config=args.config)
     broker.stop()
     latency = {}
     for name, flush, of, divisor in LATENCY_RUNS:
         rate = runs[of]["send"]["msgs_per_s"] / divisor
-        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k, flush=flush)
+        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k, flush=flush,
+                                         config=args.config)
         runs[name] = {"flush": flush, "rate": round(rate), **result.summary["consume"]["latency_ms"],
                       "send_msgs_per_s": result.summary["send"]["msgs_per_s"],
                       "consumed_msgs_per_s": result.summary["consume"]["msgs_per_s_over_run"]}
@@ -204,13 +206,13 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     for name, flush, of in (("trace_tenth_rate", "ASYNC_FLUSH", "async_128"),
                             ("trace_sync_tenth_rate", "SYNC_FLUSH", "sync_128")):
         runs[name] = bench_trace.trace_run(work, runs[of]["send"]["msgs_per_s"] / 10, args.seconds,
-                                           batch=args.batch, flush=flush)
+                                           batch=args.batch, flush=flush, config=args.config)
     runs["recovery"] = recovery_rate(work, args.recovery_mb)
     report["runs"] = runs
     redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
     report["redis"] = bench_redis.run_peer(work, producers=k, count=redis_count, body_bytes=128,
                                            install=args.install_redis)
-    sweep, sweep_latency = bench_sweep.sweep(work, k, args.seconds / 2, args.backlog)
+    sweep, sweep_latency = bench_sweep.sweep(work, k, args.seconds / 2, args.backlog, args.config)
     report["sweep"] = sweep
     return report, latency, sweep_latency
 
@@ -289,6 +291,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--name", default=None, help="file name stem (default suite-{commit})")
     parser.add_argument("--dir", type=Path, default=None, help="where the stores go (default: a temp dir)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="every broker's config file (default: none, the defaults); e.g. [retention] ratios "
+                             "on a disk that others fill, which would otherwise refuse sends")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -299,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mqstore-suite-", dir=args.dir) as work:
         report, latency, _ = suite(Path(work), args)
     doc = {"benchmark": "suite", "commit": commit,
+           "config": args.config.read_text() if args.config else "",
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_avg_after": [round(x, 2) for x in os.getloadavg()]},
            "seconds": round(time.time() - started), "targets": targets(report), **report}

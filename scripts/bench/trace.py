@@ -135,13 +135,14 @@ def consumer_main(store: str, out: Any, ready: Any, stop: Any) -> None:
 
 # -- the producer and the report ----------------------------------------------------------------------
 
-def _send(store: Path, rate: float, seconds: float, batch: int, body_bytes: int) -> np.ndarray[Any, Any]:
-    """Open loop at ``rate``: (phys offset, send_us, acked_us) of every message written."""
+def _send(store: Path, rate: float, seconds: float, batch: int, body_bytes: int) -> tuple[np.ndarray[Any, Any], int]:
+    """Open loop at ``rate``: (phys offset, send_us, acked_us) of every message written; how many failed."""
     from ipc.client import Producer
     rows: list[tuple[int, int, int]] = []
     filler = bytes(max(0, body_bytes - STAMP_BYTES))
     interval_s = batch / rate
     outstanding: list[tuple[int, Future[Any], list[int]]] = []
+    failed = 0
     with Producer(store, timeout_ms=30_000) as producer:
         next_send = time.monotonic()
         stop_at = next_send + seconds
@@ -158,7 +159,8 @@ def _send(store: Path, rate: float, seconds: float, batch: int, body_bytes: int)
         for born, future, acked in outstanding:
             results = future.result()
             rows.extend((r.phys_offset, born, acked[0]) for r in results if r.ok)
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+            failed += sum(not r.ok for r in results)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3), failed
 
 
 def _covered_at(seen: list[tuple[int, int]], phys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -222,7 +224,7 @@ def trace_run(work: Path, rate: float, seconds: float, *, batch: int = 1, body_b
             p.start()
         if not (listener_ready.wait(60) and consumer_ready.wait(60)):
             raise RuntimeError("the listener or the consumer did not start")
-        sent = _send(broker.store, rate, seconds, batch, body_bytes)
+        sent, failed = _send(broker.store, rate, seconds, batch, body_bytes)
         stop.set()
         seen, received = listened.get(timeout=60 + DRAIN_S), consumed.get(timeout=60 + DRAIN_S)
         for p in procs:
@@ -230,7 +232,7 @@ def trace_run(work: Path, rate: float, seconds: float, *, batch: int = 1, body_b
     finally:
         broker.stop()
     return {"flush": flush, "rate": round(rate), "batch": batch, "seconds": seconds, "body_bytes": body_bytes,
-            **report(sent, received, seen, flush == "SYNC_FLUSH")}
+            "failed": failed, **report(sent, received, seen, flush == "SYNC_FLUSH")}
 
 
 def hop_table(result: dict[str, Any]) -> Any:
