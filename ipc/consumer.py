@@ -45,9 +45,9 @@ START_LATEST = "latest"
 # the queue is at its end (a long poll ran out): the next pull starts at the same offset
 _NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
 # Defaults, per queue. A 1 MiB pull (Kafka's max.partition.fetch.bytes) holds ~4,500 records of
-# 128-byte bodies: one pull per queue every ~70 ms keeps up with the broker's whole ASYNC rate.
-# The prefetch holds four such pulls (RocketMQ's 100 MiB per queue buys nothing but memory here);
-# the counts are safety bounds that small records reach before the bytes do.
+# 128-byte bodies: one pull per queue every ~130 ms keeps up with the broker's whole ASYNC rate.
+# The prefetch holds four such pulls, the one in flight included (RocketMQ's 100 MiB per queue
+# buys nothing but memory here); the counts are safety bounds that small records reach first.
 MAX_PER_PULL = 8_192
 MAX_BYTES_PER_PULL = 1 << 20
 PREFETCH_MESSAGES = 32_768
