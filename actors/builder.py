@@ -11,8 +11,11 @@ dead, it catches up from the files. What comes in (``Dispatch``, ``Tick``) and w
 The frames one poll round drains are applied together: consecutive batches are joined into one
 (``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
 apply (grouping by queue, a put into the index file) once per round, not once per frame. A round
-also takes the frames that arrive within ``[broker] builder_round_ms`` of its first: under load,
-fewer and larger rounds. A gap, a tick or the end of the round applies what is pending first.
+of the index builder also takes the frames that arrive within ``[broker] index_round_ms`` of its
+first: fewer and larger rounds. The consume-queue builder's rounds wait for nothing: every consumer
+waits on its ``Arrived`` notice, so a window would be on every message's path (under load its
+rounds grow by themselves, from the frames that queue while it applies). A gap, a tick or the end
+of the round applies what is pending first.
 
 Where a builder resumes is read off its own files: the consume queues' furthest entry, or the start
 of a batch it was writing across queues when it stopped (``ConsumeQueueStore.applied_end``), or the
@@ -86,13 +89,17 @@ class BuilderActor:
                 if not dispatch_in.poll(self.rt.config.broker.tick_interval_ms):
                     self.rt.report("running", applied=self.applied)
                     continue
-                changed = self._on_round(_gather_round(dispatch_in, self.rt.config.broker.builder_round_ms))
+                changed = self._on_round(_gather_round(dispatch_in, self.round_ms()))
                 if changed:
                     notice_out.send_multipart(self.notice().frames())
                 self.rt.report("running", applied=self.applied)
         finally:
             self.rt.report("stopped", force=True, applied=self.applied)
             self.close()
+
+    def round_ms(self) -> int:
+        """How long a round waits for more frames after its first."""
+        return 0
 
     def _follow_retention(self) -> None:
         """When the writer deleted old commitlog files, delete the derived files wholly below them."""
@@ -260,6 +267,9 @@ class IndexBuilderActor(BuilderActor):
         self.index = IndexService.open(self.store_dir / "index", self.geometry.index_slot_count,
                                        self.geometry.index_entry_count, wall_ms)
         self.files: set[str] = set()
+
+    def round_ms(self) -> int:
+        return self.rt.config.broker.index_round_ms
 
     def resume_from(self) -> int:
         last = self.index.last_file

@@ -32,6 +32,8 @@ from ipc.endpoints import Endpoints
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
+MAX_FETCH_BYTES = 64 * 1024 * 1024  # the most bytes a reader answers one pull with
+MAX_FETCH_COUNT = 65_536            # ... and the most messages (ipc.consumer's MAX_PULL_COUNT_LIMIT)
 
 
 class ConfigError(ValueError):
@@ -58,6 +60,10 @@ class BrokerSection:
     max_topics: int = 4096              # topics made on demand (or by create_topic) up to this many, no more
     auto_create_topics: bool = True     # a send to an unknown topic makes it (off: refused, create it first)
     long_poll_max_ms: int = 30_000
+    # an ipc consumer's pull, sized by bytes (Kafka's fetch.max.bytes); the remoting front's pulls keep
+    # RocketMQ's caps, [store] max_transfer_count / max_transfer_bytes
+    fetch_max_bytes: int = 8 * 1024 * 1024
+    fetch_max_count: int = 65_536      # a safety bound: small records reach the bytes long before this
     offset_persist_interval_ms: int = 5_000
     max_batch_messages: int = 4096
     max_request_bytes: int = 64 * 1024 * 1024
@@ -66,8 +72,9 @@ class BrokerSection:
     reader_hwm: int = 1_000             # requests, and replies a client does not read, queued per connection
                                         # of a reader: past it replies are dropped (the client times out)
     tick_interval_ms: int = 100
-    builder_round_ms: int = 1           # a builder's round gathers what arrives this long after its first
-                                        # frame (RocketMQ's reput passes are 1 ms apart); 0: none waited for
+    index_round_ms: int = 5             # the index builder's round gathers what arrives this long after its
+                                        # first frame (fewer, larger rounds); 0: none waited for. The
+                                        # consume-queue builder waits for none: a consumer waits on it
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
     disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them
@@ -144,6 +151,9 @@ class BrokerConfig:
         if not 1 <= self.broker.default_queues <= self.broker.max_queues:
             raise ConfigError("broker.default_queues must be between 1 and broker.max_queues "
                               f"({self.broker.max_queues}), got {self.broker.default_queues}")
+        for name, most in (("fetch_max_bytes", MAX_FETCH_BYTES), ("fetch_max_count", MAX_FETCH_COUNT)):
+            if not 1 <= getattr(self.broker, name) <= most:
+                raise ConfigError(f"broker.{name} must be between 1 and {most}, got {getattr(self.broker, name)}")
         _at_least(1, "broker", self.broker, "ack_visibility_timeout_ms", "ack_max_deliveries", "ack_prefetch",
                   "ack_max_journal_entries", "ack_max_queues")
         for name in ("flush", "broker", "ipc", "supervisor", "remoting"):  # the engine checks store and retention

@@ -69,6 +69,10 @@ class FileSyncer:
         self._fds.clear()
 
 
+def _nothing() -> None:
+    """``between`` when nothing is to be served between steps (the last flushes before stopping)."""
+
+
 class FlushActor:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
@@ -102,6 +106,13 @@ class FlushActor:
             poller.register(sock, zmq.POLLIN)
         flush = self.rt.config.flush
         next_commitlog = next_cq = next_index = 0
+
+        def serve_sync() -> None:
+            """Between two slow steps (a derived file's fsync, a warming step): a SYNC_FLUSH send
+            that came meanwhile is flushed now, not after the rest of the round."""
+            self._drain(written_in, Written.decode, self._on_written)
+            if self.sync_wanted:
+                self._flush_commitlog(flushed_out, monotonic_ms())
         try:
             while not self.rt.stopping:
                 ready = dict(poller.poll(10 if self.sync_wanted else flush.interval_ms // 5 or 1))
@@ -116,12 +127,12 @@ class FlushActor:
                     self._flush_commitlog(flushed_out, now)
                     next_commitlog = now + flush.interval_ms
                 if now >= next_cq:
-                    self._flush_queues()
+                    self._flush_queues(serve_sync)
                     next_cq = now + flush.cq_interval_ms
                 if now >= next_index:
-                    self._flush_index()
+                    self._flush_index(serve_sync)
                     next_index = now + flush.index_interval_ms
-                self._warm()
+                self._warm(serve_sync)
                 self.rt.report("running", flushed=self.flushed_end, written=self.written_end,
                                spares_prepared=self.warmer.spares_prepared)
             self._drain(written_in, Written.decode, self._on_written)
@@ -137,10 +148,11 @@ class FlushActor:
             self.checkpoint.close()
             self.warmer.close()
 
-    def _warm(self) -> None:
+    def _warm(self, between: Callable[[], None] = _nothing) -> None:
         """Fault in the commitlog pages just ahead of the writer, then the spare next file's, a few
         steps per round, never while a group commit waits."""
         for _ in range(WARM_STEPS_PER_ROUND):
+            between()
             if self.sync_wanted:
                 return
             if not self.warmer.warm(self.written_end) and not self._prepare_spare():
@@ -192,8 +204,9 @@ class FlushActor:
         target, store_ms = self.written_end, self.written_store_ms
         thorough = now >= self.last_thorough_ms + self.rt.config.flush.thorough_interval_ms
         dirty_pages = target // OS_PAGE_SIZE - max(self.flushed_end, 0) // OS_PAGE_SIZE
-        if target > self.flushed_end and (self.sync_wanted or thorough or self.flushed_end < 0
-                                          or dirty_pages >= self.rt.config.flush.least_pages):
+        flushing = target > self.flushed_end and (self.sync_wanted or thorough or self.flushed_end < 0
+                                                  or dirty_pages >= self.rt.config.flush.least_pages)
+        if flushing:
             first = 0 if self.flushed_end < 0 else self.flushed_end - self.flushed_end % self.file_size
             for base in range(first, target + 1, self.file_size):
                 self.syncer.fsync(self.store_dir / "commitlog" / file_name(base))
@@ -202,15 +215,17 @@ class FlushActor:
                 fsync_dir(self.store_dir / "commitlog")
                 self.dir_synced_file = last_file
             self.flushed_end = target
-            if store_ms:
-                self.checkpoint.physic_msg_ms = store_ms
-                self.checkpoint.flush()
         if thorough:
             self.last_thorough_ms = now
         self.sync_wanted = False
+        # the commitlog is durable: say so before the checkpoint's own fsync, which a SYNC_FLUSH send
+        # need not wait for (a checkpoint behind the log only makes recovery start earlier)
         flushed_out.send_multipart(Flushed(max(self.flushed_end, 0)).frames())
+        if flushing and store_ms:
+            self.checkpoint.physic_msg_ms = store_ms
+            self.checkpoint.flush()
 
-    def _flush_queues(self) -> None:
+    def _flush_queues(self, between: Callable[[], None] = _nothing) -> None:
         """fsync every consume-queue file written since the last flush (a queue seen for the first
         time has all its files synced once: cheap for clean files, and nothing is missed)."""
         store_ms = self.cq_store_ms
@@ -224,17 +239,19 @@ class FlushActor:
             last = max(max_offset - 1, 0) * CQ_ENTRY_SIZE // self.cq_file_size
             for n in range(first, last + 1):
                 self.syncer.fsync(root / topic / str(queue_id) / file_name(n * self.cq_file_size))
+                between()
             self.queue_flushed[(topic, queue_id)] = max_offset
         if store_ms:
             self.checkpoint.logics_msg_ms = store_ms
             self.checkpoint.flush()
 
-    def _flush_index(self) -> None:
+    def _flush_index(self, between: Callable[[], None] = _nothing) -> None:
         if not self.index_files:
             return
         store_ms = self.index_store_ms
         for name in sorted(self.index_files):
             self.syncer.fsync(self.store_dir / "index" / name)
+            between()
         self.index_files.clear()
         if store_ms:
             self.checkpoint.index_msg_ms = store_ms

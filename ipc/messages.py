@@ -216,6 +216,11 @@ class MessageBatch(Sequence[ReceivedMessage]):
     def __len__(self) -> int:
         return len(self._sizes)
 
+    @property
+    def stored_bytes(self) -> int:
+        """The records' size as stored (what a pull's byte limits count)."""
+        return sum(self._sizes)
+
     @overload
     def __getitem__(self, index: int) -> ReceivedMessage: ...
 

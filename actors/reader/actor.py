@@ -6,9 +6,13 @@ index file, and never read past what the consume-queue builder has published.
 
 Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
 
-    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw
-                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols
+    pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw, by_bytes, trace
+                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols; with
+                    trace: replied_us (the reader's wall clock as it answers, microseconds)
                     (the records as stored, back to back, and ``ipc.messages.pack_columns``)
+                    capped by RocketMQ's [store] max_transfer_count / max_transfer_bytes (the
+                    remoting front's pulls), or with by_bytes by [broker] fetch_max_count /
+                    fetch_max_bytes (an ipc consumer's pulls, sized by bytes as Kafka's fetches)
     query_key       topic, key, max, begin_ms, end_ms, raw  -> msgs (with raw: raw, count, cols)
     query_keys      topic, keys, max (per key), begin_ms, end_ms
                     -> raw, count, cols, counts (how many records each key has, in the keys' order)
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +45,7 @@ from typing import Any
 import zmq
 
 from actors.clock import monotonic_ms, wall_ms
+from actors.config import MAX_FETCH_BYTES, MAX_FETCH_COUNT
 from actors.reader import fields
 from actors.reader.ack_groups import AckGroups
 from actors.reader.activity import GroupActivity
@@ -58,7 +64,6 @@ log = logging.getLogger("mqstore")
 
 TOPIC_NOT_EXIST = "TOPIC_NOT_EXIST"  # RocketMQ's name for a pull of a topic that is not there
 MAX_REQUEST_BYTES = 1024 * 1024    # requests are small; a bigger frame is refused by the socket
-MAX_PULL_BYTES = 64 * 1024 * 1024
 MAX_QUERY_KEYS = 1024               # keys in one query_keys request
 MAX_DRAIN_PER_ROUND = 1000          # requests handled before notices and deadlines get a turn
 HOUSEKEEPING_MS = 250
@@ -238,17 +243,21 @@ class ReaderActor:
 
     def _op_pull(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
         cfg = self.rt.config
+        if schema.field(message, "by_bytes", bool, default=False):
+            most_count, caps = MAX_FETCH_COUNT, (cfg.broker.fetch_max_count, cfg.broker.fetch_max_bytes)
+        else:
+            most_count, caps = MAX_PULL_COUNT, (cfg.store.max_transfer_count, cfg.store.max_transfer_bytes)
         pull = PullRequest(
             group=fields.name(message, "group", default=""),
             topic=fields.topic(message),
             queue_id=schema.field(message, "queue", int, lo=0, hi=INT_MAX),
             queue_offset=schema.field(message, "offset", int, lo=0, hi=LONG_MAX),
-            limits=PullLimits(schema.field(message, "max", int, default=32, lo=1, hi=MAX_PULL_COUNT),
+            limits=PullLimits(schema.field(message, "max", int, default=32, lo=1, hi=most_count),
                               schema.field(message, "max_bytes", int, default=cfg.store.max_transfer_bytes,
-                                           lo=1, hi=MAX_PULL_BYTES),
-                              cfg.store.max_transfer_count, cfg.store.max_transfer_bytes),
+                                           lo=1, hi=MAX_FETCH_BYTES), *caps),
             tag_filter=TagFilter.parse(fields.name(message, "tags", default="*")),
             raw=schema.field(message, "raw", bool, default=False),
+            trace=schema.field(message, "trace", bool, default=False),
         )
         wait_ms = schema.field(message, "wait_ms", int, default=0, lo=0, hi=cfg.broker.long_poll_max_ms)
         result = self._pull(pull)
@@ -328,6 +337,8 @@ class ReaderActor:
             records = _stored_reply(result.stored or StoredRecords(b"", [], [], []))
         else:
             records = {"msgs": [record_to_wire(r) for r in result.messages]}
+        if pull.trace:
+            records["replied_us"] = time.time_ns() // 1000
         return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
                                min=result.min_queue_offset, max=result.max_queue_offset, **records)
 

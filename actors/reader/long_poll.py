@@ -39,6 +39,7 @@ class PullRequest:
     limits: PullLimits
     tag_filter: TagFilter
     raw: bool = False  # answer with the stored records back to back and their columns, instead of maps
+    trace: bool = False  # stamp the reply with the reader's wall clock (mqstore bench trace)
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,6 +125,13 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     sync = cfg.sync_flush and written > 0
     if sync:
         outlets.written(Written(end, outcome.store_ms, True))
+    if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
+        outlets.progress.last_store_ms = outcome.store_ms
+        notice = Dispatch(start, end, dispatch_batch(request, checked, queue_ids, outcome))
+        if sync:
+            state.waiters.hold_dispatch(notice)
+        else:
+            outlets.dispatch(notice)
     counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
     for (identity, request_id, _), rows in zip(group, reply_rows_each(queue_ids, outcome, counts), strict=True):
         fields = reply_fields(outcome, rows)
@@ -132,11 +139,3 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
             state.waiters.hold_packed(end, identity, request_id, fields)
         else:
             outlets.reply(identity, schema.ok_reply(request_id, **fields))
-    if not written:
-        return
-    outlets.progress.last_store_ms = outcome.store_ms
-    notice = Dispatch(start, end, dispatch_batch(request, checked, queue_ids, outcome))
-    if sync:
-        state.waiters.hold_dispatch(notice)
-    else:
-        outlets.dispatch(notice)

@@ -67,8 +67,8 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
         outlets.written(Written(end, outcome.store_ms, True))
         state.waiters.hold_results(end, replies)
         state.waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
-    else:
-        for identity, request_id, fields in replies:
-            outlets.reply(identity, schema.ok_reply(request_id, results=fields))
+    else:  # the builders first: a consumer waits on them, a producer only on its answer
         if outcome.requests:
             outlets.dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
+        for identity, request_id, fields in replies:
+            outlets.reply(identity, schema.ok_reply(request_id, results=fields))

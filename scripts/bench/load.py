@@ -232,8 +232,8 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
     for topic, q in assignment:
         by_topic.setdefault(topic, []).append(q)
     consumers = [Consumer(store, group=group, topic=topic, queues=queues, start="earliest", long_poll_ms=200,
-                          reader_count=spec.readers, auto_commit=False, timeout_ms=spec.timeout_ms,
-                          max_per_pull=1024) for topic, queues in by_topic.items()]
+                          reader_count=spec.readers, auto_commit=False, timeout_ms=spec.timeout_ms)
+                 for topic, queues in by_topic.items()]
     latencies: list[np.ndarray[Any, Any]] = []
     kept = 0
     count = 0

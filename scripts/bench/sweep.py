@@ -29,8 +29,9 @@ from scripts import harness
 from scripts.bench.load import LoadResult, Workload, run_load
 
 
-def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload) -> list[dict[str, Any]]:
-    broker = harness.BrokerProcess(work / "sweep-producers").start()
+def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload,
+                   config: Path | None = None) -> list[dict[str, Any]]:
+    broker = harness.BrokerProcess(work / "sweep-producers", "--remoting", "off", config=config).start()
     points = []
     try:
         for p in procs:
@@ -44,10 +45,12 @@ def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload)
     return points
 
 
-def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -> list[dict[str, Any]]:
+def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload,
+                 config: Path | None = None) -> list[dict[str, Any]]:
     points = []
     for r in readers:
-        broker = harness.BrokerProcess(work / f"sweep-readers-{r}", "--readers", str(r)).start()
+        broker = harness.BrokerProcess(work / f"sweep-readers-{r}", "--readers", str(r), "--remoting", "off",
+                                       config=config).start()
         try:
             fill = Workload(**{**base.__dict__, "producers": 1, "consumers": 0, "count": backlog, "duration_s": None,
                                "readers": r, "topic_prefix": "Backlog"})
@@ -62,11 +65,12 @@ def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload) -
 
 
 def latency_run(work: Path, rate: float, seconds: float, base: Workload, producers: int = 1,
-                consumers: int = 1, config: Path | None = None) -> LoadResult:
+                consumers: int = 1, config: Path | None = None, flush: str = "ASYNC_FLUSH") -> LoadResult:
     """Open loop at ``rate`` over ``producers``, ``consumers`` pulling: the send -> consumed latencies.
     ``config``: the broker's config file, when not the defaults."""
-    broker = harness.BrokerProcess(work / f"latency-{round(rate)}{'-' + config.stem if config else ''}", "--readers",
-                                   str(base.readers), config=config).start()
+    name = f"latency-{flush}-{round(rate)}{'-' + config.stem if config else ''}"
+    broker = harness.BrokerProcess(work / name, "--readers", str(base.readers), "--flush", flush, "--remoting", "off",
+                                   config=config).start()
     try:
         spec = Workload(**{**base.__dict__, "producers": producers, "consumers": consumers, "rate": rate, "count": None,
                            "duration_s": seconds, "topic_prefix": "Latency"})
@@ -112,13 +116,15 @@ def plot(path: Path, producers: list[dict[str, Any]], readers: list[dict[str, An
     plt.close(fig)
 
 
-def sweep(work: Path, max_procs: int, seconds: float, backlog: int) -> tuple[dict[str, Any], LoadResult]:
+def sweep(work: Path, max_procs: int, seconds: float, backlog: int,
+          config: Path | None = None) -> tuple[dict[str, Any], LoadResult]:
+    """``config``: every broker's config file, when not the defaults."""
     base = Workload(count=None, duration_s=seconds)
     procs = list(range(1, max_procs + 1))
-    producers = producer_sweep(work, procs, seconds, base)
-    readers = reader_sweep(work, procs, backlog, base)
+    producers = producer_sweep(work, procs, seconds, base, config)
+    readers = reader_sweep(work, procs, backlog, base, config)
     best = max(p["msgs_per_s"] for p in producers)
-    latency = latency_run(work, best / 2, seconds, base)
+    latency = latency_run(work, best / 2, seconds, base, config=config)
     return {"producers": producers, "readers": readers,
             "latency_at_half_rate": {"rate": round(best / 2), **latency.summary["consume"]["latency_ms"]}}, latency
 

@@ -6,6 +6,7 @@
     mqstore bench sweep   1..k producers and 1..k readers, JSON and a PNG
     mqstore bench suite   all of it in one run, against the issue's targets: JSON and PNG
     mqstore bench roll    send RT on commitlog rolls, spare next file on and off
+    mqstore bench trace   one message's hops (send, append, dispatch, builders, reader, consumer): percentiles
 
 ``load`` attaches to the broker running on ``--store``, or with ``--start`` runs its own on a fresh
 store in a temp dir (``--flush``, ``--readers``) and stops it afterwards.
@@ -61,6 +62,11 @@ def add_bench_commands(commands: Any) -> None:
     roll = tools.add_parser("roll", help="send RT on commitlog rolls, the spare next file on and off")
     bench_roll.add_arguments(roll)
     roll.set_defaults(handler=bench_roll.run)
+
+    from scripts.bench import trace as bench_trace
+    trace = tools.add_parser("trace", help="per-hop send -> consumed percentiles at a rate")
+    bench_trace.add_arguments(trace)
+    trace.set_defaults(handler=bench_trace.run)
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:

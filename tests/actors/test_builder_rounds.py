@@ -169,7 +169,7 @@ def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Pa
 
 def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window(ctx: zmq.Context[Any]) -> None:
     """Fewer, larger rounds under load: a round takes every frame already waiting, and with
-    ``builder_round_ms`` the frames that come within that long of its first."""
+    ``index_round_ms`` (the index builder's) the frames that come within that long of its first."""
     from actors.builder import _gather_round
 
     pull = ctx.socket(zmq.PULL)

@@ -200,6 +200,20 @@ def test_pull_limits_and_statuses(built: dict[int, list[PutResult]], start_broke
     assert pull(broker, 1, 0, tags="TagC")["status"] == "NO_MATCHED_MESSAGE"
 
 
+def test_pulls_by_bytes_pass_the_rocketmq_caps(built: dict[int, list[PutResult]],
+                                               start_broker: Callable[..., Broker]) -> None:
+    """An ipc consumer's pull (by_bytes) is capped by [broker] fetch_max_*, not by RocketMQ's 32."""
+    broker = start_broker()
+    whole = pull(broker, 0, 0, max=4096, max_bytes=1 << 20, by_bytes=True, raw=True)
+    assert whole["count"] == 150 and whole["next"] == 150
+    sized = pull(broker, 0, 0, max=4096, max_bytes=10_000, by_bytes=True, raw=True)
+    record_bytes = len(whole["raw"]) // 150
+    assert sized["count"] == 10_000 // record_bytes and len(sized["raw"]) <= 10_000
+    assert pull(broker, 0, 0, max=1000, max_bytes=1 << 20, raw=True)["count"] == 32  # without by_bytes
+    refused = broker.call("pull", group="g", topic=TOPIC, queue=0, offset=0, max=4096)
+    assert not refused["ok"] and refused["status"] == "BAD_REQUEST"  # over RocketMQ's 1,024 a pull
+
+
 def test_queries_by_key_uniq_key_and_id(built: dict[int, list[PutResult]], start_broker: Callable[..., Broker]
                                         ) -> None:
     broker = start_broker()

@@ -142,6 +142,28 @@ def test_pull_statuses_tag_filter_and_commit_flag(front: tuple[Broker, int], cli
     assert refused.code == rm.SUCCESS and len(rm.decode_records(refused.body)) == 4
 
 
+def test_pulls_keep_rocketmqs_transfer_caps(front: tuple[Broker, int], client: rm.RemotingClient) -> None:
+    """A stock client's pull gets at most maxTransferCountOnMessageInMemory (32) messages and
+    maxTransferBytesOnMessageInMemory (256 KiB), whatever the ipc consumers' byte-sized pulls take."""
+    broker, _ = front
+    with Producer(broker.store) as producer:
+        assert all(r.ok for r in producer.send_batch([{"topic": "Caps", "body": b"s" * 100, "queue": 0}] * 40))
+        assert all(r.ok for r in producer.send_batch([{"topic": "Caps", "body": b"b" * 16384, "queue": 1}] * 20))
+    records_when(client, "Caps", 0, 32)
+    records_when(client, "Caps", 1, 15)
+
+    def big_pull(queue: int) -> rm.RemotingCommand:
+        return client.call(rm.PULL_MESSAGE, {"consumerGroup": "G", "topic": "Caps", "queueId": queue,
+                                             "queueOffset": 0, "maxMsgNums": 1000, "sysFlag": 0, "commitOffset": 0,
+                                             "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+    small = big_pull(0)
+    assert small.code == rm.SUCCESS and len(rm.decode_records(small.body)) == 32
+    assert small.ext["nextBeginOffset"] == "32"
+    big = big_pull(1)
+    assert big.code == rm.SUCCESS and len(big.body) <= 256 * 1024
+    assert len(rm.decode_records(big.body)) == 256 * 1024 // (len(big.body) // len(rm.decode_records(big.body)))
+
+
 def test_suspended_pull_is_answered_when_a_message_arrives(front: tuple[Broker, int],
                                                           client: rm.RemotingClient) -> None:
     broker, _ = front

@@ -15,6 +15,7 @@ from ipc.client import Admin
 from scripts.bench import limits as bench_limits
 from scripts.bench import redis_peer as bench_redis
 from scripts.bench import sweep as bench_sweep
+from scripts.bench import trace as bench_trace
 from scripts.bench.load import Workload, run_load
 from tests.integration.broker import Broker, wait_for
 
@@ -105,7 +106,7 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=ROOT, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "smoke.json").read_text())
-    assert len(doc["targets"]) == 10
+    assert len(doc["targets"]) == 12
     assert all({"workload", "target", "achieved", "met"} <= set(t) for t in doc["targets"])
     cpu_rows = [t["achieved"] for t in doc["targets"] if t["workload"].startswith("broker CPU per message")]
     assert len(cpu_rows) == 2 and all(row["broker_cpu_us_per_msg"] > 0 for row in cpu_rows)
@@ -113,3 +114,20 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     assert doc["runs"]["async_128"]["consume"]["complete"]
     assert all(doc["runs"]["query_by_key"][mode]["found"] > 0 for mode in ("one_at_a_time", "in_flight", "batched"))
     assert (out / "smoke.png").read_bytes()[:4] == b"\x89PNG"
+    assert doc["runs"]["latency_sync_tenth_rate"]["flush"] == "SYNC_FLUSH"
+    assert "flushed -> dispatch" in doc["runs"]["trace_sync_tenth_rate"]["hops_ms"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_trace_stamps_every_hop_of_every_message(tmp_path: Path, flush: str) -> None:
+    config = tmp_path / "broker.toml"  # sends are refused on a disk others filled past 90 % otherwise
+    config.write_text("[retention]\ndisk_max_used_space_ratio = 0.99\ndisk_clean_forcibly_ratio = 0.99\n"
+                      "disk_warning_ratio = 1.0\n")
+    result = bench_trace.trace_run(tmp_path, 200, 1.0, batch=2, flush=flush, config=config)
+    assert result["received"] == result["sent"] > 0 and result["failed"] == 0
+    stamps = {"append", "dispatch", "arrived", "indexed", "acked", "replied", "received"} | (
+        {"flushed"} if flush == "SYNC_FLUSH" else set())
+    assert stamps <= set(result["since_send_ms"])
+    assert all(result["since_send_ms"][name]["samples"] == result["sent"] for name in stamps)
+    assert all(hop["samples"] == result["sent"] for hop in result["hops_ms"].values())
