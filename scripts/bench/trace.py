@@ -81,8 +81,16 @@ def listener_main(store: str, out: Any, ready: Any, stop: Any) -> None:
     for name, (sock, _) in sockets.items():
         poller.register(sock, zmq.POLLIN)
         by_socket[sock] = name
+    drained_by = None  # once stopped: until every notice seen covers the last dispatch, or DRAIN_S
+
+    def drained() -> bool:
+        ends = {name: max(end for end, _ in got) for name, got in seen.items() if got}
+        return not ends or all(end >= ends.get("dispatch", 0) for end in ends.values())
+
     try:
-        while not stop.is_set():
+        while drained_by is None or (time.monotonic() < drained_by and not drained()):
+            if drained_by is None and stop.is_set():
+                drained_by = time.monotonic() + DRAIN_S
             for sock, _ in poller.poll(100):
                 t_us = now_us()
                 name = by_socket[sock]
