@@ -254,10 +254,11 @@ def hop_table(result: dict[str, Any]) -> Any:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="messages a second")
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long to send")
     parser.add_argument("--batch", type=int, default=1, help="messages per send")
-    parser.add_argument("--body-bytes", type=int, default=128)
-    parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
+    parser.add_argument("--body-bytes", type=int, default=128, help="bytes a body (its first 8 the send stamp)")
+    parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
+                        help="the broker's flush mode")
     parser.add_argument("--config", type=Path, default=None, help="the broker's config file (default: none)")
     parser.add_argument("--dir", type=Path, default=None, help="where the store goes (default: a temp dir)")
 
