@@ -15,21 +15,12 @@ from engine.batch.dispatch_columns import DispatchColumns
 from engine.batch.record_columns import RecordColumns
 from engine.log.host import Host
 from engine.log.record import encode_record
+from tests.engine.batch.test_column_scan import Pairs
 from tests.oracle.dispatch import DispatchColumnsOracle
 
 HOST = Host("10.0.0.7", 4000)
 TOPICS = ["T", "Orders", "SCHEDULE_TOPIC_XXXX", "Tö", "t" * 130, "T\U0001F600"]
 TEXT = st.text(alphabet=st.sampled_from("ab Z0#é\x01\u4e2d\U0001F600"), max_size=12)
-
-
-class Pairs:
-    """Properties given as pairs, so a name can come twice (``encode_properties`` takes ``items()``)."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        self.pairs = pairs
-
-    def items(self) -> list[tuple[str, str]]:
-        return self.pairs
 
 
 @st.composite
