@@ -27,20 +27,22 @@ PyObject *mq_crc31_spans(PyObject *self, PyObject *args) {
         goto done;
     }
     const int64_t *s = starts.buf, *e = ends.buf;
+    int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (s[i] < 0 || e[i] < s[i] || e[i] > data.len) {
             PyErr_Format(PyExc_ValueError, "span %zd [%lld, %lld) leaves the %zd-byte buffer", i, (long long)s[i],
                          (long long)e[i], data.len);
             goto done;
         }
+        total += e[i] - s[i];
     }
     int64_t *o = out.buf;
     const uint8_t *base = data.buf;
-    Py_BEGIN_ALLOW_THREADS
+    MQ_BEGIN_ALLOW_THREADS_IF(total)
     for (Py_ssize_t i = 0; i < n; i++) {
         o[i] = mq_crc31(base + s[i], (size_t)(e[i] - s[i]));
     }
-    Py_END_ALLOW_THREADS
+    MQ_END_ALLOW_THREADS_IF
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&data);

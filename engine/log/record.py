@@ -37,10 +37,6 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
-
-from engine import _native
 from engine.jhash import tags_code
 from engine.log.host import IPV4_HOST_SIZE, IPV6_HOST_SIZE, Host
 from engine.log.msgid import offset_msg_id
@@ -91,16 +87,6 @@ _TAIL = struct.Struct(">iqi")  # reconsume times, prepared tx offset, body lengt
 
 def body_crc(body: ByteSource) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
-
-
-def crc31_spans(data: ByteSource | npt.NDArray[np.uint8], starts: npt.ArrayLike,
-                ends: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """``body_crc(data[start:end])`` for each span, in one compiled loop; ValueError when a span
-    leaves ``data``."""
-    starts = np.ascontiguousarray(starts, np.int64)
-    out = np.empty(len(starts), np.int64)
-    _native.crc31_spans(data, starts, np.ascontiguousarray(ends, np.int64), out)
-    return out
 
 
 def host_size(sys_flag: int, v6_bit: int) -> int:

@@ -23,10 +23,10 @@ from engine.log.record import (
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
     DecodeKind,
-    crc31_spans,
     decode_record,
     record_size,
 )
+from tests.oracle.crc import crc31_spans
 
 Array = npt.NDArray[Any]
 

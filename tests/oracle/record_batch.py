@@ -33,8 +33,8 @@ from engine.log.record import (
     QUEUE_OFFSET_POS,
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
-    crc31_spans,
 )
+from tests.oracle.crc import crc31_spans
 
 _CRC_HEAD = PROP_CRC_KEY.encode() + b"\x01"
 _CRC_PLACEHOLDER = _CRC_HEAD + b"0" * 10 + b"\x02"
