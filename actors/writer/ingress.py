@@ -27,6 +27,7 @@ from engine.config import check_topic
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.message import Message, PutResult, PutStatus
+from engine.put_rewrite import rewrite
 from engine.queue_selector import shard_hash, shard_queue
 from engine.topics import TopicError
 from ipc import schema
@@ -133,9 +134,11 @@ class Ingress:
                 raise schema.SchemaError("each message must be a map")
             msg = _message(raw)
             queue_id = self._queue_for(msg.topic, raw)
-            if isinstance(queue_id, PutResult):
-                refused.append(queue_id)
+            stored = queue_id if isinstance(queue_id, PutResult) else rewrite(msg, queue_id, self.config.store)
+            if isinstance(stored, PutResult):
+                refused.append(stored)
                 continue
+            msg, queue_id = stored
             messages.append(msg)
             queue_ids.append(queue_id)
             refused.append(None)
