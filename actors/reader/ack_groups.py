@@ -109,6 +109,15 @@ class AckGroups:
                 self._wake(key, now)
         return schema.ok_reply(request_id, released=released)
 
+    def op_ack_stats(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        """Per ack-mode queue this reader has open: ready, unacked, redelivered, dead (the metrics)."""
+        queues = []
+        for (group, topic, queue_id), q in self.queues.items():
+            view = self.store.published_queue(topic, queue_id)
+            counts = q.counts(view.max_queue_offset if view is not None else 0)
+            queues.append({"group": group, "topic": topic, "queue": queue_id, **counts})
+        return schema.ok_reply(request_id, queues=queues)
+
     def _not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
         owner = self.queues.owner(key)
         if owner == self.reader_index:
