@@ -61,6 +61,22 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = CLIENT_TIMEOUT_S
     server_version = "mqstore-metrics"
     protocol_version = "HTTP/1.0"  # one request a connection: a scraper idling on keep-alive holds no thread
+    default_request_version = "HTTP/1.0"  # errors carry a status line even for what is not HTTP at all
+
+    def parse_request(self) -> bool:
+        """http.server's parse, less HTTP/0.9 (``GET /path`` without a version) and with 400 rather
+        than 505 for a version it does not speak: a bad request is the client's, a 4xx."""
+        if len(self.raw_requestline.split()) == 2:
+            self.requestline = self.raw_requestline.decode("iso-8859-1", "replace").rstrip("\r\n")
+            self.command, self.path = "", ""
+            self.send_error(400, "a request line is METHOD PATH VERSION")
+            return False
+        return super().parse_request()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        if code == 505:
+            code, message = 400, "HTTP/1.0 or HTTP/1.1 only"
+        super().send_error(code, message, explain)
 
     def do_GET(self) -> None:
         self._answer(with_body=True)
@@ -98,6 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
 class MetricsServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog: connections past it would wait on SYN retries
 
     def __init__(self, address: tuple[str, int], pages: Pages) -> None:
         self.pages = pages
