@@ -193,6 +193,8 @@ def _print_status(reply: dict[str, Any]) -> None:
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
     Console().print(table)
+    if reply.get("metrics_url"):
+        Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 
 
 def _stop(args: argparse.Namespace) -> int:
