@@ -145,7 +145,8 @@ class SnapshotCollector(Collector):
             yield GaugeMetricFamily(f"mqstore_disk_{key}", helptext, value=float(disk[key]))
         latency = s["latency"]
         yield _histogram("mqstore_send_latency_seconds", "A send request from the writer's round taking it to its "
-                         "answer (SYNC_FLUSH: to its append)", latency["bounds_s"], latency["send"])
+                         "answer (SYNC_FLUSH: from its append to its answer once flushed)", latency["bounds_s"],
+                         latency["send"])
         yield _histogram("mqstore_pull_latency_seconds", "A pull answered at once, from its request to its reply",
                          latency["bounds_s"], latency["pull"])
         yield CounterMetricFamily("mqstore_metrics_collect_errors", "Sources that did not answer a collection",

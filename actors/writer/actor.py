@@ -196,6 +196,7 @@ class CommitLogWriterActor:
         Other requests are answered as they come; the sends are appended after the drain, the
         producer-encoded ones last."""
         started = time.perf_counter()
+        held = len(self.state.waiters)
         broker = self.rt.config.broker
         outlets = Outlets(ingress, dispatch_out, written_out, self.progress)
         message_sends: list[sends.MessageSend] = []
@@ -221,5 +222,7 @@ class CommitLogWriterActor:
             sends.write_round(self.state, outlets, message_sends)
         if encoded_sends:
             encoded.write_round(self.state, outlets, encoded_sends)
-        if message_sends or encoded_sends:  # under SYNC_FLUSH the wait for the flush is not counted
-            self.progress.send_latency.observe(time.perf_counter() - started, len(message_sends) + len(encoded_sends))
+        # the sends answered in the round; those held for a flush count from their append to their answer
+        answered = len(message_sends) + len(encoded_sends) - (len(self.state.waiters) - held)
+        if answered > 0:
+            self.progress.send_latency.observe(time.perf_counter() - started, answered)

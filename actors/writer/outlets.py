@@ -28,7 +28,7 @@ class Progress:
     dispatched_end: int  # every dispatch batch below this commitlog offset was published
     last_store_ms: int = 0  # store time of the last record appended
     topics_in: TopicCounts = field(default_factory=TopicCounts)  # what was dispatched, per topic
-    send_latency: Latencies = field(default_factory=Latencies)  # a round's sends, from its start to its answers
+    send_latency: Latencies = field(default_factory=Latencies)  # sends, from the round taking them to their answers
 
 
 class Outlets:
