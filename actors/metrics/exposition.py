@@ -53,7 +53,8 @@ def _actor_families(status: dict[str, Any]) -> Iterator[Metric]:
 def _topic_families(topics: dict[str, Any]) -> Iterator[Metric]:
     counters = {key: CounterMetricFamily(f"mqstore_topic_{key}", helptext, labels=["topic"]) for key, helptext in (
         ("messages_in", "Messages the writer appended to a topic"), ("bytes_in", "Record bytes appended to a topic"),
-        ("messages_out", "Messages pulls delivered from a topic"), ("bytes_out", "Record bytes pulls delivered"))}
+        ("messages_out", "Messages pulls (either mode) delivered from a topic"),
+        ("bytes_out", "Record bytes pulls delivered"))}
     queues = GaugeMetricFamily("mqstore_topic_queues", "Queues of a topic", labels=["topic"])
     low = GaugeMetricFamily("mqstore_queue_min_offset", "A queue's first queue offset", labels=["topic", "queue"])
     high = GaugeMetricFamily("mqstore_queue_max_offset", "One past a queue's last queue offset",

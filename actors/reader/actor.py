@@ -84,10 +84,10 @@ class ReaderActor:
         self.parked = ParkedPulls()
         self.offsets = CommittedOffsets(self.store_dir, index, self.store, wall_ms)
         self.max_query_count = cfg.store.max_query_count
+        self.topics_out = TopicCounts()     # what pulls and ack-mode pulls delivered, per topic (the metrics)
         self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.ingress,
-                              now_ms=monotonic_ms)
+                              now_ms=monotonic_ms, delivered=self.topics_out)
         self.activity = GroupActivity(wall_ms)
-        self.topics_out = TopicCounts()     # what pulls answered, per topic (the metrics)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
             "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,

@@ -86,6 +86,7 @@ def test_a_scrape_shows_what_was_sent_consumed_and_left_unacked(tmp_path: Path) 
         assert sum(value(s, "mqstore_queue_max_offset", topic="Orders", queue=str(q)) or 0 for q in range(4)) == 30
         assert value(s, "mqstore_queue_max_offset", topic="Lag", queue="0") == 10
         assert (value(s, "mqstore_topic_messages_out_total", topic="Lag") or 0) >= 4
+        assert value(s, "mqstore_topic_messages_out_total", topic="Acked") == 3  # the ack-mode deliveries
         assert (value(s, "mqstore_pull_latency_seconds_count") or 0) >= 1
         # three send requests, each held for its flush and counted once, when answered
         assert value(s, "mqstore_send_latency_seconds_count") == 3
@@ -115,6 +116,15 @@ def _hang(port: int, asks: bool) -> socket.socket:
     if asks:  # and never reads the answer
         sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
     return sock
+
+
+def _listen_on(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    sock.listen()
+    return True
 
 
 def _status_of(port: int, request: bytes) -> int:
@@ -154,7 +164,20 @@ def test_hung_scrapers_do_not_stop_sends_bad_requests_are_4xx_and_a_killed_metri
         assert scrape(port).startswith(b"# HELP mqstore_")
 
         pid = broker.kill("metrics")
-        broker.wait_restarted("metrics", pid)
+        # the port taken while the actor restarts (it needs far longer to start than the port to free)
+        taken = socket.socket()
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the scrapes' TIME_WAITs
+        wait_for(lambda: _listen_on(taken, port), 30, "the killed actor's port to free")
+        try:
+            broker.wait_restarted("metrics", pid)
+
+            def not_listening() -> bool:
+                status = broker.status()
+                return status is not None and status["actors"]["metrics"].get("listening") is False
+
+            wait_for(not_listening, 30, "the restarted metrics actor to run without its port")
+        finally:
+            taken.close()
 
         def restarted() -> bool:
             try:
@@ -162,5 +185,6 @@ def test_hung_scrapers_do_not_stop_sends_bad_requests_are_4xx_and_a_killed_metri
             except (OSError, urllib.error.URLError):
                 return False
 
-        wait_for(restarted, 30, "the restarted metrics actor to serve, counting its restart")
+        wait_for(restarted, 30, "the restarted metrics actor to bind once the port is free, and serve")
+        assert broker.status()["actors"]["metrics"]["restarts_total"] == 1  # it kept running meanwhile
         assert broker.stop() == 0
