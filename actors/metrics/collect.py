@@ -95,7 +95,7 @@ class Collector:
     def collect(self) -> Snapshot:
         errors: list[str] = []
         sources = (("status", self._supervisor_status), ("topics", self.admin.topics),
-                   ("queues", self._queues), ("groups", self._groups), ("ack", self.admin.ack_stats))
+                   ("queues", self._queues), ("groups", self._groups), ("ack", self._ack))
         for name, source in sources:
             try:
                 self.last[name] = source()
@@ -136,6 +136,9 @@ class Collector:
     def _groups(self) -> dict[str, list[dict[str, Any]]]:
         names = sorted(self.admin.groups())[:MAX_GROUPS]
         return {group: self.admin.group_describe(group) for group in names}
+
+    def _ack(self) -> list[dict[str, Any]]:
+        return sorted(self.admin.ack_stats(), key=lambda q: (str(q["group"]), str(q["topic"]), int(q["queue"])))
 
     def _topics(self, topics_in: dict[str, list[int]], topics_out: dict[str, list[int]]) -> dict[str, Any]:
         topics: dict[str, Any] = {}

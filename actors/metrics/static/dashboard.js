@@ -35,9 +35,10 @@ function drawTopics(topics) {
   for (const [topic, t] of Object.entries(topics)) {
     const queues = Object.entries(t.queues);
     if (!queues.length) rows.push(row([topic, "", "", "", t.messages_in, t.messages_out], {topic: topic}));
-    for (const [queue, [lo, hi]] of queues) {
-      rows.push(row([topic, queue, lo, hi, t.messages_in, t.messages_out], {topic: topic, queue: queue}));
-    }
+    queues.forEach(([queue, [lo, hi]], i) => {  // the topic's counts once, on its first queue's row
+      rows.push(row([i ? "" : topic, queue, lo, hi, i ? "" : t.messages_in, i ? "" : t.messages_out],
+                    {topic: topic, queue: queue}));
+    });
   }
   fill("topics", rows);
 }
