@@ -60,7 +60,7 @@ class MetricsActor:
         must not make the supervisor give up on the broker by restarting this actor in a loop)."""
         try:
             snapshot = self.collector.collect()
-            self.pages.update(self.exposition.render(snapshot), json.dumps(snapshot).encode())
+            self.pages.update(self.exposition.render(snapshot), json.dumps(snapshot, default=str).encode())
         except Exception:
             log.exception("metrics collection failed; serving the last one")
 
