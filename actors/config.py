@@ -8,6 +8,7 @@
     [supervisor] restart backoff and flapping limits
     [retention] file_reserved_hours, delete_when, disk watermarks (engine.retention.RetentionPolicy)
     [remoting]  the RocketMQ remoting front (NameServer + broker on one TCP port) for stock clients
+    [metrics]   Prometheus metrics and the dashboard on one HTTP listener (actors.metrics)
 
 Actors receive the tree as a plain dict (``to_dict``) and rebuild it (``from_dict``), so nothing but
 plain values crosses into a child process.
@@ -130,6 +131,21 @@ class RemotingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    enabled: bool = False               # ``mqstore start`` turns it on unless told otherwise
+    host: str = "127.0.0.1"
+    port: int = 9469                    # /metrics (Prometheus text), / (the dashboard), /api/status (JSON)
+    allow_non_loopback: bool = False    # the listener has no authentication: local unless asked
+    collect_interval_ms: int = 1_000    # how often the metrics actor asks the other actors
+    history_s: int = 600                # the dashboard's throughput chart covers this much
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/"
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     store_dir: str
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -139,6 +155,7 @@ class BrokerConfig:
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     remoting: RemotingConfig = field(default_factory=RemotingConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     geometry_given: bool = False  # whether [store.geometry] was set (else the store's own is used)
 
     def validate(self) -> BrokerConfig:
@@ -156,7 +173,7 @@ class BrokerConfig:
                 raise ConfigError(f"broker.{name} must be between 1 and {most}, got {getattr(self.broker, name)}")
         _at_least(1, "broker", self.broker, "ack_visibility_timeout_ms", "ack_max_deliveries", "ack_prefetch",
                   "ack_max_journal_entries", "ack_max_queues")
-        for name in ("flush", "broker", "ipc", "supervisor", "remoting"):  # the engine checks store and retention
+        for name in ("flush", "broker", "ipc", "supervisor", "remoting", "metrics"):  # the engine: store, retention
             section = getattr(self, name)
             _at_least(0, name, section, *(f.name for f in fields(section) if type(getattr(section, f.name)) is int))
         self._validate_remoting()  # before [store]: its store_host may come from the front's address
@@ -166,7 +183,21 @@ class BrokerConfig:
             except ValueError as exc:  # the engine's messages start with the key
                 raise ConfigError(f"{name}.{exc}") from None
         self._validate_tcp()
+        self._validate_metrics()
         return self
+
+    def _validate_metrics(self) -> None:
+        metrics = self.metrics
+        if not 0 < metrics.port < 65536:
+            raise ConfigError(f"metrics.port must be between 1 and 65535, got {metrics.port}")
+        try:
+            loopback = ipaddress.ip_address(metrics.host or "0.0.0.0").is_loopback
+        except ValueError:
+            raise ConfigError(f"metrics.host must be an IP address, got {json.dumps(metrics.host)}") from None
+        if metrics.enabled and not loopback and not metrics.allow_non_loopback:
+            raise ConfigError(f"[metrics] host {metrics.host!r} is not a loopback address and the listener has no "
+                              "authentication: set allow_non_loopback = true to serve it anyway")
+        _at_least(1, "metrics", metrics, "collect_interval_ms", "history_s")
 
     def _validate_tcp(self) -> None:
         ipc = self.ipc
@@ -232,12 +263,13 @@ class BrokerConfig:
         return cls(raw["store_dir"], store, FlushConfig(**raw.get("flush", {})),
                    BrokerSection(**raw.get("broker", {})), IpcConfig(**raw.get("ipc", {})),
                    SupervisorConfig(**raw.get("supervisor", {})), RetentionPolicy(**raw.get("retention", {})),
-                   remoting, bool(raw.get("geometry_given", False))).validate()
+                   remoting, MetricsConfig(**raw.get("metrics", {})), bool(raw.get("geometry_given", False))).validate()
 
 
 SECTIONS: dict[str, type] = {
     "store": StoreConfig, "flush": FlushConfig, "broker": BrokerSection, "ipc": IpcConfig,
     "supervisor": SupervisorConfig, "retention": RetentionPolicy, "remoting": RemotingConfig,
+    "metrics": MetricsConfig,
 }
 
 

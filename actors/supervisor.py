@@ -49,7 +49,8 @@ START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer")
 class ActorState:
     name: str
     process: Any = None
-    restarts: list[int] = field(default_factory=list)   # monotonic ms of each restart
+    restarts: list[int] = field(default_factory=list)   # monotonic ms of each restart within the flap window
+    restarts_total: int = 0                               # every restart since the broker started
     restart_at_ms: int = 0                                # pending restart time, 0 when none
     state: str = "starting"
     stats: dict[str, Any] = field(default_factory=dict)
@@ -128,7 +129,8 @@ class Supervisor:
 
     def names(self) -> list[str]:
         readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
-        return [*START_ORDER, *readers, *(["remoting"] if self.config.remoting.enabled else [])]
+        return [*START_ORDER, *readers, *(["remoting"] if self.config.remoting.enabled else []),
+                *(["metrics"] if self.config.metrics.enabled else [])]
 
     # -- run ---------------------------------------------------------------------------------------
 
@@ -205,6 +207,7 @@ class Supervisor:
                 log.warning("%s exited with %s; restarting in %d ms", actor.name, code, delay)
             elif now >= actor.restart_at_ms:
                 actor.restarts.append(now)
+                actor.restarts_total += 1
                 self._spawn(actor.name)
 
     def _check_ready(self) -> None:
@@ -245,7 +248,7 @@ class Supervisor:
         actors = {}
         for actor in self.actors.values():
             info: dict[str, Any] = {"pid": actor.pid, "state": actor.state, "restarts": len(actor.restarts),
-                                    **actor.stats}
+                                    "restarts_total": actor.restarts_total, **actor.stats}
             if actor.alive():
                 try:
                     if actor.usage is None or actor.usage.pid != actor.pid:
@@ -253,6 +256,8 @@ class Supervisor:
                         actor.usage.cpu_percent(interval=None)  # starts the measurement
                     info["cpu_percent"] = actor.usage.cpu_percent(interval=None)
                     info["rss_bytes"] = actor.usage.memory_info().rss
+                    cpu = actor.usage.cpu_times()
+                    info["cpu_s"] = cpu.user + cpu.system
                 except psutil.Error:
                     actor.usage = None
             if "applied" in actor.stats:
@@ -261,16 +266,17 @@ class Supervisor:
         return {"store": str(self.store_dir), "pid": os.getpid(), "flush_mode": self.config.flush.mode,
                 "written": written, "flushed": self.actors["flusher"].stats.get("flushed", 0)
                 if "flusher" in self.actors else 0, "recovery": self.recovery_summary, "actors": actors,
-                "ready": not waiting, "waiting_for": waiting}
+                "ready": not waiting, "waiting_for": waiting,
+                **({"metrics_url": self.config.metrics.url} if self.config.metrics.enabled else {})}
 
     # -- stop --------------------------------------------------------------------------------------
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
-        """The remoting front first (no new requests), the readers (they persist offsets), then the
+        """The remoting front and the metrics first (no new requests), the readers (they persist offsets), then the
         writer (it answers what waits for a flush), the builders, and the flush service last (its final
         fsync covers everything)."""
         readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (["remoting"], readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
+        for group in (["remoting", "metrics"], readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
         self._finish(clean)

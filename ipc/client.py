@@ -260,6 +260,10 @@ class Admin:
                 seen[str(group)] = max(seen.get(str(group), 0), int(ms))
         return seen
 
+    def ack_stats(self) -> list[dict[str, Any]]:
+        """Every reader's open ack-mode queues: group, topic, queue, ready, unacked, redelivered, dead."""
+        return [dict(q) for route in self._readers for q in self._call(route, "ack_stats")["queues"]]
+
     def reset_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
         """``commit_offset`` as an administrator: it may move the offset back, and does not count as
         the group's consumer being alive."""

@@ -105,8 +105,10 @@ class BrokerProcess:
     def start_argv(self) -> list[str]:
         """``mqstore start`` on this broker's store and configuration."""
         config = ["--config", str(self.config_path)] if self.config_path is not None else []
+        # metrics off unless the start arguments turn them on: a benchmark's broker CPU is the
+        # broker's own, and brokers run side by side do not share its port
         return [sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(self.store), *config,
-                *self.start_args]
+                "--metrics", "off", *self.start_args]
 
     def launch(self) -> Self:
         """``mqstore start`` in the background, not waiting for anything."""
@@ -213,13 +215,16 @@ class Broker(BrokerProcess):
     def __init__(self, root: Path, *, mode: str = "ASYNC_FLUSH", readers: int = 1, commitlog: int = 256 * 1024,
                  cq: int = 512, extra_toml: str = "", broker_extra: str = "", flap_restarts: int = 20,
                  tcp_port: int | None = None, curve: bool = True, remoting_port: int | None = None,
-                 store: Path | None = None, supervisor: dict[str, int] | None = None) -> None:
+                 store: Path | None = None, supervisor: dict[str, int] | None = None,
+                 metrics_port: int | None = None) -> None:
         """``broker_extra``: more ``key = value`` lines for the [broker] table (``extra_toml`` may
         not open it a second time). ``remoting_port``: serve RocketMQ clients there (off without it).
+        ``metrics_port``: serve the metrics and the dashboard there (off without it).
         ``supervisor``: [supervisor] values over the tests' quick backoff."""
         remoting = ("--remoting", "off") if remoting_port is None else (
             "--remoting", "on", "--remoting-port", str(remoting_port))
-        super().__init__(root / "store" if store is None else store, *remoting, config=root / "broker.toml",
+        metrics = () if metrics_port is None else ("--metrics", "on", "--metrics-port", str(metrics_port))
+        super().__init__(root / "store" if store is None else store, *remoting, *metrics, config=root / "broker.toml",
                          log_path=root / "broker.log")
         self.root = root
         self.remoting_port = remoting_port

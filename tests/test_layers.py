@@ -13,7 +13,8 @@ STDLIB = set(sys.stdlib_module_names)
 ALLOWED: dict[str, set[str]] = {
     "engine": {"engine", "numpy"},
     "ipc": {"ipc", "engine", "zmq", "msgpack"},
-    "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "setproctitle", "zmq", "msgpack"},
+    "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "setproctitle", "zmq", "msgpack",
+               "prometheus_client"},
     "pipeline": {"pipeline", "engine", "pyspark", "pyarrow", "numpy", "ipc", "matplotlib", "rich"},
 }
 # the engine is passive: no sockets, threads, processes or signal handling
@@ -91,6 +92,8 @@ ROOMS_FORBIDDEN: dict[str, tuple[str, ...]] = {
     "actors/writer": ("actors.reader", "actors.remoting", "actors.builder", "actors.flusher", "actors.supervisor"),
     "actors/reader": ("actors.writer", "actors.remoting", "actors.builder", "actors.flusher", "actors.supervisor"),
     "actors/remoting": ("actors.writer", "actors.reader", "actors.builder", "actors.flusher", "actors.supervisor"),
+    "actors/metrics": ("actors.writer", "actors.reader", "actors.remoting", "actors.builder", "actors.flusher",
+                       "actors.supervisor"),
     "actors/builder.py": ("actors.writer", "actors.reader", "actors.remoting", "actors.flusher", "actors.supervisor"),
     "actors/flusher.py": ("actors.writer", "actors.reader", "actors.remoting", "actors.builder", "actors.supervisor"),
     # the base every actor imports imports no actor (the supervisor owns the registry)

@@ -22,6 +22,7 @@ from typing import Any
 import zmq
 
 from actors.config import BrokerConfig
+from actors.meters import TopicCounts
 from actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
 from actors.reader.ack_queues import AckQueues
 from actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ack_release, parse_receipt
@@ -44,12 +45,14 @@ SendReply = Callable[[bytes, dict[str, Any]], None]
 
 class AckGroups:
     def __init__(self, config: BrokerConfig, reader_index: int, store: PublishedStore, *, ctx: zmq.Context[Any],
-                 ingress: str, now_ms: Callable[[], int]) -> None:
+                 ingress: str, now_ms: Callable[[], int], delivered: TopicCounts | None = None) -> None:
+        """``delivered``: where deliveries are counted per topic for the metrics (the reader's pulls' counts)."""
         self.cfg = config.broker
         self.keep_unacked = config.retention.keep_unacked  # without it nothing reads the low-water mark
         self.reader_index = reader_index
         self.store = store
         self.now_ms = now_ms
+        self.delivered = delivered if delivered is not None else TopicCounts()
         self.queues = AckQueues(Path(config.store_dir), reader_index, config.broker,
                                 host_prefix=msg_id_prefix(config.store.store_host.packed), now_ms=now_ms)
         self.parked = ParkedAckPulls()
@@ -108,6 +111,15 @@ class AckGroups:
                 self._send_dead_letters(key, now)
                 self._wake(key, now)
         return schema.ok_reply(request_id, released=released)
+
+    def op_ack_stats(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+        """Per ack-mode queue this reader has open: ready, unacked, redelivered, dead (the metrics)."""
+        queues = []
+        for (group, topic, queue_id), q in self.queues.items():
+            view = self.store.published_queue(topic, queue_id)
+            counts = q.counts(view.max_queue_offset if view is not None else 0)
+            queues.append({"group": group, "topic": topic, "queue": queue_id, **counts})
+        return schema.ok_reply(request_id, queues=queues)
 
     def _not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
         owner = self.queues.owner(key)
@@ -189,6 +201,8 @@ class AckGroups:
                                  delivery_count=h.delivery_count))
         if dropped:
             self.queues.guarded(key, lambda: q.ack(dropped))
+        if msgs:
+            self.delivered.add(pull.topic, len(msgs), sum(m["size"] for m in msgs))
         return msgs
 
     def _top_up(self, key: AckKey, q: AckQueue, view: PublishedQueue | None) -> None:

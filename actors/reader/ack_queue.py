@@ -106,6 +106,7 @@ class AckQueue:
         self._deadlines: list[tuple[int, int, int]] = []       # (deadline_ms, seq, delivery count)
         self.dead: dict[int, DeadLetter] = {}
         self.scan_from = index.next_seq_id                     # next consume-queue offset to look at
+        self.redelivered_count = 0                             # redeliveries handed out since it opened
         self._recover()
 
     @classmethod
@@ -140,6 +141,15 @@ class AckQueue:
     @property
     def retry_count(self) -> int:
         return len(self._retry_info)
+
+    def counts(self, max_queue_offset: int) -> dict[str, int]:
+        """What the metrics show of the queue: ready (due again, indexed and not yet handed out, and
+        what the consume queue holds past what was indexed, up to ``max_queue_offset``), unacked (in
+        consumers' hands), redelivered (handed out again since the queue opened), dead (waiting for
+        ``%DLQ%{group}``)."""
+        backlog = max(max_queue_offset - self.scan_from, 0)
+        return {"ready": len(self.fresh) + self.retry_count + backlog, "unacked": len(self.in_flight),
+                "redelivered": self.redelivered_count, "dead": len(self.dead)}
 
     def in_flight_of(self, consumer: str) -> int:
         return self._per_consumer.get(consumer, 0)
@@ -182,6 +192,7 @@ class AckQueue:
             if info is not None:
                 out.append(Handout(seq, info[0], info[1], True, info[2] + 1))
         first = len(out)
+        self.redelivered_count += first
         while self.fresh and len(out) < max_count:
             m = self.fresh.popleft()
             out.append(Handout(m.seq, m.phys_offset, m.size, False, 1))

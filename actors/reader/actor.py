@@ -25,6 +25,8 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     groups, group_describe, delete_topic_offsets             groups' offsets and lag (reader 0 only)
     group_activity                                           -> groups {group: last seen ms}, now_ms
                                                              (actors.reader.activity)
+    ack_stats                                                -> queues [{group, topic, queue, ready,
+                                                             unacked, redelivered, dead}] (its ack queues)
     ping                                                     -> pid, index, readers, readable_end, parked
     ack_pull, ack, nack, ack_release                         ack mode (actors.reader.ack_groups, ipc.receipts)
 
@@ -46,6 +48,7 @@ import zmq
 
 from actors.clock import monotonic_ms, wall_ms
 from actors.config import MAX_FETCH_BYTES, MAX_FETCH_COUNT
+from actors.meters import Latencies, TopicCounts
 from actors.reader import fields
 from actors.reader.ack_groups import AckGroups
 from actors.reader.activity import GroupActivity
@@ -81,9 +84,11 @@ class ReaderActor:
         self.parked = ParkedPulls()
         self.offsets = CommittedOffsets(self.store_dir, index, self.store, wall_ms)
         self.max_query_count = cfg.store.max_query_count
+        self.topics_out = TopicCounts()     # what pulls and ack-mode pulls delivered, per topic (the metrics)
         self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.ingress,
-                              now_ms=monotonic_ms)
+                              now_ms=monotonic_ms, delivered=self.topics_out)
         self.activity = GroupActivity(wall_ms)
+        self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
         self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
             "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
             "query_uniq": self._op_query_uniq,
@@ -94,7 +99,7 @@ class ReaderActor:
             "ack_release": self.acks.op_ack_release, "groups": self.offsets.op_groups,
             "group_describe": self.offsets.op_group_describe,
             "delete_topic_offsets": self.offsets.op_delete_topic_offsets,
-            "group_activity": self.activity.op_group_activity,
+            "group_activity": self.activity.op_group_activity, "ack_stats": self.acks.op_ack_stats,
         }
         self._consumer_ops = frozenset({"pull", "commit_offset", "ack_pull", "ack"})
 
@@ -140,7 +145,8 @@ class ReaderActor:
                     next_persist = now + broker.offset_persist_interval_ms
                     self.offsets.persist(final=False)
                 self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
-                               ack_queues=len(self.acks.queues))
+                               ack_queues=len(self.acks.queues), topics_out=self.topics_out.stats(),
+                               pull_latency=self.pull_latency.stats())
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
                 self._answer(router, parked)
@@ -242,6 +248,13 @@ class ReaderActor:
             return schema.error_reply(request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
     def _op_pull(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+        started = time.perf_counter()
+        reply = self._pull_now_or_park(identity, request_id, message)
+        if reply is not None:
+            self.pull_latency.observe(time.perf_counter() - started)
+        return reply
+
+    def _pull_now_or_park(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
         cfg = self.rt.config
         if schema.field(message, "by_bytes", bool, default=False):
             most_count, caps = MAX_FETCH_COUNT, (cfg.broker.fetch_max_count, cfg.broker.fetch_max_bytes)
@@ -335,8 +348,12 @@ class ReaderActor:
     def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
         if pull.raw:  # one blob and its columns: nothing per message on either side
             records = _stored_reply(result.stored or StoredRecords(b"", [], [], []))
+            if records["count"]:
+                self.topics_out.add(pull.topic, records["count"], len(records["raw"]))
         else:
             records = {"msgs": [record_to_wire(r) for r in result.messages]}
+            if result.messages:
+                self.topics_out.add(pull.topic, len(result.messages), sum(r.size for r in result.messages))
         if pull.trace:
             records["replied_us"] = time.time_ns() // 1000
         return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,

@@ -26,6 +26,7 @@ sockets they answer and publish on (``actors.writer.outlets``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,8 @@ class CommitLogWriterActor:
             log.exception("cannot persist topics; retrying")  # the table stays dirty: the next tick tries
         self.rt.report("running", written=end, flushed=waiters.flushed_end, dispatched=self.progress.dispatched_end,
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
-                       prefaulted=self.prefault.prefault.populated_bytes)
+                       prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
+                       send_latency=self.progress.send_latency.stats())
 
     def _check_disk(self, now: int) -> None:
         """Watermarks: past the warning ratio sends are refused until usage drops; cleanup runs on
@@ -193,6 +195,8 @@ class CommitLogWriterActor:
         one max_request_bytes of frames (a flood of big frames is taken a request's worth at a time).
         Other requests are answered as they come; the sends are appended after the drain, the
         producer-encoded ones last."""
+        started = time.perf_counter()
+        held = len(self.state.waiters)
         broker = self.rt.config.broker
         outlets = Outlets(ingress, dispatch_out, written_out, self.progress)
         message_sends: list[sends.MessageSend] = []
@@ -218,3 +222,7 @@ class CommitLogWriterActor:
             sends.write_round(self.state, outlets, message_sends)
         if encoded_sends:
             encoded.write_round(self.state, outlets, encoded_sends)
+        # the sends answered in the round; those held for a flush count from their append to their answer
+        answered = len(message_sends) + len(encoded_sends) - (len(self.state.waiters) - held)
+        if answered > 0:
+            self.progress.send_latency.observe(time.perf_counter() - started, answered)

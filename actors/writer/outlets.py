@@ -3,18 +3,20 @@
 
 ``Progress`` is what the notices report and outlives a round: how far the dispatch batches published
 reach (a ``tick`` tells builders they may apply up to there) and the store time of the last record
-appended (a ``written`` notice carries it to the checkpoint). ``Outlets`` is the three sockets seen
+appended (a ``written`` notice carries it to the checkpoint), and what the metrics count (messages
+and bytes in per topic, as batches are dispatched; send latencies). ``Outlets`` is the three sockets seen
 from one round; every publish of a batch moves ``Progress``, so no caller keeps that count itself.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
 
+from actors.meters import Latencies, TopicCounts
 from ipc import schema
 from ipc.notices import Dispatch, Tick, Written
 
@@ -25,6 +27,8 @@ log = logging.getLogger("mqstore")
 class Progress:
     dispatched_end: int  # every dispatch batch below this commitlog offset was published
     last_store_ms: int = 0  # store time of the last record appended
+    topics_in: TopicCounts = field(default_factory=TopicCounts)  # what was dispatched, per topic
+    send_latency: Latencies = field(default_factory=Latencies)  # sends, from the round taking them to their answers
 
 
 class Outlets:
@@ -49,6 +53,7 @@ class Outlets:
     def dispatch(self, notice: Dispatch) -> None:
         self.dispatch_out.send_multipart(notice.frames())
         self.progress.dispatched_end = max(self.progress.dispatched_end, notice.to_phys)
+        self.progress.topics_in.add_batch(notice.batch)
 
     def written(self, notice: Written) -> None:
         self.written_out.send_multipart(notice.frames())

@@ -12,8 +12,9 @@ once flushed). ``flushed`` notices come in either flush mode: ``flushed_end`` is
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
@@ -35,6 +36,7 @@ class PendingSync:
     request_id: Any
     results: list[dict[str, Any]]
     packed: dict[str, Any] | None = None  # an encoded send's reply fields (results are then empty)
+    held_s: float = field(default_factory=time.perf_counter)  # from here to its answer: its send latency
 
 
 class SyncWaiters:
@@ -92,6 +94,7 @@ class SyncWaiters:
                 outlets.reply(p.identity, schema.ok_reply(p.request_id, **p.packed))
             else:
                 outlets.reply(p.identity, schema.ok_reply(p.request_id, results=p.results))
+            outlets.progress.send_latency.observe(time.perf_counter() - p.held_s)
 
     def drain(self, outlets: Outlets, flushed_in: zmq.Socket[Any]) -> None:
         """On stop, give waiting sends their flush, or their timeout: never wait longer than the sync

@@ -126,6 +126,18 @@ class DispatchBatch:
         as ``topic#key`` all at once (``engine.keyindex.keys.record_key_hashes``)."""
         return record_key_hashes(self.topics, self.columns["topic"], self.keys, self.uniq_keys)
 
+    def topic_totals(self) -> list[tuple[str, int, int]]:
+        """(topic, records, bytes) for each topic the batch holds: one sum for a batch of one topic
+        (the common case), two counts otherwise."""
+        if not len(self.columns):
+            return []
+        if len(self.topics) == 1:
+            return [(self.topics[0], len(self.columns), int(self.columns["size"].sum()))]
+        topic_ids = self.columns["topic"]
+        counts = np.bincount(topic_ids, minlength=len(self.topics)).tolist()
+        sizes = np.bincount(topic_ids, weights=self.columns["size"], minlength=len(self.topics)).tolist()
+        return [(t, int(n), int(b)) for t, n, b in zip(self.topics, counts, sizes, strict=True) if n]
+
     def after(self, phys_offset: int) -> DispatchBatch:
         """The records at or after ``phys_offset``."""
         if not len(self.columns) or int(self.columns["phys_offset"][0]) >= phys_offset:

@@ -39,6 +39,9 @@ def add_broker_commands(commands: Any) -> None:
     start.add_argument("--remoting", choices=("on", "off"),
                        help="the RocketMQ remoting front for stock clients (on, unless the config says otherwise)")
     start.add_argument("--remoting-port", type=port, help="its TCP port (10911; NameServer and broker share it)")
+    start.add_argument("--metrics", choices=("on", "off"), help="Prometheus metrics and the dashboard over HTTP "
+                       "(on, unless the config says otherwise)")
+    start.add_argument("--metrics-port", type=port, help="their TCP port (9469, on [metrics] host, 127.0.0.1)")
     start.set_defaults(handler=_start)
 
     for name, helptext in (("status", "show the running broker's actors"), ("stop", "stop the running broker")):
@@ -91,7 +94,8 @@ def _start(args: argparse.Namespace) -> int:
         overrides["flush"] = {"mode": args.flush}
     if args.readers is not None:
         overrides["broker"] = {"readers": args.readers}
-    overrides["remoting"] = _remoting_overrides(args)
+    overrides["remoting"] = _on_by_default(args, "remoting", args.remoting, args.remoting_port)
+    overrides["metrics"] = _on_by_default(args, "metrics", args.metrics, args.metrics_port)
     try:
         config = load_config(args.store, args.config, **overrides)
     except ConfigError as exc:
@@ -110,23 +114,34 @@ def _start(args: argparse.Namespace) -> int:
                   f"{problem} (use --remoting-port, or --remoting off)", file=sys.stderr)
             return 2
         front = "; RocketMQ clients: set_namesrv_addr(\"{}:{}\")".format(*config.remoting.address)
+    if config.metrics.enabled:
+        problem = _port_problem(config.metrics.host, config.metrics.port)
+        if problem:
+            print(f"mqstore start: cannot serve metrics on {config.metrics.host}:{config.metrics.port}: {problem} "
+                  "(use --metrics-port, or --metrics off)", file=sys.stderr)
+            return 2
+        front += f"; dashboard: {config.metrics.url}, Prometheus metrics: {config.metrics.url}metrics"
     print(f"mqstore: starting a broker on {config.store_dir} ({config.flush.mode}, {config.broker.readers} "
           f"reader(s)); control at {config.endpoints.control}", file=sys.stderr)
+    if config.metrics.enabled:
+        print(f"mqstore: dashboard at {config.metrics.url}, Prometheus metrics at {config.metrics.url}metrics",
+              file=sys.stderr)
 
     def ready() -> None:
         print(f"mqstore: ready on {config.store_dir}{front}", file=sys.stderr, flush=True)
     return serve(config, on_ready=ready)
 
 
-def _remoting_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The front is on for ``mqstore start`` unless the config file or ``--remoting off`` says no."""
+def _on_by_default(args: argparse.Namespace, section: str, switch: str | None, port: int | None) -> dict[str, Any]:
+    """The remoting front and the metrics are on for ``mqstore start`` unless the config file's
+    section or ``--remoting off`` / ``--metrics off`` says no."""
     values: dict[str, Any] = {}
-    if args.remoting is not None:
-        values["enabled"] = args.remoting == "on"
-    elif args.config is None or "enabled" not in _file_section(args.config, "remoting"):
+    if switch is not None:
+        values["enabled"] = switch == "on"
+    elif args.config is None or "enabled" not in _file_section(args.config, section):
         values["enabled"] = True
-    if args.remoting_port is not None:
-        values["port"] = args.remoting_port
+    if port is not None:
+        values["port"] = port
     return values
 
 
@@ -178,6 +193,8 @@ def _print_status(reply: dict[str, Any]) -> None:
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
     Console().print(table)
+    if reply.get("metrics_url"):
+        Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 
 
 def _stop(args: argparse.Namespace) -> int:

@@ -104,11 +104,22 @@ def test_right_types_load(tmp_path: Path) -> None:
     ('[retention]\ndelete_when = "4am"\n', "retention.delete_when must list hours 00..23 separated by ';', "
                                            'got "4am"'),
     ("[ipc]\ntcp_base_port = -5\n", "ipc.tcp_base_port must not be negative, got -5"),
+    ("[metrics]\nport = 0\n", "metrics.port must be between 1 and 65535, got 0"),
+    ('[metrics]\nhost = "localhost"\n', 'metrics.host must be an IP address, got "localhost"'),
+    ('[metrics]\nenabled = true\nhost = "0.0.0.0"\n', "[metrics] host '0.0.0.0' is not a loopback address and the "
+     "listener has no authentication: set allow_non_loopback = true to serve it anyway"),
+    ("[metrics]\ncollect_interval_ms = 0\n", "metrics.collect_interval_ms must be at least 1, got 0"),
 ])
 def test_values_out_of_range_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_toml(tmp_path, text)
     assert str(caught.value) == message
+
+
+def test_metrics_on_every_address_when_asked_and_its_url_dials_loopback(tmp_path: Path) -> None:
+    config = load_toml(tmp_path, '[metrics]\nenabled = true\nhost = "0.0.0.0"\nallow_non_loopback = true\n'
+                       "port = 9100\n")
+    assert config.metrics.url == "http://127.0.0.1:9100/"
 
 
 def test_a_section_that_is_not_a_table_is_refused_even_with_overrides(tmp_path: Path) -> None:

@@ -104,7 +104,8 @@ def test_the_runtime_imports_no_actor() -> None:
 
 
 def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
-    config = load_config(tmp_path / "store", None, broker={"readers": 2}, remoting={"enabled": True})
+    config = load_config(tmp_path / "store", None, broker={"readers": 2}, remoting={"enabled": True},
+                         metrics={"enabled": True})
     names = Supervisor(config).names()
     assert set(START_ORDER) < set(names)
     assert {name.partition("-")[0] for name in names} == set(ACTOR_KINDS)

@@ -34,6 +34,8 @@ OpenStore = Callable[..., MessageStore]
     ["start", "--readers", "0"],
     ["start", "--remoting-port", "0"],
     ["start", "--remoting-port", "65536"],
+    ["start", "--metrics-port", "0"],
+    ["start", "--metrics", "maybe"],
 ], ids=" ".join)
 def test_numeric_arguments_of_the_broker_commands_are_usage_errors(argv: list[str], tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,3 +63,15 @@ def test_start_on_a_held_store_says_in_use_by_which_pid(tmp_path: Path, open_sto
     err = capsys.readouterr().err
     assert f"is in use by pid {os.getpid()}" in err
     assert "cannot serve RocketMQ clients" not in err
+
+
+def test_start_with_the_metrics_port_taken_says_so_and_starts_nothing(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert main(["start", "--store", str(tmp_path / "store"), "--remoting", "off", "--metrics-port", port]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in err and "--metrics off" in err
+    assert not (tmp_path / "store" / "commitlog").exists()

@@ -1,0 +1,85 @@
+"""metrics: Prometheus metrics and the dashboard, served over HTTP from a process of its own.
+
+Every ``[metrics] collect_interval_ms`` the loop asks the supervisor and the other actors over the
+ops they already serve (``actors.metrics.collect``), renders the answers once as Prometheus text
+(``actors.metrics.exposition``) and JSON, and hands both to the listener (``actors.metrics.listener``),
+which serves them from a thread of its own. The other actors only count what they did in the stats
+events they send anyway (``actors.meters``), so no scrape, slow or stalled, reaches a send or a pull.
+
+The listener binds when the actor is built, before it reports running: a broker that says it is
+ready serves its metrics (``mqstore start`` refuses a port already taken). Should the port be taken
+later, between a restart of this actor and its bind, the actor keeps running and tries again every
+``REBIND_MS``: a restart loop here would make the supervisor give up on the whole broker. Killed,
+the actor is restarted like any other; it keeps nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from actors.clock import monotonic_ms
+from actors.metrics.collect import Collector
+from actors.metrics.exposition import Exposition
+from actors.metrics.listener import MetricsServer, Pages
+from actors.runtime import Runtime
+
+log = logging.getLogger("mqstore")
+
+LOOP_MS = 100     # how soon a stop is noticed between collections
+REBIND_MS = 1_000  # how often a listener that could not bind tries again
+
+
+class MetricsActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        cfg = runtime.config.metrics
+        self.interval_ms = cfg.collect_interval_ms
+        self.address = (cfg.host, cfg.port)
+        self.pages = Pages()
+        self.collector = Collector(runtime.config, runtime.ctx)
+        self.exposition = Exposition()
+        self._wake = threading.Event()
+        self.server: MetricsServer | None = None
+        self._listen()
+        log.info("metrics at %smetrics, the dashboard at %s", cfg.url, cfg.url)
+
+    def _listen(self) -> None:
+        """Bind and serve from a thread of its own; a port taken is logged and tried again later."""
+        try:
+            self.server = MetricsServer(self.address, self.pages)
+        except OSError as exc:
+            log.error("cannot listen on %s:%d (%s); trying again", *self.address, exc)
+            return
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2}, name="mq-metrics-http",
+                         daemon=True).start()
+
+    def collect(self) -> None:
+        """One collection rendered; a fault in it is logged and the last pages stay served (a bug here
+        must not make the supervisor give up on the broker by restarting this actor in a loop)."""
+        try:
+            snapshot = self.collector.collect()
+            self.pages.update(self.exposition.render(snapshot), json.dumps(snapshot, default=str).encode())
+        except Exception:
+            log.exception("metrics collection failed; serving the last one")
+
+    def run(self) -> None:
+        next_collect = next_bind = 0
+        try:
+            while not self.rt.stopping:
+                now = monotonic_ms()
+                if self.server is None and now >= next_bind:
+                    next_bind = now + REBIND_MS
+                    self._listen()
+                if now >= next_collect:
+                    self.collect()
+                    next_collect = monotonic_ms() + self.interval_ms
+                    self.rt.report("running", listening=self.server is not None, served=self.pages.served,
+                                   collect_errors=self.collector.errors_total)
+                self._wake.wait(min(LOOP_MS, max(next_collect - monotonic_ms(), 0)) / 1000)
+        finally:
+            if self.server is not None:
+                self.server.shutdown()
+                self.server.server_close()
+            self.collector.close()

@@ -1,0 +1,163 @@
+"""What the metrics actor knows of the broker: one ``Snapshot`` per collection, gathered over the
+ops the other actors already serve, never by touching their loops.
+
+- the supervisor's ``status`` (its control socket): every actor's pid, state, restarts, CPU seconds,
+  RSS and last stats event (written, flushed and dispatched offsets, each builder's applied one,
+  the writer's messages and bytes in per topic and send latencies, each reader's out and pull
+  latencies: ``actors.meters``);
+- the writer's ``topics``; reader 0's ``queue_info`` per topic, ``groups`` and ``group_describe``
+  per group (consumer lag computed once, by ``engine.group_lag``); every reader's ``ack_stats``;
+- the disk the commitlog is on, against the retention watermarks (``engine.retention``).
+
+A source that does not answer within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot
+says which failed (``errors``). The snapshot is plain values: the JSON endpoint serves it as it is,
+and ``actors.metrics.exposition`` turns it into Prometheus text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from actors.clock import wall_ms
+from actors.config import BrokerConfig
+from actors.meters import LATENCY_BOUNDS_S
+from engine.retention import disk_used_ratio
+from ipc import schema
+from ipc.channel import BrokerError, BrokerTimeoutError
+from ipc.client import Admin
+from ipc.sockets import connect
+
+log = logging.getLogger("mqstore")
+
+SOURCE_TIMEOUT_MS = 1_000
+MAX_TOPICS = 1_000   # topics whose queues are asked for each collection (the rest: counts only)
+MAX_GROUPS = 1_000   # groups described each collection
+BUILDERS = ("cqbuilder", "indexbuilder")
+
+Snapshot = dict[str, Any]
+
+
+def _sum_counts(into: dict[str, list[int]], counts: Any) -> None:
+    if not isinstance(counts, dict):
+        return
+    for topic, (messages, size_bytes) in counts.items():
+        total = into.setdefault(str(topic), [0, 0])
+        total[0] += int(messages)
+        total[1] += int(size_bytes)
+
+
+def _sum_latencies(into: dict[str, Any], stats: Any) -> None:
+    if not isinstance(stats, dict) or len(stats.get("buckets", ())) != len(into["buckets"]):
+        return
+    into["buckets"] = [a + int(b) for a, b in zip(into["buckets"], stats["buckets"], strict=True)]
+    into["sum_s"] += float(stats["sum_s"])
+
+
+def _no_latencies() -> dict[str, Any]:
+    return {"buckets": [0] * (len(LATENCY_BOUNDS_S) + 1), "sum_s": 0.0}
+
+
+class Collector:
+    def __init__(self, config: BrokerConfig, ctx: zmq.Context[Any]) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.control = config.endpoints.control
+        self.admin = Admin(endpoints=config.endpoints, timeout_ms=SOURCE_TIMEOUT_MS)
+        samples = max(1, config.metrics.history_s * 1000 // config.metrics.collect_interval_ms)
+        self.history: deque[list[int]] = deque(maxlen=samples)  # [time ms, messages in, out, written]
+        self.last: Snapshot = {"status": {}, "topics": {}, "queues": {}, "groups": {}, "ack": []}
+        self._request_id = 0
+        self.errors_total = 0
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def _supervisor_status(self) -> dict[str, Any]:
+        """One ``status`` request on a socket of its own: a REQ that got no answer cannot ask again."""
+        self._request_id += 1
+        sock = connect(self.ctx, zmq.REQ, self.control, rcvtimeo_ms=SOURCE_TIMEOUT_MS)
+        try:
+            sock.send(schema.pack(schema.request("status", self._request_id)))
+            reply = schema.unpack(sock.recv())
+        except zmq.Again:
+            raise BrokerTimeoutError("the supervisor did not answer status") from None
+        finally:
+            sock.close(linger=0)
+        if not reply.get("ok"):
+            raise BrokerError(str(reply.get("code")), str(reply.get("message")))
+        return reply
+
+    def collect(self) -> Snapshot:
+        errors: list[str] = []
+        sources = (("status", self._supervisor_status), ("topics", self.admin.topics),
+                   ("queues", self._queues), ("groups", self._groups), ("ack", self._ack))
+        for name, source in sources:
+            try:
+                self.last[name] = source()
+            except (BrokerError, BrokerTimeoutError) as exc:
+                errors.append(f"{name}: {exc}")
+        self.errors_total += len(errors)
+        status = self.last["status"]
+        actors: dict[str, Any] = status.get("actors", {})
+        topics_in: dict[str, list[int]] = {}
+        topics_out: dict[str, list[int]] = {}
+        send, pull = _no_latencies(), _no_latencies()
+        for name, info in actors.items():
+            if name == "writer":
+                _sum_counts(topics_in, info.get("topics_in"))
+                _sum_latencies(send, info.get("send_latency"))
+            elif name.startswith("reader"):
+                _sum_counts(topics_out, info.get("topics_out"))
+                _sum_latencies(pull, info.get("pull_latency"))
+        writer = actors.get("writer", {})
+        written = int(status.get("written", 0))
+        offsets: dict[str, Any] = {"written": written, "flushed": int(status.get("flushed", 0)),
+                   "dispatched": int(writer.get("dispatched", 0)),
+                   "applied": {b: int(actors[b]["applied"]) for b in BUILDERS if "applied" in actors.get(b, {})}}
+        now = wall_ms()
+        self.history.append([now, sum(c[0] for c in topics_in.values()), sum(c[0] for c in topics_out.values()),
+                             written])
+        return {"time_ms": now, "store": self.config.store_dir, "status": status, "errors": errors,
+                "errors_total": self.errors_total,
+                "topics": self._topics(topics_in, topics_out), "groups": self.last["groups"],
+                "ack": self.last["ack"], "offsets": offsets, "disk": self._disk(),
+                "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send, "pull": pull},
+                "history": list(self.history), "urls": self._urls()}
+
+    def _queues(self) -> dict[str, dict[str, list[int]]]:
+        names = sorted(self.last["topics"])[:MAX_TOPICS]
+        return {t: {str(q): list(span) for q, span in sorted(self.admin.queue_info(t).items())} for t in names}
+
+    def _groups(self) -> dict[str, list[dict[str, Any]]]:
+        names = sorted(self.admin.groups())[:MAX_GROUPS]
+        return {group: self.admin.group_describe(group) for group in names}
+
+    def _ack(self) -> list[dict[str, Any]]:
+        return sorted(self.admin.ack_stats(), key=lambda q: (str(q["group"]), str(q["topic"]), int(q["queue"])))
+
+    def _topics(self, topics_in: dict[str, list[int]], topics_out: dict[str, list[int]]) -> dict[str, Any]:
+        topics: dict[str, Any] = {}
+        for name in sorted(set(self.last["topics"]) | set(topics_in) | set(topics_out)):
+            into, out = topics_in.get(name, [0, 0]), topics_out.get(name, [0, 0])
+            topics[name] = {"queue_count": int(self.last["topics"].get(name, 0)),
+                            "queues": self.last["queues"].get(name, {}), "messages_in": into[0],
+                            "bytes_in": into[1], "messages_out": out[0], "bytes_out": out[1]}
+        return topics
+
+    def _disk(self) -> dict[str, float]:
+        policy = self.config.retention
+        try:
+            used = disk_used_ratio(Path(self.config.store_dir) / "commitlog")
+        except OSError:
+            used = -1.0
+        return {"used_ratio": used, "max_used_ratio": policy.disk_max_used_space_ratio,
+                "clean_forcibly_ratio": policy.disk_clean_forcibly_ratio, "warning_ratio": policy.disk_warning_ratio}
+
+    def _urls(self) -> dict[str, str]:
+        base = self.config.metrics.url
+        return {"dashboard": base, "metrics": base + "metrics", "api": base + "api/status"}

@@ -1,0 +1,167 @@
+"""A collection (``actors.metrics.collect.Snapshot``) as Prometheus text, through ``prometheus_client``.
+
+Every name starts with ``mqstore_``; the README's "Watching a running broker" lists them. Counters
+come from the actors' own counts (``actors.meters``), which restart from zero with an actor's
+process, as Prometheus counters may.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from actors.metrics.collect import Snapshot
+
+ACTOR_STATES = ("starting", "running", "stopped", "dead")
+
+
+def actor_state(state: str) -> str:
+    """The state's first word: ``dead (exit 1), restart in 100 ms`` is ``dead``."""
+    word = state.split(" ", 1)[0] if state else "unknown"
+    return word if word in ACTOR_STATES else "unknown"
+
+
+def _actor_families(status: dict[str, Any]) -> Iterator[Metric]:
+    cpu = CounterMetricFamily("mqstore_actor_cpu_seconds", "CPU time (user + system) of an actor's process",
+                              labels=["actor"])
+    rss = GaugeMetricFamily("mqstore_actor_rss_bytes", "Resident memory of an actor's process", labels=["actor"])
+    restarts = CounterMetricFamily("mqstore_actor_restarts", "Restarts of an actor since the broker started",
+                                   labels=["actor"])
+    state = GaugeMetricFamily("mqstore_actor_state", "1 for the state an actor is in (starting, running, stopped, "
+                              "dead)", labels=["actor", "state"])
+    up = GaugeMetricFamily("mqstore_actor_up", "1 while an actor reports running", labels=["actor"])
+    for name, info in sorted(status.get("actors", {}).items()):
+        if "cpu_s" in info:
+            cpu.add_metric([name], float(info["cpu_s"]))
+        if "rss_bytes" in info:
+            rss.add_metric([name], float(info["rss_bytes"]))
+        restarts.add_metric([name], float(info.get("restarts_total", 0)))
+        current = actor_state(str(info.get("state", "")))
+        for s in ACTOR_STATES:
+            state.add_metric([name, s], 1.0 if current == s else 0.0)
+        up.add_metric([name], 1.0 if current == "running" else 0.0)
+    ready = GaugeMetricFamily("mqstore_broker_ready", "1 once every actor serves", value=float(bool(
+        status.get("ready"))))
+    yield from (cpu, rss, restarts, state, up, ready)
+
+
+def _topic_families(topics: dict[str, Any]) -> Iterator[Metric]:
+    counters = {key: CounterMetricFamily(f"mqstore_topic_{key}", helptext, labels=["topic"]) for key, helptext in (
+        ("messages_in", "Messages the writer appended to a topic"), ("bytes_in", "Record bytes appended to a topic"),
+        ("messages_out", "Messages pulls (either mode) delivered from a topic"),
+        ("bytes_out", "Record bytes pulls delivered"))}
+    queues = GaugeMetricFamily("mqstore_topic_queues", "Queues of a topic", labels=["topic"])
+    low = GaugeMetricFamily("mqstore_queue_min_offset", "A queue's first queue offset", labels=["topic", "queue"])
+    high = GaugeMetricFamily("mqstore_queue_max_offset", "One past a queue's last queue offset",
+                             labels=["topic", "queue"])
+    for topic, info in topics.items():
+        for key, family in counters.items():
+            family.add_metric([topic], float(info[key]))
+        queues.add_metric([topic], float(info["queue_count"]))
+        for queue_id, (lo, hi) in info["queues"].items():
+            low.add_metric([topic, queue_id], float(lo))
+            high.add_metric([topic, queue_id], float(hi))
+    yield from (*counters.values(), queues, low, high)
+
+
+def _offset_families(offsets: dict[str, Any]) -> Iterator[Metric]:
+    written = offsets["written"]
+    for key, helptext in (("written", "Commitlog offset the writer appended up to"),
+                          ("flushed", "Commitlog offset flushed to disk"),
+                          ("dispatched", "Commitlog offset the writer dispatched to the builders up to")):
+        yield GaugeMetricFamily(f"mqstore_commitlog_{key}_offset", helptext, value=float(offsets[key]))
+    yield GaugeMetricFamily("mqstore_commitlog_flush_lag_bytes", "Written but not yet flushed",
+                            value=float(max(written - offsets["flushed"], 0)))
+    applied = GaugeMetricFamily("mqstore_builder_applied_offset", "Commitlog offset a builder applied up to",
+                                labels=["builder"])
+    lag = GaugeMetricFamily("mqstore_builder_lag_bytes", "Written but not yet applied by a builder",
+                            labels=["builder"])
+    for builder, offset in sorted(offsets["applied"].items()):
+        applied.add_metric([builder], float(offset))
+        lag.add_metric([builder], float(max(written - offset, 0)))
+    yield from (applied, lag)
+
+
+def _group_families(groups: dict[str, Any], ack: list[dict[str, Any]]) -> Iterator[Metric]:
+    labels = ["group", "topic", "queue"]
+    committed = GaugeMetricFamily("mqstore_group_committed_offset", "A group's committed queue offset (-1: none)",
+                                  labels=labels)
+    lag = GaugeMetricFamily("mqstore_group_lag_messages", "A queue's max offset minus the group's committed offset",
+                            labels=labels)
+    last = GaugeMetricFamily("mqstore_group_last_consume_timestamp_seconds",
+                             "Store time of the last message the group consumed (0: none)", labels=labels)
+    for group, queues in groups.items():
+        for q in queues:
+            key = [group, str(q["topic"]), str(q["queue"])]
+            committed.add_metric(key, float(q["committed_offset"]))
+            lag.add_metric(key, float(q["lag"]))
+            last.add_metric(key, q["last_consume_ms"] / 1000)
+    ready = GaugeMetricFamily("mqstore_ack_ready_messages", "Ack mode: messages ready to be delivered", labels=labels)
+    unacked = GaugeMetricFamily("mqstore_ack_unacked_messages", "Ack mode: delivered and not yet acked",
+                                labels=labels)
+    redelivered = CounterMetricFamily("mqstore_ack_redelivered", "Ack mode: deliveries of a message handed out "
+                                      "before (since its reader opened the queue)", labels=labels)
+    dead = GaugeMetricFamily("mqstore_ack_dead_letter_pending_messages", "Ack mode: waiting to go to %DLQ%",
+                             labels=labels)
+    for q in ack:
+        key = [str(q["group"]), str(q["topic"]), str(q["queue"])]
+        ready.add_metric(key, float(q["ready"]))
+        unacked.add_metric(key, float(q["unacked"]))
+        redelivered.add_metric(key, float(q["redelivered"]))
+        dead.add_metric(key, float(q["dead"]))
+    yield from (committed, lag, last, ready, unacked, redelivered, dead)
+
+
+def _histogram(name: str, helptext: str, bounds: list[float], stats: dict[str, Any]) -> HistogramMetricFamily:
+    cumulative, total = [], 0
+    for bound, count in zip([*bounds, math.inf], stats["buckets"], strict=True):
+        total += count
+        cumulative.append(("+Inf" if bound == math.inf else repr(bound), float(total)))
+    return HistogramMetricFamily(name, helptext, buckets=cumulative, sum_value=float(stats["sum_s"]))
+
+
+class SnapshotCollector(Collector):
+    def __init__(self) -> None:
+        self.snapshot: Snapshot = {}
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot
+        if not s:
+            return
+        yield from _actor_families(s["status"])
+        yield from _topic_families(s["topics"])
+        yield from _offset_families(s["offsets"])
+        yield from _group_families(s["groups"], s["ack"])
+        disk = s["disk"]
+        for key, helptext in (("used_ratio", "Used share of the commitlog's disk"),
+                              ("max_used_ratio", "Retention deletes expired files past this (disk_max_used_space_"
+                                                 "ratio)"),
+                              ("clean_forcibly_ratio", "Retention deletes files at once past this"),
+                              ("warning_ratio", "Sends are refused past this")):
+            yield GaugeMetricFamily(f"mqstore_disk_{key}", helptext, value=float(disk[key]))
+        latency = s["latency"]
+        yield _histogram("mqstore_send_latency_seconds", "A send request from the writer's round taking it to its "
+                         "answer (SYNC_FLUSH: from its append to its answer once flushed)", latency["bounds_s"],
+                         latency["send"])
+        yield _histogram("mqstore_pull_latency_seconds", "A pull answered at once, from its request to its reply",
+                         latency["bounds_s"], latency["pull"])
+        yield CounterMetricFamily("mqstore_metrics_collect_errors", "Sources that did not answer a collection",
+                                  value=float(s.get("errors_total", 0)))
+
+
+class Exposition:
+    """Renders a snapshot as Prometheus text (``render``), with one registry kept for the process."""
+
+    def __init__(self) -> None:
+        self._collector = SnapshotCollector()
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(self._collector)
+
+    def render(self, snapshot: Snapshot) -> bytes:
+        self._collector.snapshot = snapshot
+        return generate_latest(self._registry)

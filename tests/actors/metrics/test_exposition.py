@@ -1,0 +1,81 @@
+"""A collection as Prometheus text: parsed back with prometheus_client's own parser, every figure is
+the one the snapshot holds, histograms are cumulative, and an actor's state is one label set to 1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from actors.meters import LATENCY_BOUNDS_S, Latencies
+from actors.metrics.exposition import Exposition, actor_state
+
+
+def _snapshot() -> dict[str, Any]:
+    send = Latencies()
+    send.observe(0.0003, 4)      # 4 requests in the 0.5 ms bucket
+    send.observe(20.0)           # 1 past every bound
+    return {
+        "status": {"ready": True, "actors": {
+            "writer": {"pid": 10, "state": "running", "restarts_total": 2, "cpu_s": 1.5, "rss_bytes": 1000},
+            "reader-0": {"pid": 11, "state": "dead (exit 1), restart in 100 ms", "restarts_total": 0}}},
+        "topics": {"Orders": {"queue_count": 2, "queues": {"0": [0, 5], "1": [2, 7]}, "messages_in": 12,
+                              "bytes_in": 1200, "messages_out": 3, "bytes_out": 300}},
+        "offsets": {"written": 5000, "flushed": 4000, "dispatched": 5000, "applied": {"cqbuilder": 4500}},
+        "groups": {"G": [{"topic": "Orders", "queue": 0, "committed_offset": 2, "min_offset": 0, "max_offset": 5,
+                          "lag": 3, "last_consume_ms": 1_700_000_000_000}]},
+        "ack": [{"group": "A", "topic": "Orders", "queue": 1, "ready": 4, "unacked": 3, "redelivered": 1, "dead": 0}],
+        "disk": {"used_ratio": 0.5, "max_used_ratio": 0.75, "clean_forcibly_ratio": 0.85, "warning_ratio": 0.9},
+        "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send.stats(), "pull": Latencies().stats()},
+        "errors_total": 3,
+    }
+
+
+def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text.decode()) for s in family.samples}
+
+
+def test_every_figure_of_the_snapshot_is_exposed_under_its_name() -> None:
+    text = Exposition().render(_snapshot())
+    got = _samples(text)
+    assert got[("mqstore_actor_cpu_seconds_total", (("actor", "writer"),))] == 1.5
+    assert got[("mqstore_actor_restarts_total", (("actor", "writer"),))] == 2
+    assert got[("mqstore_actor_up", (("actor", "reader-0"),))] == 0
+    assert got[("mqstore_actor_state", (("actor", "reader-0"), ("state", "dead")))] == 1
+    assert got[("mqstore_actor_state", (("actor", "reader-0"), ("state", "running")))] == 0
+    assert got[("mqstore_topic_messages_in_total", (("topic", "Orders"),))] == 12
+    assert got[("mqstore_topic_bytes_out_total", (("topic", "Orders"),))] == 300
+    assert got[("mqstore_queue_max_offset", (("queue", "1"), ("topic", "Orders")))] == 7
+    assert got[("mqstore_commitlog_flush_lag_bytes", ())] == 1000
+    assert got[("mqstore_builder_lag_bytes", (("builder", "cqbuilder"),))] == 500
+    assert got[("mqstore_group_lag_messages", (("group", "G"), ("queue", "0"), ("topic", "Orders")))] == 3
+    assert got[("mqstore_ack_unacked_messages", (("group", "A"), ("queue", "1"), ("topic", "Orders")))] == 3
+    assert got[("mqstore_ack_redelivered_total", (("group", "A"), ("queue", "1"), ("topic", "Orders")))] == 1
+    assert got[("mqstore_disk_used_ratio", ())] == 0.5
+    assert got[("mqstore_metrics_collect_errors_total", ())] == 3
+    assert got[("mqstore_broker_ready", ())] == 1
+    assert all(line.startswith(("# HELP mqstore_", "# TYPE mqstore_", "mqstore_"))
+               for line in text.decode().splitlines())
+
+
+def test_latency_buckets_are_cumulative_with_their_sum_and_count() -> None:
+    got = _samples(Exposition().render(_snapshot()))
+
+    def bucket(le: str) -> float:
+        return got[("mqstore_send_latency_seconds_bucket", (("le", le),))]
+
+    assert bucket("0.00025") == 0 and bucket("0.0005") == 4 and bucket("10.0") == 4 and bucket("+Inf") == 5
+    assert got[("mqstore_send_latency_seconds_count", ())] == 5
+    assert abs(got[("mqstore_send_latency_seconds_sum", ())] - (4 * 0.0003 + 20.0)) < 1e-9
+    assert got[("mqstore_pull_latency_seconds_count", ())] == 0
+
+
+def test_an_empty_collection_renders_nothing_rather_than_failing() -> None:
+    assert Exposition().render({}) == b""
+
+
+def test_a_state_is_its_first_word() -> None:
+    assert actor_state("running") == "running"
+    assert actor_state("dead (exit -9), restart in 50 ms") == "dead"
+    assert actor_state("") == "unknown" and actor_state("odd") == "unknown"

@@ -1,0 +1,50 @@
+"""What the hot actors count: per-topic totals of a dispatch batch, whatever topics it holds, and
+latency buckets with Prometheus' ``le`` bounds (a value on a bound counts in that bound's bucket)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actors.meters import LATENCY_BOUNDS_S, MAX_TOPICS, Latencies, TopicCounts
+from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+
+
+def _batch(rows: list[tuple[int, int]], topics: list[str]) -> DispatchBatch:
+    columns = np.zeros(len(rows), DISPATCH_COLUMNS)
+    columns["topic"] = [t for t, _ in rows]
+    columns["size"] = [s for _, s in rows]
+    return DispatchBatch(columns, topics, [""] * len(rows), [""] * len(rows))
+
+
+@given(st.integers(1, 4).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(1, 10_000)), max_size=50))))
+def test_topic_totals_of_a_batch_add_up_each_topics_rows(case: tuple[int, list[tuple[int, int]]]) -> None:
+    n, rows = case
+    topics = [f"T{i}" for i in range(n)]
+    counts = TopicCounts()
+    counts.add_batch(_batch(rows, topics))
+    counts.add_batch(_batch(rows, topics))
+    expected = {topics[t]: [2 * sum(1 for r in rows if r[0] == t), 2 * sum(s for r, s in rows if r == t)]
+                for t in range(n) if any(r[0] == t for r in rows)}
+    assert counts.stats() == expected
+
+
+def test_topics_past_the_limit_fold_into_one_row() -> None:
+    counts = TopicCounts()
+    for i in range(MAX_TOPICS + 3):
+        counts.add(f"T{i}", 1, 10)
+    assert len(counts.stats()) == MAX_TOPICS + 1
+    assert counts.stats()[""] == [3, 30]
+
+
+def test_a_latency_on_a_bound_counts_in_that_bound_and_past_all_in_the_last() -> None:
+    latencies = Latencies()
+    latencies.observe(LATENCY_BOUNDS_S[0])
+    latencies.observe(LATENCY_BOUNDS_S[3], 5)
+    latencies.observe(LATENCY_BOUNDS_S[-1] * 2)
+    stats = latencies.stats()
+    assert stats["buckets"][0] == 1 and stats["buckets"][3] == 5 and stats["buckets"][-1] == 1
+    assert sum(stats["buckets"]) == 7
+    assert abs(stats["sum_s"] - (LATENCY_BOUNDS_S[0] + 5 * LATENCY_BOUNDS_S[3] + LATENCY_BOUNDS_S[-1] * 2)) < 1e-9
