@@ -2,8 +2,8 @@
 loads, its figures (actors, states, restarts, a topic's queue offsets, a group's lag) are those of
 ``mqstore status --json`` and the JSON endpoint, and its throughput chart moves after a produce.
 
-``.ci/run`` installs the browser (apt) and Playwright (the ``test`` extra); Playwright's own browser
-download is never used."""
+``scripts/test`` (the README's second command, what ``.ci/run`` runs) installs the browser (apt) and
+Playwright (the ``test`` extra); Playwright's own browser download is never used."""
 
 from __future__ import annotations
 
