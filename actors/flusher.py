@@ -101,9 +101,10 @@ class FlushActor:
         written_in = connect(self.rt.ctx, zmq.SUB, ep.written, subscribe=(schema.WRITTEN,))
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, subscribe=(schema.ARRIVED,), hwm=100_000)
         indexed_in = connect(self.rt.ctx, zmq.SUB, ep.indexed, subscribe=(schema.INDEXED,), hwm=100_000)
+        # only ``written`` wakes the service: the builders' notices (one a round each) wait on their
+        # sockets until their files' flush is due, and are read then
         poller = zmq.Poller()
-        for sock in (written_in, arrived_in, indexed_in):
-            poller.register(sock, zmq.POLLIN)
+        poller.register(written_in, zmq.POLLIN)
         flush = self.rt.config.flush
         next_commitlog = next_cq = next_index = 0
 
@@ -118,18 +119,16 @@ class FlushActor:
                 ready = dict(poller.poll(10 if self.sync_wanted else flush.interval_ms // 5 or 1))
                 if written_in in ready:
                     self._drain(written_in, Written.decode, self._on_written)
-                if arrived_in in ready:
-                    self._drain(arrived_in, Arrived.decode, self._on_arrived)
-                if indexed_in in ready:
-                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
                 now = monotonic_ms()
                 if self.sync_wanted or now >= next_commitlog:
                     self._flush_commitlog(flushed_out, now)
                     next_commitlog = now + flush.interval_ms
                 if now >= next_cq:
+                    self._drain(arrived_in, Arrived.decode, self._on_arrived)
                     self._flush_queues(serve_sync)
                     next_cq = now + flush.cq_interval_ms
                 if now >= next_index:
+                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
                     self._flush_index(serve_sync)
                     next_index = now + flush.index_interval_ms
                 self._warm(serve_sync)
