@@ -31,6 +31,7 @@ from engine.checkpoint import Checkpoint
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
 from engine.log.mapped_file import OS_PAGE_SIZE, file_name
 from engine.log.page_warmer import PageWarmer
+from engine.log.range_sync import RangeSync
 from engine.metafile import fsync_dir
 from ipc import schema
 from ipc.notices import Arrived, Flushed, Indexed, Written
@@ -42,10 +43,29 @@ WARM_STEPS_PER_ROUND = 16  # of engine.log.page_warmer's 4 MiB: at most ~64 MiB 
 
 
 class FileSyncer:
-    """Descriptors kept open per file, so each flush is just fsync calls."""
+    """Descriptors (and the commitlog's range mappings) kept open per file, so each flush is just
+    fsync or msync calls."""
 
     def __init__(self) -> None:
         self._fds: dict[Path, int] = {}
+        self._ranges: dict[Path, RangeSync] = {}
+
+    def sync_range(self, path: Path, size: int, start: int, end: int) -> bool:
+        """Make bytes [start, end) of the file durable, and leave its other dirty pages alone
+        (``engine.log.range_sync``: the writer's pages populated ahead)."""
+        ranged = self._ranges.get(path)
+        if ranged is not None and os.fstat(ranged.fd).st_nlink == 0:  # deleted: the path may be a new file
+            ranged.close()
+            del self._ranges[path]
+            ranged = None
+        if ranged is None:
+            try:
+                ranged = RangeSync(path, size)
+            except FileNotFoundError:
+                return False  # deleted by retention
+            self._ranges[path] = ranged
+        ranged.sync(start, end)  # an error here propagates: the actor dies rather than claim durability
+        return True
 
     def fsync(self, path: Path) -> bool:
         fd = self._fds.get(path)
@@ -67,6 +87,9 @@ class FileSyncer:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        for ranged in self._ranges.values():
+            ranged.close()
+        self._ranges.clear()
 
 
 def _nothing() -> None:
@@ -206,9 +229,13 @@ class FlushActor:
         flushing = target > self.flushed_end and (self.sync_wanted or thorough or self.flushed_end < 0
                                                   or dirty_pages >= self.rt.config.flush.least_pages)
         if flushing:
-            first = 0 if self.flushed_end < 0 else self.flushed_end - self.flushed_end % self.file_size
+            # only the bytes written since the last flush: the pages past them are the writer's,
+            # populated ahead (dirty zeros), and a whole-file fsync would write them back too
+            since = max(self.flushed_end, 0)
+            first = since - since % self.file_size
             for base in range(first, target + 1, self.file_size):
-                self.syncer.fsync(self.store_dir / "commitlog" / file_name(base))
+                self.syncer.sync_range(self.store_dir / "commitlog" / file_name(base), self.file_size,
+                                       max(since - base, 0), min(target - base, self.file_size))
             last_file = (target - 1) // self.file_size  # the file holding the last byte claimed
             if last_file > self.dir_synced_file:  # its name made durable before its bytes count as flushed
                 fsync_dir(self.store_dir / "commitlog")
