@@ -125,11 +125,13 @@ class FlushActor:
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, subscribe=(schema.ARRIVED,), hwm=100_000)
         indexed_in = connect(self.rt.ctx, zmq.SUB, ep.indexed, subscribe=(schema.INDEXED,), hwm=100_000)
         # only ``written`` wakes the service: the builders' notices (one a round each) wait on their
-        # sockets until their files' flush is due, and are read then
+        # sockets and are read a poll interval's worth at a time (their sockets never fill), and
+        # before their files' flush
         poller = zmq.Poller()
         poller.register(written_in, zmq.POLLIN)
         flush = self.rt.config.flush
-        next_commitlog = next_cq = next_index = 0
+        poll_ms = flush.interval_ms // 5 or 1
+        next_commitlog = next_cq = next_index = next_notices = 0
 
         def serve_sync() -> None:
             """Between two slow steps (a derived file's fsync, a warming step): a SYNC_FLUSH send
@@ -139,19 +141,21 @@ class FlushActor:
                 self._flush_commitlog(flushed_out, monotonic_ms())
         try:
             while not self.rt.stopping:
-                ready = dict(poller.poll(10 if self.sync_wanted else flush.interval_ms // 5 or 1))
+                ready = dict(poller.poll(10 if self.sync_wanted else poll_ms))
                 if written_in in ready:
                     self._drain(written_in, Written.decode, self._on_written)
                 now = monotonic_ms()
                 if self.sync_wanted or now >= next_commitlog:
                     self._flush_commitlog(flushed_out, now)
                     next_commitlog = now + flush.interval_ms
-                if now >= next_cq:
+                if now >= min(next_notices, next_cq, next_index):
+                    next_notices = now + poll_ms
                     self._drain(arrived_in, Arrived.decode, self._on_arrived)
+                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
+                if now >= next_cq:
                     self._flush_queues(serve_sync)
                     next_cq = now + flush.cq_interval_ms
                 if now >= next_index:
-                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
                     self._flush_index(serve_sync)
                     next_index = now + flush.index_interval_ms
                 self._warm(serve_sync)
