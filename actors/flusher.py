@@ -117,6 +117,7 @@ class FlushActor:
         self.last_thorough_ms = monotonic_ms()
         self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file)
         self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
+        self.checkpoint_due_ms = 0  # the commitlog's flush writes the checkpoint from then on
 
     def run(self) -> None:
         ep = self.rt.endpoints
@@ -249,11 +250,14 @@ class FlushActor:
             self.last_thorough_ms = now
         self.sync_wanted = False
         # the commitlog is durable: say so before the checkpoint's own fsync, which a SYNC_FLUSH send
-        # need not wait for (a checkpoint behind the log only makes recovery start earlier)
+        # need not wait for (a checkpoint behind the log only makes recovery start earlier); for the
+        # same reason that fsync comes at most once a flush interval, not once a group commit
         flushed_out.send_multipart(Flushed(max(self.flushed_end, 0)).frames())
         if flushing and store_ms:
             self.checkpoint.physic_msg_ms = store_ms
-            self.checkpoint.flush()
+            if thorough or now >= self.checkpoint_due_ms:
+                self.checkpoint.flush()
+                self.checkpoint_due_ms = now + self.rt.config.flush.interval_ms
 
     def _flush_queues(self, between: Callable[[], None] = _nothing) -> None:
         """fsync every consume-queue file written since the last flush (a queue seen for the first
