@@ -52,7 +52,8 @@ class FileSyncer:
 
     def sync_range(self, path: Path, size: int, start: int, end: int) -> bool:
         """Make bytes [start, end) of the file durable, and leave its other dirty pages alone
-        (``engine.log.range_sync``: the writer's pages populated ahead)."""
+        (``engine.log.range_sync``: the writer's pages populated ahead). A file synced to its end is
+        let go: nothing is written to it again, and retention may delete it."""
         ranged = self._ranges.get(path)
         if ranged is not None and os.fstat(ranged.fd).st_nlink == 0:  # deleted: the path may be a new file
             ranged.close()
@@ -65,6 +66,9 @@ class FileSyncer:
                 return False  # deleted by retention
             self._ranges[path] = ranged
         ranged.sync(start, end)  # an error here propagates: the actor dies rather than claim durability
+        if end >= size:
+            ranged.close()
+            del self._ranges[path]
         return True
 
     def fsync(self, path: Path) -> bool:

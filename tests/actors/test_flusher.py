@@ -81,13 +81,28 @@ def test_a_range_is_synced_and_a_failed_msync_propagates(tmp_path: Path, monkeyp
 
 def test_a_range_of_a_file_deleted_and_made_again_is_synced_through_the_new_file(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000"
+    path.write_bytes(b"x" * 16384)
+    syncer = FileSyncer()
+    try:
+        assert syncer.sync_range(path, 16384, 0, 4096) is True
+        path.unlink()
+        path.write_bytes(b"y" * 16384)
+        assert syncer.sync_range(path, 16384, 0, 8192) is True
+        assert os.fstat(syncer._ranges[path].fd).st_ino == path.stat().st_ino
+    finally:
+        syncer.close()
+
+
+def test_a_file_synced_to_its_end_is_let_go(tmp_path: Path) -> None:
+    """A commitlog file full and durable is never written again: its mapping and descriptor go, so
+    retention's delete frees its space."""
+    path = tmp_path / "00000000000000000000"
     path.write_bytes(b"x" * 8192)
     syncer = FileSyncer()
     try:
         assert syncer.sync_range(path, 8192, 0, 4096) is True
-        path.unlink()
-        path.write_bytes(b"y" * 8192)
-        assert syncer.sync_range(path, 8192, 0, 8192) is True
-        assert os.fstat(syncer._ranges[path].fd).st_ino == path.stat().st_ino
+        assert path in syncer._ranges
+        assert syncer.sync_range(path, 8192, 4096, 8192) is True
+        assert path not in syncer._ranges
     finally:
         syncer.close()
