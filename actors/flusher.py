@@ -31,6 +31,7 @@ from engine.checkpoint import Checkpoint
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
 from engine.log.mapped_file import OS_PAGE_SIZE, file_name
 from engine.log.page_warmer import PageWarmer
+from engine.log.range_sync import RangeSync
 from engine.metafile import fsync_dir
 from ipc import schema
 from ipc.notices import Arrived, Flushed, Indexed, Written
@@ -42,10 +43,33 @@ WARM_STEPS_PER_ROUND = 16  # of engine.log.page_warmer's 4 MiB: at most ~64 MiB 
 
 
 class FileSyncer:
-    """Descriptors kept open per file, so each flush is just fsync calls."""
+    """Descriptors (and the commitlog's range mappings) kept open per file, so each flush is just
+    fsync or msync calls."""
 
     def __init__(self) -> None:
         self._fds: dict[Path, int] = {}
+        self._ranges: dict[Path, RangeSync] = {}
+
+    def sync_range(self, path: Path, size: int, start: int, end: int) -> bool:
+        """Make bytes [start, end) of the file durable, and leave its other dirty pages alone
+        (``engine.log.range_sync``: the writer's pages populated ahead). A file synced to its end is
+        let go: nothing is written to it again, and retention may delete it."""
+        ranged = self._ranges.get(path)
+        if ranged is not None and os.fstat(ranged.fd).st_nlink == 0:  # deleted: the path may be a new file
+            ranged.close()
+            del self._ranges[path]
+            ranged = None
+        if ranged is None:
+            try:
+                ranged = RangeSync(path, size)
+            except FileNotFoundError:
+                return False  # deleted by retention
+            self._ranges[path] = ranged
+        ranged.sync(start, end)  # an error here propagates: the actor dies rather than claim durability
+        if end >= size:
+            ranged.close()
+            del self._ranges[path]
+        return True
 
     def fsync(self, path: Path) -> bool:
         fd = self._fds.get(path)
@@ -67,6 +91,9 @@ class FileSyncer:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        for ranged in self._ranges.values():
+            ranged.close()
+        self._ranges.clear()
 
 
 def _nothing() -> None:
@@ -94,6 +121,7 @@ class FlushActor:
         self.last_thorough_ms = monotonic_ms()
         self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file)
         self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
+        self.checkpoint_due_ms = 0  # the commitlog's flush writes the checkpoint from then on
 
     def run(self) -> None:
         ep = self.rt.endpoints
@@ -101,11 +129,14 @@ class FlushActor:
         written_in = connect(self.rt.ctx, zmq.SUB, ep.written, subscribe=(schema.WRITTEN,))
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, subscribe=(schema.ARRIVED,), hwm=100_000)
         indexed_in = connect(self.rt.ctx, zmq.SUB, ep.indexed, subscribe=(schema.INDEXED,), hwm=100_000)
+        # only ``written`` wakes the service: the builders' notices (one a round each) wait on their
+        # sockets and are read a poll interval's worth at a time (their sockets never fill), and
+        # before their files' flush
         poller = zmq.Poller()
-        for sock in (written_in, arrived_in, indexed_in):
-            poller.register(sock, zmq.POLLIN)
+        poller.register(written_in, zmq.POLLIN)
         flush = self.rt.config.flush
-        next_commitlog = next_cq = next_index = 0
+        poll_ms = flush.interval_ms // 5 or 1
+        next_commitlog = next_cq = next_index = next_notices = 0
 
         def serve_sync() -> None:
             """Between two slow steps (a derived file's fsync, a warming step): a SYNC_FLUSH send
@@ -115,17 +146,17 @@ class FlushActor:
                 self._flush_commitlog(flushed_out, monotonic_ms())
         try:
             while not self.rt.stopping:
-                ready = dict(poller.poll(10 if self.sync_wanted else flush.interval_ms // 5 or 1))
+                ready = dict(poller.poll(10 if self.sync_wanted else poll_ms))
                 if written_in in ready:
                     self._drain(written_in, Written.decode, self._on_written)
-                if arrived_in in ready:
-                    self._drain(arrived_in, Arrived.decode, self._on_arrived)
-                if indexed_in in ready:
-                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
                 now = monotonic_ms()
                 if self.sync_wanted or now >= next_commitlog:
                     self._flush_commitlog(flushed_out, now)
                     next_commitlog = now + flush.interval_ms
+                if now >= min(next_notices, next_cq, next_index):
+                    next_notices = now + poll_ms
+                    self._drain(arrived_in, Arrived.decode, self._on_arrived)
+                    self._drain(indexed_in, Indexed.decode, self._on_indexed)
                 if now >= next_cq:
                     self._flush_queues(serve_sync)
                     next_cq = now + flush.cq_interval_ms
@@ -207,9 +238,13 @@ class FlushActor:
         flushing = target > self.flushed_end and (self.sync_wanted or thorough or self.flushed_end < 0
                                                   or dirty_pages >= self.rt.config.flush.least_pages)
         if flushing:
-            first = 0 if self.flushed_end < 0 else self.flushed_end - self.flushed_end % self.file_size
+            # only the bytes written since the last flush: the pages past them are the writer's,
+            # populated ahead (dirty zeros), and a whole-file fsync would write them back too
+            since = max(self.flushed_end, 0)
+            first = since - since % self.file_size
             for base in range(first, target + 1, self.file_size):
-                self.syncer.fsync(self.store_dir / "commitlog" / file_name(base))
+                self.syncer.sync_range(self.store_dir / "commitlog" / file_name(base), self.file_size,
+                                       max(since - base, 0), min(target - base, self.file_size))
             last_file = (target - 1) // self.file_size  # the file holding the last byte claimed
             if last_file > self.dir_synced_file:  # its name made durable before its bytes count as flushed
                 fsync_dir(self.store_dir / "commitlog")
@@ -219,11 +254,14 @@ class FlushActor:
             self.last_thorough_ms = now
         self.sync_wanted = False
         # the commitlog is durable: say so before the checkpoint's own fsync, which a SYNC_FLUSH send
-        # need not wait for (a checkpoint behind the log only makes recovery start earlier)
+        # need not wait for (a checkpoint behind the log only makes recovery start earlier); for the
+        # same reason that fsync comes at most once a flush interval, not once a group commit
         flushed_out.send_multipart(Flushed(max(self.flushed_end, 0)).frames())
         if flushing and store_ms:
             self.checkpoint.physic_msg_ms = store_ms
-            self.checkpoint.flush()
+            if thorough or now >= self.checkpoint_due_ms:
+                self.checkpoint.flush()
+                self.checkpoint_due_ms = now + self.rt.config.flush.interval_ms
 
     def _flush_queues(self, between: Callable[[], None] = _nothing) -> None:
         """fsync every consume-queue file written since the last flush (a queue seen for the first

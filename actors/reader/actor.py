@@ -112,7 +112,7 @@ class ReaderActor:
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, hwm=100_000, subscribe=(schema.ARRIVED,))
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
-        poller.register(arrived_in, zmq.POLLIN)
+        watching = False  # arrived_in is polled only while a pull waits (``_watch_arrivals``)
         writer = self.acks.start(lambda identity, reply: self._send(router, identity, reply))
         poller.register(writer, zmq.POLLIN)
         broker = self.rt.config.broker
@@ -124,8 +124,9 @@ class ReaderActor:
             while not self.rt.stopping:
                 now = monotonic_ms()
                 timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, broker.tick_interval_ms))
+                watching = self._watch_arrivals(poller, arrived_in, watching)
                 ready = dict(poller.poll(timeout_ms))
-                if arrived_in in ready:
+                if arrived_in in ready or not watching:
                     self._on_arrived(router, arrived_in)
                 if router in ready:
                     self._serve(router)
@@ -155,6 +156,18 @@ class ReaderActor:
         finally:
             self.rt.report("stopped", force=True, readable_end=self.store.readable_end)
             self.store.close()
+
+    def _watch_arrivals(self, poller: zmq.Poller, arrived_in: zmq.Socket[Any], watching: bool) -> bool:
+        """Whether ``arrived`` notices wake the loop: only while a pull is parked, the one thing they
+        must answer at once. Otherwise they wait on their socket and every round reads them before
+        its requests (and the loop wakes at least once a tick), so a pull still sees all they say,
+        without a wakeup for each round of the consume-queue builder."""
+        wanted = bool(len(self.parked) or self.acks.parked_count)
+        if wanted and not watching:
+            poller.register(arrived_in, zmq.POLLIN)
+        elif watching and not wanted:
+            poller.unregister(arrived_in)
+        return wanted
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
         grew: set[tuple[str, int]] = set()

@@ -27,8 +27,9 @@ log = logging.getLogger("mqstore")
 
 def ahead_bytes_for(configured: int | None, sync_flush: bool) -> int:
     """``[store] prefault_ahead_bytes``, or unset, the default for the flush mode: off under
-    SYNC_FLUSH, where the fsync after every batch writes the populated pages back (as zeros) before
-    the writer fills them (see ``engine.log.prefault`` for the figures)."""
+    SYNC_FLUSH, where the whole-file fsync after every batch used to write the populated pages back
+    (as zeros) before the writer filled them; the flush now syncs only what was written, and the
+    default waits for a measurement at 4 KiB (see ``engine.log.prefault`` for the figures)."""
     if configured is not None:
         return configured
     return 0 if sync_flush else DEFAULT_PREFAULT_AHEAD_BYTES
