@@ -19,6 +19,7 @@ survival harness reports it in its verdict.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -72,8 +73,10 @@ def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = PO
 
 
 def free_port_range(count: int) -> int:
-    """A base port with ``count`` free loopback ports from it."""
-    for base in range(23000, 60000, 37):
+    """A base port with ``count`` free loopback ports from it. The search starts at a random place, so
+    test runs side by side on one machine rarely race each other for the same ports."""
+    start = random.randrange(23000, 50000)
+    for base in [*range(start, 60000, 37), *range(23000, start, 37)]:
         socks = []
         try:
             for port in range(base, base + count):
