@@ -40,6 +40,11 @@ def _reader(runtime: Runtime, index: str) -> Actor:
     return ReaderActor(runtime, int(index))
 
 
+def _scheduler(runtime: Runtime, index: str) -> Actor:
+    from actors.scheduler.actor import SchedulerActor
+    return SchedulerActor(runtime)
+
+
 def _remoting(runtime: Runtime, index: str) -> Actor:
     from actors.remoting.listener import RemotingActor
     return RemotingActor(runtime)
@@ -48,7 +53,7 @@ def _remoting(runtime: Runtime, index: str) -> Actor:
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
-    "reader": _reader, "remoting": _remoting,
+    "reader": _reader, "remoting": _remoting, "scheduler": _scheduler,
 }
 
 
