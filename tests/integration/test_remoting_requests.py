@@ -27,7 +27,7 @@ LONG_MAX = 2 ** 62
 def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, int]]:
     port = free_port_range(1)
     broker = Broker(tmp_path_factory.mktemp("requests"), remoting_port=port, commitlog=1024 * 1024, cq=4096,
-                    extra_toml="\n[remoting]\nmax_reconsume_times = 1\n")
+                    extra_toml='\n[remoting]\nmax_reconsume_times = 1\n[store]\nmessage_delay_level = "1s 1s 1s 2s"\n')
     with broker:
         yield broker, port
 
@@ -233,6 +233,7 @@ def test_send_back_goes_to_retry_then_dead_letter_topic(front: tuple[Broker, int
         original = producer.send("Orders", b"to retry", keys=["sb-1"], queue=0)
     assert original.ok
     records_when(client, "Orders", 0, 1)  # a consumer sends back what it pulled
+    sent_back_ms = int(time.time() * 1000)
     back = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SB", "delayLevel": 0, "offset": original.phys_offset})
     assert back.code == rm.SUCCESS, back.remark
     route = json.loads(client.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%SB"}).body)
@@ -242,6 +243,9 @@ def test_send_back_goes_to_retry_then_dead_letter_topic(front: tuple[Broker, int
     props = retried[0].properties
     assert (props["RETRY_TOPIC"], props["RECONSUME_TIME"], retried[0].reconsume_times) == ("Orders", "1", 1)
     assert props["ORIGIN_MESSAGE_ID"] == original.uniq_key
+    # through the schedule topic at level 3 + 0 reconsume times (1 s here), as RocketMQ's retries go
+    assert (props["REAL_TOPIC"], props["REAL_QID"], props["DELAY_OFFSET"]) == ("%RETRY%SB", "0", "3:0")
+    assert retried[0].store_ms >= sent_back_ms + 1000
     again = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SB", "delayLevel": 0, "offset": retried[0].phys_offset})
     assert again.code == rm.SUCCESS  # max_reconsume_times = 1: the second time goes to the dead letters
     dead = records_when(client, "%DLQ%SB", 0, 1)
