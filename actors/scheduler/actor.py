@@ -92,7 +92,8 @@ class SchedulerActor:
                 if self.in_flight is not None and monotonic_ms() - self.in_flight.sent_ms >= REPLY_TIMEOUT_MS:
                     self._give_up()
                 self.progress.save(wall_ms(), monotonic_ms())
-                self.rt.report("running", delivered=self.delivered, offsets=self.progress.offsets)
+                self.rt.report("running", delivered=self.delivered,
+                               offsets=[self.progress.offsets[level] for level in sorted(self.progress.offsets)])
         finally:
             self.progress.save(wall_ms(), monotonic_ms(), force=True)
             self.rt.report("stopped", force=True, delivered=self.delivered)
@@ -124,6 +125,8 @@ class SchedulerActor:
             else:
                 self.at_end.discard(level)
             for due in scan.due:
+                if due.queue_offset < self.progress.offsets[level]:
+                    continue  # passed while this scan's entries were looked at (copies found stored)
                 wire, real = reput_wire(due), due.real
                 if wire is None or real is None:
                     log.error("delay level %d: entry %d has no REAL_TOPIC / REAL_QID; skipped", level,
