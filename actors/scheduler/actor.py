@@ -84,6 +84,8 @@ class SchedulerActor:
             while not self.rt.stopping:
                 if self.in_flight is None:
                     self._send_due(wall_ms())
+                # saved while the writer stores the send (its fsyncs overlap the round trip, not the next round)
+                self.progress.save(wall_ms(), monotonic_ms())
                 events = dict(self.poller.poll(self._timeout_ms()))
                 if arrived_in in events:
                     self._on_arrived(arrived_in)
@@ -91,7 +93,6 @@ class SchedulerActor:
                     self._on_replies()
                 if self.in_flight is not None and monotonic_ms() - self.in_flight.sent_ms >= REPLY_TIMEOUT_MS:
                     self._give_up()
-                self.progress.save(wall_ms(), monotonic_ms())
                 self.rt.report("running", delivered=self.delivered,
                                offsets=[self.progress.offsets[level] for level in sorted(self.progress.offsets)])
         finally:

@@ -1,13 +1,14 @@
 """Delay levels under load: how late 10,000 pending delayed messages come out, and how fast a backlog drains.
 
-    python -m scripts.bench.delay [--count 10000] [--levels "1s 5s 10s"] [--level 2] [--out FILE]
+    python -m scripts.bench.delay [--count 10000] [--levels "1s 5s 10s"] [--level 2] [--rate 10000] [--out FILE]
 
 One broker (``mqstore start``, ASYNC_FLUSH, default geometry) with ``[store] message_delay_level``
 set to ``--levels``. Two runs, each of ``count`` messages of 128 bytes sent in batches of 100:
 
-- accuracy: sent at level ``--level`` (5 s by default) faster than they come due, so all of them are
-  pending at once; each copy's lateness is its store time on the real topic minus its delivery time
-  (the tags code of its SCHEDULE_TOPIC_XXXX entry): p50, p99 and max in ms;
+- accuracy: sent at level ``--level`` (5 s by default) at ``--rate`` msgs/s, within the level's delay,
+  so all of them are pending at once and come due at that rate; each copy's lateness is its store
+  time on the real topic minus its delivery time (the tags code of its SCHEDULE_TOPIC_XXXX entry):
+  p50, p99 and max in ms;
 - throughput: the scheduler stopped (SIGSTOP) while ``count`` messages at level 1 are sent and come
   due, then let go (SIGCONT): the backlog's copies per second, first copy to last (store times),
   and the scheduler's CPU time per message.
@@ -41,9 +42,13 @@ from scripts.bench.suite import git_commit
 BODY = b"d" * 128
 
 
-def send(store: Path, topic: str, count: int, level: int) -> None:
+def send(store: Path, topic: str, count: int, level: int, rate: int = 0) -> None:
+    """``count`` messages at ``level`` in batches of 100, at ``rate`` msgs/s (0: as fast as they go)."""
+    began = time.monotonic()
     with Producer(store) as producer:
         for start in range(0, count, 100):
+            if rate:
+                time.sleep(max(0.0, began + start / rate - time.monotonic()))
             batch = [Outgoing(topic, BODY, properties={"DELAY": str(level)}) for _ in range(min(100, count - start))]
             assert all(r.ok for r in producer.send_batch(batch))
 
@@ -78,7 +83,7 @@ def copies(store: Path, topic: str, level: int) -> tuple[np.ndarray[Any, Any], n
         commitlog.close()
 
 
-def run(count: int, levels: str, level: int) -> dict[str, Any]:
+def run(count: int, levels: str, level: int, rate: int) -> dict[str, Any]:
     table = parse_delay_levels(levels)
     with tempfile.TemporaryDirectory(prefix="mqbench-") as tmp:
         root = Path(tmp)
@@ -88,7 +93,7 @@ def run(count: int, levels: str, level: int) -> dict[str, Any]:
         try:
             store = broker.store
             sent_at = time.monotonic()
-            send(store, "Accuracy", count, level)
+            send(store, "Accuracy", count, level, rate)
             send_s = time.monotonic() - sent_at
             harness.wait_for(lambda: stored(store, "Accuracy") >= count, 120 + table.delay_ms(level) / 1000,
                              "every delayed copy")
@@ -112,6 +117,7 @@ def run(count: int, levels: str, level: int) -> dict[str, Any]:
     return {
         "commit": git_commit(), "cpus": os.cpu_count(), "count": count, "levels": levels, "level": level,
         "accuracy": {"pending_at_once": bool(send_s * 1000 < table.delay_ms(level)), "send_s": round(send_s, 3),
+                     "due_msgs_per_s": round(count / send_s),
                      "early": int((lateness < 0).sum()),
                      "lateness_ms": {"p50": float(np.percentile(lateness, 50)),
                                      "p99": float(np.percentile(lateness, 99)), "max": int(lateness.max())}},
@@ -125,9 +131,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10_000, help="delayed messages in each run")
     parser.add_argument("--levels", default="1s 5s 10s", help="the broker's message_delay_level")
     parser.add_argument("--level", type=int, default=2, help="the accuracy run's delay level")
+    parser.add_argument("--rate", type=int, default=10_000,
+                        help="the accuracy run's send rate (msgs/s; 0: as fast as they go): the rate they come due")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
-    result = json.dumps(run(args.count, args.levels, args.level), indent=2)
+    result = json.dumps(run(args.count, args.levels, args.level, args.rate), indent=2)
     print(result)
     if args.out:
         args.out.write_text(result + "\n")
