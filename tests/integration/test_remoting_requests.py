@@ -253,6 +253,23 @@ def test_send_back_goes_to_retry_then_dead_letter_topic(front: tuple[Broker, int
     assert client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SB", "offset": 10 ** 12}).code == rm.SYSTEM_ERROR
 
 
+def test_send_back_at_the_clients_level_or_straight_to_the_dead_letters(front: tuple[Broker, int],
+                                                                       client: rm.RemotingClient) -> None:
+    """A delayLevel above 0 is the level the retry waits on; below 0 the message goes to %DLQ% at once."""
+    broker, _ = front
+    with Producer(broker.store) as producer:
+        first, second = (producer.send("Later", body, queue=0) for body in (b"level 4", b"no retry"))
+    records_when(client, "Later", 0, 2)
+    back = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SL", "delayLevel": 4, "offset": first.phys_offset})
+    assert back.code == rm.SUCCESS, back.remark
+    [retried] = records_when(client, "%RETRY%SL", 0, 1)
+    assert (retried.body, retried.properties["DELAY_OFFSET"]) == (b"level 4", "4:0")  # level 4: 2 s here
+    dead = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SL", "delayLevel": -1, "offset": second.phys_offset})
+    assert dead.code == rm.SUCCESS, dead.remark
+    [letter] = records_when(client, "%DLQ%SL", 0, 1)
+    assert (letter.body, letter.properties["DELAY"], letter.reconsume_times) == (b"no retry", "0", 1)
+
+
 def test_routes_follow_the_writers_topics(front: tuple[Broker, int], client: rm.RemotingClient) -> None:
     broker, port = front
     with Admin(broker.store) as admin:
