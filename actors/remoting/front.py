@@ -26,6 +26,7 @@ from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from engine.config import check_topic
+from engine.log.delay_table import parse_level
 from engine.log.host import Host
 from engine.log.msgid import offset_msg_id
 from engine.log.record import PROP_DELAY, decode_properties
@@ -197,6 +198,9 @@ class BrokerFront:
             items = rm.decode_batch(request.body)
             if not items:
                 raise RequestError(rm.MESSAGE_ILLEGAL, "a batch without messages")
+            delay = decode_properties(ext.get("properties", "").encode()).get(PROP_DELAY, "0")
+            if (parse_level(delay) or 0) > 0:  # RocketMQ's asyncPutMessages refuses a delayed batch
+                raise RequestError(rm.MESSAGE_ILLEGAL, "a batch cannot carry a delay level")
             outgoing = [replace(template, body=i.body, properties=i.properties, flag=i.flag) for i in items]
         else:
             props = decode_properties(ext.get("properties", "").encode())

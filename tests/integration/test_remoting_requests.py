@@ -95,6 +95,8 @@ def test_java_v2_send_and_both_batch_forms_store_each_message(client: rm.Remotin
         assert len(reply.ext["msgId"].split(",")) == 5
     records = records_when(client, "Java", 2, 11)
     assert [r.queue_offset for r in records] == list(range(11))
+    delayed = client.call(rm.SEND_MESSAGE, send_ext("Java", 2, "DELAY\x012\x02", batch="1"), batch)
+    assert delayed.code == rm.MESSAGE_ILLEGAL  # RocketMQ refuses a batch with a delay level
     assert [r.body for r in records] == [b"java body", *[f"b-{i}".encode() for i in range(5)] * 2]
     assert records[3].keys == ["bk-2"] and records[3].uniq_key == "BATCH0002"
     assert sorted(r.queue_offset for r in query_when(client, "Java", "bk-4", 2)) == [5, 10]
