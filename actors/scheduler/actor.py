@@ -125,6 +125,9 @@ class SchedulerActor:
                 self.at_end.add(level)
             else:
                 self.at_end.discard(level)
+            for queue_offset in scan.gone:
+                log.warning("delay level %d: entry %d's record is gone with retention; skipped", level, queue_offset)
+                self.progress.delivered(level, queue_offset, None)
             for due in scan.due:
                 if due.queue_offset < self.progress.offsets[level]:
                     continue  # passed while this scan's entries were looked at (copies found stored)
@@ -133,7 +136,8 @@ class SchedulerActor:
                     log.error("delay level %d: entry %d has no REAL_TOPIC / REAL_QID; skipped", level,
                               due.queue_offset)
                     self.progress.delivered(level, due.queue_offset, None)
-                elif self.progress.already_stored(level, due.queue_offset, real):
+                elif self.progress.already_stored(level, due.queue_offset, real) or self.progress.given_up(
+                        level, due.queue_offset):
                     self.progress.delivered(level, due.queue_offset, self.progress.ahead[level][due.queue_offset])
                 else:
                     entries.append((due, real))
@@ -164,6 +168,8 @@ class SchedulerActor:
             except schema.SchemaError as exc:
                 log.warning("ignoring a malformed arrived notice: %s", exc)
                 continue
+            if self.in_flight is None:
+                self.progress.idle_at(notice.applied)
             for topic, queue_id, _ in notice.queues:
                 # a level waiting on its head's due time keeps it: entries behind the head are due later
                 if topic == SCHEDULE_TOPIC and queue_id + 1 in self.at_end:

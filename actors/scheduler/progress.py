@@ -36,6 +36,7 @@ from engine.log.record import DecodeKind
 log = logging.getLogger("mqstore")
 
 SAVE_INTERVAL_MS = 500
+FLOOR_STEP_BYTES = 64 << 20
 VERSION_STEP = 200  # RocketMQ's delayOffsetUpdateVersionStep: dataVersion advances every 200 updates
 
 
@@ -53,12 +54,13 @@ class Progress:
     store_dir: Path
     max_level: int
     offsets: dict[int, int] = field(default_factory=dict)
-    ahead: dict[int, dict[int, Copy]] = field(default_factory=dict)
+    ahead: dict[int, dict[int, Copy | None]] = field(default_factory=dict)  # None: given up on
     last_copy_phys: int = 0  # the saved floor at start, then the last copy confirmed
     updates: int = 0
     counter: int = 0
     dirty: bool = False
     next_save_ms: int = 0
+    saved_floor: int = 0
 
     @classmethod
     def load(cls, store_dir: Path, max_level: int, commitlog: CommitLog) -> Progress:
@@ -72,7 +74,8 @@ class Progress:
             last = commitlog.queue.last_file
             floor = last.file_base if last is not None else 0
             write_reput_floor(store_dir, floor)
-        return cls(store_dir, max_level, offsets, {level: {} for level in offsets}, floor, counter=saved.counter)
+        return cls(store_dir, max_level, offsets, {level: {} for level in offsets}, floor, counter=saved.counter,
+                   saved_floor=floor)
 
     def clamp(self, level: int, low: int, high: int) -> None:
         """RocketMQ's correctDelayOffset: an offset outside the queue's entries is moved into them."""
@@ -104,13 +107,28 @@ class Progress:
         copy = self.ahead[level].get(queue_offset)
         return copy is not None and (copy.topic, copy.queue_id) == real
 
+    def given_up(self, level: int, queue_offset: int) -> bool:
+        ahead = self.ahead[level]
+        return queue_offset in ahead and ahead[queue_offset] is None
+
+    def idle_at(self, phys_offset: int) -> None:
+        """Nothing is in flight and the commitlog is dispatched to ``phys_offset`` (a record boundary):
+        every copy still to come lands past it, so the floor may move there once none waits ahead
+        (saved when it moved ``FLOOR_STEP_BYTES``: a restart never reads far back)."""
+        if any(self.ahead.values()) or phys_offset <= self.last_copy_phys:
+            return
+        if phys_offset - self.saved_floor >= FLOOR_STEP_BYTES:
+            self.dirty = True
+        self.last_copy_phys = phys_offset
+
     def delivered(self, level: int, queue_offset: int, copy: Copy | None) -> None:
         """The entry's copy is stored (``copy``), or it is given up on (None): the level moves past it."""
         if copy is not None:
             self.last_copy_phys = max(self.last_copy_phys, copy.phys_offset)
+        if queue_offset < self.offsets[level]:
+            return
         if queue_offset != self.offsets[level]:
-            if copy is not None:
-                self.ahead[level][queue_offset] = copy
+            self.ahead[level][queue_offset] = copy
             return
         self.offsets[level] = queue_offset + 1
         ahead = self.ahead[level]
@@ -122,7 +140,7 @@ class Progress:
         self.dirty = True
 
     def floor(self) -> int:
-        lows = [c.phys_offset for level in self.ahead.values() for c in level.values()]
+        lows = [c.phys_offset for level in self.ahead.values() for c in level.values() if c is not None]
         return min(lows) if lows else self.last_copy_phys
 
     def save(self, now_ms: int, mono_ms: int, *, force: bool = False) -> None:
@@ -132,7 +150,8 @@ class Progress:
             self.counter += 1
             self.updates = 0
         write_delay_offsets(self.store_dir, self.offsets, self.counter, now_ms)
-        write_reput_floor(self.store_dir, self.floor())
+        self.saved_floor = self.floor()
+        write_reput_floor(self.store_dir, self.saved_floor)
         self.dirty = False
         self.next_save_ms = mono_ms + SAVE_INTERVAL_MS
 

@@ -62,11 +62,13 @@ class Due:
 @dataclass(frozen=True, slots=True)
 class LevelScan:
     """What one level holds from an offset: the due entries (in order), the offset after the last
-    entry looked at, and the delivery time of the first one not due (None when the queue ended)."""
+    entry looked at, the delivery time of the first one not due (None when the queue ended), and
+    the due entries whose records retention removed (skipped)."""
 
     due: list[Due]
     next_offset: int
     next_due_ms: int | None
+    gone: list[int]
 
 
 class ScheduleQueues:
@@ -90,31 +92,34 @@ class ScheduleQueues:
         """Up to ``limit`` due entries of ``level`` from ``queue_offset``."""
         cq = self.queues.get(SCHEDULE_TOPIC, level - 1)
         if cq is None:
-            return LevelScan([], queue_offset, None)
+            return LevelScan([], queue_offset, None, [])
         cq.queue.refresh()
         self.commitlog.queue.refresh()
         due: list[Due] = []
+        gone: list[int] = []
         delay_ms = self.levels.delay_ms(min(level, self.levels.max_level))
         queue_offset = max(queue_offset, cq.min_queue_offset)
         while len(due) < limit:
             entries = cq.read(queue_offset, min(READ_ENTRIES, limit - len(due)))
             if len(entries) == 0:
-                return LevelScan(due, queue_offset, None)
+                return LevelScan(due, queue_offset, None, gone)
             for phys, size, deliver_ms in zip(entries["phys_offset"].tolist(), entries["size"].tolist(),
                                               entries["tags_code"].tolist(), strict=True):
                 if size <= 0 or phys < 0:
-                    return LevelScan(due, queue_offset, None)  # the queue's end
+                    return LevelScan(due, queue_offset, None, gone)  # the queue's end
                 if deliver_ms > now_ms + delay_ms:
                     deliver_ms = now_ms  # a clock that went back: due now, as RocketMQ's correctDeliverTimestamp
                 if deliver_ms > now_ms:
-                    return LevelScan(due, queue_offset, deliver_ms)
-                if phys >= self.commitlog.min_offset:
+                    return LevelScan(due, queue_offset, deliver_ms, gone)
+                if phys < self.commitlog.min_offset:
+                    gone.append(queue_offset)
+                else:
                     record = self._record(phys, size, level, queue_offset)
                     if record is None:
-                        return LevelScan(due, queue_offset, None)  # not complete yet: looked at again later
+                        return LevelScan(due, queue_offset, None, gone)  # not complete yet: looked at again later
                     due.append(Due(level, queue_offset, deliver_ms, record))
                 queue_offset += 1
-        return LevelScan(due, queue_offset, now_ms)
+        return LevelScan(due, queue_offset, now_ms, gone)
 
     def _record(self, phys: int, size: int, level: int, queue_offset: int) -> Record | None:
         decoded = self.commitlog.read_record(phys, check_crc=False)

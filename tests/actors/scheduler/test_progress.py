@@ -55,3 +55,20 @@ def test_a_restart_counts_the_copies_stored_after_the_last_save(tmp_path: Path) 
         assert not again.already_stored(1, 2, ("Real", 0))
         assert not again.already_stored(2, 0, ("Real", 0))  # the copy went to another topic: not this entry's
         commitlog.close()
+
+
+def test_entries_given_up_out_of_order_are_passed_and_an_idle_floor_moves_on(tmp_path: Path) -> None:
+    with MessageStore.open(tmp_path) as store:
+        commitlog = CommitLog.open(tmp_path / "commitlog", store.config.geometry.commitlog_file_size, writable=False)
+        progress = Progress.load(tmp_path, 1, commitlog)
+        progress.delivered(1, 1, None)  # refused for good (or its record gone) while entry 0 waits
+        assert progress.given_up(1, 1) and progress.offsets[1] == 0 and progress.floor() == 0
+        progress.idle_at(10 << 20)  # something waits ahead: the floor stays
+        assert progress.floor() == 0
+        progress.delivered(1, 0, Copy("Real", 0, 300))
+        assert progress.offsets[1] == 2 and not progress.ahead[1]
+        progress.idle_at(100 << 20)
+        assert progress.floor() == 100 << 20 and progress.dirty
+        progress.save(1, 0)
+        assert read_reput_floor(tmp_path) == 100 << 20
+        commitlog.close()
