@@ -9,13 +9,16 @@ only when ``ahead`` does not hold it with the same real topic and queue.
 Saved (``save``, at most every ``SAVE_INTERVAL_MS`` and on stop): first ``delayOffset.json``
 (RocketMQ's file, ``engine.delay_offsets``), then the re-put floor: a commitlog offset at or below
 every copy that offsets do not cover yet, i.e. the lowest copy held in ``ahead`` or, with none, the
-last copy the writer confirmed (every later send lands after it). A SIGKILL at any instant leaves
-the file's offsets at or behind the truth, and the floor at or below every copy made since; the
-next start (``recover``) reads the commitlog from the floor to its end and puts every copy it finds
-(by its ``DELAY_OFFSET`` property) at or past the saved offsets into ``ahead``, so those entries are
-not sent again. A write torn between the two files leaves an older floor: more to read, the same
-answer. What is sent and unanswered when the writer dies is recovered the same way once the
-scheduler gives up waiting (``actors.scheduler.actor``).
+last copy the writer confirmed (every later send lands after it), or, while nothing is in flight or
+ahead, the end the consume-queue builder last announced (``idle_at``). An entry given up on (its
+record gone with retention, a copy refused for good) is passed in order like a delivered one.
+
+A SIGKILL at any instant leaves the file's offsets at or behind the truth, and the floor at or
+below every copy made since; the next start (``recover``) reads the commitlog from the floor to its
+end and puts every copy it finds (by its ``DELAY_OFFSET`` property) at or past the saved offsets
+into ``ahead``, so those entries are not sent again. A write torn between the two files leaves an
+older floor: more to read, the same answer. What is sent and unanswered when the writer dies is
+recovered the same way once the scheduler gives up waiting (``actors.scheduler.actor``).
 
 The one case that can still repeat a copy: a send the writer takes after the scheduler gave up on
 it (a writer stalled longer than the reply timeout, then alive again); the scheduler's socket to the
