@@ -2,7 +2,8 @@
 
 A request carries whole records, their columns and the tables the columns index. Several requests
 of one poll round are merged into one batch (``merge``: tables joined, indices remapped), checked
-(``check``), given queues at once (``pick_queues``: explicit, or ``engine.queue_selector``'s round
+(``check``: a record carrying ``DELAY`` is refused, since only a ``send`` goes through the delay
+rule of ``engine.put_rewrite``), given queues at once (``pick_queues``: explicit, or ``engine.queue_selector``'s round
 robin per topic or shard hash), and once ``CommitLogWriter.write_batch`` has appended them, turned
 into one ``DispatchBatch`` for the builders (``dispatch_batch``) and one packed reply row per record
 (``reply_rows``: phys offset, queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which
