@@ -179,7 +179,7 @@ class BuilderActor:
         with closing(iter(scan)) as chunks:  # no view of a mapped file outlives the scan
             for chunk in chunks:
                 try:
-                    columns = DispatchColumns.of(chunk.buf, chunk.records)
+                    columns = DispatchColumns.of(chunk.buf, chunk.records, self.rt.config.store.delay_levels)
                 finally:
                     del chunk
                 rows = columns.rows

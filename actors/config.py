@@ -82,6 +82,9 @@ class BrokerSection:
     # ack mode (actors.reader.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
     ack_visibility_timeout_ms: int = 30_000  # an unacked delivery is handed out again after this
     ack_max_deliveries: int = 16             # past this many deliveries a message goes to %DLQ%{group}
+    # a failed delivery (nack with requeue, visibility timeout) comes back after the delay of level
+    # this + deliveries - 1 of [store] message_delay_level (RocketMQ's retries: 3 + reconsume times); 0: at once
+    ack_retry_first_level: int = 3
     ack_prefetch: int = 64                   # unacked deliveries per consumer and queue
     ack_idle_flush_ms: int = 1_000           # a queue index idle this long moves its journal to segments
     ack_max_journal_entries: int = 32_768    # ... and a journal this long moves at once

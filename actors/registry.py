@@ -40,6 +40,11 @@ def _reader(runtime: Runtime, index: str) -> Actor:
     return ReaderActor(runtime, int(index))
 
 
+def _scheduler(runtime: Runtime, index: str) -> Actor:
+    from actors.scheduler.actor import SchedulerActor
+    return SchedulerActor(runtime)
+
+
 def _remoting(runtime: Runtime, index: str) -> Actor:
     from actors.remoting.listener import RemotingActor
     return RemotingActor(runtime)
@@ -53,7 +58,7 @@ def _metrics(runtime: Runtime, index: str) -> Actor:
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
-    "reader": _reader, "remoting": _remoting, "metrics": _metrics,
+    "reader": _reader, "remoting": _remoting, "metrics": _metrics, "scheduler": _scheduler,
 }
 
 

@@ -33,6 +33,7 @@ from engine.config import resolve_geometry
 from engine.consumequeue.store import ConsumeQueueStore
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
+from engine.log.delay_table import save_delay_levels
 from engine.metafile import abort_exists, create_abort, remove_abort
 from engine.recovery import recover
 from ipc import schema
@@ -42,7 +43,7 @@ log = logging.getLogger("mqstore")
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 3
-START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer")
+START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer", "scheduler")
 
 
 @dataclass(slots=True)
@@ -102,7 +103,9 @@ class Supervisor:
         checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
         try:
             result = recover(commitlog, queues, index, checkpoint, abnormal=abort_exists(self.store_dir),
-                             check_crc=self.config.store.check_crc_on_recover, require_prop_crc=geometry.prop_crc)
+                             check_crc=self.config.store.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
+                             levels=self.config.store.delay_levels)
+            save_delay_levels(self.store_dir, self.config.store.delay_levels)  # what offline tools read
             commitlog.queue.flush_all()
             queues.flush(0)
             if index is not None:
@@ -272,11 +275,13 @@ class Supervisor:
     # -- stop --------------------------------------------------------------------------------------
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
-        """The remoting front and the metrics first (no new requests), the readers (they persist offsets), then the
-        writer (it answers what waits for a flush), the builders, and the flush service last (its final
-        fsync covers everything)."""
+        """The remoting front, the metrics and the scheduler first (no new requests, no new re-puts; the
+        scheduler saves its progress), the readers (they persist offsets), then the writer (it answers
+        what waits for a flush), the builders, and the flush service last (its final fsync covers
+        everything)."""
         readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (["remoting", "metrics"], readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
+        for group in (["remoting", "metrics", "scheduler"], readers, ["writer"], ["cqbuilder", "indexbuilder"],
+                      ["flusher"]):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
         self._finish(clean)

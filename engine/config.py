@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
 from engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
+from engine.log.delay_table import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevelError, DelayLevels, parse_delay_levels
 from engine.log.host import LOCAL_HOST, Host
 from engine.log.mapped_file_queue import infer_file_size
 from engine.log.record import DEFAULT_MAX_BODY_SIZE
@@ -140,6 +141,12 @@ class StoreConfig:
     # the writer's mapping populated this far ahead of its end (engine.log.page_warmer); 0: off; None: the
     # writer's default, 8 MiB under ASYNC_FLUSH and off under SYNC_FLUSH
     prefault_ahead_bytes: int | None = None
+    # RocketMQ's messageDelayLevel: the delay of each level of a message's DELAY property (engine.log.delay_table)
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+
+    @property
+    def delay_levels(self) -> DelayLevels:
+        return parse_delay_levels(self.message_delay_level)
 
     def validate(self) -> StoreConfig:
         try:
@@ -150,6 +157,10 @@ class StoreConfig:
             raise ValueError(f"max_body_bytes must be between 1 and {MAX_BODY_BYTES_LIMIT}, got {self.max_body_bytes}")
         if self.prefault_ahead_bytes is not None and self.prefault_ahead_bytes < 0:
             raise ValueError(f"prefault_ahead_bytes must not be negative, got {self.prefault_ahead_bytes}")
+        try:
+            self.delay_levels  # noqa: B018  # parsed once here: a bad table stops the start, not a send
+        except DelayLevelError as exc:
+            raise ValueError(str(exc)) from None
         try:
             ipaddress.ip_address(self.store_host.ip)
         except ValueError:

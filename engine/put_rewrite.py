@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.config import StoreConfig
+from engine.delay_levels import delay_level_rule
 from engine.log.message import Message, PutResult
 
 Rule = Callable[[Message, int, StoreConfig], "tuple[Message, int] | PutResult | None"]
 
-RULES: tuple[Rule, ...] = ()
+RULES: tuple[Rule, ...] = (delay_level_rule,)
 
 
 def rewrite(message: Message, queue_id: int, config: StoreConfig) -> tuple[Message, int] | PutResult:

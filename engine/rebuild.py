@@ -36,7 +36,7 @@ def rebuild_derived(store_dir: Path | str, config: StoreConfig | None = None) ->
         if index is not None:
             index.truncate_after(0)  # every file: all their entries are at or after offset 0
         records, _ = redispatch(commitlog, queues, index, commitlog.min_offset, commitlog.min_offset,
-                                commitlog.max_offset)
+                                commitlog.max_offset, levels=store.config.delay_levels)
         queues.correct_min_offsets(commitlog.min_offset)
         result = RebuildResult(records, commitlog.min_offset, commitlog.max_offset)
     return result

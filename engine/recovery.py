@@ -23,6 +23,7 @@ from engine.consumequeue.consume_queue import FILLER_SIZE, ConsumeQueue
 from engine.consumequeue.store import ConsumeQueueStore
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
+from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels
 
 NORMAL_RECOVERY_FILES = 3
 TORN_TAIL_LOOKAHEAD = 8 * 1024 * 1024
@@ -41,7 +42,8 @@ class RecoveryResult:
 
 def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None,
             checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool = True,
-            require_prop_crc: bool = False) -> RecoveryResult:
+            require_prop_crc: bool = False, levels: DelayLevels = DEFAULT_DELAY_LEVELS) -> RecoveryResult:
+    """``levels``: the store's delay table, which gives a schedule-topic entry its tags code."""
     queues.recover()
     files = commitlog.queue.files
     if not files:
@@ -69,14 +71,16 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
     queues.truncate_dirty(end)
     cq_from = max(queues.applied_end(), commitlog.min_offset)
     if abnormal:
-        cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from))
+        cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from, levels))
     index_from = index.truncate_after(end) if index is not None else end
-    cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end, known_starts(scan))
+    cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end, known_starts(scan),
+                                       levels)
     queues.correct_min_offsets(commitlog.min_offset)
     return RecoveryResult(abnormal, scan_from, end, torn_bytes, stop_reason, cq_count, index_count)
 
 
-def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from_phys: int) -> int:
+def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from_phys: int,
+                           levels: DelayLevels) -> int:
     """After a crash, consume-queue entries written since the checkpoint may be torn (a power cut
     inside a 20-byte entry leaves a valid-looking offset and size with a garbled rest). Walk each
     queue back from its end, checking entries against their records, down to an agreeing entry that
@@ -95,7 +99,7 @@ def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from
             phys, size, tags_code = entry
             if 0 <= phys < commitlog.min_offset and _in_order(cq, queue_offset, phys, agreed_phys):
                 break  # its record went with retention: expired, not torn
-            if cq_entry_problem(commitlog, cq.topic, cq.queue_id, queue_offset, phys, size, tags_code):
+            if cq_entry_problem(commitlog, cq.topic, cq.queue_id, queue_offset, phys, size, tags_code, levels):
                 first_bad = queue_offset
             elif phys < from_phys:
                 break
@@ -116,7 +120,7 @@ def _in_order(cq: ConsumeQueue, queue_offset: int, phys: int, agreed_phys: int |
 
 
 def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, phys: int, size: int,
-                     tags_code: int) -> str:
+                     tags_code: int, levels: DelayLevels) -> str:
     """What is wrong with a consume-queue entry no record claimed ("" when nothing is)."""
     if size == FILLER_SIZE:
         return "filler entry above the queue's min offset"
@@ -126,12 +130,13 @@ def cq_entry_problem(commitlog: CommitLog, topic: str, queue_id: int, queue_offs
     record = decoded.record
     if record is None:
         return f"no record at commitlog phys offset {phys} ({decoded.reason or decoded.kind.value})"
+    request = DispatchRequest.from_record(record, levels)
     problems = [f"{name} {theirs} in the record, {ours} in the entry" for name, theirs, ours in (
         ("phys offset", record.phys_offset, phys), ("size", record.size, size),
         ("topic", record.topic, topic), ("queue id", record.queue_id, queue_id),
-        ("queue offset", record.queue_offset, queue_offset), ("tags code", record.tags_code, tags_code),
+        ("queue offset", record.queue_offset, queue_offset), ("tags code", request.tags_code, tags_code),
     ) if theirs != ours]
-    if not problems and not DispatchRequest.from_record(record).has_queue_entry:
+    if not problems and not request.has_queue_entry:
         problems.append("the record is a prepared or rolled-back transaction")
     return "; ".join(problems)
 
@@ -159,7 +164,8 @@ def _written_bytes_after(commitlog: CommitLog, end: int) -> int:
 
 
 def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
-               index_from: int, end: int, known: dict[int, np.ndarray[Any, Any]] | None = None) -> tuple[int, int]:
+               index_from: int, end: int, known: dict[int, np.ndarray[Any, Any]] | None = None,
+               levels: DelayLevels = DEFAULT_DELAY_LEVELS) -> tuple[int, int]:
     """Dispatch the records in ``[cq_from, end)`` to the consume queues and in ``[index_from, end)``
     to the index. Both dedup what they already hold, so running it twice over a range is harmless.
     ``known`` holds record starts a scan of the range already found. Returns how many records went
@@ -169,7 +175,7 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
     with closing(iter(scan)) as chunks:  # a failed dispatch leaves no view of a mapped file behind
         for chunk in chunks:  # a chunk at a time, as columns: batch work for the queues and the index
             try:
-                batch = DispatchColumns.of(chunk.buf, chunk.records)
+                batch = DispatchColumns.of(chunk.buf, chunk.records, levels)
             finally:
                 del chunk
             for_queues = batch.since(cq_from)

@@ -21,6 +21,7 @@ from engine.consumequeue.consume_queue import ConsumeQueue
 from engine.consumequeue.store import ConsumeQueueStore
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
+from engine.log.delay_table import read_delay_levels, save_delay_levels
 from engine.log.message import Message, PutResult, PutStatus
 from engine.log.msgid import UniqKeyGenerator
 from engine.log.record import Record
@@ -77,7 +78,10 @@ class MessageStore:
             opened.callback(os.close, lock_fd)
             wanted = config.geometry if config is not None else None
             geometry = resolve_geometry(path, wanted)
-            config = replace(config or StoreConfig(), geometry=geometry).validate()
+            if config is None:  # the delay table the store was last run with
+                config = StoreConfig(message_delay_level=read_delay_levels(path).text)
+            config = replace(config, geometry=geometry).validate()
+            save_delay_levels(path, config.delay_levels)
             commitlog = CommitLog.open(path / "commitlog", geometry.commitlog_file_size)
             opened.callback(commitlog.close)
             queues = ConsumeQueueStore.open(path / "consumequeue", geometry.cq_entries_per_file)
@@ -90,7 +94,8 @@ class MessageStore:
             opened.callback(checkpoint.close)
             abnormal = abort_exists(path)
             result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
-                             check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc)
+                             check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
+                             levels=config.delay_levels)
             offsets = ConsumerOffsets.load(path / CONSUMER_OFFSET_FILE, now_ms)
             create_abort(path, os.getpid())
             opened.pop_all()
@@ -151,7 +156,8 @@ class MessageStore:
             return ""
         start = self._dispatch_behind_from
         try:
-            redispatch(self.commitlog, self.queues, self.index, start, start, self.commitlog.max_offset)
+            redispatch(self.commitlog, self.queues, self.index, start, start, self.commitlog.max_offset,
+                       levels=self.config.delay_levels)
         except OSError as exc:
             return f"consume queue or index cannot be written, sends refused until it can: {exc}"
         self._dispatch_behind_from = None

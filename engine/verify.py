@@ -46,6 +46,7 @@ from engine.keyindex.index_file import (
 )
 from engine.keyindex.keys import index_hash, index_key, record_keys
 from engine.log.commitlog import CommitLog
+from engine.log.delay_table import DelayLevels, read_delay_levels
 from engine.log.mapped_file import MappedFileError
 from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from engine.rebuild import rebuild_derived
@@ -186,8 +187,9 @@ def cq_scope(topic: str, queue_id: int) -> str:
 
 class _Verifier:
     def __init__(self, commitlog: CommitLog, geometry: Geometry, queues: dict[tuple[str, int], QueueEntries],
-                 index_headers: list[IndexHeader], findings: list[Finding]) -> None:
+                 index_headers: list[IndexHeader], findings: list[Finding], levels: DelayLevels) -> None:
         self.commitlog = commitlog
+        self.levels = levels
         self.geometry = geometry
         self.min_phys_offset = commitlog.min_offset
         self.queues = queues
@@ -231,7 +233,7 @@ class _Verifier:
         if record.phys_offset != phys:
             self.findings.append(Finding("record_corrupt", f"commitlog phys offset {phys}",
                                          f"its PHYSICALOFFSET field says {record.phys_offset}"))
-        request = DispatchRequest.from_record(record)
+        request = DispatchRequest.from_record(record, self.levels)
         if request.has_queue_entry:
             self._check_queue_entry(phys, request)
         if 0 <= self.index_floor <= phys and request.sys_flag & SYSFLAG_TX_MASK != SYSFLAG_TX_ROLLBACK:
@@ -294,11 +296,11 @@ class _Verifier:
 
     def _check_queue(self, q: QueueEntries, claimed: Array) -> None:
         self.cq_entries += check_queue_entries(q, claimed, self.min_phys_offset, lambda: self.commitlog,
-                                               self.findings)
+                                               self.findings, self.levels)
 
 
 def check_queue_entries(q: QueueEntries, claimed: Array, min_phys_offset: int, commitlog: Callable[[], CommitLog],
-                        findings: list[Finding]) -> int:
+                        findings: list[Finding], levels: DelayLevels) -> int:
     """The queue pass: past the leading fillers and the entries whose records retention deleted,
     every entry no record confirmed is decoded to say what is wrong with it. Returns how many
     entries were checked. ``commitlog`` is called only when there is something to decode."""
@@ -319,7 +321,7 @@ def check_queue_entries(q: QueueEntries, claimed: Array, min_phys_offset: int, c
             row = arr[k]
             queue_offset = q.first_queue_offset + base + k
             problem = cq_entry_problem(commitlog(), q.topic, q.queue_id, queue_offset, int(row["phys_offset"]),
-                                       int(row["size"]), int(row["tags_code"]))
+                                       int(row["size"]), int(row["tags_code"]), levels)
             if problem:
                 findings.append(Finding("cq_entry_mismatch", f"{cq_scope(q.topic, q.queue_id)} "
                                         f"queue offset {queue_offset}", problem))
@@ -343,6 +345,6 @@ def _verify(store_dir: Path) -> VerifyReport:
             findings.append(Finding("file_unreadable", f"index/{path.name}", str(exc)))
     commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
     try:
-        return _Verifier(commitlog, geometry, queues, headers, findings).run()
+        return _Verifier(commitlog, geometry, queues, headers, findings, read_delay_levels(store_dir)).run()
     finally:
         commitlog.close()

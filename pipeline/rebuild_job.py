@@ -44,6 +44,7 @@ from engine.config import Geometry
 from engine.consumequeue.consume_queue import ConsumeQueue
 from engine.keyindex.file_names import INDEX_FILE_NAME
 from engine.keyindex.service import IndexService
+from engine.log.delay_table import parse_delay_levels, read_delay_levels
 from engine.log.record import DecodeKind
 from engine.metafile import create_abort, fsync_dir, remove_abort
 from engine.rebuild import RebuildResult
@@ -100,7 +101,8 @@ def _rebuild_locked(sc: Any, store_dir: Path, split_bytes: int) -> RebuildResult
     geometry = read_geometry(store_dir)
     ranges = plan_ranges(sc, commitlog_files(store_dir, geometry), split_bytes)
     decoded = sc.parallelize(ranges, max(len(ranges), 1)) \
-        .map(partial(decode_range, require_prop_crc=geometry.prop_crc)).persist(StorageLevel.MEMORY_AND_DISK)
+        .map(partial(decode_range, require_prop_crc=geometry.prop_crc,
+                     message_delay_level=read_delay_levels(store_dir).text)).persist(StorageLevel.MEMORY_AND_DISK)
     staging = store_dir / STAGING_INDEX_DIR
     try:
         _remove_tree(staging)  # what a killed rebuild left
@@ -208,7 +210,7 @@ def _queue_job(sc: Any, decoded: Any, store_dir: Path, geometry: Geometry, queue
 # -- executor side ---------------------------------------------------------------------------------
 
 
-def decode_range(r: CommitlogRange, *, require_prop_crc: bool) -> DecodedRange:
+def decode_range(r: CommitlogRange, *, require_prop_crc: bool, message_delay_level: str) -> DecodedRange:
     entries: dict[QueueKey, list[tuple[int, int, int, int]]] = defaultdict(list)
     index_rows: list[IndexRow] = []
     damage: list[tuple[int, str]] = []
@@ -224,7 +226,7 @@ def decode_range(r: CommitlogRange, *, require_prop_crc: bool) -> DecodedRange:
             continue
         records += 1
         end_phys = phys + decoded.size
-        request = DispatchRequest.from_record(record)
+        request = DispatchRequest.from_record(record, parse_delay_levels(message_delay_level))
         if request.has_queue_entry:
             entries[(request.topic, request.queue_id)].append(
                 (request.queue_offset, request.phys_offset, request.size, request.tags_code))

@@ -31,6 +31,7 @@ from engine.keyindex.index_file import (
     INDEX_SLOT_SIZE,
     IndexFileError,
 )
+from engine.log.delay_table import read_delay_levels
 from engine.log.mapped_file import MappedFileError
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry
 from engine.verify import Finding, VerifyReport, cq_scope
@@ -68,7 +69,8 @@ def verify(spark: Any, store_dir: Path | str, *, split_bytes: int = DEFAULT_SPLI
     infos = sc.parallelize(with_entries, max(len(with_entries), 1)).map(partial(_index_info, geometry=geometry)) \
         .collect() if with_entries else []
     plan = VerifyPlan(str(store_dir), geometry, files[0].file_base if files else 0,
-                      headers[0].begin_phys_offset if headers else -1, tuple(infos), frozenset(queues))
+                      headers[0].begin_phys_offset if headers else -1, tuple(infos), frozenset(queues),
+                      read_delay_levels(Path(store_dir)).text)
 
     outcomes = sc.parallelize(_tasks(ranges), max(len(ranges), 1)).map(partial(check_range, plan=plan)) \
         .persist(StorageLevel.MEMORY_AND_DISK)

@@ -30,6 +30,7 @@ from engine.consumequeue.consume_queue import CQ_DTYPE, FILLER_SIZE
 from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.keyindex.keys import index_hash, index_key
 from engine.log.commitlog import CommitLog
+from engine.log.delay_table import parse_delay_levels
 from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
 from engine.store_files import QueueEntries
 from engine.verify import Finding, IndexClaims, check_queue_entries, cq_scope
@@ -65,6 +66,7 @@ class VerifyPlan:
     index_floor: int                   # the oldest index file's begin offset; -1 without index files
     index_files: tuple[IndexFileInfo, ...]
     queues: frozenset[QueueKey]        # the readable consume queues; the others count as absent
+    message_delay_level: str           # the store's delay table (engine.log.delay_table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,7 @@ def check_range(task: RangeTask, plan: VerifyPlan) -> RangeOutcome:
         if record.phys_offset != phys:
             findings.append(Finding("record_corrupt", f"commitlog phys offset {phys}",
                                     f"its PHYSICALOFFSET field says {record.phys_offset}"))
-        request = DispatchRequest.from_record(record)
+        request = DispatchRequest.from_record(record, parse_delay_levels(plan.message_delay_level))
         if request.has_queue_entry:
             rows[(request.topic, request.queue_id)].append((request.queue_offset, phys, request.size,
                                                             request.tags_code))
@@ -264,4 +266,5 @@ def check_queue(key: QueueKey, rows: Array, plan: VerifyPlan, commitlog: _Commit
 
 def _check_entries(q: QueueEntries, claimed: Array, plan: VerifyPlan, commitlog: _CommitLogReader,
                    findings: list[Finding]) -> int:
-    return check_queue_entries(q, claimed, plan.min_phys_offset, commitlog.get, findings)
+    return check_queue_entries(q, claimed, plan.min_phys_offset, commitlog.get, findings,
+                               parse_delay_levels(plan.message_delay_level))

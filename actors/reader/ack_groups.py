@@ -24,7 +24,7 @@ import zmq
 from actors.config import BrokerConfig
 from actors.meters import TopicCounts
 from actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
-from actors.reader.ack_queues import AckQueues
+from actors.reader.ack_queues import AckQueues, redelivery_delays
 from actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ack_release, parse_receipt
 from actors.reader.dead_letters import DeadLetterSender
 from actors.reader.fields import SYSTEM_ERROR
@@ -54,7 +54,9 @@ class AckGroups:
         self.now_ms = now_ms
         self.delivered = delivered if delivered is not None else TopicCounts()
         self.queues = AckQueues(Path(config.store_dir), reader_index, config.broker,
-                                host_prefix=msg_id_prefix(config.store.store_host.packed), now_ms=now_ms)
+                                host_prefix=msg_id_prefix(config.store.store_host.packed), now_ms=now_ms,
+                                redelivery_delays_ms=redelivery_delays(config.store.delay_levels,
+                                                                       config.broker.ack_retry_first_level))
         self.parked = ParkedAckPulls()
         self.scan_filters: dict[AckKey, TagFilter] = {}  # the filter of each queue's latest pull
         self.dead_letters: DeadLetterSender | None = None
@@ -158,7 +160,7 @@ class AckGroups:
             else:
                 seqs = [seq for _, seq in items]
                 statuses = self.queues.guarded(key, partial(q.ack, seqs) if requeue is None
-                                               else partial(q.nack, seqs, requeue=requeue))
+                                               else partial(q.nack, seqs, requeue=requeue, now_ms=now))
                 self.queues.used(key, now)
             for (i, _), status in zip(items, statuses, strict=True):
                 results[i] = status
@@ -264,6 +266,9 @@ class AckGroups:
             deadline = q.next_deadline_ms()
             if deadline is not None and deadline <= now and q.expire(now):
                 self._wake(key, now)
+            retry_ms = q.next_retry_ms()
+            if retry_ms is not None and retry_ms <= now and q.promote(now):
+                self._wake(key, now)
             if q.dead:
                 self._send_dead_letters(key, now)
             if (q.index.dirty_count and flushes < IDLE_FLUSHES_PER_TICK
@@ -284,7 +289,7 @@ class AckGroups:
             self.queues.write_low_water()
 
     def ms_to_next(self, now: int, cap_ms: int) -> int:
-        due = [d for _, q in self.queues.items() if (d := q.next_deadline_ms()) is not None]
+        due = [d for _, q in self.queues.items() for d in (q.next_deadline_ms(), q.next_retry_ms()) if d is not None]
         return max(0, min([self.parked.ms_to_next_deadline(now, cap_ms), *(d - now for d in due)]))
 
     def close(self) -> None:

@@ -9,7 +9,10 @@ memory is what a crash may forget without losing a message:
 - ``in_flight``: delivered and not yet acked: consumer, visibility deadline, delivery count;
 - ``retry``: delivered before and due again (nack with requeue, a visibility timeout, a consumer
   that left, or delivered-unacked recovered after a restart), handed out before ``fresh`` and
-  flagged redelivered;
+  flagged redelivered. A failed delivery (nack with requeue, a visibility timeout) waits first, as
+  RocketMQ's retries wait on delay levels: after n deliveries, ``redelivery_delays_ms[n - 1]`` (the
+  delay of level 3 + n - 1, ``actors.reader.ack_queues``); it keeps its receipt (its seq), delivery
+  count and redelivered flag, and the index stays the truth: a restart makes it due at once;
 - ``dead``: due for ``%DLQ%{group}`` (too many deliveries, or nack without requeue), acked only
   once the writer has stored the copy.
 
@@ -92,15 +95,19 @@ def _phys_offset(msg_id: bytes) -> int:
 
 
 class AckQueue:
-    def __init__(self, index: QueueIndex, host_prefix: bytes, max_deliveries: int) -> None:
+    def __init__(self, index: QueueIndex, host_prefix: bytes, max_deliveries: int,
+                 redelivery_delays_ms: tuple[int, ...] = ()) -> None:
         if len(host_prefix) != MSG_ID_PREFIX_SIZE or max_deliveries < 1:
             raise ValueError("host_prefix must be 8 bytes and max_deliveries at least 1")
         self.index = index
         self._host_prefix = host_prefix
         self.max_deliveries = max_deliveries
+        self.redelivery_delays_ms = redelivery_delays_ms  # after n deliveries, [n - 1] (the last past its end)
         self.fresh: deque[Located] = deque()
         self._retry: list[int] = []                           # heap of seqs; stale ones skipped
         self._retry_info: dict[int, tuple[int, int, int]] = {}  # seq -> phys, size, deliveries so far
+        self._waiting: dict[int, int] = {}                    # seq -> when its retry is due (in _retry_info)
+        self._delayed: list[tuple[int, int]] = []             # heap of (due ms, seq); stale ones skipped
         self.in_flight: dict[int, _InFlight] = {}
         self._per_consumer: dict[str, int] = {}
         self._deadlines: list[tuple[int, int, int]] = []       # (deadline_ms, seq, delivery count)
@@ -111,10 +118,10 @@ class AckQueue:
 
     @classmethod
     def open(cls, directory: Path, *, host_prefix: bytes, max_deliveries: int,
-             max_journal_entries: int) -> AckQueue:
+             max_journal_entries: int, redelivery_delays_ms: tuple[int, ...] = ()) -> AckQueue:
         index = QueueIndex.open(directory, max_journal_entries=max_journal_entries)
         try:
-            return cls(index, host_prefix, max_deliveries)
+            return cls(index, host_prefix, max_deliveries, redelivery_delays_ms)
         except BaseException:
             index.close(clean=False)
             raise
@@ -136,7 +143,7 @@ class AckQueue:
 
     @property
     def has_available(self) -> bool:
-        return bool(self.fresh) or bool(self._retry_info)
+        return bool(self.fresh) or len(self._retry_info) > len(self._waiting)
 
     @property
     def retry_count(self) -> int:
@@ -171,6 +178,23 @@ class AckQueue:
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
 
+    def next_retry_ms(self) -> int | None:
+        """When the next waiting redelivery is due (None: none waits)."""
+        while self._delayed and self._waiting.get(self._delayed[0][1]) != self._delayed[0][0]:
+            heapq.heappop(self._delayed)
+        return self._delayed[0][0] if self._delayed else None
+
+    def promote(self, now_ms: int) -> int:
+        """Waiting redeliveries due by ``now_ms`` become available; returns how many."""
+        count = 0
+        while self._delayed and self._delayed[0][0] <= now_ms:
+            due_ms, seq = heapq.heappop(self._delayed)
+            if self._waiting.get(seq) == due_ms:
+                del self._waiting[seq]
+                heapq.heappush(self._retry, seq)
+                count += 1
+        return count
+
     # -- changes -------------------------------------------------------------------------------------
 
     def publish(self, located: list[Located], scanned_to: int) -> None:
@@ -185,10 +209,11 @@ class AckQueue:
     def take(self, consumer: str, max_count: int, now_ms: int, visibility_ms: int) -> list[Handout]:
         """Hand out up to ``max_count`` messages to ``consumer``: due redeliveries first, then fresh
         ones, oldest first. First deliveries are in the journal before this returns."""
+        self.promote(now_ms)
         out: list[Handout] = []
         while self._retry and len(out) < max_count:
             seq = heapq.heappop(self._retry)
-            info = self._retry_info.pop(seq, None)
+            info = self._retry_info.pop(seq, None) if seq not in self._waiting else None
             if info is not None:
                 out.append(Handout(seq, info[0], info[1], True, info[2] + 1))
         first = len(out)
@@ -228,9 +253,9 @@ class AckQueue:
             self.index.ack(accepted)
         return statuses
 
-    def nack(self, seqs: Iterable[int], *, requeue: bool) -> list[str]:
-        """Give delivered messages back: due again at once (``requeue``; past ``max_deliveries`` they
-        go to the DLQ instead), or dead-lettered now."""
+    def nack(self, seqs: Iterable[int], *, requeue: bool, now_ms: int = 0) -> list[str]:
+        """Give delivered messages back: due again after their redelivery delay (``requeue``; past
+        ``max_deliveries`` they go to the DLQ instead), or dead-lettered now."""
         statuses: list[str] = []
         for seq in seqs:
             flight = self.in_flight.get(seq)
@@ -243,12 +268,13 @@ class AckQueue:
                     statuses.append(OK)  # already due again
                     continue
                 del self._retry_info[seq]
+                self._waiting.pop(seq, None)
                 located, count = Located(seq, retry[0], retry[1]), retry[2]
             else:
                 statuses.append(UNKNOWN_RECEIPT)
                 continue
             if requeue:
-                self._give_back(located, count)
+                self._give_back(located, count, now_ms)
             else:
                 self.dead[seq] = DeadLetter(seq, located.phys_offset, located.size, count)
             statuses.append(OK)
@@ -264,7 +290,7 @@ class AckQueue:
             seq = entry[1]
             flight = self.in_flight[seq]
             self._release(seq, flight)
-            self._give_back(Located(seq, flight.phys_offset, flight.size), flight.delivery_count)
+            self._give_back(Located(seq, flight.phys_offset, flight.size), flight.delivery_count, now_ms)
             count += 1
         return count
 
@@ -307,11 +333,19 @@ class AckQueue:
         if flight is not None:
             self._release(seq, flight)
             return True
+        self._waiting.pop(seq, None)
         return self._retry_info.pop(seq, None) is not None  # its heap entry is skipped when it comes up
 
-    def _give_back(self, located: Located, delivery_count: int) -> None:
+    def _give_back(self, located: Located, delivery_count: int, failed_at_ms: int | None = None) -> None:
+        """Due again: at once, or (a failed delivery, ``failed_at_ms``) after its redelivery delay."""
         if delivery_count >= self.max_deliveries:
             self.dead[located.seq] = DeadLetter(located.seq, located.phys_offset, located.size, delivery_count)
+            return
+        self._retry_info[located.seq] = (located.phys_offset, located.size, delivery_count)
+        delays = self.redelivery_delays_ms
+        delay_ms = delays[min(delivery_count, len(delays)) - 1] if delays and failed_at_ms is not None else 0
+        if delay_ms > 0 and failed_at_ms is not None:
+            self._waiting[located.seq] = failed_at_ms + delay_ms
+            heapq.heappush(self._delayed, (failed_at_ms + delay_ms, located.seq))
         else:
-            self._retry_info[located.seq] = (located.phys_offset, located.size, delivery_count)
             heapq.heappush(self._retry, located.seq)

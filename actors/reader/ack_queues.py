@@ -22,6 +22,7 @@ from actors.reader.ack_queue import AckQueue
 from actors.reader.ack_requests import AckKey
 from engine.ackindex.files import QueueIndexError
 from engine.ackindex.low_water import QUEUE_INDEX_DIR, write_low_water
+from engine.log.delay_table import DelayLevels
 from ipc import receipts
 
 log = logging.getLogger("mqstore")
@@ -31,13 +32,14 @@ T = TypeVar("T")
 
 class AckQueues:
     def __init__(self, store_dir: Path, reader_index: int, cfg: BrokerSection, *, host_prefix: bytes,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], redelivery_delays_ms: tuple[int, ...] = ()) -> None:
         self.store_dir = store_dir
         self.root = store_dir / QUEUE_INDEX_DIR
         self.reader_index = reader_index
         self.cfg = cfg
         self.host_prefix = host_prefix
         self.now_ms = now_ms
+        self.redelivery_delays_ms = redelivery_delays_ms
         self._open: dict[AckKey, AckQueue] = {}
         self._last_op_ms: dict[AckKey, int] = {}
         self._low_water: int | None = -2  # the mark last written (-2: none yet)
@@ -64,7 +66,8 @@ class AckQueues:
         if not create and not directory.is_dir():
             return None
         q = AckQueue.open(directory, host_prefix=self.host_prefix, max_deliveries=self.cfg.ack_max_deliveries,
-                          max_journal_entries=self.cfg.ack_max_journal_entries)
+                          max_journal_entries=self.cfg.ack_max_journal_entries,
+                          redelivery_delays_ms=self.redelivery_delays_ms)
         log.info("ack mode: opened %s/%s/%d (%s recovery): %d unacked, %d due again", *key,
                  q.index.recovery.kind.name.lower(), q.index.unacked_count, q.retry_count)
         self._open[key] = q
@@ -131,3 +134,13 @@ class AckQueues:
         self._open.clear()
         if failed is not None:
             raise failed
+
+
+def redelivery_delays(levels: DelayLevels, first_level: int) -> tuple[int, ...]:
+    """The wait before a failed delivery comes back, by deliveries so far (n: index n - 1): the delay of
+    level ``first_level + n - 1`` (the table's last past it), as RocketMQ retries consumers through
+    levels 3 + reconsume times; ``first_level`` 0: at once."""
+    if first_level <= 0:
+        return ()
+    last = max(first_level, levels.max_level)
+    return tuple(levels.delay_ms(min(level, levels.max_level)) for level in range(first_level, last + 1))

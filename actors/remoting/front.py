@@ -26,9 +26,10 @@ from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from engine.config import check_topic
+from engine.log.delay_table import parse_level
 from engine.log.host import Host
 from engine.log.msgid import offset_msg_id
-from engine.log.record import decode_properties
+from engine.log.record import PROP_DELAY, decode_properties
 from engine.topics import BROKER_MADE_PREFIXES
 from ipc import remoting as rm
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel
@@ -197,6 +198,9 @@ class BrokerFront:
             items = rm.decode_batch(request.body)
             if not items:
                 raise RequestError(rm.MESSAGE_ILLEGAL, "a batch without messages")
+            delay = decode_properties(ext.get("properties", "").encode()).get(PROP_DELAY, "0")
+            if (parse_level(delay) or 0) > 0:  # RocketMQ's asyncPutMessages refuses a delayed batch
+                raise RequestError(rm.MESSAGE_ILLEGAL, "a batch cannot carry a delay level")
             outgoing = [replace(template, body=i.body, properties=i.properties, flag=i.flag) for i in items]
         else:
             props = decode_properties(ext.get("properties", "").encode())
@@ -219,7 +223,10 @@ class BrokerFront:
         return PUT_CODES.get(failed.status, rm.SYSTEM_ERROR), f"{failed.status}: {failed.reason}", ext
 
     async def _send_back(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
-        """CONSUMER_SEND_MSG_BACK: the message at ``offset`` again, into the group's retry topic."""
+        """CONSUMER_SEND_MSG_BACK: the message at ``offset`` again, into the group's retry topic after the
+        delay of level ``delayLevel`` (when the client gives one above 0) or 3 + its reconsume times,
+        through the schedule topic (``engine.delay_levels``); to ``%DLQ%{group}`` at once past the max
+        reconsume times or for a ``delayLevel`` below 0 (RocketMQ's consumerSendMsgBack)."""
         ext = request.ext
         group = ext.get("group", "")
         retry_topic = RETRY_PREFIX + group
@@ -232,8 +239,11 @@ class BrokerFront:
         original = ReceivedMessage.from_wire(msgs[0])
         times = original.reconsume_times + 1
         limit = _int(ext, "maxReconsumeTimes", self.remoting.max_reconsume_times, lo=0)
-        target = DLQ_PREFIX + group if times > limit or _int(ext, "delayLevel", 0) < 0 else retry_topic
+        delay_level = _int(ext, "delayLevel", 0)
+        dead = times > limit or delay_level < 0
+        target = DLQ_PREFIX + group if dead else retry_topic
         props = dict(original.properties)
+        props[PROP_DELAY] = "0" if dead else str(delay_level if delay_level > 0 else 3 + original.reconsume_times)
         props.setdefault("RETRY_TOPIC", original.topic)
         props.setdefault("ORIGIN_MESSAGE_ID", ext.get("originMsgId") or original.uniq_key or original.msg_id)
         props["RECONSUME_TIME"] = str(times)

@@ -44,10 +44,11 @@ from actors.writer.sync import SyncWaiters
 from engine.ackindex.low_water import unacked_low_water
 from engine.batch.dispatch import DispatchRequest
 from engine.consumequeue.store import ConsumeQueueStore
+from engine.delay_levels import schedule_queue_count
 from engine.log.commitlog import CommitLog
 from engine.log.mapped_file import MappedFile
 from engine.log.msgid import UniqKeyGenerator
-from engine.log.record import DecodeKind
+from engine.log.record import SCHEDULE_TOPIC, DecodeKind
 from engine.log.writer import CommitLogWriter
 from engine.retention import decide, delete_expired_commitlog, disk_used_ratio
 from engine.topics import TopicTable
@@ -73,6 +74,8 @@ class CommitLogWriterActor:
         # lost with a crash comes back on its next send; its queues and their files are on disk)
         topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True,
                                  auto_create=cfg.broker.auto_create_topics)
+        # the delay levels' topic, one queue per level, made by the broker as RocketMQ's TopicConfigManager does
+        topics.create(SCHEDULE_TOPIC, schedule_queue_count(cfg.store))
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))
@@ -94,7 +97,7 @@ class CommitLogWriterActor:
         for phys, decoded in self.commitlog.scan(end, require_prop_crc=geometry.prop_crc, read_body=False):
             if decoded.kind is DecodeKind.RECORD and decoded.record is not None:
                 end = phys + decoded.size
-                record = DispatchRequest.from_record(decoded.record)
+                record = DispatchRequest.from_record(decoded.record, self.rt.config.store.delay_levels)
                 if record.has_queue_entry:
                     key = (record.topic, record.queue_id)
                     offsets[key] = max(offsets.get(key, 0), record.queue_offset + 1)

@@ -121,7 +121,8 @@ class Ingress:
         return Answer(identity, schema.ok_reply(request_id, topic=name, existed=existed, phys_offset=end),
                       TopicDeleted(name, end))
 
-    def _messages(self, message: dict[str, Any]) -> tuple[list[Message], list[int], list[PutResult | None]]:
+    def _messages(self, message: dict[str, Any]
+                  ) -> tuple[list[Message], list[int], list[PutResult | None], list[int]]:
         max_messages = self.config.broker.max_batch_messages
         raw_msgs = schema.field(message, "msgs", list)
         if not raw_msgs or len(raw_msgs) > max_messages:
@@ -129,20 +130,23 @@ class Ingress:
         messages: list[Message] = []
         queue_ids: list[int] = []
         refused: list[PutResult | None] = []
+        sent_queue_ids: list[int] = []
         for raw in raw_msgs:
             if not isinstance(raw, dict):
                 raise schema.SchemaError("each message must be a map")
             msg = _message(raw)
-            queue_id = self._queue_for(msg.topic, raw)
-            stored = queue_id if isinstance(queue_id, PutResult) else rewrite(msg, queue_id, self.config.store)
+            sent = self._queue_for(msg.topic, raw)
+            stored = sent if isinstance(sent, PutResult) else rewrite(msg, sent, self.config.store)
             if isinstance(stored, PutResult):
                 refused.append(stored)
                 continue
+            assert not isinstance(sent, PutResult)  # a refused queue is refused above
             msg, queue_id = stored
+            sent_queue_ids.append(sent)
             messages.append(msg)
             queue_ids.append(queue_id)
             refused.append(None)
-        return messages, queue_ids, refused
+        return messages, queue_ids, refused, sent_queue_ids
 
     def _queue_for(self, topic: str, raw: dict[str, Any]) -> int | PutResult:
         """An explicit queue, a sharding key's queue, or the next queue round robin (``engine.queue_selector``)."""

@@ -31,12 +31,16 @@ class MessageSend:
     messages: list[Message]
     queue_ids: list[int]
     refused: list[PutResult | None]  # one per message sent: its refusal, or None for one in ``messages``
+    # the queue each message in ``messages`` was sent to, which its reply names; a message stored
+    # elsewhere (engine.put_rewrite) replies with its queue offset there, as RocketMQ's SEND does
+    sent_queue_ids: list[int]
 
 
-def result_fields(r: PutResult) -> dict[str, Any]:
+def result_fields(r: PutResult, sent_queue_id: int | None = None) -> dict[str, Any]:
     if not r.ok:
         return {"status": r.status.value, "reason": r.reason}
-    return {"status": r.status.value, "msg_id": r.msg_id, "queue": r.queue_id, "queue_offset": r.queue_offset,
+    queue = r.queue_id if sent_queue_id is None else sent_queue_id
+    return {"status": r.status.value, "msg_id": r.msg_id, "queue": queue, "queue_offset": r.queue_offset,
             "phys_offset": r.phys_offset, "uniq_key": r.uniq_key}
 
 
@@ -61,7 +65,9 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
     results = iter(outcome.results)
     replies = []
     for send in sends:
-        fields = [result_fields(r if r is not None else next(results)) for r in send.refused]
+        sent = iter(send.sent_queue_ids)
+        fields = [result_fields(r) if r is not None else result_fields(next(results), next(sent))
+                  for r in send.refused]
         replies.append((send.identity, send.request_id, fields))
     if cfg.sync_flush and outcome.requests:
         outlets.written(Written(end, outcome.store_ms, True))

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from engine.keyindex.keys import record_key_hashes
+from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels, tags_code_of
 from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
 
 Array = np.ndarray[Any, Any]
@@ -33,8 +34,11 @@ class DispatchRequest:
     sys_flag: int
 
     @classmethod
-    def from_record(cls, record: Record) -> DispatchRequest:
-        return cls(record.topic, record.queue_id, record.phys_offset, record.size, record.tags_code,
+    def from_record(cls, record: Record, levels: DelayLevels = DEFAULT_DELAY_LEVELS) -> DispatchRequest:
+        """The request of ``record``; ``levels`` is the store's delay table (a schedule-topic
+        record's tags code is its delivery time)."""
+        return cls(record.topic, record.queue_id, record.phys_offset, record.size,
+                   tags_code_of(record.topic, record.properties, record.store_ms, levels),
                    record.store_ms, record.queue_offset, tuple(record.keys), record.uniq_key, record.sys_flag)
 
     @property

@@ -22,6 +22,7 @@ from engine import _native
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
 from engine.batch.record_columns import RecordColumns
 from engine.keyindex.keys import key_hashes, record_keys
+from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels
 from engine.log.record import SCHEDULE_TOPIC, DecodeKind, decode_record
 
 Array = npt.NDArray[Any]
@@ -44,8 +45,8 @@ class DispatchColumns:
         return len(self.rows)
 
     @classmethod
-    def of(cls, buf: Array, records: RecordColumns) -> DispatchColumns:
-        """The dispatch columns of ``records`` (all valid) in ``buf``."""
+    def of(cls, buf: Array, records: RecordColumns, levels: DelayLevels = DEFAULT_DELAY_LEVELS) -> DispatchColumns:
+        """The dispatch columns of ``records`` (all valid) in ``buf``; ``levels``: the store's delay table."""
         n = len(records)
         rows = np.zeros(n, dtype=DISPATCH_COLUMNS)
         for name in ("phys_offset", "size", "queue_id", "queue_offset", "store_ms", "sys_flag"):
@@ -69,7 +70,7 @@ class DispatchColumns:
         exact_rows: list[int] = []
         exact_hashes: list[Array] = []
         for i in np.flatnonzero(exact).tolist():
-            request = _exact_request(mv, int(records.starts[i]))
+            request = _exact_request(mv, int(records.starts[i]), levels)
             codes[i] = table.setdefault(request.topic, len(table))
             tags_code[i] = request.tags_code
             names = record_keys(request.uniq_key, request.keys)
@@ -97,8 +98,8 @@ class DispatchColumns:
                                self.key_hashes[key_keep])
 
 
-def _exact_request(mv: memoryview, start: int) -> DispatchRequest:
+def _exact_request(mv: memoryview, start: int, levels: DelayLevels) -> DispatchRequest:
     decoded = decode_record(mv, start, check_crc=False, read_body=False)
     if decoded.kind is not DecodeKind.RECORD or decoded.record is None:
         raise ValueError(f"record at {start} no longer decodes: {decoded.reason}")
-    return DispatchRequest.from_record(decoded.record)
+    return DispatchRequest.from_record(decoded.record, levels)

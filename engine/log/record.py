@@ -37,7 +37,6 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.jhash import tags_code
 from engine.log.host import IPV4_HOST_SIZE, IPV6_HOST_SIZE, Host
 from engine.log.msgid import offset_msg_id
 
@@ -71,8 +70,8 @@ PROP_TAGS = "TAGS"
 PROP_UNIQ_KEY = "UNIQ_KEY"
 PROP_DELAY = "DELAY"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-DELAY_LEVEL_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000,
-                  480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
+PROP_REAL_TOPIC = "REAL_TOPIC"
+PROP_REAL_QID = "REAL_QID"
 
 ByteSource = bytes | bytearray | memoryview | mmap.mmap
 
@@ -177,24 +176,8 @@ class Record:
         return offset_msg_id(self.store_host, self.phys_offset)
 
     @property
-    def tags_code(self) -> int:
-        return record_tags_code(self.topic, self.properties, self.store_ms)
-
-    @property
     def transaction_type(self) -> int:
         return self.sys_flag & SYSFLAG_TX_MASK
-
-
-def record_tags_code(topic: str, properties: Mapping[str, str], store_ms: int) -> int:
-    """Consume-queue tagsCode; for delayed messages it is the delivery time instead."""
-    if topic == SCHEDULE_TOPIC and PROP_DELAY in properties:
-        try:
-            level = min(int(properties[PROP_DELAY]), len(DELAY_LEVEL_MS))
-        except ValueError:
-            level = 0
-        if level > 0:
-            return store_ms + DELAY_LEVEL_MS[level - 1]
-    return tags_code(properties.get(PROP_TAGS))
 
 
 class DecodeKind(enum.Enum):

@@ -18,9 +18,10 @@ from engine.batch.dispatch import DispatchRequest
 from engine.batch.record_batch import CheckedBatch
 from engine.config import StoreConfig
 from engine.log.commitlog import CommitLog, RecordTooLargeError
+from engine.log.delay_table import tags_code_of
 from engine.log.message import Message, PutResult, PutStatus, Refusal, encode_message
 from engine.log.msgid import UniqKeyGenerator, offset_msg_id
-from engine.log.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, record_tags_code
+from engine.log.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
 
 MAX_QUEUE_ID = (1 << 31) - 1
 
@@ -98,9 +99,9 @@ class CommitLogWriter:
             props = dict(message.properties)
             if message.tags:
                 props[PROP_TAGS] = message.tags
-            requests.append(DispatchRequest(message.topic, qid, phys_offsets[n], sizes[n],
-                                            record_tags_code(message.topic, props, now_ms), now_ms, queue_offsets[n],
-                                            index_keys(message), uniq_keys[n], message.sys_flag))
+            code = tags_code_of(message.topic, props, now_ms, self.config.delay_levels)
+            requests.append(DispatchRequest(message.topic, qid, phys_offsets[n], sizes[n], code, now_ms,
+                                            queue_offsets[n], index_keys(message), uniq_keys[n], message.sys_flag))
             results[i] = PutResult(PutStatus.PUT_OK, offset_msg_id(self.config.store_host, phys_offsets[n]),
                                    phys_offsets[n], qid, queue_offsets[n], uniq_keys[n])
         for n in range(len(accepted) - 1, len(phys_offsets) - 1, -1):  # give back offsets not written

@@ -3,6 +3,7 @@ line, one JSON object per line on stdout, so tests run it in its own process (it
 logs stay out of pytest; ``HOME`` points its logs into the test's directory).
 
     python -m scripts.bench.rocketmq_peer produce NS TOPIC COUNT [--big-every N] [--size N] [--forever] [--quiet]
+        [--delay-level N]
     python -m scripts.bench.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S [--fail-every N] [--quiet]
     python -m scripts.bench.rocketmq_peer pull NS TOPIC GROUP
 
@@ -54,6 +55,8 @@ def produce(args: argparse.Namespace) -> None:
         message.set_tags(f"Tag{i % 3}")
         body = body_of(i, args.big_every, args.size)
         message.set_body(body)
+        if args.delay_level:
+            message.set_delay_time_level(args.delay_level)
         try:
             result = producer.send_sync(message)
         except Exception as exc:  # the client gave up after its retries: say so, send it again
@@ -141,6 +144,7 @@ def main() -> None:
     p.add_argument("--forever", action="store_true")
     p.add_argument("--size", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--delay-level", type=int, default=0, help="each message's delay level (DELAY), 0: none")
     p.set_defaults(run=produce)
     c = sub.add_parser("push")
     c.add_argument("ns")

@@ -109,5 +109,5 @@ def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ct
     names = Supervisor(config).names()
     assert set(START_ORDER) < set(names)
     assert {name.partition("-")[0] for name in names} == set(ACTOR_KINDS)
-    with pytest.raises(ValueError, match="unknown actor 'scheduler'"):
-        build_actor("scheduler", Runtime("scheduler", config, ctx))
+    with pytest.raises(ValueError, match="unknown actor 'nobody'"):
+        build_actor("nobody", Runtime("nobody", config, ctx))

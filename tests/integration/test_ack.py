@@ -25,6 +25,7 @@ from ipc.receipts import NOT_OWNER, OK, UNKNOWN_RECEIPT, Delivery, ack_owner, dl
 from tests.integration.broker import Broker, wait_for
 
 VISIBILITY_MS = 800
+RETRY_DELAY_MS = 1000  # level 3 of the short table below: a failed delivery's wait
 LONG_MS = 120_000
 READERS = 2
 BROKER_EXTRA = f"""ack_visibility_timeout_ms = {VISIBILITY_MS}
@@ -36,7 +37,8 @@ ack_idle_flush_ms = 200"""
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    with Broker(tmp_path_factory.mktemp("ack"), readers=READERS, broker_extra=BROKER_EXTRA) as running:
+    with Broker(tmp_path_factory.mktemp("ack"), readers=READERS, broker_extra=BROKER_EXTRA,
+                extra_toml='\n[store]\nmessage_delay_level = "1s 1s 1s 2s"\n') as running:
         yield running
 
 
@@ -122,7 +124,8 @@ def test_visibility_timeout_hands_the_message_out_again(broker: Broker) -> None:
         taken_at = time.monotonic()
         assert (first.redelivered, first.delivery_count) == (False, 1)
         [second] = receive_until(consumer, 1, timeout_s=10)
-        assert time.monotonic() - taken_at >= VISIBILITY_MS / 1000 * 0.9
+        # the timeout, then the delay of level 3 (RocketMQ's first retry)
+        assert time.monotonic() - taken_at >= (VISIBILITY_MS + RETRY_DELAY_MS) / 1000 * 0.9
         assert second.receipt == first.receipt and second.body == first.body
         assert (second.redelivered, second.delivery_count) == (True, 2)
         assert consumer.ack(second) == [OK]
@@ -134,8 +137,10 @@ def test_nack_requeue_and_nack_to_the_dead_letter_queue(broker: Broker) -> None:
     produce(broker, "Nack", 2, queue=0)
     with AckConsumer(broker.store, group="G4", topic="Nack", queues=[0], visibility_ms=LONG_MS) as consumer:
         keep, poison = sorted(receive_until(consumer, 2), key=lambda d: d.receipt.seq)
+        nacked_at = time.monotonic()
         assert consumer.nack(keep, requeue=True) == [OK]
         [back] = receive_until(consumer, 1, timeout_s=5)  # long before any visibility timeout
+        assert time.monotonic() - nacked_at >= RETRY_DELAY_MS / 1000 * 0.9  # after level 3's delay
         assert back.receipt == keep.receipt and (back.redelivered, back.delivery_count) == (True, 2)
         assert consumer.nack(poison, requeue=False) == [OK]
         assert consumer.ack(back) == [OK]

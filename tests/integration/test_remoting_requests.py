@@ -27,7 +27,7 @@ LONG_MAX = 2 ** 62
 def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, int]]:
     port = free_port_range(1)
     broker = Broker(tmp_path_factory.mktemp("requests"), remoting_port=port, commitlog=1024 * 1024, cq=4096,
-                    extra_toml="\n[remoting]\nmax_reconsume_times = 1\n")
+                    extra_toml='\n[remoting]\nmax_reconsume_times = 1\n[store]\nmessage_delay_level = "1s 1s 1s 2s"\n')
     with broker:
         yield broker, port
 
@@ -95,6 +95,8 @@ def test_java_v2_send_and_both_batch_forms_store_each_message(client: rm.Remotin
         assert len(reply.ext["msgId"].split(",")) == 5
     records = records_when(client, "Java", 2, 11)
     assert [r.queue_offset for r in records] == list(range(11))
+    delayed = client.call(rm.SEND_MESSAGE, send_ext("Java", 2, "DELAY\x012\x02", batch="1"), batch)
+    assert delayed.code == rm.MESSAGE_ILLEGAL  # RocketMQ refuses a batch with a delay level
     assert [r.body for r in records] == [b"java body", *[f"b-{i}".encode() for i in range(5)] * 2]
     assert records[3].keys == ["bk-2"] and records[3].uniq_key == "BATCH0002"
     assert sorted(r.queue_offset for r in query_when(client, "Java", "bk-4", 2)) == [5, 10]
@@ -233,6 +235,7 @@ def test_send_back_goes_to_retry_then_dead_letter_topic(front: tuple[Broker, int
         original = producer.send("Orders", b"to retry", keys=["sb-1"], queue=0)
     assert original.ok
     records_when(client, "Orders", 0, 1)  # a consumer sends back what it pulled
+    sent_back_ms = int(time.time() * 1000)
     back = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SB", "delayLevel": 0, "offset": original.phys_offset})
     assert back.code == rm.SUCCESS, back.remark
     route = json.loads(client.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "%RETRY%SB"}).body)
@@ -242,11 +245,31 @@ def test_send_back_goes_to_retry_then_dead_letter_topic(front: tuple[Broker, int
     props = retried[0].properties
     assert (props["RETRY_TOPIC"], props["RECONSUME_TIME"], retried[0].reconsume_times) == ("Orders", "1", 1)
     assert props["ORIGIN_MESSAGE_ID"] == original.uniq_key
+    # through the schedule topic at level 3 + 0 reconsume times (1 s here), as RocketMQ's retries go
+    assert (props["REAL_TOPIC"], props["REAL_QID"], props["DELAY_OFFSET"]) == ("%RETRY%SB", "0", "3:0")
+    assert retried[0].store_ms >= sent_back_ms + 1000
     again = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SB", "delayLevel": 0, "offset": retried[0].phys_offset})
     assert again.code == rm.SUCCESS  # max_reconsume_times = 1: the second time goes to the dead letters
     dead = records_when(client, "%DLQ%SB", 0, 1)
     assert [(r.body, r.reconsume_times) for r in dead] == [(b"to retry", 2)]
     assert client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SB", "offset": 10 ** 12}).code == rm.SYSTEM_ERROR
+
+
+def test_send_back_at_the_clients_level_or_straight_to_the_dead_letters(front: tuple[Broker, int],
+                                                                       client: rm.RemotingClient) -> None:
+    """A delayLevel above 0 is the level the retry waits on; below 0 the message goes to %DLQ% at once."""
+    broker, _ = front
+    with Producer(broker.store) as producer:
+        first, second = (producer.send("Later", body, queue=0) for body in (b"level 4", b"no retry"))
+    records_when(client, "Later", 0, 2)
+    back = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SL", "delayLevel": 4, "offset": first.phys_offset})
+    assert back.code == rm.SUCCESS, back.remark
+    [retried] = records_when(client, "%RETRY%SL", 0, 1)
+    assert (retried.body, retried.properties["DELAY_OFFSET"]) == (b"level 4", "4:0")  # level 4: 2 s here
+    dead = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SL", "delayLevel": -1, "offset": second.phys_offset})
+    assert dead.code == rm.SUCCESS, dead.remark
+    [letter] = records_when(client, "%DLQ%SL", 0, 1)
+    assert (letter.body, letter.properties["DELAY"], letter.reconsume_times) == (b"no retry", "0", 1)
 
 
 def test_routes_follow_the_writers_topics(front: tuple[Broker, int], client: rm.RemotingClient) -> None:

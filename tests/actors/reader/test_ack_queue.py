@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from actors.reader.ack_queue import OK, PUBLISH_AHEAD, PUBLISH_LOW, UNKNOWN_RECEIPT, AckQueue, Located, msg_id_prefix
+from actors.reader.ack_queues import redelivery_delays
+from engine.log.delay_table import parse_delay_levels
 from engine.log.host import Host
 
 PREFIX = msg_id_prefix(Host("127.0.0.1", 10911).packed)
@@ -106,3 +108,28 @@ def test_publish_window(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         AckQueue(q.index, b"short", 3)
     q.close(clean=True)
+
+
+def test_a_failed_delivery_waits_its_level_delay_and_keeps_its_receipt(tmp_path: Path) -> None:
+    """A nack with requeue and a visibility timeout come back after the delay of level 3 + deliveries - 1
+    (RocketMQ's retries); a consumer leaving gives its messages back at once."""
+    delays = redelivery_delays(parse_delay_levels("1s 2s 3s 4s 5s"), 3)
+    assert delays == (3000, 4000, 5000)
+    q = AckQueue.open(tmp_path, host_prefix=PREFIX, max_deliveries=5, max_journal_entries=64,
+                      redelivery_delays_ms=delays)
+    publish(q, range(3))
+    q.take("a", 2, now_ms=0, visibility_ms=VIS_MS)
+    q.take("c", 1, now_ms=0, visibility_ms=100 * VIS_MS)
+    assert q.nack([0], requeue=True, now_ms=100) == [OK]
+    assert q.next_retry_ms() == 3100 and not q.has_available and q.retry_count == 1
+    assert q.take("b", 5, now_ms=3099, visibility_ms=VIS_MS) == []
+    [back] = q.take("b", 5, now_ms=3100, visibility_ms=VIS_MS)
+    assert (back.seq, back.redelivered, back.delivery_count) == (0, True, 2)
+    assert q.expire(3100 + VIS_MS) == 2  # seq 0's second delivery and seq 1: level 4 and level 3
+    assert q.next_retry_ms() == 3100 + VIS_MS + 3000
+    assert q.promote(3100 + VIS_MS + 3000) == 1 and q.has_available
+    assert [h.seq for h in q.take("b", 5, now_ms=3100 + VIS_MS + 3000, visibility_ms=VIS_MS)] == [1]
+    assert q.promote(3100 + VIS_MS + 4000) == 1
+    assert q.ack([0]) == [OK] and not q.has_available  # acked while due again: gone
+    assert q.release("c", read={2}) == 1 and q.has_available  # leaving: at once, no delay
+    assert [h.seq for h in q.take("c", 5, now_ms=0, visibility_ms=VIS_MS)] == [2]

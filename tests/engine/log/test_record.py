@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.batch.dispatch import DispatchRequest
 from engine.jhash import java_hash
 from engine.log.host import Host
 from engine.log.record import (
@@ -177,7 +178,7 @@ def test_fixed_vector_decodes_to_every_field() -> None:
     assert (r.reconsume_times, r.prepared_tx_offset) == (1, 0)
     assert (r.body, r.topic, r.properties) == (BODY, "TopicTest", PROPS)
     assert r.tags == "TagA" and r.keys == ["k1", "k2"]
-    assert r.tags_code == java_hash("TagA")
+    assert DispatchRequest.from_record(r).tags_code == java_hash("TagA")
     assert r.transaction_type == 0x8
 
 

@@ -1,0 +1,36 @@
+"""The delay-level put rule (engine.put_rewrite): which messages go to SCHEDULE_TOPIC_XXXX, on which
+queue, with which properties; and the batch check that keeps DELAY out of producer-encoded records."""
+
+from __future__ import annotations
+
+from engine.config import StoreConfig
+from engine.log.message import Message, PutResult, PutStatus
+from engine.log.record import SCHEDULE_TOPIC, SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED
+from engine.put_rewrite import rewrite
+
+SHORT = StoreConfig(message_delay_level="1s 2s 3s")
+
+
+def test_a_delay_level_moves_the_message_to_its_schedule_queue() -> None:
+    message = Message("Orders", b"b", tags="T", properties={"DELAY": "2", "K": "v"})
+    stored, queue_id = rewrite(message, 5, SHORT)  # type: ignore[misc]
+    assert (stored.topic, queue_id, stored.body, stored.tags) == (SCHEDULE_TOPIC, 1, b"b", "T")
+    assert stored.properties == {"DELAY": "2", "K": "v", "REAL_TOPIC": "Orders", "REAL_QID": "5"}
+
+
+def test_a_level_past_the_table_is_clamped_and_written_back() -> None:
+    stored, queue_id = rewrite(Message("Orders", b"b", properties={"DELAY": "18"}), 0, SHORT)  # type: ignore[misc]
+    assert (queue_id, stored.properties["DELAY"]) == (2, "3")
+
+
+def test_what_stays_where_it_was_sent() -> None:
+    for props, sys_flag in (({}, 0), ({"DELAY": "0"}, 0), ({"DELAY": "-3"}, 0), ({"DELAY": "1"}, SYSFLAG_TX_PREPARED)):
+        message = Message("Orders", b"b", properties=props, sys_flag=sys_flag)
+        assert rewrite(message, 1, SHORT) == (message, 1)
+    committed = Message("Orders", b"b", properties={"DELAY": "1"}, sys_flag=SYSFLAG_TX_COMMIT)
+    assert rewrite(committed, 1, SHORT)[0].topic == SCHEDULE_TOPIC  # type: ignore[union-attr]
+
+
+def test_a_delay_java_cannot_parse_is_illegal() -> None:
+    outcome = rewrite(Message("Orders", b"b", properties={"DELAY": "soon"}), 0, SHORT)
+    assert isinstance(outcome, PutResult) and outcome.status is PutStatus.MESSAGE_ILLEGAL
