@@ -45,10 +45,15 @@ def _remoting(runtime: Runtime, index: str) -> Actor:
     return RemotingActor(runtime)
 
 
+def _transactions(runtime: Runtime, index: str) -> Actor:
+    from actors.transactions.actor import TransactionsActor
+    return TransactionsActor(runtime)
+
+
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
-    "reader": _reader, "remoting": _remoting,
+    "reader": _reader, "remoting": _remoting, "transactions": _transactions,
 }
 
 

@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 from engine.config import StoreConfig
 from engine.log.message import Message, PutResult
+from engine.transactions import half_message_rule
 
 Rule = Callable[[Message, int, StoreConfig], "tuple[Message, int] | PutResult | None"]
 
-RULES: tuple[Rule, ...] = ()
+RULES: tuple[Rule, ...] = (half_message_rule,)
 
 
 def rewrite(message: Message, queue_id: int, config: StoreConfig) -> tuple[Message, int] | PutResult:
