@@ -69,23 +69,33 @@ class TransactionsActor:
         topics_made = False
         try:
             while not self.rt.stopping:
+                if not topics_made:  # before the first op record or discard: one queue each, as RocketMQ makes them
+                    topics_made = self._make_topics()
+                    if not topics_made:
+                        continue
                 timeout_ms = max(0, min(next_run - monotonic_ms(), self.rt.config.broker.tick_interval_ms))
                 if router.poll(timeout_ms, zmq.POLLIN):
                     self._serve(router)
                 if monotonic_ms() >= next_run:
                     try:
-                        if not topics_made:  # one queue each, as RocketMQ makes them
-                            for topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC):
-                                self.broker.create_topic(topic)
-                            topics_made = True
                         self._add(self.checker.run())
                     except (BrokerError, BrokerTimeoutError) as exc:
                         log.warning("transactions: check run stopped: %s", exc)
                     next_run = monotonic_ms() + interval_ms
                 self.rt.report("running", producer_groups=len(self.producers.groups), ended=self.ended,
-                               checked=self.totals.checked, discarded=self.totals.discarded)
+                               read_retries=self.resolver.read_retries, checked=self.totals.checked,
+                               discarded=self.totals.discarded)
         finally:
             self.channel.close()
+
+    def _make_topics(self) -> bool:
+        try:
+            for topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC):
+                self.broker.create_topic(topic)
+        except (BrokerError, BrokerTimeoutError) as exc:
+            log.warning("transactions: cannot make the system topics yet: %s", exc)
+            return False
+        return True
 
     def _add(self, run: CheckRun) -> None:
         self.totals.checked += run.checked
@@ -97,43 +107,46 @@ class TransactionsActor:
         return self.producers.push(self.router, group, push)
 
     def _serve(self, router: zmq.Socket[Any]) -> None:
+        """Every request waiting: the others answered at once, the ends resolved together."""
+        ends: list[tuple[bytes, Any, EndRequest]] = []
         while True:
             try:
                 frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                break
             identity, request_id = frames[0], None
             try:
                 if len(frames) != 2:
                     raise schema.SchemaError("expected a map frame after the identity")
                 message = schema.unpack(frames[1], max_bytes=MAX_REQUEST_BYTES)
                 request_id = message.get("id")
-                reply = self._handle(identity, request_id, message)
+                op = schema.field(message, "op", str)
+                if op == "end_transaction":
+                    ends.append((identity, request_id, _end_request(message)))
+                    continue
+                reply = self._handle(identity, request_id, op, message)
             except schema.SchemaError as exc:
                 reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
-            except (BrokerError, BrokerTimeoutError) as exc:
-                reply = schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc))
-            with contextlib.suppress(zmq.ZMQError):  # the client went away or reads nothing: it times out
-                router.send_multipart([identity, schema.pack(reply)], zmq.NOBLOCK)
-
-    def _handle(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        op = schema.field(message, "op", str)
-        if op == "end_transaction":
-            try:
-                state = tx.TransactionState(schema.field(message, "state", int))
-            except ValueError:
-                raise schema.SchemaError("state must be 0 (unknown), 8 (commit) or 12 (rollback)") from None
-            request = EndRequest(schema.field(message, "group", str), schema.field(message, "queue_offset", int, lo=0),
-                                 schema.field(message, "phys_offset", int, lo=0), state,
-                                 schema.field(message, "from_check", bool, default=False))
-            result = self.resolver.end(request)
+            _reply(router, identity, reply)
+        if not ends:
+            return
+        try:
+            results = self.resolver.end([request for _, _, request in ends])
+        except (BrokerError, BrokerTimeoutError) as exc:
+            for identity, request_id, _ in ends:
+                _reply(router, identity, schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc)))
+            return
+        for (identity, request_id, request), result in zip(ends, results, strict=True):
             if not result.ok:
                 log.warning("transactions: end of half %d refused: %s", request.tran_state_offset, result.reason)
-                return schema.error_reply(request_id, END_FAILED, result.reason)
+                _reply(router, identity, schema.error_reply(request_id, END_FAILED, result.reason))
+                continue
             self.ended += 1
             committed = result.committed
-            return schema.ok_reply(request_id, msg_id=committed.msg_id if committed else "",
-                                   phys_offset=committed.phys_offset if committed else -1)
+            _reply(router, identity, schema.ok_reply(request_id, msg_id=committed.msg_id if committed else "",
+                                                     phys_offset=committed.phys_offset if committed else -1))
+
+    def _handle(self, identity: bytes, request_id: Any, op: str, message: dict[str, Any]) -> dict[str, Any]:
         if op == "register_producer":
             groups = schema.field(message, "groups", list)
             if not all(isinstance(g, str) and g for g in groups):
@@ -143,3 +156,18 @@ class TransactionsActor:
         if op == "ping":
             return schema.ok_reply(request_id, pid=os.getpid())
         return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the transactions actor does not serve {op!r}")
+
+
+def _end_request(message: dict[str, Any]) -> EndRequest:
+    try:
+        state = tx.TransactionState(schema.field(message, "state", int))
+    except ValueError:
+        raise schema.SchemaError("state must be 0 (unknown), 8 (commit) or 12 (rollback)") from None
+    return EndRequest(schema.field(message, "group", str), schema.field(message, "queue_offset", int, lo=0),
+                      schema.field(message, "phys_offset", int, lo=0), state,
+                      schema.field(message, "from_check", bool, default=False))
+
+
+def _reply(router: zmq.Socket[Any], identity: bytes, reply: dict[str, Any]) -> None:
+    with contextlib.suppress(zmq.ZMQError):  # the client went away or reads nothing: it times out
+        router.send_multipart([identity, schema.pack(reply)], zmq.NOBLOCK)

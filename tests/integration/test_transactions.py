@@ -14,6 +14,7 @@ from tests.integration.broker import Broker, wait_for
 
 QUICK = ("transaction_timeout_ms = 300\ntransaction_check_interval_ms = 200\ntransaction_check_max = 3\n"
          "offset_persist_interval_ms = 100")
+CALM = QUICK.replace("= 300", "= 60000", 1)  # no check comes while a test ends its halves itself
 
 
 def _orders(broker: Broker) -> Broker:
@@ -36,7 +37,7 @@ def _never(message: ReceivedMessage) -> TransactionState:
 
 
 def test_commit_is_consumed_once_and_not_before(tmp_path: Path) -> None:
-    with Broker(tmp_path, broker_extra=QUICK) as broker, Producer(_orders(broker).store) as producer:
+    with Broker(tmp_path, broker_extra=CALM) as broker, Producer(_orders(broker).store) as producer:
         with Consumer(broker.store, group="g", topic="Orders", start="earliest", long_poll_ms=100) as consumer:
             seen_before: list[ReceivedMessage] = []
 
@@ -82,7 +83,7 @@ def _all(store: Path, topic: str) -> list[ReceivedMessage]:
 
 
 def test_rollback_is_never_delivered(tmp_path: Path) -> None:
-    with Broker(tmp_path, broker_extra=QUICK) as broker, Producer(_orders(broker).store) as producer:
+    with Broker(tmp_path, broker_extra=CALM) as broker, Producer(_orders(broker).store) as producer:
         result = producer.send_transactional(Outgoing("Orders", b"cancelled"),
                                              lambda m, r: TransactionState.ROLLBACK, _never, group="pg")
         assert result.state is TransactionState.ROLLBACK and result.end_error == ""
@@ -131,7 +132,7 @@ def test_a_producer_that_never_answers_has_its_half_discarded_after_the_max(tmp_
 
 def test_the_tree_killed_between_half_and_commit_delivers_once(tmp_path: Path) -> None:
     """Two halves: one committed by its producer after the restart, one by the check-back."""
-    broker = Broker(tmp_path, broker_extra=QUICK.replace("= 300", "= 60000", 1))
+    broker = Broker(tmp_path, broker_extra=CALM)
     answered = threading.Event()
 
     def check_back(message: ReceivedMessage) -> TransactionState:
