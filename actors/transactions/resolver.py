@@ -3,12 +3,12 @@
 The request names the half message by its commitlog offset and half-queue offset and says COMMIT,
 ROLLBACK or UNKNOWN. UNKNOWN changes nothing. Otherwise the half is read back and checked
 (``engine.transactions.end_refusal``); a commit puts it on its real topic and queue as a new
-record, then both write the op record that resolves the half. Like RocketMQ, an end is not
+record, and both write the op record that resolves the half. Like RocketMQ, an end is not
 deduplicated: a second commit of one half stores the message twice (#5574), so producers answer
 once per half.
 
-The commits go out before the op record: a SIGKILL between the two leaves the half unresolved,
-and the check service asks the producer again.
+The commits go out before the op record, in the same append: a SIGKILL that cuts the append
+between them leaves the half unresolved, and the check service asks the producer again.
 """
 
 from __future__ import annotations
@@ -59,32 +59,41 @@ class Resolver:
                                # once the consume-queue builder applied it, a moment after the producer's answer
 
     def end(self, requests: list[EndRequest]) -> list[EndResult]:
-        """A round's requests together: each half read and checked, the commits put in one send,
-        then one op record for every half resolved (5.x's batched op body, "17,18,20,"), so the
-        fixed cost of a send is paid once a round, not once a request."""
+        """A round's requests together, in one send: each half read and checked, the commits, then one
+        op record for every half ended (5.x's batched op body, "17,18,20,"). The writer appends a
+        request's records in order and stops at a failed append, so the op record is stored only
+        after every commit before it was. A commit the writer refuses on its own (its topic gone)
+        while the op record went in has its half re-appended to the half queue, unresolved: the
+        check service asks its producer again, as RocketMQ's would for a commit that failed."""
         results: list[EndResult | None] = [None] * len(requests)
-        commits: list[tuple[int, Record, Outgoing]] = []
-        resolved: list[tuple[int, Record]] = []
+        ended: list[tuple[int, Record, Outgoing | None]] = []
         for n, request in enumerate(requests):
             checked = self._checked(request)
             if isinstance(checked, EndResult):
                 results[n] = checked
-            elif request.state is tx.TransactionState.COMMIT:
-                commits.append((n, checked, self._committed(checked)))
             else:
-                resolved.append((n, checked))
-        stored = self.broker.send([c[2] for c in commits]) if commits else []
-        for (n, half, _), result in zip(commits, stored, strict=True):
-            if result.ok:
-                resolved.append((n, half))
-            else:
+                commit = self._committed(checked) if request.state is tx.TransactionState.COMMIT else None
+                ended.append((n, checked, commit))
+        if not ended:
+            return [r for r in results if r is not None]
+        commits = [(n, half, commit) for n, half, commit in ended if commit is not None]
+        op = op_record(sorted({half.queue_offset for _, half, _ in ended}))
+        stored = self.broker.send([commit for _, _, commit in commits] + [op])
+        committed = {n: result for (n, _, _), result in zip(commits, stored, strict=False)}
+        op_stored = stored[-1]
+        again = [half for n, half, _ in commits if not committed[n].ok]
+        if op_stored.ok and again:
+            log.warning("transactions: %d commit(s) refused; their halves wait for a check", len(again))
+            self.broker.send([resend(half, queue=tx.HALF_QUEUE) for half in again])
+        for n, _, _ in ended:
+            result = committed.get(n)
+            if result is not None and not result.ok:
                 results[n] = EndResult(False, f"the commit was not stored: {result.status} {result.reason}", result)
-        if resolved:
-            committed = dict(zip((c[0] for c in commits), stored, strict=True))
-            op = self.broker.send([op_record(sorted({half.queue_offset for _, half in resolved}))])[0]
-            for n, _ in resolved:
-                results[n] = EndResult(op.ok, "" if op.ok else f"the op record was not stored: {op.status} {op.reason}",
-                                       committed.get(n))
+            elif not op_stored.ok:
+                results[n] = EndResult(False, f"the op record was not stored: {op_stored.status} {op_stored.reason}",
+                                       result)
+            else:
+                results[n] = EndResult(True, "", result)
         return [r if r is not None else EndResult(False, "not resolved") for r in results]
 
     def _checked(self, request: EndRequest) -> Record | EndResult:
