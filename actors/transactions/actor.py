@@ -66,13 +66,8 @@ class TransactionsActor:
         self.router = router
         interval_ms = self.rt.config.broker.transaction_check_interval_ms
         next_run = monotonic_ms() + interval_ms
-        topics_made = False
         try:
             while not self.rt.stopping:
-                if not topics_made:  # before the first op record or discard: one queue each, as RocketMQ makes them
-                    topics_made = self._make_topics()
-                    if not topics_made:
-                        continue
                 timeout_ms = max(0, min(next_run - monotonic_ms(), self.rt.config.broker.tick_interval_ms))
                 if router.poll(timeout_ms, zmq.POLLIN):
                     self._serve(router)
@@ -87,15 +82,6 @@ class TransactionsActor:
                                discarded=self.totals.discarded)
         finally:
             self.channel.close()
-
-    def _make_topics(self) -> bool:
-        try:
-            for topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC):
-                self.broker.create_topic(topic)
-        except (BrokerError, BrokerTimeoutError) as exc:
-            log.warning("transactions: cannot make the system topics yet: %s", exc)
-            return False
-        return True
 
     def _add(self, run: CheckRun) -> None:
         self.totals.checked += run.checked

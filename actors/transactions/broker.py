@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine import transactions as tx
 from engine.log.host import Host
 from engine.log.msgid import offset_msg_id
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
@@ -27,6 +28,7 @@ class BrokerCalls:
         self.channel = channel
         self.store_host = store_host
         self.group = group
+        self._made: set[str] = set()  # system topics made by this process (with one queue, as RocketMQ's)
 
     def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
         return self.channel.call(route, op, timeout_ms=CALL_TIMEOUT_MS, **fields).result()
@@ -56,10 +58,12 @@ class BrokerCalls:
     def commit_offset(self, topic: str, queue_offset: int) -> None:
         self._call("reader", "commit_offset", group=self.group, topic=topic, queue=0, offset=queue_offset)
 
-    def create_topic(self, topic: str) -> None:
-        self._call("ingress", "create_topic", topic=topic, queues=1)
-
     def send(self, messages: Sequence[Outgoing]) -> list[SendResult]:
+        """Sends to a system topic make it first, with its one queue (a send would make it with the
+        writer's default); the half topic is the writer's to make (``engine.put_rewrite``)."""
+        for topic in {m.topic for m in messages if m.topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC)} - self._made:
+            self._call("ingress", "create_topic", topic=topic, queues=1)
+            self._made.add(topic)
         reply = self._call("ingress", "send", msgs=[m.to_wire() for m in messages])
         return [SendResult.from_wire(r) for r in reply["results"]]
 

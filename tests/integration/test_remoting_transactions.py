@@ -72,8 +72,8 @@ def test_commit_rollback_and_the_stored_bytes(front: tuple[Broker, rm.RemotingCl
     committed = half_send(client, b"commit me", "UNIQ-C", queue=1, sys_flag=4)  # Java: sysFlag 4 as well
     rolled_back = half_send(client, b"roll me back", "UNIQ-R", queue=1)      # C++: TRAN_MSG only
     half_phys = phys_of(committed["msgId"])
-    view = client.call(rm.VIEW_MESSAGE_BY_ID, {"offset": half_phys})
-    half = rm.decode_records(view.body)[0]
+    view = wait_for(lambda: client.call(rm.VIEW_MESSAGE_BY_ID, {"offset": half_phys}).body, 30, "the half")
+    half = rm.decode_records(view)[0]
     assert (half.topic, half.queue_id, half.queue_offset) == (tx.HALF_TOPIC, 0, int(committed["queueOffset"]))
     assert half.sys_flag & 0xC == 0  # reset to NOT_TYPE: the half queue indexes it
     assert {k: half.properties[k] for k in ("TRAN_MSG", "PGROUP", "__transactionId__", "REAL_TOPIC", "REAL_QID",

@@ -14,6 +14,7 @@ from tests.integration.broker import Broker, wait_for
 
 QUICK = ("transaction_timeout_ms = 300\ntransaction_check_interval_ms = 200\ntransaction_check_max = 3\n"
          "offset_persist_interval_ms = 100")
+LOADED_MS = 15_000  # a reply may be slow on a busy machine; no test waits on it to fail
 CALM = QUICK.replace("= 300", "= 60000", 1)  # no check comes while a test ends its halves itself
 
 
@@ -37,7 +38,8 @@ def _never(message: ReceivedMessage) -> TransactionState:
 
 
 def test_commit_is_consumed_once_and_not_before(tmp_path: Path) -> None:
-    with Broker(tmp_path, broker_extra=CALM) as broker, Producer(_orders(broker).store) as producer:
+    with Broker(tmp_path, broker_extra=CALM) as broker, \
+            Producer(_orders(broker).store, timeout_ms=LOADED_MS) as producer:
         with Consumer(broker.store, group="g", topic="Orders", start="earliest", long_poll_ms=100) as consumer:
             seen_before: list[ReceivedMessage] = []
 
@@ -71,8 +73,7 @@ def test_commit_is_consumed_once_and_not_before(tmp_path: Path) -> None:
 
 def _all(store: Path, topic: str) -> list[ReceivedMessage]:
     try:
-        consumer = Consumer(store, group=f"look-{topic}", topic=topic, start="earliest", long_poll_ms=100,
-                            timeout_ms=200)
+        consumer = Consumer(store, group=f"look-{topic}", topic=topic, start="earliest", long_poll_ms=100)
     except ValueError:
         return []  # the topic is not made yet
     with consumer:
@@ -83,7 +84,8 @@ def _all(store: Path, topic: str) -> list[ReceivedMessage]:
 
 
 def test_rollback_is_never_delivered(tmp_path: Path) -> None:
-    with Broker(tmp_path, broker_extra=CALM) as broker, Producer(_orders(broker).store) as producer:
+    with Broker(tmp_path, broker_extra=CALM) as broker, \
+            Producer(_orders(broker).store, timeout_ms=LOADED_MS) as producer:
         result = producer.send_transactional(Outgoing("Orders", b"cancelled"),
                                              lambda m, r: TransactionState.ROLLBACK, _never, group="pg")
         assert result.state is TransactionState.ROLLBACK and result.end_error == ""
@@ -96,7 +98,7 @@ def test_rollback_is_never_delivered(tmp_path: Path) -> None:
 def test_unknown_is_settled_by_the_check_back(tmp_path: Path) -> None:
     asked: list[ReceivedMessage] = []
     with Broker(tmp_path, broker_extra=QUICK) as broker, \
-            Producer(_orders(broker).store, heartbeat_ms=200) as producer:
+            Producer(_orders(broker).store, heartbeat_ms=200, timeout_ms=LOADED_MS) as producer:
         def check_back(message: ReceivedMessage) -> TransactionState:
             asked.append(message)
             return TransactionState.COMMIT
@@ -115,7 +117,8 @@ def test_unknown_is_settled_by_the_check_back(tmp_path: Path) -> None:
 
 def test_a_producer_that_never_answers_has_its_half_discarded_after_the_max(tmp_path: Path) -> None:
     asked: list[int] = []
-    with Broker(tmp_path, broker_extra=QUICK) as broker, Producer(_orders(broker).store, heartbeat_ms=200) as producer:
+    with Broker(tmp_path, broker_extra=QUICK) as broker, \
+            Producer(_orders(broker).store, heartbeat_ms=200, timeout_ms=LOADED_MS) as producer:
         def silent(message: ReceivedMessage) -> TransactionState:
             asked.append(int(message.properties[tx.PROP_CHECK_TIMES]))
             return TransactionState.UNKNOWN
@@ -139,7 +142,7 @@ def test_the_tree_killed_between_half_and_commit_delivers_once(tmp_path: Path) -
         answered.set()
         return TransactionState.COMMIT
 
-    with broker, Producer(_orders(broker).store, heartbeat_ms=200, timeout_ms=10_000) as producer:
+    with broker, Producer(_orders(broker).store, heartbeat_ms=200, timeout_ms=LOADED_MS) as producer:
         first = producer.send_transactional(Outgoing("Orders", b"by-end"), _unknown, check_back, group="pg")
         second = producer.send_transactional(Outgoing("Orders", b"by-check"), _unknown, check_back, group="pg")
         broker.kill_tree()
@@ -152,7 +155,7 @@ def test_the_tree_killed_between_half_and_commit_delivers_once(tmp_path: Path) -
         assert second.state is TransactionState.UNKNOWN
     # the check-back settles the second once the (restarted, shorter) timeout passes
     broker = Broker(tmp_path, broker_extra=QUICK)
-    with broker, Producer(broker.store, heartbeat_ms=200) as producer:
+    with broker, Producer(broker.store, heartbeat_ms=200, timeout_ms=LOADED_MS) as producer:
         producer.send_transactional(Outgoing("Other", b"x"), lambda m, r: TransactionState.COMMIT, check_back,
                                     group="pg")  # registers the group again
         with Consumer(broker.store, group="g", topic="Orders", start="earliest", long_poll_ms=100) as consumer:
