@@ -104,6 +104,11 @@ class Producer:
         says COMMIT, never on ROLLBACK."""
         return self._transactions.send(lambda m: self.send_batch([m])[0], message, execute_local, check_back, group)
 
+    def end_transaction(self, half: SendResult, state: TransactionState, *, group: str) -> None:
+        """End a half sent earlier (``TransactionResult.send``) by hand: for a producer that kept the
+        half's result across a failure of its own, and knows the outcome before any check asks."""
+        self._transactions.end(group, half, state)
+
     def send_batch(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
         """One request for many messages (one commitlog append); one result per message, in order."""
         return self.send_batch_async(messages).result()

@@ -90,6 +90,10 @@ class Transactions:
             return TransactionResult(result, state, str(exc))
         return TransactionResult(result, state)
 
+    def end(self, group: str, half: SendResult, state: TransactionState) -> None:
+        """Raises BrokerError when the actor refuses the end, BrokerTimeoutError without an answer."""
+        self._end(group, half.queue_offset, half.phys_offset, state, False).result()
+
     def _register(self, group: str, check_back: CheckBack) -> None:
         assert self.channel is not None
         with self._lock:

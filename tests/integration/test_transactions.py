@@ -8,8 +8,19 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from engine import transactions as tx
-from ipc.client import Admin, Consumer, Outgoing, Producer, ReceivedMessage, SendResult, TransactionState
+from ipc.client import (
+    Admin,
+    BrokerError,
+    Consumer,
+    Outgoing,
+    Producer,
+    ReceivedMessage,
+    SendResult,
+    TransactionState,
+)
 from tests.integration.broker import Broker, wait_for
 
 QUICK = ("transaction_timeout_ms = 300\ntransaction_check_interval_ms = 200\ntransaction_check_max = 3\n"
@@ -89,6 +100,9 @@ def test_rollback_is_never_delivered(tmp_path: Path) -> None:
         result = producer.send_transactional(Outgoing("Orders", b"cancelled"),
                                              lambda m, r: TransactionState.ROLLBACK, _never, group="pg")
         assert result.state is TransactionState.ROLLBACK and result.end_error == ""
+        with pytest.raises(BrokerError) as refused:  # another group's end: RocketMQ's checkPrepareMessage
+            producer.end_transaction(result.send, TransactionState.COMMIT, group="intruder")
+        assert refused.value.status == "END_TRANSACTION_FAILED" and "producer group" in refused.value.reason
         wait_for(lambda: _all(broker.store, tx.OP_TOPIC), 30, "the op record")
         with Consumer(broker.store, group="g", topic="Orders", start="earliest", long_poll_ms=100) as consumer:
             assert not any(consumer.poll(300) for _ in range(5))  # several check runs pass: nothing asks
@@ -149,9 +163,7 @@ def test_the_tree_killed_between_half_and_commit_delivers_once(tmp_path: Path) -
         broker.start()
         with Admin(broker.store) as admin:  # the halves survived the kill
             assert wait_for(lambda: admin.view_by_id(first.send.msg_id), 30, "the half after the restart")
-        end = producer._transactions._end("pg", first.send.queue_offset, first.send.phys_offset,
-                                          TransactionState.COMMIT, False)
-        assert end.result()["phys_offset"] > 0
+        producer.end_transaction(first.send, TransactionState.COMMIT, group="pg")  # the producer ends it itself
         assert second.state is TransactionState.UNKNOWN
     # the check-back settles the second once the (restarted, shorter) timeout passes
     broker = Broker(tmp_path, broker_extra=QUICK)
