@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import transactions as tx
+from engine.verify import verify_store
 from ipc.client import (
     Admin,
     BrokerError,
@@ -178,3 +179,5 @@ def test_the_tree_killed_between_half_and_commit_delivers_once(tmp_path: Path) -
         assert sorted(m.body for m in got) == [b"by-check", b"by-end"]
         assert answered.is_set()
         assert broker.stop() == 0
+    report = verify_store(broker.store)  # halves, copies, commits and op records: a store like any other
+    assert report.ok, report
