@@ -89,6 +89,11 @@ class BrokerSection:
     ack_idle_flush_ms: int = 1_000           # a queue index idle this long moves its journal to segments
     ack_max_journal_entries: int = 32_768    # ... and a journal this long moves at once
     ack_max_queues: int = 256                # (group, topic, queue) indexes one reader opens for clients
+    # transactional messages (actors.transactions): RocketMQ's transactionTimeOut, transactionCheckMax,
+    # transactionCheckInterval
+    transaction_timeout_ms: int = 6_000        # a half message unresolved this long is checked
+    transaction_check_max: int = 15            # checks before it goes to TRANS_CHECK_MAX_TIME_TOPIC
+    transaction_check_interval_ms: int = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +180,7 @@ class BrokerConfig:
             if not 1 <= getattr(self.broker, name) <= most:
                 raise ConfigError(f"broker.{name} must be between 1 and {most}, got {getattr(self.broker, name)}")
         _at_least(1, "broker", self.broker, "ack_visibility_timeout_ms", "ack_max_deliveries", "ack_prefetch",
-                  "ack_max_journal_entries", "ack_max_queues")
+                  "ack_max_journal_entries", "ack_max_queues", "transaction_check_interval_ms")
         for name in ("flush", "broker", "ipc", "supervisor", "remoting", "metrics"):  # the engine: store, retention
             section = getattr(self, name)
             _at_least(0, name, section, *(f.name for f in fields(section) if type(getattr(section, f.name)) is int))

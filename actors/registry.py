@@ -55,10 +55,16 @@ def _metrics(runtime: Runtime, index: str) -> Actor:
     return MetricsActor(runtime)
 
 
+def _transactions(runtime: Runtime, index: str) -> Actor:
+    from actors.transactions.actor import TransactionsActor
+    return TransactionsActor(runtime)
+
+
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
     "reader": _reader, "remoting": _remoting, "metrics": _metrics, "scheduler": _scheduler,
+    "transactions": _transactions,
 }
 
 

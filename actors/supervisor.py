@@ -132,7 +132,7 @@ class Supervisor:
 
     def names(self) -> list[str]:
         readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
-        return [*START_ORDER, *readers, *(["remoting"] if self.config.remoting.enabled else []),
+        return [*START_ORDER, *readers, "transactions", *(["remoting"] if self.config.remoting.enabled else []),
                 *(["metrics"] if self.config.metrics.enabled else [])]
 
     # -- run ---------------------------------------------------------------------------------------
@@ -276,12 +276,12 @@ class Supervisor:
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
         """The remoting front, the metrics and the scheduler first (no new requests, no new re-puts; the
-        scheduler saves its progress), the readers (they persist offsets), then the writer (it answers
-        what waits for a flush), the builders, and the flush service last (its final fsync covers
-        everything)."""
+        scheduler saves its progress), the transaction actor (it ends what the front handed it, through
+        the writer), the readers (they persist offsets), then the writer (it answers what waits for a
+        flush), the builders, and the flush service last (its final fsync covers everything)."""
         readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (["remoting", "metrics", "scheduler"], readers, ["writer"], ["cqbuilder", "indexbuilder"],
-                      ["flusher"]):
+        for group in (["remoting", "metrics", "scheduler"], ["transactions"], readers, ["writer"],
+                      ["cqbuilder", "indexbuilder"], ["flusher"]):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
         self._finish(clean)

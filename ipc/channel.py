@@ -9,6 +9,10 @@ A request or a reply may carry binary parts after its map (``ipc.schema``): a re
 go out without a copy (so they must not change once handed over), and a reply's parts come back
 in its ``parts`` field as memoryviews of ZeroMQ's buffers.
 
+A broker actor may also send a client a message of its own, a *push* (a map with ``push`` naming it
+and no ``id``: the transaction actor's ``check_transaction``): it goes to the channel's ``on_push``
+(route, map), on the I/O thread, so that too must be quick; without one it is dropped.
+
 The thread's poll sleeps until the next request deadline, the next delayed send, or a wake-up: no
 busy loop. Futures complete on the I/O thread, so ``add_done_callback`` callbacks run there and
 should be quick.
@@ -93,8 +97,10 @@ class Channel:
     """Request/reply over DEALER sockets, one per route (a name for a list of endpoints)."""
 
     def __init__(self, routes: Mapping[str, Sequence[str]], *, name: str = "mqstore-client",
-                 curve: CurveKeys | None = None) -> None:
-        """``curve``: the client's CURVE keys, used on ``tcp://`` routes."""
+                 curve: CurveKeys | None = None,
+                 on_push: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        """``curve``: the client's CURVE keys, used on ``tcp://`` routes; ``on_push``: what takes pushes."""
+        self._on_push = on_push
         if not routes:
             raise ValueError("a channel needs at least one route")
         self._routes = {route: list(endpoints) for route, endpoints in routes.items()}
@@ -252,6 +258,13 @@ class Channel:
                 log.warning("%s: dropping a reply that does not decode: %s", route, exc)
                 continue
             request_id = reply.get("id")
+            if request_id is None and isinstance(reply.get("push"), str):
+                if self._on_push is not None:
+                    try:
+                        self._on_push(route, reply)
+                    except Exception:  # the I/O thread serves every other request: it outlives a bad handler
+                        log.exception("%s: the handler of a %r push failed", route, reply["push"])
+                continue
             waiting = pending.pop(request_id, None) if isinstance(request_id, int) else None
             if waiting is None:
                 continue  # the reply to a request that timed out, or was never ours

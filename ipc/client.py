@@ -39,6 +39,7 @@ from ipc.encoded import (
 from ipc.endpoints import Endpoints
 from ipc.messages import SERVICE_NOT_AVAILABLE, MessageBatch, Outgoing, ReceivedMessage, ReplyError, SendResult
 from ipc.receipts import Delivery, Receipt
+from ipc.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
 
 if TYPE_CHECKING:
     from engine.batch.record_batch import EncodedBatch
@@ -59,6 +60,8 @@ __all__ = [
     "ReceivedMessage",
     "ReplyError",
     "SendResult",
+    "TransactionResult",
+    "TransactionState",
 ]
 
 StorePath = str | os.PathLike[str]
@@ -72,14 +75,19 @@ class Producer:
     pause; a timeout is not retried, since the send may have been stored."""
 
     def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
-                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = 2, retry_backoff_ms: int = 100) -> None:
-        if timeout_ms <= 0 or retries < 0 or retry_backoff_ms < 0:
-            raise ValueError("timeout_ms must be positive, retries and retry_backoff_ms not negative")
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = 2, retry_backoff_ms: int = 100,
+                 heartbeat_ms: int = 30_000) -> None:
+        """``heartbeat_ms``: how often a transactional producer registers its groups again."""
+        if timeout_ms <= 0 or retries < 0 or retry_backoff_ms < 0 or heartbeat_ms <= 0:
+            raise ValueError("timeout_ms and heartbeat_ms must be positive, retries and retry_backoff_ms not negative")
         self._timeout_ms = timeout_ms
         self._retries = retries
         self._backoff_ms = retry_backoff_ms
         ep = resolve_endpoints(store_dir, endpoints)
-        self._channel = Channel({"ingress": [ep.ingress]}, name="mqstore-producer", curve=ep.curve)
+        self._transactions = Transactions(timeout_ms, heartbeat_ms)
+        self._channel = Channel({"ingress": [ep.ingress], "transactions": [ep.transactions]},
+                                name="mqstore-producer", curve=ep.curve, on_push=self._transactions.on_push)
+        self._transactions.channel = self._channel
         self._encoder: BatchEncoder | None = None
         self._encoder_lock = threading.Lock()
 
@@ -88,6 +96,18 @@ class Producer:
              shard: str | None = None) -> SendResult:
         return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue=queue,
                                shard=shard).result()
+
+    def send_transactional(self, message: Outgoing, execute_local: ExecuteLocal, check_back: CheckBack, *,
+                           group: str) -> TransactionResult:
+        """A transaction's half message, the local transaction, and its end (``ipc.transactions``):
+        consumers of the topic get the message once ``execute_local`` (or later ``check_back``)
+        says COMMIT, never on ROLLBACK."""
+        return self._transactions.send(lambda m: self.send_batch([m])[0], message, execute_local, check_back, group)
+
+    def end_transaction(self, half: SendResult, state: TransactionState, *, group: str) -> None:
+        """End a half sent earlier (``TransactionResult.send``) by hand: for a producer that kept the
+        half's result across a failure of its own, and knows the outcome before any check asks."""
+        self._transactions.end(group, half, state)
 
     def send_batch(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
         """One request for many messages (one commitlog append); one result per message, in order."""
@@ -206,6 +226,7 @@ class Producer:
 
     def close(self) -> None:
         self._channel.close()
+        self._transactions.close()
 
     def __enter__(self) -> Producer:
         return self

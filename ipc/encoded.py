@@ -42,10 +42,12 @@ from engine.log.record import (
     PROP_TAGS,
     PROP_UNIQ_KEY,
     SCHEDULE_TOPIC,
+    SYSFLAG_TX_MASK,
     encode_properties,
     is_valid_property_text,
 )
 from engine.queue_selector import shard_hash
+from engine.transactions import PROP_TRAN_MSG
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
@@ -131,16 +133,19 @@ class BatchEncoder:
             raise ValueError(f"{n} bodies, {len(tag_column)} tags and {len(key_column)} key sequences")
         nothing, zero = (None,) * n, (0,) * n
         return self._encode((topic,) * n, tuple(bodies), tag_column, key_column, (_NO_PROPERTIES,) * n, nothing,
-                            nothing, zero, nothing, nothing, zero, zero)
+                            nothing, zero, nothing, nothing, zero, zero, zero)
 
     def _encode(self, topics: tuple[str, ...], bodies: tuple[bytes, ...], tags: tuple[str | None, ...],
                 keys: tuple[Sequence[str], ...], properties: tuple[Mapping[str, str], ...],
                 queues: tuple[int | None, ...], shards: tuple[str | None, ...], flags: tuple[int, ...],
                 born_ms: tuple[int | None, ...], born_hosts: tuple[tuple[str, int] | None, ...],
-                reconsume_times: tuple[int, ...], sys_flags: tuple[int, ...]) -> EncodedBatch:
+                reconsume_times: tuple[int, ...], sys_flags: tuple[int, ...],
+                prepared_tx_offsets: tuple[int, ...]) -> EncodedBatch:
         """The batch from its columns, in ``_FIELDS`` order."""
         enc = self.encoding
         n = len(topics)
+        if any(prepared_tx_offsets) or (any(sys_flags) and any(f & SYSFLAG_TX_MASK for f in sys_flags)):
+            raise EncodingError("transaction records go through send_batch / send_transactional")
         if set(map(type, bodies)) - {bytes}:
             bodies = tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
         topic_table = list(dict.fromkeys(topics))
@@ -222,6 +227,8 @@ class BatchEncoder:
             else:
                 if PROP_DELAY in own:
                     raise EncodingError("delayed messages go through send_batch")
+                if PROP_TRAN_MSG in own:
+                    raise EncodingError("a transaction's half message goes through send_transactional")
                 uniq = own.get(PROP_UNIQ_KEY) or next_uniq()
                 labelled = record_properties(_Labels(own, t, k), uniq)
                 if isinstance(labelled, Refusal):

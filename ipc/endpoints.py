@@ -18,7 +18,7 @@ from pathlib import Path
 from ipc.curve import CurveKeys
 
 # role -> offset from the TCP base port; readers take READER_PORT_OFFSET + i
-_ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events")
+_ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events", "transactions")
 READER_PORT_OFFSET = len(_ROLES)
 LOCAL_ONLY = ("control", "events")  # administration stays on this machine, in the private run dir
 MAX_IPC_PATH = 100  # sun_path holds 107 bytes; keep a margin
@@ -85,6 +85,10 @@ class Endpoints:
     @property
     def events(self) -> str:
         return self.role("events")
+
+    @property
+    def transactions(self) -> str:
+        return self.role("transactions")
 
     def reader(self, index: int) -> str:
         return self._address(f"reader-{index}", READER_PORT_OFFSET + index)

@@ -43,6 +43,7 @@ class Outgoing:
     born_host: tuple[str, int] | None = None
     reconsume_times: int = 0
     sys_flag: int = 0                   # 0x1: the body is compressed (zlib), as RocketMQ clients set it
+    prepared_tx_offset: int = 0         # a transaction's commit: its half message's commitlog offset
 
     @classmethod
     def of(cls, value: Outgoing | Mapping[str, Any]) -> Outgoing:
@@ -58,7 +59,7 @@ class Outgoing:
                                 "props": dict(self.properties), "flag": self.flag,
                                 "reconsume_times": self.reconsume_times}
         optional = {"tags": self.tags, "queue": self.queue, "shard": self.shard, "born_ms": self.born_ms,
-                    "sys_flag": self.sys_flag or None,
+                    "sys_flag": self.sys_flag or None, "prepared_tx_offset": self.prepared_tx_offset or None,
                     "born_host": list(self.born_host) if self.born_host is not None else None}
         wire.update({k: v for k, v in optional.items() if v is not None})
         return wire

@@ -37,7 +37,9 @@ VIEW_MESSAGE_BY_ID = 33
 HEART_BEAT = 34
 UNREGISTER_CLIENT = 35
 CONSUMER_SEND_MSG_BACK = 36
+END_TRANSACTION = 37
 GET_CONSUMER_LIST_BY_GROUP = 38
+CHECK_TRANSACTION_STATE = 39
 LOCK_BATCH_MQ = 41
 UNLOCK_BATCH_MQ = 42
 GET_ROUTEINFO_BY_TOPIC = 105
@@ -271,15 +273,33 @@ class RemotingClient:
     def __init__(self, host: str, port: int, *, timeout_s: float = 10.0) -> None:
         self._sock = socket.create_connection((host, port), timeout=timeout_s)
         self._opaques = itertools.count(1)
+        self.requests: list[RemotingCommand] = []  # what the broker asked (CHECK_TRANSACTION_STATE), unread
 
     def call(self, code: int, ext: Mapping[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
         request = RemotingCommand(code, next(self._opaques), 0, None, {k: str(v) for k, v in (ext or {}).items()},
                                   body)
         self._sock.sendall(encode_command(request))
         while True:
-            reply = decode_command(self._read(frame_length(self._read(4))))
+            reply = self._next()
             if reply.is_response and reply.opaque == request.opaque:
                 return reply
+
+    def oneway(self, code: int, ext: Mapping[str, Any] | None = None, body: bytes = b"") -> None:
+        request = RemotingCommand(code, next(self._opaques), FLAG_ONEWAY, None,
+                                  {k: str(v) for k, v in (ext or {}).items()}, body)
+        self._sock.sendall(encode_command(request))
+
+    def next_request(self) -> RemotingCommand:
+        """The broker's next request to this client, waiting for it up to the socket's timeout."""
+        while not self.requests:
+            self._next()
+        return self.requests.pop(0)
+
+    def _next(self) -> RemotingCommand:
+        command = decode_command(self._read(frame_length(self._read(4))))
+        if not command.is_response:
+            self.requests.append(command)
+        return command
 
     def send_raw(self, data: bytes) -> None:
         self._sock.sendall(data)

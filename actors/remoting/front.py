@@ -9,7 +9,8 @@ decode themselves.
 Departures from the Java broker, each deliberate: every topic is routed (new ones are created on
 their first send, as with autoCreateTopicEnable); a message sent back goes straight into
 ``%RETRY%{group}`` (there is no delay-level scheduler here), or ``%DLQ%{group}`` past
-``max_reconsume_times``; a batch whose messages the writer refuses in part answers with the first
+``max_reconsume_times``; END_TRANSACTION and the producers' CHECK_TRANSACTION_STATE are
+``actors.remoting.transactions``'; a batch whose messages the writer refuses in part answers with the first
 refusal, although the others were stored.
 """
 
@@ -25,12 +26,14 @@ from typing import Any
 from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
+from actors.remoting.transactions import TransactionFront
 from engine.config import check_topic
 from engine.log.delay_table import parse_level
 from engine.log.host import Host
 from engine.log.msgid import offset_msg_id
 from engine.log.record import PROP_DELAY, decode_properties
 from engine.topics import BROKER_MADE_PREFIXES
+from engine.transactions import PROP_TRAN_MSG
 from ipc import remoting as rm
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel
 from ipc.messages import Outgoing, ReceivedMessage, SendResult
@@ -115,6 +118,7 @@ class BrokerFront:
         self.store_host = Host(config.store.store_host.ip, config.store.store_host.port)
         self._topics: dict[str, int] = {}
         self._topics_at_ms = -TOPICS_CACHE_MS
+        self.transactions = TransactionFront(self._call, self.remoting.broker_name)
         self._handlers: dict[int, Callable[[rm.RemotingCommand, Peer], Awaitable[rm.RemotingCommand]]] = {
             rm.GET_ROUTEINFO_BY_TOPIC: self._route, rm.SEND_MESSAGE: self._send, rm.SEND_MESSAGE_V2: self._send,
             rm.SEND_BATCH_MESSAGE: self._send, rm.PULL_MESSAGE: self._pull, rm.HEART_BEAT: self._heartbeat,
@@ -124,6 +128,7 @@ class BrokerFront:
             rm.SEARCH_OFFSET_BY_TIMESTAMP: self._offset_by_time, rm.QUERY_MESSAGE: self._query,
             rm.VIEW_MESSAGE_BY_ID: self._view, rm.CONSUMER_SEND_MSG_BACK: self._send_back,
             rm.LOCK_BATCH_MQ: self._lock, rm.UNLOCK_BATCH_MQ: self._unlock,
+            rm.END_TRANSACTION: lambda request, peer: self.transactions.end(request, peer.connection),
         }
 
     async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
@@ -144,6 +149,7 @@ class BrokerFront:
     def connection_closed(self, peer: Peer) -> None:
         """A closed connection takes its clients with it (the Java broker's channel close)."""
         self.clients.drop_connection(peer.connection)
+        self.transactions.drop(peer.connection)
 
     async def _call(self, route: str, op: str, timeout_ms: int = CALL_TIMEOUT_MS, **fields: Any) -> dict[str, Any]:
         return await asyncio.wrap_future(self.channel.call(route, op, timeout_ms=timeout_ms, **fields))
@@ -196,8 +202,8 @@ class BrokerFront:
                             born_host=born_host, reconsume_times=_int(ext, "reconsumeTimes", 0, lo=0))
         if request.code == rm.SEND_BATCH_MESSAGE or _flag(ext.get("batch")):
             items = rm.decode_batch(request.body)
-            if not items:
-                raise RequestError(rm.MESSAGE_ILLEGAL, "a batch without messages")
+            if not items or any(PROP_TRAN_MSG in i.properties for i in items):
+                raise RequestError(rm.MESSAGE_ILLEGAL, "a batch without messages, or of transaction messages")
             delay = decode_properties(ext.get("properties", "").encode()).get(PROP_DELAY, "0")
             if (parse_level(delay) or 0) > 0:  # RocketMQ's asyncPutMessages refuses a delayed batch
                 raise RequestError(rm.MESSAGE_ILLEGAL, "a batch cannot carry a delay level")
@@ -205,7 +211,10 @@ class BrokerFront:
         else:
             props = decode_properties(ext.get("properties", "").encode())
             outgoing = [replace(template, body=request.body, properties=props, flag=_int(ext, "flag", 0))]
-        return request.reply(*await self._put(outgoing))
+        code, remark, head = await self._put(outgoing)
+        if PROP_TRAN_MSG in outgoing[0].properties and "UNIQ_KEY" in outgoing[0].properties:
+            head["transactionId"] = outgoing[0].properties["UNIQ_KEY"]  # a half message's answer names it
+        return request.reply(code, remark, head)
 
     async def _put(self, outgoing: list[Outgoing]) -> tuple[int, str | None, dict[str, str]]:
         timeout = self.config.flush.sync_timeout_ms + CALL_TIMEOUT_MS if self.config.sync_flush else CALL_TIMEOUT_MS
@@ -296,6 +305,7 @@ class BrokerFront:
             self.clients.heartbeat(request.body, peer.connection, wall_ms())
         except ClientBodyError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
+        await self.transactions.heartbeat(request.body, peer.connection, wall_ms())
         return request.reply(rm.SUCCESS)
 
     async def _consumer_list(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:

@@ -38,11 +38,16 @@ class RemotingActor:
         self.rt = runtime
         self.config = runtime.config.remoting
         ep = runtime.endpoints
-        routes = {"ingress": [ep.ingress], **{f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)}}
-        self.channel = Channel(routes, name="mqstore-remoting", curve=ep.curve)
+        routes = {"ingress": [ep.ingress], "transactions": [ep.transactions],
+                  **{f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)}}
+        self.channel = Channel(routes, name="mqstore-remoting", curve=ep.curve, on_push=self._on_push)
         self.front = BrokerFront(runtime.config, self.channel)
+        self.front.transactions.push = self._push
         self._ids = itertools.count(1)
         self._writers: set[asyncio.StreamWriter] = set()
+        self._connections: dict[int, tuple[asyncio.StreamWriter, asyncio.Lock]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pushes: set[asyncio.Task[None]] = set()
         self.requests = 0
         self.bad_frames = 0
 
@@ -52,7 +57,20 @@ class RemotingActor:
         finally:
             self.channel.close()
 
+    def _on_push(self, route: str, push: dict[str, Any]) -> None:
+        """A transaction check from the actor, on the channel's thread: the event loop sends it."""
+        if self._loop is not None and push.get("push") == "check_transaction":
+            self._loop.call_soon_threadsafe(self.front.transactions.check, push)
+
+    def _push(self, connection: int, command: rm.RemotingCommand) -> None:
+        entry = self._connections.get(connection)
+        if entry is not None:
+            task = asyncio.create_task(_write_quietly(*entry, command))
+            self._pushes.add(task)
+            task.add_done_callback(self._pushes.discard)
+
     async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
         server = await asyncio.start_server(self._connection, self.config.host, self.config.port,
                                             reuse_address=True)
         host, port = self.config.address
@@ -79,13 +97,14 @@ class RemotingActor:
         self._writers.add(writer)
         tasks: set[asyncio.Task[None]] = set()
         lock = asyncio.Lock()
+        self._connections[peer.connection] = (writer, lock)
         try:
             while True:
                 command = await self._read_command(reader, peer)
                 if command is None:
                     break
                 if command.is_response:
-                    continue  # the front asks clients nothing; a stray response is dropped
+                    continue  # the front's one request, CHECK_TRANSACTION_STATE, is oneway: a response is stray
                 self.requests += 1
                 if len(tasks) >= self.config.max_inflight_per_connection:
                     await _write(writer, lock, command.reply(rm.SYSTEM_BUSY, "too many requests in flight"))
@@ -99,6 +118,7 @@ class RemotingActor:
             for task in tasks:
                 task.cancel()
             self.front.connection_closed(peer)
+            self._connections.pop(peer.connection, None)
             self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(ConnectionError):
@@ -132,6 +152,11 @@ class RemotingActor:
         if not command.is_oneway:
             with contextlib.suppress(ConnectionError):
                 await _write(writer, lock, reply)
+
+
+async def _write_quietly(writer: asyncio.StreamWriter, lock: asyncio.Lock, command: rm.RemotingCommand) -> None:
+    with contextlib.suppress(ConnectionError):
+        await _write(writer, lock, command)
 
 
 async def _write(writer: asyncio.StreamWriter, lock: asyncio.Lock, command: rm.RemotingCommand) -> None:

@@ -27,6 +27,7 @@ from engine.config import check_topic
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.message import Message, PutResult, PutStatus
+from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK
 from engine.put_rewrite import rewrite
 from engine.queue_selector import shard_hash, shard_queue
 from engine.topics import TopicError
@@ -141,12 +142,30 @@ class Ingress:
                 refused.append(stored)
                 continue
             assert not isinstance(sent, PutResult)  # a refused queue is refused above
+            if stored[0].topic != msg.topic:
+                moved = self._system_queue(*stored)
+                if moved is not None:
+                    refused.append(moved)
+                    continue
             msg, queue_id = stored
             sent_queue_ids.append(sent)
             messages.append(msg)
             queue_ids.append(queue_id)
             refused.append(None)
         return messages, queue_ids, refused, sent_queue_ids
+
+    def _system_queue(self, message: Message, queue_id: int) -> PutResult | None:
+        """A message a rule moved to a system topic: the topic is made with the queues it needs."""
+        topic = self.queues.table.get(message.topic)
+        if topic is not None and topic.queue_count > queue_id:
+            return None
+        try:
+            self.queues.table.create(message.topic, queue_id + 1)
+        except TopicError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(exc))
+        except OSError as exc:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=f"cannot persist topics: {exc}")
+        return None
 
     def _queue_for(self, topic: str, raw: dict[str, Any]) -> int | PutResult:
         """An explicit queue, a sharding key's queue, or the next queue round robin (``engine.queue_selector``)."""
@@ -191,13 +210,16 @@ def _message(raw: dict[str, Any]) -> Message:
                    born_ms=schema.field(raw, "born_ms", int, default=None, lo=0, hi=2**63 - 1),
                    born_host=Host(born_host[0], born_host[1]) if born_host else None,
                    reconsume_times=schema.field(raw, "reconsume_times", int, default=0, lo=0, hi=2**31 - 1),
-                   sys_flag=_client_sys_flag(raw))
+                   sys_flag=_client_sys_flag(raw),
+                   prepared_tx_offset=schema.field(raw, "prepared_tx_offset", int, default=0, lo=0, hi=2**63 - 1))
 
 
 def _client_sys_flag(raw: dict[str, Any]) -> int:
-    """The sysFlag bits a client may set: its body is compressed, its tags are several. Transaction
-    states are not served, and the host bits are the writer's to set."""
+    """The sysFlag bits a client may set: its body is compressed, its tags are several, it is a
+    transaction's half message (``engine.transactions`` stores it as such) or its commit (the
+    transaction actor's re-put). Rollback records are not served, and the host bits are the writer's."""
     sys_flag: int = schema.field(raw, "sys_flag", int, default=0, lo=0, hi=2**31 - 1)
-    if sys_flag & ~CLIENT_SYS_FLAGS:
-        raise schema.SchemaError(f"sys_flag {sys_flag:#x} sets bits other than compressed / multi tags")
+    if sys_flag & ~(CLIENT_SYS_FLAGS | SYSFLAG_TX_MASK) or sys_flag & SYSFLAG_TX_MASK == SYSFLAG_TX_ROLLBACK:
+        raise schema.SchemaError(f"sys_flag {sys_flag:#x} sets bits other than compressed / multi tags / "
+                                 "transaction prepared or commit")
     return sys_flag

@@ -44,6 +44,7 @@ class Message:
     born_ms: int | None = None
     born_host: Host | None = None
     reconsume_times: int = 0
+    prepared_tx_offset: int = 0  # a committed transaction's half message, by commitlog offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,4 +122,5 @@ def encode_message(message: Message, *, queue_id: int, born_ms: int, store_host:
     return encode_record(topic=message.topic, body=message.body, properties=props, queue_id=queue_id,
                          flag=message.flag, sys_flag=message.sys_flag, born_ms=message.born_ms or born_ms,
                          born_host=message.born_host or store_host, store_host=store_host,
-                         reconsume_times=message.reconsume_times, prop_crc=prop_crc)
+                         reconsume_times=message.reconsume_times, prepared_tx_offset=message.prepared_tx_offset,
+                         prop_crc=prop_crc)

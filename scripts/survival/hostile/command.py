@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="mqstore-hostile-", dir=args.dir))
     broker_extra = (f"max_request_bytes = {args.max_request_bytes}\ningress_hwm = {args.ingress_hwm}\n"
                     f"reader_hwm = {args.reader_hwm}\nack_max_queues = {args.ack_max_queues}")
-    ports = free_port_range(13)  # 12 for ZeroMQ over TCP (8 roles, readers), the last for the remoting front
+    ports = free_port_range(13)  # 12 for ZeroMQ over TCP (9 roles, readers), the last for the remoting front
     broker = Broker(root, broker_extra=broker_extra, tcp_port=ports if args.tcp else None,
                     extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n",
                     remoting_port=ports + 12 if "remoting_garbage" in args.attacks else None)

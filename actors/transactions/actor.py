@@ -1,0 +1,159 @@
+"""The ``transactions`` actor process: END_TRANSACTION for every front, and the check service's cadence.
+
+It binds the ``transactions`` ROUTER. Requests:
+
+- ``end_transaction`` {group, queue_offset, phys_offset, state (0 unknown, 8 commit, 12 rollback),
+  from_check}: the half named is committed or rolled back (``actors.transactions.resolver``); the
+  ipc ``Producer`` and the remoting front (END_TRANSACTION, code 37) both send it;
+- ``register_producer`` {groups}: this connection answers checks for these producer groups
+  (``actors.transactions.producers``);
+- ``ping``.
+
+Every ``[broker] transaction_check_interval_ms`` a check run (``actors.transactions.checker``) sends
+``check_transaction`` pushes to registered producers. Everything it needs to resume is in the store
+(the half and op queues, the ``CID_RMQ_SYS_TRANS`` offsets); the registrations come back with the
+producers' next heartbeat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from typing import Any
+
+import zmq
+
+from actors.clock import monotonic_ms, wall_ms
+from actors.runtime import Runtime
+from actors.transactions.broker import BrokerCalls
+from actors.transactions.checker import Checker, CheckRun, CheckSettings
+from actors.transactions.producers import ProducerTable
+from actors.transactions.resolver import EndRequest, Resolver
+from engine import transactions as tx
+from engine.log.host import Host
+from ipc import schema
+from ipc.channel import BrokerError, BrokerTimeoutError, Channel
+from ipc.sockets import bind
+
+log = logging.getLogger("mqstore")
+
+MAX_REQUEST_BYTES = 1024 * 1024
+END_FAILED = "END_TRANSACTION_FAILED"
+
+
+class TransactionsActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        ep = runtime.endpoints
+        cfg = runtime.config
+        self.channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-transactions",
+                               curve=ep.curve)
+        host = cfg.store.store_host
+        self.broker = BrokerCalls(self.channel, Host(host.ip, host.port), tx.CHECK_GROUP)
+        self.resolver = Resolver(self.broker, wall_ms, time.sleep)
+        self.producers = ProducerTable()
+        self.router: zmq.Socket[Any] | None = None
+        self.checker = Checker(self.broker, CheckSettings(cfg.broker.transaction_timeout_ms,
+                                                          cfg.broker.transaction_check_max), wall_ms, self._ask)
+        self.totals = CheckRun()
+        self.ended = 0
+
+    def run(self) -> None:
+        router = bind(self.rt.ctx, zmq.ROUTER, self.rt.endpoints.transactions, max_msg_bytes=MAX_REQUEST_BYTES)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.router = router
+        interval_ms = self.rt.config.broker.transaction_check_interval_ms
+        next_run = monotonic_ms() + interval_ms
+        try:
+            while not self.rt.stopping:
+                timeout_ms = max(0, min(next_run - monotonic_ms(), self.rt.config.broker.tick_interval_ms))
+                if router.poll(timeout_ms, zmq.POLLIN):
+                    self._serve(router)
+                if monotonic_ms() >= next_run:
+                    try:
+                        self._add(self.checker.run())
+                    except (BrokerError, BrokerTimeoutError) as exc:
+                        log.warning("transactions: check run stopped: %s", exc)
+                    next_run = monotonic_ms() + interval_ms
+                self.rt.report("running", producer_groups=len(self.producers.groups), ended=self.ended,
+                               read_retries=self.resolver.read_retries, checked=self.totals.checked,
+                               discarded=self.totals.discarded)
+        finally:
+            self.channel.close()
+
+    def _add(self, run: CheckRun) -> None:
+        self.totals.checked += run.checked
+        self.totals.discarded += run.discarded
+        self.totals.passed += run.passed
+
+    def _ask(self, group: str, push: dict[str, object]) -> bool:
+        assert self.router is not None
+        return self.producers.push(self.router, group, push)
+
+    def _serve(self, router: zmq.Socket[Any]) -> None:
+        """Every request waiting: the others answered at once, the ends resolved together."""
+        ends: list[tuple[bytes, Any, EndRequest]] = []
+        while True:
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            identity, request_id = frames[0], None
+            try:
+                if len(frames) != 2:
+                    raise schema.SchemaError("expected a map frame after the identity")
+                message = schema.unpack(frames[1], max_bytes=MAX_REQUEST_BYTES)
+                request_id = message.get("id")
+                op = schema.field(message, "op", str)
+                if op == "end_transaction":
+                    ends.append((identity, request_id, _end_request(message)))
+                    continue
+                reply = self._handle(identity, request_id, op, message)
+            except schema.SchemaError as exc:
+                reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
+            _reply(router, identity, reply)
+        if not ends:
+            return
+        try:
+            results = self.resolver.end([request for _, _, request in ends])
+        except (BrokerError, BrokerTimeoutError) as exc:
+            for identity, request_id, _ in ends:
+                _reply(router, identity, schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc)))
+            return
+        for (identity, request_id, request), result in zip(ends, results, strict=True):
+            if not result.ok:
+                log.warning("transactions: end of half %d refused: %s", request.tran_state_offset, result.reason)
+                _reply(router, identity, schema.error_reply(request_id, END_FAILED, result.reason))
+                continue
+            self.ended += 1
+            committed = result.committed
+            _reply(router, identity, schema.ok_reply(request_id, msg_id=committed.msg_id if committed else "",
+                                                     phys_offset=committed.phys_offset if committed else -1))
+
+    def _handle(self, identity: bytes, request_id: Any, op: str, message: dict[str, Any]) -> dict[str, Any]:
+        if op == "register_producer":
+            groups = schema.field(message, "groups", list)
+            if not all(isinstance(g, str) and g for g in groups):
+                raise schema.SchemaError("groups must be non-empty strings")
+            self.producers.register(identity, groups, monotonic_ms())
+            return schema.ok_reply(request_id)
+        if op == "ping":
+            return schema.ok_reply(request_id, pid=os.getpid())
+        return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the transactions actor does not serve {op!r}")
+
+
+def _end_request(message: dict[str, Any]) -> EndRequest:
+    try:
+        state = tx.TransactionState(schema.field(message, "state", int))
+    except ValueError:
+        raise schema.SchemaError("state must be 0 (unknown), 8 (commit) or 12 (rollback)") from None
+    return EndRequest(schema.field(message, "group", str), schema.field(message, "queue_offset", int, lo=0),
+                      schema.field(message, "phys_offset", int, lo=0), state,
+                      schema.field(message, "from_check", bool, default=False))
+
+
+def _reply(router: zmq.Socket[Any], identity: bytes, reply: dict[str, Any]) -> None:
+    with contextlib.suppress(zmq.ZMQError):  # the client went away or reads nothing: it times out
+        router.send_multipart([identity, schema.pack(reply)], zmq.NOBLOCK)

@@ -1,0 +1,85 @@
+"""The transaction actor's view of the broker: what it asks the writer and reader 0, over ipc.
+
+The actor is a client of the store like any other: it reads half and op messages with pulls and
+``view_id`` (the stored bytes, decoded here: a compressed body stays as stored), keeps its progress
+as consumer offsets of ``CID_RMQ_SYS_TRANS`` (reader 0 owns ``consumerOffset.json``), and puts
+commits, op records, re-appended halves and discards through the writer's ingress as sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine import transactions as tx
+from engine.log.host import Host
+from engine.log.msgid import offset_msg_id
+from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
+from ipc import remoting
+from ipc.channel import Channel
+from ipc.messages import Outgoing, SendResult
+
+CALL_TIMEOUT_MS = 5_000
+PULL_BATCH = 32  # RocketMQ's checker pulls 32 at a time
+
+
+class BrokerCalls:
+    def __init__(self, channel: Channel, store_host: Host, group: str) -> None:
+        self.channel = channel
+        self.store_host = store_host
+        self.group = group
+        self._made: set[str] = set()  # system topics made by this process (with one queue, as RocketMQ's)
+
+    def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
+        return self.channel.call(route, op, timeout_ms=CALL_TIMEOUT_MS, **fields).result()
+
+    def record_at(self, phys_offset: int) -> Record | None:
+        """The record at a commitlog offset, as stored; None when the readers do not have it (yet)."""
+        reply = self._call("reader", "view_id", msg_id=offset_msg_id(self.store_host, phys_offset), raw=True)
+        if not reply.get("count"):
+            return None
+        return remoting.decode_records(bytes(reply["raw"]))[0]
+
+    def span(self, topic: str, queue_id: int = 0) -> tuple[int, int]:
+        queues = self._call("reader", "queue_info", topic=topic)["queues"]
+        low, high = queues.get(str(queue_id), [0, 0])
+        return int(low), int(high)
+
+    def pull(self, topic: str, queue_offset: int, count: int = PULL_BATCH) -> list[Record]:
+        """Up to ``count`` records of the topic's queue 0 from ``queue_offset``, as stored."""
+        reply = self._call("reader", "pull", group=self.group, topic=topic, queue=0, offset=queue_offset, tags="*",
+                           raw=True, max=count, wait_ms=0)
+        raw = reply.get("raw")
+        return remoting.decode_records(bytes(raw)) if raw else []
+
+    def offset(self, topic: str) -> int:
+        return int(self._call("reader", "fetch_offset", group=self.group, topic=topic, queue=0)["offset"])
+
+    def commit_offset(self, topic: str, queue_offset: int) -> None:
+        self._call("reader", "commit_offset", group=self.group, topic=topic, queue=0, offset=queue_offset)
+
+    def send(self, messages: Sequence[Outgoing]) -> list[SendResult]:
+        """Sends to a system topic make it first, with its one queue (a send would make it with the
+        writer's default); the half topic is the writer's to make (``engine.put_rewrite``)."""
+        for topic in {m.topic for m in messages if m.topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC)} - self._made:
+            self._call("ingress", "create_topic", topic=topic, queues=1)
+            self._made.add(topic)
+        reply = self._call("ingress", "send", msgs=[m.to_wire() for m in messages])
+        return [SendResult.from_wire(r) for r in reply["results"]]
+
+
+def own_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """A stored record's properties less those a send gives as fields (tags, keys) or the writer adds."""
+    return {k: v for k, v in properties.items() if k not in (PROP_TAGS, PROP_KEYS, PROP_CRC_KEY)}
+
+
+def resend(record: Record, **changes: Any) -> Outgoing:
+    """A stored record as a send: its body as stored (with its compressed bit), its labels, its
+    born time and host; ``changes`` override fields of the ``Outgoing``."""
+    fields: dict[str, Any] = {"topic": record.topic, "body": record.body, "tags": record.tags,
+                              "keys": tuple(record.keys), "properties": own_properties(record.properties),
+                              "flag": record.flag,
+                              "born_ms": record.born_ms, "born_host": (record.born_host.ip, record.born_host.port),
+                              "reconsume_times": record.reconsume_times, "sys_flag": record.sys_flag & 0xF}
+    fields.update(changes)
+    return Outgoing(**fields)
