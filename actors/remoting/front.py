@@ -20,12 +20,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from actors.clock import monotonic_ms, wall_ms
 from actors.config import BrokerConfig
 from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
+from actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
 from actors.remoting.transactions import TransactionFront
 from engine.config import check_topic
 from engine.log.delay_table import parse_level
@@ -41,7 +42,6 @@ from ipc.receipts import ack_owner
 
 log = logging.getLogger("mqstore.remoting")
 
-LONG_MAX = (1 << 63) - 1
 CALL_TIMEOUT_MS = 5_000
 MAX_PULL_MESSAGES = 1024
 DEFAULT_TOPIC = "TBW102"  # RocketMQ's template topic: its route is always there (readiness asks for it)
@@ -60,49 +60,6 @@ PULL_CODES = {"FOUND": rm.SUCCESS, "OFFSET_OVERFLOW_ONE": rm.PULL_NOT_FOUND, "OF
               "OFFSET_OVERFLOW_BADLY": rm.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL": rm.PULL_OFFSET_MOVED,
               "NO_MATCHED_MESSAGE": rm.PULL_RETRY_IMMEDIATELY, "MESSAGE_WAS_REMOVING": rm.PULL_RETRY_IMMEDIATELY,
               "OFFSET_RESET": rm.PULL_OFFSET_MOVED}
-
-
-class RequestError(Exception):
-    """A request the front answers with ``code`` and ``remark`` instead of serving it."""
-
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
-
-
-@dataclass(frozen=True, slots=True)
-class Peer:
-    connection: int
-    ip: str
-    port: int
-
-
-def _int(ext: dict[str, str], name: str, default: int | None = None, lo: int = -LONG_MAX, hi: int = LONG_MAX) -> int:
-    raw = ext.get(name)
-    if raw is None or raw == "":
-        if default is None:
-            raise RequestError(rm.SYSTEM_ERROR, f"the request header lacks {name}")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise RequestError(rm.SYSTEM_ERROR, f"header field {name}={raw!r} is not an integer") from None
-    if not lo <= value <= hi:
-        raise RequestError(rm.SYSTEM_ERROR, f"header field {name}={value} is out of range")
-    return value
-
-
-def _topic(ext: dict[str, str], name: str = "topic") -> str:
-    topic = ext.get(name, "")
-    reason = check_topic(topic)
-    if reason is not None:
-        raise RequestError(rm.TOPIC_NOT_EXIST if not topic else rm.SYSTEM_ERROR, reason)
-    return topic
-
-
-def _flag(value: str | None) -> bool:
-    return value in ("1", "true", "True")  # C++ writes bools as 0/1, Java as true/false
 
 
 class BrokerFront:
@@ -195,12 +152,13 @@ class BrokerFront:
         ext = request.ext
         if request.code != rm.SEND_MESSAGE:
             ext = {V2_FIELDS.get(k, k): v for k, v in ext.items()}
-        topic = _topic(ext)
+        topic = header_topic(ext)
         born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
-        template = Outgoing(topic=topic, body=b"", queue=_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
-                            sys_flag=_int(ext, "sysFlag", 0, lo=0), born_ms=_int(ext, "bornTimestamp", wall_ms(), lo=0),
-                            born_host=born_host, reconsume_times=_int(ext, "reconsumeTimes", 0, lo=0))
-        if request.code == rm.SEND_BATCH_MESSAGE or _flag(ext.get("batch")):
+        template = Outgoing(topic=topic, body=b"", queue=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
+                            sys_flag=header_int(ext, "sysFlag", 0, lo=0),
+                            born_ms=header_int(ext, "bornTimestamp", wall_ms(), lo=0), born_host=born_host,
+                            reconsume_times=header_int(ext, "reconsumeTimes", 0, lo=0))
+        if request.code == rm.SEND_BATCH_MESSAGE or header_flag(ext.get("batch")):
             items = rm.decode_batch(request.body)
             if not items or any(PROP_TRAN_MSG in i.properties for i in items):
                 raise RequestError(rm.MESSAGE_ILLEGAL, "a batch without messages, or of transaction messages")
@@ -210,7 +168,7 @@ class BrokerFront:
             outgoing = [replace(template, body=i.body, properties=i.properties, flag=i.flag) for i in items]
         else:
             props = decode_properties(ext.get("properties", "").encode())
-            outgoing = [replace(template, body=request.body, properties=props, flag=_int(ext, "flag", 0))]
+            outgoing = [replace(template, body=request.body, properties=props, flag=header_int(ext, "flag", 0))]
         code, remark, head = await self._put(outgoing)
         if PROP_TRAN_MSG in outgoing[0].properties and "UNIQ_KEY" in outgoing[0].properties:
             head["transactionId"] = outgoing[0].properties["UNIQ_KEY"]  # a half message's answer names it
@@ -241,14 +199,14 @@ class BrokerFront:
         retry_topic = RETRY_PREFIX + group
         if check_topic(retry_topic) is not None:
             raise RequestError(rm.SYSTEM_ERROR, f"group {group!r} makes no valid retry topic")
-        msg_id = offset_msg_id(self.store_host, _int(ext, "offset", lo=0))
+        msg_id = offset_msg_id(self.store_host, header_int(ext, "offset", lo=0))
         msgs = (await self._call("reader0", "view_id", msg_id=msg_id))["msgs"]
         if not msgs:
             raise RequestError(rm.SYSTEM_ERROR, f"look message by offset failed, {ext.get('offset')}")
         original = ReceivedMessage.from_wire(msgs[0])
         times = original.reconsume_times + 1
-        limit = _int(ext, "maxReconsumeTimes", self.remoting.max_reconsume_times, lo=0)
-        delay_level = _int(ext, "delayLevel", 0)
+        limit = header_int(ext, "maxReconsumeTimes", self.remoting.max_reconsume_times, lo=0)
+        delay_level = header_int(ext, "delayLevel", 0)
         dead = times > limit or delay_level < 0
         target = DLQ_PREFIX + group if dead else retry_topic
         props = dict(original.properties)
@@ -271,22 +229,22 @@ class BrokerFront:
 
     async def _pull(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
-        group, topic = ext.get("consumerGroup", ""), _topic(ext)
-        queue_id = _int(ext, "queueId", lo=0, hi=(1 << 31) - 1)
-        offset = _int(ext, "queueOffset", lo=0)
-        sys_flag = _int(ext, "sysFlag", 0)
-        if sys_flag & rm.PULL_COMMIT_OFFSET and _int(ext, "commitOffset", 0) > 0:
+        group, topic = ext.get("consumerGroup", ""), header_topic(ext)
+        queue_id = header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1)
+        offset = header_int(ext, "queueOffset", lo=0)
+        sys_flag = header_int(ext, "sysFlag", 0)
+        if sys_flag & rm.PULL_COMMIT_OFFSET and header_int(ext, "commitOffset", 0) > 0:
             try:
-                await self._commit(group, topic, queue_id, _int(ext, "commitOffset", lo=0))
+                await self._commit(group, topic, queue_id, header_int(ext, "commitOffset", lo=0))
             except BrokerError as exc:  # a refused commit (past the queue's end) must not fail the pull
                 log.info("pull of %s/%d by %s: commit refused: %s", topic, queue_id, group, exc)
         wait_ms = 0
         if sys_flag & rm.PULL_SUSPEND:
-            wait_ms = min(_int(ext, "suspendTimeoutMillis", 15_000, lo=0), self.config.broker.long_poll_max_ms)
+            wait_ms = min(header_int(ext, "suspendTimeoutMillis", 15_000, lo=0), self.config.broker.long_poll_max_ms)
         tags = (ext.get("subscription") or "*") if sys_flag & rm.PULL_SUBSCRIPTION else "*"
         reply = await self._call(self._reader_for(topic, queue_id), "pull", wait_ms + CALL_TIMEOUT_MS, group=group,
                                  topic=topic, queue=queue_id, offset=offset, tags=tags, raw=True,
-                                 max=max(1, min(_int(ext, "maxMsgNums", 32), MAX_PULL_MESSAGES)), wait_ms=wait_ms)
+                                 max=max(1, min(header_int(ext, "maxMsgNums", 32), MAX_PULL_MESSAGES)), wait_ms=wait_ms)
         status = str(reply["status"])
         code = PULL_CODES.get(status)
         if code is None:  # the queue is empty or unknown: Java's NO_MESSAGE_IN_QUEUE rule
@@ -344,7 +302,7 @@ class BrokerFront:
 
     async def _query_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
-        topic, queue_id = _topic(ext), _int(ext, "queueId", lo=0)
+        topic, queue_id = header_topic(ext), header_int(ext, "queueId", lo=0)
         offset = int((await self._call("reader0", "fetch_offset", group=ext.get("consumerGroup", ""), topic=topic,
                                        queue=queue_id))["offset"])
         if offset < 0:
@@ -357,38 +315,38 @@ class BrokerFront:
 
     async def _update_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
-        await self._commit(ext.get("consumerGroup", ""), _topic(ext), _int(ext, "queueId", lo=0),
-                           _int(ext, "commitOffset", lo=0))
+        await self._commit(ext.get("consumerGroup", ""), header_topic(ext), header_int(ext, "queueId", lo=0),
+                           header_int(ext, "commitOffset", lo=0))
         return request.reply(rm.SUCCESS)
 
     async def _max_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
-        span = await self._span(_topic(request.ext), _int(request.ext, "queueId", lo=0))
+        span = await self._span(header_topic(request.ext), header_int(request.ext, "queueId", lo=0))
         return request.reply(rm.SUCCESS, ext={"offset": span[1]})
 
     async def _min_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
-        span = await self._span(_topic(request.ext), _int(request.ext, "queueId", lo=0))
+        span = await self._span(header_topic(request.ext), header_int(request.ext, "queueId", lo=0))
         return request.reply(rm.SUCCESS, ext={"offset": span[0]})
 
     async def _offset_by_time(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
-        reply = await self._call("reader0", "offset_by_time", topic=_topic(ext), queue=_int(ext, "queueId", lo=0),
-                                 ts_ms=_int(ext, "timestamp", lo=0))
+        reply = await self._call("reader0", "offset_by_time", topic=header_topic(ext),
+                                 queue=header_int(ext, "queueId", lo=0), ts_ms=header_int(ext, "timestamp", lo=0))
         return request.reply(rm.SUCCESS, ext={"offset": reply["offset"]})
 
     # -- queries -------------------------------------------------------------------------------------
 
     async def _query(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
-        topic, key = _topic(ext), ext.get("key", "")
+        topic, key = header_topic(ext), ext.get("key", "")
         if not key:
             raise RequestError(rm.SYSTEM_ERROR, "the request header lacks key")
-        if _flag(ext.get("_UNIQUE_KEY_QUERY")):
+        if header_flag(ext.get("_UNIQUE_KEY_QUERY")):
             reply = await self._call("reader0", "query_uniq", topic=topic, uniq_key=key, raw=True)
         else:
             reply = await self._call("reader0", "query_key", topic=topic, key=key, raw=True,
-                                     max=max(1, min(_int(ext, "maxNum", 32), MAX_PULL_MESSAGES)),
-                                     begin_ms=_int(ext, "beginTimestamp", 0, lo=0),
-                                     end_ms=_int(ext, "endTimestamp", LONG_MAX, lo=0))
+                                     max=max(1, min(header_int(ext, "maxNum", 32), MAX_PULL_MESSAGES)),
+                                     begin_ms=header_int(ext, "beginTimestamp", 0, lo=0),
+                                     end_ms=header_int(ext, "endTimestamp", LONG_MAX, lo=0))
         head = {"indexLastUpdateTimestamp": reply.get("index_ms", 0), "indexLastUpdatePhyoffset": reply.get(
             "index_phys", 0)}
         if not reply["count"]:
@@ -396,7 +354,7 @@ class BrokerFront:
         return request.reply(rm.SUCCESS, None, head, bytes(reply["raw"]))
 
     async def _view(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
-        offset = _int(request.ext, "offset", lo=0)
+        offset = header_int(request.ext, "offset", lo=0)
         reply = await self._call("reader0", "view_id", msg_id=offset_msg_id(self.store_host, offset), raw=True)
         if not reply["count"]:
             return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")

@@ -21,7 +21,8 @@ import itertools
 import logging
 from typing import Any
 
-from actors.remoting.front import BrokerFront, Peer
+from actors.remoting.front import BrokerFront
+from actors.remoting.headers import Peer
 from actors.runtime import Runtime
 from ipc import remoting as rm
 from ipc.channel import Channel
