@@ -45,10 +45,15 @@ def _remoting(runtime: Runtime, index: str) -> Actor:
     return RemotingActor(runtime)
 
 
+def _timer(runtime: Runtime, index: str) -> Actor:
+    from actors.timer.actor import TimerActor
+    return TimerActor(runtime)
+
+
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
-    "reader": _reader, "remoting": _remoting,
+    "reader": _reader, "remoting": _remoting, "timer": _timer,
 }
 
 

@@ -128,7 +128,8 @@ class Supervisor:
 
     def names(self) -> list[str]:
         readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
-        return [*START_ORDER, *readers, *(["remoting"] if self.config.remoting.enabled else [])]
+        timer = ["timer"] if self.config.store.timer_wheel_enable else []
+        return [*START_ORDER, *timer, *readers, *(["remoting"] if self.config.remoting.enabled else [])]
 
     # -- run ---------------------------------------------------------------------------------------
 
@@ -266,11 +267,11 @@ class Supervisor:
     # -- stop --------------------------------------------------------------------------------------
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
-        """The remoting front first (no new requests), the readers (they persist offsets), then the
-        writer (it answers what waits for a flush), the builders, and the flush service last (its final
-        fsync covers everything)."""
+        """The remoting front first (no new requests), the readers (they persist offsets) and the timer
+        actor (it answers to no one, and puts through the writer), then the writer (it answers what
+        waits for a flush), the builders, and the flush service last (its final fsync covers everything)."""
         readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (["remoting"], readers, ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
+        for group in (["remoting"], [*readers, "timer"], ["writer"], ["cqbuilder", "indexbuilder"], ["flusher"]):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
         self._finish(clean)

@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 from engine.config import StoreConfig
 from engine.log.message import Message, PutResult
+from engine.timer.put_rule import timer_rule
 
 Rule = Callable[[Message, int, StoreConfig], "tuple[Message, int] | PutResult | None"]
 
-RULES: tuple[Rule, ...] = ()
+RULES: tuple[Rule, ...] = (timer_rule,)
 
 
 def rewrite(message: Message, queue_id: int, config: StoreConfig) -> tuple[Message, int] | PutResult:

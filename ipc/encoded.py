@@ -46,6 +46,7 @@ from engine.log.record import (
     is_valid_property_text,
 )
 from engine.queue_selector import shard_hash
+from engine.timer.put_rule import is_timer_message
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
 OP_ENCODING = "encoding"
@@ -222,6 +223,8 @@ class BatchEncoder:
             else:
                 if PROP_DELAY in own:
                     raise EncodingError("delayed messages go through send_batch")
+                if is_timer_message(own):
+                    raise EncodingError("timer messages go through send_batch")
                 uniq = own.get(PROP_UNIQ_KEY) or next_uniq()
                 labelled = record_properties(_Labels(own, t, k), uniq)
                 if isinstance(labelled, Refusal):

@@ -49,6 +49,7 @@ from engine.log.msgid import UniqKeyGenerator
 from engine.log.record import DecodeKind
 from engine.log.writer import CommitLogWriter
 from engine.retention import decide, delete_expired_commitlog, disk_used_ratio
+from engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from engine.topics import TopicTable
 from ipc import schema
 from ipc.sockets import bind, connect, recv_message
@@ -72,6 +73,8 @@ class CommitLogWriterActor:
         # lost with a crash comes back on its next send; its queues and their files are on disk)
         topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True,
                                  auto_create=cfg.broker.auto_create_topics)
+        if cfg.store.timer_wheel_enable:
+            topics.create(TIMER_TOPIC, TIMER_QUEUE_COUNT)  # RocketMQ's system topic, made by the broker
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))

@@ -1,0 +1,235 @@
+"""The ``timer`` actor: RocketMQ 5's timer pipeline in one process and one loop.
+
+- enqueue: the ``rmq_sys_wheel_timer`` consume queue (``actors.timer.source``) is walked from the
+  checkpoint's next queue offset into the timerlog and the wheel (``engine.timer.store``), woken by
+  the consume-queue builder's ``arrived`` notices and at least every tick;
+- dequeue: each slot T is delivered once ``now >= T + P`` (P = ``timer_precision_ms``; empty slots
+  are skipped in one array comparison): its records, first enqueued first, are read from the
+  commitlog and put back through the writer's ingress in batches (``actors.timer.reput``), then the
+  read time moves to T + P. The loop sleeps until the next slot is due or a notice comes;
+- flush: timerlog, wheel and ``config/timercheck`` on ``timer_flush_interval_ms`` and on stop.
+
+No timer lost, none delivered twice, whenever the actor (or the whole broker) is killed:
+
+- enqueue: a record is appended before its slot points at it and before the checkpoint's next queue
+  offset moves; recovery re-points slots from the log and takes the queue offset after the entry of
+  the last record's commitlog offset, so an entry is enqueued once, whatever was cut.
+- dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (the writer's commitlog
+  end, from a ping before the slot); once the writer answered PUT_OK it holds the slot and the last
+  timerlog offset delivered, and only once every record of the slot is done does the read time
+  move past it. Each copy carries ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After
+  a kill (or a send the writer never answered) the commitlog from ``in_flight_phys`` on is read for
+  those names: the copies found are not sent again, the rest are. The checkpoint's fields are stores
+  into its mapping, so a SIGKILL leaves them as written; only a machine crash can lose the last
+  ``timer_flush_interval_ms`` of them. A batch still queued in the writer's socket when the actor
+  died is written within a writer round, long before the supervisor's restart backoff and the new
+  process's start have passed, so the restarted actor's read finds it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from actors.clock import monotonic_ms, wall_ms
+from actors.runtime import Runtime
+from actors.timer.reput import Copy, RePutter, copies_since, copy_of
+from actors.timer.source import TimerQueue
+from engine.log.commitlog import CommitLog
+from engine.log.record import DecodeKind
+from engine.timer.put_rule import PROP_REAL_TOPIC, PROP_TIMER_OUT_MS
+from engine.timer.store import TimerStore
+from engine.timer.wheel import SLOTS_TOTAL
+from ipc import schema
+from ipc.notices import Arrived
+from ipc.sockets import connect
+
+log = logging.getLogger("mqstore")
+
+BATCH_MESSAGES = 1024
+BATCH_BYTES = 4 * 1024 * 1024
+RETRY_MS = 500
+BLANK_SLOTS = 60  # RocketMQ's TIMER_BLANK_SLOTS: how far inside the wheel's span a late restart starts
+
+
+class TimerActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        cfg = runtime.config.store
+        self.store_dir = Path(runtime.config.store_dir)
+        self.precision_ms = cfg.timer_precision_ms
+        self.flush_interval_ms = cfg.timer_flush_interval_ms
+        self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.geometry.commitlog_file_size, writable=False)
+        self.queue = TimerQueue(self.store_dir, cfg.geometry.cq_entries_per_file, self.commitlog)
+        self.store = TimerStore.open(self.store_dir, cfg)
+        self.already: set[int] = set()   # timer records whose copies a restart found stored
+        self.delivered = 0
+
+    def close(self) -> None:
+        self.store.close()
+        self.queue.close()
+        self.commitlog.close()
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        checkpoint = self.store.checkpoint
+        now = wall_ms()
+        floor_now = now // self.precision_ms * self.precision_ms
+        if checkpoint.created:
+            checkpoint.last_read_ms = floor_now
+        checkpoint.last_read_ms = max(checkpoint.last_read_ms,
+                                      floor_now - (SLOTS_TOTAL - BLANK_SLOTS) * self.precision_ms)
+        self.commitlog.queue.refresh()
+        last_phys = self.store.recover()
+        found = self.queue.queue_offset_of(last_phys) if last_phys >= 0 else None
+        next_offset = max(checkpoint.next_queue_offset, found + 1 if found is not None else 0,
+                          self.queue.min_queue_offset)
+        checkpoint.next_queue_offset = next_offset
+        if checkpoint.in_flight_phys >= 0:
+            self.already = copies_since(self.commitlog, checkpoint.in_flight_phys)
+        log.info("timer: reading slot %d, enqueuing from queue offset %d, %d copies found stored",
+                 checkpoint.last_read_ms, next_offset, len(self.already))
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.recover()
+        self.rt.report("running", force=True, **self.stats())
+        arrived = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.arrived, subscribe=(schema.ARRIVED,))
+        putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
+        tick_ms = self.rt.config.broker.tick_interval_ms
+        next_flush = monotonic_ms() + self.flush_interval_ms
+        try:
+            while not self.rt.stopping:
+                self.enqueue()
+                self.dequeue(putter)
+                if monotonic_ms() >= next_flush:
+                    next_flush = monotonic_ms() + self.flush_interval_ms
+                    self.store.flush(wall_ms())
+                self.rt.report("running", **self.stats())
+                due_in = self.store.checkpoint.last_read_ms + self.precision_ms - wall_ms()
+                if arrived.poll(max(0, min(tick_ms, due_in))):
+                    _drain(arrived)
+        finally:
+            self.store.flush(wall_ms())
+            self.rt.report("stopped", force=True, **self.stats())
+            putter.close()
+            arrived.close(linger=0)
+            self.close()
+
+    def stats(self) -> dict[str, Any]:
+        checkpoint = self.store.checkpoint
+        return {"enqueued": checkpoint.next_queue_offset, "read_ms": checkpoint.last_read_ms,
+                "delivered": self.delivered}
+
+    def enqueue(self) -> int:
+        """Walk the timer topic's queue into the wheel; how many entries were enqueued."""
+        checkpoint = self.store.checkpoint
+        count = 0
+        while True:
+            start = checkpoint.next_queue_offset
+            for queue_offset, record in self.queue.records(start):
+                out_ms = record.properties.get(PROP_TIMER_OUT_MS, "")
+                if out_ms.lstrip("-").isdigit():
+                    self.store.enqueue(record.phys_offset, record.size, int(out_ms),
+                                       record.properties.get(PROP_REAL_TOPIC), wall_ms())
+                else:
+                    log.warning("timer: the message at commitlog offset %d has no TIMER_OUT_MS; skipped",
+                                record.phys_offset)
+                checkpoint.next_queue_offset = queue_offset + 1
+                count += 1
+            if checkpoint.next_queue_offset == start:
+                return count
+
+    def dequeue(self, putter: RePutter) -> None:
+        """Deliver every slot that is due, in time order."""
+        checkpoint = self.store.checkpoint
+        due_end = (wall_ms() - self.precision_ms) // self.precision_ms * self.precision_ms + self.precision_ms
+        while checkpoint.last_read_ms < due_end and not self.rt.stopping:
+            slot_ms = self.store.wheel.next_busy(checkpoint.last_read_ms, due_end)
+            if slot_ms < due_end and not self.deliver_slot(slot_ms, putter):
+                checkpoint.last_read_ms = slot_ms
+                return  # stopping, or the writer is away: the slot is taken up again
+            checkpoint.last_read_ms = min(slot_ms + self.precision_ms, due_end)
+
+    def deliver_slot(self, slot_ms: int, putter: RePutter) -> bool:
+        """Put every record of the slot not delivered yet; False when stopping or the writer is away."""
+        checkpoint = self.store.checkpoint
+        delivered_pos = checkpoint.delivered_pos if checkpoint.delivered_slot_ms == slot_ms else -1
+        now = wall_ms()
+        batch: list[Copy] = []
+        size = 0
+        for log_pos, timer in self.store.slot_records(slot_ms):
+            if log_pos <= delivered_pos or timer.phys_offset in self.already:
+                continue
+            decoded = self.commitlog.read_record(timer.phys_offset, check_crc=False)
+            if decoded.kind is not DecodeKind.RECORD or decoded.record is None:
+                log.warning("timer: no message at commitlog offset %d (%s); skipped", timer.phys_offset,
+                            decoded.reason or decoded.kind.value)
+                continue
+            copy = copy_of(log_pos, timer, decoded.record, now)
+            if copy is None:
+                log.warning("timer: the message at commitlog offset %d names no real topic; skipped",
+                            timer.phys_offset)
+                continue
+            batch.append(copy)
+            size += len(copy.wire["body"])
+            if len(batch) >= BATCH_MESSAGES or size >= BATCH_BYTES:
+                if not self._put(slot_ms, batch, putter):
+                    return False
+                batch, size = [], 0
+        return not batch or self._put(slot_ms, batch, putter)
+
+    def _put(self, slot_ms: int, batch: list[Copy], putter: RePutter) -> bool:
+        """Put ``batch`` until every copy is done, then record it delivered; False when stopping or
+        the writer does not answer (the checkpoint then says where to look for what it stored)."""
+        checkpoint = self.store.checkpoint
+        written = putter.written_end()
+        if written is None:
+            return False
+        checkpoint.in_flight_phys = written
+        last_pos = batch[-1].log_pos
+        while batch:
+            done = putter.put(batch)
+            if done is None:  # no answer: what it stored is found by name, the rest goes again
+                if self.rt.stopping:
+                    return False
+                found = copies_since(self.commitlog, written)
+                batch = [c for c in batch if c.phys_offset not in found]
+                continue
+            self.delivered += sum(done)
+            batch = [c for c, ok in zip(batch, done, strict=True) if not ok]
+            if batch:
+                if self.rt.stopping:
+                    return False
+                _wait(RETRY_MS)
+        checkpoint.delivered_pos = last_pos
+        checkpoint.delivered_slot_ms = slot_ms
+        checkpoint.in_flight_phys = -1
+        return True
+
+
+def _drain(sock: zmq.Socket[Any]) -> None:
+    """Read every waiting notice: each one only wakes the loop, which reads the queue itself."""
+    while True:
+        try:
+            topic, frame = sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        except ValueError:
+            continue
+        if topic == schema.ARRIVED:
+            try:
+                Arrived.decode(frame)
+            except schema.SchemaError:
+                continue
+
+
+def _wait(ms: int) -> None:
+    deadline = monotonic_ms() + ms
+    while monotonic_ms() < deadline:
+        zmq.select([], [], [], (deadline - monotonic_ms()) / 1000)
