@@ -4,14 +4,17 @@ once across a SIGKILL of the timer actor and of the whole tree."""
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine import MessageStore
 from engine.verify import verify_store
-from ipc.client import Consumer, Producer
+from ipc.client import BrokerError, Consumer, Producer
+from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
 from ipc.messages import Outgoing, ReceivedMessage
 from tests.integration.broker import Broker, wait_for
 
@@ -95,3 +98,65 @@ def test_a_kill_loses_no_timer_and_delivers_none_twice(tmp_path: Path, kill: str
         assert len(bodies) == len(set(bodies)) == count
     report = verify_store(broker.store)
     assert report.ok, report
+
+
+def _java_hash(text: str) -> int:
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def test_the_stored_bytes_follow_rocketmqs_timer_layout(tmp_path: Path) -> None:
+    broker = _broker(tmp_path)
+    with broker, Producer(broker.store) as producer:
+        sent_ms = int(time.time() * 1000)
+        result = producer.send_batch([Outgoing("Timed", b"later", queue=2,
+                                               properties={"TIMER_DELAY_SEC": "600"})])[0]
+        assert result.ok and result.queue_id == 0  # stored on the timer topic's one queue
+        wait_for(lambda: (broker.status() or {}).get("actors", {}).get("timer", {}).get("enqueued") == 1, 30,
+                 "the timer enqueued")
+    store = broker.store
+    with MessageStore.open(store) as opened:
+        decoded = opened.commitlog.read_record(result.phys_offset).record
+    assert decoded is not None and decoded.topic == "rmq_sys_wheel_timer" and decoded.queue_id == 0
+    out_ms = int(decoded.properties["TIMER_OUT_MS"])
+    assert decoded.properties["REAL_TOPIC"] == "Timed" and decoded.properties["REAL_QID"] == "2"
+    assert out_ms % PRECISION_MS == 0 and sent_ms + 600_000 - PRECISION_MS <= out_ms <= decoded.store_ms + 600_000
+    wheel = (store / "timerwheel").read_bytes()
+    assert len(wheel) == 38_707_200
+    index = (out_ms // PRECISION_MS) % (2 * 7 * 86_400)
+    assert struct.unpack_from(">qqqii", wheel, index * 32) == (out_ms // PRECISION_MS, 0, 0, 1, 0)
+    (log_file,) = (store / "timerlog").iterdir()
+    assert log_file.name == "0" * 20
+    size, prev, magic, write_ms, delta, phys, phys_size, topic_hash, reserved = struct.unpack_from(
+        ">iqiqiqiiq", log_file.read_bytes(), 0)
+    assert (size, prev, magic, phys, phys_size, topic_hash, reserved) == (
+        52, -1, 1, result.phys_offset, decoded.size, _java_hash("Timed"), 0)
+    assert write_ms % PRECISION_MS == 0 and write_ms + delta == out_ms
+    check = (store / "config" / "timercheck").read_bytes()
+    assert len(check) == 4096
+    last_read_ms, flushed_pos, next_queue_offset, master_offset = struct.unpack_from(">qqqq", check, 0)
+    assert last_read_ms <= out_ms and flushed_pos == 52 and next_queue_offset == master_offset == 1
+    assert verify_store(store).ok
+
+
+def test_a_timer_past_the_roll_window_goes_round_the_wheel_again(tmp_path: Path) -> None:
+    toml = TIMER_TOML + "timer_roll_window_slot = 10\n"  # 1 s at 100 ms
+    with Broker(tmp_path, extra_toml=toml) as broker, Producer(broker.store) as producer:
+        assert producer.send_batch([Outgoing("Timed", b"far", properties={"TIMER_DELAY_MS": "2500"})])[0].ok
+        (message,) = _consume(broker.store, "Timed", 1)
+        assert int(message.properties["TIMER_ROLL_TIMES"]) >= 1
+        assert message.store_ms >= int(message.properties["TIMER_OUT_MS"]) + PRECISION_MS
+
+
+def test_producer_encoded_timer_sends_take_the_send_path(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker, Producer(broker.store) as producer:
+        with pytest.raises(EncodingError, match="timer"):
+            producer.send_encoded([Outgoing("Fast", b"x", properties={"TIMER_DELAY_MS": "100"})])
+        # a hand-made record carrying one anyway is refused by the writer, with the reason
+        batch = producer._batch_encoder().encode([Outgoing("Fast", b"x", properties={"TIMER_DELAY_MX": "100"})])
+        records = bytes(batch.records).replace(b"TIMER_DELAY_MX\x01", b"TIMER_DELAY_MS\x01")
+        with pytest.raises(BrokerError, match="timer messages go through send"):
+            producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=3000, parts=(records,),
+                                   **request_fields(batch)).result()
