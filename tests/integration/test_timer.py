@@ -4,7 +4,11 @@ once across a SIGKILL of the timer actor and of the whole tree."""
 
 from __future__ import annotations
 
+import json
+import os
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,8 +20,9 @@ from engine.verify import verify_store
 from ipc.client import BrokerError, Consumer, Producer
 from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
 from ipc.messages import Outgoing, ReceivedMessage
-from tests.integration.broker import Broker, wait_for
+from tests.integration.broker import Broker, free_port_range, wait_for
 
+ROOT = Path(__file__).resolve().parents[2]
 PRECISION_MS = 100
 TIMER_TOML = f"\n[store]\ntimer_precision_ms = {PRECISION_MS}\ntimer_max_delay_sec = 3600\n"
 
@@ -160,3 +165,22 @@ def test_producer_encoded_timer_sends_take_the_send_path(tmp_path: Path) -> None
         with pytest.raises(BrokerError, match="timer messages go through send"):
             producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=3000, parts=(records,),
                                    **request_fields(batch)).result()
+
+
+@pytest.mark.slow
+def test_the_stock_rocketmq_client_sends_a_timer_by_its_property(tmp_path: Path) -> None:
+    pytest.importorskip("rocketmq.client", reason="the stock RocketMQ wheel exists for x86-64 Linux only")
+    port = free_port_range(1)
+    with _broker(tmp_path, remoting_port=port) as broker:
+        sent_ms = int(time.time() * 1000)
+        proc = subprocess.run([sys.executable, "-m", "scripts.bench.rocketmq_peer", "produce", f"127.0.0.1:{port}",
+                               "Timed", "5", "--property", "TIMER_DELAY_MS=1500"], cwd=ROOT,
+                              env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        assert [r["status"] for r in results] == ["OK"] * 5
+        got = _consume(broker.store, "Timed", 5)
+        assert len(got) == 5
+        for m in got:
+            assert m.properties["TIMER_DELAY_MS"] == "1500" and m.properties["REAL_TOPIC"] == "Timed"
+            assert m.store_ms >= int(m.properties["TIMER_OUT_MS"]) + PRECISION_MS >= sent_ms + 1500
