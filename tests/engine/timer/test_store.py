@@ -131,3 +131,20 @@ def test_a_log_opened_with_another_file_size_keeps_its_own(tmp_path: Path) -> No
     reopened = TimerStore.open(tmp_path, replace(CONFIG, timer_log_file_size=8192))
     assert reopened.log.queue.file_size == 4096
     reopened.close()
+
+
+def test_verify_finds_a_timer_record_that_points_at_no_timer_message(tmp_path: Path) -> None:
+    from engine import MessageStore
+    from engine.log.message import Message
+    from engine.verify import verify_store
+
+    with MessageStore.open(tmp_path) as opened:
+        put = opened.put(Message("rmq_sys_wheel_timer", b"x", properties={"TIMER_OUT_MS": str(NOW)}))
+        plain = opened.put(Message("Orders", b"y"))
+    store = _store(tmp_path)
+    store.enqueue(put.phys_offset, (plain.phys_offset - put.phys_offset), NOW + 500, "Orders", NOW)
+    assert verify_store(tmp_path).ok
+    store.enqueue(plain.phys_offset, 5, NOW + 500, "Orders", NOW)
+    store.close()
+    report = verify_store(tmp_path)
+    assert [f.kind for f in report.findings] == ["timer_record_mismatch"]
