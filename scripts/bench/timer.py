@@ -8,8 +8,9 @@ Starts a real broker (``mqstore start``, RocketMQ's geometry) on a fresh store i
 - spread: ``--count`` timers sent at once with ``TIMER_DELIVER_MS`` spread evenly over
   ``--spread-ms`` starting ``--delay-ms`` from now (every one pending before the first is due);
   each delivered copy's lateness is its store time minus the delivery time asked for (the put rule
-  rounds to the precision, so a copy is due at most one precision step after that time), and its
-  receive lateness the time a consumer got it minus the same;
+  rounds to the precision, so a copy is due at most one precision step after that time), its
+  receive lateness the time a consumer got it minus the same, and ``past_slot_due_ms`` its store time
+  minus the time its slot came due (TIMER_OUT_MS + precision): the timer actor's and writer's part;
 - burst: ``--burst`` timers all due at one instant: the drain rate is the burst over the span from
   first copy stored to the last, and the timer actor's CPU per message, enqueue and delivery (psutil).
 
@@ -54,16 +55,17 @@ def _send(store: Path, topic: str, due_ms: list[int], body: bytes) -> float:
     return time.perf_counter() - started
 
 
-def _receive(store: Path, topic: str, count: int, timeout_s: float) -> list[tuple[int, int, int]]:
-    """(asked delivery ms, store ms, received ms) of each copy."""
-    got: list[tuple[int, int, int]] = []
+def _receive(store: Path, topic: str, count: int, timeout_s: float) -> list[tuple[int, int, int, int]]:
+    """(asked delivery ms, store ms, received ms, the slot's TIMER_OUT_MS) of each copy."""
+    got: list[tuple[int, int, int, int]] = []
     deadline = time.monotonic() + timeout_s
     with Consumer(store, group="bench-timer", topic=topic, queues=list(range(QUEUES)), start="earliest",
                   long_poll_ms=50) as consumer:
         while len(got) < count and time.monotonic() < deadline:
             batch = consumer.poll(100)
             now = _now_ms()
-            got += [(int(m.properties["TIMER_DELIVER_MS"]), m.store_ms, now) for m in batch]
+            got += [(int(m.properties["TIMER_DELIVER_MS"]), m.store_ms, now, int(m.properties["TIMER_OUT_MS"]))
+                    for m in batch]
     if len(got) != count:
         raise RuntimeError(f"{len(got)} of {count} timers delivered within {timeout_s} s")
     return got
@@ -83,7 +85,8 @@ def _timer_cpu_s(broker: harness.BrokerProcess) -> float:
     return float(times.user + times.system)
 
 
-def spread(broker: harness.BrokerProcess, count: int, delay_ms: int, spread_ms: int, body: bytes) -> dict[str, Any]:
+def spread(broker: harness.BrokerProcess, count: int, delay_ms: int, spread_ms: int, precision_ms: int,
+           body: bytes) -> dict[str, Any]:
     first = _now_ms() + delay_ms
     due = [first + i * spread_ms // count for i in range(count)]
     send_s = _send(broker.store, "BenchTimerSpread", due, body)
@@ -91,9 +94,11 @@ def spread(broker: harness.BrokerProcess, count: int, delay_ms: int, spread_ms: 
         raise RuntimeError(f"sending took {send_s:.1f} s, past the first delivery: raise --delay-ms")
     got = _receive(broker.store, "BenchTimerSpread", count, delay_ms / 1000 + spread_ms / 1000 + 60)
     return {"timers": count, "pending_at_first_due": count, "send_s": round(send_s, 3),
-            "lateness_ms": _percentiles([stored - asked for asked, stored, _ in got]),
-            "receive_lateness_ms": _percentiles([received - asked for asked, _, received in got]),
-            "early": sum(1 for asked, stored, _ in got if stored < asked)}
+            "lateness_ms": _percentiles([stored - asked for asked, stored, _, _ in got]),
+            "receive_lateness_ms": _percentiles([received - asked for asked, _, received, _ in got]),
+            # after the slot came due (TIMER_OUT_MS + P): what the timer actor and the writer took
+            "past_slot_due_ms": _percentiles([stored - out - precision_ms for _, stored, _, out in got]),
+            "early": sum(1 for asked, stored, _, _ in got if stored < asked)}
 
 
 def burst(broker: harness.BrokerProcess, count: int, delay_ms: int, body: bytes) -> dict[str, Any]:
@@ -102,8 +107,8 @@ def burst(broker: harness.BrokerProcess, count: int, delay_ms: int, body: bytes)
     _send(broker.store, "BenchTimerBurst", [due_ms] * count, body)
     got = _receive(broker.store, "BenchTimerBurst", count, delay_ms / 1000 + 120)
     cpu_s = _timer_cpu_s(broker) - cpu_before
-    last_ms = max(stored for _, stored, _ in got)
-    first_ms = min(stored for _, stored, _ in got)
+    last_ms = max(stored for _, stored, _, _ in got)
+    first_ms = min(stored for _, stored, _, _ in got)
     return {"timers": count, "due_to_last_stored_ms": last_ms - due_ms, "first_to_last_stored_ms": last_ms - first_ms,
             "delivered_per_s": round(count / max(1, last_ms - first_ms) * 1000),
             "timer_actor_cpu_us_per_msg": round(  # enqueue and delivery
@@ -127,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         config.write_text(f"[store]\ntimer_precision_ms = {args.precision_ms}\n\n[broker]\ndefault_queues = {QUEUES}\n")
         broker = harness.BrokerProcess(root / "store", "--remoting", "off", config=config).start()
         try:
-            runs = {"spread": spread(broker, args.count, args.delay_ms, args.spread_ms, body),
+            runs = {"spread": spread(broker, args.count, args.delay_ms, args.spread_ms, args.precision_ms, body),
                     "burst": burst(broker, args.burst, args.delay_ms, body)}
         finally:
             broker.stop()
