@@ -40,6 +40,7 @@ class TimerStore:
         self.wheel = wheel
         self.log = log
         self.checkpoint = checkpoint
+        self._wheel_written = False  # since the last flush: an idle store's flush syncs no 38 MB mapping
 
     @classmethod
     def open(cls, store_dir: Path | str, config: StoreConfig) -> TimerStore:
@@ -76,6 +77,7 @@ class TimerStore:
         record = TimerRecord(slot.last_pos, magic, write_ms, target - write_ms, phys_offset, size,
                              java_hash(real_topic) if real_topic else 0)
         log_pos = self.log.append(record)
+        self._wheel_written = True
         self.wheel.put(target, log_pos if slot.empty else slot.first_pos, log_pos, slot.num + 1, slot.magic)
         return Placed(log_pos, target, bool(magic & MAGIC_ROLL))
 
@@ -115,10 +117,13 @@ class TimerStore:
 
         from_pos = max(0, self.checkpoint.log_flushed_pos - self.log.queue.file_size)
         self.log.recover(from_pos, revise)
+        self._wheel_written = True
         return last_phys
 
     def flush(self, now_ms: int) -> None:
         """Log, wheel, then the checkpoint naming the log's flushed end (RocketMQ's order)."""
         self.checkpoint.log_flushed_pos = self.log.flush()
-        self.wheel.flush()
+        if self._wheel_written:
+            self.wheel.flush()
+            self._wheel_written = False
         self.checkpoint.flush(now_ms)
