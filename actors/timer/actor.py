@@ -67,6 +67,9 @@ class TimerActor:
         self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.geometry.commitlog_file_size, writable=False)
         self.queue = TimerQueue(self.store_dir, cfg.geometry.cq_entries_per_file, self.commitlog)
         self.store = TimerStore.open(self.store_dir, cfg)
+        broker = runtime.config.broker
+        self.batch_messages = min(BATCH_MESSAGES, broker.max_batch_messages)  # a send the writer takes whole
+        self.batch_bytes = min(BATCH_BYTES, broker.max_request_bytes // 2)
         self.already: set[int] = set()   # timer records whose copies a restart found stored
         self.delivered = 0
 
@@ -195,7 +198,7 @@ class TimerActor:
                 continue
             batch.append(copy)
             size += len(copy.wire["body"])
-            if len(batch) >= BATCH_MESSAGES or size >= BATCH_BYTES:
+            if len(batch) >= self.batch_messages or size >= self.batch_bytes:
                 if not self._put(slot_ms, batch, putter):
                     return False
                 batch, size = [], 0

@@ -107,7 +107,10 @@ class RePutter:
 
     def _call(self, request: dict[str, Any], timeout_ms: int) -> dict[str, Any] | None:
         request_id = request["id"]
-        self.socket.send(schema.pack(request))
+        try:
+            self.socket.send(schema.pack(request), zmq.NOBLOCK)
+        except zmq.Again:  # the writer away and its queue full: as good as no answer
+            return None
         waited = 0
         while waited < timeout_ms:
             if not self.socket.poll(100):
