@@ -34,21 +34,20 @@ enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, S
  * parks the message on the timer topic: a producer-encoded record carrying one is refused. */
 static const char *const TIMER_HEADS[] = {"TIMER_DELAY_SEC\x01", "TIMER_DELAY_MS\x01", "TIMER_DELIVER_MS\x01"};
 
-/* Whether a property of ``props[0, len)`` (name \x01 value \x02 ...) starts with a timer property's name. */
+/* Whether a property of ``props[0, len)`` (name \x01 value \x02 ...) starts with a timer property's name:
+ * each 'T' (one memchr jump each, most records have two or three) that opens a property is compared. */
 static int has_timer_property(const uint8_t *props, int64_t len) {
-    int64_t pos = 0;
-    while (pos < len) {
-        const uint8_t *next = memchr(props + pos, 2, (size_t)(len - pos));
-        int64_t seg_end = next != NULL ? next - props : len;
-        if (seg_end - pos > 6 && memcmp(props + pos, "TIMER_", 6) == 0) {
+    const uint8_t *end = props + len, *at = props;
+    while (at < end && (at = memchr(at, 'T', (size_t)(end - at))) != NULL) {
+        if ((at == props || at[-1] == 2) && end - at > 6 && memcmp(at, "TIMER_", 6) == 0) {
             for (size_t k = 0; k < sizeof TIMER_HEADS / sizeof TIMER_HEADS[0]; k++) {
-                int64_t n = (int64_t)strlen(TIMER_HEADS[k]);
-                if (seg_end - pos >= n && memcmp(props + pos, TIMER_HEADS[k], (size_t)n) == 0) {
+                size_t n = strlen(TIMER_HEADS[k]);
+                if ((size_t)(end - at) >= n && memcmp(at, TIMER_HEADS[k], n) == 0) {
                     return 1;
                 }
             }
         }
-        pos = seg_end + 1;
+        at++;
     }
     return 0;
 }
