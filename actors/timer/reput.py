@@ -115,6 +115,8 @@ class RePutter:
         while waited < timeout_ms:
             if not self.socket.poll(100):
                 waited += 100
+                if self._stopping():
+                    return None  # found by name after the restart, like any batch left unanswered
                 continue
             try:
                 reply = schema.unpack(self.socket.recv())
