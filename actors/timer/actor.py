@@ -43,7 +43,7 @@ from engine.log.commitlog import CommitLog
 from engine.log.record import DecodeKind
 from engine.timer.put_rule import PROP_REAL_TOPIC, PROP_TIMER_OUT_MS, TIMER_TOPIC
 from engine.timer.store import TimerStore
-from engine.timer.wheel import SLOTS_TOTAL
+from engine.timer.wheel import SLOTS_TOTAL, WHEEL_FILE
 from ipc import schema
 from ipc.sockets import connect
 
@@ -66,19 +66,40 @@ class TimerActor:
         self.flush_interval_ms = cfg.timer_flush_interval_ms
         self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.geometry.commitlog_file_size, writable=False)
         self.queue = TimerQueue(self.store_dir, cfg.geometry.cq_entries_per_file, self.commitlog)
-        self.store = TimerStore.open(self.store_dir, cfg)
+        self.config = cfg
+        self._store: TimerStore | None = None  # the timer files, made when the first timer comes
         broker = runtime.config.broker
         self.batch_messages = min(BATCH_MESSAGES, broker.max_batch_messages)  # a send the writer takes whole
         self.batch_bytes = min(BATCH_BYTES, broker.max_request_bytes // 2)
         self.already: set[int] = set()   # timer records whose copies a restart found stored
         self.delivered = 0
 
+    @property
+    def store(self) -> TimerStore:
+        if self._store is None:
+            raise RuntimeError("the timer files are not open")
+        return self._store
+
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
         self.queue.close()
         self.commitlog.close()
 
     # -- recovery ----------------------------------------------------------------------------------
+
+    def open_store(self, create: bool) -> bool:
+        """Open (and recover) the timer files once they exist, or make them when ``create``: a broker
+        that never sees a timer has none (the wheel alone is 38 MB). A disk too full to make them is
+        waited out, a tick at a time, like the writer's full disk, instead of failing the actor."""
+        if self._store is None and (create or (self.store_dir / WHEEL_FILE).exists()):
+            try:
+                self._store = TimerStore.open(self.store_dir, self.config)
+            except OSError as exc:
+                log.warning("timer: cannot open the timer files (%s); retrying", exc)
+                return False
+            self.recover()
+        return self._store is not None
 
     def recover(self) -> None:
         checkpoint = self.store.checkpoint
@@ -102,7 +123,7 @@ class TimerActor:
     # -- the loop ----------------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.recover()
+        self.open_store(create=False)
         self.rt.report("running", force=True, **self.stats())
         arrived = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.arrived, subscribe=(schema.ARRIVED,))
         putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
@@ -114,16 +135,18 @@ class TimerActor:
             next_tick = 0
             while not self.rt.stopping:
                 now = monotonic_ms()
+                if (woken or now >= next_tick) and self.open_store(create=self.queue.exists()):
+                    self.enqueue()
                 if woken or now >= next_tick:
                     next_tick = now + tick_ms  # a dropped notice costs at most a tick
-                    self.enqueue()
-                if wall_ms() >= self.store.checkpoint.last_read_ms + self.precision_ms:
+                opened = self._store is not None
+                if opened and wall_ms() >= self.store.checkpoint.last_read_ms + self.precision_ms:
                     self.dequeue(putter)
-                if monotonic_ms() >= next_flush:
+                if opened and monotonic_ms() >= next_flush:
                     next_flush = monotonic_ms() + self.flush_interval_ms
                     self.store.flush(wall_ms())
                 self.rt.report("running", **self.stats())
-                due_in = self.store.checkpoint.last_read_ms + self.precision_ms - wall_ms()
+                due_in = self.store.checkpoint.last_read_ms + self.precision_ms - wall_ms() if opened else tick_ms
                 wait_ms = max(0, min(next_tick - monotonic_ms(), due_in))
                 gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
                 if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap
@@ -135,13 +158,16 @@ class TimerActor:
                 if noticed:
                     last_notice = monotonic_ms()
         finally:
-            self.store.flush(wall_ms())
+            if self._store is not None:
+                self._store.flush(wall_ms())
             self.rt.report("stopped", force=True, **self.stats())
             putter.close()
             arrived.close(linger=0)
             self.close()
 
     def stats(self) -> dict[str, Any]:
+        if self._store is None:
+            return {"enqueued": 0, "read_ms": 0, "delivered": self.delivered}
         checkpoint = self.store.checkpoint
         return {"enqueued": checkpoint.next_queue_offset, "read_ms": checkpoint.last_read_ms,
                 "delivered": self.delivered}
@@ -155,8 +181,12 @@ class TimerActor:
             for queue_offset, record in self.queue.records(start):
                 out_ms = record.properties.get(PROP_TIMER_OUT_MS, "")
                 if out_ms.lstrip("-").isdigit():
-                    self.store.enqueue(record.phys_offset, record.size, int(out_ms),
-                                       record.properties.get(PROP_REAL_TOPIC), wall_ms())
+                    try:
+                        self.store.enqueue(record.phys_offset, record.size, int(out_ms),
+                                           record.properties.get(PROP_REAL_TOPIC), wall_ms())
+                    except OSError as exc:  # a timerlog file the full disk refused: the next tick tries again
+                        log.warning("timer: cannot enqueue (%s); retrying", exc)
+                        return count
                 else:
                     log.warning("timer: the message at commitlog offset %d has no TIMER_OUT_MS; skipped",
                                 record.phys_offset)

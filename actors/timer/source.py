@@ -31,6 +31,10 @@ class TimerQueue:
         if self.cq is not None:
             self.cq.close()
 
+    def exists(self) -> bool:
+        """Whether a timer message was ever stored: the consume-queue builder made the queue."""
+        return self.cq is not None or (self.root / TIMER_TOPIC / "0").is_dir()
+
     def _queue(self) -> ConsumeQueue | None:
         if self.cq is None and (self.root / TIMER_TOPIC / "0").is_dir():
             self.cq = ConsumeQueue.open(self.root, TIMER_TOPIC, 0, self.entries_per_file, writable=False)

@@ -48,10 +48,14 @@ class TimerStore:
         wheel = TimerWheel.open(store_dir, config.timer_precision_ms)
         try:
             log = TimerLog.open(store_dir, config.timer_log_file_size)
+            try:
+                return cls(config, wheel, log, TimerCheckpoint.open(store_dir))
+            except BaseException:
+                log.close()
+                raise
         except BaseException:
             wheel.close()
             raise
-        return cls(config, wheel, log, TimerCheckpoint.open(store_dir))
 
     def close(self) -> None:
         self.wheel.close()

@@ -24,7 +24,7 @@ from ipc.channel import BrokerTimeoutError
 from ipc.client import Admin, Consumer, Producer
 from tests.integration.broker import Broker, check_acked, free_port_range, wait_for
 
-ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "reader-0")
+ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "timer", "reader-0")
 
 
 def _batch(start: int, n: int, topics: tuple[str, ...] = ("Orders", "Payments")) -> list[dict[str, Any]]:
