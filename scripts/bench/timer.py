@@ -14,13 +14,16 @@ Starts a real broker (``mqstore start``, RocketMQ's geometry) on a fresh store i
 - burst: ``--burst`` timers all due at one instant: the drain rate is the burst over the span from
   first copy stored to the last, and the timer actor's CPU per message, enqueue and delivery (psutil).
 
-Prints one JSON object. Not a test: numbers depend on the machine.
+With ``--load-rate N`` a producer process sends N plain messages a second to another topic all the
+while (``load`` in the output says what it managed). Prints one JSON object. Not a test: numbers
+depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -69,6 +72,21 @@ def _receive(store: Path, topic: str, count: int, timeout_s: float) -> list[tupl
     if len(got) != count:
         raise RuntimeError(f"{len(got)} of {count} timers delivered within {timeout_s} s")
     return got
+
+
+def _background(store: str, rate: int, body: bytes, stop: Any, sent: Any) -> None:
+    """Plain messages to another topic at ``rate`` a second, in batches of 100, until ``stop``."""
+    with Producer(store, timeout_ms=30_000) as producer:
+        started = time.monotonic()
+        count = 0
+        while not stop.is_set():
+            ahead = count / rate - (time.monotonic() - started)
+            if ahead > 0:
+                stop.wait(ahead)
+                continue
+            producer.send_encoded_columns("BenchTimerLoad", [body] * 100)
+            count += 100
+    sent.value = count
 
 
 def _percentiles(values: list[int]) -> dict[str, float]:
@@ -123,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision-ms", type=int, default=1000, help="[store] timer_precision_ms")
     parser.add_argument("--burst", type=int, default=10_000, help="timers due at one instant in the burst run")
     parser.add_argument("--body-bytes", type=int, default=128)
+    parser.add_argument("--load-rate", type=int, default=0,
+                        help="plain messages a second sent to another topic meanwhile (default: none)")
     parser.add_argument("--dir", type=Path, default=None, help="where the store goes (default: a temp dir)")
     args = parser.parse_args(argv)
     body = os.urandom(args.body_bytes)
@@ -131,10 +151,25 @@ def main(argv: list[str] | None = None) -> int:
         config = root / "broker.toml"
         config.write_text(f"[store]\ntimer_precision_ms = {args.precision_ms}\n\n[broker]\ndefault_queues = {QUEUES}\n")
         broker = harness.BrokerProcess(root / "store", "--remoting", "off", config=config).start()
+        ctx = multiprocessing.get_context("spawn")
+        stop, sent = ctx.Event(), ctx.Value("q", 0)
+        load = ctx.Process(target=_background, args=(str(broker.store), args.load_rate, body, stop, sent))
         try:
-            runs = {"spread": spread(broker, args.count, args.delay_ms, args.spread_ms, args.precision_ms, body),
-                    "burst": burst(broker, args.burst, args.delay_ms, body)}
+            if args.load_rate:
+                load.start()
+            started = time.monotonic()
+            runs: dict[str, Any] = {
+                "spread": spread(broker, args.count, args.delay_ms, args.spread_ms, args.precision_ms, body),
+                "burst": burst(broker, args.burst, args.delay_ms, body)}
+            if args.load_rate:
+                stop.set()
+                load.join()
+                runs["load"] = {"asked_per_s": args.load_rate,
+                                "sent_per_s": round(sent.value / (time.monotonic() - started))}
         finally:
+            stop.set()
+            if load.is_alive():
+                load.join()
             broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
