@@ -53,6 +53,7 @@ class TimerQueue:
         if cq is None:
             return
         self.commitlog.queue.refresh()
+        queue_offset = max(queue_offset, cq.min_queue_offset)  # retention took the entries before it
         entries = cq.read(queue_offset, max_count)
         for i, (phys_offset, size, _) in enumerate(entries.tolist()):
             record = self._record(phys_offset, size, queue_offset + i)
