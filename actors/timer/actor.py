@@ -21,9 +21,10 @@ No timer lost, none delivered twice, whenever the actor (or the whole broker) is
   a kill (or a send the writer never answered) the commitlog from ``in_flight_phys`` on is read for
   those names: the copies found are not sent again, the rest are. The checkpoint's fields are stores
   into its mapping, so a SIGKILL leaves them as written; only a machine crash can lose the last
-  ``timer_flush_interval_ms`` of them. A batch still queued in the writer's socket when the actor
-  died is written within a writer round, long before the supervisor's restart backoff and the new
-  process's start have passed, so the restarted actor's read finds it.
+  ``timer_flush_interval_ms`` of them. The read happens only once the writer has appended whatever
+  was sent before (two pings, ``_settled_end``): a batch unanswered in time may yet be written, and
+  one a killed actor left in the writer's socket is written within a writer round, long before the
+  restarted actor's first batch settles; until it is read, ``in_flight_phys`` stays set.
 """
 
 from __future__ import annotations
@@ -238,18 +239,21 @@ class TimerActor:
         """Put ``batch`` until every copy is done, then record it delivered; False when stopping or
         the writer does not answer (the checkpoint then says where to look for what it stored)."""
         checkpoint = self.store.checkpoint
-        written = putter.written_end()
+        last_pos = batch[-1].log_pos
+        written = _settled_end(putter)
         if written is None:
             return False
+        if checkpoint.in_flight_phys >= 0:  # an earlier batch went unanswered: what it stored is settled now
+            self.already |= copies_since(self.commitlog, checkpoint.in_flight_phys)
+            batch = [c for c in batch if c.phys_offset not in self.already]
         checkpoint.in_flight_phys = written
-        last_pos = batch[-1].log_pos
         while batch:
             done = putter.put(batch)
             if done is None:  # no answer: what it stored is found by name, the rest goes again
-                if self.rt.stopping:
+                if self.rt.stopping or _settled_end(putter) is None:
                     return False
-                found = copies_since(self.commitlog, written)
-                batch = [c for c in batch if c.phys_offset not in found]
+                self.already |= copies_since(self.commitlog, written)
+                batch = [c for c in batch if c.phys_offset not in self.already]
                 continue
             self.delivered += sum(done)
             batch = [c for c, ok in zip(batch, done, strict=True) if not ok]
@@ -261,6 +265,15 @@ class TimerActor:
         checkpoint.delivered_slot_ms = slot_ms
         checkpoint.in_flight_phys = -1
         return True
+
+
+def _settled_end(putter: RePutter) -> int | None:
+    """The writer's commitlog end once every send this actor made before has been appended, or None
+    when the writer does not answer. Two pings: the writer answers a ping as it reads it and appends
+    the sends read in the same round right after, so the second answer comes after that append."""
+    if putter.written_end() is None:
+        return None
+    return putter.written_end()
 
 
 def _drain(sock: zmq.Socket[Any]) -> tuple[bool, bool]:
