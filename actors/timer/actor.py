@@ -14,10 +14,10 @@ No timer lost, none delivered twice, whenever the actor (or the whole broker) is
 - enqueue: a record is appended before its slot points at it and before the checkpoint's next queue
   offset moves; recovery re-points slots from the log and takes the queue offset after the entry of
   the last record's commitlog offset, so an entry is enqueued once, whatever was cut.
-- dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (the writer's commitlog
-  end, from a ping before the slot); once the writer answered PUT_OK it holds the slot and the last
-  timerlog offset delivered, and only once every record of the slot is done does the read time
-  move past it. Each copy carries ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After
+- dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (where the batch can be
+  stored from at the earliest: the last copy stored, or the writer's end from a ping); once the
+  writer answered PUT_OK it holds the slot and the last timerlog offset delivered, and only once
+  every record of the slot is done does the read time move past it. Each copy carries ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After
   a kill (or a send the writer never answered) the commitlog from ``in_flight_phys`` on is read for
   those names: the copies found are not sent again, the rest are. The checkpoint's fields are stores
   into its mapping, so a SIGKILL leaves them as written; only a machine crash can lose the last
@@ -240,12 +240,14 @@ class TimerActor:
         the writer does not answer (the checkpoint then says where to look for what it stored)."""
         checkpoint = self.store.checkpoint
         last_pos = batch[-1].log_pos
-        written = _settled_end(putter)
-        if written is None:
-            return False
-        if checkpoint.in_flight_phys >= 0:  # an earlier batch went unanswered: what it stored is settled now
+        if checkpoint.in_flight_phys >= 0:  # an earlier batch went unanswered: read what it stored, once settled
+            if _settled_end(putter) is None:
+                return False
             self.already |= copies_since(self.commitlog, checkpoint.in_flight_phys)
             batch = [c for c in batch if c.phys_offset not in self.already]
+        written = putter.lower_bound(monotonic_ms())
+        if written is None:
+            return False
         checkpoint.in_flight_phys = written
         while batch:
             done = putter.put(batch)

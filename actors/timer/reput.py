@@ -22,6 +22,7 @@ from typing import Any
 
 import zmq
 
+from actors.clock import monotonic_ms
 from engine.batch.record_batch import CLIENT_SYS_FLAGS
 from engine.log.commitlog import CommitLog
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, DecodeKind, Record
@@ -41,6 +42,7 @@ from ipc.sockets import connect
 log = logging.getLogger("mqstore")
 
 REPLY_TIMEOUT_MS = 5_000
+FRESH_MS = 1_000
 PUT_OK = "PUT_OK"
 DROPPED = ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED")  # RocketMQ retries neither
 
@@ -101,6 +103,15 @@ class RePutter:
         self.socket = connect(ctx, zmq.DEALER, ingress)
         self._ids = itertools.count(1)
         self._stopping = stopping
+        self._stored_phys = -1     # the last copy the writer stored: every later send is stored past it
+        self._stored_at_ms = 0
+
+    def lower_bound(self, now_ms: int) -> int | None:
+        """A commitlog offset (a record's start) before anything sent from now on is stored: the last
+        copy stored when it is recent (a read from it after a kill is short), else the writer's end."""
+        if self._stored_phys >= 0 and now_ms - self._stored_at_ms < FRESH_MS:
+            return self._stored_phys
+        return self.written_end()
 
     def close(self) -> None:
         self.socket.close(linger=0)
@@ -150,4 +161,7 @@ class RePutter:
                 log.warning("timer: dropping the message at commitlog offset %d: %s (%s)", copy.phys_offset,
                             status, result.get("reason"))
             done.append(status == PUT_OK or status in DROPPED)
+            phys = result.get("phys_offset") if isinstance(result, dict) else None
+            if status == PUT_OK and isinstance(phys, int) and phys > self._stored_phys:
+                self._stored_phys, self._stored_at_ms = phys, monotonic_ms()
         return done
