@@ -17,8 +17,9 @@ No timer lost, none delivered twice, whenever the actor (or the whole broker) is
 - dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (where the batch can be
   stored from at the earliest: the last copy stored, or the writer's end from a ping); once the
   writer answered PUT_OK it holds the slot and the last timerlog offset delivered, and only once
-  every record of the slot is done does the read time move past it. Each copy carries ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After
-  a kill (or a send the writer never answered) the commitlog from ``in_flight_phys`` on is read for
+  every record of the slot is done does the read time move past it. Each copy carries
+  ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After a kill (or a send the writer
+  never answered) the commitlog from ``in_flight_phys`` on is read for
   those names: the copies found are not sent again, the rest are. The checkpoint's fields are stores
   into its mapping, so a SIGKILL leaves them as written; only a machine crash can lose the last
   ``timer_flush_interval_ms`` of them. The read happens only once the writer has appended whatever
