@@ -17,7 +17,7 @@ import pytest
 
 from engine import MessageStore
 from engine.verify import verify_store
-from ipc.client import BrokerError, Consumer, Producer
+from ipc.client import Admin, BrokerError, Consumer, Producer
 from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
 from ipc.messages import Outgoing, ReceivedMessage
 from tests.integration.broker import Broker, free_port_range, wait_for
@@ -183,6 +183,8 @@ def test_the_stock_rocketmq_client_sends_a_timer_by_its_property(tmp_path: Path)
         assert proc.returncode == 0, proc.stderr[-4000:]
         results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         assert [r["status"] for r in results] == ["OK"] * 5
+        with Admin(broker.store) as admin:  # this broker's, not another's that took the port meanwhile
+            wait_for(lambda: admin.queue_info("rmq_sys_wheel_timer").get(0, (0, 0))[1] == 5, 30, "5 parked timers")
         got = _consume(broker.store, "Timed", 5)
         assert len(got) == 5
         for m in got:
