@@ -60,11 +60,16 @@ def _transactions(runtime: Runtime, index: str) -> Actor:
     return TransactionsActor(runtime)
 
 
+def _timer(runtime: Runtime, index: str) -> Actor:
+    from actors.timer.actor import TimerActor
+    return TimerActor(runtime)
+
+
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
     "reader": _reader, "remoting": _remoting, "metrics": _metrics, "scheduler": _scheduler,
-    "transactions": _transactions,
+    "transactions": _transactions, "timer": _timer,
 }
 
 

@@ -132,7 +132,8 @@ class Supervisor:
 
     def names(self) -> list[str]:
         readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
-        return [*START_ORDER, *readers, "transactions", *(["remoting"] if self.config.remoting.enabled else []),
+        timer = ["timer"] if self.config.store.timer_wheel_enable else []
+        return [*START_ORDER, *timer, *readers, "transactions", *(["remoting"] if self.config.remoting.enabled else []),
                 *(["metrics"] if self.config.metrics.enabled else [])]
 
     # -- run ---------------------------------------------------------------------------------------
@@ -275,12 +276,13 @@ class Supervisor:
     # -- stop --------------------------------------------------------------------------------------
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
-        """The remoting front, the metrics and the scheduler first (no new requests, no new re-puts; the
-        scheduler saves its progress), the transaction actor (it ends what the front handed it, through
-        the writer), the readers (they persist offsets), then the writer (it answers what waits for a
-        flush), the builders, and the flush service last (its final fsync covers everything)."""
+        """The remoting front, the metrics, the scheduler and the timer actor first (no new requests, no
+        new re-puts; the scheduler and the timer save their progress), the transaction actor (it ends
+        what the front handed it, through the writer), the readers (they persist offsets), then the
+        writer (it answers what waits for a flush), the builders, and the flush service last (its final
+        fsync covers everything)."""
         readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (["remoting", "metrics", "scheduler"], ["transactions"], readers, ["writer"],
+        for group in (["remoting", "metrics", "scheduler", "timer"], ["transactions"], readers, ["writer"],
                       ["cqbuilder", "indexbuilder"], ["flusher"]):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())

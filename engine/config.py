@@ -27,6 +27,8 @@ from engine.log.host import LOCAL_HOST, Host
 from engine.log.mapped_file_queue import infer_file_size
 from engine.log.record import DEFAULT_MAX_BODY_SIZE
 from engine.metafile import read_with_backup, write_atomic
+from engine.timer.log import DEFAULT_TIMER_LOG_FILE_SIZE
+from engine.timer.wheel import SLOTS_TOTAL
 
 GEOMETRY_FILE = "storeGeometry.json"
 DEFAULT_INDEX_SLOT_COUNT = 5_000_000
@@ -143,6 +145,15 @@ class StoreConfig:
     prefault_ahead_bytes: int | None = None
     # RocketMQ's messageDelayLevel: the delay of each level of a message's DELAY property (engine.log.delay_table)
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    # RocketMQ 5's timer store (engine.timer, the timer actor), under RocketMQ's names: timerWheelEnable,
+    # timerPrecisionMs (100, 200, 500 or 1000), timerMaxDelaySec, timerRollWindowSlot (slots; a timer
+    # further out is parked and put through the wheel again), mappedFileSizeTimerLog, timerFlushIntervalMs
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 259_200
+    timer_roll_window_slot: int = 172_800
+    timer_log_file_size: int = DEFAULT_TIMER_LOG_FILE_SIZE
+    timer_flush_interval_ms: int = 1000
 
     @property
     def delay_levels(self) -> DelayLevels:
@@ -157,6 +168,7 @@ class StoreConfig:
             raise ValueError(f"max_body_bytes must be between 1 and {MAX_BODY_BYTES_LIMIT}, got {self.max_body_bytes}")
         if self.prefault_ahead_bytes is not None and self.prefault_ahead_bytes < 0:
             raise ValueError(f"prefault_ahead_bytes must not be negative, got {self.prefault_ahead_bytes}")
+        self._validate_timer()
         try:
             self.delay_levels  # noqa: B018  # parsed once here: a bad table stops the start, not a send
         except DelayLevelError as exc:
@@ -168,6 +180,19 @@ class StoreConfig:
         if not 0 <= self.store_host.port <= 65535:
             raise ValueError(f"store_host.port must be between 0 and 65535, got {self.store_host.port}")
         return self
+
+    def _validate_timer(self) -> None:
+        if self.timer_precision_ms not in (100, 200, 500, 1000):
+            raise ValueError(f"timer_precision_ms must be 100, 200, 500 or 1000, got {self.timer_precision_ms}")
+        if self.timer_max_delay_sec < 1:
+            raise ValueError(f"timer_max_delay_sec must be at least 1, got {self.timer_max_delay_sec}")
+        if not 2 <= self.timer_roll_window_slot <= SLOTS_TOTAL - 60:
+            raise ValueError(f"timer_roll_window_slot must be between 2 and {SLOTS_TOTAL - 60}, "
+                             f"got {self.timer_roll_window_slot}")
+        if self.timer_log_file_size < PAGE_SIZE:
+            raise ValueError(f"timer_log_file_size must be at least {PAGE_SIZE}, got {self.timer_log_file_size}")
+        if self.timer_flush_interval_ms < 1:
+            raise ValueError(f"timer_flush_interval_ms must be at least 1, got {self.timer_flush_interval_ms}")
 
 
 def check_topic(topic: str) -> str | None:

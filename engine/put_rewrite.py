@@ -19,12 +19,14 @@ from collections.abc import Callable
 from engine.config import StoreConfig
 from engine.delay_levels import delay_level_rule
 from engine.log.message import Message, PutResult
+from engine.timer.put_rule import timer_rule
 from engine.transactions import half_message_rule
 
 Rule = Callable[[Message, int, StoreConfig], "tuple[Message, int] | PutResult | None"]
 
-# a half message first: it loses its DELAY (RocketMQ's pitfall #1540) before the delay rule could move it
-RULES: tuple[Rule, ...] = (half_message_rule, delay_level_rule)
+# a half message first: it loses its DELAY (RocketMQ's pitfall #1540) before the delay rule could move it;
+# a delay level wins over timer properties, as RocketMQ's put hook has it
+RULES: tuple[Rule, ...] = (half_message_rule, delay_level_rule, timer_rule)
 
 
 def rewrite(message: Message, queue_id: int, config: StoreConfig) -> tuple[Message, int] | PutResult:

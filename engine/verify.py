@@ -15,6 +15,8 @@ are then decoded one by one to say what is wrong with them. Kinds of findings:
     index_entry_missing     a key of a record at or after the oldest index file's begin offset
                             (older files may have gone with retention) absent from the index
     file_unreadable         a consume-queue or index file of the wrong size or out of sequence
+    timer_*                 the timer files (``engine.timer.verify``): a timerlog record whose commitlog
+                            record is not its rmq_sys_wheel_timer message, bytes after the log's last record
 
 Entries pointing below the commitlog's min offset (retention deleted the record, the derived file
 goes later) and filler entries below a queue's min offset are not findings. Runs of missing entries
@@ -52,6 +54,7 @@ from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, 
 from engine.rebuild import rebuild_derived
 from engine.recovery import cq_entry_problem
 from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
+from engine.timer.verify import timer_findings
 
 Array = npt.NDArray[Any]
 
@@ -345,6 +348,7 @@ def _verify(store_dir: Path) -> VerifyReport:
             findings.append(Finding("file_unreadable", f"index/{path.name}", str(exc)))
     commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
     try:
+        findings += [Finding(*found) for found in timer_findings(store_dir, commitlog)]
         return _Verifier(commitlog, geometry, queues, headers, findings, read_delay_levels(store_dir)).run()
     finally:
         commitlog.close()

@@ -47,6 +47,7 @@ from engine.log.record import (
     is_valid_property_text,
 )
 from engine.queue_selector import shard_hash
+from engine.timer.put_rule import is_timer_message
 from engine.transactions import PROP_TRAN_MSG
 from ipc.messages import PUT_OK, Outgoing, SendResult
 
@@ -229,6 +230,8 @@ class BatchEncoder:
                     raise EncodingError("delayed messages go through send_batch")
                 if PROP_TRAN_MSG in own:
                     raise EncodingError("a transaction's half message goes through send_transactional")
+                if is_timer_message(own):
+                    raise EncodingError("timer messages go through send_batch")
                 uniq = own.get(PROP_UNIQ_KEY) or next_uniq()
                 labelled = record_properties(_Labels(own, t, k), uniq)
                 if isinstance(labelled, Refusal):

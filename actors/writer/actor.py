@@ -51,6 +51,7 @@ from engine.log.msgid import UniqKeyGenerator
 from engine.log.record import SCHEDULE_TOPIC, DecodeKind
 from engine.log.writer import CommitLogWriter
 from engine.retention import decide, delete_expired_commitlog, disk_used_ratio
+from engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from engine.topics import TopicTable
 from ipc import schema
 from ipc.sockets import bind, connect, recv_message
@@ -76,6 +77,8 @@ class CommitLogWriterActor:
                                  auto_create=cfg.broker.auto_create_topics)
         # the delay levels' topic, one queue per level, made by the broker as RocketMQ's TopicConfigManager does
         topics.create(SCHEDULE_TOPIC, schedule_queue_count(cfg.store))
+        if cfg.store.timer_wheel_enable:
+            topics.create(TIMER_TOPIC, TIMER_QUEUE_COUNT)  # RocketMQ's system topic, made by the broker
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))

@@ -204,6 +204,8 @@ def _topic_parts(topics: tuple[str, ...]) -> tuple[bytes, np.ndarray[Any, Any]]:
     return known
 
 
+TIMER_REFUSAL = ("a record carries a timer property (TIMER_DELAY_SEC, TIMER_DELAY_MS or TIMER_DELIVER_MS): "
+                 "timer messages go through send")
 _CHECK_REASONS = {
     1: "the columns are not whole rows",
     3: "a record names a topic outside the batch's table",
@@ -214,7 +216,8 @@ _CHECK_REASONS = {
     9: "a record's topic length field is not the width its topic needs",
     11: "a record's lengths do not add up to its size",
     12: "a record lacks the whole-record CRC tail this store seals",
-    13: "a record's body CRC does not match its body",
+    13: TIMER_REFUSAL,
+    14: "a record's body CRC does not match its body",
 }
 
 

@@ -28,7 +28,29 @@
 #define PHYS_END 36 /* the stamped fixed fields end here */
 
 enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, STORE_HOST, BODY_LENGTH,
-       TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, BODY_CRC };
+       TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, TIMER_PROPERTY, BODY_CRC };
+
+/* A timer message's properties (engine.timer.put_rule) are read by the put rule of the send path, which
+ * parks the message on the timer topic: a producer-encoded record carrying one is refused. */
+static const char *const TIMER_HEADS[] = {"TIMER_DELAY_SEC\x01", "TIMER_DELAY_MS\x01", "TIMER_DELIVER_MS\x01"};
+
+/* Whether a property of ``props[0, len)`` (name \x01 value \x02 ...) starts with a timer property's name:
+ * each 'T' (one memchr jump each, most records have two or three) that opens a property is compared. */
+static int has_timer_property(const uint8_t *props, int64_t len) {
+    const uint8_t *end = props + len, *at = props;
+    while (at < end && (at = memchr(at, 'T', (size_t)(end - at))) != NULL) {
+        if ((at == props || at[-1] == 2) && end - at > 6 && memcmp(at, "TIMER_", 6) == 0) {
+            for (size_t k = 0; k < sizeof TIMER_HEADS / sizeof TIMER_HEADS[0]; k++) {
+                size_t n = strlen(TIMER_HEADS[k]);
+                if ((size_t)(end - at) >= n && memcmp(at, TIMER_HEADS[k], n) == 0) {
+                    return 1;
+                }
+            }
+        }
+        at++;
+    }
+    return 0;
+}
 
 static inline int32_t le32(const uint8_t *p) {
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
@@ -105,6 +127,9 @@ static int check_record(const Batch *b, int64_t start, int64_t end, int topic, i
         if (props_len < CRC_TAIL_SIZE || memcmp(tail, CRC_HEAD, CRC_HEAD_SIZE) != 0 || tail[CRC_TAIL_SIZE - 1] != 2) {
             return CRC_TAIL;
         }
+    }
+    if (has_timer_property(b->buf + props_len_pos + 2, props_len)) {
+        return TIMER_PROPERTY;
     }
     if (crc && mq_crc31(b->buf + body_pos, (size_t)body_len) != mq_be32(h + 8)) {
         return BODY_CRC;

@@ -17,7 +17,8 @@ static PyMethodDef methods[] = {
      "topics' length fields and bytes joined, part_ends (int64) where each ends. code 0: the batch holds, and\n"
      "out (int64, 3 per record) holds each record's start, store-time position and sys flag, in three runs;\n"
      "else the first check (CHECK_REASONS' order) that any record fails, detail the lowest topic index for\n"
-     "a topic mismatch. ValueError for arguments that do not fit together (store host size, out, parts)."},
+     "a topic mismatch; a record with a TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS property fails (its\n"
+     "put rule is the send path's). ValueError for arguments that do not fit together (store host size, out, parts)."},
     {"stamp_batch", mq_stamp_batch, METH_VARARGS,
      "stamp_batch(buf, starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets, store_ms, sealed):\n"
      "writes each record's queue id, queue offset, phys offset and store time (big-endian) into buf in place,\n"

@@ -53,6 +53,8 @@ def produce(args: argparse.Namespace) -> None:
         message = Message(args.topic)
         message.set_keys(f"key-{i}")
         message.set_tags(f"Tag{i % 3}")
+        for name, _, value in (p.partition("=") for p in args.property):
+            message.set_property(name, value)
         body = body_of(i, args.big_every, args.size)
         message.set_body(body)
         if args.delay_level:
@@ -145,6 +147,8 @@ def main() -> None:
     p.add_argument("--size", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--delay-level", type=int, default=0, help="each message's delay level (DELAY), 0: none")
+    p.add_argument("--property", action="append", default=[], metavar="NAME=VALUE",
+                   help="a property on every message (e.g. TIMER_DELAY_MS=3000: a timed send)")
     p.set_defaults(run=produce)
     c = sub.add_parser("push")
     c.add_argument("ns")

@@ -24,7 +24,7 @@ from ipc.channel import BrokerTimeoutError
 from ipc.client import Admin, Consumer, Producer
 from tests.integration.broker import Broker, check_acked, free_port_range, wait_for
 
-ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "scheduler", "reader-0", "transactions")
+ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "scheduler", "timer", "reader-0", "transactions")
 
 
 def _batch(start: int, n: int, topics: tuple[str, ...] = ("Orders", "Payments")) -> list[dict[str, Any]]:

@@ -23,7 +23,8 @@ TOPICS = ("A", "Topic_B", "T" * 127, "L" * 128, "W" * 300)  # the last two take 
 
 
 @st.composite
-def batches(draw: st.DrawFn) -> tuple[bytes, bytes, list[str], Host, bool]:
+def batches(draw: st.DrawFn, names: tuple[str, ...] = ("TAGS", "KEYS", "UNIQ_KEY", "p")
+            ) -> tuple[bytes, bytes, list[str], Host, bool]:
     """A well-formed batch: records as a producer encodes them, their columns and topic table."""
     store = draw(st.sampled_from(STORES))
     prop_crc = draw(st.booleans())
@@ -32,7 +33,7 @@ def batches(draw: st.DrawFn) -> tuple[bytes, bytes, list[str], Host, bool]:
     records, rows = [], np.zeros(count, COLUMNS)
     for i in range(count):
         topic_id = draw(st.integers(0, len(table) - 1))
-        props = draw(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "p"]),
+        props = draw(st.dictionaries(st.sampled_from(names),
                                      st.text("abc xyz", max_size=8)))
         record = encode_one(table[topic_id], draw(st.binary(max_size=200)), props, draw(st.integers(0, 7)),
                             draw(st.integers(-3, 3)), draw(st.sampled_from([0, 1, 2, 3])),
@@ -65,6 +66,19 @@ def same_verdict(records: bytes, columns: bytes, topics: list[str], store: Host,
 @given(batches())
 def test_a_well_formed_batch_passes_with_the_oracles_columns(batch: tuple[bytes, bytes, list[str], Host, bool]) -> None:
     assert same_verdict(*batch) == "ok"
+
+
+TIMER_NAMES = ("TAGS", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_", "TIMER_DELAY")
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(TIMER_NAMES))
+def test_a_record_with_a_timer_property_is_refused_like_the_oracle(
+        batch: tuple[bytes, bytes, list[str], Host, bool]) -> None:
+    """Timer messages take the send path, whose put rule parks them; "TIMER_" and "TIMER_DELAY" are not theirs."""
+    records = batch[0]
+    timed = any(f"{name}\x01".encode() in records for name in TIMER_NAMES[1:4])
+    assert (same_verdict(*batch) == record_batch.TIMER_REFUSAL) == timed
 
 
 @settings(max_examples=400, deadline=None)

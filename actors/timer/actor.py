@@ -1,0 +1,299 @@
+"""The ``timer`` actor: RocketMQ 5's timer pipeline in one process and one loop.
+
+- enqueue: the ``rmq_sys_wheel_timer`` consume queue (``actors.timer.source``) is walked from the
+  checkpoint's next queue offset into the timerlog and the wheel (``engine.timer.store``) when an
+  ``arrived`` notice of the consume-queue builder names the timer topic, and at least every tick;
+- dequeue: each slot T is delivered once ``now >= T + P`` (P = ``timer_precision_ms``; empty slots
+  are skipped in one array comparison): its records, first enqueued first, are read from the
+  commitlog and put back through the writer's ingress in batches (``actors.timer.reput``), then the
+  read time moves to T + P. The loop sleeps until the next slot is due or a notice comes;
+- flush: timerlog, wheel and ``config/timercheck`` on ``timer_flush_interval_ms`` and on stop.
+
+No timer lost, none delivered twice, whenever the actor (or the whole broker) is killed:
+
+- enqueue: a record is appended before its slot points at it and before the checkpoint's next queue
+  offset moves; recovery re-points slots from the log and takes the queue offset after the entry of
+  the last record's commitlog offset, so an entry is enqueued once, whatever was cut.
+- dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (where the batch can be
+  stored from at the earliest: the last copy stored, or the writer's end from a ping); once the
+  writer answered PUT_OK it holds the slot and the last timerlog offset delivered, and only once
+  every record of the slot is done does the read time move past it. Each copy carries
+  ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After a kill (or a send the writer
+  never answered) the commitlog from ``in_flight_phys`` on is read for
+  those names: the copies found are not sent again, the rest are. The checkpoint's fields are stores
+  into its mapping, so a SIGKILL leaves them as written; only a machine crash can lose the last
+  ``timer_flush_interval_ms`` of them. The read happens only once the writer has appended whatever
+  was sent before (two pings, ``_settled_end``): a batch unanswered in time may yet be written, and
+  one a killed actor left in the writer's socket is written within a writer round, long before the
+  restarted actor's first batch settles; until it is read, ``in_flight_phys`` stays set.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from actors.clock import monotonic_ms, wall_ms
+from actors.runtime import Runtime
+from actors.timer.reput import Copy, RePutter, copies_since, copy_of
+from actors.timer.source import TimerQueue
+from engine.log.commitlog import CommitLog
+from engine.log.record import DecodeKind
+from engine.timer.put_rule import PROP_REAL_TOPIC, PROP_TIMER_OUT_MS, TIMER_TOPIC
+from engine.timer.store import TimerStore
+from engine.timer.wheel import SLOTS_TOTAL, WHEEL_FILE
+from ipc import schema
+from ipc.sockets import connect
+
+log = logging.getLogger("mqstore")
+
+BATCH_MESSAGES = 1024
+BATCH_BYTES = 4 * 1024 * 1024
+RETRY_MS = 500
+_TOPIC_BYTES = TIMER_TOPIC.encode()
+NOTICE_GAP_MS = 25  # at most 40 wake-ups a second for notices; a timer topic notice waits at most this long
+BLANK_SLOTS = 60  # RocketMQ's TIMER_BLANK_SLOTS: how far inside the wheel's span a late restart starts
+
+
+class TimerActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        cfg = runtime.config.store
+        self.store_dir = Path(runtime.config.store_dir)
+        self.precision_ms = cfg.timer_precision_ms
+        self.flush_interval_ms = cfg.timer_flush_interval_ms
+        self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.geometry.commitlog_file_size, writable=False)
+        self.queue = TimerQueue(self.store_dir, cfg.geometry.cq_entries_per_file, self.commitlog)
+        self.config = cfg
+        self._store: TimerStore | None = None  # the timer files, made when the first timer comes
+        broker = runtime.config.broker
+        self.batch_messages = min(BATCH_MESSAGES, broker.max_batch_messages)  # a send the writer takes whole
+        self.batch_bytes = min(BATCH_BYTES, broker.max_request_bytes // 2)
+        self.already: set[int] = set()   # timer records whose copies a restart found stored
+        self.delivered = 0
+
+    @property
+    def store(self) -> TimerStore:
+        if self._store is None:
+            raise RuntimeError("the timer files are not open")
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+        self.queue.close()
+        self.commitlog.close()
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def open_store(self, create: bool) -> bool:
+        """Open (and recover) the timer files once they exist, or make them when ``create``: a broker
+        that never sees a timer has none (the wheel alone is 38 MB). A disk too full to make them is
+        waited out, a tick at a time, like the writer's full disk, instead of failing the actor."""
+        if self._store is None and (create or (self.store_dir / WHEEL_FILE).exists()):
+            try:
+                self._store = TimerStore.open(self.store_dir, self.config)
+            except OSError as exc:
+                log.warning("timer: cannot open the timer files (%s); retrying", exc)
+                return False
+            self.recover()
+        return self._store is not None
+
+    def recover(self) -> None:
+        checkpoint = self.store.checkpoint
+        now = wall_ms()
+        floor_now = now // self.precision_ms * self.precision_ms
+        if checkpoint.created:
+            checkpoint.last_read_ms = floor_now
+        checkpoint.last_read_ms = max(checkpoint.last_read_ms,
+                                      floor_now - (SLOTS_TOTAL - BLANK_SLOTS) * self.precision_ms)
+        self.commitlog.queue.refresh()
+        last_phys = self.store.recover()
+        found = self.queue.queue_offset_of(last_phys) if last_phys >= 0 else None
+        next_offset = max(checkpoint.next_queue_offset, found + 1 if found is not None else 0,
+                          self.queue.min_queue_offset)
+        checkpoint.next_queue_offset = next_offset
+        if checkpoint.in_flight_phys >= 0:
+            self.already = copies_since(self.commitlog, checkpoint.in_flight_phys)
+        log.info("timer: reading slot %d, enqueuing from queue offset %d, %d copies found stored",
+                 checkpoint.last_read_ms, next_offset, len(self.already))
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.open_store(create=False)
+        self.rt.report("running", force=True, **self.stats())
+        arrived = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.arrived, subscribe=(schema.ARRIVED,))
+        putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
+        tick_ms = self.rt.config.broker.tick_interval_ms
+        next_flush = monotonic_ms() + self.flush_interval_ms
+        woken = False
+        last_notice = 0
+        try:
+            next_tick = 0
+            while not self.rt.stopping:
+                now = monotonic_ms()
+                if (woken or now >= next_tick) and self.open_store(create=self.queue.exists()):
+                    self.enqueue()
+                if woken or now >= next_tick:
+                    next_tick = now + tick_ms  # a dropped notice costs at most a tick
+                opened = self._store is not None
+                if opened and wall_ms() >= self.store.checkpoint.last_read_ms + self.precision_ms:
+                    self.dequeue(putter)
+                if opened and monotonic_ms() >= next_flush:
+                    next_flush = monotonic_ms() + self.flush_interval_ms
+                    self.store.flush(wall_ms())
+                self.rt.report("running", **self.stats())
+                due_in = self.store.checkpoint.last_read_ms + self.precision_ms - wall_ms() if opened else tick_ms
+                wait_ms = max(0, min(next_tick - monotonic_ms(), due_in))
+                gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
+                if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap
+                    _wait(min(gap_ms, wait_ms))
+                elif not arrived.poll(wait_ms):
+                    woken = False
+                    continue
+                noticed, woken = _drain(arrived)
+                if noticed:
+                    last_notice = monotonic_ms()
+        finally:
+            if self._store is not None:
+                self._store.flush(wall_ms())
+            self.rt.report("stopped", force=True, **self.stats())
+            putter.close()
+            arrived.close(linger=0)
+            self.close()
+
+    def stats(self) -> dict[str, Any]:
+        if self._store is None:
+            return {"enqueued": 0, "read_ms": 0, "delivered": self.delivered}
+        checkpoint = self.store.checkpoint
+        return {"enqueued": checkpoint.next_queue_offset, "read_ms": checkpoint.last_read_ms,
+                "delivered": self.delivered}
+
+    def enqueue(self) -> int:
+        """Walk the timer topic's queue into the wheel; how many entries were enqueued."""
+        checkpoint = self.store.checkpoint
+        count = 0
+        while True:
+            start = checkpoint.next_queue_offset
+            for queue_offset, record in self.queue.records(start):
+                out_ms = record.properties.get(PROP_TIMER_OUT_MS, "")
+                if out_ms.lstrip("-").isdigit():
+                    try:
+                        self.store.enqueue(record.phys_offset, record.size, int(out_ms),
+                                           record.properties.get(PROP_REAL_TOPIC), wall_ms())
+                    except OSError as exc:  # a timerlog file the full disk refused: the next tick tries again
+                        log.warning("timer: cannot enqueue (%s); retrying", exc)
+                        return count
+                else:
+                    log.warning("timer: the message at commitlog offset %d has no TIMER_OUT_MS; skipped",
+                                record.phys_offset)
+                checkpoint.next_queue_offset = queue_offset + 1
+                count += 1
+            if checkpoint.next_queue_offset == start:
+                return count
+
+    def dequeue(self, putter: RePutter) -> None:
+        """Deliver every slot that is due, in time order."""
+        checkpoint = self.store.checkpoint
+        due_end = (wall_ms() - self.precision_ms) // self.precision_ms * self.precision_ms + self.precision_ms
+        while checkpoint.last_read_ms < due_end and not self.rt.stopping:
+            slot_ms = self.store.wheel.next_busy(checkpoint.last_read_ms, due_end)
+            if slot_ms < due_end and not self.deliver_slot(slot_ms, putter):
+                checkpoint.last_read_ms = slot_ms
+                return  # stopping, or the writer is away: the slot is taken up again
+            checkpoint.last_read_ms = min(slot_ms + self.precision_ms, due_end)
+
+    def deliver_slot(self, slot_ms: int, putter: RePutter) -> bool:
+        """Put every record of the slot not delivered yet; False when stopping or the writer is away."""
+        checkpoint = self.store.checkpoint
+        delivered_pos = checkpoint.delivered_pos if checkpoint.delivered_slot_ms == slot_ms else -1
+        now = wall_ms()
+        batch: list[Copy] = []
+        size = 0
+        for log_pos, timer in self.store.slot_records(slot_ms):
+            if log_pos <= delivered_pos or timer.phys_offset in self.already:
+                continue
+            decoded = self.commitlog.read_record(timer.phys_offset, check_crc=False)
+            if decoded.kind is not DecodeKind.RECORD or decoded.record is None:
+                log.warning("timer: no message at commitlog offset %d (%s); skipped", timer.phys_offset,
+                            decoded.reason or decoded.kind.value)
+                continue
+            copy = copy_of(log_pos, timer, decoded.record, now)
+            if copy is None:
+                log.warning("timer: the message at commitlog offset %d names no real topic; skipped",
+                            timer.phys_offset)
+                continue
+            batch.append(copy)
+            size += len(copy.wire["body"])
+            if len(batch) >= self.batch_messages or size >= self.batch_bytes:
+                if not self._put(slot_ms, batch, putter):
+                    return False
+                batch, size = [], 0
+        return not batch or self._put(slot_ms, batch, putter)
+
+    def _put(self, slot_ms: int, batch: list[Copy], putter: RePutter) -> bool:
+        """Put ``batch`` until every copy is done, then record it delivered; False when stopping or
+        the writer does not answer (the checkpoint then says where to look for what it stored)."""
+        checkpoint = self.store.checkpoint
+        last_pos = batch[-1].log_pos
+        if checkpoint.in_flight_phys >= 0:  # an earlier batch went unanswered: read what it stored, once settled
+            if _settled_end(putter) is None:
+                return False
+            self.already |= copies_since(self.commitlog, checkpoint.in_flight_phys)
+            batch = [c for c in batch if c.phys_offset not in self.already]
+        written = putter.lower_bound(monotonic_ms())
+        if written is None:
+            return False
+        checkpoint.in_flight_phys = written
+        while batch:
+            done = putter.put(batch)
+            if done is None:  # no answer: what it stored is found by name, the rest goes again
+                if self.rt.stopping or _settled_end(putter) is None:
+                    return False
+                self.already |= copies_since(self.commitlog, written)
+                batch = [c for c in batch if c.phys_offset not in self.already]
+                continue
+            self.delivered += sum(done)
+            batch = [c for c, ok in zip(batch, done, strict=True) if not ok]
+            if batch:
+                if self.rt.stopping:
+                    return False
+                _wait(RETRY_MS)
+        checkpoint.delivered_pos = last_pos
+        checkpoint.delivered_slot_ms = slot_ms
+        checkpoint.in_flight_phys = -1
+        return True
+
+
+def _settled_end(putter: RePutter) -> int | None:
+    """The writer's commitlog end once every send this actor made before has been appended, or None
+    when the writer does not answer. Two pings: the writer answers a ping as it reads it and appends
+    the sends read in the same round right after, so the second answer comes after that append."""
+    if putter.written_end() is None:
+        return None
+    return putter.written_end()
+
+
+def _drain(sock: zmq.Socket[Any]) -> tuple[bool, bool]:
+    """Read every waiting notice: whether there was any, and whether one says the timer topic's
+    queue grew. Under a load of other messages the consume-queue builder publishes a notice a
+    round: each costs a look for the topic's name in its bytes, not a decode, and the loop wakes
+    for them at most once every ``NOTICE_GAP_MS``."""
+    noticed = grew = False
+    while True:
+        try:
+            frames = sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return noticed, grew
+        noticed = True
+        grew = grew or (len(frames) == 2 and _TOPIC_BYTES in frames[1])
+
+
+def _wait(ms: int) -> None:
+    if ms > 0:
+        time.sleep(ms / 1000)

@@ -1,0 +1,133 @@
+"""The timer store: the wheel, the log and the checkpoint of one broker, and the rules that join
+them (RocketMQ 5's TimerMessageStore, its doEnqueue, its dequeue walk and its recovery), with no
+loop and no clock of its own: the timer actor passes ``now_ms`` in.
+
+- ``enqueue``: a timer message's record goes into the slot of its ``TIMER_OUT_MS``; one already
+  due goes into the slot being read, so it is delivered next; one further than the roll window
+  (``timer_roll_window_slot`` slots) is parked ROLL half a window or a window ahead, to be put on
+  the timer topic again then. The record is appended before the slot points at it.
+- ``slot_records``: a due slot's records, first enqueued first (the chain from its newest record).
+- ``recover``: the log is scanned from the file before its flushed end; each record re-points its
+  slot (a kill between the append and the slot leaves the slot behind), the cut tail is dropped,
+  and the commitlog offset of the last record says how far the timer topic's queue was enqueued.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.config import StoreConfig
+from engine.jhash import java_hash
+from engine.timer.checkpoint import TimerCheckpoint
+from engine.timer.log import MAGIC_DEFAULT, MAGIC_ROLL, TimerLog, TimerRecord
+from engine.timer.wheel import TimerWheel
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """Where ``enqueue`` put a record."""
+
+    log_pos: int
+    slot_ms: int
+    rolled: bool
+
+
+class TimerStore:
+    def __init__(self, config: StoreConfig, wheel: TimerWheel, log: TimerLog, checkpoint: TimerCheckpoint) -> None:
+        self.precision_ms = config.timer_precision_ms
+        self.roll_window_ms = config.timer_roll_window_slot * config.timer_precision_ms
+        self.wheel = wheel
+        self.log = log
+        self.checkpoint = checkpoint
+        self._wheel_written = False  # since the last flush: an idle store's flush syncs no 38 MB mapping
+
+    @classmethod
+    def open(cls, store_dir: Path | str, config: StoreConfig) -> TimerStore:
+        store_dir = Path(store_dir)
+        wheel = TimerWheel.open(store_dir, config.timer_precision_ms)
+        try:
+            log = TimerLog.open(store_dir, config.timer_log_file_size)
+            try:
+                return cls(config, wheel, log, TimerCheckpoint.open(store_dir))
+            except BaseException:
+                log.close()
+                raise
+        except BaseException:
+            wheel.close()
+            raise
+
+    def close(self) -> None:
+        self.wheel.close()
+        self.log.close()
+        self.checkpoint.close()
+
+    def floor(self, time_ms: int) -> int:
+        return time_ms // self.precision_ms * self.precision_ms
+
+    # -- enqueue -----------------------------------------------------------------------------------
+
+    def enqueue(self, phys_offset: int, size: int, out_ms: int, real_topic: str | None, now_ms: int) -> Placed:
+        """Append the record of the rmq_sys_wheel_timer message at ``phys_offset`` due at ``out_ms``."""
+        write_ms = self.floor(now_ms)
+        magic = MAGIC_DEFAULT
+        target = max(out_ms, self.checkpoint.last_read_ms)
+        if out_ms - write_ms >= self.roll_window_ms:
+            excess = out_ms - write_ms - self.roll_window_ms
+            ahead = self.roll_window_ms // 2 if excess < self.roll_window_ms // 3 else self.roll_window_ms
+            target = self.floor(write_ms + ahead)
+            magic |= MAGIC_ROLL
+        slot = self.wheel.get(target)
+        record = TimerRecord(slot.last_pos, magic, write_ms, target - write_ms, phys_offset, size,
+                             java_hash(real_topic) if real_topic else 0)
+        log_pos = self.log.append(record)
+        self._wheel_written = True
+        self.wheel.put(target, log_pos if slot.empty else slot.first_pos, log_pos, slot.num + 1, slot.magic)
+        return Placed(log_pos, target, bool(magic & MAGIC_ROLL))
+
+    # -- dequeue -----------------------------------------------------------------------------------
+
+    def slot_records(self, slot_ms: int) -> list[tuple[int, TimerRecord]]:
+        """The slot's records with their timerlog offsets, in the order they were enqueued."""
+        slot = self.wheel.get(slot_ms)
+        chain: list[tuple[int, TimerRecord]] = []
+        log_pos = slot.last_pos
+        while log_pos >= 0 and not slot.empty:
+            record = self.log.read(log_pos)
+            if record is None or record.slot_ms != slot_ms:
+                break  # the chain leaves the slot (a damaged log): what was found is what there is
+            chain.append((log_pos, record))
+            log_pos = record.prev_pos
+        chain.reverse()
+        return chain
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Revise the wheel from the log and cut the log's torn tail; the commitlog offset of the
+        last record (-1 when the log is empty)."""
+        last_phys = -1
+
+        def revise(log_pos: int, record: TimerRecord) -> None:
+            nonlocal last_phys
+            last_phys = record.phys_offset
+            if record.slot_ms < self.checkpoint.last_read_ms:
+                return  # delivered: its ring index may hold a later slot now
+            slot = self.wheel.get(record.slot_ms)
+            if slot.empty:
+                self.wheel.put(record.slot_ms, log_pos, log_pos, 1)
+            elif log_pos > slot.last_pos:
+                self.wheel.put(record.slot_ms, slot.first_pos, log_pos, slot.num + 1, slot.magic)
+
+        from_pos = max(0, self.checkpoint.log_flushed_pos - self.log.queue.file_size)
+        self.log.recover(from_pos, revise)
+        self._wheel_written = True
+        return last_phys
+
+    def flush(self, now_ms: int) -> None:
+        """Log, wheel, then the checkpoint naming the log's flushed end (RocketMQ's order)."""
+        self.checkpoint.log_flushed_pos = self.log.flush()
+        if self._wheel_written:
+            self.wheel.flush()
+            self._wheel_written = False
+        self.checkpoint.flush(now_ms)

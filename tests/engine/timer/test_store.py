@@ -1,0 +1,150 @@
+"""The timer store's files and rules on real files: wheel slots, timerlog records and rolls, the
+checkpoint, enqueue, a due slot's records, and recovery after a kill at any point."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.config import StoreConfig
+from engine.timer.checkpoint import TimerCheckpoint
+from engine.timer.log import BLANK_SIZE, RECORD_SIZE, TimerLog, TimerRecord, decode_record
+from engine.timer.store import TimerStore
+from engine.timer.wheel import WHEEL_FILE_SIZE, TimerWheel, TimerWheelError
+
+P = 100
+CONFIG = StoreConfig(timer_precision_ms=P, timer_roll_window_slot=100, timer_log_file_size=4096)
+NOW = 1_700_000_000_000
+
+
+def _store(tmp_path: Path) -> TimerStore:
+    store = TimerStore.open(tmp_path, CONFIG)
+    store.checkpoint.last_read_ms = NOW
+    return store
+
+
+def test_enqueue_chains_a_slots_records_and_reads_them_first_in_first_out(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    for phys in (10, 20, 30):
+        store.enqueue(phys, 5, NOW + 500, "Orders", NOW)
+    store.enqueue(40, 5, NOW + 600, "Orders", NOW)
+    assert [r.phys_offset for _, r in store.slot_records(NOW + 500)] == [10, 20, 30]
+    assert [r.phys_offset for _, r in store.slot_records(NOW + 600)] == [40]
+    assert store.slot_records(NOW + 700) == []
+    assert store.wheel.next_busy(NOW, NOW + 10_000) == NOW + 500
+    assert store.wheel.next_busy(NOW + 600 + P, NOW + 10_000) == NOW + 10_000
+    store.close()
+
+
+def test_a_due_message_goes_into_the_slot_being_read(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    placed = store.enqueue(10, 5, NOW - 5_000, None, NOW)
+    assert placed.slot_ms == NOW and not placed.rolled
+    store.close()
+
+
+def test_a_timer_past_the_roll_window_is_parked_and_marked_roll(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    window = 100 * P
+    near = store.enqueue(10, 5, NOW + window + window // 4, None, NOW)
+    far = store.enqueue(20, 5, NOW + 3 * window, None, NOW)
+    assert (near.rolled, near.slot_ms) == (True, NOW + window // 2)
+    assert (far.rolled, far.slot_ms) == (True, NOW + window)
+    assert store.enqueue(30, 5, NOW + window - P, None, NOW).rolled is False
+    (_, record), = store.slot_records(NOW + window)
+    assert record.magic == 3 and record.phys_offset == 20
+    store.close()
+
+
+def test_the_wheel_has_rocketmqs_size_and_refuses_another(tmp_path: Path) -> None:
+    TimerWheel.open(tmp_path, P).close()
+    assert (tmp_path / "timerwheel").stat().st_size == WHEEL_FILE_SIZE == 38_707_200
+    with open(tmp_path / "timerwheel", "r+b") as f:
+        f.truncate(1000)
+    with pytest.raises(TimerWheelError):
+        TimerWheel.open(tmp_path, P)
+
+
+def test_the_log_ends_each_file_with_rocketmqs_blank(tmp_path: Path) -> None:
+    log = TimerLog.open(tmp_path, 4096)
+    per_file = (4096 - BLANK_SIZE) // RECORD_SIZE
+    positions = [log.append(TimerRecord(-1, 1, NOW, P, i, 5, 0)) for i in range(per_file + 1)]
+    assert positions[-1] == 4096
+    first = (tmp_path / "timerlog" / ("0" * 20)).read_bytes()
+    blank_at = per_file * RECORD_SIZE
+    assert struct.unpack_from(">iqi", first, blank_at) == (4096 - blank_at, 0, -875286124)
+    log.close()
+
+
+@given(st.builds(TimerRecord, st.integers(-1, 1 << 40), st.integers(0, 15), st.integers(0, 1 << 45),
+                 st.integers(-(1 << 31), (1 << 31) - 1), st.integers(0, 1 << 50), st.integers(1, 1 << 20),
+                 st.integers(-(1 << 31), (1 << 31) - 1)))
+def test_a_record_round_trips_and_every_cut_prefix_reads_as_none(record: TimerRecord) -> None:
+    data = record.encode()
+    assert len(data) == RECORD_SIZE and decode_record(data) == record
+    assert all(decode_record(data[:n]) is None for n in range(RECORD_SIZE))
+
+
+def test_recovery_repoints_a_slot_the_kill_left_behind_and_cuts_a_torn_record(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.enqueue(10, 5, NOW + 500, "T", NOW)
+    # a kill after the append, before the slot: the log has the record, the slot does not point at it
+    slot = store.wheel.get(NOW + 500)
+    pos = store.log.append(TimerRecord(slot.last_pos, 1, NOW, 500, 20, 5, 0))
+    # and a record cut before its size field was written
+    mf = store.log.queue.last_file
+    assert mf is not None
+    mf.buffer[pos + RECORD_SIZE + 4:pos + 2 * RECORD_SIZE] = TimerRecord(-1, 1, NOW, 900, 30, 5, 0).encode()[4:]
+    store.close()
+    reopened = TimerStore.open(tmp_path, CONFIG)
+    assert reopened.recover() == 20  # the last record's commitlog offset: enqueued up to there
+    assert [r.phys_offset for _, r in reopened.slot_records(NOW + 500)] == [10, 20]
+    assert reopened.slot_records(NOW + 900) == []
+    assert reopened.log.end_pos == 2 * RECORD_SIZE
+    assert reopened.log.append(TimerRecord(-1, 1, NOW, 900, 40, 5, 0)) == 2 * RECORD_SIZE
+    reopened.close()
+
+
+def test_the_checkpoint_keeps_its_fields_at_rocketmqs_offsets(tmp_path: Path) -> None:
+    checkpoint = TimerCheckpoint.open(tmp_path)
+    assert checkpoint.created and checkpoint.in_flight_phys == -1
+    checkpoint.last_read_ms, checkpoint.log_flushed_pos, checkpoint.next_queue_offset = NOW, 520, 7
+    checkpoint.flush(NOW + 1)
+    checkpoint.close()
+    data = (tmp_path / "config" / "timercheck").read_bytes()
+    assert len(data) == 4096
+    assert struct.unpack_from(">qqqqqqq", data, 0) == (NOW, 520, 7, 7, 0, NOW + 1, 1)
+    again = TimerCheckpoint.open(tmp_path)
+    assert not again.created and again.next_queue_offset == 7
+    again.close()
+
+
+def test_a_log_opened_with_another_file_size_keeps_its_own(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.enqueue(10, 5, NOW + 500, None, NOW)
+    store.close()
+    reopened = TimerStore.open(tmp_path, replace(CONFIG, timer_log_file_size=8192))
+    assert reopened.log.queue.file_size == 4096
+    reopened.close()
+
+
+def test_verify_finds_a_timer_record_that_points_at_no_timer_message(tmp_path: Path) -> None:
+    from engine import MessageStore
+    from engine.log.message import Message
+    from engine.verify import verify_store
+
+    with MessageStore.open(tmp_path) as opened:
+        put = opened.put(Message("rmq_sys_wheel_timer", b"x", properties={"TIMER_OUT_MS": str(NOW)}))
+        plain = opened.put(Message("Orders", b"y"))
+    store = _store(tmp_path)
+    store.enqueue(put.phys_offset, (plain.phys_offset - put.phys_offset), NOW + 500, "Orders", NOW)
+    assert verify_store(tmp_path).ok
+    store.enqueue(plain.phys_offset, 5, NOW + 500, "Orders", NOW)
+    store.close()
+    report = verify_store(tmp_path)
+    assert [f.kind for f in report.findings] == ["timer_record_mismatch"]
