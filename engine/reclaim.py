@@ -103,6 +103,7 @@ class ConsumedFiles:
         self.store_dir = store_dir
         self.reader_count = reader_count
         self.queues = ConsumeQueueStore(store_dir / "consumequeue", entries_per_file, writable=False)
+        self.queues.refresh()  # so that the first read's dispatched end already covers them
 
     def close(self) -> None:
         self.queues.close()
