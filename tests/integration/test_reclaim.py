@@ -102,6 +102,8 @@ def test_consumed_files_go_once_every_group_consumed_them(tmp_path: Path) -> Non
             holders = {(h["kind"], h["group"]): h["messages"] for h in first["held_by"]}
             assert set(holders) == {("ack", "Acks")} and holders[("ack", "Acks")] >= len(unacked)
             assert _writer(broker)["files"][-1]["state"] == "newest"
+            shown = broker.mqstore("status")
+            assert shown.returncode == 0 and f"{0:020d}" in shown.stdout and "ack Acks Both/0" in shown.stdout
             assert set(held.ack(unacked)) == {"OK"}
         _ack_all(broker, "Acks", "Both", COUNT - len(unacked))
         wait_for(lambda: _files(broker) == files[-1:], 20, "every consumed file to go")
