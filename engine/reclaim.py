@@ -26,12 +26,13 @@ consult. Counts come from binary searches over the consume queues (a filler entr
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.ackindex.low_water import AckProgress, queue_index_keys, read_ack_progress
-from engine.consumequeue.consume_queue import FILLER_SIZE, ConsumeQueue
+from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, ConsumeQueue
 from engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
 from engine.metafile import MetafileError, read_with_backup
 from engine.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_offset_file
@@ -39,6 +40,7 @@ from engine.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_o
 OFFSET = "offset"
 ACK = "ack"
 NO_GROUP = "no group"
+_PHYS = struct.Struct(">q")  # a consume-queue entry's first field
 _FIRST_WINDOW = 64        # entries read at once looking for a holder's first live record
 
 
@@ -164,25 +166,31 @@ class ConsumedFiles:
     def describe(self, consumption: Consumption, files: Sequence[tuple[int, int, int]]) -> list[HeldFile]:
         """``files``: (file base, file end, expires ms) of commitlog files, oldest first, the last
         the newest (the one being written)."""
+        lows: dict[tuple[str, int], int] = {}  # per queue, the lowest holder's queue offset
+        for h in consumption.holders:
+            lows[(h.topic, h.queue_id)] = min(h.queue_offset, lows.get((h.topic, h.queue_id), h.queue_offset))
+        at: dict[tuple[str, int, int], int] = {}  # (topic, queue, phys) -> first queue offset at or past it
+
+        def first_at(h: Holder, phys_offset: int) -> int:
+            key = (h.topic, h.queue_id, phys_offset)
+            if key not in at:
+                cq = self.queues.queues.get((h.topic, h.queue_id))
+                at[key] = _first_at(cq, phys_offset, lows[(h.topic, h.queue_id)], h.queue_end) if cq else h.queue_end
+            return at[key]
+
+        def messages_in(h: Holder, base: int, end: int) -> int:
+            unacked, from_qo = 0, h.queue_offset
+            if h.kind == ACK and h.progress is not None:  # indexed: what the mark counted; the rest: every entry
+                unacked, from_qo = h.progress.unacked_by_file.get(base, 0), max(h.progress.indexed_to, from_qo)
+            return unacked + max(0, first_at(h, end) - max(first_at(h, base), from_qo))
+
         described = []
         for i, (base, end, expires_ms) in enumerate(files):
             holds = [FileHold(h, n) for h in consumption.holders if h.phys_offset < end
-                     and (n := self._messages_in(h, base, end)) > 0]
+                     and (n := messages_in(h, base, end)) > 0]
             described.append(HeldFile(base, end, expires_ms, i == len(files) - 1,
                                       end > consumption.dispatched_end, tuple(holds)))
         return described
-
-    def _messages_in(self, holder: Holder, base: int, end: int) -> int:
-        cq = self.queues.queues.get((holder.topic, holder.queue_id))
-        if cq is None:
-            return 0
-        if holder.kind == ACK and holder.progress is not None:
-            unacked = holder.progress.unacked_by_file.get(base, 0)
-            from_qo = max(holder.progress.indexed_to, holder.queue_offset)
-        else:
-            unacked, from_qo = 0, holder.queue_offset
-        first = _first_at(cq, base, from_qo, holder.queue_end)
-        return unacked + _first_at(cq, end, first, holder.queue_end) - first
 
 
 def _entries(cq: ConsumeQueue, queue_offset: int, count: int) -> Iterable[tuple[int, int]]:
@@ -192,13 +200,13 @@ def _entries(cq: ConsumeQueue, queue_offset: int, count: int) -> Iterable[tuple[
 
 def _live_span(cq: ConsumeQueue) -> tuple[int, int]:
     """The queue's first entry still in a file, and one past its last valid one."""
-    end = cq.scan_valid_end()  # maps new files, forgets deleted ones
+    end = cq.searched_valid_end()  # maps new files, forgets deleted ones
     cq.min_logic_pos = max(cq.min_logic_pos, cq.queue.min_offset)
     return cq.min_queue_offset, end
 
 
 def _last_phys_end(cq: ConsumeQueue) -> int:
-    end = cq.scan_valid_end()
+    end = cq.searched_valid_end()
     cq.min_logic_pos = max(cq.min_logic_pos, cq.queue.min_offset)
     if end <= cq.min_queue_offset:
         return -1
@@ -225,8 +233,8 @@ def _first_at(cq: ConsumeQueue, phys_offset: int, lo: int, hi: int) -> int:
     """The first queue offset in [lo, hi) whose record starts at or past ``phys_offset`` (``hi``: none)."""
     while lo < hi:
         mid = (lo + hi) // 2
-        entry = next(iter(_entries(cq, mid, 1)), None)
-        if entry is None or entry[0] >= phys_offset:
+        mf = cq.queue.find(mid * CQ_ENTRY_SIZE)
+        if mf is None or _PHYS.unpack_from(mf.buffer, mid * CQ_ENTRY_SIZE - mf.file_base)[0] >= phys_offset:
             hi = mid
         else:
             lo = mid + 1

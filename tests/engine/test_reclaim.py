@@ -141,3 +141,12 @@ def test_records_not_dispatched_yet_are_held(store: MessageStore) -> None:
     finally:
         files.close()
     store.close()
+
+
+def test_the_searched_valid_end_is_the_scanned_one(store: MessageStore) -> None:
+    for count in (0, 1, 15, 16, 17):  # 16 entries a consume-queue file: ends inside, at and past a file's end
+        store.put_batch([Message("U", bytes(10)) for _ in range(count)])
+        cq = store.consume_queue("U", 0)
+        if cq is not None:
+            assert cq.searched_valid_end() == cq.scan_valid_end() == store.max_queue_offset("U", 0)
+    store.close()
