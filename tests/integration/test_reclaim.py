@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 from ipc.ack_consumer import AckConsumer
-from ipc.client import Consumer, Producer
-from tests.integration.broker import Broker, wait_for
+from ipc.client import Admin, Consumer, Producer
+from tests.integration.broker import Broker, free_port_range, wait_for
 
 FILE_SIZE = 64 * 1024
 COUNT = 400   # about seven files
@@ -23,8 +24,8 @@ ROUNDS = 5    # cleanup rounds watched before a file that must stay is checked
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _broker(tmp_path: Path, *, reclaim: bool = True, persist_ms: int = 100) -> Broker:
-    return Broker(tmp_path, commitlog=FILE_SIZE,
+def _broker(tmp_path: Path, *, reclaim: bool = True, persist_ms: int = 100, metrics_port: int | None = None) -> Broker:
+    return Broker(tmp_path, commitlog=FILE_SIZE, metrics_port=metrics_port,
                   broker_extra=f"clean_interval_ms = 100\noffset_persist_interval_ms = {persist_ms}",
                   extra_toml=f"\n[retention]\nreclaim_consumed = {'true' if reclaim else 'false'}\n")
 
@@ -110,6 +111,32 @@ def test_consumed_files_go_once_every_group_consumed_them(tmp_path: Path) -> Non
         wait_for(lambda: [f["state"] for f in _writer(broker)["files"]] == ["newest"], 10, "the status to say so")
         assert broker.stop() == 0
     _verify(broker)
+
+
+def test_a_group_that_has_not_consumed_holds_the_files_in_the_status_and_the_metrics(tmp_path: Path) -> None:
+    port = free_port_range(1)
+    broker = _broker(tmp_path, metrics_port=port)
+    with broker, Producer(broker.store) as producer:
+        _produce(producer, "Idle")
+        files = _files(broker)
+        with Admin(broker.store) as admin:
+            admin.commit_offset("Idle", "Idle", 0, 0)  # the group exists, and has consumed nothing
+        _consume_all(broker, "Busy", "Idle")
+        wait_for(lambda: _persisted(broker, "Idle@Busy"), 10, "the offsets persisted")
+        _rounds_pass(broker)
+        assert _files(broker) == files
+        first = _writer(broker)["files"][0]
+        assert [(h["kind"], h["group"], h["topic"], h["queue"]) for h in first["held_by"]] == [
+            ("offset", "Idle", "Idle", 0)]
+        held = first["held_by"][0]["messages"]
+        sample = (f'mqstore_commitlog_file_held_messages{{file="{0:020d}",group="Idle",kind="offset",queue="0",'
+                  f'topic="Idle"}} {float(held)}')
+
+        def scraped() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                return sample in response.read().decode()
+        wait_for(scraped, 20, f"the metrics to show {sample}")
+        assert broker.stop() == 0
 
 
 def test_nothing_is_reclaimed_when_it_is_off(tmp_path: Path) -> None:
