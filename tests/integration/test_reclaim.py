@@ -56,9 +56,14 @@ def _persisted(broker: Broker, key: str) -> bool:
 
 
 def _rounds_pass(broker: Broker, count: int = ROUNDS) -> None:
-    """Wait until the writer has run ``count`` more cleanup rounds (it reports how many it ran)."""
-    start = int(_writer(broker).get("reclaim_rounds", 0))
-    wait_for(lambda: int(_writer(broker).get("reclaim_rounds", 0)) >= start + count, 30, "cleanup rounds")
+    """Wait until the writer has run ``count`` cleanup rounds that began after this call. Its status
+    comes in reports a while apart: the first report newer than the one seen now was made after this
+    call, so the rounds it counts from there on all read what this call's caller had written."""
+    def rounds() -> int:
+        return int(_writer(broker).get("reclaim_rounds", 0))
+    seen = rounds()
+    fresh = wait_for(lambda: (r := rounds()) > seen and r, 30, "a new writer report")
+    wait_for(lambda: rounds() >= fresh + count, 30, "cleanup rounds")
 
 
 def _consume_all(broker: Broker, group: str, topic: str, count: int = COUNT) -> list[Any]:
