@@ -11,6 +11,9 @@ Deletion never removes the newest file and never skips over a file (oldest first
 keeper), at most ``delete_file_batch_max`` files a round. A caller may veto a file (``is_deletable``),
 e.g. while an acknowledged-queue group still needs a message in it. Consume-queue and index files
 wholly below the commitlog's new minimum then go, and queue min offsets are corrected.
+
+With ``reclaim_consumed`` a file every group has consumed goes on the next round, whatever the
+clock (``engine.reclaim`` decides; ``delete_consumed_commitlog`` deletes, by the same rules).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class RetentionPolicy:
     disk_warning_ratio: float = 0.90
     delete_file_batch_max: int = 10
     keep_unacked: bool = False  # never delete a file holding a message an ack-mode group has not acked
+    reclaim_consumed: bool = False  # delete a file every group consumed at once, not on the clock (engine.reclaim)
 
     def validate(self) -> RetentionPolicy:
         """Errors start with the key they are about, for a configuration file to put its section before."""
@@ -105,6 +109,12 @@ def delete_expired_commitlog(commitlog: CommitLog, policy: RetentionPolicy, deci
     return commitlog.queue.delete_expired_by_time(policy.file_reserved_hours * 3_600_000, now_ms,
                                                   clean_immediately=decision.clean_immediately,
                                                   batch_max=policy.delete_file_batch_max, is_deletable=is_deletable)
+
+
+def delete_consumed_commitlog(commitlog: CommitLog, policy: RetentionPolicy, consumed_end: int) -> int:
+    """One reclamation round: the oldest files ending at or below ``consumed_end`` (never the newest)."""
+    return commitlog.queue.delete_expired_by_time(0, 0, clean_immediately=True, batch_max=policy.delete_file_batch_max,
+                                                  is_deletable=lambda mf: mf.file_end <= consumed_end)
 
 
 def delete_derived_below(min_phys_offset: int, queues: ConsumeQueueStore | None,

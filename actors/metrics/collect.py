@@ -125,7 +125,7 @@ class Collector:
         return {"time_ms": now, "store": self.config.store_dir, "status": status, "errors": errors,
                 "errors_total": self.errors_total,
                 "topics": self._topics(topics_in, topics_out), "groups": self.last["groups"],
-                "ack": self.last["ack"], "offsets": offsets, "disk": self._disk(),
+                "ack": self.last["ack"], "offsets": offsets, "disk": self._disk(), "files": writer.get("files", []),
                 "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send, "pull": pull},
                 "history": list(self.history), "urls": self._urls()}
 

@@ -117,6 +117,31 @@ def _group_families(groups: dict[str, Any], ack: list[dict[str, Any]]) -> Iterat
     yield from (committed, lag, last, ready, unacked, redelivered, dead)
 
 
+FILE_STATES = ("newest", "undispatched", "held", "reclaimable", "retention")
+
+
+def _file_families(files: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Per commitlog file the writer described (``actors.writer.reclaimer``): what holds it."""
+    state = GaugeMetricFamily("mqstore_commitlog_file_state", "1 for what a commitlog file waits for: newest, "
+                              "undispatched, held (by groups), reclaimable, retention (the clock)",
+                              labels=["file", "state"])
+    expires = GaugeMetricFamily("mqstore_commitlog_file_expiry_timestamp_seconds", "When the retention clock lets "
+                                "a commitlog file go", labels=["file"])
+    held = GaugeMetricFamily("mqstore_commitlog_file_held_messages", "Messages a group has not consumed (ack mode: "
+                             "not acked) in a commitlog file; kind offset, ack, or no group", labels=[
+                                 "file", "kind", "group", "topic", "queue"])
+    for f in files:
+        name = f"{int(f['file']):020d}"
+        for s in FILE_STATES:
+            state.add_metric([name, s], 1.0 if f["state"] == s else 0.0)
+        if f["expires_ms"]:
+            expires.add_metric([name], f["expires_ms"] / 1000)
+        for h in f["held_by"]:
+            held.add_metric([name, str(h["kind"]), str(h["group"]), str(h["topic"]), str(h["queue"])],
+                            float(h["messages"]))
+    yield from (state, expires, held)
+
+
 def _histogram(name: str, helptext: str, bounds: list[float], stats: dict[str, Any]) -> HistogramMetricFamily:
     cumulative, total = [], 0
     for bound, count in zip([*bounds, math.inf], stats["buckets"], strict=True):
@@ -137,6 +162,7 @@ class SnapshotCollector(Collector):
         yield from _topic_families(s["topics"])
         yield from _offset_families(s["offsets"])
         yield from _group_families(s["groups"], s["ack"])
+        yield from _file_families(s["status"].get("actors", {}).get("writer", {}).get("files", []))
         disk = s["disk"]
         for key, helptext in (("used_ratio", "Used share of the commitlog's disk"),
                               ("max_used_ratio", "Retention deletes expired files past this (disk_max_used_space_"

@@ -7,8 +7,8 @@ hands out at most ``prefetch`` unacked messages per consumer and queue, and park
 (``actors.reader.long_poll.ParkedAckPulls``) when there is nothing for it, until an ``arrived``
 notice, a nack, an ack (room under the prefetch), a visibility timeout or its deadline. Dead letters
 go to ``%DLQ%{group}`` through the writer (``actors.reader.dead_letters``) and are acked only once it
-stored them. With retention's ``keep_unacked`` the reader's low-water mark is written every
-``LOW_WATER_MS``.
+stored them. With retention's ``keep_unacked`` or ``reclaim_consumed`` the reader's low-water mark
+is written every ``LOW_WATER_MS`` (with ``reclaim_consumed``, each queue's progress in it).
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ class AckGroups:
                  ingress: str, now_ms: Callable[[], int], delivered: TopicCounts | None = None) -> None:
         """``delivered``: where deliveries are counted per topic for the metrics (the reader's pulls' counts)."""
         self.cfg = config.broker
-        self.keep_unacked = config.retention.keep_unacked  # without it nothing reads the low-water mark
+        self.keep_unacked = config.retention.keep_unacked or config.retention.reclaim_consumed  # else nobody reads
+        # the low-water mark; reclamation reads each queue's progress, per commitlog file
+        self.progress_file_size = config.store.geometry.commitlog_file_size if config.retention.reclaim_consumed \
+            else None
         self.reader_index = reader_index
         self.store = store
         self.now_ms = now_ms
@@ -286,7 +289,7 @@ class AckGroups:
             self.dead_letters.expire(now)
         if now >= self._low_water_at and self.keep_unacked:
             self._low_water_at = now + LOW_WATER_MS
-            self.queues.write_low_water()
+            self.queues.write_low_water(self.progress_file_size)
 
     def ms_to_next(self, now: int, cap_ms: int) -> int:
         due = [d for _, q in self.queues.items() for d in (q.next_deadline_ms(), q.next_retry_ms()) if d is not None]

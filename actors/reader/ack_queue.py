@@ -173,6 +173,14 @@ class AckQueue:
         entries = self.index.read(seq, seq + 1)
         return _phys_offset(entries[0].msg_id) if entries else None
 
+    def unacked_phys(self) -> dict[int, int]:
+        """seq -> commitlog offset of every message indexed and not acked: fresh, in flight, due again, dead."""
+        held = {m.seq: m.phys_offset for m in self.fresh}
+        held.update((seq, info[0]) for seq, info in self._retry_info.items())
+        held.update((seq, f.phys_offset) for seq, f in self.in_flight.items())
+        held.update((seq, d.phys_offset) for seq, d in self.dead.items())
+        return held
+
     def next_deadline_ms(self) -> int | None:
         while self._deadlines and not self._live(self._deadlines[0]):
             heapq.heappop(self._deadlines)

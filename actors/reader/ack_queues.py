@@ -7,7 +7,8 @@ step with its files, so it is forgotten and the next use reopens and recovers it
 closes every queue clean.
 
 The oldest message the owned queues hold unacked, opened or not, is this reader's low-water mark
-(``engine.ackindex.low_water``), which retention's ``keep_unacked`` reads.
+(``engine.ackindex.low_water``), which retention's ``keep_unacked`` reads; with ``reclaim_consumed``
+the mark also carries each queue's progress (``AckProgress``), which ``engine.reclaim`` reads.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from actors.config import BrokerSection
 from actors.reader.ack_queue import AckQueue
 from actors.reader.ack_requests import AckKey
 from engine.ackindex.files import QueueIndexError
-from engine.ackindex.low_water import QUEUE_INDEX_DIR, write_low_water
+from engine.ackindex.low_water import QUEUE_INDEX_DIR, AckProgress, queue_index_keys, write_low_water
 from engine.log.delay_table import DelayLevels
 from ipc import receipts
 
@@ -42,7 +43,7 @@ class AckQueues:
         self.redelivery_delays_ms = redelivery_delays_ms
         self._open: dict[AckKey, AckQueue] = {}
         self._last_op_ms: dict[AckKey, int] = {}
-        self._low_water: int | None = -2  # the mark last written (-2: none yet)
+        self._low_water: tuple[int | None, list[AckProgress] | None] | None = None  # the mark last written
 
     def __len__(self) -> int:
         return len(self._open)
@@ -96,14 +97,7 @@ class AckQueues:
 
     def owned_on_disk(self) -> list[AckKey]:
         """Every (group, topic, queue) index directory this reader owns, opened or not."""
-        keys: list[AckKey] = []
-        if self.root.is_dir():
-            for queue_dir in self.root.glob("*/*/*"):
-                if queue_dir.is_dir() and queue_dir.name.isdigit():
-                    key = (queue_dir.parent.parent.name, queue_dir.parent.name, int(queue_dir.name))
-                    if self.owner(key) == self.reader_index:
-                        keys.append(key)
-        return keys
+        return [key for key in queue_index_keys(self.store_dir) if self.owner(key) == self.reader_index]
 
     def low_water_phys(self) -> int | None:
         """The commitlog offset of the oldest message any owned group has not acked (None: none)."""
@@ -115,12 +109,27 @@ class AckQueues:
                 low = phys if low is None else min(low, phys)
         return low
 
-    def write_low_water(self) -> None:
-        """This reader's mark, written when it moved: what retention must keep with ``keep_unacked``."""
-        low = self.low_water_phys()
-        if low != self._low_water:
-            write_low_water(self.store_dir, self.reader_index, low)
-            self._low_water = low
+    def progress(self, file_size: int) -> list[AckProgress]:
+        """How far each owned group got on each queue, with its unacked messages per commitlog file."""
+        out = []
+        for key in self.owned_on_disk():
+            q = self.get(key, create=False)
+            if q is None:
+                continue
+            held = q.unacked_phys()
+            by_file: dict[int, int] = {}
+            for phys in held.values():
+                by_file[phys - phys % file_size] = by_file.get(phys - phys % file_size, 0) + 1
+            out.append(AckProgress(*key, min(held) if held else q.scan_from, q.scan_from, by_file))
+        return out
+
+    def write_low_water(self, progress_file_size: int | None = None) -> None:
+        """This reader's mark, written when it moved: what retention must keep with ``keep_unacked``,
+        and with ``progress_file_size`` (``reclaim_consumed``) each queue's progress too."""
+        mark = (self.low_water_phys(), None if progress_file_size is None else self.progress(progress_file_size))
+        if mark != self._low_water:
+            write_low_water(self.store_dir, self.reader_index, *mark)
+            self._low_water = mark
 
     def close(self) -> None:
         """Close every queue clean (in-flight messages are delivered-unacked in its index, so they

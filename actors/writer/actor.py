@@ -15,9 +15,10 @@ producer-encoded records), then:
 Every tick it publishes ``tick`` (how far builders may apply) and ``written`` (how far the log goes),
 so a dropped notice only delays, and persists new topics. On its own cadence it checks the disk:
 past the warning ratio sends are refused until usage drops, and retention deletes expired commitlog
-files. On start it finds the log's end itself: from what the consume queues cover, records are
-checked with their CRCs, the torn tail of a killed predecessor is cut, and queue offsets continue
-from the records found.
+files, and with ``reclaim_consumed`` the files every group consumed (``actors.writer.reclaimer``).
+On start it finds the log's end itself: from what the consume queues cover, records are checked
+with their CRCs, the torn tail of a killed predecessor is cut, and queue offsets continue from the
+records found.
 
 The loop owns the state the rounds share (``actors.writer.state``) and hands it to them with the
 sockets they answer and publish on (``actors.writer.outlets``).
@@ -39,6 +40,7 @@ from actors.writer import encoded, sends
 from actors.writer.ingress import Answer, Ingress
 from actors.writer.outlets import Outlets, Progress
 from actors.writer.prefault import PrefaultThread, ahead_bytes_for
+from actors.writer.reclaimer import Reclaimer
 from actors.writer.state import DiskState, TopicQueues, WriterState
 from actors.writer.sync import SyncWaiters
 from engine.ackindex.low_water import unacked_low_water
@@ -86,6 +88,7 @@ class CommitLogWriterActor:
         self.progress = Progress(self.commitlog.max_offset)
         self.next_disk_check_ms = 0
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
+        self.reclaimer = Reclaimer(cfg)
 
     def _recover_tail(self) -> dict[tuple[str, int], int]:
         """The log's true end and every queue's next offset, whatever a killed writer left."""
@@ -150,6 +153,7 @@ class CommitLogWriterActor:
         finally:
             self.rt.report("stopped", force=True, written=self.commitlog.max_offset)
             self.prefault.stop()
+            self.reclaimer.close()
             self.commitlog.close()
 
     def _tick(self, outlets: Outlets) -> None:
@@ -163,7 +167,8 @@ class CommitLogWriterActor:
         self.rt.report("running", written=end, flushed=waiters.flushed_end, dispatched=self.progress.dispatched_end,
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
                        prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
-                       send_latency=self.progress.send_latency.stats())
+                       send_latency=self.progress.send_latency.stats(), files=self.reclaimer.report,
+                       reclaim_rounds=self.reclaimer.rounds)
 
     def _check_disk(self, now: int) -> None:
         """Watermarks: past the warning ratio sends are refused until usage drops; cleanup runs on
@@ -181,9 +186,10 @@ class CommitLogWriterActor:
             with self.prefault.paused():  # no file is unmapped under the prefault thread
                 deleted = delete_expired_commitlog(self.commitlog, cfg.retention, decision, wall_ms(),
                                                    self._unacked_veto())
-            if deleted:
-                log.info("deleted %d commitlog file(s) (%s); the log now starts at %d", deleted, decision.reason,
-                         self.commitlog.min_offset)
+                reclaimed = self.reclaimer.round(self.commitlog)
+            if deleted or reclaimed:
+                log.info("deleted %d commitlog file(s) (%s), %d every group consumed; the log now starts at %d",
+                         deleted, decision.reason or "none expired", reclaimed, self.commitlog.min_offset)
 
     def _unacked_veto(self) -> Callable[[MappedFile], bool] | None:
         """With ``keep_unacked``: a file may go only when it ends before every ack-mode group's oldest

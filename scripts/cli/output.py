@@ -57,6 +57,19 @@ def local_time(value: object) -> str:
     return datetime.fromtimestamp(value / 1000).isoformat(sep=" ", timespec="milliseconds")
 
 
+def commitlog_file_rows(files: Sequence[dict[str, Any]]) -> list[Row]:
+    """The writer's description of its oldest commitlog files (``actors.writer.reclaimer``) as rows:
+    file, state, who holds it (``kind group topic/queue: messages``) and when the clock lets it go."""
+    rows: list[Row] = []
+    for f in files:
+        held = [f"{h['kind']} {h['group']} {h['topic']}/{h['queue']}: {h['messages']}".replace("  ", " ")
+                for h in f["held_by"]]
+        if f.get("more_holders"):
+            held.append(f"+{f['more_holders']} more")
+        rows.append((f"{int(f['file']):020d}", f["state"], "; ".join(held), local_time(f["expires_ms"])))
+    return rows
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
     """A rich table when rich is installed, else aligned plain text."""
     if not rows:

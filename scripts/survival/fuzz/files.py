@@ -109,7 +109,8 @@ def config_strategy() -> st.SearchStrategy[bytes]:
     sections = ["store", "store.geometry", "store.store_host", "flush", "broker", "ipc", "supervisor", "retention",
                 "nope"]
     keys = sorted({line.split(b"=")[0].strip().decode() for line in SAMPLE_TOML.splitlines() if b"=" in line}
-                  | {"readers", "mode", "run_dir", "keep_unacked", "ip", "port", "prop_crc", "curve_secret_key"})
+                  | {"readers", "mode", "run_dir", "keep_unacked", "reclaim_consumed", "ip", "port", "prop_crc",
+                     "curve_secret_key"})
     scalar = st.one_of(st.integers(-(1 << 70), 1 << 70), st.floats(), st.booleans(), st.text(max_size=20),
                        st.lists(st.integers(), max_size=3))
 

@@ -79,3 +79,19 @@ def test_a_state_is_its_first_word() -> None:
     assert actor_state("running") == "running"
     assert actor_state("dead (exit -9), restart in 50 ms") == "dead"
     assert actor_state("") == "unknown" and actor_state("odd") == "unknown"
+
+
+def test_each_commitlog_file_shows_what_holds_it() -> None:
+    snapshot = _snapshot()
+    snapshot["status"]["actors"]["writer"]["files"] = [
+        {"file": 0, "expires_ms": 1_700_000_000_000, "state": "held", "more_holders": 0,
+         "held_by": [{"kind": "ack", "group": "A", "topic": "Orders", "queue": 1, "messages": 3}]},
+        {"file": 65536, "expires_ms": 0, "state": "newest", "held_by": [], "more_holders": 0}]
+    got = _samples(Exposition().render(snapshot))
+    first = f"{0:020d}"
+    assert got[("mqstore_commitlog_file_state", (("file", first), ("state", "held")))] == 1
+    assert got[("mqstore_commitlog_file_state", (("file", first), ("state", "reclaimable")))] == 0
+    assert got[("mqstore_commitlog_file_state", (("file", f"{65536:020d}"), ("state", "newest")))] == 1
+    assert got[("mqstore_commitlog_file_expiry_timestamp_seconds", (("file", first),))] == 1_700_000_000
+    assert got[("mqstore_commitlog_file_held_messages", (("file", first), ("group", "A"), ("kind", "ack"),
+                                                         ("queue", "1"), ("topic", "Orders")))] == 3

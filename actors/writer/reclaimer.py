@@ -1,0 +1,72 @@
+"""Retention's ``reclaim_consumed`` inside the writer, on the cleanup cadence: each round deletes the
+commitlog files every group has consumed (``engine.reclaim`` decides from the durable state,
+``engine.retention.delete_consumed_commitlog`` deletes oldest first), then describes what holds the
+oldest files for the writer's status (``files``): what ``mqstore status`` and the metrics show.
+
+Without ``reclaim_consumed`` nothing is read but the files' ages: every file waits for the clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from actors.config import BrokerConfig
+from engine.log.commitlog import CommitLog
+from engine.reclaim import ConsumedFiles, Consumption, HeldFile, ReclaimError
+from engine.retention import delete_consumed_commitlog
+
+log = logging.getLogger("mqstore")
+
+DESCRIBED_FILES = 16  # the oldest files described in the status, and the newest (the rest wait behind them)
+LISTED_HOLDERS = 8  # holders listed per file in the status (the most messages first); the rest counted
+
+
+class Reclaimer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.policy = config.retention
+        geometry = config.store.geometry
+        self.files = ConsumedFiles(Path(config.store_dir), geometry.cq_entries_per_file, config.broker.readers) \
+            if self.policy.reclaim_consumed else None
+        self.rounds = 0
+        self.report: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        if self.files is not None:
+            self.files.close()
+
+    def round(self, commitlog: CommitLog) -> int:
+        """Delete what every group consumed; returns how many files went."""
+        deleted = 0
+        consumption: Consumption | None = None
+        if self.files is not None:
+            try:
+                consumption = self.files.read(commitlog.min_offset)
+            except ReclaimError as exc:
+                log.warning("reclaim: %s; nothing reclaimed this round", exc)  # the next round reads again
+            else:
+                deleted = delete_consumed_commitlog(commitlog, self.policy, consumption.consumed_end)
+        self.rounds += 1
+        self.report = self._describe(commitlog, consumption)
+        return deleted
+
+    def _describe(self, commitlog: CommitLog, consumption: Consumption | None) -> list[dict[str, Any]]:
+        reserved_ms = self.policy.file_reserved_hours * 3_600_000
+        files = commitlog.queue.files
+        shown = files if len(files) <= DESCRIBED_FILES else [*files[:DESCRIBED_FILES - 1], files[-1]]
+        spans = [(mf.file_base, mf.file_end, mf.last_modified_ms() + reserved_ms) for mf in shown]
+        if consumption is None or self.files is None:
+            return [{"file": base, "expires_ms": expires_ms, "state": "newest" if i == len(spans) - 1 else "retention",
+                     "held_by": [], "more_holders": 0} for i, (base, _, expires_ms) in enumerate(spans)]
+        return [_file_json(held) for held in self.files.describe(consumption, spans)]
+
+
+def _file_json(held: HeldFile) -> dict[str, Any]:
+    state = ("newest" if held.newest else "undispatched" if held.undispatched else "held" if held.holds
+             else "reclaimable")
+    holds = sorted(held.holds, key=lambda h: -h.messages)
+    return {"file": held.file_base, "expires_ms": held.expires_ms, "state": state,
+            "held_by": [{"kind": h.holder.kind, "group": h.holder.group, "topic": h.holder.topic,
+                         "queue": h.holder.queue_id, "messages": h.messages} for h in holds[:LISTED_HOLDERS]],
+            "more_holders": max(0, len(holds) - LISTED_HOLDERS)}
