@@ -4,6 +4,7 @@ queue, with which properties; and the batch check that keeps DELAY out of produc
 from __future__ import annotations
 
 from engine.config import StoreConfig
+from engine.delay_levels import delay_level_rule
 from engine.log.message import Message, PutResult, PutStatus
 from engine.log.record import SCHEDULE_TOPIC, SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED
 from engine.put_rewrite import rewrite
@@ -24,9 +25,12 @@ def test_a_level_past_the_table_is_clamped_and_written_back() -> None:
 
 
 def test_what_stays_where_it_was_sent() -> None:
-    for props, sys_flag in (({}, 0), ({"DELAY": "0"}, 0), ({"DELAY": "-3"}, 0), ({"DELAY": "1"}, SYSFLAG_TX_PREPARED)):
-        message = Message("Orders", b"b", properties=props, sys_flag=sys_flag)
+    for props in ({}, {"DELAY": "0"}, {"DELAY": "-3"}):
+        message = Message("Orders", b"b", properties=props)
         assert rewrite(message, 1, SHORT) == (message, 1)
+    # a prepared message is not the delay rule's (the half rule before it stores it, DELAY dropped)
+    prepared = Message("Orders", b"b", properties={"DELAY": "1"}, sys_flag=SYSFLAG_TX_PREPARED)
+    assert delay_level_rule(prepared, 1, SHORT) is None
     committed = Message("Orders", b"b", properties={"DELAY": "1"}, sys_flag=SYSFLAG_TX_COMMIT)
     assert rewrite(committed, 1, SHORT)[0].topic == SCHEDULE_TOPIC  # type: ignore[union-attr]
 

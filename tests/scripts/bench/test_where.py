@@ -15,7 +15,8 @@ def test_this_process_has_a_main_thread_and_its_other_threads_apart() -> None:
     finally:
         stop.set()
         thread.join()
-    assert set(kinds) == {"main", "other"}
+    # ZeroMQ's I/O threads too when an earlier test of this process left a context behind
+    assert {"main", "other"} <= set(kinds) <= {"main", "other", "zmq_io"}
     user, system, switches = kinds["main"]
     assert user >= 0 and system >= 0 and switches >= 0
 
