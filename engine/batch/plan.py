@@ -2,18 +2,17 @@
 
 A request carries whole records, their columns and the tables the columns index. Several requests
 of one poll round are merged into one batch (``merge``: tables joined, indices remapped), checked
-(``check``: a record carrying ``DELAY`` is refused, since only a ``send`` goes through the delay
-rule of ``engine.put_rewrite``), given queues at once (``pick_queues``: explicit, or ``engine.queue_selector``'s round
-robin per topic or shard hash), and once ``CommitLogWriter.write_batch`` has appended them, turned
-into one ``DispatchBatch`` for the builders (``dispatch_batch``) and one packed reply row per record
-(``reply_rows``: phys offset, queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which
-``ipc.encoded`` reads).
+(``check``: a record carrying ``DELAY``, ``TRAN_MSG`` or a timer property is refused by the kernel,
+since only a ``send`` goes through the put rules of ``engine.put_rewrite``), given queues at once
+(``pick_queues``: explicit, or ``engine.queue_selector``'s round robin per topic or shard hash), and
+once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch`` for the
+builders (``dispatch_batch``) and one packed reply row per record (``reply_rows``: phys offset,
+queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +30,7 @@ from engine.batch.record_batch import (
 )
 from engine.config import StoreConfig, check_topic
 from engine.jhash import tags_code
-from engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_record
+from engine.log.record import SCHEDULE_TOPIC
 from engine.log.writer import BatchOutcome
 from engine.queue_selector import QueueIds, RoundRobin, shard_queues
 from engine.topics import TopicError, TopicTable
@@ -57,26 +56,10 @@ def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> Ch
     tag_ids = checked.columns["tag"]
     if (tag_ids < -1).any() or (tag_ids >= len(request.tags)).any():
         raise BatchError("a record names a tag outside the batch's table")
-    if SCHEDULE_TOPIC in request.topics or _carries_delay(request.records, checked):
-        raise BatchError(f"a record carries {PROP_DELAY} or names {SCHEDULE_TOPIC}: delayed messages go through "
-                         "send (ipc.client.Producer.send), where the writer stores them by their delay level")
+    if SCHEDULE_TOPIC in request.topics:
+        raise BatchError(f"a record names {SCHEDULE_TOPIC}: delayed messages go through send "
+                         "(ipc.client.Producer.send), where the writer stores them by their delay level")
     return checked
-
-
-_DELAY_NAME = re.compile(re.escape(PROP_DELAY.encode()) + rb"\x01")
-
-
-def _carries_delay(records: bytes | memoryview, checked: CheckedBatch) -> bool:
-    """Whether a record has a DELAY property, which only a ``send`` may carry (``engine.delay_levels``
-    rewrites it there). One search of the whole batch; the records are decoded only when it finds
-    the name somewhere (a body may hold it too)."""
-    if _DELAY_NAME.search(records) is None:
-        return False
-    for start in checked.starts.tolist():
-        record = decode_record(records, int(start), check_crc=False, read_body=False).record
-        if record is not None and PROP_DELAY in record.properties:
-            return True
-    return False
 
 
 _topic_refusal = functools.lru_cache(maxsize=4096)(check_topic)  # the rule's regex once a topic, not once a round

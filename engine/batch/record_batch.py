@@ -204,8 +204,11 @@ def _topic_parts(topics: tuple[str, ...]) -> tuple[bytes, np.ndarray[Any, Any]]:
     return known
 
 
-TIMER_REFUSAL = ("a record carries a timer property (TIMER_DELAY_SEC, TIMER_DELAY_MS or TIMER_DELIVER_MS): "
-                 "timer messages go through send")
+# properties the send path's put rules read (engine.put_rewrite): a producer-encoded record cannot carry them
+SEND_ONLY_PROPERTIES = ("DELAY", "TRAN_MSG", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DELIVER_MS")
+SEND_ONLY_REFUSAL = ("a record carries DELAY, TRAN_MSG or a timer property (TIMER_DELAY_SEC, TIMER_DELAY_MS, "
+                     "TIMER_DELIVER_MS): delayed, transactional and timer messages go through send "
+                     "(ipc.client.Producer.send), whose put rules store them where they wait")
 _CHECK_REASONS = {
     1: "the columns are not whole rows",
     3: "a record names a topic outside the batch's table",
@@ -216,7 +219,7 @@ _CHECK_REASONS = {
     9: "a record's topic length field is not the width its topic needs",
     11: "a record's lengths do not add up to its size",
     12: "a record lacks the whole-record CRC tail this store seals",
-    13: TIMER_REFUSAL,
+    13: SEND_ONLY_REFUSAL,
     14: "a record's body CRC does not match its body",
 }
 

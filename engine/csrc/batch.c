@@ -28,26 +28,32 @@
 #define PHYS_END 36 /* the stamped fixed fields end here */
 
 enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, STORE_HOST, BODY_LENGTH,
-       TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, TIMER_PROPERTY, BODY_CRC };
+       TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, SEND_ONLY_PROPERTY, BODY_CRC };
 
-/* A timer message's properties (engine.timer.put_rule) are read by the put rule of the send path, which
- * parks the message on the timer topic: a producer-encoded record carrying one is refused. */
-static const char *const TIMER_HEADS[] = {"TIMER_DELAY_SEC\x01", "TIMER_DELAY_MS\x01", "TIMER_DELIVER_MS\x01"};
+/* Properties only a ``send`` may carry: the send path's put rules (engine.put_rewrite) read them and store
+ * the message elsewhere (a delay level, a transaction's half, a timer), so a producer-encoded record
+ * carrying one is refused. */
+static const char *const SEND_ONLY_HEADS[] = {"DELAY\x01", "TRAN_MSG\x01", "TIMER_DELAY_SEC\x01",
+                                              "TIMER_DELAY_MS\x01", "TIMER_DELIVER_MS\x01"};
 
-/* Whether a property of ``props[0, len)`` (name \x01 value \x02 ...) starts with a timer property's name:
- * each 'T' (one memchr jump each, most records have two or three) that opens a property is compared. */
-static int has_timer_property(const uint8_t *props, int64_t len) {
+/* Whether a property of ``props[0, len)`` (name \x01 value \x02 ...) is one of SEND_ONLY_HEADS: each
+ * property's start is compared, the next one found by one memchr for its \x02. */
+static int has_send_only_property(const uint8_t *props, int64_t len) {
     const uint8_t *end = props + len, *at = props;
-    while (at < end && (at = memchr(at, 'T', (size_t)(end - at))) != NULL) {
-        if ((at == props || at[-1] == 2) && end - at > 6 && memcmp(at, "TIMER_", 6) == 0) {
-            for (size_t k = 0; k < sizeof TIMER_HEADS / sizeof TIMER_HEADS[0]; k++) {
-                size_t n = strlen(TIMER_HEADS[k]);
-                if ((size_t)(end - at) >= n && memcmp(at, TIMER_HEADS[k], n) == 0) {
+    while (at < end) {
+        if (*at == 'D' || *at == 'T') {
+            for (size_t k = 0; k < sizeof SEND_ONLY_HEADS / sizeof SEND_ONLY_HEADS[0]; k++) {
+                size_t n = strlen(SEND_ONLY_HEADS[k]);
+                if ((size_t)(end - at) >= n && memcmp(at, SEND_ONLY_HEADS[k], n) == 0) {
                     return 1;
                 }
             }
         }
-        at++;
+        const uint8_t *next = memchr(at, 2, (size_t)(end - at));
+        if (next == NULL) {
+            break;
+        }
+        at = next + 1;
     }
     return 0;
 }
@@ -128,8 +134,8 @@ static int check_record(const Batch *b, int64_t start, int64_t end, int topic, i
             return CRC_TAIL;
         }
     }
-    if (has_timer_property(b->buf + props_len_pos + 2, props_len)) {
-        return TIMER_PROPERTY;
+    if (has_send_only_property(b->buf + props_len_pos + 2, props_len)) {
+        return SEND_ONLY_PROPERTY;
     }
     if (crc && mq_crc31(b->buf + body_pos, (size_t)body_len) != mq_be32(h + 8)) {
         return BODY_CRC;

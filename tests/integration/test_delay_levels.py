@@ -20,9 +20,7 @@ from engine.consumequeue.consume_queue import ConsumeQueue
 from engine.delay_offsets import read_delay_offsets
 from engine.log.commitlog import CommitLog
 from engine.log.record import SCHEDULE_TOPIC, Record
-from ipc.channel import BrokerError
 from ipc.client import Admin, Consumer, Producer
-from ipc.encoded import OP_SEND_ENCODED, request_fields
 from ipc.messages import ReceivedMessage
 from tests.integration.broker import Broker, free_port_range, wait_for
 
@@ -119,20 +117,6 @@ def test_stock_rocketmq_client_delay_time_level(broker: Broker) -> None:
         _, _, tags_code, scheduled = schedule_entry(broker.store, 2, int(queue_offset))
         assert scheduled.body == copy.body and scheduled.properties["REAL_TOPIC"] == "StockLater"
         assert tags_code == scheduled.store_ms + 2000 <= copy.store_ms
-
-
-def test_the_writer_refuses_an_encoded_record_carrying_delay(broker: Broker) -> None:
-    """ipc's encoder refuses DELAY client-side; a producer that encodes the record itself is refused
-    by the writer's batch check, so no record bypasses the delay rule."""
-    with Producer(broker.store) as producer:
-        encoder = producer._batch_encoder()
-        batch = encoder.encode([{"topic": "Fast", "body": b"sneaky", "properties": {"XXXXX": "1"}}])
-        records = bytes(batch.records)
-        sneaky = records.replace(b"XXXXX\x011", b"DELAY\x011")  # the same length: the batch still holds together
-        assert sneaky != records
-        with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL: a record carries DELAY"):
-            producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=10_000, parts=(sneaky,),
-                                   **request_fields(batch)).result()
 
 
 def test_delay_offsets_and_verify_after_a_stop(broker: Broker) -> None:

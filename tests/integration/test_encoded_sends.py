@@ -94,6 +94,26 @@ def test_a_broken_batch_is_refused_whole_and_nothing_is_written(tmp_path: Path) 
             wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 2, 30, "two stored")
 
 
+def test_send_only_properties_are_refused_on_the_encoded_path_by_client_and_writer(tmp_path: Path) -> None:
+    """DELAY, TRAN_MSG and the timer properties are read by the send path's put rules, which store the
+    message where it waits: ipc's encoder refuses them, and a producer that encodes such a record
+    itself is refused by the writer's batch check with the reason, so none bypasses its rule."""
+    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+        for name, value in (("DELAY", "3"), ("TRAN_MSG", "true"), ("TIMER_DELAY_MS", "100")):
+            with pytest.raises(EncodingError):
+                producer.send_encoded([Outgoing("Fast", b"x", properties={name: value, "PGROUP": "pg"})])
+            stand_in = "X" * len(name)  # the same length: the forged batch still holds together
+            batch = producer._batch_encoder().encode([Outgoing("Fast", b"x", properties={stand_in: value})])
+            forged = bytes(batch.records).replace(f"{stand_in}\x01".encode(), f"{name}\x01".encode())
+            assert forged != bytes(batch.records)
+            with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL: a record carries DELAY, TRAN_MSG or a timer"):
+                producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=10_000, parts=(forged,),
+                                       **request_fields(batch)).result()
+        assert producer.send_encoded([Outgoing("Fast", b"after")])[0].ok
+        with Admin(broker.store) as admin:
+            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 1, 30, "one stored")
+
+
 def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_path: Path) -> None:
     with Broker(tmp_path) as broker, Producer(broker.store) as producer:
         encoder = producer._batch_encoder()

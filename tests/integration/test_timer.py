@@ -17,8 +17,7 @@ import pytest
 
 from engine import MessageStore
 from engine.verify import verify_store
-from ipc.client import Admin, BrokerError, Consumer, Producer
-from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
+from ipc.client import Admin, Consumer, Producer
 from ipc.messages import Outgoing, ReceivedMessage
 from tests.integration.broker import Broker, free_port_range, wait_for
 
@@ -158,18 +157,6 @@ def test_a_timer_past_the_roll_window_goes_round_the_wheel_again(tmp_path: Path)
         (message,) = _consume(broker.store, "Timed", 1)
         assert int(message.properties["TIMER_ROLL_TIMES"]) >= 1
         assert message.store_ms >= int(message.properties["TIMER_OUT_MS"]) + PRECISION_MS
-
-
-def test_producer_encoded_timer_sends_take_the_send_path(tmp_path: Path) -> None:
-    with _broker(tmp_path) as broker, Producer(broker.store) as producer:
-        with pytest.raises(EncodingError, match="timer"):
-            producer.send_encoded([Outgoing("Fast", b"x", properties={"TIMER_DELAY_MS": "100"})])
-        # a hand-made record carrying one anyway is refused by the writer, with the reason
-        batch = producer._batch_encoder().encode([Outgoing("Fast", b"x", properties={"TIMER_DELAY_MX": "100"})])
-        records = bytes(batch.records).replace(b"TIMER_DELAY_MX\x01", b"TIMER_DELAY_MS\x01")
-        with pytest.raises(BrokerError, match="timer messages go through send"):
-            producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=3000, parts=(records,),
-                                   **request_fields(batch)).result()
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ from engine.batch.record_batch import (
     COLUMNS,
     PHYS_OFFSET_POS,
     QUEUE_ID_POS,
-    TIMER_REFUSAL,
+    SEND_ONLY_PROPERTIES,
+    SEND_ONLY_REFUSAL,
     BatchError,
     CheckedBatch,
     IntColumn,
@@ -138,11 +139,11 @@ def _take(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], width: int
 
 
 
-_TIMER_HEADS = (b"TIMER_DELAY_SEC\x01", b"TIMER_DELAY_MS\x01", b"TIMER_DELIVER_MS\x01")
+_SEND_ONLY_HEADS = tuple(f"{name}\x01".encode() for name in SEND_ONLY_PROPERTIES)
 
 
-def _carries_timer(props: bytes) -> bool:
-    return any(segment.startswith(_TIMER_HEADS) for segment in props.split(b"\x02"))
+def _carries_send_only(props: bytes) -> bool:
+    return any(segment.startswith(_SEND_ONLY_HEADS) for segment in props.split(b"\x02"))
 
 
 def check_batch(records: bytes | memoryview, columns: bytes, topics: Sequence[str], *, store_host: Host,
@@ -221,8 +222,9 @@ def _check(records: bytes | memoryview, columns: bytes, topics: Sequence[str], s
                 (tail[:, -1] != 2).any():
             raise BatchError("a record lacks the whole-record CRC tail this store seals")
     props_pos = props_len_pos + 2
-    if any(_carries_timer(bytes(buf[start:end])) for start, end in zip(props_pos.tolist(), ends.tolist(), strict=True)):
-        raise BatchError(TIMER_REFUSAL)
+    if any(_carries_send_only(bytes(buf[start:end]))
+           for start, end in zip(props_pos.tolist(), ends.tolist(), strict=True)):
+        raise BatchError(SEND_ONLY_REFUSAL)
     if (crc31_spans(records, body_pos, topic_pos) != head["body_crc"]).any():
         raise BatchError("a record's body CRC does not match its body")
     return CheckedBatch(cols, starts, 56 + 12 * born_v6, sys_flags)

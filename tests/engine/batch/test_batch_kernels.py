@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from engine import Host
 from engine.batch import record_batch
 from engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, PropertyPieces, encode_one
-from engine.log.record import encode_properties
+from engine.log.record import decode_record, encode_properties
 from engine.log.writer import CommitLogWriter
 from tests.oracle import record_batch as oracle
 from tests.oracle import writer as writer_oracle
@@ -68,17 +68,24 @@ def test_a_well_formed_batch_passes_with_the_oracles_columns(batch: tuple[bytes,
     assert same_verdict(*batch) == "ok"
 
 
-TIMER_NAMES = ("TAGS", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_", "TIMER_DELAY")
+SEND_ONLY_NAMES = ("TAGS", "DELAY", "TRAN_MSG", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_",
+                   "TIMER_DELAY", "DELAYS", "TRAN")
 
 
 @settings(max_examples=200, deadline=None)
-@given(batches(TIMER_NAMES))
-def test_a_record_with_a_timer_property_is_refused_like_the_oracle(
+@given(batches(SEND_ONLY_NAMES))
+def test_a_record_with_a_send_only_property_is_refused_like_the_oracle(
         batch: tuple[bytes, bytes, list[str], Host, bool]) -> None:
-    """Timer messages take the send path, whose put rule parks them; "TIMER_" and "TIMER_DELAY" are not theirs."""
-    records = batch[0]
-    timed = any(f"{name}\x01".encode() in records for name in TIMER_NAMES[1:4])
-    assert (same_verdict(*batch) == record_batch.TIMER_REFUSAL) == timed
+    """Delayed, transactional and timer messages take the send path, whose put rules store them where
+    they wait; "TIMER_", "TIMER_DELAY", "DELAYS" and "TRAN" are no such property."""
+    records, pos, names = batch[0], 0, set()
+    while pos < len(records):  # the generated records are whole: each one's properties, decoded
+        decoded = decode_record(records, pos, check_crc=False).record
+        assert decoded is not None
+        names.update(decoded.properties)
+        pos += decoded.size
+    held = bool(names & set(record_batch.SEND_ONLY_PROPERTIES))
+    assert (same_verdict(*batch) == record_batch.SEND_ONLY_REFUSAL) == held
 
 
 @settings(max_examples=400, deadline=None)
