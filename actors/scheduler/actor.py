@@ -44,6 +44,9 @@ BATCH = 512
 RECHECK_MS = 1000
 RETRY_MS = 100           # RocketMQ re-arms a level whose put failed after 100 ms
 REPLY_TIMEOUT_MS = 10_000
+NOTICE_GAP_MS = 25       # new entries are due a level's delay later: noticing them 25 ms late costs nothing
+IDLE_STEP_MS = 100       # how often an idle scheduler moves its re-put floor up to the dispatched end
+_SCHEDULE_NAME = SCHEDULE_TOPIC.encode()
 _PERMANENT = (PutStatus.MESSAGE_ILLEGAL.value, PutStatus.PROPERTIES_SIZE_EXCEEDED.value)
 _STORED = (PutStatus.PUT_OK.value, PutStatus.FLUSH_DISK_TIMEOUT.value)  # a flush timeout's record is in the log
 
@@ -73,22 +76,30 @@ class SchedulerActor:
         self.ids = itertools.count(1)
         self.delivered = 0
         self.ingress: zmq.Socket[Any] | None = None
+        self.idle_step_at_ms = 0
 
     def run(self) -> None:
         self.rt.report("running", force=True, delivered=0)
         arrived_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.arrived, subscribe=(schema.ARRIVED,))
         self.poller = zmq.Poller()
-        self.poller.register(arrived_in, zmq.POLLIN)
         self._connect_ingress()
+        quiet_until = 0  # monotonic ms: notices wait in their socket until then
         try:
             while not self.rt.stopping:
                 if self.in_flight is None:
                     self._send_due(wall_ms())
                 # saved while the writer stores the send (its fsyncs overlap the round trip, not the next round)
                 self.progress.save(wall_ms(), monotonic_ms())
-                events = dict(self.poller.poll(self._timeout_ms()))
+                gap_ms = quiet_until - monotonic_ms()
+                if gap_ms <= 0 and arrived_in not in self.poller:
+                    self.poller.register(arrived_in, zmq.POLLIN)
+                timeout_ms = self._timeout_ms() if gap_ms <= 0 else min(self._timeout_ms(), gap_ms)
+                events = dict(self.poller.poll(timeout_ms))
                 if arrived_in in events:
                     self._on_arrived(arrived_in)
+                    # a stream of notices (one a consume-queue round) wakes the loop once a gap, not each time
+                    quiet_until = monotonic_ms() + NOTICE_GAP_MS
+                    self.poller.unregister(arrived_in)
                 if self.ingress in events:
                     self._on_replies()
                 if self.in_flight is not None and monotonic_ms() - self.in_flight.sent_ms >= REPLY_TIMEOUT_MS:
@@ -154,26 +165,32 @@ class SchedulerActor:
         self.in_flight = _InFlight(request_id, entries, monotonic_ms())
 
     def _on_arrived(self, sock: zmq.Socket[Any]) -> None:
-        """New schedule entries: a level that had reached its queue's end looks again now."""
+        """New schedule entries: a level that had reached its queue's end looks again now. Every queue
+        that grows sends a notice, so only one that names the schedule topic (a bytes search; msgpack
+        keeps strings as they are) is decoded for its levels; the floor follows the newest notice read,
+        at most once every ``IDLE_STEP_MS`` (a floor left behind only makes a restart read further)."""
         now = wall_ms()
+        newest = None
         while True:
             try:
                 _, frame = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                break
             except ValueError:
                 continue
-            try:
-                notice = Arrived.decode(frame)
-            except schema.SchemaError as exc:
-                log.warning("ignoring a malformed arrived notice: %s", exc)
+            newest = frame
+            if _SCHEDULE_NAME not in frame:
                 continue
-            if self.in_flight is None:
-                self.progress.idle_at(notice.applied)
-            for topic, queue_id, _ in notice.queues:
+            notice = _arrived(frame)
+            for topic, queue_id, _ in notice.queues if notice is not None else ():
                 # a level waiting on its head's due time keeps it: entries behind the head are due later
                 if topic == SCHEDULE_TOPIC and queue_id + 1 in self.at_end:
                     self.next_look_ms[queue_id + 1] = now
+        if newest is not None and self.in_flight is None and now >= self.idle_step_at_ms:
+            notice = _arrived(newest)
+            if notice is not None:
+                self.idle_step_at_ms = now + IDLE_STEP_MS
+                self.progress.idle_at(notice.applied)
 
     def _on_replies(self) -> None:
         assert self.ingress is not None
@@ -220,3 +237,11 @@ class SchedulerActor:
         self._connect_ingress()
         self.progress.recover(self.schedule.commitlog)
         self.next_look_ms = dict.fromkeys(self.next_look_ms, 0)
+
+
+def _arrived(frame: bytes) -> Arrived | None:
+    try:
+        return Arrived.decode(frame)
+    except schema.SchemaError as exc:
+        log.warning("ignoring a malformed arrived notice: %s", exc)
+        return None
