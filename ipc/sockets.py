@@ -8,9 +8,15 @@ memoryviews of ZeroMQ's own buffers (``recv_message``)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import zmq
+
+from ipc import schema
+
+log = logging.getLogger("mqstore")
 
 DEFAULT_HWM = 10_000
 DEFAULT_LINGER_MS = 0
@@ -64,3 +70,17 @@ def recv_message(sock: zmq.Socket[Any], flags: int = 0, *, head: int) -> tuple[l
     while sock.getsockopt(zmq.RCVMORE):
         parts.append(sock.recv(copy=False).buffer)
     return frames, parts
+
+
+def waiting_replies(sock: zmq.Socket[Any], who: str) -> Iterator[dict[str, Any]]:
+    """Every reply already waiting on a DEALER, decoded, until none waits; one that does not decode
+    is logged (``who`` says whose socket) and skipped."""
+    while True:
+        try:
+            frame = sock.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        try:
+            yield schema.unpack(frame)
+        except schema.SchemaError as exc:
+            log.warning("%s: ignoring a writer reply that does not decode: %s", who, exc)

@@ -23,7 +23,7 @@ from actors.reader.ack_queue import DeadLetter
 from actors.reader.ack_requests import AckKey
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from ipc import receipts, schema
-from ipc.sockets import connect
+from ipc.sockets import connect, waiting_replies
 
 log = logging.getLogger("mqstore")
 
@@ -72,16 +72,7 @@ class DeadLetterSender:
 
     def stored(self) -> Iterator[tuple[AckKey, list[int]]]:
         """Read the writer's replies: per answered send, the seqs whose copies are in the DLQ."""
-        while True:
-            try:
-                frame = self.socket.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                reply = schema.unpack(frame)
-            except schema.SchemaError as exc:
-                log.warning("ack mode: ignoring a writer reply that does not decode: %s", exc)
-                continue
+        for reply in waiting_replies(self.socket, "ack mode"):
             request_id = reply.get("id")
             send = self._done(request_id) if isinstance(request_id, int) else None
             if send is None:

@@ -36,7 +36,7 @@ from engine.log.message import PutStatus
 from engine.log.record import SCHEDULE_TOPIC
 from ipc import schema
 from ipc.notices import Arrived
-from ipc.sockets import connect
+from ipc.sockets import connect, waiting_replies
 
 log = logging.getLogger("mqstore")
 
@@ -194,16 +194,7 @@ class SchedulerActor:
 
     def _on_replies(self) -> None:
         assert self.ingress is not None
-        while True:
-            try:
-                frame = self.ingress.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                reply = schema.unpack(frame)
-            except schema.SchemaError as exc:
-                log.warning("ignoring a writer reply that does not decode: %s", exc)
-                continue
+        for reply in waiting_replies(self.ingress, "scheduler"):
             if self.in_flight is None or reply.get("id") != self.in_flight.request_id:
                 continue  # a reply to a send given up on: its copies were found in the commitlog
             self._apply(reply, self.in_flight)
