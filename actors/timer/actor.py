@@ -7,7 +7,9 @@
   are skipped in one array comparison): its records, first enqueued first, are read from the
   commitlog and put back through the writer's ingress in batches (``actors.timer.reput``), then the
   read time moves to T + P. The loop sleeps until the next slot is due or a notice comes;
-- flush: timerlog, wheel and ``config/timercheck`` on ``timer_flush_interval_ms`` and on stop.
+- flush: timerlog, wheel and ``config/timercheck`` on ``timer_flush_interval_ms`` and on stop;
+- clean: every ``CLEAN_INTERVAL_MS`` the timerlog files that name only commitlog records retention
+  deleted go (``engine.timer.log``), as RocketMQ's timer store does every 30 s.
 
 No timer lost, none delivered twice, whenever the actor (or the whole broker) is killed:
 
@@ -56,6 +58,7 @@ BATCH_BYTES = 4 * 1024 * 1024
 RETRY_MS = 500
 _TOPIC_BYTES = TIMER_TOPIC.encode()
 NOTICE_GAP_MS = 25  # at most 40 wake-ups a second for notices; a timer topic notice waits at most this long
+CLEAN_INTERVAL_MS = 30_000  # RocketMQ's timerlog cleaning period
 BLANK_SLOTS = 60  # RocketMQ's TIMER_BLANK_SLOTS: how far inside the wheel's span a late restart starts
 
 
@@ -131,6 +134,7 @@ class TimerActor:
         putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_flush = monotonic_ms() + self.flush_interval_ms
+        next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
         woken = False
         last_notice = 0
         try:
@@ -147,6 +151,9 @@ class TimerActor:
                 if opened and monotonic_ms() >= next_flush:
                     next_flush = monotonic_ms() + self.flush_interval_ms
                     self.store.flush(wall_ms())
+                if opened and monotonic_ms() >= next_clean:
+                    next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
+                    self.clean()
                 self.rt.report("running", **self.stats())
                 due_in = self.store.checkpoint.last_read_ms + self.precision_ms - wall_ms() if opened else tick_ms
                 wait_ms = max(0, min(next_tick - monotonic_ms(), due_in))
@@ -166,6 +173,13 @@ class TimerActor:
             putter.close()
             arrived.close(linger=0)
             self.close()
+
+    def clean(self) -> None:
+        self.commitlog.queue.refresh()
+        deleted = self.store.delete_expired(self.commitlog.queue.min_offset)
+        if deleted:
+            log.info("timer: %d timerlog files deleted below commitlog offset %d", deleted,
+                     self.commitlog.queue.min_offset)
 
     def stats(self) -> dict[str, Any]:
         if self._store is None:

@@ -16,6 +16,13 @@ timer message enqueued, chained per wheel slot from the newest record back.
 Where a record no longer fits with room for the blank after it, the file ends in RocketMQ's 16-byte
 blank (int bytes left, long 0, int 0xCBD43194) and the next record opens the next file. A record's
 size field is written last, so a record cut by a kill reads as the end of the log.
+
+Files go oldest first, never the last one, once every record of a file names a commitlog offset
+below the commitlog's first one: the timers it held point at deleted messages. RocketMQ
+(deleteExpiredFileByOffsetForTimerLog, every 30 s) looks at a file's last record only (at
+``last_unit_pos``), which a rolled record, an older message enqueued again, can pass while records
+before it still name live messages; here all of them must. A slot whose chain runs into a deleted
+file ends there, as a damaged chain does.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from engine.log.mapped_file import MappedFile
 from engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
 from engine.log.record import BLANK_MAGIC
 
@@ -61,6 +71,11 @@ class TimerRecord:
     def encode(self) -> bytes:
         return _SIZE.pack(RECORD_SIZE) + _BODY.pack(self.prev_pos, self.magic, self.write_ms, self.delta_ms,
                                                     self.phys_offset, self.size, self.topic_hash, 0)
+
+
+def last_unit_pos(file_size: int) -> int:
+    """Where a full file's last record starts: the last one that leaves room for the blank."""
+    return file_size - (file_size - BLANK_SIZE) % RECORD_SIZE - BLANK_SIZE - RECORD_SIZE
 
 
 def decode_record(data: bytes | memoryview) -> TimerRecord | None:
@@ -136,6 +151,19 @@ class TimerLog:
                 mf.set_positions(end - mf.file_base)
         self.queue.flushed_where = end
         return end
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete the leading files (never the last) whose every record names a commitlog offset below
+        ``commitlog_min``; a file with a record that does not read stops the deletion. How many went."""
+        count = last_unit_pos(self.queue.file_size) // RECORD_SIZE + 1
+
+        def max_phys(mf: MappedFile) -> int:
+            records = np.frombuffer(mf.buffer, dtype=np.uint8, count=count * RECORD_SIZE).reshape(count, RECORD_SIZE)
+            if (records[:, :4].copy().view(">i4") != RECORD_SIZE).any():
+                return commitlog_min  # not whole: kept
+            return int(records[:, 28:36].copy().view(">i8").max())
+
+        return self.queue.delete_expired_by_offset(commitlog_min, max_phys) if commitlog_min > 0 else 0
 
     def truncate_after(self, log_pos: int) -> None:
         self.queue.truncate_after(log_pos)

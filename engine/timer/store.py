@@ -124,6 +124,10 @@ class TimerStore:
         self._wheel_written = True
         return last_phys
 
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Drop the timerlog files that only name commitlog records below ``commitlog_min``."""
+        return self.log.delete_expired(commitlog_min)
+
     def flush(self, now_ms: int) -> None:
         """Log, wheel, then the checkpoint naming the log's flushed end (RocketMQ's order)."""
         self.checkpoint.log_flushed_pos = self.log.flush()

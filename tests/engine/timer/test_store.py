@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine.config import StoreConfig
 from engine.timer.checkpoint import TimerCheckpoint
-from engine.timer.log import BLANK_SIZE, RECORD_SIZE, TimerLog, TimerRecord, decode_record
+from engine.timer.log import BLANK_SIZE, RECORD_SIZE, TimerLog, TimerRecord, decode_record, last_unit_pos
 from engine.timer.store import TimerStore
 from engine.timer.wheel import WHEEL_FILE_SIZE, TimerWheel, TimerWheelError
 
@@ -148,3 +148,62 @@ def test_verify_finds_a_timer_record_that_points_at_no_timer_message(tmp_path: P
     store.close()
     report = verify_store(tmp_path)
     assert [f.kind for f in report.findings] == ["timer_record_mismatch"]
+
+
+def _fill(log: TimerLog, phys: list[int]) -> list[int]:
+    return [log.append(TimerRecord(-1, 1, NOW, P, p, 5, 0)) for p in phys]
+
+
+def test_last_unit_pos_is_rocketmqs_offset_for_the_last_unit() -> None:
+    per_file = (4096 - BLANK_SIZE) // RECORD_SIZE
+    assert last_unit_pos(4096) == (per_file - 1) * RECORD_SIZE == 4096 - 4080 % 52 - 16 - 52
+    assert last_unit_pos(100 * 1024 * 1024) % RECORD_SIZE == 0
+
+
+def test_timerlog_files_go_once_every_record_names_a_deleted_commitlog_offset(tmp_path: Path) -> None:
+    log = TimerLog.open(tmp_path, 4096)
+    per_file = (4096 - BLANK_SIZE) // RECORD_SIZE
+    _fill(log, [1000 + i for i in range(3 * per_file + 5)])  # three full files and a fourth
+    names = sorted(p.name for p in (tmp_path / "timerlog").iterdir())
+    assert len(names) == 4
+    assert log.delete_expired(1000 + per_file - 1) == 0   # the first file's last record is still live
+    assert log.delete_expired(1000 + per_file) == 1
+    assert log.delete_expired(10**9) == 2                 # never the last file
+    assert sorted(p.name for p in (tmp_path / "timerlog").iterdir()) == names[3:]
+    assert log.read(0) is None and log.read(3 * 4096) is not None
+    log.close()
+
+
+def test_a_rolled_record_naming_an_old_message_does_not_take_live_timers_with_it(tmp_path: Path) -> None:
+    log = TimerLog.open(tmp_path, 4096)
+    per_file = (4096 - BLANK_SIZE) // RECORD_SIZE
+    _fill(log, [5000 + i for i in range(per_file - 1)] + [10])  # the last: a roll of an old message
+    _fill(log, [9000])
+    assert log.delete_expired(100) == 0  # RocketMQ's last-record test would delete 77 live timers
+    assert log.delete_expired(5000 + per_file) == 1
+    log.close()
+
+
+def test_a_file_with_a_record_that_does_not_read_is_kept(tmp_path: Path) -> None:
+    log = TimerLog.open(tmp_path, 4096)
+    per_file = (4096 - BLANK_SIZE) // RECORD_SIZE
+    _fill(log, list(range(2 * per_file)))
+    log.queue.files[0].buffer[RECORD_SIZE:RECORD_SIZE + 4] = b"\0\0\0\0"
+    assert log.delete_expired(10**9) == 0
+    log.close()
+
+
+def test_a_slot_whose_chain_runs_into_a_deleted_file_reads_what_is_left_and_recovery_starts_after(
+        tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    per_file = (CONFIG.timer_log_file_size - BLANK_SIZE) // RECORD_SIZE
+    for i in range(per_file + 3):
+        store.enqueue(100 + i, 5, NOW + 500, "Orders", NOW)
+    store.flush(NOW)
+    assert store.delete_expired(10**9) == 1
+    assert [r.phys_offset for _, r in store.slot_records(NOW + 500)] == [100 + per_file + i for i in range(3)]
+    store.close()
+    reopened = TimerStore.open(tmp_path, CONFIG)
+    assert reopened.recover() == 100 + per_file + 2
+    assert reopened.log.end_pos == 4096 + 3 * RECORD_SIZE
+    reopened.close()
