@@ -5,7 +5,8 @@ that priority), and neither ``DELAY`` > 0 (a delay level wins) nor ``TIMER_OUT_M
 a roll coming back), gets a delivery time ``deliver_ms``:
 
 - not a number: refused, MESSAGE_ILLEGAL with the reason (RocketMQ: WHEEL_TIMER_MSG_ILLEGAL, which
-  SEND answers MESSAGE_ILLEGAL); timers switched off ([store] timer_wheel_enable): refused too;
+  SEND answers MESSAGE_ILLEGAL); timers switched off ([store] timer_wheel_enable): refused with
+  WHEEL_TIMER_NOT_ENABLE, which the remoting front answers SYSTEM_ERROR as RocketMQ's SEND does;
 - not in the future: stored as the normal message it is;
 - more than ``timer_max_delay_sec`` ahead: refused, MESSAGE_ILLEGAL;
 - else rounded down to the precision P (a multiple of P goes one P down: slot T is delivered once
@@ -79,7 +80,8 @@ class TimerRule:
                 or _delay_level(props) > 0):
             return None
         if not config.timer_wheel_enable:
-            return _illegal("timer messages are off here ([store] timer_wheel_enable = false)")
+            return PutResult(PutStatus.WHEEL_TIMER_NOT_ENABLE,
+                             reason="timer messages are off here ([store] timer_wheel_enable = false)")
         now = self.now_ms()
         name = next(n for n in CLIENT_PROPS if n in props)
         value = _long(props[name])

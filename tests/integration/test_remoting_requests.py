@@ -27,7 +27,8 @@ LONG_MAX = 2 ** 62
 def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, int]]:
     port = free_port_range(1)
     broker = Broker(tmp_path_factory.mktemp("requests"), remoting_port=port, commitlog=1024 * 1024, cq=4096,
-                    extra_toml='\n[remoting]\nmax_reconsume_times = 1\n[store]\nmessage_delay_level = "1s 1s 1s 2s"\n')
+                    extra_toml='\n[remoting]\nmax_reconsume_times = 1\n[store]\nmessage_delay_level = "1s 1s 1s 2s"\n'
+                               'timer_wheel_enable = false\n')
     with broker:
         yield broker, port
 
@@ -111,6 +112,8 @@ def test_sends_the_store_refuses_get_a_code_and_a_reason(client: rm.RemotingClie
     assert reserved.code == rm.MESSAGE_ILLEGAL
     bad_batch = client.call(rm.SEND_MESSAGE, send_ext("Refused", 0, "", batch="1"), b"\x00\x00\x00\x50rest")
     assert bad_batch.code == rm.SYSTEM_ERROR
+    timer = client.call(rm.SEND_MESSAGE, send_ext("Refused", 0, "TIMER_DELAY_MS\x015000\x02"), b"x")
+    assert timer.code == rm.SYSTEM_ERROR and "WHEEL_TIMER_NOT_ENABLE" in str(timer.remark)  # timers are off here
     missing = client.call(rm.SEND_MESSAGE, {"topic": "Refused"}, b"x")
     assert missing.code == rm.SYSTEM_ERROR and "queueId" in str(missing.remark)
     assert client.call(rm.GET_MAX_OFFSET, {"topic": "Refused", "queueId": 0}).ext["offset"] == "0"

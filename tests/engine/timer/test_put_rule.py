@@ -75,6 +75,7 @@ def test_messages_rocketmq_does_not_re_time_are_left_alone(message: Message) -> 
 def test_timers_switched_off_are_refused() -> None:
     outcome = rule(_timed(TIMER_DELAY_MS="5000"), 0, replace(CONFIG, timer_wheel_enable=False))
     assert isinstance(outcome, PutResult) and "timer_wheel_enable" in outcome.reason
+    assert outcome.status is PutStatus.WHEEL_TIMER_NOT_ENABLE  # RocketMQ's status; SEND answers SYSTEM_ERROR
 
 
 def test_the_writers_rewrite_applies_the_timer_rule() -> None:
