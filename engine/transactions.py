@@ -17,9 +17,18 @@ Commit and rollback both write an *op* record on ``RMQ_SYS_TRANS_OP_HALF_TOPIC``
     17,18,20,
 
 The check service re-appends an unresolved half (``TRANSACTION_CHECK_TIMES`` counted up) before it
-asks the producer, and past ``transaction_check_max`` checks moves it to
-``TRANS_CHECK_MAX_TIME_TOPIC`` unchanged. Its progress is the consumer offsets of group
-``CID_RMQ_SYS_TRANS`` on the half and op queues.
+asks the producer, and past ``transaction_check_max`` checks, or once it is older than the
+commitlog's retention (``file_reserved_hours``), moves it to ``TRANS_CHECK_MAX_TIME_TOPIC``
+unchanged. RESUME_CHECK_HALF_MESSAGE puts such a message back on the half queue with its count at 0.
+Its progress is the consumer offsets of group ``CID_RMQ_SYS_TRANS`` on the half and op queues.
+
+A half carrying ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is not checked before that many seconds from its
+birth: the check service re-appends it meanwhile with ``TRAN_PREPARED_QUEUE_OFFSET`` naming the
+first half's queue offset, which an op record may resolve. RocketMQ reads the property two ways,
+and so does this module: the check service takes the seconds as given (``check_immunity_ms``; the
+timeout where they are no number), END_TRANSACTION raises them to the timeout at least
+(``end_immunity_ms``) and refuses, ILLEGAL_OPERATION, an end that is not a check's answer and came
+later than that.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from engine.config import StoreConfig
+from engine.java_numbers import parse_long
 from engine.log.message import Message, PutResult, PutStatus
 from engine.log.record import (
     PROP_DELAY,
@@ -54,6 +64,8 @@ PROP_REAL_TOPIC = "REAL_TOPIC"
 PROP_REAL_QID = "REAL_QID"
 PROP_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROP_WAIT = "WAIT"
+PROP_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROP_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
 
 class TransactionState(enum.IntEnum):
@@ -98,6 +110,55 @@ def end_refusal(half_properties: Mapping[str, str], half_queue_offset: int, half
     if half_phys_offset != commit_log_offset:
         return f"commitLogOffset {commit_log_offset} is not the half message's {half_phys_offset}"
     return None
+
+
+def end_immunity_ms(half_properties: Mapping[str, str], timeout_ms: int) -> int | None:
+    """END_TRANSACTION's immunity (RocketMQ's ``TransactionalMessageUtil.getImmunityTime``): the
+    property's seconds in ms, raised to the timeout; None without the property (or with it empty)."""
+    raw = half_properties.get(PROP_CHECK_IMMUNITY)
+    if not raw:
+        return None
+    return max((parse_long(raw) or 0) * 1000, timeout_ms)
+
+
+def end_too_late(half_properties: Mapping[str, str], half_born_ms: int, now_ms: int, timeout_ms: int,
+                 from_check: bool) -> str | None:
+    """RocketMQ's ``rejectCommitOrRollback``: why a producer's own end (not a check's answer) of an
+    immune half comes too late, or None."""
+    immunity = end_immunity_ms(half_properties, timeout_ms)
+    if from_check or immunity is None or now_ms - half_born_ms <= immunity:
+        return None
+    return (f"the half was born {now_ms - half_born_ms} ms ago, past its check immunity of {immunity} ms: "
+            "it waits for a check")
+
+
+def check_immunity_ms(half_properties: Mapping[str, str], timeout_ms: int) -> int | None:
+    """The check service's immunity (``TransactionalMessageServiceImpl.getImmunityTime``): the seconds
+    as given, in ms, not raised to the timeout; the timeout where they are no number (or -1); None
+    without the property."""
+    raw = half_properties.get(PROP_CHECK_IMMUNITY)
+    if raw is None:
+        return None
+    seconds = parse_long(raw)
+    return timeout_ms if seconds is None or seconds == -1 else seconds * 1000
+
+
+def prepared_queue_offset(half_properties: Mapping[str, str]) -> int | None:
+    """The first half's queue offset an immunity copy carries; None on a first half (or a bad value)."""
+    raw = half_properties.get(PROP_PREPARED_QUEUE_OFFSET)
+    value = parse_long(raw) if raw is not None else None
+    return value if value is not None and value >= 0 else None
+
+
+def immunity_copy_properties(half_properties: Mapping[str, str], half_queue_offset: int) -> dict[str, str]:
+    """A half re-appended while immune: it keeps naming the first half's queue offset."""
+    first = half_properties.get(PROP_PREPARED_QUEUE_OFFSET) or str(half_queue_offset)
+    return {**half_properties, PROP_PREPARED_QUEUE_OFFSET: first}
+
+
+def resumed_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """A discarded half put back by RESUME_CHECK_HALF_MESSAGE: its check count at 0."""
+    return {**properties, PROP_CHECK_TIMES: "0"}
 
 
 def real_destination(half_properties: Mapping[str, str]) -> tuple[str, int] | None:

@@ -86,6 +86,7 @@ class BrokerFront:
             rm.VIEW_MESSAGE_BY_ID: self._view, rm.CONSUMER_SEND_MSG_BACK: self._send_back,
             rm.LOCK_BATCH_MQ: self._lock, rm.UNLOCK_BATCH_MQ: self._unlock,
             rm.END_TRANSACTION: lambda request, peer: self.transactions.end(request, peer.connection),
+            rm.RESUME_CHECK_HALF_MESSAGE: lambda request, peer: self.transactions.resume(request),
         }
 
     async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:

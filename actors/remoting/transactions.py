@@ -1,5 +1,5 @@
-"""The remoting front's side of transactional messages: END_TRANSACTION (37) in, CHECK_TRANSACTION_STATE
-(39) out.
+"""The remoting front's side of transactional messages: END_TRANSACTION (37) and the admin's
+RESUME_CHECK_HALF_MESSAGE (323) in, CHECK_TRANSACTION_STATE (39) out.
 
 END_TRANSACTION (oneway from every client) becomes the transaction actor's ``end_transaction``
 (``actors.transactions``), the one implementation of commit and rollback. The producer groups a
@@ -9,6 +9,9 @@ the actor goes down the newest live connection of the half's group as a oneway
 CHECK_TRANSACTION_STATE with RocketMQ's fields (``topic``, ``tranStateTableOffset``,
 ``commitLogOffset``, ``msgId``, ``transactionId``, ``offsetMsgId``, ``bname``) and the message as
 its body, in the v1 record layout. The client answers with END_TRANSACTION ``fromTransactionCheck``.
+An end the actor refuses as too late (past the half's check immunity) is answered ILLEGAL_OPERATION
+(604), any other refusal SYSTEM_ERROR. RESUME_CHECK_HALF_MESSAGE names a discarded half by its
+offsetMsgId (header ``msgId``) and becomes the actor's ``resume_check``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.log.msgid import decode_offset_msg_id
 from ipc import remoting as rm
 from ipc.channel import BrokerError, BrokerTimeoutError
 
@@ -55,6 +59,19 @@ class TransactionFront:
             await self.call("transactions", "end_transaction", group=ext.get("producerGroup", ""),
                             queue_offset=queue_offset, phys_offset=phys_offset, state=state,
                             from_check=ext.get("fromTransactionCheck") in ("true", "1"))
+        except BrokerError as exc:
+            code = rm.ILLEGAL_OPERATION if exc.status == "ILLEGAL_OPERATION" else rm.SYSTEM_ERROR
+            return request.reply(code, exc.reason)
+        return request.reply(rm.SUCCESS)
+
+    async def resume(self, request: rm.RemotingCommand) -> rm.RemotingCommand:
+        """RESUME_CHECK_HALF_MESSAGE: a half the check service discarded goes back on the half queue."""
+        try:
+            _, phys_offset = decode_offset_msg_id(str(request.ext.get("msgId", "")))
+        except ValueError as exc:
+            return request.reply(rm.SYSTEM_ERROR, f"msgId: {exc}")
+        try:
+            await self.call("transactions", "resume_check", phys_offset=phys_offset)
         except BrokerError as exc:
             return request.reply(rm.SYSTEM_ERROR, exc.reason)
         return request.reply(rm.SUCCESS)

@@ -7,6 +7,8 @@ It binds the ``transactions`` ROUTER. Requests:
   ipc ``Producer`` and the remoting front (END_TRANSACTION, code 37) both send it;
 - ``register_producer`` {groups}: this connection answers checks for these producer groups
   (``actors.transactions.producers``);
+- ``resume_check`` {phys_offset}: a half the check service discarded goes back on the half queue
+  with its check count at 0 (RESUME_CHECK_HALF_MESSAGE, code 323);
 - ``ping``.
 
 Every ``[broker] transaction_check_interval_ms`` a check run (``actors.transactions.checker``) sends
@@ -41,6 +43,7 @@ log = logging.getLogger("mqstore")
 
 MAX_REQUEST_BYTES = 1024 * 1024
 END_FAILED = "END_TRANSACTION_FAILED"
+RESUME_FAILED = "RESUME_CHECK_FAILED"
 
 
 class TransactionsActor:
@@ -52,11 +55,13 @@ class TransactionsActor:
                                curve=ep.curve)
         host = cfg.store.store_host
         self.broker = BrokerCalls(self.channel, Host(host.ip, host.port), tx.CHECK_GROUP)
-        self.resolver = Resolver(self.broker, wall_ms, time.sleep)
+        self.resolver = Resolver(self.broker, wall_ms, time.sleep, cfg.broker.transaction_timeout_ms)
         self.producers = ProducerTable()
         self.router: zmq.Socket[Any] | None = None
         self.checker = Checker(self.broker, CheckSettings(cfg.broker.transaction_timeout_ms,
-                                                          cfg.broker.transaction_check_max), wall_ms, self._ask)
+                                                          cfg.broker.transaction_check_max,
+                                                          cfg.retention.file_reserved_hours * 3_600_000),
+                               wall_ms, self._ask)
         self.totals = CheckRun()
         self.ended = 0
 
@@ -125,7 +130,7 @@ class TransactionsActor:
         for (identity, request_id, request), result in zip(ends, results, strict=True):
             if not result.ok:
                 log.warning("transactions: end of half %d refused: %s", request.tran_state_offset, result.reason)
-                _reply(router, identity, schema.error_reply(request_id, END_FAILED, result.reason))
+                _reply(router, identity, schema.error_reply(request_id, result.status or END_FAILED, result.reason))
                 continue
             self.ended += 1
             committed = result.committed
@@ -139,6 +144,16 @@ class TransactionsActor:
                 raise schema.SchemaError("groups must be non-empty strings")
             self.producers.register(identity, groups, monotonic_ms())
             return schema.ok_reply(request_id)
+        if op == "resume_check":
+            phys_offset = schema.field(message, "phys_offset", int, lo=0)
+            try:
+                result = self.resolver.resume(phys_offset)
+            except (BrokerError, BrokerTimeoutError) as exc:
+                return schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc))
+            if not result.ok or result.committed is None:
+                return schema.error_reply(request_id, RESUME_FAILED, result.reason)
+            return schema.ok_reply(request_id, queue_offset=result.committed.queue_offset,
+                                   phys_offset=result.committed.phys_offset)
         if op == "ping":
             return schema.ok_reply(request_id, pid=os.getpid())
         return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the transactions actor does not serve {op!r}")

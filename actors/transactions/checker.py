@@ -3,10 +3,19 @@
 A run reads the op records from the op queue's offset of ``CID_RMQ_SYS_TRANS`` and notes every
 half they resolve, then walks the half queue from its offset. A resolved half is passed over. An
 unresolved one is discarded to ``TRANS_CHECK_MAX_TIME_TOPIC`` once it was checked
-``check_max`` times; the walk stops at a half stored after the run began or younger than
-``timeout_ms``; any other is re-appended to the half queue with its check count one up and its
-producer is asked about the copy (``ask``). Then both offsets move: the half offset to where the walk
-stopped, the op offset over the op records that resolve nothing at or after it.
+``check_max`` times or was born longer ago than the commitlog's retention (``reserved_ms``); the
+walk stops at a half stored after the run began; ages are from the half's birth, as RocketMQ's.
+A half with ``CHECK_IMMUNITY_TIME_IN_SECONDS`` younger than its immunity is passed over once an op
+record resolves the first half it copies (``TRAN_PREPARED_QUEUE_OFFSET``), else re-appended with
+that offset; without the property the walk stops at a half younger than ``timeout_ms``. Any other
+is re-appended with its check count one up and its producer is asked about the copy (``ask``).
+Then both offsets move: the half offset to where the walk stopped, the op offset over the op
+records that resolve nothing at or after it.
+
+Unlike RocketMQ, whose op map holds only halves at or past the walk's start, an immunity copy (or a
+checked copy of one) is looked up among every half the op records read this run resolve: a commit
+of its first half that came after the copy was made is found, and the producer is not asked again
+about a transaction it ended (which would commit it twice).
 
 What a SIGKILL costs: the offsets are committed at the end of a run (and persisted by reader 0 on
 its cadence), so a run cut short is walked again: a half may be re-appended and checked twice, and
@@ -34,6 +43,7 @@ MAX_OP_RECORDS = 4_096        # op records read per run
 class CheckSettings:
     timeout_ms: int
     check_max: int
+    reserved_ms: int = 72 * 3_600_000   # the commitlog's file_reserved_hours: older halves are discarded
 
 
 @dataclass(slots=True)
@@ -41,6 +51,7 @@ class CheckRun:
     checked: int = 0
     discarded: int = 0
     passed: int = 0           # resolved halves walked over
+    immune: int = 0           # immune halves re-appended
 
 
 Ask = Callable[[str, dict[str, object]], bool]
@@ -62,7 +73,8 @@ class Checker:
         half_offset = self._start(tx.HALF_TOPIC, half_min)
         op_offset = self._start(tx.OP_TOPIC, self.broker.span(tx.OP_TOPIC)[0])
         ops = self._ops(op_offset)
-        resolved = {h for _, halves in ops for h in halves if h >= half_offset}
+        listed = {h for _, halves in ops for h in halves}
+        resolved = {h for h in listed if h >= half_offset}
         i = half_offset
         batch: dict[int, Record] = {}
         while i < half_max and self._now_ms() - start_ms < MAX_RUN_MS:
@@ -75,14 +87,30 @@ class Checker:
                 if i not in batch:
                     break  # not readable yet (or gone): the next run starts here
             half = batch[i]
-            if tx.check_times(half.properties) >= self.settings.check_max:
+            age_ms = start_ms - half.born_ms
+            if tx.check_times(half.properties) >= self.settings.check_max or age_ms > self.settings.reserved_ms:
                 if not self._discard(half):
                     break
                 outcome.discarded += 1
                 i += 1
                 continue
-            age_ms = start_ms - half.store_ms
-            if half.store_ms >= start_ms or 0 <= age_ms <= self.settings.timeout_ms:
+            if half.store_ms >= start_ms:
+                break
+            first = tx.prepared_queue_offset(half.properties)
+            if first is not None and first in listed:
+                outcome.passed += 1  # its first half was ended after this copy was made
+                i += 1
+                continue
+            immunity = tx.check_immunity_ms(half.properties, self.settings.timeout_ms)
+            if immunity is not None and age_ms < immunity:
+                if tx.PROP_PREPARED_QUEUE_OFFSET in half.properties and first is None:
+                    break  # RocketMQ's getLong gave -1: no copy, no check; the next run looks again
+                if self._reappend(half, tx.immunity_copy_properties(half.properties, half.queue_offset)) is None:
+                    break
+                outcome.immune += 1
+                i += 1
+                continue
+            if immunity is None and 0 <= age_ms <= self.settings.timeout_ms:
                 break
             if not self._check(half):
                 break
@@ -125,15 +153,21 @@ class Checker:
 
     def _check(self, half: Record) -> bool:
         props = tx.checked_properties(half.properties)
+        copy = self._reappend(half, props)
+        if copy is None:
+            return False
+        group = half.properties.get(tx.PROP_PGROUP, "")
+        self._ask(group, check_push(half, props, copy))
+        return True
+
+    def _reappend(self, half: Record, props: dict[str, str]) -> SendResult | None:
         copy = self.broker.send([resend(half, topic=tx.HALF_TOPIC, queue=tx.HALF_QUEUE,
                                         properties=own_properties(props))])[0]
         if not copy.ok:
             log.warning("transactions: re-appending half %d failed: %s %s", half.queue_offset, copy.status,
                         copy.reason)
-            return False
-        group = half.properties.get(tx.PROP_PGROUP, "")
-        self._ask(group, check_push(half, props, copy))
-        return True
+            return None
+        return copy
 
 
 def check_push(half: Record, props: dict[str, str], copy: SendResult) -> dict[str, object]:

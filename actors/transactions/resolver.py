@@ -1,8 +1,10 @@
 """END_TRANSACTION, one implementation for every front (RocketMQ's ``EndTransactionProcessor``).
 
 The request names the half message by its commitlog offset and half-queue offset and says COMMIT,
-ROLLBACK or UNKNOWN. UNKNOWN changes nothing. Otherwise the half is read back and checked
-(``engine.transactions.end_refusal``); a commit puts it on its real topic and queue as a new
+ROLLBACK or UNKNOWN. UNKNOWN changes nothing. Otherwise the half is read back and checked: a
+producer's own end of a half past its check immunity is refused with ILLEGAL_OPERATION
+(``engine.transactions.end_too_late``), one that does not match the half it names with
+END_TRANSACTION_FAILED (``engine.transactions.end_refusal``); a commit puts it on its real topic and queue as a new
 record, and both write the op record that resolves the half. Like RocketMQ, an end is not
 deduplicated: a second commit of one half stores the message twice (#5574), so producers answer
 once per half.
@@ -26,6 +28,7 @@ log = logging.getLogger("mqstore")
 
 READ_ATTEMPTS_MS = 3_000  # a half just stored may reach the readers a moment after its producer's answer
 READ_RETRY_S = 0.001
+ILLEGAL_OPERATION = "ILLEGAL_OPERATION"  # RocketMQ's 604: too late, the half waits for a check
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,7 @@ class EndResult:
     ok: bool
     reason: str = ""
     committed: SendResult | None = None
+    status: str = ""   # why it was refused, when it is not the end's mismatch (ILLEGAL_OPERATION)
 
 
 def op_record(half_queue_offsets: list[int]) -> Outgoing:
@@ -51,8 +55,10 @@ def op_record(half_queue_offsets: list[int]) -> Outgoing:
 
 
 class Resolver:
-    def __init__(self, broker: BrokerCalls, now_ms: Callable[[], int], wait: Callable[[float], None]) -> None:
+    def __init__(self, broker: BrokerCalls, now_ms: Callable[[], int], wait: Callable[[float], None],
+                 timeout_ms: int = 6_000) -> None:
         self.broker = broker
+        self.timeout_ms = timeout_ms  # [broker] transaction_timeout_ms: the least check immunity
         self._now_ms = now_ms
         self._wait = wait
         self.read_retries = 0  # halves not yet readable when their end came: the readers learn of a record
@@ -104,6 +110,9 @@ class Resolver:
             return EndResult(False, f"no half message at commitlog offset {request.commit_log_offset}")
         if half.topic != tx.HALF_TOPIC:
             return EndResult(False, f"the record at {request.commit_log_offset} is on {half.topic}, not a half message")
+        late = tx.end_too_late(half.properties, half.born_ms, self._now_ms(), self.timeout_ms, request.from_check)
+        if late is not None:
+            return EndResult(False, late, status=ILLEGAL_OPERATION)
         refusal = tx.end_refusal(half.properties, half.queue_offset, half.phys_offset, request.group,
                                  request.tran_state_offset, request.commit_log_offset)
         if refusal is not None:
@@ -111,6 +120,21 @@ class Resolver:
         if request.state is tx.TransactionState.COMMIT and tx.real_destination(half.properties) is None:
             return EndResult(False, "the half message has no REAL_TOPIC / REAL_QID")
         return half
+
+    def resume(self, phys_offset: int) -> EndResult:
+        """RESUME_CHECK_HALF_MESSAGE: the half discarded to ``TRANS_CHECK_MAX_TIME_TOPIC`` at this
+        commitlog offset is put back on the half queue with its check count at 0 (RocketMQ's
+        AdminBrokerProcessor). Only a discarded half: any other record would become a transaction."""
+        record = self.broker.record_at(phys_offset)
+        if record is None:
+            return EndResult(False, f"no message at commitlog offset {phys_offset}")
+        if record.topic != tx.CHECK_MAX_TOPIC:
+            return EndResult(False, f"the record at {phys_offset} is on {record.topic}, not {tx.CHECK_MAX_TOPIC}")
+        props = own_properties(tx.resumed_properties(record.properties))
+        (copy,) = self.broker.send([resend(record, topic=tx.HALF_TOPIC, queue=tx.HALF_QUEUE, properties=props)])
+        if not copy.ok:
+            return EndResult(False, f"Put message back to {tx.HALF_TOPIC} failed: {copy.status} {copy.reason}", copy)
+        return EndResult(True, "", copy)
 
     def _half(self, phys_offset: int) -> Record | None:
         deadline = self._now_ms() + READ_ATTEMPTS_MS

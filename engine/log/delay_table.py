@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.java_numbers import parse_int, parse_long
 from engine.jhash import tags_code
 from engine.log.record import PROP_DELAY, PROP_TAGS, SCHEDULE_TOPIC
 from engine.metafile import read_with_backup, write_atomic
@@ -26,8 +26,6 @@ from engine.metafile import read_with_backup, write_atomic
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DELAY_LEVEL_FILE = "config/messageDelayLevel.json"
 UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_JAVA_LONG = re.compile(r"^[+-]?[0-9]+$")
-_JAVA_INT_MAX = 2**31 - 1
 
 
 class DelayLevelError(ValueError):
@@ -60,10 +58,7 @@ class DelayLevels:
 
 def parse_level(text: str) -> int | None:
     """Java's ``Integer.parseInt`` of a DELAY property: None where it would throw."""
-    if not _JAVA_LONG.match(text):
-        return None
-    value = int(text)
-    return value if -_JAVA_INT_MAX - 1 <= value <= _JAVA_INT_MAX else None
+    return parse_int(text)
 
 
 @functools.lru_cache(maxsize=8)
@@ -74,7 +69,7 @@ def parse_delay_levels(text: str) -> DelayLevels:
         unit, number = UNIT_MS.get(token[-1:]), token[:-1]
         if unit is None:
             raise DelayLevelError(f"message_delay_level token {n} {token!r} does not end in one of s, m, h, d")
-        if not _JAVA_LONG.match(number):
+        if parse_long(number) is None:
             raise DelayLevelError(f"message_delay_level token {n} {token!r} is not a whole number and a unit")
         delays.append(int(number) * unit)
     return DelayLevels(text, tuple(delays))

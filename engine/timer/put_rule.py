@@ -16,12 +16,12 @@ a roll coming back), gets a delivery time ``deliver_ms``:
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from engine.config import StoreConfig
+from engine.java_numbers import parse_long
 from engine.log.message import Message, PutResult, PutStatus
 from engine.log.record import PROP_DELAY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
 
@@ -40,8 +40,6 @@ PROP_REAL_QID = "REAL_QID"
 # came from; how a restarted actor finds what it delivered just before it was killed
 PROP_TIMER_FROM_PHYS = "TIMER_FROM_PHYS_OFFSET"
 CLIENT_PROPS = (PROP_TIMER_DELAY_SEC, PROP_TIMER_DELAY_MS, PROP_TIMER_DELIVER_MS)
-_LONG_TEXT = re.compile(r"[+-]?[0-9]{1,19}")  # what Java's Long.parseLong takes
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def is_timer_message(properties: Mapping[str, str]) -> bool:
@@ -55,16 +53,9 @@ def slot_ms(deliver_ms: int, precision_ms: int) -> int:
     return deliver_ms // precision_ms * precision_ms
 
 
-def _long(text: str) -> int | None:
-    if not _LONG_TEXT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if _LONG_MIN <= value <= _LONG_MAX else None
-
-
 def _delay_level(properties: Mapping[str, str]) -> int:
     text = properties.get(PROP_DELAY)
-    return (_long(text) or 0) if text is not None else 0
+    return (parse_long(text) or 0) if text is not None else 0
 
 
 class TimerRule:
@@ -84,7 +75,7 @@ class TimerRule:
                              reason="timer messages are off here ([store] timer_wheel_enable = false)")
         now = self.now_ms()
         name = next(n for n in CLIENT_PROPS if n in props)
-        value = _long(props[name])
+        value = parse_long(props[name])
         if value is None:
             return _illegal(f"{name} must be an integer, got {props[name]!r}")
         deliver_ms = now + value * 1000 if name == PROP_TIMER_DELAY_SEC else now + value if \

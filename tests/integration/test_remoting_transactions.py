@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from engine import transactions as tx
+from engine.log.msgid import offset_msg_id
 from engine.log.record import Record, decode_record
 from ipc import remoting as rm
 from ipc.client import Admin
@@ -39,8 +40,10 @@ def front(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Brok
             yield broker, client
 
 
-def half_send(client: rm.RemotingClient, body: bytes, uniq: str, queue: int, sys_flag: int = 0) -> dict[str, str]:
+def half_send(client: rm.RemotingClient, body: bytes, uniq: str, queue: int, sys_flag: int = 0,
+              more: str = "") -> dict[str, str]:
     props = f"TRAN_MSG\x01true\x02PGROUP\x01TPG\x02UNIQ_KEY\x01{uniq}\x02TAGS\x01t\x02WAIT\x01true\x02DELAY\x013\x02"
+    props += more
     reply = client.call(rm.SEND_MESSAGE, {"producerGroup": "TPG", "topic": "TxOrders", "defaultTopic": "TBW102",
                                           "defaultTopicQueueNums": 4, "queueId": queue, "sysFlag": sys_flag,
                                           "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": props,
@@ -121,4 +124,59 @@ def test_a_check_is_received_and_answered(front: tuple[Broker, rm.RemotingClient
                  "msgId": "UNIQ-Q", "transactionId": "UNIQ-Q"}, 8, from_check=True)
     stored = wait_for(lambda: records(client, "TxOrders", 3), 30, "the message the check committed")
     assert [r.body for r in stored] == [b"ask me"]
+    assert broker.stop() == 0
+
+
+def test_an_immune_half_is_copied_not_checked_and_a_late_end_is_illegal(
+        front: tuple[Broker, rm.RemotingClient]) -> None:
+    broker, client = front
+    born_ms = int(time.time() * 1000)
+    sent = half_send(client, b"immune", "UNIQ-I", queue=2, more=f"{tx.PROP_CHECK_IMMUNITY}\x012\x02")
+    first = int(sent["queueOffset"])
+
+    def immunity_copies() -> list[Record] | None:
+        copies = [r for r in records(client, tx.HALF_TOPIC, 0) if r.queue_offset > first]
+        return copies if len(copies) >= 2 else None
+
+    copies = wait_for(immunity_copies, 30, "copies made while the half is immune")
+    assert {r.properties.get(tx.PROP_PREPARED_QUEUE_OFFSET) for r in copies} == {str(first)}
+    assert all("TRANSACTION_CHECK_TIMES" not in r.properties for r in copies)  # copied, not checked
+    wait_for(lambda: time.time() * 1000 > born_ms + 2_100, 30, "the immunity to pass")
+    late = client.call(rm.END_TRANSACTION, {"producerGroup": "TPG", "commitOrRollback": 8, "fromTransactionCheck":
+                                            "false", "tranStateTableOffset": first,
+                                            "commitLogOffset": phys_of(sent["msgId"]), "msgId": "UNIQ-I"})
+    assert late.code == rm.ILLEGAL_OPERATION and "immunity" in str(late.remark)
+    check = client.next_request()
+    assert check.code == rm.CHECK_TRANSACTION_STATE and time.time() * 1000 >= born_ms + 2_000
+    decoded = decode_record(check.body, 0, check_crc=False).record
+    assert decoded is not None and decoded.properties[tx.PROP_PREPARED_QUEUE_OFFSET] == str(first)
+    end(client, {"tranStateTableOffset": check.ext["tranStateTableOffset"],
+                 "commitLogOffset": check.ext["commitLogOffset"], "msgId": "UNIQ-I"}, 8, from_check=True)
+    stored = wait_for(lambda: records(client, "TxOrders", 2), 30, "the message the check committed")
+    assert [r.body for r in stored] == [b"immune"]
+    assert broker.stop() == 0
+
+
+def test_a_discarded_half_is_resumed_by_resume_check_half_message(front: tuple[Broker, rm.RemotingClient]) -> None:
+    broker, client = front
+    half_send(client, b"forgotten", "UNIQ-F", queue=0)
+    discarded = wait_for(lambda: records(client, tx.CHECK_MAX_TOPIC, 0), 30, "the half discarded after 3 checks")
+    (gone,) = discarded
+    assert gone.properties["TRANSACTION_CHECK_TIMES"] == "3" and gone.body == b"forgotten"
+    client.requests.clear()  # the three checks nobody answered
+    a_half = records(client, tx.HALF_TOPIC, 0)[0]
+    a_half_id = offset_msg_id(gone.store_host, a_half.phys_offset)
+    not_a_discard = client.call(rm.RESUME_CHECK_HALF_MESSAGE, {"msgId": a_half_id})
+    assert not_a_discard.code == rm.SYSTEM_ERROR and tx.CHECK_MAX_TOPIC in str(not_a_discard.remark)
+    assert client.call(rm.RESUME_CHECK_HALF_MESSAGE, {"msgId": "not hex"}).code == rm.SYSTEM_ERROR
+    resumed = client.call(rm.RESUME_CHECK_HALF_MESSAGE, {"msgId": offset_msg_id(gone.store_host, gone.phys_offset)})
+    assert resumed.code == rm.SUCCESS, resumed.remark
+    check = client.next_request()
+    decoded = decode_record(check.body, 0, check_crc=False).record
+    assert decoded is not None and decoded.body == b"forgotten"
+    assert decoded.properties["TRANSACTION_CHECK_TIMES"] == "1"  # counted again from 0
+    end(client, {"tranStateTableOffset": check.ext["tranStateTableOffset"],
+                 "commitLogOffset": check.ext["commitLogOffset"], "msgId": "UNIQ-F"}, 8, from_check=True)
+    stored = wait_for(lambda: records(client, "TxOrders", 0), 30, "the resumed commit")
+    assert [r.body for r in stored] == [b"forgotten"]
     assert broker.stop() == 0
