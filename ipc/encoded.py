@@ -18,10 +18,10 @@ receive buffer and copies it into the mapped file.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter, itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from engine.batch.record_batch import (
     QUEUE_BY_SHARD,
@@ -259,18 +259,76 @@ def request_fields(batch: EncodedBatch) -> dict[str, Any]:
             "uniq": batch.uniq_keys}
 
 
-def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> list[SendResult]:
-    """One SendResult per record: PUT_OK with its offsets for those written, the reply's status after."""
+def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> SendResults:
+    """The batch's results: PUT_OK with its offsets for the records written, the reply's status after."""
     packed = reply.get("results")
     if (not isinstance(packed, bytes) or len(packed) % REPLY_ROW.itemsize
             or len(packed) // REPLY_ROW.itemsize > batch.count):
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
-    written = str(reply.get("written_status", PUT_OK))
-    phys, queue_ids, queue_offsets = unpack_reply_rows(packed)
-    out = _written_results(written, offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys, batch.uniq_keys)
-    status, reason = str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", ""))
-    out.extend(SendResult(status, reason=reason) for _ in range(batch.count - len(out)))
-    return out
+    return SendResults(packed, batch.count, batch.uniq_keys, store_host, str(reply.get("written_status", PUT_OK)),
+                       str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", "")))
+
+
+class SendResults(Sequence[SendResult]):
+    """One batch's results as columns, the reply's rows as they came: ``written`` records took
+    ``written_status`` (PUT_OK), the rest the reply's ``status`` and ``reason``. A ``SendResult`` is
+    made only for a record a caller touches (an index, a slice, iteration), so a producer that reads
+    ``ok_count`` or the columns pays nothing per message."""
+
+    __slots__ = ("_count", "_host", "_packed", "_results", "reason", "status", "uniq_keys", "written",
+                 "written_status")
+
+    def __init__(self, packed: bytes, count: int, uniq_keys: list[str], store_host: Host, written_status: str,
+                 status: str, reason: str) -> None:
+        self._packed = packed
+        self._host = store_host
+        self._results: list[SendResult] | None = None
+        self._count = count
+        self.written = len(packed) // REPLY_ROW.itemsize
+        self.uniq_keys = uniq_keys
+        self.written_status, self.status, self.reason = written_status, status, reason
+
+    @property
+    def ok_count(self) -> int:
+        """How many records were stored (PUT_OK)."""
+        return (self.written if self.written_status == PUT_OK else 0) + (
+            self._count - self.written if self.status == PUT_OK else 0)
+
+    def columns(self) -> tuple[list[int], list[int], list[int]]:
+        """The written records' phys offsets, queue ids and queue offsets (the reply's rows)."""
+        return unpack_reply_rows(self._packed)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> SendResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SendResult]: ...
+
+    def __getitem__(self, index: int | slice) -> SendResult | list[SendResult]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[SendResult]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return self._all() == (list(other) if isinstance(other, SendResults) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable as one
+
+    def __repr__(self) -> str:
+        return f"SendResults({self._all()!r})"
+
+    def _all(self) -> list[SendResult]:
+        if self._results is None:
+            phys, queue_ids, queue_offsets = unpack_reply_rows(self._packed)
+            out = _written_results(self.written_status, offset_msg_ids(self._host, phys), queue_ids, queue_offsets,
+                                   phys, self.uniq_keys)
+            out.extend(SendResult(self.status, reason=self.reason) for _ in range(self._count - len(out)))
+            self._results = out
+        return self._results
 
 
 _SEND_RESULT_SLOTS = tuple(SendResult.__dict__[f.name].__set__ for f in fields(SendResult))

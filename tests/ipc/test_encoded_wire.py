@@ -23,7 +23,7 @@ from engine.log.msgid import offset_msg_ids
 from engine.log.record import PROP_UNIQ_KEY
 from engine.log.writer import BatchOutcome
 from ipc import schema
-from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields, results_from_reply
+from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, SendResults, request_fields, results_from_reply
 from ipc.messages import Outgoing, SendResult
 from tests.engine.batch.test_record_batch import NOW_MS, STORE, reference_writer
 
@@ -195,3 +195,20 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
     assert {f.name for f in fields(SendResult)} == {f.name for f in fields(PutResult)}
     with pytest.raises(ValueError, match="malformed"):
         results_from_reply({"results": packed[:-1]}, batch, STORE)
+
+
+def test_send_results_count_and_read_columns_without_a_result_object() -> None:
+    """``SendResults`` answers ``ok_count`` and ``columns`` from the reply's rows as they came, makes
+    its SendResults only when a caller touches one, and is then the list it stands for."""
+    batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x%d" % i) for i in range(3)])
+    packed = np.array([(4096, 2, 7), (4200, 0, 9)], REPLY_ROW).tobytes()
+    results = results_from_reply({"results": packed, "status": "SERVICE_NOT_AVAILABLE", "reason": "disk full"},
+                                 batch, STORE)
+    assert isinstance(results, SendResults) and len(results) == 3 and results.ok_count == 2
+    assert results.columns() == ([4096, 4200], [2, 0], [7, 9])
+    assert results._results is None  # nothing made yet
+    assert results[2] == SendResult("SERVICE_NOT_AVAILABLE", reason="disk full")
+    assert results == list(results) and results[:2] == [r for r in results if r.ok]
+    assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
+    refused = results_from_reply({"results": b"", "status": "SERVICE_NOT_AVAILABLE", "reason": "full"}, batch, STORE)
+    assert refused.ok_count == 0 and [r.status for r in refused] == ["SERVICE_NOT_AVAILABLE"] * 3
