@@ -149,11 +149,12 @@ class BatchEncoder:
             raise EncodingError("transaction records go through send_batch / send_transactional")
         if set(map(type, bodies)) - {bytes}:
             bodies = tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
-        topic_table = list(dict.fromkeys(topics))
+        topic_table = [topics[0]] if n and topics.count(topics[0]) == n else list(dict.fromkeys(topics))
         if max(map(len, bodies), default=0) > enc.max_body_bytes or SCHEDULE_TOPIC in topic_table:
             raise EncodingError(f"a body over the {enc.max_body_bytes}-byte limit, or a delayed topic")
         key_strings = [self._keys(k) if k else "" for k in keys]
-        tag_parts = list(map({t: self._tag_part(t) for t in dict.fromkeys(tags)}.__getitem__, tags))
+        tag_set = dict.fromkeys(tags)  # each tags value once, in order: their parts, and the batch's tags table
+        tag_parts = list(map({t: self._tag_part(t) for t in tag_set}.__getitem__, tags))
         props: list[bytes] | PropertyPieces
         if any(properties):
             uniq_keys, props = self._with_properties(properties, tags, keys, key_strings, tag_parts)
@@ -162,7 +163,7 @@ class BatchEncoder:
             key_parts = [k and f"{_KEYS_HEAD}{k}{_END}" for k in key_strings] if any(key_strings) else ""
             props = PropertyPieces((tag_parts, key_parts, _UNIQ_HEAD, uniq_keys, _END))
         topic_index = {t: i for i, t in enumerate(topic_table)}
-        tag_table = list(self._tag_index(tags))
+        tag_table = [t for t in tag_set if t]
         tag_index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}
         tag_index[None] = tag_index[""] = -1
         now_ms = time.time_ns() // 1_000_000
@@ -196,19 +197,17 @@ class BatchEncoder:
         return part
 
     @staticmethod
-    def _tag_index(tags: Sequence[str | None]) -> dict[str, None]:
-        table = dict.fromkeys(tags)
-        table.pop(None, None)
-        table.pop("", None)
-        return table  # type: ignore[return-value]
-
-    @staticmethod
     def _keys(keys: Sequence[str]) -> str:
         """The message's index keys, space separated, checked as ``record_properties`` checks them."""
         if not keys or isinstance(keys, str):
             if isinstance(keys, str):
                 raise TypeError("keys must be a sequence of strings, not one string")
             return ""
+        if len(keys) == 1 and type(keys[0]) is str:  # the common case, one key: nothing to join
+            key = keys[0]
+            if " " in key or "\x01" in key or "\x02" in key:
+                raise EncodingError("a key contains a space or a separator character")
+            return key
         own = [k for k in keys if k]
         joined = " ".join(own)
         if joined.count(" ") != len(own) - 1 or "\x01" in joined or "\x02" in joined:

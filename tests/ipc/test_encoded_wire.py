@@ -23,7 +23,15 @@ from engine.log.msgid import offset_msg_ids
 from engine.log.record import PROP_UNIQ_KEY
 from engine.log.writer import BatchOutcome
 from ipc import schema
-from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, SendResults, request_fields, results_from_reply
+from ipc.encoded import (
+    OP_SEND_ENCODED,
+    BatchEncoder,
+    Encoding,
+    EncodingError,
+    SendResults,
+    request_fields,
+    results_from_reply,
+)
 from ipc.messages import Outgoing, SendResult
 from tests.engine.batch.test_record_batch import NOW_MS, STORE, reference_writer
 
@@ -169,6 +177,17 @@ def test_a_map_with_an_unknown_field_is_refused_as_outgoing_refuses_it() -> None
         encoder.encode([{"topic": "A", "body": b"x", "tag": "T"}])
     with pytest.raises(TypeError):
         encoder.encode([{"body": b"x"}])
+
+
+@pytest.mark.parametrize("keys", [("a b",), ("a\x01",), ("\x02",), ("ok", "a b"), ("", "a\x02")])
+def test_a_key_with_a_space_or_a_separator_is_refused_alone_or_among_others(keys: tuple[str, ...]) -> None:
+    """One key takes a shorter way than several (nothing to join): both refuse what
+    ``record_properties`` would not store as the key itself."""
+    encoder = BatchEncoder(Encoding(STORE, True, 1 << 20))
+    with pytest.raises(EncodingError, match="space or a separator"):
+        encoder.encode_columns("A", [b"x"], keys=[keys])
+    with pytest.raises(TypeError):
+        encoder.encode_columns("A", [b"x"], keys=[(b"k",)])  # type: ignore[list-item]
 
 
 def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> None:
