@@ -231,3 +231,18 @@ def test_send_results_count_and_read_columns_without_a_result_object() -> None:
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
     refused = results_from_reply({"results": b"", "status": "SERVICE_NOT_AVAILABLE", "reason": "full"}, batch, STORE)
     assert refused.ok_count == 0 and [r.status for r in refused] == ["SERVICE_NOT_AVAILABLE"] * 3
+
+
+@settings(max_examples=50, deadline=None)
+@given(count=st.integers(1, 6), written=st.integers(0, 6),
+       written_status=st.sampled_from(["PUT_OK", "FLUSH_DISK_TIMEOUT"]),
+       status=st.sampled_from(["PUT_OK", "SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL"]))
+def test_ok_count_is_the_number_of_results_that_are_ok(count: int, written: int, written_status: str,
+                                                        status: str) -> None:
+    batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x")] * count)
+    written = min(written, count)
+    packed = np.array([(4096 + 100 * i, 0, i) for i in range(written)], REPLY_ROW).tobytes()
+    results = results_from_reply({"results": packed, "written_status": written_status, "status": status,
+                                  "reason": "why"}, batch, STORE)
+    assert results.ok_count == sum(r.ok for r in results) and len(results) == count
+    assert [r.status for r in results] == [written_status] * written + [status] * (count - written)
