@@ -191,11 +191,8 @@ class Channel:
                     self._drain_wakeups()
                 with self._lock:
                     closing = self._closed
-                while True:
-                    try:
-                        heapq.heappush(delayed, self._inbox.get_nowait())
-                    except queue.Empty:
-                        break
+                while not self._inbox.empty():  # this thread alone takes from it
+                    heapq.heappush(delayed, self._inbox.get_nowait())
                 if closing:
                     break
                 now = _now_ms()
@@ -220,11 +217,10 @@ class Channel:
             ctx.term()
 
     def _drain_wakeups(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
+        # a short read took every byte there was: no second read to fail with EAGAIN (an exception a wake-up)
+        with contextlib.suppress(BlockingIOError):
+            while len(os.read(self._wake_r, 4096)) == 4096:
                 pass
-        except BlockingIOError:
-            pass
 
     def _send(self, sockets: dict[str, zmq.Socket[Any]], pending: dict[int, _Pending],
               deadlines: list[tuple[int, int]], item: _Outgoing, now_ms: int) -> None:

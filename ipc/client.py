@@ -33,6 +33,7 @@ from ipc.encoded import (
     BatchEncoder,
     Encoding,
     EncodingError,
+    SendResults,
     request_fields,
     results_from_reply,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "ReceivedMessage",
     "ReplyError",
     "SendResult",
+    "SendResults",
     "TransactionResult",
     "TransactionState",
 ]
@@ -174,13 +176,15 @@ class Producer:
         attempt(list(range(len(wire))), self._retries, 0)
         return outer
 
-    def send_encoded(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
+    def send_encoded(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> SendResults:
         """``send_batch`` with the records encoded here, whole (``ipc.encoded``), so the writer only
         checks, stamps and copies them: the fast path for batches. Delayed messages, and messages
-        the store would refuse, raise EncodingError before anything is sent; nothing is retried."""
+        the store would refuse, raise EncodingError before anything is sent; nothing is retried. The
+        results are one ``SendResults`` (a sequence of ``SendResult``, made when touched; its
+        ``ok_count`` and ``columns`` read the reply as it came)."""
         return self.send_encoded_async(messages).result()
 
-    def send_encoded_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
+    def send_encoded_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[SendResults]:
         if not messages:
             raise ValueError("send_encoded needs at least one message")
         encoder = self._batch_encoder()
@@ -188,7 +192,7 @@ class Producer:
 
     def send_encoded_columns(self, topic: str, bodies: Sequence[bytes], *,
                              tags: str | Sequence[str | None] | None = None,
-                             keys: Sequence[Sequence[str]] | None = None) -> list[SendResult]:
+                             keys: Sequence[Sequence[str]] | None = None) -> SendResults:
         """``send_encoded`` for one topic, its messages given as columns: the bodies, ``tags`` one for
         all or one per body, ``keys`` one sequence per body. No message object is built: the
         cheapest way to send a batch."""
@@ -196,14 +200,14 @@ class Producer:
 
     def send_encoded_columns_async(self, topic: str, bodies: Sequence[bytes], *,
                                    tags: str | Sequence[str | None] | None = None,
-                                   keys: Sequence[Sequence[str]] | None = None) -> Future[list[SendResult]]:
+                                   keys: Sequence[Sequence[str]] | None = None) -> Future[SendResults]:
         if not bodies:
             raise ValueError("send_encoded_columns needs at least one body")
         encoder = self._batch_encoder()
         return self._send_encoded(encoder, encoder.encode_columns(topic, bodies, tags, keys))
 
-    def _send_encoded(self, encoder: BatchEncoder, batch: EncodedBatch) -> Future[list[SendResult]]:
-        outer: Future[list[SendResult]] = Future()
+    def _send_encoded(self, encoder: BatchEncoder, batch: EncodedBatch) -> Future[SendResults]:
+        outer: Future[SendResults] = Future()
         outer.set_running_or_notify_cancel()
 
         def on_reply(reply: Future[dict[str, Any]]) -> None:

@@ -18,10 +18,10 @@ receive buffer and copies it into the mapped file.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter, itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from engine.batch.record_batch import (
     QUEUE_BY_SHARD,
@@ -149,11 +149,12 @@ class BatchEncoder:
             raise EncodingError("transaction records go through send_batch / send_transactional")
         if set(map(type, bodies)) - {bytes}:
             bodies = tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
-        topic_table = list(dict.fromkeys(topics))
+        topic_table = [topics[0]] if n and topics.count(topics[0]) == n else list(dict.fromkeys(topics))
         if max(map(len, bodies), default=0) > enc.max_body_bytes or SCHEDULE_TOPIC in topic_table:
             raise EncodingError(f"a body over the {enc.max_body_bytes}-byte limit, or a delayed topic")
         key_strings = [self._keys(k) if k else "" for k in keys]
-        tag_parts = list(map({t: self._tag_part(t) for t in dict.fromkeys(tags)}.__getitem__, tags))
+        tag_set = dict.fromkeys(tags)  # each tags value once, in order: their parts, and the batch's tags table
+        tag_parts = list(map({t: self._tag_part(t) for t in tag_set}.__getitem__, tags))
         props: list[bytes] | PropertyPieces
         if any(properties):
             uniq_keys, props = self._with_properties(properties, tags, keys, key_strings, tag_parts)
@@ -162,7 +163,7 @@ class BatchEncoder:
             key_parts = [k and f"{_KEYS_HEAD}{k}{_END}" for k in key_strings] if any(key_strings) else ""
             props = PropertyPieces((tag_parts, key_parts, _UNIQ_HEAD, uniq_keys, _END))
         topic_index = {t: i for i, t in enumerate(topic_table)}
-        tag_table = list(self._tag_index(tags))
+        tag_table = [t for t in tag_set if t]
         tag_index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}
         tag_index[None] = tag_index[""] = -1
         now_ms = time.time_ns() // 1_000_000
@@ -196,19 +197,17 @@ class BatchEncoder:
         return part
 
     @staticmethod
-    def _tag_index(tags: Sequence[str | None]) -> dict[str, None]:
-        table = dict.fromkeys(tags)
-        table.pop(None, None)
-        table.pop("", None)
-        return table  # type: ignore[return-value]
-
-    @staticmethod
     def _keys(keys: Sequence[str]) -> str:
         """The message's index keys, space separated, checked as ``record_properties`` checks them."""
         if not keys or isinstance(keys, str):
             if isinstance(keys, str):
                 raise TypeError("keys must be a sequence of strings, not one string")
             return ""
+        if len(keys) == 1 and type(keys[0]) is str:  # the common case, one key: nothing to join
+            key = keys[0]
+            if " " in key or "\x01" in key or "\x02" in key:
+                raise EncodingError("a key contains a space or a separator character")
+            return key
         own = [k for k in keys if k]
         joined = " ".join(own)
         if joined.count(" ") != len(own) - 1 or "\x01" in joined or "\x02" in joined:
@@ -259,18 +258,76 @@ def request_fields(batch: EncodedBatch) -> dict[str, Any]:
             "uniq": batch.uniq_keys}
 
 
-def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> list[SendResult]:
-    """One SendResult per record: PUT_OK with its offsets for those written, the reply's status after."""
+def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> SendResults:
+    """The batch's results: PUT_OK with its offsets for the records written, the reply's status after."""
     packed = reply.get("results")
     if (not isinstance(packed, bytes) or len(packed) % REPLY_ROW.itemsize
             or len(packed) // REPLY_ROW.itemsize > batch.count):
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
-    written = str(reply.get("written_status", PUT_OK))
-    phys, queue_ids, queue_offsets = unpack_reply_rows(packed)
-    out = _written_results(written, offset_msg_ids(store_host, phys), queue_ids, queue_offsets, phys, batch.uniq_keys)
-    status, reason = str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", ""))
-    out.extend(SendResult(status, reason=reason) for _ in range(batch.count - len(out)))
-    return out
+    return SendResults(packed, batch.count, batch.uniq_keys, store_host, str(reply.get("written_status", PUT_OK)),
+                       str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", "")))
+
+
+class SendResults(Sequence[SendResult]):
+    """One batch's results as columns, the reply's rows as they came: ``written`` records took
+    ``written_status`` (PUT_OK), the rest the reply's ``status`` and ``reason``. A ``SendResult`` is
+    made only for a record a caller touches (an index, a slice, iteration), so a producer that reads
+    ``ok_count`` or the columns pays nothing per message."""
+
+    __slots__ = ("_count", "_host", "_packed", "_results", "reason", "status", "uniq_keys", "written",
+                 "written_status")
+
+    def __init__(self, packed: bytes, count: int, uniq_keys: list[str], store_host: Host, written_status: str,
+                 status: str, reason: str) -> None:
+        self._packed = packed
+        self._host = store_host
+        self._results: list[SendResult] | None = None
+        self._count = count
+        self.written = len(packed) // REPLY_ROW.itemsize
+        self.uniq_keys = uniq_keys
+        self.written_status, self.status, self.reason = written_status, status, reason
+
+    @property
+    def ok_count(self) -> int:
+        """How many records were stored (PUT_OK)."""
+        return (self.written if self.written_status == PUT_OK else 0) + (
+            self._count - self.written if self.status == PUT_OK else 0)
+
+    def columns(self) -> tuple[list[int], list[int], list[int]]:
+        """The written records' phys offsets, queue ids and queue offsets (the reply's rows)."""
+        return unpack_reply_rows(self._packed)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> SendResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SendResult]: ...
+
+    def __getitem__(self, index: int | slice) -> SendResult | list[SendResult]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[SendResult]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return self._all() == (list(other) if isinstance(other, SendResults) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable as one
+
+    def __repr__(self) -> str:
+        return f"SendResults({self._all()!r})"
+
+    def _all(self) -> list[SendResult]:
+        if self._results is None:
+            phys, queue_ids, queue_offsets = unpack_reply_rows(self._packed)
+            out = _written_results(self.written_status, offset_msg_ids(self._host, phys), queue_ids, queue_offsets,
+                                   phys, self.uniq_keys)
+            out.extend(SendResult(self.status, reason=self.reason) for _ in range(self._count - len(out)))
+            self._results = out
+        return self._results
 
 
 _SEND_RESULT_SLOTS = tuple(SendResult.__dict__[f.name].__set__ for f in fields(SendResult))

@@ -114,7 +114,10 @@ def encode_batch(bodies: Sequence[bytes], topics: Sequence[str], properties: Seq
     host for all); an int stands for a whole column. ValueError for properties over
     MAX_PROPERTIES_SIZE, OverflowError for a queue id, flag or reconsume count outside int32."""
     n = len(bodies)
-    parts = list(map({t: topic_part(t) for t in dict.fromkeys(topics)}.__getitem__, topics))
+    if n and topics.count(topics[0]) == n:  # a batch to one topic: one part for all
+        parts = [topic_part(topics[0])] * n
+    else:
+        parts = list(map({t: topic_part(t) for t in dict.fromkeys(topics)}.__getitem__, topics))
     ints = np.empty((5, n), np.int64)
     ints[0] = queue_ids
     ints[1] = flags

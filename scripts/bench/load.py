@@ -33,6 +33,7 @@ from typing import Any
 import multiprocess
 import numpy as np
 
+from ipc.encoded import SendResults
 from scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
 
 STAMP_BYTES = 8
@@ -219,7 +220,8 @@ def _done(meter: _Meter, rts: list[float], future: Future[Any], t0: float, n: in
     except Exception:
         meter.add(0, n, rt_ms)
         return
-    ok = sum(1 for r in results if r.ok)
+    # a send_encoded batch counts its stored records from the reply's columns, no SendResult made
+    ok = results.ok_count if isinstance(results, SendResults) else sum(1 for r in results if r.ok)
     meter.add(ok, n - ok, rt_ms)
 
 

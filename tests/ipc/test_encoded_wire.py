@@ -23,7 +23,15 @@ from engine.log.msgid import offset_msg_ids
 from engine.log.record import PROP_UNIQ_KEY
 from engine.log.writer import BatchOutcome
 from ipc import schema
-from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields, results_from_reply
+from ipc.encoded import (
+    OP_SEND_ENCODED,
+    BatchEncoder,
+    Encoding,
+    EncodingError,
+    SendResults,
+    request_fields,
+    results_from_reply,
+)
 from ipc.messages import Outgoing, SendResult
 from tests.engine.batch.test_record_batch import NOW_MS, STORE, reference_writer
 
@@ -171,6 +179,17 @@ def test_a_map_with_an_unknown_field_is_refused_as_outgoing_refuses_it() -> None
         encoder.encode([{"body": b"x"}])
 
 
+@pytest.mark.parametrize("keys", [("a b",), ("a\x01",), ("\x02",), ("ok", "a b"), ("", "a\x02")])
+def test_a_key_with_a_space_or_a_separator_is_refused_alone_or_among_others(keys: tuple[str, ...]) -> None:
+    """One key takes a shorter way than several (nothing to join): both refuse what
+    ``record_properties`` would not store as the key itself."""
+    encoder = BatchEncoder(Encoding(STORE, True, 1 << 20))
+    with pytest.raises(EncodingError, match="space or a separator"):
+        encoder.encode_columns("A", [b"x"], keys=[keys])
+    with pytest.raises(TypeError):
+        encoder.encode_columns("A", [b"x"], keys=[(b"k",)])  # type: ignore[list-item]
+
+
 def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> None:
     """One reply-row layout: ``plan.reply_rows`` of the records written, read back by
     ``results_from_reply`` as SendResults with the PutResult's field names; the records not written
@@ -195,3 +214,35 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
     assert {f.name for f in fields(SendResult)} == {f.name for f in fields(PutResult)}
     with pytest.raises(ValueError, match="malformed"):
         results_from_reply({"results": packed[:-1]}, batch, STORE)
+
+
+def test_send_results_count_and_read_columns_without_a_result_object() -> None:
+    """``SendResults`` answers ``ok_count`` and ``columns`` from the reply's rows as they came, makes
+    its SendResults only when a caller touches one, and is then the list it stands for."""
+    batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x%d" % i) for i in range(3)])
+    packed = np.array([(4096, 2, 7), (4200, 0, 9)], REPLY_ROW).tobytes()
+    results = results_from_reply({"results": packed, "status": "SERVICE_NOT_AVAILABLE", "reason": "disk full"},
+                                 batch, STORE)
+    assert isinstance(results, SendResults) and len(results) == 3 and results.ok_count == 2
+    assert results.columns() == ([4096, 4200], [2, 0], [7, 9])
+    assert results._results is None  # nothing made yet
+    assert results[2] == SendResult("SERVICE_NOT_AVAILABLE", reason="disk full")
+    assert results == list(results) and results[:2] == [r for r in results if r.ok]
+    assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
+    refused = results_from_reply({"results": b"", "status": "SERVICE_NOT_AVAILABLE", "reason": "full"}, batch, STORE)
+    assert refused.ok_count == 0 and [r.status for r in refused] == ["SERVICE_NOT_AVAILABLE"] * 3
+
+
+@settings(max_examples=50, deadline=None)
+@given(count=st.integers(1, 6), written=st.integers(0, 6),
+       written_status=st.sampled_from(["PUT_OK", "FLUSH_DISK_TIMEOUT"]),
+       status=st.sampled_from(["PUT_OK", "SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL"]))
+def test_ok_count_is_the_number_of_results_that_are_ok(count: int, written: int, written_status: str,
+                                                        status: str) -> None:
+    batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x")] * count)
+    written = min(written, count)
+    packed = np.array([(4096 + 100 * i, 0, i) for i in range(written)], REPLY_ROW).tobytes()
+    results = results_from_reply({"results": packed, "written_status": written_status, "status": status,
+                                  "reason": "why"}, batch, STORE)
+    assert results.ok_count == sum(r.ok for r in results) and len(results) == count
+    assert [r.status for r in results] == [written_status] * written + [status] * (count - written)

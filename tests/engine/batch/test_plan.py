@@ -1,18 +1,26 @@
-"""The writer's plan for producer-encoded batches: merging a poll round's requests, cutting its replies."""
+"""The writer's plan for producer-encoded batches: merging a poll round's requests, picking their queues
+(held to the request-by-request and topic-by-topic versions, tests/oracle/plan.py), cutting its replies."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import StoreConfig
-from engine.batch.plan import EncodedRequest, check, merge, reply_rows, reply_rows_each
-from engine.batch.record_batch import COLUMNS, BatchError
+from engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows, reply_rows_each
+from engine.batch.record_batch import COLUMNS, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
 from engine.log.host import Host
 from engine.log.message import PutStatus
 from engine.log.writer import BatchOutcome
+from engine.queue_selector import RoundRobin
+from engine.topics import TopicTable
 from ipc.encoded import BatchEncoder, Encoding
 from ipc.messages import Outgoing
+from tests.oracle import plan as oracle
 
 ENCODER = BatchEncoder(Encoding(Host("10.0.0.7", 10911), True, 1 << 20))
 
@@ -66,3 +74,57 @@ def test_replies_cut_from_one_packing_are_each_requests_rows(written: int) -> No
     starts = [0, 2, 3]
     assert reply_rows_each(queue_ids, outcome, counts) == [
         reply_rows(queue_ids, outcome, start, start + count) for start, count in zip(starts, counts, strict=True)]
+
+
+TOPIC_POOL = ("A", "B", "C", "bad topic")  # the last is refused by the topic rule
+TAG_POOL = ("T", "U", "V")
+
+
+@st.composite
+def requests(draw: st.DrawFn, valid: bool) -> EncodedRequest:
+    """A request's columns and tables; with ``valid`` False, table indices may fall outside them."""
+    topics = draw(st.lists(st.sampled_from(TOPIC_POOL), min_size=1, max_size=3, unique=True))
+    tags = draw(st.lists(st.sampled_from(TAG_POOL), max_size=3, unique=True))
+    slack = 0 if valid else 1
+    rows = np.zeros(draw(st.integers(0 if not valid else 1, 6)), COLUMNS)
+    writer_picks = draw(st.booleans())
+    for row in rows:
+        row["topic"] = draw(st.integers(0, len(topics) - 1 + slack))
+        row["tag"] = draw(st.integers(-1 - slack, len(tags) - 1 + slack))
+        row["queue"] = QUEUE_ROUND_ROBIN if writer_picks else draw(st.sampled_from([-3, -2, -1, 0, 1, 3, 5]))
+        row["shard"] = draw(st.integers(-(1 << 31), (1 << 31) - 1))
+    return EncodedRequest(b"r" * len(rows), rows.tobytes(), topics, tags, ["k"] * len(rows), ["u"] * len(rows))
+
+
+def _outcome(call: Callable[[], EncodedRequest | np.ndarray]) -> object:
+    try:
+        out = call()
+    except (BatchError, IndexError):  # the writer takes either as the round's refusal
+        return "refused"
+    if isinstance(out, np.ndarray):
+        return out.tolist()
+    return bytes(out.records), out.columns, out.topics, out.tags, out.keys, out.uniq_keys
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch=st.lists(requests(valid=False), min_size=1, max_size=4))
+def test_merge_remaps_a_round_at_once_as_the_request_by_request_merge_did(batch: list[EncodedRequest]) -> None:
+    assert _outcome(lambda: merge(batch)) == _outcome(lambda: oracle.merge(batch))
+
+
+@settings(max_examples=300, deadline=None)
+@given(request=requests(valid=True), queues=st.integers(1, 4), earlier=st.lists(st.sampled_from("ABC"), max_size=4))
+def test_pick_queues_groups_rows_by_topic_as_the_topic_by_topic_pick_did(
+        tmp_path_factory: pytest.TempPathFactory, request: EncodedRequest, queues: int, earlier: list[str]) -> None:
+    """The same queue ids, the same refusals, and the round-robin turns left where they were left."""
+    picks = []
+    for pick in (pick_queues, oracle.pick_queues):
+        table = TopicTable.load(tmp_path_factory.mktemp("topics"), lambda: 0, deferred=True)
+        robin = RoundRobin()
+        for name in earlier:
+            robin.turns(name, 7, 1)
+        checked = CheckedBatch(np.frombuffer(request.columns, COLUMNS), *(np.zeros(0, np.int64),) * 3)
+        picks.append((_outcome(lambda: pick(request, checked, table, queues, robin)),  # noqa: B023
+                      [robin.turns(name, 1 << 20, 1).tolist() for name in TOPIC_POOL],
+                      sorted(table.topics)))
+    assert picks[0] == picks[1]

@@ -1,0 +1,72 @@
+"""engine/batch/plan.py's ``merge`` and ``pick_queues`` as they were, a dozen numpy calls a request
+and a topic: the oracle the writer's round-wide versions are held to (the same columns and tables,
+the same queue ids and round-robin turns, the same batches refused)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.batch.plan import EncodedRequest, _topic_refusal
+from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
+from engine.queue_selector import QueueIds, RoundRobin, shard_queues
+from engine.topics import TopicError, TopicTable
+
+
+def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTable, default_queues: int,
+                round_robin: RoundRobin) -> QueueIds:
+    """Every record's queue id; raises BatchError for a refused topic or a queue out of range."""
+    cols = checked.columns
+    wanted = cols["queue"].astype(np.int64)
+    queue_ids = wanted.copy()
+    for index, name in enumerate(request.topics):
+        reason = _topic_refusal(name)
+        if reason is not None:
+            raise BatchError(reason)
+        try:
+            count = topics.get_or_create(name, default_queues).queue_count
+        except (TopicError, OSError) as exc:
+            raise BatchError(str(exc)) from None
+        if len(request.topics) == 1 and int(wanted.max()) == int(wanted.min()) == QUEUE_ROUND_ROBIN:
+            return round_robin.turns(name, count, len(wanted))  # a batch to one topic, every queue the writer's pick
+        rows = cols["topic"] == index
+        if ((wanted >= count) & rows).any() or ((wanted < QUEUE_BY_SHARD) & rows).any():
+            raise BatchError(f"queue id out of range: {name} has {count} queues")
+        robin = np.flatnonzero(rows & (wanted == QUEUE_ROUND_ROBIN))
+        if len(robin):
+            queue_ids[robin] = round_robin.turns(name, count, len(robin))
+        sharded = rows & (wanted == QUEUE_BY_SHARD)
+        queue_ids[sharded] = shard_queues(cols["shard"][sharded], count)
+    return queue_ids
+
+
+def merge(requests: list[EncodedRequest]) -> EncodedRequest:
+    """Several requests as one batch (topic and tag tables joined, the columns' indices remapped), so
+    a poll round's sends take one check, one append and one dispatch. Raises BatchError or
+    IndexError for a request whose columns do not match its tables. Requests with the same tables
+    (a producer's batches to one topic) are joined as they are: ``check`` finds any index outside
+    them."""
+    if any(len(r.columns) % COLUMNS.itemsize for r in requests):
+        raise BatchError("the columns are not whole rows")
+    keys: list[str] = []
+    uniq_keys: list[str] = []
+    for r in requests:
+        keys += r.keys
+        uniq_keys += r.uniq_keys
+    records = b"".join(r.records for r in requests)
+    first = requests[0]
+    if all(r.topics == first.topics and r.tags == first.tags for r in requests):
+        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, keys,
+                              uniq_keys)
+    topics: dict[str, int] = {}
+    tags: dict[str, int] = {}
+    parts = []
+    for r in requests:
+        cols = np.frombuffer(r.columns, dtype=COLUMNS).copy()
+        topic_map = np.array([topics.setdefault(t, len(topics)) for t in r.topics], np.int64)
+        tag_map = np.array([tags.setdefault(t, len(tags)) for t in r.tags] + [-1], np.int64)
+        if len(cols) and (int(cols["tag"].min()) < -1 or int(cols["tag"].max()) >= len(r.tags)):
+            raise BatchError("a record names a tag outside the batch's table")
+        cols["topic"] = topic_map[cols["topic"]]
+        cols["tag"] = tag_map[cols["tag"]]
+        parts.append(cols)
+    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), keys, uniq_keys)
