@@ -312,8 +312,8 @@ class AckGroups:
         if self.moves is None:
             return
         moves = self.moves.refresh(self.store)
-        if moves:
-            relocated = sum(q.relocate(moves) for _, q in self.queues.items())
+        relocated = sum(q.relocate(moves) for _, q in self.queues.items()) if moves else 0
+        if relocated:
             log.info("ack mode: %d message(s) now read from their moved copies", relocated)
 
     def ms_to_next(self, now: int, cap_ms: int) -> int:
