@@ -15,7 +15,9 @@ producer-encoded records), then:
 Every tick it publishes ``tick`` (how far builders may apply) and ``written`` (how far the log goes),
 so a dropped notice only delays, and persists new topics. On its own cadence it checks the disk:
 past the warning ratio sends are refused until usage drops, and retention deletes expired commitlog
-files, and with ``reclaim_consumed`` the files every group consumed (``actors.writer.reclaimer``).
+files, and with ``reclaim_consumed`` the files every group consumed (``actors.writer.reclaimer``);
+with ``move_stragglers_below`` it then moves the few unacked messages that alone hold the oldest
+file (``actors.writer.mover``).
 On start it finds the log's end itself: from what the consume queues cover, records are checked
 with their CRCs, the torn tail of a killed predecessor is cut, and queue offsets continue from the
 records found.
