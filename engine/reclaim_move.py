@@ -41,6 +41,19 @@ PROP_MOVED_REAL_QID = "MOVED_REAL_QID"
 _OWN = (PROP_REAL_TOPIC, PROP_REAL_QID, PROP_MOVED_FROM, PROP_MOVED_REAL_TOPIC, PROP_MOVED_REAL_QID)
 
 
+def same_message(earlier: Record, copy: Record) -> bool:
+    """Whether ``copy`` is a copy of ``earlier`` (the original or an older copy): the same message
+    once presented, whole-record CRCs aside. A reader trusts a copy only then, while the earlier
+    one is still there: a record a producer put on the moved topic itself cannot stand in for one."""
+    a, b = presented(earlier), presented(copy)
+    return (a.topic, a.queue_id, a.queue_offset, a.phys_offset, a.body, _own_properties(a)) == (
+        b.topic, b.queue_id, b.queue_offset, b.phys_offset, b.body, _own_properties(b))
+
+
+def _own_properties(record: Record) -> dict[str, str]:
+    return {k: v for k, v in record.properties.items() if k != PROP_CRC_KEY}
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a moved message was first stored."""
@@ -106,4 +119,4 @@ def presented(record: Record) -> Record:
                                properties=props)
 
 
-__all__ = ["MOVED_QUEUE_ID", "MOVED_TOPIC", "Origin", "copy_message", "origin_of", "presented"]
+__all__ = ["MOVED_QUEUE_ID", "MOVED_TOPIC", "Origin", "copy_message", "origin_of", "presented", "same_message"]

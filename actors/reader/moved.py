@@ -7,16 +7,25 @@ to its newest copy (a message moved twice is named by its first offset in both c
 reader's ack-mode queues read a moved message there (``actors.reader.ack_queue``).
 
 Nothing here is written: the moved topic's consume queue is the durable record of every move, and a
-restarted reader reads it from its first live entry before it serves anything. A copy appended by
-a writer killed before it dispatched it is read once the consume-queue builder has caught up: until
-then its original is still where it was, since only a mark counting the copy lets the file go.
+restarted reader reads it from its first live entry before it serves anything. A copy is trusted
+only when the message it copies, where it was last known, is still there and is the same message
+(``engine.reclaim_move.same_message``), or is gone (acked, or moved before this reader started and
+read from here in order): a record a producer put on the moved topic cannot stand in for another
+message. A copy appended by a writer killed before it dispatched it is read once the consume-queue
+builder has caught up: until then its original is still where it was, since only a mark counting
+the copy lets the file go.
 """
 
 from __future__ import annotations
 
+import logging
+
 from actors.reader.state import PublishedStore
 from engine.consumequeue.consume_queue import FILLER_SIZE
-from engine.reclaim_move import MOVED_QUEUE_ID, MOVED_TOPIC, origin_of
+from engine.log.record import Record
+from engine.reclaim_move import MOVED_QUEUE_ID, MOVED_TOPIC, origin_of, same_message
+
+log = logging.getLogger("mqstore")
 
 READ_ENTRIES = 1024  # moved-topic entries read at once
 
@@ -46,11 +55,16 @@ class MovedCopies:
             for phys_offset, size, _ in entries.tolist():
                 record = store.record_at(phys_offset, size) if 0 < size != FILLER_SIZE else None
                 origin = origin_of(record) if record is not None else None
-                if origin is None:
+                if record is None or origin is None:
                     continue
                 self.copies_read += 1
                 old = self.latest.get(origin.phys_offset)
                 if old is not None and old[0] >= phys_offset:
+                    continue
+                earlier = old if old is not None else (origin.phys_offset, origin.size)
+                if earlier[0] >= store.commitlog.min_offset and not _copies(store, earlier, record):
+                    log.warning("moved topic: the record at %d is no copy of the message at %d; ignored",
+                                phys_offset, earlier[0])
                     continue
                 self.latest[origin.phys_offset] = moves[origin.phys_offset] = (phys_offset, size)
                 self._original[phys_offset] = origin.phys_offset
@@ -72,3 +86,8 @@ class MovedCopies:
             del self.latest[origin]  # in place: the queues read this very map
         for copy in [copy for copy in self._original if copy < commitlog_min]:
             del self._original[copy]
+
+
+def _copies(store: PublishedStore, earlier: Location, record: Record) -> bool:
+    before = store.record_at(*earlier)
+    return before is not None and same_message(before, record)

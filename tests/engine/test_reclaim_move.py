@@ -18,7 +18,7 @@ from engine.log.host import Host
 from engine.log.message import encode_message
 from engine.log.record import PROP_REAL_QID, PROP_REAL_TOPIC, DecodeKind, Record, decode_record, encode_record
 from engine.reclaim import ACK, NO_GROUP, OFFSET, ConsumedFiles, FileHold, HeldFile, Holder, plan_move
-from engine.reclaim_move import MOVED_TOPIC, copy_message, origin_of, presented
+from engine.reclaim_move import MOVED_TOPIC, copy_message, origin_of, presented, same_message
 from engine.retention import RetentionPolicy
 from tests.conftest import FakeClock
 
@@ -70,6 +70,7 @@ def test_a_copy_presents_as_its_original(topic: str, props: dict[str, str], real
     assert copy.properties[PROP_REAL_TOPIC] == topic and copy.properties[PROP_REAL_QID] == str(queue_id)
     assert copy.sys_flag & 0xC == 0  # a copy is never a transaction's record
     assert presented(copy) == original
+    assert same_message(original, copy) and not same_message(original, dataclasses.replace(copy, body=b"x" + body))
     assert presented(original) is original and origin_of(original) is None
 
 

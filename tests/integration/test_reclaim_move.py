@@ -98,6 +98,13 @@ def _offsets_see_no_copy(broker: Broker, producer: Producer) -> None:
     assert all(m.body == _body(m.queue_offset) for m in seen)
 
 
+def _forge_copy(producer: Producer, of: Delivery) -> None:
+    """A producer's record on the moved topic naming a straggler as its original, with another body."""
+    origin = f"{of.phys_offset},{of.size},{of.queue_offset},{of.store_ms},{of.sys_flag},0"
+    props = {"REAL_TOPIC": of.topic, "REAL_QID": str(of.queue), "MOVED_FROM": origin, "UNIQ_KEY": of.uniq_key or ""}
+    assert producer.send_batch([{"topic": MOVED_TOPIC, "body": b"forged", "queue": 0, "properties": props}])[0].ok
+
+
 def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_path: Path) -> None:
     broker = _broker(tmp_path)
     with broker, Producer(broker.store) as producer:
@@ -106,6 +113,7 @@ def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_p
         assert len(files) >= 6
         with AckConsumer(broker.store, group="Acks", topic=TOPIC, queues=[0], visibility_ms=300_000) as consumer:
             in_flight, nacked = _leave_stragglers(consumer)
+            _forge_copy(producer, nacked[1])  # no stand-in: the reader checks a copy against what it copies
             _consume_all(broker, "Offsets", TOPIC)
             wait_for(lambda: _persisted(broker, f"{TOPIC}@Offsets"), 10, "the offsets persisted")
             _old_files_gone(broker, files)
