@@ -2,7 +2,8 @@
 message in 25, in every commitlog file; the writer copies those stragglers to the head of the log,
 the old files go, and every straggler is still delivered and ackable as before (same receipt,
 delivery count, redelivered flag, and the original's topic, queue offset, msg id, properties and
-body); an offset-mode group on the same topic never sees a copy; ``mqstore verify`` is clean. Then
+body), and a straggler nacked to the DLQ goes there as the original; an offset-mode group on the
+same topic never sees a copy; ``mqstore verify`` is clean. Then
 the same through SIGKILLs of the writer, the reader and the consume-queue builder at the steps of a
 move, and of the whole tree.
 
@@ -21,7 +22,7 @@ from engine.reclaim_move import MOVED_TOPIC
 from ipc.ack_consumer import AckConsumer
 from ipc.client import Consumer, Producer
 from ipc.messages import ReceivedMessage
-from ipc.receipts import Delivery
+from ipc.receipts import Delivery, dlq_topic
 from tests.integration.broker import Broker, wait_for
 from tests.integration.test_reclaim import FILE_SIZE, _body, _consume_all, _files, _persisted, _produce, _verify
 
@@ -119,8 +120,13 @@ def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_p
             _old_files_gone(broker, files)
             assert _moved(broker) >= COUNT // EVERY - 1  # those of the newest file may stay where they are
             again = _redelivered(consumer, nacked, 2)
+            poison, *in_flight = in_flight
+            assert consumer.nack(poison, requeue=False) == ["OK"]  # dead-lettered from its copy
             assert set(consumer.ack([*in_flight, *again])) == {"OK"}  # the receipts of before the move
             assert consumer.receive(64, timeout_ms=300) == []
+        [dead] = _consume_all(broker, "DlqReader", dlq_topic("Acks"), 1)
+        assert dead.body == poison.body and dead.properties["ORIGIN_MESSAGE_ID"] == poison.msg_id
+        assert dead.properties["ORIGIN_TOPIC"] == TOPIC and dead.properties["ORIGIN_OFFSET"] == str(poison.queue_offset)
         _offsets_see_no_copy(broker, producer)
         assert (broker.store / "consumequeue" / MOVED_TOPIC / "0").is_dir()
         assert broker.stop() == 0
