@@ -6,7 +6,8 @@
     [ipc]       run_dir, or tcp_host + tcp_base_port to use ZeroMQ over TCP, with CURVE keys
                 (curve_secret_key, curve_clients_dir; plain TCP only with allow_plain_tcp = true)
     [supervisor] restart backoff and flapping limits
-    [retention] file_reserved_hours, delete_when, disk watermarks, keep_unacked, reclaim_consumed
+    [retention] file_reserved_hours, delete_when, disk watermarks, keep_unacked, reclaim_consumed,
+                move_stragglers_below
                 (engine.retention.RetentionPolicy)
     [remoting]  the RocketMQ remoting front (NameServer + broker on one TCP port) for stock clients
     [metrics]   Prometheus metrics and the dashboard on one HTTP listener (actors.metrics)

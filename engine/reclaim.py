@@ -10,7 +10,11 @@ A *holder* is one group's first record not yet consumed on one queue:
   ``acked_below`` in its reader's mark (``engine.ackindex.low_water.AckProgress``); a queue of the
   group's topics with no index, or whose progress no mark holds yet, is held from its first entry;
 - a topic no group has state for is held from its first entry (``NO_GROUP``): its records wait for
-  the retention clock, as in RocketMQ, instead of going as RabbitMQ drops a message no queue takes.
+  the retention clock, as in RocketMQ, instead of going as RabbitMQ drops a message no queue takes;
+- an ack-mode group whose mark holds its progress holds the files its reader counted its unacked
+  messages in (``unacked_by_file``: a message moved by ``engine.reclaim_move`` counts in its copy's
+  file), and its messages not indexed yet from the first of them. The moved topic's own queue holds
+  nothing: a copy is held by the groups that count it.
 
 Only what is durable is read: the persisted offsets (a commit the reader has not written yet holds
 its file), the marks the readers write after the acks reached the queue index, and the consume-queue
@@ -21,7 +25,8 @@ oldest first, never the newest, never past a held file.
 
 ``ConsumedFiles.describe`` says per file who holds it and with how many messages: what status and
 metrics show, and what a mover of stragglers (a file held only by a few unacked messages) would
-consult. Counts come from binary searches over the consume queues (a filler entry can make one off).
+consult (``plan_move``). Counts come from binary searches over the consume queues (a filler entry can
+make one off).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, Consum
 from engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
 from engine.metafile import MetafileError, read_with_backup
 from engine.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_offset_file
+from engine.reclaim_move import MOVED_TOPIC
 
 OFFSET = "offset"
 ACK = "ack"
@@ -131,6 +137,8 @@ class ConsumedFiles:
         holders: list[Holder] = []
         for (topic, queue_id), cq in sorted(self.queues.queues.items()):
             lo, end = _live_span(cq)
+            if topic == MOVED_TOPIC:
+                continue  # a copy is held by the groups whose marks count it, not by its topic
             offset_groups = committed.get(topic, {})
             groups: list[tuple[str, str, int, AckProgress | None]] = [
                 (OFFSET, g, offset_groups[g].get(queue_id, -1), None) for g in sorted(offset_groups)]
@@ -140,9 +148,22 @@ class ConsumedFiles:
             if not groups:
                 groups.append((NO_GROUP, "", -1, None))
             for kind, group, queue_offset, p in groups:
-                first = _first_live(cq, max(queue_offset, lo), end, commitlog_min)
-                if first is not None:
-                    holders.append(Holder(kind, group, topic, queue_id, first[0], first[1], end, p))
+                if p is None:
+                    first = _first_live(cq, max(queue_offset, lo), end, commitlog_min)
+                    if first is not None:
+                        holders.append(Holder(kind, group, topic, queue_id, first[0], first[1], end, p))
+                    continue
+                # indexed messages hold the files their reader counted them in (a moved one: its copy's),
+                # from no lower than the first one's entry when it is still there (a message is never
+                # moved down); the rest hold from the first entry not indexed yet
+                first = _first_live(cq, max(p.indexed_to, lo), end, commitlog_min)
+                oldest = _first_live(cq, max(p.acked_below, lo), end, commitlog_min)
+                floor = oldest[1] if oldest is not None and oldest[0] == p.acked_below else -1
+                held = [max(base, floor) for base, n in p.unacked_by_file.items() if n > 0 and base >= commitlog_min]
+                if held or first is not None:
+                    phys = min([*held, *([first[1]] if first is not None else [])])
+                    queue_offset = max(p.acked_below, lo) if held or first is None else first[0]
+                    holders.append(Holder(kind, group, topic, queue_id, queue_offset, phys, end, p))
         return Consumption(dispatched_end, tuple(holders))
 
     def _dispatched_end(self) -> int:
@@ -241,5 +262,42 @@ def _first_at(cq: ConsumeQueue, phys_offset: int, lo: int, hi: int) -> int:
     return lo
 
 
+@dataclass(frozen=True, slots=True)
+class MovePlan:
+    """The stragglers of one file: (phys offset, size) of each record, oldest first, each once."""
+
+    file_base: int
+    file_end: int
+    stragglers: tuple[tuple[int, int], ...]
+
+    @property
+    def straggler_bytes(self) -> int:
+        return sum(size for _, size in self.stragglers)
+
+
+def plan_move(files: Sequence[HeldFile], share: float) -> MovePlan | None:
+    """The oldest held file, when only ack-mode groups' unacked messages hold it, every one of them is
+    listed in its group's mark (``AckProgress.stragglers``), and their bytes are below ``share`` of the
+    file; None otherwise (a file nobody holds goes without a move; files past the oldest held one
+    cannot go before it, so they wait)."""
+    for held in files:
+        if held.newest or held.undispatched:
+            return None
+        if not held.holds:
+            continue
+        stragglers: set[tuple[int, int]] = set()
+        for hold in held.holds:
+            p = hold.holder.progress
+            if hold.holder.kind != ACK or p is None:
+                return None
+            listed = [(phys, size) for phys, size in p.stragglers if held.file_base <= phys < held.file_end]
+            if len(listed) != hold.messages:
+                return None  # not every message it holds there is listed (or some are not indexed yet)
+            stragglers.update(listed)
+        plan = MovePlan(held.file_base, held.file_end, tuple(sorted(stragglers)))
+        return plan if plan.straggler_bytes < share * (held.file_end - held.file_base) else None
+    return None
+
+
 __all__ = ["ACK", "NO_GROUP", "OFFSET", "ConsumedFiles", "Consumption", "FileHold", "HeldFile",
-           "Holder", "ReclaimError"]
+           "Holder", "MovePlan", "ReclaimError", "plan_move"]

@@ -42,6 +42,9 @@ class RetentionPolicy:
     delete_file_batch_max: int = 10
     keep_unacked: bool = False  # never delete a file holding a message an ack-mode group has not acked
     reclaim_consumed: bool = False  # delete a file every group consumed at once, not on the clock (engine.reclaim)
+    # with reclaim_consumed: move the unacked messages holding the oldest file when their bytes are
+    # below this share of it (engine.reclaim_move; RabbitMQ's merge); 0: never
+    move_stragglers_below: float = 0.0
 
     def validate(self) -> RetentionPolicy:
         """Errors start with the key they are about, for a configuration file to put its section before."""
@@ -53,6 +56,10 @@ class RetentionPolicy:
             raise ValueError(f"file_reserved_hours must not be negative, got {self.file_reserved_hours}")
         if self.delete_file_batch_max < 1:
             raise ValueError(f"delete_file_batch_max must be at least 1, got {self.delete_file_batch_max}")
+        if not 0 <= self.move_stragglers_below < 1:
+            raise ValueError(f"move_stragglers_below must be in [0, 1), got {self.move_stragglers_below}")
+        if self.move_stragglers_below and not self.reclaim_consumed:
+            raise ValueError("move_stragglers_below needs reclaim_consumed = true")
         self.delete_hours()
         return self
 

@@ -29,10 +29,12 @@ from actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ac
 from actors.reader.dead_letters import DeadLetterSender
 from actors.reader.fields import SYSTEM_ERROR
 from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
+from actors.reader.moved import MovedCopies
 from actors.reader.state import PublishedQueue, PublishedStore, record_to_wire
 from engine.consumequeue.consume_queue import FILLER_SIZE
 from engine.log.record import Record
 from engine.lookup import TagFilter
+from engine.reclaim_move import presented
 from ipc import receipts, schema
 
 log = logging.getLogger("mqstore")
@@ -56,10 +58,13 @@ class AckGroups:
         self.store = store
         self.now_ms = now_ms
         self.delivered = delivered if delivered is not None else TopicCounts()
+        # with move_stragglers_below: where the writer moved messages (read before anything is served)
+        self.moves = MovedCopies() if config.retention.move_stragglers_below else None
         self.queues = AckQueues(Path(config.store_dir), reader_index, config.broker,
                                 host_prefix=msg_id_prefix(config.store.store_host.packed), now_ms=now_ms,
                                 redelivery_delays_ms=redelivery_delays(config.store.delay_levels,
-                                                                       config.broker.ack_retry_first_level))
+                                                                       config.broker.ack_retry_first_level),
+                                moved=self.moves.latest if self.moves is not None else None)
         self.parked = ParkedAckPulls()
         self.scan_filters: dict[AckKey, TagFilter] = {}  # the filter of each queue's latest pull
         self.dead_letters: DeadLetterSender | None = None
@@ -72,6 +77,7 @@ class AckGroups:
     def start(self, send_reply: SendReply) -> zmq.Socket[Any]:
         """Connect to the writer's ingress (dead letters go there); returns the socket to poll."""
         self._send_reply = send_reply
+        self.follow_moves()
         self.dead_letters = DeadLetterSender(self._ctx, self._ingress, self.now_ms)
         return self.dead_letters.socket
 
@@ -230,7 +236,15 @@ class AckGroups:
         self.queues.guarded(key, lambda: q.publish(located, start + len(entries)))
 
     def _record(self, topic: str, queue_id: int, seq: int, phys_offset: int, size: int) -> Record | None:
+        """The message at ``phys_offset`` as it was stored (a moved one: its copy, presented as the
+        original); None when it is gone."""
         record = self.store.record_at(phys_offset, size)
+        if record is None and self.moves is not None:  # moved since this reader last looked
+            self.follow_moves()
+            where = self.moves.where(phys_offset)
+            record = self.store.record_at(*where) if where is not None else None
+        if record is not None:
+            record = presented(record)
         if record is None or record.topic != topic or record.queue_id != queue_id or record.queue_offset != seq:
             log.warning("ack mode: %s/%d@%d is gone from the commitlog (retention); dropped", topic, queue_id, seq)
             return None
@@ -289,7 +303,18 @@ class AckGroups:
             self.dead_letters.expire(now)
         if now >= self._low_water_at and self.keep_unacked:
             self._low_water_at = now + LOW_WATER_MS
-            self.queues.write_low_water(self.progress_file_size)
+            self.follow_moves()
+            self.queues.write_low_water(self.progress_file_size, stragglers=self.moves is not None)
+
+    def follow_moves(self) -> None:
+        """Read the copies the writer appended since; the open queues read those messages there now
+        (a queue opened later reads them there from the start)."""
+        if self.moves is None:
+            return
+        moves = self.moves.refresh(self.store)
+        relocated = sum(q.relocate(moves) for _, q in self.queues.items()) if moves else 0
+        if relocated:
+            log.info("ack mode: %d message(s) now read from their moved copies", relocated)
 
     def ms_to_next(self, now: int, cap_ms: int) -> int:
         due = [d for _, q in self.queues.items() for d in (q.next_deadline_ms(), q.next_retry_ms()) if d is not None]

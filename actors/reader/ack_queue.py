@@ -22,6 +22,10 @@ index does the same), and a count lost to a crash errs towards more deliveries, 
 
 Publishing is bounded (``PUBLISH_AHEAD``): a group with a long backlog indexes it a window at a time
 as consumers drain it, so neither the journal nor memory grows with the backlog.
+
+A message moved by ``engine.reclaim_move`` keeps its seq and its msg id (the original's offset) in
+the index; ``moved`` (``actors.reader.moved``: original offset -> where its copy is) says where it is
+read from, on open and on publish, and ``relocate`` moves what is in memory when a copy appears.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +43,7 @@ PUBLISH_AHEAD = 2048        # fresh messages kept indexed ahead of the consumers
 PUBLISH_LOW = 512           # ... topped up when fewer than this are left
 MSG_ID_PREFIX_SIZE = 8      # offsetMsgId's host part for IPv4 (address + port)
 _PHYS = struct.Struct(">q")
+Moves = Mapping[int, tuple[int, int]]  # a message's old commitlog offset -> its copy's offset and size
 _COMPACT_SLACK = 1024       # stale deadline entries tolerated beyond 3x the in-flight count
 
 OK = "OK"
@@ -96,7 +101,7 @@ def _phys_offset(msg_id: bytes) -> int:
 
 class AckQueue:
     def __init__(self, index: QueueIndex, host_prefix: bytes, max_deliveries: int,
-                 redelivery_delays_ms: tuple[int, ...] = ()) -> None:
+                 redelivery_delays_ms: tuple[int, ...] = (), moved: Moves | None = None) -> None:
         if len(host_prefix) != MSG_ID_PREFIX_SIZE or max_deliveries < 1:
             raise ValueError("host_prefix must be 8 bytes and max_deliveries at least 1")
         self.index = index
@@ -114,14 +119,16 @@ class AckQueue:
         self.dead: dict[int, DeadLetter] = {}
         self.scan_from = index.next_seq_id                     # next consume-queue offset to look at
         self.redelivered_count = 0                             # redeliveries handed out since it opened
+        self._moved: Moves = moved if moved is not None else {}
+        self.relocated_count = 0                               # messages read from a copy since it opened
         self._recover()
 
     @classmethod
-    def open(cls, directory: Path, *, host_prefix: bytes, max_deliveries: int,
-             max_journal_entries: int, redelivery_delays_ms: tuple[int, ...] = ()) -> AckQueue:
+    def open(cls, directory: Path, *, host_prefix: bytes, max_deliveries: int, max_journal_entries: int,
+             redelivery_delays_ms: tuple[int, ...] = (), moved: Moves | None = None) -> AckQueue:
         index = QueueIndex.open(directory, max_journal_entries=max_journal_entries)
         try:
-            return cls(index, host_prefix, max_deliveries, redelivery_delays_ms)
+            return cls(index, host_prefix, max_deliveries, redelivery_delays_ms, moved)
         except BaseException:
             index.close(clean=False)
             raise
@@ -131,12 +138,12 @@ class AckQueue:
         per_segment = self.index.entries_per_segment
         for num in self.index.segment_numbers:
             for entry in self.index.read(num * per_segment, (num + 1) * per_segment):
-                phys_offset = _phys_offset(entry.msg_id)
+                phys_offset, size = self._where(_phys_offset(entry.msg_id), entry.size_bytes)
                 if entry.delivered:
-                    self._retry_info[entry.seq_id] = (phys_offset, entry.size_bytes, 1)
+                    self._retry_info[entry.seq_id] = (phys_offset, size, 1)
                     self._retry.append(entry.seq_id)
                 else:
-                    self.fresh.append(Located(entry.seq_id, phys_offset, entry.size_bytes))
+                    self.fresh.append(Located(entry.seq_id, phys_offset, size))
         heapq.heapify(self._retry)
 
     # -- state ---------------------------------------------------------------------------------------
@@ -166,19 +173,23 @@ class AckQueue:
         return PUBLISH_AHEAD - len(self.fresh) if len(self.fresh) < PUBLISH_LOW else 0
 
     def lowest_unacked_phys(self) -> int | None:
-        """The commitlog offset of the oldest message not acked (None: every message is)."""
+        """The lowest commitlog offset of a message not acked (None: every message is): the oldest
+        message's, unless messages were moved, which puts a younger one lowest."""
         if not self.index.unacked_count:
             return None
+        if self.relocated_count:
+            return min((phys for phys, _ in self.unacked_located().values()), default=None)
         seq = self.index.lowest_unacked_seq_id()
         entries = self.index.read(seq, seq + 1)
-        return _phys_offset(entries[0].msg_id) if entries else None
+        return self._where(_phys_offset(entries[0].msg_id), entries[0].size_bytes)[0] if entries else None
 
-    def unacked_phys(self) -> dict[int, int]:
-        """seq -> commitlog offset of every message indexed and not acked: fresh, in flight, due again, dead."""
-        held = {m.seq: m.phys_offset for m in self.fresh}
-        held.update((seq, info[0]) for seq, info in self._retry_info.items())
-        held.update((seq, f.phys_offset) for seq, f in self.in_flight.items())
-        held.update((seq, d.phys_offset) for seq, d in self.dead.items())
+    def unacked_located(self) -> dict[int, tuple[int, int]]:
+        """seq -> (commitlog offset, size) of every message indexed and not acked: fresh, in flight,
+        due again, dead."""
+        held = {m.seq: (m.phys_offset, m.size) for m in self.fresh}
+        held.update((seq, info[:2]) for seq, info in self._retry_info.items())
+        held.update((seq, (f.phys_offset, f.size)) for seq, f in self.in_flight.items())
+        held.update((seq, (d.phys_offset, d.size)) for seq, d in self.dead.items())
         return held
 
     def next_deadline_ms(self) -> int | None:
@@ -211,7 +222,7 @@ class AckQueue:
         if located:
             self.index.publish_many(PublishEntry(m.seq, self._host_prefix + _PHYS.pack(m.phys_offset), m.size)
                                     for m in located)
-            self.fresh.extend(located)
+            self.fresh.extend(Located(m.seq, *self._where(m.phys_offset, m.size)) for m in located)
         self.scan_from = max(self.scan_from, scanned_to)
 
     def take(self, consumer: str, max_count: int, now_ms: int, visibility_ms: int) -> list[Handout]:
@@ -319,10 +330,40 @@ class AckQueue:
         if done:
             self.index.ack(done)
 
+    def relocate(self, moves: Moves) -> int:
+        """Messages at an offset in ``moves`` are read from their copies now (seqs, delivery counts and
+        deadlines stay); returns how many."""
+        count = 0
+        for i, m in enumerate(self.fresh):
+            if m.phys_offset in moves:
+                self.fresh[i] = Located(m.seq, *moves[m.phys_offset])
+                count += 1
+        for seq, (phys, _, deliveries) in list(self._retry_info.items()):
+            if phys in moves:
+                self._retry_info[seq] = (*moves[phys], deliveries)
+                count += 1
+        for f in self.in_flight.values():
+            if f.phys_offset in moves:
+                f.phys_offset, f.size = moves[f.phys_offset]
+                count += 1
+        for seq, d in list(self.dead.items()):
+            if d.phys_offset in moves:
+                self.dead[seq] = DeadLetter(seq, *moves[d.phys_offset], d.delivery_count)
+                count += 1
+        self.relocated_count += count
+        return count
+
     def close(self, *, clean: bool) -> None:
         self.index.close(clean=clean)
 
     # -- internals -----------------------------------------------------------------------------------
+
+    def _where(self, phys_offset: int, size: int) -> tuple[int, int]:
+        """Where a message indexed at ``phys_offset`` is read from: its copy's place if it was moved."""
+        if self._moved and phys_offset in self._moved:
+            self.relocated_count += 1
+            return self._moved[phys_offset]
+        return phys_offset, size
 
     def _live(self, entry: tuple[int, int, int]) -> bool:
         flight = self.in_flight.get(entry[1])

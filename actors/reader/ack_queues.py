@@ -14,7 +14,7 @@ the mark also carries each queue's progress (``AckProgress``), which ``engine.re
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,7 +22,13 @@ from actors.config import BrokerSection
 from actors.reader.ack_queue import AckQueue
 from actors.reader.ack_requests import AckKey
 from engine.ackindex.files import QueueIndexError
-from engine.ackindex.low_water import QUEUE_INDEX_DIR, AckProgress, queue_index_keys, write_low_water
+from engine.ackindex.low_water import (
+    QUEUE_INDEX_DIR,
+    STRAGGLERS_LISTED,
+    AckProgress,
+    queue_index_keys,
+    write_low_water,
+)
 from engine.log.delay_table import DelayLevels
 from ipc import receipts
 
@@ -33,7 +39,9 @@ T = TypeVar("T")
 
 class AckQueues:
     def __init__(self, store_dir: Path, reader_index: int, cfg: BrokerSection, *, host_prefix: bytes,
-                 now_ms: Callable[[], int], redelivery_delays_ms: tuple[int, ...] = ()) -> None:
+                 now_ms: Callable[[], int], redelivery_delays_ms: tuple[int, ...] = (),
+                 moved: Mapping[int, tuple[int, int]] | None = None) -> None:
+        """``moved``: where moved messages are now (``actors.reader.moved.MovedCopies.latest``)."""
         self.store_dir = store_dir
         self.root = store_dir / QUEUE_INDEX_DIR
         self.reader_index = reader_index
@@ -41,6 +49,7 @@ class AckQueues:
         self.host_prefix = host_prefix
         self.now_ms = now_ms
         self.redelivery_delays_ms = redelivery_delays_ms
+        self.moved = moved
         self._open: dict[AckKey, AckQueue] = {}
         self._last_op_ms: dict[AckKey, int] = {}
         self._low_water: tuple[int | None, list[AckProgress] | None] | None = None  # the mark last written
@@ -68,7 +77,7 @@ class AckQueues:
             return None
         q = AckQueue.open(directory, host_prefix=self.host_prefix, max_deliveries=self.cfg.ack_max_deliveries,
                           max_journal_entries=self.cfg.ack_max_journal_entries,
-                          redelivery_delays_ms=self.redelivery_delays_ms)
+                          redelivery_delays_ms=self.redelivery_delays_ms, moved=self.moved)
         log.info("ack mode: opened %s/%s/%d (%s recovery): %d unacked, %d due again", *key,
                  q.index.recovery.kind.name.lower(), q.index.unacked_count, q.retry_count)
         self._open[key] = q
@@ -109,24 +118,29 @@ class AckQueues:
                 low = phys if low is None else min(low, phys)
         return low
 
-    def progress(self, file_size: int) -> list[AckProgress]:
-        """How far each owned group got on each queue, with its unacked messages per commitlog file."""
+    def progress(self, file_size: int, *, stragglers: bool = False) -> list[AckProgress]:
+        """How far each owned group got on each queue, with its unacked messages per commitlog file
+        and (``stragglers``) where those of its lowest file are, when there are few enough."""
         out = []
         for key in self.owned_on_disk():
             q = self.get(key, create=False)
             if q is None:
                 continue
-            held = q.unacked_phys()
+            held = q.unacked_located()
             by_file: dict[int, int] = {}
-            for phys in held.values():
+            for phys, _ in held.values():
                 by_file[phys - phys % file_size] = by_file.get(phys - phys % file_size, 0) + 1
-            out.append(AckProgress(*key, min(held) if held else q.scan_from, q.scan_from, by_file))
+            listed: tuple[tuple[int, int], ...] = ()
+            if stragglers and by_file and by_file[lowest := min(by_file)] <= STRAGGLERS_LISTED:
+                listed = tuple(sorted(loc for loc in held.values() if lowest <= loc[0] < lowest + file_size))
+            out.append(AckProgress(*key, min(held) if held else q.scan_from, q.scan_from, by_file, listed))
         return out
 
-    def write_low_water(self, progress_file_size: int | None = None) -> None:
+    def write_low_water(self, progress_file_size: int | None = None, *, stragglers: bool = False) -> None:
         """This reader's mark, written when it moved: what retention must keep with ``keep_unacked``,
         and with ``progress_file_size`` (``reclaim_consumed``) each queue's progress too."""
-        mark = (self.low_water_phys(), None if progress_file_size is None else self.progress(progress_file_size))
+        mark = (self.low_water_phys(),
+                None if progress_file_size is None else self.progress(progress_file_size, stragglers=stragglers))
         if mark != self._low_water:
             write_low_water(self.store_dir, self.reader_index, *mark)
             self._low_water = mark

@@ -15,7 +15,9 @@ producer-encoded records), then:
 Every tick it publishes ``tick`` (how far builders may apply) and ``written`` (how far the log goes),
 so a dropped notice only delays, and persists new topics. On its own cadence it checks the disk:
 past the warning ratio sends are refused until usage drops, and retention deletes expired commitlog
-files, and with ``reclaim_consumed`` the files every group consumed (``actors.writer.reclaimer``).
+files, and with ``reclaim_consumed`` the files every group consumed (``actors.writer.reclaimer``);
+with ``move_stragglers_below`` it then moves the few unacked messages that alone hold the oldest
+file (``actors.writer.mover``).
 On start it finds the log's end itself: from what the consume queues cover, records are checked
 with their CRCs, the torn tail of a killed predecessor is cut, and queue offsets continue from the
 records found.
@@ -38,6 +40,7 @@ from actors.clock import monotonic_ms, wall_ms
 from actors.runtime import Runtime
 from actors.writer import encoded, sends
 from actors.writer.ingress import Answer, Ingress
+from actors.writer.mover import StragglerMover
 from actors.writer.outlets import Outlets, Progress
 from actors.writer.prefault import PrefaultThread, ahead_bytes_for
 from actors.writer.reclaimer import Reclaimer
@@ -52,6 +55,7 @@ from engine.log.mapped_file import MappedFile
 from engine.log.msgid import UniqKeyGenerator
 from engine.log.record import SCHEDULE_TOPIC, DecodeKind
 from engine.log.writer import CommitLogWriter
+from engine.reclaim_move import MOVED_TOPIC
 from engine.retention import decide, delete_expired_commitlog, disk_used_ratio
 from engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from engine.topics import TopicTable
@@ -81,6 +85,8 @@ class CommitLogWriterActor:
         topics.create(SCHEDULE_TOPIC, schedule_queue_count(cfg.store))
         if cfg.store.timer_wheel_enable:
             topics.create(TIMER_TOPIC, TIMER_QUEUE_COUNT)  # RocketMQ's system topic, made by the broker
+        if cfg.retention.move_stragglers_below:
+            topics.create(MOVED_TOPIC, 1)  # where moved stragglers' copies go (engine.reclaim_move)
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))
@@ -89,6 +95,7 @@ class CommitLogWriterActor:
         self.next_disk_check_ms = 0
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
         self.reclaimer = Reclaimer(cfg)
+        self.mover = StragglerMover(self.state) if cfg.retention.move_stragglers_below else None
 
     def _recover_tail(self) -> dict[tuple[str, int], int]:
         """The log's true end and every queue's next offset, whatever a killed writer left."""
@@ -147,7 +154,7 @@ class CommitLogWriterActor:
                     next_tick = now + tick_ms
                     self._tick(outlets)
                 if now >= self.next_disk_check_ms:
-                    self._check_disk(now)
+                    self._check_disk(now, outlets)
             waiters.drain(outlets, flushed_in)
             self._tick(outlets)
         finally:
@@ -168,9 +175,10 @@ class CommitLogWriterActor:
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
                        prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
                        send_latency=self.progress.send_latency.stats(), files=self.reclaimer.report,
-                       reclaim_rounds=self.reclaimer.rounds)
+                       reclaim_rounds=self.reclaimer.rounds,
+                       moved=self.mover.stats() if self.mover is not None else None)
 
-    def _check_disk(self, now: int) -> None:
+    def _check_disk(self, now: int, outlets: Outlets) -> None:
         """Watermarks: past the warning ratio sends are refused until usage drops; cleanup runs on
         its cadence, or at once when the disk is past the forcible ratio."""
         cfg = self.rt.config
@@ -187,6 +195,8 @@ class CommitLogWriterActor:
                 deleted = delete_expired_commitlog(self.commitlog, cfg.retention, decision, wall_ms(),
                                                    self._unacked_veto())
                 reclaimed = self.reclaimer.round(self.commitlog)
+            if self.mover is not None:
+                self.mover.round(self.reclaimer.held, outlets)
             if deleted or reclaimed:
                 log.info("deleted %d commitlog file(s) (%s), %d every group consumed; the log now starts at %d",
                          deleted, decision.reason or "none expired", reclaimed, self.commitlog.min_offset)

@@ -31,6 +31,7 @@ class Reclaimer:
             if self.policy.reclaim_consumed else None
         self.rounds = 0
         self.report: list[dict[str, Any]] = []
+        self.held: list[HeldFile] = []  # what the last round said holds each file (the mover reads it)
 
     def close(self) -> None:
         if self.files is not None:
@@ -56,10 +57,12 @@ class Reclaimer:
         files = commitlog.queue.files
         shown = files if len(files) <= DESCRIBED_FILES else [*files[:DESCRIBED_FILES - 1], files[-1]]
         spans = [(mf.file_base, mf.file_end, mf.last_modified_ms() + reserved_ms) for mf in shown]
+        self.held = []
         if consumption is None or self.files is None:
             return [{"file": base, "expires_ms": expires_ms, "state": "newest" if i == len(spans) - 1 else "retention",
                      "held_by": [], "more_holders": 0} for i, (base, _, expires_ms) in enumerate(spans)]
-        return [_file_json(held) for held in self.files.describe(consumption, spans)]
+        self.held = self.files.describe(consumption, spans)
+        return [_file_json(held) for held in self.held]
 
 
 def _file_json(held: HeldFile) -> dict[str, Any]:

@@ -18,8 +18,13 @@ With retention's ``reclaim_consumed`` the mark also says, per queue, how far eac
 
 ``S``: every message below queue offset ``S`` is acked (or was skipped by the group's filter);
 ``I``: the queue offsets below it were indexed (looked at); ``N``: how many messages the group
-holds unacked in the commitlog file starting at that offset. A mark without ``queues`` says nothing
-of progress: ``engine.reclaim`` then holds the queue's every record.
+holds unacked in the commitlog file starting at that offset, counted where each one is now (a
+message moved by ``engine.reclaim_move`` counts in its copy's file). A mark without ``queues`` says
+nothing of progress: ``engine.reclaim`` then holds the queue's every record.
+
+With retention's ``move_stragglers_below`` a queue may also list where its unacked messages in its
+lowest file are, ``"stragglers": [[phys, size], ...]`` (left out when there are more than
+``STRAGGLERS_LISTED``): what the writer copies when that file is held by nothing else.
 
 The mark is read through ``engine.metafile.read_with_backup``: ``write_atomic`` moves the old mark
 to ``.bak`` before the new one takes its place, and a reading taken between the two renames (or after
@@ -37,6 +42,7 @@ from pathlib import Path
 from engine.metafile import MetafileError, read_with_backup, write_atomic
 
 QUEUE_INDEX_DIR = "queueindex"
+STRAGGLERS_LISTED = 1024  # unacked messages of one queue's lowest file listed in the mark, at most
 
 
 AckKey = tuple[str, str, int]  # (group, topic, queue id)
@@ -52,6 +58,7 @@ class AckProgress:
     acked_below: int                   # every queue offset below it is acked (or was filtered out)
     indexed_to: int                    # every queue offset below it was indexed (or filtered out)
     unacked_by_file: Mapping[int, int]  # commitlog file base -> messages held unacked in that file
+    stragglers: tuple[tuple[int, int], ...] = ()  # (phys offset, size) of those in the lowest file, if listed
 
     @property
     def key(self) -> AckKey:
@@ -60,7 +67,8 @@ class AckProgress:
     def to_json(self) -> dict[str, object]:
         return {"group": self.group, "topic": self.topic, "queue": self.queue_id, "acked_below": self.acked_below,
                 "indexed_to": self.indexed_to,
-                "unacked_by_file": {str(base): n for base, n in sorted(self.unacked_by_file.items())}}
+                "unacked_by_file": {str(base): n for base, n in sorted(self.unacked_by_file.items())},
+                **({"stragglers": [list(s) for s in self.stragglers]} if self.stragglers else {})}
 
 
 def queue_index_keys(store_dir: Path) -> list[AckKey]:
@@ -120,8 +128,9 @@ def _parse_progress(data: bytes) -> list[AckProgress] | None:
         fields = (q["acked_below"], q["indexed_to"], q["queue"])
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in fields):
             raise ValueError(f"an ack progress holds a non-integer offset: {q!r}")
+        stragglers = tuple((int(phys), int(size)) for phys, size in q.get("stragglers", ()))
         out.append(AckProgress(str(q["group"]), str(q["topic"]), q["queue"], q["acked_below"], q["indexed_to"],
-                               {int(base): int(n) for base, n in dict(q["unacked_by_file"]).items()}))
+                               {int(base): int(n) for base, n in dict(q["unacked_by_file"]).items()}, stragglers))
     return out
 
 
