@@ -130,6 +130,8 @@ class PublishedStore:
         for topic, queue_id, max_queue_offset in queues:
             key = (topic, queue_id)
             if max_queue_offset < self.published.get(key, 0):
+                if not self._remade(key):
+                    continue  # a notice older than what a recheck read off the files: nothing shrank
                 self._forget_topic(topic)  # a queue only grows, unless its topic was deleted and made again
             if key not in self.published:
                 cq = self.queues.get(topic, queue_id)
@@ -141,6 +143,13 @@ class PublishedStore:
                 self.published[key] = max_queue_offset
                 grew.append(key)
         return grew
+
+    def _remade(self, key: QueueKey) -> bool:
+        """Whether a queue's mapped files are gone or no longer the ones at their paths. A notice's
+        lower max means this, or only that the notice was sent before a recheck read further."""
+        cq = self.queues.get(*key)
+        files = cq.queue.files if cq is not None else []
+        return not files or any(mf.replaced() for mf in files)
 
     def recheck(self, topic: str, queue_id: int) -> bool:
         """Read a queue's news off its files (a notice may have been dropped); True when it grew."""

@@ -107,6 +107,13 @@ class MappedFile:
     def closed(self) -> bool:
         return self._fd < 0
 
+    def replaced(self) -> bool:
+        """Whether the file at this path is no longer the one mapped (deleted, or deleted and made again)."""
+        try:
+            return self.closed or os.stat(self.path).st_ino != os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return True
+
     @property
     def buffer(self) -> mmap.mmap:
         """The mapping itself, for zero-copy views; release every view before ``close``."""
