@@ -32,9 +32,11 @@ from engine.config import check_topic
 from engine.log.delay_table import parse_level
 from engine.log.host import Host
 from engine.log.msgid import offset_msg_id
-from engine.log.record import PROP_DELAY, decode_properties
+from engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_properties
+from engine.reclaim_move import MOVED_TOPIC
+from engine.timer.put_rule import TIMER_TOPIC
 from engine.topics import BROKER_MADE_PREFIXES
-from engine.transactions import PROP_TRAN_MSG
+from engine.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
 from ipc import remoting as rm
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel
 from ipc.messages import Outgoing, ReceivedMessage, SendResult
@@ -55,6 +57,10 @@ V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defa
 PUT_CODES = {"PUT_OK": rm.SUCCESS, "FLUSH_DISK_TIMEOUT": rm.FLUSH_DISK_TIMEOUT,
              "SERVICE_NOT_AVAILABLE": rm.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": rm.MESSAGE_ILLEGAL,
              "PROPERTIES_SIZE_EXCEEDED": rm.MESSAGE_ILLEGAL, "BAD_REQUEST": rm.MESSAGE_ILLEGAL}
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: only the broker puts there (SEND answers NO_PERMISSION), and
+# mqstore's own: the timer topic (its actor trusts what it parks) and the moved stragglers' copies
+NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, "SELF_TEST_TOPIC",
+                                     "OFFSET_MOVED_EVENT", TIMER_TOPIC, MOVED_TOPIC})
 # PullMessageProcessor: what a GetMessageStatus becomes on the wire
 PULL_CODES = {"FOUND": rm.SUCCESS, "OFFSET_OVERFLOW_ONE": rm.PULL_NOT_FOUND, "OFFSET_FOUND_NULL": rm.PULL_NOT_FOUND,
               "OFFSET_OVERFLOW_BADLY": rm.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL": rm.PULL_OFFSET_MOVED,
@@ -154,6 +160,8 @@ class BrokerFront:
         if request.code != rm.SEND_MESSAGE:
             ext = {V2_FIELDS.get(k, k): v for k, v in ext.items()}
         topic = header_topic(ext)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise RequestError(rm.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
         template = Outgoing(topic=topic, body=b"", queue=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
                             sys_flag=header_int(ext, "sysFlag", 0, lo=0),

@@ -114,6 +114,9 @@ def test_sends_the_store_refuses_get_a_code_and_a_reason(client: rm.RemotingClie
     assert bad_batch.code == rm.SYSTEM_ERROR
     timer = client.call(rm.SEND_MESSAGE, send_ext("Refused", 0, "TIMER_DELAY_MS\x015000\x02"), b"x")
     assert timer.code == rm.SYSTEM_ERROR and "WHEEL_TIMER_NOT_ENABLE" in str(timer.remark)  # timers are off here
+    for system in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_moved"):  # only the broker puts there
+        forbidden = client.call(rm.SEND_MESSAGE, send_ext(system, 0, ""), b"x")
+        assert forbidden.code == rm.NO_PERMISSION and f"topic[{system}] is forbidden" in str(forbidden.remark)
     missing = client.call(rm.SEND_MESSAGE, {"topic": "Refused"}, b"x")
     assert missing.code == rm.SYSTEM_ERROR and "queueId" in str(missing.remark)
     assert client.call(rm.GET_MAX_OFFSET, {"topic": "Refused", "queueId": 0}).ext["offset"] == "0"
