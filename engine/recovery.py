@@ -4,7 +4,9 @@ Clean last stop (no ``abort`` file): check the last three commitlog files. Other
 newest file whose first record is older than what the checkpoint says was flushed everywhere.
 Either way: scan records with their CRCs up to the first bad one, cut the commitlog there, cut
 consume-queue and index entries pointing at or past the cut, then dispatch again every record the
-derived files lack.
+derived files lack. When there are no derived files at all (lost, or deleted for a rebuild) nothing
+can point past the cut, so the records are dispatched as the CRC scan passes them: one pass over the
+bytes instead of two.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.batch.column_scan import known_starts
+from engine.batch.column_scan import ColumnScan, known_starts
 from engine.batch.dispatch import DispatchRequest
 from engine.batch.dispatch_columns import DispatchColumns
 from engine.checkpoint import Checkpoint
@@ -57,7 +59,18 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
                                 else checkpoint.min_timestamp_ms) if abnormal else \
         files[max(0, len(files) - NORMAL_RECOVERY_FILES)].file_base
 
-    scan = commitlog.scan_columns(scan_from, check_crc=check_crc, require_prop_crc=require_prop_crc).drain()
+    scan = commitlog.scan_columns(scan_from, check_crc=check_crc, require_prop_crc=require_prop_crc)
+    dispatched = None
+    if not abnormal and queues.applied_end() < 0 and (index is None or not index.files):
+        # nothing derived (lost, or deleted for a rebuild): no entry can point past the cut, so every
+        # record the scan passes is dispatched while its chunk is in cache, instead of by a second pass
+        before = redispatch(commitlog, queues, index, commitlog.min_offset, commitlog.min_offset, scan_from,
+                            levels=levels)
+        cq_count, index_count = dispatch_chunks(scan, queues, index, scan_from, scan_from, commitlog.min_offset,
+                                                levels)
+        dispatched = before[0] + cq_count, before[1] + index_count
+    else:
+        scan.drain()
     end, stop_reason = scan.end, ""
     if scan.stop is not None:
         phys, decoded = scan.stop
@@ -68,13 +81,14 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
     if not torn_bytes:
         stop_reason = ""  # only zeros after the last record: the ordinary end of a log
 
-    queues.truncate_dirty(end)
-    cq_from = max(queues.applied_end(), commitlog.min_offset)
-    if abnormal:
-        cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from, levels))
-    index_from = index.truncate_after(end) if index is not None else end
-    cq_count, index_count = redispatch(commitlog, queues, index, cq_from, index_from, end, known_starts(scan),
-                                       levels)
+    if dispatched is None:  # derived files hold entries: cut what points past the end, then fill the gaps
+        queues.truncate_dirty(end)
+        cq_from = max(queues.applied_end(), commitlog.min_offset)
+        if abnormal:
+            cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from, levels))
+        index_from = index.truncate_after(end) if index is not None else end
+        dispatched = redispatch(commitlog, queues, index, cq_from, index_from, end, known_starts(scan), levels)
+    cq_count, index_count = dispatched
     queues.correct_min_offsets(commitlog.min_offset)
     return RecoveryResult(abnormal, scan_from, end, torn_bytes, stop_reason, cq_count, index_count)
 
@@ -170,8 +184,15 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
     to the index. Both dedup what they already hold, so running it twice over a range is harmless.
     ``known`` holds record starts a scan of the range already found. Returns how many records went
     to each."""
-    cq_count = index_count = 0
     scan = commitlog.scan_columns(min(cq_from, index_from), end, check_crc=False, known=known)
+    return dispatch_chunks(scan, queues, index, cq_from, index_from, commitlog.min_offset, levels)
+
+
+def dispatch_chunks(scan: ColumnScan, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
+                    index_from: int, expired_below: int, levels: DelayLevels) -> tuple[int, int]:
+    """Dispatch every chunk ``scan`` yields: the records at or after ``cq_from`` to the consume queues,
+    at or after ``index_from`` to the index. Returns how many records went to each."""
+    cq_count = index_count = 0
     with closing(iter(scan)) as chunks:  # a failed dispatch leaves no view of a mapped file behind
         for chunk in chunks:  # a chunk at a time, as columns: batch work for the queues and the index
             try:
@@ -180,7 +201,7 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
                 del chunk
             for_queues = batch.since(cq_from)
             if len(for_queues):
-                queues.dispatch_rows(for_queues.rows, for_queues.topics, expired_below=commitlog.min_offset)
+                queues.dispatch_rows(for_queues.rows, for_queues.topics, expired_below=expired_below)
                 cq_count += len(for_queues)
             for_index = batch.since(index_from)
             if index is not None and len(for_index):

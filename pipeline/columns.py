@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.batch.record_columns import gather_bytes
 from engine.log.host import Host
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
 from pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
@@ -114,8 +115,7 @@ def _hosts(buf: Array, positions: Array, lengths: Array) -> tuple[pa.Array, Arra
     hosts of 8 or 20 bytes: each distinct host is formatted once."""
     n = len(positions)
     raw = np.zeros((n, 21), dtype=np.uint8)  # 20 host bytes + a family byte, so v4 and v6 never collide
-    idx = positions[:, None] + np.arange(20)
-    raw[:, :20] = buf[np.clip(idx, 0, len(buf) - 1)]
+    raw[:, :20] = gather_bytes(buf, positions, 20)  # one copy a row, not one index a byte
     v4 = lengths == 8
     raw[v4, 8:20] = 0
     raw[:, 20] = v4

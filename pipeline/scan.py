@@ -15,7 +15,6 @@ reader) and unmapped when the last view is gone.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from engine.batch.column_scan import walk
+from engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, DECODER, REASONS, REQUIRE_PROP_CRC
 from engine.config import Geometry
 from engine.consumequeue.consume_queue import FILLER_SIZE
 from engine.log.mapped_file import file_name
-from engine.log.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, decode_record, record_size
+from engine.log.record import DecodeKind, decode_record
 from engine.recovery import TORN_TAIL_LOOKAHEAD
 from pipeline.columns import records_to_batch, to_batch
 from pipeline.options import BATCH_BYTES, Pushdown
@@ -37,8 +38,6 @@ from pipeline.queues import QueueFiles, commitlog_min_offset
 from pipeline.record_layout import RecordLayout
 
 Array = npt.NDArray[Any]
-_HEADER = struct.Struct(">ii").unpack_from
-_MIN_SIZE = min(record_size(0, 0, 0, 0, 1), record_size(0, 0, 0, 0, 2))
 
 
 class CorruptRecordError(RuntimeError):
@@ -84,53 +83,28 @@ def _map(path: str) -> Array:
 # -- commitlog ranges ----------------------------------------------------------------------------
 
 
-def _walk(mv: memoryview, pos: int, end_pos: int, max_rows: int) -> tuple[list[int], int, str]:
-    """Record starts from ``pos``: (starts, next position, why it stopped): "full" (batch limit),
-    "end" (range end), "blank" (the file's tail), "bad" (no record at the next position)."""
-    starts: list[int] = []
-    limit, total = len(mv), 0
-    while pos < end_pos:
-        if len(starts) >= max_rows or total >= BATCH_BYTES:
-            return starts, pos, "full"
-        if pos + 8 > limit:
-            return starts, pos, "bad"
-        size, magic = _HEADER(mv, pos)
-        if magic == BLANK_MAGIC:
-            return starts, pos, "blank"
-        if (magic != MAGIC_V1 and magic != MAGIC_V2) or size < _MIN_SIZE or pos + size > limit:
-            return starts, pos, "bad"
-        starts.append(pos)
-        pos += size
-        total += size
-    return starts, pos, "end"
-
-
 def scan_range(part: ScanPartition, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+    """The records of ``part``, a chunk of up to ``batch_rows`` at a time, each chunk walked, decoded and
+    checked by one kernel call (``engine.batch.column_scan.walk``)."""
     buf = _map(part.path)
     mv = memoryview(buf)  # type: ignore[arg-type]  # numpy arrays export the buffer protocol
-    check_crc = ctx.verify_crc or part.newest
+    crc = CHECK_CRC | (REQUIRE_PROP_CRC if ctx.geometry.prop_crc else 0) if ctx.verify_crc or part.newest else 0
     pos = part.start_pos
     while True:
-        starts, next_pos, stop = _walk(mv, pos, part.end_pos, ctx.batch_rows)
-        bad_at, reason = (next_pos, "") if stop == "bad" else (-1, "")
-        if starts:
-            layout = RecordLayout.of(buf, np.asarray(starts, dtype=np.int64))
-            n_ok, reason = layout.valid_count, layout.reason
-            n_topic = layout.head(n_ok).first_bad_topic(buf)
-            if n_topic < n_ok:
-                n_ok, reason = n_topic, "topic is not UTF-8"
-            if check_crc and n_ok:
-                n_crc, why = layout.head(n_ok).first_crc_failure(buf, require_prop_crc=ctx.geometry.prop_crc)
-                if n_crc < n_ok:
-                    n_ok, reason = n_crc, why
-            if n_ok:
-                yield from _batches(buf, mv, layout.head(n_ok), ctx)
-            if n_ok < len(starts):
-                bad_at = starts[n_ok]
-        if bad_at >= 0:
-            _check_end_of_data(part, buf, mv, bad_at, reason, ctx)
+        layout, next_pos, why, code = walk(buf, pos, part.end_pos, ctx.batch_rows, CHECK_TOPIC | crc)
+        if len(layout):
+            yield from _byte_batches(buf, mv, layout, ctx)
+        if why == "bad" and code == DECODER:  # a __CRC32# property only the exact decoder can judge
+            decoded = decode_record(mv, next_pos, check_crc=True, read_body=False,
+                                    require_prop_crc=ctx.geometry.prop_crc)
+            if decoded.kind is DecodeKind.RECORD:
+                yield from _batches(buf, mv, RecordLayout.of(buf, np.array([next_pos], dtype=np.int64)), ctx)
+                pos = next_pos + decoded.size
+                continue
+        if why == "bad":
+            _check_end_of_data(part, buf, mv, next_pos, REASONS[code], ctx)
             return
-        if stop != "full":
+        if why != "full":
             return
         pos = next_pos
 
@@ -245,7 +219,15 @@ def _entry_batches(part: QueueSlicePartition, ctx: ReadContext, file_base: int, 
             raise CorruptRecordError(f"{path}: the record at commitlog offset {int(phys[n_crc])} "
                                      f"(consume queue {part.topic}/{part.queue_id} entry "
                                      f"{int(queue_offset[n_crc])}) is damaged: {why}")
-    cumulative = np.cumsum(size)
+    yield from _byte_batches(buf, mv, layout, ctx)
+
+
+def _byte_batches(buf: Array, mv: memoryview, layout: RecordLayout, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+    """``_batches`` of ``layout`` cut every ``BATCH_BYTES`` of records: an Arrow binary column holds < 2 GiB."""
+    cumulative = np.cumsum(layout.size)
+    if int(cumulative[-1]) <= BATCH_BYTES:
+        yield from _batches(buf, mv, layout, ctx)
+        return
     bounds = np.searchsorted(cumulative, np.arange(BATCH_BYTES, int(cumulative[-1]), BATCH_BYTES), side="right")
     for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(layout)], strict=True):
         if b > a:

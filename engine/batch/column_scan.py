@@ -102,7 +102,9 @@ class ColumnScan:
         while True:
             records, next_pos, why = self._next_records(buf, pos, stop_pos, known, checks)
             if len(records):
-                found.append(records.starts)
+                # a copy: the starts are a row of the chunk's whole column matrix (22 int64s a record),
+                # which a view would keep alive for as long as the scan keeps its starts
+                found.append(records.starts.copy())
                 self.end = file_base + int(records.starts[-1] + records.size[-1])
                 yield ColumnChunk(file_base, buf, records)
             pos = next_pos

@@ -69,14 +69,11 @@ static void read_properties(const uint8_t *at, Py_ssize_t len, Span *tags, Span 
     tags->len = keys->len = uniq->len = -1;
     Py_ssize_t start = 0;
     while (start <= len) {
-        Py_ssize_t end = start;
-        while (end < len && at[end] != 2) {
-            end++;
-        }
-        Py_ssize_t split = start;
-        while (split < end && at[split] != 1) {
-            split++;
-        }
+        /* memchr: the C library's search looks at a vector of bytes a step */
+        const uint8_t *sep = memchr(at + start, 2, (size_t)(len - start));
+        Py_ssize_t end = sep != NULL ? sep - at : len;
+        const uint8_t *mark = memchr(at + start, 1, (size_t)(end - start));
+        Py_ssize_t split = mark != NULL ? mark - at : end;
         Py_ssize_t name_len = split - start, value_len = end - split - 1;
         if (split < end && name_len > 0 && value_len > 0) {
             Span *which = NULL;

@@ -21,6 +21,7 @@ int mq_int64s(Py_buffer *view, Py_ssize_t *count);
 #define MQ_END_ALLOW_THREADS_IF if (mq_save != NULL) { PyEval_RestoreThread(mq_save); } }
 
 PyObject *mq_crc31_spans(PyObject *self, PyObject *args);
+PyObject *mq_gather_spans(PyObject *self, PyObject *args);
 PyObject *mq_check_batch(PyObject *self, PyObject *args);
 PyObject *mq_stamp_batch(PyObject *self, PyObject *args);
 PyObject *mq_group_ranks(PyObject *self, PyObject *args);

@@ -11,6 +11,11 @@ static PyMethodDef methods[] = {
     {"crc31_spans", mq_crc31_spans, METH_VARARGS,
      "crc31_spans(data, starts, ends, out): out[i] = zlib.crc32(data[starts[i]:ends[i]]) & 0x7FFFFFFF;\n"
      "starts, ends and out are int64 arrays of one length; ValueError when a span leaves data."},
+    {"gather_spans", mq_gather_spans, METH_VARARGS,
+     "gather_spans(data, positions, lengths, offsets, out): the spans data[positions[i]:positions[i] + lengths[i]]\n"
+     "copied one after another into out (uint8, exactly their total), offsets (int32, n + 1) where each starts\n"
+     "and the last ends: an Arrow binary array's buffers. positions and lengths are int64 arrays of one length;\n"
+     "ValueError when a span leaves data, a length is negative, out is not the total or it passes int32."},
     {"check_batch", mq_check_batch, METH_VARARGS,
      "check_batch(records, columns, parts, part_ends, store_host, prop_crc, max_body_bytes, out) -> (code, detail):\n"
      "every record of a producer-encoded batch against its COLUMNS row (engine.batch.record_batch); parts are the\n"

@@ -18,8 +18,10 @@ In order, on fresh stores in a temp dir (k = the core count):
    one key per request with several in flight, and many keys per request (``Admin.query_keys``);
 7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
    seconds per GiB from a ``--recovery-mb`` store;
-8. the Redis Streams peer (``scripts.bench.redis_peer``), everysec and always;
-9. the sweep (``scripts.bench.sweep``), plotted with the latency histograms of 5.
+8. Spark: the data source's Arrow read on local[2] against Spark's own Parquet read of the same rows
+   (``scripts.bench.spark_read``, in a process of its own, ``--spark-messages`` rows);
+9. the Redis Streams peer (``scripts.bench.redis_peer``), everysec and always;
+10. the sweep (``scripts.bench.sweep``), plotted with the latency histograms of 5.
 
 Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
@@ -35,6 +37,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -172,6 +175,15 @@ def recovery_rate(work: Path, megabytes: int) -> dict[str, Any]:
             "seconds_per_gib": round(seconds * 2**30 / written, 2)}
 
 
+def spark_read_rate(work: Path, messages: int) -> dict[str, Any]:
+    """``scripts.bench.spark_read`` in a process of its own, so its JVM goes with it: the data source's
+    Arrow read against Spark's Parquet read of the same rows, one session, best of 3 warm rounds."""
+    proc = subprocess.run([sys.executable, "-m", "scripts.bench.spark_read", "--messages", str(messages),
+                           "--rounds", "3", "--no-tuples", "--dir", str(work)],
+                          capture_output=True, text=True, check=True, timeout=600)
+    return dict(json.loads(proc.stdout[proc.stdout.index("{"):]))
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -211,6 +223,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
         runs[name] = bench_trace.trace_run(work, runs[of]["send"]["msgs_per_s"] / 10, args.seconds,
                                            batch=args.batch, flush=flush, config=args.config)
     runs["recovery"] = recovery_rate(work, args.recovery_mb)
+    runs["spark_read"] = spark_read_rate(work, args.spark_messages)
     report["runs"] = runs
     redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
     report["redis"] = bench_redis.run_peer(work, producers=k, count=redis_count, body_bytes=128,
@@ -288,6 +301,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          {"seconds_per_gib": runs["recovery"]["seconds_per_gib"],
           "measured_bytes": runs["recovery"]["commitlog_bytes"]},
          runs["recovery"]["seconds_per_gib"] <= 2),
+        _spark_row(runs["spark_read"]),
         ("broker CPU per message, ASYNC 128 B (every broker process summed)", "<= 1.0 us (Redis's server: everysec)",
          _cpu_row(runs["async_128"], redis.get("everysec", {})), runs["async_128"]["broker_cpu_us_per_msg"] <= 1.0),
         ("broker CPU per message, SYNC 128 B", "<= 1.5 us (Redis's server: always)",
@@ -303,12 +317,25 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"workload": w, "target": t, "achieved": a, "met": bool(m)} for w, t, a, m in rows]
 
 
+def _spark_row(run: dict[str, Any]) -> tuple[str, str, dict[str, Any], bool]:
+    """Judged on the full materialisation (every column of every row); the aggregate is beside it:
+    Parquet reads only the columns it needs, and a Python data source has no column pruning."""
+    rows = {f"{reader}_{action}_rows_per_s": run["runs"][f"{reader}_{action}"]["rows_per_s"]
+            for reader in ("arrow", "parquet") for action in ("noop", "agg")}
+    return ("Spark batch read (Arrow, local[2])", "at least Spark's own Parquet read of the same rows "
+            "(write.format('noop'): every column), same run",
+            {**rows, "arrow_over_parquet_noop": run["arrow_over_parquet_noop"],
+             "arrow_over_parquet_agg": run["arrow_over_parquet_agg"], "messages": run["messages"]},
+            run["arrow_over_parquet_noop"] >= 1)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 1, help="k: producers, readers, sweep max")
     parser.add_argument("--seconds", type=float, default=10.0, help="sending time of each workload")
     parser.add_argument("--batch", type=int, default=100, help="messages per send")
     parser.add_argument("--lookups", type=int, default=20_000, help="key queries timed")
     parser.add_argument("--recovery-mb", type=int, default=256, help="commitlog MiB the recovery run recovers")
+    parser.add_argument("--spark-messages", type=int, default=200_000, help="rows of the Spark read run")
     parser.add_argument("--redis-count", type=int, default=1_000_000, help="messages of the Redis Streams run")
     parser.add_argument("--backlog", type=int, default=200_000, help="messages each reader point drains")
     parser.add_argument("--install-redis", action="store_true", help="apt-get install -y redis-server if missing")

@@ -11,6 +11,7 @@ import pytest
 
 from engine import Geometry, GetStatus, Message, MessageStore, PutResult, StoreConfig
 from engine.metafile import create_abort
+from engine.store_files import index_paths
 from engine.verify import verify_store
 from tests.conftest import TINY, FakeClock
 
@@ -167,3 +168,36 @@ def test_torn_consume_queue_entry_survived_recovery(tmp_path: Path, clock: FakeC
         _check_holds_exactly(store, results)
         assert [m.tags for m in store.get("Orders", 0, 0, max_count=8).messages] == ["T"] * 4
     assert verify_store(tmp_path / "s").ok
+
+
+def _derived_bytes(store: Path) -> tuple[dict[str, bytes], list[bytes]]:
+    """Every consume-queue file by path, and the index files' contents oldest first (their names are
+    creation times)."""
+    queues = {str(p.relative_to(store)): p.read_bytes() for p in sorted((store / "consumequeue").rglob("*"))
+              if p.is_file()}
+    return queues, [p.read_bytes() for p in index_paths(store)]
+
+
+@pytest.mark.parametrize("torn", [False, True])
+def test_lost_derived_files_dispatched_by_the_scan_equal_the_two_pass_rebuild(tmp_path: Path, clock: FakeClock,
+                                                                              torn: bool) -> None:
+    """With no derived files a normal open dispatches each chunk as its CRC scan passes it (and the files
+    before the scanned ones first); an abnormal open of a copy scans, cuts, then re-dispatches in a
+    second pass. Same verdicts, and the same files byte for byte."""
+    results = _build(tmp_path / "one", clock, 200)
+    assert len(list((tmp_path / "one" / "commitlog").iterdir())) > 3  # files before the scanned three
+    if torn:
+        last = results[-1]
+        _damage(tmp_path / "one", last.phys_offset + 40, bytes(10), TINY.commitlog_file_size)
+    for derived in ("consumequeue", "index"):
+        shutil.rmtree(tmp_path / "one" / derived)
+    shutil.copytree(tmp_path / "one", tmp_path / "two")
+    create_abort(tmp_path / "two", 1)
+    with MessageStore.open(tmp_path / "one", now_ms=clock) as one, \
+            MessageStore.open(tmp_path / "two", now_ms=clock) as two:
+        assert not one.recovery.abnormal and two.recovery.abnormal
+        for field in ("end_phys_offset", "truncated_bytes", "stop_reason", "cq_redispatched", "index_redispatched"):
+            assert getattr(one.recovery, field) == getattr(two.recovery, field)
+        assert one.recovery.cq_redispatched == len(results) - torn
+        _check_holds_exactly(one, results[:len(results) - torn])
+    assert _derived_bytes(tmp_path / "one") == _derived_bytes(tmp_path / "two")

@@ -6,16 +6,21 @@ No Spark here (pyarrow and numpy only), so these run in the fast loop too.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("pyarrow")
 
-from engine.log.host import Host  # after the importorskip
+from engine.config import Geometry  # after the importorskip
+from engine.log.host import Host
 from engine.log.record import DecodeKind, Record, decode_record, encode_record, seal_record
 from pipeline.columns import records_to_batch, to_batch
+from pipeline.options import Pushdown
+from pipeline.plan import ScanPartition
 from pipeline.record_layout import RecordLayout
+from pipeline.scan import ReadContext, scan_range
 
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
 
@@ -108,3 +113,21 @@ def test_damaged_records_get_the_record_decoders_verdict() -> None:
             batch = to_batch(buf, layout)
             if batch is not None:
                 assert batch.equals(records_to_batch([plain.record]))  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("batch_rows", [2, 100])
+def test_scan_hands_a_record_only_the_decoder_can_judge_to_it(tmp_path: Path, batch_rows: int) -> None:
+    """``__CRC32#`` inside a property value of an unsealed record: the scan kernel defers the CRC verdict,
+    the exact decoder accepts the record, and the scan goes on past it (every CRC is checked in the
+    newest file)."""
+    recs = [record(i, props={"x": "a__CRC32#b"} if i == 2 else None, prop_crc=i != 2) for i in range(5)]
+    data = b"".join(recs) + bytes(64)
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(data)
+    starts = [int(s) for s in np.cumsum([0] + [len(r) for r in recs[:-1]])]
+    assert decode_record(data, starts[2], check_crc=True).kind is DecodeKind.RECORD
+    ctx = ReadContext(str(tmp_path), Geometry(prop_crc=False), Pushdown(), include_body=True, verify_crc=True,
+                      batch_rows=batch_rows)
+    part = ScanPartition(str(path), 0, 0, len(data), newest=True)
+    rows = [row for batch in scan_range(part, ctx) for row in batch.to_pylist()]
+    assert rows == records_to_batch(decode_all(data, starts)).to_pylist()

@@ -101,12 +101,15 @@ def test_sweep_plot_is_a_png(tmp_path: Path) -> None:
 def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "bench", "suite", "--procs", "1", "--seconds",
-                           "0.5", "--lookups", "20", "--recovery-mb", "1", "--redis-count", "1000", "--backlog", "300",
+                           "0.5", "--lookups", "20", "--recovery-mb", "1", "--spark-messages", "2000",
+                           "--redis-count", "1000", "--backlog", "300",
                            "--quick", "--out", str(out), "--name", "smoke", "--dir", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "smoke.json").read_text())
-    assert len(doc["targets"]) == 12
+    assert len(doc["targets"]) == 13
+    spark = next(t["achieved"] for t in doc["targets"] if t["workload"].startswith("Spark batch read"))
+    assert spark["messages"] == 2000 and spark["arrow_noop_rows_per_s"] > 0 and spark["parquet_noop_rows_per_s"] > 0
     assert all({"workload", "target", "achieved", "met"} <= set(t) for t in doc["targets"])
     cpu_rows = [t["achieved"] for t in doc["targets"] if t["workload"].startswith("broker CPU per message")]
     assert len(cpu_rows) == 2 and all(row["broker_cpu_us_per_msg"] > 0 for row in cpu_rows)
