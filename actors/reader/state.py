@@ -145,8 +145,7 @@ class PublishedStore:
         return grew
 
     def _remade(self, key: QueueKey) -> bool:
-        """Whether a queue's mapped files are gone or no longer the ones at their paths. A notice's
-        lower max means this, or only that the notice was sent before a recheck read further."""
+        """Whether a queue's mapped files are gone or replaced (else a lower max is only an old notice)."""
         cq = self.queues.get(*key)
         files = cq.queue.files if cq is not None else []
         return not files or any(mf.replaced() for mf in files)
