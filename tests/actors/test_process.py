@@ -81,3 +81,15 @@ def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2], timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_supervisors_main_module_imports_no_command() -> None:
+    """Each actor imports the supervisor's main module (``mqstore start``'s, the CLI) as its own:
+    were the CLI to import its commands up front, every actor would load them (the Spark jobs'
+    modules, the benchmarks) and pay for it at each start."""
+    code = ("import sys; import scripts.cli.mqstore; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pipeline', 'scripts.cli.', 'scripts.bench'))"
+            " and m != 'scripts.cli.mqstore'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert out.stdout.strip() == "[]"
