@@ -11,7 +11,7 @@
     close       stops what ``open`` started and destroys the context
 
 ``Runtime.open`` builds the one a supervised process runs with: a context made after the process
-started (never inherited across the spawn), with the broker's CURVE keys and a ZAP handler when it
+started (never inherited from the fork server), with the broker's CURVE keys and a ZAP handler when it
 serves ZeroMQ over TCP, and reports pushed to the supervisor's event socket (``EventReporter``). A
 test builds one from a configuration and a context of its own; its reports go nowhere unless it
 hands a ``report`` to collect them.
