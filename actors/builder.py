@@ -80,13 +80,16 @@ class BuilderActor:
                               subscribe=(schema.DISPATCH, schema.TICK, schema.TOPIC_DELETED))
         notice_out = bind(self.rt.ctx, zmq.PUB, self.rt.endpoints.role(self.notice_role), hwm=100_000)
         next_retention_ms = 0
+        poller = zmq.Poller()
+        poller.register(dispatch_in, zmq.POLLIN)
+        poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         try:
             while not self.rt.stopping:
                 now = monotonic_ms()
                 if now >= next_retention_ms:
                     next_retention_ms = now + self.rt.config.broker.clean_interval_ms
                     self._follow_retention()
-                if not dispatch_in.poll(self.rt.config.broker.tick_interval_ms):
+                if dispatch_in not in dict(poller.poll(self.rt.config.broker.tick_interval_ms)):
                     self.rt.report("running", applied=self.applied)
                     continue
                 changed = self._on_round(_gather_round(dispatch_in, self.round_ms()))

@@ -134,6 +134,7 @@ class FlushActor:
         # before their files' flush
         poller = zmq.Poller()
         poller.register(written_in, zmq.POLLIN)
+        poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         flush = self.rt.config.flush
         poll_ms = flush.interval_ms // 5 or 1
         next_commitlog = next_cq = next_index = next_notices = 0

@@ -1,6 +1,6 @@
 """An actor process from start to exit.
 
-``run_actor`` is the target the supervisor starts each process with (spawn method): it logs to
+``run_actor`` is the target the supervisor starts each process with (through its fork server): it logs to
 stderr, names the process by its role (``name_process``: the title ``ps`` shows and the kernel's
 thread name), asks the kernel to end the process with its supervisor, rebuilds the configuration from
 plain values, opens the process's ``Runtime``, ties SIGTERM and SIGINT to its stop flag, builds the
@@ -17,11 +17,13 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import multiprocess
+import psutil
 import setproctitle
 
 from actors.config import BrokerConfig, log_level
@@ -73,21 +75,45 @@ def on_stop_signals(stop: Callable[[], None]) -> None:
 
 
 def die_with_parent() -> None:
-    """Ask the kernel for SIGTERM when the supervisor dies (even by SIGKILL), so no actor outlives it.
+    """Stop (SIGTERM) when the supervisor dies, even by SIGKILL, so no actor outlives it.
 
-    The supervisor's pid comes from the process object it started, not from ``getppid`` here: the
-    request only covers a parent alive when it is made, and a supervisor killed in the second an
-    actor spends starting up has already handed it to init. An orphan must stop before it opens a
-    file, or it keeps writing beside the next supervisor's actors."""
-    parent = multiprocess.parent_process()
-    supervisor_pid = parent.pid if parent is not None else os.getppid()
+    The supervisor starts its actors through a fork server (``actors.supervisor``): an actor's
+    parent is that server and the supervisor is its grandparent. The kernel sends SIGTERM when the
+    parent dies (``PR_SET_PDEATHSIG``), which covers the server; the supervisor's own death is seen
+    on the pipe it started the process through (``parent_process().sentinel`` reads end of file
+    once nobody holds its other end), watched by a thread that sends the same SIGTERM.
+
+    The request only covers a parent alive when it is made, and a supervisor killed while an actor
+    starts up has already left it behind: so once both are armed, the process checks that it still
+    hangs under the supervisor. An orphan must stop before it opens a file, or it keeps writing
+    beside the next supervisor's actors."""
+    supervisor = multiprocess.parent_process()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         log.warning("cannot ask to die with the supervisor on this platform")
-    if os.getppid() != supervisor_pid:  # it died before the request took effect
+    if supervisor is None or supervisor.pid is None:
+        return  # not started by a supervisor (a test running it in process)
+    threading.Thread(target=_stop_when_gone, args=(supervisor,), name="supervisor-watch", daemon=True).start()
+    if not supervisor.is_alive() or not _under(supervisor.pid):
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _under(supervisor_pid: int) -> bool:
+    """Whether this process's parent is the supervisor or a child of it (its fork server)."""
+    parent_pid = os.getppid()
+    if parent_pid == supervisor_pid:
+        return True
+    try:
+        return bool(psutil.Process(parent_pid).ppid() == supervisor_pid)
+    except psutil.Error:
+        return False
+
+
+def _stop_when_gone(supervisor: Any) -> None:
+    supervisor.join()  # the parent process's join waits on its sentinel
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_actor(name: str, config_dict: dict[str, Any]) -> None:

@@ -4,11 +4,14 @@
     config      the broker's configuration tree, ``endpoints`` its sockets
     ctx         the process's one ZeroMQ context
     stopping    raised when the actor should end its loop (``actors.process`` ties SIGTERM and SIGINT to it)
+    stop_fd     turns readable once ``stopping`` is raised: registered in a loop's poller, the round
+                ends then rather than at the poll's timeout (the signal handler runs inside the poll,
+                which would otherwise wait its time out)
     report      how the actor tells the supervisor how it is doing (a ``Report``)
     close       stops what ``open`` started and destroys the context
 
 ``Runtime.open`` builds the one a supervised process runs with: a context made after the process
-started (never inherited across the spawn), with the broker's CURVE keys and a ZAP handler when it
+started (never inherited from the fork server), with the broker's CURVE keys and a ZAP handler when it
 serves ZeroMQ over TCP, and reports pushed to the supervisor's event socket (``EventReporter``). A
 test builds one from a configuration and a context of its own; its reports go nowhere unless it
 hands a ``report`` to collect them.
@@ -81,6 +84,7 @@ class Runtime:
         self.report = report
         self.stopping = False
         self._authenticator = authenticator
+        self.stop_fd, self._stop_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     @classmethod
     def open(cls, name: str, config: BrokerConfig) -> Runtime:
@@ -99,8 +103,12 @@ class Runtime:
     def request_stop(self) -> None:
         """Raise the stop flag: the actor ends its loop at the end of the round it is in."""
         self.stopping = True
+        with contextlib.suppress(BlockingIOError):  # full: it is readable already
+            os.write(self._stop_w, b"\0")
 
     def close(self) -> None:
         if self._authenticator is not None:
             self._authenticator.stop()
         self.ctx.destroy(linger=0)
+        os.close(self.stop_fd)
+        os.close(self._stop_w)

@@ -167,7 +167,7 @@ class BrokerProcess:
         parent dies) and are waited for. ``start`` again recovers the store as after a crash."""
         if self.proc is None:
             return
-        actors = psutil.Process(self.proc.pid).children()
+        actors = psutil.Process(self.proc.pid).children(recursive=True)  # the fork server and the actors
         self.proc.kill()
         self.proc.wait()
         self.proc = None

@@ -112,6 +112,7 @@ class ReaderActor:
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, hwm=100_000, subscribe=(schema.ARRIVED,))
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
+        poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         watching = False  # arrived_in is polled only while a pull waits (``_watch_arrivals``)
         writer = self.acks.start(lambda identity, reply: self._send(router, identity, reply))
         poller.register(writer, zmq.POLLIN)

@@ -82,6 +82,7 @@ class SchedulerActor:
         self.rt.report("running", force=True, delivered=0)
         arrived_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.arrived, subscribe=(schema.ARRIVED,))
         self.poller = zmq.Poller()
+        self.poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once, not in up to a second
         self._connect_ingress()
         quiet_until = 0  # monotonic ms: notices wait in their socket until then
         try:

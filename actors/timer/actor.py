@@ -131,6 +131,9 @@ class TimerActor:
         self.open_store(create=False)
         self.rt.report("running", force=True, **self.stats())
         arrived = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.arrived, subscribe=(schema.ARRIVED,))
+        poller = zmq.Poller()
+        poller.register(arrived, zmq.POLLIN)
+        poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_flush = monotonic_ms() + self.flush_interval_ms
@@ -160,7 +163,7 @@ class TimerActor:
                 gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
                 if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap
                     _wait(min(gap_ms, wait_ms))
-                elif not arrived.poll(wait_ms):
+                elif arrived not in dict(poller.poll(wait_ms)):
                     woken = False
                     continue
                 noticed, woken = _drain(arrived)

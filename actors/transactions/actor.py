@@ -71,10 +71,13 @@ class TransactionsActor:
         self.router = router
         interval_ms = self.rt.config.broker.transaction_check_interval_ms
         next_run = monotonic_ms() + interval_ms
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         try:
             while not self.rt.stopping:
                 timeout_ms = max(0, min(next_run - monotonic_ms(), self.rt.config.broker.tick_interval_ms))
-                if router.poll(timeout_ms, zmq.POLLIN):
+                if router in dict(poller.poll(timeout_ms)):
                     self._serve(router)
                 if monotonic_ms() >= next_run:
                     try:

@@ -137,6 +137,7 @@ class CommitLogWriterActor:
         poller = zmq.Poller()
         poller.register(ingress, zmq.POLLIN)
         poller.register(flushed_in, zmq.POLLIN)
+        poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_tick = 0
         self.prefault.start()

@@ -31,18 +31,13 @@ from engine import StoreLockedError
 from engine.checkpoint import CheckpointError
 from engine.metafile import MetafileError
 from ipc.channel import BrokerError
-from scripts.cli.admin import add_admin_commands
-from scripts.cli.arguments import resolve_store, use_formatter
-from scripts.cli.bench import add_bench_commands
-from scripts.cli.broker import add_broker_commands, add_client_commands
-from scripts.cli.demo import add_demo_command
-from scripts.cli.offline import CommandError, add_offline_commands
-from scripts.cli.spark import add_spark_commands
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GAVE_UP = 0, 1, 2, 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from scripts.cli.arguments import resolve_store
+    from scripts.cli.offline import CommandError
     args = build_parser().parse_args(argv)
     resolve_store(args)
     handler: Callable[[argparse.Namespace], int] = args.handler
@@ -54,6 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # imported here, not at the top: a broker's actors import this module as their main one (it is
+    # the supervisor's), and none of them runs a command
+    from scripts.cli.admin import add_admin_commands
+    from scripts.cli.arguments import use_formatter
+    from scripts.cli.bench import add_bench_commands
+    from scripts.cli.broker import add_broker_commands, add_client_commands
+    from scripts.cli.demo import add_demo_command
+    from scripts.cli.offline import add_offline_commands
+    from scripts.cli.spark import add_spark_commands
     parser = argparse.ArgumentParser(prog="mqstore", description="A RocketMQ-compatible message store.")
     parser.add_argument("--version", action="version", version=f"mqstore {mqstore_version()}",
                         help="print mqstore's version and exit")

@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import multiprocess
 import psutil
+import pytest
 
 from actors.config import load_config
 from actors.process import run_actor
@@ -29,14 +29,12 @@ def _actor_once_orphaned(name: str, config_dict: dict[str, Any]) -> None:
     in the second or so an actor spends importing before it can ask to die with its parent."""
     supervisor = multiprocess.parent_process()
     assert supervisor is not None
-    deadline = time.monotonic() + 30
-    while os.getppid() == supervisor.pid and time.monotonic() < deadline:
-        time.sleep(0.01)
+    supervisor.join(30)  # its sentinel: the parent process is gone
     run_actor(name, config_dict)
 
 
-def _supervisor_killed_after_spawn(name: str, config_dict: dict[str, Any], pid_path: str) -> None:
-    actor = multiprocess.get_context("spawn").Process(target=_actor_once_orphaned, args=(name, config_dict))
+def _supervisor_killed_after_spawn(name: str, config_dict: dict[str, Any], pid_path: str, method: str) -> None:
+    actor = multiprocess.get_context(method).Process(target=_actor_once_orphaned, args=(name, config_dict))
     actor.start()
     Path(pid_path).write_text(str(actor.pid))
     os.kill(os.getpid(), signal.SIGKILL)
@@ -49,7 +47,10 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path: Path, method: str) -> None:
+    """Started straight from the supervisor (spawn) or from its fork server (the supervisor's way),
+    whose copy of the fork server's pipe keeps that server alive after the supervisor died."""
     # A consume-queue builder that outlived a killed tree kept applying dispatch from the next
     # tree's writer beside that tree's own builder: two writers of one queue's files, the new one
     # stuck on "File exists" for a file the orphan had created.
@@ -58,7 +59,7 @@ def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path
     config.endpoints.prepare()
     pid_path = tmp_path / "actor.pid"
     supervisor = multiprocess.get_context("spawn").Process(
-        target=_supervisor_killed_after_spawn, args=("cqbuilder", config.to_dict(), str(pid_path)))
+        target=_supervisor_killed_after_spawn, args=("cqbuilder", config.to_dict(), str(pid_path), method))
     supervisor.start()
     supervisor.join(60)
     actor_pid = int(pid_path.read_text())
@@ -77,6 +78,18 @@ def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
     code = ("import sys; import actors.process; "
             "print(sorted(m for m in sys.modules if m.startswith('actors.') and m not in "
             "('actors.clock', 'actors.config', 'actors.process', 'actors.registry', 'actors.runtime')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_supervisors_main_module_imports_no_command() -> None:
+    """Each actor imports the supervisor's main module (``mqstore start``'s, the CLI) as its own:
+    were the CLI to import its commands up front, every actor would load them (the Spark jobs'
+    modules, the benchmarks) and pay for it at each start."""
+    code = ("import sys; import scripts.cli.mqstore; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pipeline', 'scripts.cli.', 'scripts.bench'))"
+            " and m != 'scripts.cli.mqstore'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2], timeout=60)
     assert out.stdout.strip() == "[]"

@@ -69,6 +69,22 @@ def test_a_runtime_built_for_a_test(tmp_path: Path) -> None:
     assert runtime.ctx.closed
 
 
+def test_a_stop_wakes_a_poll_that_watches_the_stop_fd(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
+    """The SIGTERM handler runs inside an actor's poll, which then goes on to its timeout: the stop
+    also makes ``stop_fd`` readable, so a poller that watches it returns at once, and again on each
+    later round (the loop ends at the top of the next one)."""
+    runtime = Runtime("writer", load_config(tmp_path / "store", None), zmq.Context())
+    poller = zmq.Poller()
+    poller.register(bind(ctx, zmq.PULL, EVENTS), zmq.POLLIN)
+    poller.register(runtime.stop_fd, zmq.POLLIN)
+    assert poller.poll(0) == []
+    runtime.request_stop()
+    runtime.request_stop()  # twice (SIGTERM then SIGINT): the same readable descriptor
+    assert poller.poll(60_000) == [(runtime.stop_fd, zmq.POLLIN)]
+    assert poller.poll(60_000) == [(runtime.stop_fd, zmq.POLLIN)]
+    runtime.close()
+
+
 def test_open_connects_reports_to_the_supervisors_event_socket(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
     run_dir = tempfile.mkdtemp(prefix="mq")  # short: ipc socket paths are limited in length
     try:

@@ -149,7 +149,7 @@ def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
     with broker, Load(broker.store) as load:
         load.wait_more(100)
         assert broker.proc is not None
-        actors = psutil.Process(broker.proc.pid).children()
+        actors = psutil.Process(broker.proc.pid).children(recursive=True)  # the fork server and the actors
         assert len(actors) >= len(ACTORS)
         broker.proc.send_signal(signal.SIGKILL)
         broker.proc.wait()

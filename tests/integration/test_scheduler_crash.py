@@ -86,7 +86,7 @@ def test_whole_tree_sigkilled_while_delivering_delivers_every_message_once(tmp_p
         send_delayed(broker, "Tree")
         wait_for(lambda: stored(broker, "Tree") >= COUNT // 4, 60, "a quarter delivered")
         assert broker.proc is not None
-        everyone = [*psutil.Process(broker.proc.pid).children(), psutil.Process(broker.proc.pid)]
+        everyone = [*psutil.Process(broker.proc.pid).children(recursive=True), psutil.Process(broker.proc.pid)]
         for proc in everyone:  # every process at once: no actor hears of it and saves anything
             os.kill(proc.pid, signal.SIGKILL)
         psutil.wait_procs(everyone, timeout=30)
