@@ -61,7 +61,7 @@ from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
 from ipc.messages import pack_columns
 from ipc.notices import Arrived
-from ipc.sockets import bind, connect
+from ipc.sockets import bind, connect, has_message
 
 log = logging.getLogger("mqstore")
 
@@ -171,11 +171,8 @@ class ReaderActor:
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
         grew: set[tuple[str, int]] = set()
-        while True:
-            try:
-                frames = arrived_in.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        while has_message(arrived_in):
+            frames = arrived_in.recv_multipart(zmq.NOBLOCK)
             try:
                 if len(frames) != 2:
                     raise schema.SchemaError("an arrived notice has two frames")
@@ -227,10 +224,9 @@ class ReaderActor:
 
     def _serve(self, router: zmq.Socket[Any]) -> None:
         for _ in range(MAX_DRAIN_PER_ROUND):
-            try:
-                frames = router.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            if not has_message(router):
                 return
+            frames = router.recv_multipart(zmq.NOBLOCK)
             reply = self.handle(frames)
             if reply is not None:
                 self._send(router, frames[0], reply)
