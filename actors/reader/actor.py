@@ -326,10 +326,9 @@ class ReaderActor:
         if not raw:
             records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
             return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
-        answers = self.store.query_by_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
-        extra = {"counts": [len(a) for a in answers]} if counts else {}
-        return schema.ok_reply(request_id, **_stored_reply(StoredRecords.join(answers)), **extra,
-                               **self._index_marks())
+        stored, key_counts = self.store.query_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
+        extra = {"counts": key_counts} if counts else {}
+        return schema.ok_reply(request_id, **_stored_reply(stored), **extra, **self._index_marks())
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         found = self.store.view_by_id(fields.name(message, "msg_id"))
