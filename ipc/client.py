@@ -236,15 +236,14 @@ class Producer:
 
 
 class Admin:
-    """Topics (the writer), consumer offsets (reader 0); queries by key, in turn, and group activity,
-    every reader the endpoints name (any reader answers a query: each maps the index and the log)."""
+    """Topics (the writer), queries and consumer offsets (reader 0); group activity (every reader the
+    endpoints name)."""
 
     def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         ep = resolve_endpoints(store_dir, endpoints)
         self._timeout_ms = timeout_ms
         self._readers = [f"reader-{i}" for i in range(len(ep.readers))]
-        self._query_routes = itertools.cycle(self._readers)  # one reader's round per query: they add up
         self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)],
                                  **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
                                 name="mqstore-admin", curve=ep.curve)
@@ -311,8 +310,8 @@ class Admin:
                            end_ms: int | None = None) -> Future[MessageBatch]:
         """``query_by_key`` without waiting (several may be in flight); the messages come packed,
         decoded when touched."""
-        return _packed(self._channel.call(next(self._query_routes), "query_key", timeout_ms=self._timeout_ms,
-                                          topic=topic, key=key, max=max_count, begin_ms=begin_ms,
+        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms, topic=topic, key=key,
+                                          max=max_count, begin_ms=begin_ms,
                                           end_ms=LONG_MAX if end_ms is None else end_ms, raw=True),
                        lambda reply, batch: batch)
 
@@ -332,13 +331,13 @@ class Admin:
             starts = [0, *itertools.accumulate(counts)]
             return [batch[starts[i]:starts[i + 1]] for i in range(len(keys))]
 
-        return _packed(self._channel.call(next(self._query_routes), "query_keys", timeout_ms=self._timeout_ms,
-                                          topic=topic, keys=list(keys), max=max_count, begin_ms=begin_ms,
+        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms, topic=topic,
+                                          keys=list(keys), max=max_count, begin_ms=begin_ms,
                                           end_ms=LONG_MAX if end_ms is None else end_ms), per_key)
 
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
-        return list(MessageBatch.from_reply(self._call(next(self._query_routes), "query_uniq", topic=topic,
-                                                       uniq_key=uniq_key, raw=True)))
+        return list(MessageBatch.from_reply(self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key,
+                                                       raw=True)))
 
     def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
         msgs = self._call("reader", "view_id", msg_id=msg_id)["msgs"]

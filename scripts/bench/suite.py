@@ -103,10 +103,10 @@ QUERY_KEYS_PER_REQUEST = 100  # keys per query_keys request, one request outstan
 QUERY_MODES = ("one_at_a_time", "in_flight", "batched")
 
 
-def query_rate(store: Path, procs: int, lookups: int, keyed: int, readers: int = 1) -> dict[str, Any]:
+def query_rate(store: Path, procs: int, lookups: int, keyed: int) -> dict[str, Any]:
     """The same random keys looked up three ways, k processes each: one synchronous request per key;
     one key per request with QUERY_IN_FLIGHT requests outstanding; QUERY_KEYS_PER_REQUEST keys per
-    request (``Admin.query_keys``). Each process's Admin spreads its requests over the ``readers``."""
+    request (``Admin.query_keys``)."""
     ctx = multiprocess.get_context("spawn")
     share = lookups // procs
     out: dict[str, Any] = {"processes": procs, "lookups": share * procs, "in_flight_per_process": QUERY_IN_FLIGHT,
@@ -114,8 +114,7 @@ def query_rate(store: Path, procs: int, lookups: int, keyed: int, readers: int =
     for mode in QUERY_MODES:
         results = ctx.Queue()
         start_at = time.time() + 2.0 + 0.3 * procs  # every process connected and waiting: spawn skew stays out
-        jobs = [ctx.Process(target=_lookups, args=(str(store), readers, i, share, keyed, mode, start_at,
-                                                    results), daemon=True)
+        jobs = [ctx.Process(target=_lookups, args=(str(store), i, share, keyed, mode, start_at, results), daemon=True)
                 for i in range(procs)]
         for j in jobs:
             j.start()
@@ -128,16 +127,14 @@ def query_rate(store: Path, procs: int, lookups: int, keyed: int, readers: int =
     return out
 
 
-def _lookups(store: str, readers: int, worker: int, count: int, keyed: int, mode: str, start_at: float,
-             out: Any) -> None:
+def _lookups(store: str, worker: int, count: int, keyed: int, mode: str, start_at: float, out: Any) -> None:
     import random
 
     from ipc.client import Admin
-    from ipc.endpoints import Endpoints
     rng = random.Random(worker)
     keys = [f"k0-{rng.randrange(keyed)}" for _ in range(count)]
-    with Admin(endpoints=Endpoints.for_store(store, readers), timeout_ms=30_000) as admin:
-        admin.group_last_seen_ms()  # every reader connected before the clock starts
+    with Admin(store, timeout_ms=30_000) as admin:
+        admin.ping()  # connected before the clock starts
         while time.time() < start_at:
             time.sleep(0.001)
         found = 0
@@ -191,7 +188,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     runs["async_128"], store, broker = throughput(work, "async128", base, config=args.config)
     keyed = runs["async_128"]["send"]["messages_ok"] // k // 20  # well inside what worker 0 keyed (~10 %)
     try:
-        runs["query_by_key"] = query_rate(store, k, args.lookups, max(keyed, 1), readers=base.readers)
+        runs["query_by_key"] = query_rate(store, k, args.lookups, max(keyed, 1))
     finally:
         broker.stop()
     runs["async_4k"], _, broker = throughput(work, "async4k", Workload(**{**base.__dict__, "body_bytes": 4096}),

@@ -262,22 +262,6 @@ def test_admin_converts_queue_info_and_queries(endpoints: Endpoints, broker: Fak
     assert viewed.properties["UNIQ_KEY"] == viewed.uniq_key == "UNIQ"
 
 
-def test_admin_spreads_queries_over_every_reader_it_knows(endpoints: Endpoints, broker: FakeBroker) -> None:
-    """One reader answered every query however many ran (a one-key lookup is a round of its loop):
-    queries by key go to the readers in turn, as any reader maps the index and the log."""
-    asked: list[str] = []
-    with Admin(endpoints=endpoints) as admin:
-        for call in (lambda: admin.query_by_key_async("T", "k"), lambda: admin.query_keys_async("T", ["k"]),
-                     lambda: admin.query_by_key_async("T", "k"), lambda: admin.query_keys_async("T", ["k"])):
-            future = call()
-            endpoint, identity, request = broker.next_request()
-            asked.append(endpoint)
-            extra = {"counts": [0]} if request["op"] == "query_keys" else {}
-            broker.reply(endpoint, identity, schema.ok_reply(request["id"], **packed([]), **extra))
-            future.result(WAIT_S)
-    assert asked == [endpoints.reader(0), endpoints.reader(1)] * 2
-
-
 def test_received_message_refuses_a_malformed_map() -> None:
     wire = record_to_wire(sample_record())
     del wire["store_host"]
