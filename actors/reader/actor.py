@@ -223,8 +223,9 @@ class ReaderActor:
     # -- requests ------------------------------------------------------------------------------------
 
     def _serve(self, router: zmq.Socket[Any]) -> None:
-        for _ in range(MAX_DRAIN_PER_ROUND):
-            if not has_message(router):
+        """The requests waiting (the poll saw the first), up to MAX_DRAIN_PER_ROUND."""
+        for count in range(MAX_DRAIN_PER_ROUND):
+            if count and not has_message(router):
                 return
             frames = router.recv_multipart(zmq.NOBLOCK)
             reply = self.handle(frames)
