@@ -71,16 +71,31 @@ class StoredRecords:
         return len(self.sizes)
 
     @classmethod
-    def of(cls, found: Sequence[tuple[int, bytes]]) -> StoredRecords:
-        """From (phys offset, stored bytes) pairs, in that order."""
-        return cls(b"".join(chunk for _, chunk in found),
-                   [_LONG.unpack_from(chunk, QUEUE_OFFSET_POS)[0] for _, chunk in found],
-                   [phys_offset for phys_offset, _ in found], [len(chunk) for _, chunk in found])
+    def of_keys(cls, found: Sequence[dict[int, bytes]]) -> tuple[StoredRecords, list[int]]:
+        """From each key's {phys offset: stored bytes}: every key's records, oldest first, one key
+        after another, and how many each key has (one object a query, not one a key)."""
+        chunks: list[bytes] = []
+        phys_offsets: list[int] = []
+        for records in found:
+            if records:
+                for phys_offset in sorted(records) if len(records) > 1 else records:
+                    chunks.append(records[phys_offset])
+                    phys_offsets.append(phys_offset)
+        unpack = _LONG.unpack_from
+        return (cls(b"".join(chunks), [unpack(chunk, QUEUE_OFFSET_POS)[0] for chunk in chunks], phys_offsets,
+                    [len(chunk) for chunk in chunks]), [len(records) for records in found])
 
-    @classmethod
-    def join(cls, parts: Sequence[StoredRecords]) -> StoredRecords:
-        return cls(b"".join(p.data for p in parts), [q for p in parts for q in p.queue_offsets],
-                   [o for p in parts for o in p.phys_offsets], [n for p in parts for n in p.sizes])
+    def split(self, counts: Sequence[int]) -> list[StoredRecords]:
+        """Cut into runs of ``counts[i]`` records, in order (``of_keys``' answer, one a key)."""
+        out: list[StoredRecords] = []
+        first = pos = 0
+        for count in counts:
+            last = first + count
+            size = sum(self.sizes[first:last])
+            out.append(StoredRecords(self.data[pos:pos + size], self.queue_offsets[first:last],
+                                     self.phys_offsets[first:last], self.sizes[first:last]))
+            first, pos = last, pos + size
+        return out
 
     def records(self) -> list[Record]:
         """Each record decoded."""
@@ -242,6 +257,15 @@ def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str
 def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequence[str], max_count: int,
                   begin_ms: int, end_ms: int, *, uniq: bool = False,
                   readable_end: int | None = None) -> list[StoredRecords]:
+    """``query_keys``, one StoredRecords a key."""
+    records, counts = query_keys(index, commitlog, topic, keys, max_count, begin_ms, end_ms, uniq=uniq,
+                                 readable_end=readable_end)
+    return records.split(counts)
+
+
+def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequence[str], max_count: int,
+               begin_ms: int, end_ms: int, *, uniq: bool = False,
+               readable_end: int | None = None) -> tuple[StoredRecords, list[int]]:
     """For each key, in order, the newest ``max_count`` records of ``topic`` whose KEYS (or, with
     ``uniq``, UNIQ_KEY) hold it, oldest first, as stored, none reaching past ``readable_end``.
 
@@ -249,7 +273,8 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
     records not readable yet among them. Each candidate's topic and key are compared in its stored
     bytes (nothing decoded). A key still short asks for its next page, which goes on where the last
     one stopped, until it has ``max_count`` or its chains are walked: colliding keys take places in
-    a page, never in the answer."""
+    a page, never in the answer. The answers come one key after another (``StoredRecords.of_keys``),
+    with how many records each key has."""
     end = commitlog.max_offset if readable_end is None else readable_end
     topic_bytes = topic.encode()
     found: list[dict[int, bytes]] = [{} for _ in keys]
@@ -268,7 +293,7 @@ def query_by_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: S
             found[i].update(records)
         short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
         if not short:
-            return [StoredRecords.of(sorted(records.items())) for records in found]
+            return StoredRecords.of_keys(found)
         pages = index.query_many(topic, [keys[i] for i in short], [max_count - len(found[i]) for i in short],
                                  begin_ms, end_ms, after=[after[i] for i in short])
 
@@ -279,26 +304,42 @@ def matching(commitlog: CommitLog, phys_offsets: Sequence[Sequence[int]], topic:
     each once) that really are ``topic``'s and hold it: one kernel call
     (``engine._native.records_holding``) for the candidates of every key in each commitlog file."""
     key_ends = list(accumulate(map(len, keys)))
-    by_file: dict[int, tuple[MappedFile, list[tuple[int, int]]]] = {}  # per file: (key, phys offset) pairs
+    low = commitlog.min_offset
+    # per file: the key and the phys offset of each candidate in it; candidates of one page mostly sit
+    # in one file, so the file of the last candidate is tried before the queue is searched
+    by_file: dict[int, tuple[MappedFile, list[int], list[int]]] = {}
+    file_base = file_end = 0  # the last candidate's file: [file_base, file_end)
+    owners: list[int] = []
+    offsets: list[int] = []
     for i, candidates in enumerate(phys_offsets):
-        for phys_offset in dict.fromkeys(candidates):
-            mf = commitlog.queue.find(phys_offset) if commitlog.min_offset <= phys_offset < end else None
-            if mf is not None:
-                by_file.setdefault(mf.file_base, (mf, []))[1].append((i, phys_offset))
+        for phys_offset in dict.fromkeys(candidates) if len(candidates) > 1 else candidates:
+            if not low <= phys_offset < end:
+                continue
+            if not file_base <= phys_offset < file_end:
+                mf = commitlog.queue.find(phys_offset)
+                if mf is None:
+                    file_base = file_end = 0
+                    continue
+                file_base, file_end = mf.file_base, mf.file_end
+                _, owners, offsets = by_file.setdefault(file_base, (mf, [], []))
+            owners.append(i)
+            offsets.append(phys_offset)
     found: list[dict[int, bytes]] = [{} for _ in keys]
-    for mf, pairs in by_file.values():
+    for mf, owners, offsets in by_file.values():
         # int64 columns as array's: for the few candidates of a page cheaper than numpy's set-up
-        at = array("q", [phys_offset - mf.file_base for _, phys_offset in pairs])
-        key_to = array("q", [key_ends[i] for i, _ in pairs])
-        key_from = array("q", [key_ends[i] - len(keys[i]) for i, _ in pairs])
-        sizes = array("q", bytes(8 * len(pairs)))
-        _native.records_holding(mf.buffer, at, min(end - mf.file_base, mf.written_pos), topic,
+        base = mf.file_base
+        at = array("q", [phys_offset - base for phys_offset in offsets])
+        key_to = array("q", [key_ends[i] for i in owners])
+        key_from = array("q", [key_ends[i] - len(keys[i]) for i in owners])
+        sizes = array("q", bytes(8 * len(owners)))
+        _native.records_holding(mf.buffer, at, min(end - base, mf.written_pos), topic,
                                 UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys), key_from, key_to, uniq, sizes)
-        for (i, phys_offset), size in zip(pairs, sizes, strict=True):
+        buffer = mf.buffer
+        for i, phys_offset, pos, size in zip(owners, offsets, at, sizes, strict=True):
             if size:
-                found[i][phys_offset] = mf.read(phys_offset - mf.file_base, size)
-    return [[(phys_offset, held[phys_offset]) for phys_offset in dict.fromkeys(candidates) if phys_offset in held]
-            for candidates, held in zip(phys_offsets, found, strict=True)]
+                found[i][phys_offset] = buffer[pos:pos + size]  # MappedFile.read, without a call a record
+    return [([(phys_offset, held[phys_offset]) for phys_offset in dict.fromkeys(candidates) if phys_offset in held]
+             if held else []) for candidates, held in zip(phys_offsets, found, strict=True)]
 
 
 def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:

@@ -61,7 +61,7 @@ from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
 from ipc.messages import pack_columns
 from ipc.notices import Arrived
-from ipc.sockets import bind, connect
+from ipc.sockets import bind, connect, has_message
 
 log = logging.getLogger("mqstore")
 
@@ -172,11 +172,8 @@ class ReaderActor:
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
         grew: set[tuple[str, int]] = set()
-        while True:
-            try:
-                frames = arrived_in.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        while has_message(arrived_in):
+            frames = arrived_in.recv_multipart(zmq.NOBLOCK)
             try:
                 if len(frames) != 2:
                     raise schema.SchemaError("an arrived notice has two frames")
@@ -227,11 +224,11 @@ class ReaderActor:
     # -- requests ------------------------------------------------------------------------------------
 
     def _serve(self, router: zmq.Socket[Any]) -> None:
-        for _ in range(MAX_DRAIN_PER_ROUND):
-            try:
-                frames = router.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+        """The requests waiting (the poll saw the first), up to MAX_DRAIN_PER_ROUND."""
+        for count in range(MAX_DRAIN_PER_ROUND):
+            if count and not has_message(router):
                 return
+            frames = router.recv_multipart(zmq.NOBLOCK)
             reply = self.handle(frames)
             if reply is not None:
                 self._send(router, frames[0], reply)
@@ -331,10 +328,9 @@ class ReaderActor:
         if not raw:
             records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
             return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
-        answers = self.store.query_by_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
-        extra = {"counts": [len(a) for a in answers]} if counts else {}
-        return schema.ok_reply(request_id, **_stored_reply(StoredRecords.join(answers)), **extra,
-                               **self._index_marks())
+        stored, key_counts = self.store.query_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
+        extra = {"counts": key_counts} if counts else {}
+        return schema.ok_reply(request_id, **_stored_reply(stored), **extra, **self._index_marks())
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         found = self.store.view_by_id(fields.name(message, "msg_id"))

@@ -37,7 +37,7 @@ from engine.lookup import (
     TagFilter,
     get_messages,
     query_by_key,
-    query_by_keys,
+    query_keys,
     view_by_id,
 )
 from engine.topics import TOPICS_FILE, TopicTable
@@ -304,11 +304,18 @@ class PublishedStore:
 
     def query_by_keys(self, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
                       uniq: bool = False) -> list[StoredRecords]:
-        """engine.lookup.query_by_keys (the records as stored), reading only what is complete."""
+        """``query_keys``, one StoredRecords a key."""
+        records, counts = self.query_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
+        return records.split(counts)
+
+    def query_keys(self, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
+                   uniq: bool = False) -> tuple[StoredRecords, list[int]]:
+        """engine.lookup.query_keys (the records as stored, one key after another, and how many each
+        key has), reading only what is complete."""
         if self.index is None:
-            return [StoredRecords(b"", [], [], []) for _ in keys]
-        return query_by_keys(self.index, self.commitlog, topic, keys, max_count, begin_ms, end_ms, uniq=uniq,
-                             readable_end=self._query_end(self.index))
+            return StoredRecords(b"", [], [], []), [0] * len(keys)
+        return query_keys(self.index, self.commitlog, topic, keys, max_count, begin_ms, end_ms, uniq=uniq,
+                          readable_end=self._query_end(self.index))
 
     def _query_end(self, index: IndexService) -> int:
         """How far a query may read: ``readable_end``, or past it the end of the newest indexed record.
