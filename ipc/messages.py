@@ -280,3 +280,15 @@ def _plain(body: bytes, sys_flag: int) -> bytes:
 def _host(raw: Any) -> tuple[str, int]:
     ip, port = raw
     return str(ip), int(port)
+
+
+def record_to_wire(record: Record) -> dict[str, Any]:
+    """A record as the reader sends it (``ReceivedMessage.from_wire`` reads it back)."""
+    return {
+        "topic": record.topic, "queue": record.queue_id, "queue_offset": record.queue_offset,
+        "phys_offset": record.phys_offset, "size": record.size, "flag": record.flag, "sys_flag": record.sys_flag,
+        "tags": record.tags, "keys": record.keys, "props": dict(record.properties), "body": record.body,
+        "born_ms": record.born_ms, "born_host": [record.born_host.ip, record.born_host.port],
+        "store_ms": record.store_ms, "store_host": [record.store_host.ip, record.store_host.port],
+        "reconsume_times": record.reconsume_times, "msg_id": record.msg_id, "uniq_key": record.uniq_key,
+    }

@@ -30,12 +30,13 @@ from actors.reader.dead_letters import DeadLetterSender
 from actors.reader.fields import SYSTEM_ERROR
 from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
 from actors.reader.moved import MovedCopies
-from actors.reader.state import PublishedQueue, PublishedStore, record_to_wire
+from actors.reader.state import PublishedQueue, PublishedStore
 from engine.consumequeue.consume_queue import FILLER_SIZE
 from engine.log.record import Record
 from engine.lookup import TagFilter
 from engine.reclaim_move import presented
 from ipc import receipts, schema
+from ipc.messages import record_to_wire
 
 log = logging.getLogger("mqstore")
 

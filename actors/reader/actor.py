@@ -55,11 +55,11 @@ from actors.reader.activity import GroupActivity
 from actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
 from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from actors.reader.offsets import CommittedOffsets
-from actors.reader.state import LONG_MAX, PublishedStore, record_to_wire
+from actors.reader.state import LONG_MAX, PublishedStore
 from actors.runtime import Runtime
 from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
-from ipc.messages import pack_columns
+from ipc.messages import pack_columns, record_to_wire
 from ipc.notices import Arrived
 from ipc.sockets import bind, connect, has_message
 

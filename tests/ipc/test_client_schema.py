@@ -19,7 +19,6 @@ import msgpack
 import pytest
 import zmq
 
-from actors.reader.state import record_to_wire
 from engine import Host, Record
 from engine.log.record import encode_record
 from ipc import schema
@@ -35,7 +34,7 @@ from ipc.client import (
     SendResult,
 )
 from ipc.endpoints import Endpoints
-from ipc.messages import pack_columns
+from ipc.messages import pack_columns, record_to_wire
 
 WAIT_S = 5.0
 
