@@ -142,6 +142,17 @@ def _file_families(files: list[dict[str, Any]]) -> Iterator[Metric]:
     yield from (state, expires, held)
 
 
+def _moved_families(moved: dict[str, Any] | None) -> Iterator[Metric]:
+    """What the writer's straggler mover copied since it started (``[retention] move_stragglers_below``)."""
+    if not moved:
+        return
+    for key, helptext in (("messages", "Unacked messages copied to the head of the commitlog so their old file "
+                                       "could go"),
+                          ("bytes", "Bytes of the copied stragglers"),
+                          ("files", "Commitlog files whose stragglers were all copied")):
+        yield CounterMetricFamily(f"mqstore_stragglers_moved_{key}", helptext, value=float(moved.get(key, 0)))
+
+
 def _histogram(name: str, helptext: str, bounds: list[float], stats: dict[str, Any]) -> HistogramMetricFamily:
     cumulative, total = [], 0
     for bound, count in zip([*bounds, math.inf], stats["buckets"], strict=True):
@@ -162,7 +173,9 @@ class SnapshotCollector(Collector):
         yield from _topic_families(s["topics"])
         yield from _offset_families(s["offsets"])
         yield from _group_families(s["groups"], s["ack"])
-        yield from _file_families(s["status"].get("actors", {}).get("writer", {}).get("files", []))
+        writer = s["status"].get("actors", {}).get("writer", {})
+        yield from _file_families(writer.get("files", []))
+        yield from _moved_families(writer.get("moved"))
         disk = s["disk"]
         for key, helptext in (("used_ratio", "Used share of the commitlog's disk"),
                               ("max_used_ratio", "Retention deletes expired files past this (disk_max_used_space_"

@@ -95,3 +95,13 @@ def test_each_commitlog_file_shows_what_holds_it() -> None:
     assert got[("mqstore_commitlog_file_expiry_timestamp_seconds", (("file", first),))] == 1_700_000_000
     assert got[("mqstore_commitlog_file_held_messages", (("file", first), ("group", "A"), ("kind", "ack"),
                                                          ("queue", "1"), ("topic", "Orders")))] == 3
+
+
+def test_the_straggler_movers_totals_are_counters_and_absent_when_it_is_off() -> None:
+    snapshot = _snapshot()
+    assert not any(name.startswith("mqstore_stragglers_moved") for name, _ in _samples(Exposition().render(snapshot)))
+    snapshot["status"]["actors"]["writer"]["moved"] = {"messages": 40, "bytes": 41_000, "files": 3}
+    got = _samples(Exposition().render(snapshot))
+    assert got[("mqstore_stragglers_moved_messages_total", ())] == 40
+    assert got[("mqstore_stragglers_moved_bytes_total", ())] == 41_000
+    assert got[("mqstore_stragglers_moved_files_total", ())] == 3
