@@ -196,6 +196,10 @@ def _print_status(reply: dict[str, Any]) -> None:
     Console().print(table)
     print_table("commitlog files, oldest first: what holds each", ("file", "state", "held by", "retention until"),
                 commitlog_file_rows(reply["actors"].get("writer", {}).get("files", [])))
+    moved = reply["actors"].get("writer", {}).get("moved")
+    if moved:  # [retention] move_stragglers_below
+        Console().print(f"stragglers moved since the writer started: {moved.get('messages', 0)} messages, "
+                        f"{moved.get('bytes', 0)} bytes; {moved.get('files', 0)} files emptied")
     if reply.get("metrics_url"):
         Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 

@@ -119,6 +119,8 @@ def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_p
             wait_for(lambda: _persisted(broker, f"{TOPIC}@Offsets"), 10, "the offsets persisted")
             _old_files_gone(broker, files)
             assert _moved(broker) >= COUNT // EVERY - 1  # those of the newest file may stay where they are
+            shown = broker.mqstore("status")
+            assert shown.returncode == 0 and "stragglers moved since the writer started" in shown.stdout
             again = _redelivered(consumer, nacked, 2)
             poison, *in_flight = in_flight
             assert consumer.nack(poison, requeue=False) == ["OK"]  # dead-lettered from its copy
