@@ -91,7 +91,7 @@ class AckConsumer:
         first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer", curve=ep.curve)
         try:
             if reader_count is None:
-                reader_count = int(first.call("reader0", "ping", timeout_ms=timeout_ms).result()["readers"])
+                reader_count = int(first.request("reader0", "ping", timeout_ms=timeout_ms)["readers"])
             if queues is None:
                 queues = sorted(queue_spans(first, "reader0", topic, timeout_ms, wait=True))
         finally:

@@ -3,7 +3,9 @@
 ZeroMQ sockets are not thread-safe, so only the I/O thread touches them. Callers hand requests over
 through a queue (and a byte on a pipe that wakes the thread's poll) and get a ``Future`` back. Each
 request carries an id unique to the channel; a reply is matched to its request by that id, and a
-reply whose request already timed out (or was abandoned) is dropped.
+reply whose request already timed out (or was abandoned) is dropped (``ipc.exchange``: the rules).
+A caller that would wait on the future at once calls ``request`` instead: the same exchange made on
+a socket of the calling thread's own (``ipc.caller_sockets``), without the handoff.
 
 A request or a reply may carry binary parts after its map (``ipc.schema``): a request's ``parts``
 go out without a copy (so they must not change once handed over), and a reply's parts come back
@@ -11,7 +13,8 @@ in its ``parts`` field as memoryviews of ZeroMQ's buffers.
 
 A broker actor may also send a client a message of its own, a *push* (a map with ``push`` naming it
 and no ``id``: the transaction actor's ``check_transaction``): it goes to the channel's ``on_push``
-(route, map), on the I/O thread, so that too must be quick; without one it is dropped.
+(route, map), on the thread whose socket received it (the I/O thread, for a route registered with
+``call``), so that too must be quick; without one it is dropped.
 
 The thread's poll sleeps until the next request deadline, the next delayed send, or a wake-up: no
 busy loop. Futures complete on the I/O thread, so ``add_done_callback`` callbacks run there and
@@ -36,28 +39,18 @@ from typing import Any, Protocol, TypeVar
 import zmq
 
 from ipc import schema
+from ipc.caller_sockets import CallerSockets
 from ipc.curve import CurveContext, CurveKeys
 from ipc.endpoints import Endpoints
+from ipc.exchange import CLOSED as CLOSED
+from ipc.exchange import MAX_REPLY_BYTES as MAX_REPLY_BYTES
+from ipc.exchange import SEND_QUEUE_FULL as SEND_QUEUE_FULL
+from ipc.exchange import BrokerError as BrokerError
+from ipc.exchange import BrokerTimeoutError as BrokerTimeoutError
+from ipc.exchange import decode_reply, outcome, send_request, timed_out
 from ipc.sockets import connect, recv_message
 
 log = logging.getLogger("mqstore.client")
-
-CLOSED = "CLOSED"
-SEND_QUEUE_FULL = "SEND_QUEUE_FULL"
-MAX_REPLY_BYTES = 256 * 1024 * 1024
-
-
-class BrokerError(Exception):
-    """The broker refused a request (``ok: false``), or the client could not deliver it."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(f"{status}: {reason}")
-        self.status = status
-        self.reason = reason
-
-
-class BrokerTimeoutError(TimeoutError):
-    """No reply within the request's timeout; the request may or may not have been served."""
 
 
 def resolve_endpoints(store_dir: str | os.PathLike[str] | None, endpoints: Endpoints | None,
@@ -104,7 +97,8 @@ class Channel:
         if not routes:
             raise ValueError("a channel needs at least one route")
         self._routes = {route: list(endpoints) for route, endpoints in routes.items()}
-        self._curve = curve
+        self._ctx: zmq.Context[Any] = CurveContext(curve)
+        self._callers = CallerSockets(self._ctx, self._routes, on_push)
         self._ids = itertools.count(1)
         self._inbox: queue.SimpleQueue[_Outgoing] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -119,6 +113,7 @@ class Channel:
         self._ready.wait()
         if self._startup_error is not None:
             self._thread.join()
+            self._ctx.term()
             raise self._startup_error
 
     # -- callers' side -------------------------------------------------------------------------------
@@ -143,14 +138,29 @@ class Channel:
             self._wake()
         return future
 
+    def request(self, route: str, op: str, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
+                **fields: Any) -> dict[str, Any]:
+        """``call(...).result()`` made on the calling thread's own socket (``ipc.caller_sockets``):
+        the ok reply, or BrokerError or BrokerTimeoutError; for a caller that waits at once."""
+        if route not in self._routes:
+            raise ValueError(f"unknown route {route!r}")
+        if len(parts) > schema.MAX_PARTS:
+            raise ValueError(f"a request carries at most {schema.MAX_PARTS} parts")
+        if self._closed:
+            raise BrokerError(CLOSED, "the client is closed")
+        return self._callers.request(route, schema.request(op, next(self._ids), **fields), parts, timeout_ms)
+
     def close(self) -> None:
-        """Stop the I/O thread; requests still waiting fail with BrokerError(CLOSED)."""
+        """Stop the I/O thread and close the callers' sockets; requests still waiting fail with
+        BrokerError(CLOSED), a synchronous one in progress is waited for (at most its timeout)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._wake()
         self._thread.join()
+        self._callers.close()
+        self._ctx.term()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
@@ -162,7 +172,7 @@ class Channel:
     # -- the I/O thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        ctx: zmq.Context[Any] = CurveContext(self._curve)
+        ctx = self._ctx
         sockets: dict[str, zmq.Socket[Any]] = {}
         pending: dict[int, _Pending] = {}
         deadlines: list[tuple[int, int]] = []  # (deadline_ms, request id); answered ones are skipped
@@ -214,7 +224,6 @@ class Channel:
                     future.set_exception(BrokerError(CLOSED, "the client was closed before a reply came"))
             for sock in sockets.values():
                 sock.close(linger=0)
-            ctx.term()
 
     def _drain_wakeups(self) -> None:
         # a short read took every byte there was: no second read to fail with EAGAIN (an exception a wake-up)
@@ -227,17 +236,9 @@ class Channel:
         if not item.future.set_running_or_notify_cancel():
             return  # cancelled by the caller before it went out
         try:
-            frames = schema.pack_message(item.message, item.parts)
-            if len(frames) == 1:
-                sockets[item.route].send(frames[0], zmq.NOBLOCK)
-            else:  # parts from ZERO_COPY_MIN_BYTES up go out from the caller's buffers
-                sockets[item.route].send_multipart(frames, zmq.NOBLOCK, copy=False)
-        except zmq.Again:
-            item.future.set_exception(BrokerError(SEND_QUEUE_FULL, f"{item.route}: too many requests queued "
-                                                                   "for a broker that does not read them"))
-            return
-        except (TypeError, ValueError) as exc:  # a field msgpack cannot encode
-            item.future.set_exception(BrokerError(schema.BAD_REQUEST, f"cannot encode the request: {exc}"))
+            send_request(sockets[item.route], item.route, item.message, item.parts)
+        except BrokerError as exc:
+            item.future.set_exception(exc)
             return
         pending[item.seq] = _Pending(item.future, str(item.message["op"]))
         heapq.heappush(deadlines, (now_ms + item.timeout_ms, item.seq))
@@ -248,35 +249,23 @@ class Channel:
                 (frame,), parts = recv_message(sock, zmq.NOBLOCK, head=1)
             except zmq.Again:
                 return
-            try:
-                reply = schema.unpack_message(frame, parts, max_bytes=MAX_REPLY_BYTES)
-            except schema.SchemaError as exc:
-                log.warning("%s: dropping a reply that does not decode: %s", route, exc)
+            answer = decode_reply(route, frame, parts, self._on_push)
+            if answer is None:
                 continue
-            request_id = reply.get("id")
-            if request_id is None and isinstance(reply.get("push"), str):
-                if self._on_push is not None:
-                    try:
-                        self._on_push(route, reply)
-                    except Exception:  # the I/O thread serves every other request: it outlives a bad handler
-                        log.exception("%s: the handler of a %r push failed", route, reply["push"])
-                continue
-            waiting = pending.pop(request_id, None) if isinstance(request_id, int) else None
+            waiting = pending.pop(answer[0], None)
             if waiting is None:
                 continue  # the reply to a request that timed out, or was never ours
-            if reply.get("ok") is True:
-                waiting.future.set_result(reply)
-            else:
-                waiting.future.set_exception(BrokerError(str(reply.get("status", "UNKNOWN")),
-                                                         str(reply.get("reason", ""))))
+            try:
+                waiting.future.set_result(outcome(answer[1]))
+            except BrokerError as exc:
+                waiting.future.set_exception(exc)
 
     def _expire(self, pending: dict[int, _Pending], deadlines: list[tuple[int, int]], now_ms: int) -> None:
         while deadlines and deadlines[0][0] <= now_ms:
             _, request_id = heapq.heappop(deadlines)
             waiting = pending.pop(request_id, None)
             if waiting is not None:
-                waiting.future.set_exception(BrokerTimeoutError(f"no reply to {waiting.op!r} "
-                                                                f"(request {request_id})"))
+                waiting.future.set_exception(timed_out(waiting.op, request_id))
 
 
 class PullState(Protocol):
@@ -299,7 +288,7 @@ def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int, *, wa
     once per tick, so a topic's first send can be answered a moment before the readers see it."""
     deadline_ms = _now_ms() + timeout_ms
     while True:
-        reply = channel.call(route, "queue_info", topic=topic, timeout_ms=timeout_ms).result()
+        reply = channel.request(route, "queue_info", topic=topic, timeout_ms=timeout_ms)
         spans = {int(q): (int(s[0]), int(s[1])) for q, s in reply["queues"].items()}
         if spans or not wait or _now_ms() >= deadline_ms:
             return spans

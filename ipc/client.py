@@ -3,9 +3,10 @@
 
 Each finds the broker from its store directory (``Endpoints.for_store``: the private run dir the
 broker's ipc sockets live in) or from explicit ``endpoints``. Requests go out on DEALER sockets owned
-by one background I/O thread per client object (``ipc.channel``), so a client object may be shared
-between threads. Every call has a timeout; a call that gets no reply raises ``BrokerTimeoutError``
-(a ``TimeoutError``), a refused request raises ``BrokerError``; expected outcomes of a send (a full
+by one background I/O thread per client object (``ipc.channel``), or, for a call that waits for its
+reply (Admin's), on the calling thread's own; so a client object may be shared between threads.
+Every call has a timeout; a call that gets no reply raises ``BrokerTimeoutError`` (a
+``TimeoutError``), a refused request raises ``BrokerError``; expected outcomes of a send (a full
 disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 
     with Producer(store_dir) as producer:
@@ -17,7 +18,6 @@ disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +38,7 @@ from ipc.encoded import (
     results_from_reply,
 )
 from ipc.endpoints import Endpoints
+from ipc.key_queries import key_query, keys_query, per_key
 from ipc.messages import SERVICE_NOT_AVAILABLE, MessageBatch, Outgoing, ReceivedMessage, ReplyError, SendResult
 from ipc.receipts import Delivery, Receipt
 from ipc.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
@@ -67,7 +68,6 @@ __all__ = [
 ]
 
 StorePath = str | os.PathLike[str]
-LONG_MAX = (1 << 63) - 1
 DEFAULT_TIMEOUT_MS = 3000
 
 
@@ -224,7 +224,7 @@ class Producer:
         """Asks the writer how it encodes, once (never from the I/O thread: it would wait on itself)."""
         with self._encoder_lock:
             if self._encoder is None:
-                reply = self._channel.call("ingress", OP_ENCODING, timeout_ms=self._timeout_ms).result()
+                reply = self._channel.request("ingress", OP_ENCODING, timeout_ms=self._timeout_ms)
                 self._encoder = BatchEncoder(Encoding.from_reply(reply))
             return self._encoder
 
@@ -253,7 +253,8 @@ class Admin:
                                 name="mqstore-admin", curve=ep.curve)
 
     def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
-        return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields).result()
+        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once."""
+        return self._channel.request(route, op, timeout_ms=self._timeout_ms, **fields)
 
     def topics(self) -> dict[str, int]:
         """Topic name -> queue count."""
@@ -308,36 +309,29 @@ class Admin:
         """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first:
         every one of them, whatever other keys share its hash, but never more than the broker's
         ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for."""
-        return list(self.query_by_key_async(topic, key, max_count, begin_ms, end_ms).result())
+        return list(MessageBatch.from_reply(self._call("reader", "query_key", **key_query(topic, key, max_count,
+                                                                                         begin_ms, end_ms))))
 
     def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                            end_ms: int | None = None) -> Future[MessageBatch]:
         """``query_by_key`` without waiting (several may be in flight); the messages come packed,
         decoded when touched."""
-        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms, topic=topic, key=key,
-                                          max=max_count, begin_ms=begin_ms,
-                                          end_ms=LONG_MAX if end_ms is None else end_ms, raw=True),
+        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms,
+                                          **key_query(topic, key, max_count, begin_ms, end_ms)),
                        lambda reply, batch: batch)
 
     def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                    end_ms: int | None = None) -> list[MessageBatch]:
         """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
         in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
-        return self.query_keys_async(topic, keys, max_count, begin_ms, end_ms).result()
+        reply = self._call("reader", "query_keys", **keys_query(topic, keys, max_count, begin_ms, end_ms))
+        return per_key(len(keys), reply, MessageBatch.from_reply(reply))
 
     def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                          end_ms: int | None = None) -> Future[list[MessageBatch]]:
-        def per_key(reply: dict[str, Any], batch: MessageBatch) -> list[MessageBatch]:
-            counts = reply.get("counts")
-            if (not isinstance(counts, list) or len(counts) != len(keys)
-                    or not all(type(c) is int and c >= 0 for c in counts) or sum(counts) != len(batch)):
-                raise ReplyError(f"{len(keys)} keys, {len(batch)} messages, counts {counts!r}")
-            starts = [0, *itertools.accumulate(counts)]
-            return [batch[starts[i]:starts[i + 1]] for i in range(len(keys))]
-
-        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms, topic=topic,
-                                          keys=list(keys), max=max_count, begin_ms=begin_ms,
-                                          end_ms=LONG_MAX if end_ms is None else end_ms), per_key)
+        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms,
+                                          **keys_query(topic, keys, max_count, begin_ms, end_ms)),
+                       lambda reply, batch: per_key(len(keys), reply, batch))
 
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
         return list(MessageBatch.from_reply(self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key,
@@ -377,6 +371,7 @@ class Admin:
 
 
 T = TypeVar("T")
+
 
 
 def _packed(call: Future[dict[str, Any]], then: Callable[[dict[str, Any], MessageBatch], T]) -> Future[T]:

@@ -14,7 +14,7 @@ import pytest
 
 from actors.config import ConfigError, load_config
 from ipc.channel import BrokerError, BrokerTimeoutError
-from ipc.client import Consumer, Producer
+from ipc.client import Admin, Consumer, Producer
 from ipc.curve import CurveError, CurveKeys, generate_keys
 from tests.integration.broker import Broker, free_port_range
 
@@ -85,6 +85,10 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
                 with pytest.raises(REFUSED):
                     bad.send("Secure", b"should not be stored", queue=0)
                 assert good.send("Secure", b"still served", queue=0).ok  # while the bad one keeps trying
+        with Admin(endpoints=broker.endpoints()) as admin:  # a waiting call: on the caller's own CURVE socket
+            assert "Secure" in admin.topics()
+        with Admin(endpoints=broker.endpoints(wrong), timeout_ms=1500) as stranger_admin, pytest.raises(REFUSED):
+            stranger_admin.topics()
         with Consumer(endpoints=broker.endpoints(), group="G", topic="Secure", queues=[0],
                       start="earliest") as consumer:
             bodies = [m.body for m in consumer.messages(3, timeout_ms=10_000)]
