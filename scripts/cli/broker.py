@@ -25,7 +25,7 @@ from ipc.control import control_request
 from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from ipc.endpoints import Endpoints
 from scripts.cli.arguments import add_store, host_port, non_negative, port, positive
-from scripts.cli.output import commitlog_file_rows, print_table
+from scripts.cli.output import print_reclamation
 
 STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
 STOP_POLL_S = 0.02
@@ -194,12 +194,7 @@ def _print_status(reply: dict[str, Any]) -> None:
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
     Console().print(table)
-    print_table("commitlog files, oldest first: what holds each", ("file", "state", "held by", "retention until"),
-                commitlog_file_rows(reply["actors"].get("writer", {}).get("files", [])))
-    moved = reply["actors"].get("writer", {}).get("moved")
-    if moved:  # [retention] move_stragglers_below
-        Console().print(f"stragglers moved since the writer started: {moved.get('messages', 0)} messages, "
-                        f"{moved.get('bytes', 0)} bytes; {moved.get('files', 0)} files emptied")
+    print_reclamation(reply["actors"].get("writer", {}))
     if reply.get("metrics_url"):
         Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 

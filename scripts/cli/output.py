@@ -70,6 +70,17 @@ def commitlog_file_rows(files: Sequence[dict[str, Any]]) -> list[Row]:
     return rows
 
 
+def print_reclamation(writer: dict[str, Any]) -> None:
+    """What holds each of the writer's oldest commitlog files, and what its straggler mover copied
+    (``[retention] move_stragglers_below``) when it is on."""
+    print_table("commitlog files, oldest first: what holds each", ("file", "state", "held by", "retention until"),
+                commitlog_file_rows(writer.get("files", [])))
+    moved = writer.get("moved")
+    if moved:
+        print(f"stragglers moved since the writer started: {moved.get('messages', 0)} messages, "
+              f"{moved.get('bytes', 0)} bytes; {moved.get('files', 0)} files emptied")
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
     """A rich table when rich is installed, else aligned plain text."""
     if not rows:
