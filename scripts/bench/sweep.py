@@ -124,6 +124,9 @@ def sweep(work: Path, max_procs: int, seconds: float, backlog: int,
     producers = producer_sweep(work, procs, seconds, base, config)
     readers = reader_sweep(work, procs, backlog, base, config)
     best = max(p["msgs_per_s"] for p in producers)
+    if best <= 0:  # every send refused: most often a disk past [retention] disk_warning_ratio
+        raise RuntimeError(f"the producer sweep stored nothing ({sum(p['failed'] for p in producers)} sends "
+                           f"failed); is the disk under {work} nearly full?")
     latency = latency_run(work, best / 2, seconds, base, config=config)
     return {"producers": producers, "readers": readers,
             "latency_at_half_rate": {"rate": round(best / 2), **latency.summary["consume"]["latency_ms"]}}, latency
