@@ -5,45 +5,31 @@ map as frames of their own (the large one sent without a copy), a reply's parts 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
-import zmq
 
 from ipc import schema
 from ipc.channel import BrokerTimeoutError, Channel
 from ipc.sockets import ZERO_COPY_MIN_BYTES
+from tests.ipc.routers import bound_router
 
 
 @pytest.fixture
 def router() -> Iterator[tuple[str, Callable[[Callable[[list[bytes]], list[bytes]]], None]]]:
     """An endpoint, and ``serve(answer)``: the next request's frames (identity first) handed to
     ``answer``, whose frames go back."""
-    root = tempfile.mkdtemp(prefix="mqstore-parts-")
-    endpoint = f"ipc://{root}/router"
-    ctx: zmq.Context[Any] = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.bind(endpoint)
-
-    def serve(answer: Callable[[list[bytes]], list[bytes]]) -> None:
-        def run() -> None:
-            assert sock.poll(5000)
-            frames = sock.recv_multipart()
-            sock.send_multipart([frames[0], *answer(frames[1:])])
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join(10)
-    try:
+    with bound_router("mqstore-parts-") as (endpoint, sock):
+        def serve(answer: Callable[[list[bytes]], list[bytes]]) -> None:
+            def run() -> None:
+                assert sock.poll(5000)
+                frames = sock.recv_multipart()
+                sock.send_multipart([frames[0], *answer(frames[1:])])
+            thread = threading.Thread(target=run)
+            thread.start()
+            thread.join(10)
         yield endpoint, serve
-    finally:
-        sock.close(0)
-        ctx.term()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_parts_go_out_as_frames_after_the_map_and_come_back_in_the_reply(

@@ -4,8 +4,6 @@ to a timed-out request dropped, one socket per thread, and every one closed with
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -16,24 +14,15 @@ import zmq
 
 from ipc import schema
 from ipc.channel import CLOSED, BrokerError, BrokerTimeoutError, Channel
+from tests.ipc.routers import bound_router
 
 DEADLINE_MS = 5000
 
 
 @pytest.fixture
 def router() -> Iterator[tuple[str, zmq.Socket[Any]]]:
-    root = tempfile.mkdtemp(prefix="mqstore-request-")
-    endpoint = f"ipc://{root}/router"
-    ctx: zmq.Context[Any] = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.bind(endpoint)
-    try:
-        yield endpoint, sock
-    finally:
-        sock.close(0)
-        ctx.term()
-        shutil.rmtree(root, ignore_errors=True)
+    with bound_router("mqstore-request-") as bound:
+        yield bound
 
 
 def take(sock: zmq.Socket[Any]) -> tuple[bytes, dict[str, Any]]:
