@@ -72,15 +72,20 @@ def test_actor_started_as_its_supervisor_was_killed_does_not_outlive_it(tmp_path
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def _printed_by(code: str) -> str:
+    """What a fresh interpreter running ``code`` from the repository root prints."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=60)
+    return out.stdout.strip()
+
+
 def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
     """A spawned process imports ``actors.process`` first: were the registry to import every actor,
     each process would load all of them (the writer, the readers, the front's asyncio) to run one."""
     code = ("import sys; import actors.process; "
             "print(sorted(m for m in sys.modules if m.startswith('actors.') and m not in "
             "('actors.clock', 'actors.config', 'actors.process', 'actors.registry', 'actors.runtime')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=60)
-    assert out.stdout.strip() == "[]"
+    assert _printed_by(code) == "[]"
 
 
 def test_the_supervisors_main_module_imports_no_command() -> None:
@@ -90,6 +95,4 @@ def test_the_supervisors_main_module_imports_no_command() -> None:
     code = ("import sys; import scripts.cli.mqstore; "
             "print(sorted(m for m in sys.modules if m.startswith(('pipeline', 'scripts.cli.', 'scripts.bench'))"
             " and m != 'scripts.cli.mqstore'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2], timeout=60)
-    assert out.stdout.strip() == "[]"
+    assert _printed_by(code) == "[]"
