@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ import zmq
 from actors.builder import ConsumeQueueBuilderActor
 from actors.config import load_config
 from actors.runtime import Runtime
+from engine.store_files import read_geometry
 from ipc import schema
 from ipc.endpoints import Endpoints
 from ipc.sockets import connect, has_message
@@ -72,9 +74,16 @@ def _builder(store: Path, work: Path) -> ConsumeQueueBuilderActor:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     shutil.copytree(store / "commitlog", work / "commitlog")
-    builder = ConsumeQueueBuilderActor(Runtime("cqbuilder", load_config(work, None), zmq.Context()))
+    geometry = asdict(read_geometry(store))
+    builder = ConsumeQueueBuilderActor(Runtime("cqbuilder", load_config(work, None, store={"geometry": geometry}),
+                                               zmq.Context()))
     builder.applied = max(builder.resume_from(), builder.commitlog.min_offset)
     return builder
+
+
+def _close(builder: ConsumeQueueBuilderActor) -> None:
+    builder.close()
+    builder.rt.close()  # its context and stop pipe
 
 
 def _rounds(builder: ConsumeQueueBuilderActor, frames: list[Frame]) -> None:
@@ -93,7 +102,7 @@ def replay(store: Path, work: Path, frames: list[Frame], repeat: int) -> dict[st
     profile.enable()
     _rounds(builder, frames)
     profile.disable()
-    builder.close()
+    _close(builder)
     same = _files(store / "consumequeue") == _files(work / "consumequeue")
     stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     calls = sum(v[1] for v in stats.values())
@@ -104,7 +113,7 @@ def replay(store: Path, work: Path, frames: list[Frame], repeat: int) -> dict[st
         begin = time.process_time()
         _rounds(builder, frames)
         cpu_s.append(time.process_time() - begin)
-        builder.close()
+        _close(builder)
     rounds = len(frames)
     return {"rounds": rounds, "calls_per_round": round(calls / rounds, 1),
             "numpy_calls_per_round": round(numpy_calls / rounds, 1),
