@@ -122,6 +122,7 @@ class FlushActor:
         self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file)
         self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
         self.checkpoint_due_ms = 0  # the commitlog's flush writes the checkpoint from then on
+        self._commitlog_path = (-1, self.store_dir)  # the last commitlog file flushed: its base and path
 
     def run(self) -> None:
         ep = self.rt.endpoints
@@ -183,8 +184,9 @@ class FlushActor:
     def _warm(self, between: Callable[[], None] = _nothing) -> None:
         """Fault in the commitlog pages just ahead of the writer, then the spare next file's, a few
         steps per round, never while a group commit waits."""
-        for _ in range(WARM_STEPS_PER_ROUND):
-            between()
+        for step in range(WARM_STEPS_PER_ROUND):
+            if step:  # before the first, the round has just served what came
+                between()
             if self.sync_wanted:
                 return
             if not self.warmer.warm(self.written_end) and not self._prepare_spare():
@@ -244,8 +246,8 @@ class FlushActor:
             since = max(self.flushed_end, 0)
             first = since - since % self.file_size
             for base in range(first, target + 1, self.file_size):
-                self.syncer.sync_range(self.store_dir / "commitlog" / file_name(base), self.file_size,
-                                       max(since - base, 0), min(target - base, self.file_size))
+                self.syncer.sync_range(self._commitlog_file(base), self.file_size, max(since - base, 0),
+                                       min(target - base, self.file_size))
             last_file = (target - 1) // self.file_size  # the file holding the last byte claimed
             if last_file > self.dir_synced_file:  # its name made durable before its bytes count as flushed
                 fsync_dir(self.store_dir / "commitlog")
@@ -263,6 +265,12 @@ class FlushActor:
             if thorough or now >= self.checkpoint_due_ms:
                 self.checkpoint.flush()
                 self.checkpoint_due_ms = now + self.rt.config.flush.interval_ms
+
+    def _commitlog_file(self, base: int) -> Path:
+        """The commitlog file at ``base``, its path made once, not once a group commit."""
+        if base != self._commitlog_path[0]:
+            self._commitlog_path = (base, self.store_dir / "commitlog" / file_name(base))
+        return self._commitlog_path[1]
 
     def _flush_queues(self, between: Callable[[], None] = _nothing) -> None:
         """fsync every consume-queue file written since the last flush (a queue seen for the first

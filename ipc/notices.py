@@ -158,10 +158,11 @@ class Arrived(Notice):
         message = schema.unpack(frame)
         applied = _offset(message, "applied")
         queues = schema.field(message, "queues", list)
-        if not all(isinstance(q, list) and len(q) == 3 and isinstance(q[0], str) and check_topic(q[0]) is None
-                   and isinstance(q[1], int) and isinstance(q[2], int) for q in queues):
+        if not all(isinstance(q, list) and len(q) == 3 and isinstance(q[0], str) and isinstance(q[1], int)
+                   and isinstance(q[2], int) for q in queues) \
+                or not all(check_topic(topic) is None for topic in {q[0] for q in queues}):  # once a topic
             raise schema.SchemaError("queues must be [topic, queue id, max offset] triples")
-        return cls(tuple((q[0], q[1], q[2]) for q in queues), applied, _offset(message, "store_ms", 0))
+        return cls(tuple(map(tuple, queues)), applied, _offset(message, "store_ms", 0))
 
 
 @dataclass(frozen=True, slots=True)

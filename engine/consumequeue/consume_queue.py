@@ -153,9 +153,22 @@ class ConsumeQueue:
         return self.queue.last_file_for_append(end_pos)
 
     def append_entries(self, queue_offsets: npt.NDArray[np.int64], entries: CqEntries, *,
-                       expired_below: int = -1) -> None:
+                       expired_below: int = -1, span: tuple[int, int, int, int] | None = None) -> None:
         """``append`` for consecutive entries of one batch: one copy while they fall in the current
-        file and follow its end; anything else (a repeat, a new file, a gap) goes entry by entry."""
+        file and follow its end; anything else (a repeat, a new file, a gap) goes entry by entry.
+        ``span``, when the caller knows it (``engine._native.cq_entries``): the first entry's queue
+        offset, the last one's + 1, the first one's phys offset and the last one's phys end, so a
+        batch that wholly continues the last file is one copy with no numpy call."""
+        if span is not None:
+            first_queue_offset, end_queue_offset, first_phys, phys_end = span
+            mf = self.queue.files[-1] if self.queue.files else None
+            count = end_queue_offset - first_queue_offset
+            if (mf is not None and mf.file_base + mf.written_pos == first_queue_offset * CQ_ENTRY_SIZE
+                    and first_phys >= self.max_phys_end and count == len(entries)
+                    and count * CQ_ENTRY_SIZE <= mf.free_bytes and phys_end >= 0):  # < 0: a sum that wrapped
+                mf.append(memoryview(entries).cast("B"))  # type: ignore[arg-type]  # numpy's stubs lack Buffer
+                self.max_phys_end = phys_end
+                return
         index = 0
         while index < len(entries):
             mf = self.queue.files[-1] if self.queue.files else None

@@ -21,7 +21,6 @@ re-dispatches from its checkpoint, as RocketMQ's does.
 
 from __future__ import annotations
 
-import itertools
 import mmap
 import os
 import shutil
@@ -42,19 +41,24 @@ FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a 
 _MARK = struct.Struct("<q")
 NO_BATCH = -1
 _CLEARED = _MARK.pack(NO_BATCH)
+# a queue's row of QueueEntries.queues: topic code, queue id, its entries [first, end), its first entry's
+# queue offset and its last's + 1, its first entry's phys offset and its last's phys offset + size
+QueueRun = list[int]
+QUEUE_FIELDS = 8
 
 
 @dataclass(frozen=True, slots=True)
 class QueueEntries:
     """The consume-queue entries of a batch of dispatch rows, queue by queue: ``entries`` (``CQ_DTYPE``)
-    and their ``queue_offsets``, queue q's from ``bounds[q]`` to ``bounds[q + 1]``, its topic code and
-    queue id at ``queues[q]``; queues in ascending (topic << 32 | queue_id) order, commitlog order
-    within each. One kernel call (``engine._native.cq_entries``)."""
+    and their ``queue_offsets``, and a row of ``queues`` per queue, in ascending (topic << 32 | queue_id)
+    order (commitlog order within each): its topic code, queue id, entries ``[first, end)``, the queue
+    offset of its first entry and the one after its last, its first entry's phys offset and the
+    commitlog byte after its last entry's record (``QueueRun``). One kernel call
+    (``engine._native.cq_entries``)."""
 
     entries: np.ndarray[Any, Any]
     queue_offsets: np.ndarray[Any, Any]
-    bounds: np.ndarray[Any, Any]
-    queues: list[tuple[int, int]]
+    queues: list[QueueRun]
     min_phys_offset: int
 
     @classmethod
@@ -64,12 +68,9 @@ class QueueEntries:
         n = len(rows)
         entries = np.empty(n, CQ_DTYPE)
         queue_offsets = np.empty(n, np.int64)
-        bounds = np.empty(n + 1, np.int64)
-        queues = np.empty((n, 2), np.int64)
-        count, entry_count, min_phys = _native.cq_entries(np.ascontiguousarray(rows), entries, queue_offsets, bounds,
-                                                          queues)
-        return cls(entries[:entry_count], queue_offsets[:entry_count], bounds[:count + 1],
-                   [(topic, queue_id) for topic, queue_id in queues[:count].tolist()], min_phys)
+        queues = np.empty((n, QUEUE_FIELDS), np.int64)
+        count, entry_count, min_phys = _native.cq_entries(np.ascontiguousarray(rows), entries, queue_offsets, queues)
+        return cls(entries[:entry_count], queue_offsets[:entry_count], queues[:count].tolist(), min_phys)
 
 
 class ConsumeQueueStore:
@@ -191,13 +192,13 @@ class ConsumeQueueStore:
         if len(batch.queues) > 1:
             self._mark(batch.min_phys_offset)
         ends: dict[tuple[str, int], int] = {}
-        for (topic, queue_id), (first, end) in zip(batch.queues, itertools.pairwise(batch.bounds.tolist()),
-                                                   strict=True):
+        for topic, queue_id, first, end, first_queue_offset, end_queue_offset, first_phys, phys_end in batch.queues:
             key = (topics[topic], queue_id)
             cq = self.get(*key, create=True)
             assert cq is not None
-            cq.append_entries(batch.queue_offsets[first:end], batch.entries[first:end], expired_below=expired_below)
-            ends[key] = int(batch.queue_offsets[end - 1]) + 1
+            cq.append_entries(batch.queue_offsets[first:end], batch.entries[first:end], expired_below=expired_below,
+                              span=(first_queue_offset, end_queue_offset, first_phys, phys_end))
+            ends[key] = end_queue_offset
         self._clear_mark()  # every queue holds the batch now
         return ends
 

@@ -97,12 +97,13 @@ static PyMethodDef methods[] = {
      "The inputs are int64 arrays of one length; ValueError for a negative phys offset, a key hash outside\n"
      "[0, 2**31 - 1] or buffers that are not an index file's, before anything is written."},
     {"cq_entries", mq_cq_entries, METH_VARARGS,
-     "cq_entries(rows, entries, queue_offsets, bounds, queues) -> (queue_count, entry_count, min_phys_offset):\n"
+     "cq_entries(rows, entries, queue_offsets, queues) -> (queue_count, entry_count, min_phys_offset):\n"
      "the consume-queue entries of DISPATCH_COLUMNS rows (prepared and rolled-back transactions get none),\n"
      "grouped by queue in ascending (topic << 32 | queue_id) order, commitlog order within a queue: 20-byte\n"
      "big-endian entries into entries (20 B a row), each one's queue offset into queue_offsets (a row each),\n"
-     "queue q's entries from bounds[q] to bounds[q + 1] (rows + 1) and its topic code and queue id at\n"
-     "queues[2q], queues[2q + 1] (2 a row); ValueError when rows are not whole rows or outputs mis-sized."},
+     "and queue q's row of 8 into queues (8 a row): topic code, queue id, its entries [first, end), the\n"
+     "queue offset of its first entry and its last's + 1, its first entry's phys offset and its last's\n"
+     "phys offset + size (sums wrap as int64); ValueError when rows are not whole rows or outputs mis-sized."},
     {"dispatch_keys", mq_dispatch_keys, METH_VARARGS,
      "dispatch_keys(buf, topic_pos, topic_len, props_pos, props_len, schedule_topic, topic_codes, topic_firsts,\n"
      "tags_codes, exact, key_rows, key_hashes) -> (topic_count, key_count): for records whose topic and\n"

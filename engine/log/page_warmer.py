@@ -82,6 +82,7 @@ class PageWarmer:
         self._spare_mm: mmap.mmap | None = None
         self._spare_warmed = 0
         self._spare_failed_file = -1          # the writer's file when the last try failed
+        self._spare_path = str(directory / SPARE_NAME)
         if spare:
             self._discard_leftovers()
 
@@ -119,13 +120,17 @@ class PageWarmer:
         """One step towards a ready ``.spare``: create and allocate it, populate one step of it, or
         mark it ready. Returns the bytes this step handled (0: nothing to do, already ready, or
         skipped; see ``spare_error``)."""
-        if not self.spare_enabled or not self.directory.is_dir():
+        if not self.spare_enabled:
             return 0
         if self._spare_fd < 0:
             writer_file = max(written_end - 1, 0) // self.file_size  # a full file's end is still in it
-            if self._spare_failed_file == writer_file or (self.directory / SPARE_NAME).exists():
+            # a ready spare is looked for by its path as a string: the flush service asks once a group commit
+            if self._spare_failed_file == writer_file or os.path.exists(self._spare_path) \
+                    or not self.directory.is_dir():
                 return 0
             return self._create_spare(writer_file)
+        if not self.directory.is_dir():
+            return 0
         target = min(self.ahead_bytes, self.file_size)
         if self._spare_warmed < target and self.enabled and self._spare_mm is not None:
             length = min(self.step_bytes, target - self._spare_warmed)

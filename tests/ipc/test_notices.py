@@ -104,6 +104,8 @@ MALFORMED: list[tuple[type[Any], dict[str, Any]]] = [
     (Flushed, {"v": 1, "end": True}),
     (Arrived, {"v": 1, "queues": [["T", 0]], "applied": 1}),
     (Arrived, {"v": 1, "queues": [["../etc", 0, 1]], "applied": 1}),
+    (Arrived, {"v": 1, "queues": [["T", 0, 1], ["T", 1, 1], ["../etc", 0, 1]], "applied": 1}),
+    (Arrived, {"v": 1, "queues": [[["T"], 0, 1]], "applied": 1}),
     (Arrived, {"v": 1, "queues": [[b"T", 0, 1]], "applied": 1}),
     (Arrived, {"v": 1, "queues": "T", "applied": 1}),
     (Arrived, {"v": 1, "queues": []}),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from engine import _native
 from engine.batch.dispatch import DISPATCH_COLUMNS
-from engine.consumequeue.store import ConsumeQueueStore, QueueEntries
+from engine.consumequeue.store import QUEUE_FIELDS, ConsumeQueueStore, QueueEntries
 from tests.oracle import consumequeue as oracle
 
 settings_ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -56,7 +56,14 @@ def test_queue_entries_are_the_oracles(rows: np.ndarray, queue_shift: int) -> No
     entries, queue_offsets, bounds, queues, min_phys = oracle.queue_entries(rows)
     assert got.entries.tobytes() == entries.tobytes()
     assert got.queue_offsets.tolist() == queue_offsets.tolist()
-    assert got.bounds.tolist() == bounds and got.queues == queues
+    assert [q[2] for q in got.queues] + [len(entries)] == bounds
+    assert [q[3] for q in got.queues] == bounds[1:]
+    assert [(q[0], q[1]) for q in got.queues] == queues
+    # what the store appends a queue's run by: its queue offsets and commitlog bytes, first and last
+    assert [q[4:] for q in got.queues] == [
+        [int(queue_offsets[first]), int(queue_offsets[end - 1]) + 1, int(entries["phys_offset"][first]),
+         int(entries["phys_offset"][end - 1]) + int(entries["size"][end - 1])]
+        for first, end in itertools.pairwise(bounds)]
     if len(entries):
         assert got.min_phys_offset == min_phys
 
@@ -75,17 +82,20 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(dispatch_rows(), st.lists(st.integers(1, 25), max_size=4))
+@given(dispatch_rows(), st.lists(st.integers(1, 25), max_size=4), st.lists(st.booleans(), min_size=5, max_size=5))
 def test_dispatched_batches_write_the_consume_queue_files_the_oracle_writes(
-        tmp_path_factory: pytest.TempPathFactory, rows: np.ndarray, cuts: list[int]) -> None:
+        tmp_path_factory: pytest.TempPathFactory, rows: np.ndarray, cuts: list[int], repeats: list[bool]) -> None:
+    """Batches that continue the queues (one copy a queue), cross their files, or come again (a
+    builder resuming from the mark): the files are the oracle's."""
     root = tmp_path_factory.mktemp("cq")
     topics = ["T", "Orders", "Tö"]
     kernel = ConsumeQueueStore.open(root / "kernel", 8)  # files of 8 entries: batches cross them
     numpy = ConsumeQueueStore.open(root / "numpy", 8)
     done = 0
-    for cut in [*cuts, len(rows)]:
-        kernel.dispatch_rows(rows[done:done + cut], topics)
-        _dispatch_as_before(numpy, rows[done:done + cut], topics)
+    for cut, repeat in zip([*cuts, len(rows)], repeats, strict=False):
+        for _ in range(2 if repeat else 1):
+            kernel.dispatch_rows(rows[done:done + cut], topics)
+            _dispatch_as_before(numpy, rows[done:done + cut], topics)
         done += cut
     kernel.close()
     numpy.close()
@@ -96,12 +106,13 @@ def test_the_kernel_refuses_rows_and_outputs_it_cannot_hold() -> None:
     rows = np.zeros(3, DISPATCH_COLUMNS)
     with pytest.raises(ValueError, match="not DISPATCH_COLUMNS"):
         QueueEntries.of(np.zeros(3, np.int64))
-    entries, offsets, bounds, queues = np.empty(60, np.uint8), np.empty(3, np.int64), np.empty(4, np.int64), \
-        np.empty(6, np.int64)
+    entries, offsets, queues = np.empty(60, np.uint8), np.empty(3, np.int64), np.empty(3 * QUEUE_FIELDS, np.int64)
     with pytest.raises(ValueError, match="whole dispatch rows"):
-        _native.cq_entries(rows.tobytes()[:-1], entries, offsets, bounds, queues)
+        _native.cq_entries(rows.tobytes()[:-1], entries, offsets, queues)
     with pytest.raises(ValueError, match="sized"):
-        _native.cq_entries(rows, entries[:40], offsets, bounds, queues)
+        _native.cq_entries(rows, entries[:40], offsets, queues)
     with pytest.raises(ValueError, match="sized"):
-        _native.cq_entries(rows, entries, offsets, bounds[:3], queues)
-    assert _native.cq_entries(rows, entries, offsets, bounds, queues) == (1, 3, 0)
+        _native.cq_entries(rows, entries, offsets, queues[:-1])
+    with pytest.raises(ValueError, match="sized"):
+        _native.cq_entries(rows, entries, offsets[:2], queues)
+    assert _native.cq_entries(rows, entries, offsets, queues) == (1, 3, 0)
