@@ -126,14 +126,15 @@ def redis_rate(directory: Path, appendfsync: str, *, producers: int, count: int,
 
 
 def run_peer(directory: Path, *, producers: int, count: int, body_bytes: int, install: bool = False,
-             modes: tuple[str, ...] = FSYNC_MODES) -> dict[str, Any]:
+             modes: tuple[str, ...] = FSYNC_MODES, pipeline: int = PIPELINE) -> dict[str, Any]:
     why = available(install)
     if why is not None:
         return {"skipped": why}
     runs = {}
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix=f"redis-{mode}-", dir=directory) as work:
-            runs[mode] = redis_rate(Path(work), mode, producers=producers, count=count, body_bytes=body_bytes)
+            runs[mode] = redis_rate(Path(work), mode, producers=producers, count=count, body_bytes=body_bytes,
+                                    pipeline=pipeline)
     version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip()
     return {"server": version, **runs}
 
@@ -142,6 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producers", type=int, default=os.cpu_count() or 1, help="producer processes")
     parser.add_argument("--count", type=int, default=200_000, help="messages in all")
     parser.add_argument("--body-bytes", type=int, default=128, help="bytes in each message body")
+    parser.add_argument("--pipeline", type=int, default=PIPELINE, help="XADDs per round trip")
     parser.add_argument("--modes", default=",".join(FSYNC_MODES), help="Redis fsync modes to run, comma-separated")
     parser.add_argument("--install-redis", action="store_true", help="apt-get install -y redis-server if missing")
     parser.add_argument("--dir", type=Path, default=None, help="where Redis writes (default: a temp dir)")
@@ -150,7 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mqstore-redis-", dir=args.dir) as work:
         result = run_peer(Path(work), producers=args.producers, count=args.count, body_bytes=args.body_bytes,
-                          install=args.install_redis, modes=tuple(args.modes.split(",")))
+                          install=args.install_redis, modes=tuple(args.modes.split(",")),
+                          pipeline=args.pipeline)
     print(json.dumps({"benchmark": "redis_streams", "redis": result}, indent=2))
     return 0
 

@@ -117,9 +117,10 @@ def plot(path: Path, producers: list[dict[str, Any]], readers: list[dict[str, An
 
 
 def sweep(work: Path, max_procs: int, seconds: float, backlog: int,
-          config: Path | None = None) -> tuple[dict[str, Any], LoadResult]:
-    """``config``: every broker's config file, when not the defaults."""
-    base = Workload(count=None, duration_s=seconds)
+          config: Path | None = None, inflight: int = 4) -> tuple[dict[str, Any], LoadResult]:
+    """``config``: every broker's config file, when not the defaults; ``inflight``: batch sends outstanding
+    per producer."""
+    base = Workload(count=None, duration_s=seconds, inflight=inflight)
     procs = list(range(1, max_procs + 1))
     producers = producer_sweep(work, procs, seconds, base, config)
     readers = reader_sweep(work, procs, backlog, base, config)

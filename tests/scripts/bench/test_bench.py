@@ -115,6 +115,8 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     assert len(cpu_rows) == 2 and all(row["broker_cpu_us_per_msg"] > 0 for row in cpu_rows)
     assert all(row["broker_over_redis_server"] is None or row["broker_over_redis_server"] > 0 for row in cpu_rows)
     assert doc["runs"]["async_128"]["consume"]["complete"]
+    assert doc["runs"]["async_128"]["inflight"] == 32 and doc["runs"]["async_128_inflight_4"]["inflight"] == 4
+    assert "skipped" in doc["redis"] or doc["redis"]["everysec"]["pipeline"] == 100 * 32  # as many outstanding
     assert all(doc["runs"]["query_by_key"][mode]["found"] > 0 for mode in ("one_at_a_time", "in_flight", "batched"))
     assert (out / "smoke.png").read_bytes()[:4] == b"\x89PNG"
     assert doc["runs"]["latency_sync_tenth_rate"]["flush"] == "SYNC_FLUSH"
