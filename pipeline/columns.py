@@ -28,7 +28,7 @@ from pipeline.record_layout import BORN_HOST_POS, RecordLayout
 from pipeline.schema import ARROW_SCHEMA, FULL, Projection
 
 Array = npt.NDArray[Any]
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % b for b in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
 def to_batch(buf: Array, layout: RecordLayout, *, read_body: bool = True,
@@ -200,8 +200,14 @@ def _distinct_rows(raw: Array) -> tuple[Array, Array]:
 def _msg_ids(prefixes: Array, prefix_len: Array, phys_offset: Array) -> pa.Array:
     """offsetMsgId: hex(store host packed) + hex(phys offset as 8 bytes), uppercase."""
     n = len(phys_offset)
-    shifts = np.arange(60, -4, -4, dtype=np.uint64)
-    digits = _HEX[(phys_offset.astype(np.uint64)[:, None] >> shifts) & np.uint64(0xF)]
+    digits = _HEX_PAIRS[phys_offset.astype(">u8").view(np.uint8)].reshape(n, 16)
+    width = int(prefix_len[0]) if n else 0
+    if bool((prefix_len == width).all()):  # hosts of one family (the usual batch): ids of one width
+        out = np.empty((n, width + 16), dtype=np.uint8)
+        out[:, :width] = prefixes[:, :width]
+        out[:, width:] = digits
+        offsets = np.arange(0, (n + 1) * (width + 16), width + 16, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
     out = np.zeros((n, 56), dtype=np.uint8)
     out[:, :40] = prefixes
     cols = prefix_len[:, None] + np.arange(16)
