@@ -8,8 +8,8 @@ The rows are ``pipeline.schema``'s; the options are described in ``pipeline.opti
 (reads), ``pipeline.stream`` (streaming) and ``pipeline.sink`` (writes). Reading never writes into
 a store, live or not; writing goes through a running broker only.
 
-A schema given to the read (``.schema("topic STRING, body BINARY")``: any of the columns, in any
-order) makes the reader decode and yield only those columns (``pipeline.schema.Projection``): Spark
+A schema given to the read or the stream (``.schema("topic STRING, body BINARY")``: any of the
+columns, in any order) makes the reader decode and yield only those columns (``pipeline.schema.Projection``): Spark
 prunes no column of a Python data source itself, and every column it receives costs it a conversion
 per row.
 
@@ -65,7 +65,7 @@ class MqstoreDataSource(DataSource):
         return MqstorePushdownReader(options, projection) if pushing_filters() else MqstoreReader(options, projection)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return MqstoreStreamReader(self.options)
+        return MqstoreStreamReader(self.options, Projection.of(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return make_writer(self.options, schema, overwrite)

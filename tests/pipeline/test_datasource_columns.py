@@ -61,3 +61,18 @@ def test_a_schema_the_table_cannot_give_is_a_clear_error(spark: Any, store_dir: 
                                                          message: str) -> None:
     with pytest.raises(Exception, match=message):
         spark.read.format("mqstore").schema(schema).load(str(store_dir)).collect()
+
+
+def test_a_stream_reads_the_columns_its_schema_picks(spark: Any, store_dir: Path, tmp_path: Path) -> None:
+    rows: list[tuple[str, int]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        assert df.columns == ["queue_offset", "topic"]
+        rows.extend((r.topic, r.queue_offset) for r in df.collect())
+
+    query = (spark.readStream.format("mqstore").schema("queue_offset BIGINT, topic STRING").load(str(store_dir))
+             .writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120), "the availableNow query did not finish"
+    assert query.exception() is None
+    assert sorted(rows) == sorted((r.topic, r.queue_offset) for r in engine_records(store_dir))
