@@ -9,9 +9,9 @@ The rows are ``pipeline.schema``'s; the options are described in ``pipeline.opti
 a store, live or not; writing goes through a running broker only.
 
 A schema given to the read or the stream (``.schema("topic STRING, body BINARY")``: any of the
-columns, in any order) makes the reader decode and yield only those columns (``pipeline.schema.Projection``): Spark
-prunes no column of a Python data source itself, and every column it receives costs it a conversion
-per row.
+columns, in any order) makes the reader decode and yield only those columns
+(``pipeline.schema.Projection``): Spark prunes no column of a Python data source itself, and every
+column it receives costs its JVM a conversion a row.
 
 It works on any session: register it with ``spark.dataSource.register(MqstoreDataSource)``.
 Filter pushdown (``spark.sql.python.filterPushdown.enabled``, off by default) lets the reader skip

@@ -12,8 +12,8 @@ only covered files are read through consume queues. Every other file (or the und
 covered one) is scanned in full and filtered as it is decoded, so pruning never loses a row.
 
 The consume queues are summarised only where they decide something: a file bigger than
-``partitionBytes`` to cut, a file that does not start with a record (data, or none yet?), a filter
-that selects queues. Otherwise planning reads one record head a file.
+``partitionBytes`` to cut, a file that does not start with a record (whether it holds data is then
+theirs to say), a filter that selects queues. Otherwise planning reads one record head a file.
 
 Store time prunes ranges by peeking at the first record of each: store times grow along the
 commitlog (RocketMQ's time lookups assume the same), so a range whose first record is after the
