@@ -1,5 +1,6 @@
 """Commitlog records as Arrow columns: one ``pyarrow.RecordBatch`` of ``pipeline.schema.ARROW_SCHEMA``
-from a ``RecordLayout``, without a Python object per record.
+(or of the columns a ``Projection`` names, and only those decoded) from a ``RecordLayout``, without a
+Python object per record.
 
 Properties are split on their ``\\x01``/``\\x02`` separators with numpy; hosts and message ids are
 formatted once per distinct host. What this fast path cannot reproduce byte for byte — properties
@@ -10,7 +11,7 @@ from ``decode_record``'s Records.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,74 +25,121 @@ from engine.log.host import Host
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
 from pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
 from pipeline.record_layout import BORN_HOST_POS, RecordLayout
-from pipeline.schema import ARROW_SCHEMA
+from pipeline.schema import ARROW_SCHEMA, FULL, Projection
 
 Array = npt.NDArray[Any]
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % b for b in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
-def to_batch(buf: Array, layout: RecordLayout, *, read_body: bool = True) -> pa.RecordBatch | None:
-    """The Arrow batch of every record in ``layout`` (all must be valid), or None when only the
-    exact decoder reproduces them (non-UTF-8 text, a repeated property name)."""
-    n = len(layout)
+def to_batch(buf: Array, layout: RecordLayout, *, read_body: bool = True,
+             projection: Projection = FULL) -> pa.RecordBatch | None:
+    """The Arrow batch of ``projection``'s columns of every record in ``layout`` (all must be valid),
+    or None when only the exact decoder reproduces them (non-UTF-8 text, a repeated property name).
+    Only the columns asked for are decoded."""
+    fields = _Fields(buf, layout, read_body)
     try:
-        topic = utf8(binary_values(buf, layout.topic_pos, layout.topic_len))
-        props = _Properties.parse(buf, layout, n)
+        arrays = [_BUILD[name](fields) for name in projection.columns]
     except NotExact:
         return None
-    born_host, _ = _hosts(buf, layout.starts + BORN_HOST_POS, layout.born_host_len)
-    store_host, store_hex = _hosts(buf, layout.store_host_pos, layout.store_host_len)
-    body = binary_values(buf, layout.body_pos, layout.body_len) if read_body else pa.nulls(n, pa.binary())
-    columns = {
-        "topic": topic,
-        "queue_id": pa.array(layout.queue_id, pa.int32()),
-        "queue_offset": pa.array(layout.queue_offset, pa.int64()),
-        "phys_offset": pa.array(layout.phys_offset, pa.int64()),
-        "size": pa.array(layout.size, pa.int32()),
-        "flag": pa.array(layout.flag, pa.int32()),
-        "sys_flag": pa.array(layout.sys_flag, pa.int32()),
-        "body_crc": pa.array(layout.body_crc, pa.int32()),
-        "tags": props.value_of(PROP_TAGS),
-        "keys": props.keys_list(),
-        "properties": props.map_array(),
-        "body": body,
-        "born_timestamp": _timestamps(layout.born_ms),
-        "born_host": born_host,
-        "store_timestamp": _timestamps(layout.store_ms),
-        "store_host": store_host,
-        "reconsume_times": pa.array(layout.reconsume_times, pa.int32()),
-        "prepared_tx_offset": pa.array(layout.prepared_tx_offset, pa.int64()),
-        "msg_id": _msg_ids(store_hex, layout.store_host_len * 2, layout.phys_offset),
-        "uniq_key": props.value_of(PROP_UNIQ_KEY),
-    }
-    return pa.RecordBatch.from_arrays([columns[name] for name in ARROW_SCHEMA.names], schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=projection.arrow_schema)
 
 
-def records_to_batch(records: Sequence[Record], *, read_body: bool = True) -> pa.RecordBatch:
+def records_to_batch(records: Sequence[Record], *, read_body: bool = True,
+                     projection: Projection = FULL) -> pa.RecordBatch:
     """The same columns built from decoded Records: the exact path, one Python object per field."""
-    rows: dict[str, list[Any]] = {
-        "topic": [r.topic for r in records],
-        "queue_id": [r.queue_id for r in records],
-        "queue_offset": [r.queue_offset for r in records],
-        "phys_offset": [r.phys_offset for r in records],
-        "size": [r.size for r in records],
-        "flag": [r.flag for r in records],
-        "sys_flag": [r.sys_flag for r in records],
-        "body_crc": [r.body_crc for r in records],
-        "tags": [r.tags for r in records],
-        "keys": [r.keys for r in records],
-        "properties": [list(r.properties.items()) for r in records],
-        "body": [r.body if read_body else None for r in records],
-        "born_timestamp": [_micros(r.born_ms) for r in records],
-        "born_host": [str(r.born_host) for r in records],
-        "store_timestamp": [_micros(r.store_ms) for r in records],
-        "store_host": [str(r.store_host) for r in records],
-        "reconsume_times": [r.reconsume_times for r in records],
-        "prepared_tx_offset": [r.prepared_tx_offset for r in records],
-        "msg_id": [r.msg_id for r in records],
-        "uniq_key": [r.uniq_key for r in records],
-    }
-    return pa.RecordBatch.from_arrays([pa.array(rows[f.name], f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+    types = dict(zip(ARROW_SCHEMA.names, ARROW_SCHEMA.types, strict=True))
+    arrays = [pa.array([_FIELD[name](r) for r in records] if name != "body" or read_body else [None] * len(records),
+                       types[name]) for name in projection.columns]
+    return pa.RecordBatch.from_arrays(arrays, schema=projection.arrow_schema)
+
+
+_FIELD: dict[str, Callable[[Record], Any]] = {
+    "topic": lambda r: r.topic,
+    "queue_id": lambda r: r.queue_id,
+    "queue_offset": lambda r: r.queue_offset,
+    "phys_offset": lambda r: r.phys_offset,
+    "size": lambda r: r.size,
+    "flag": lambda r: r.flag,
+    "sys_flag": lambda r: r.sys_flag,
+    "body_crc": lambda r: r.body_crc,
+    "tags": lambda r: r.tags,
+    "keys": lambda r: r.keys,
+    "properties": lambda r: list(r.properties.items()),
+    "body": lambda r: r.body,
+    "born_timestamp": lambda r: _micros(r.born_ms),
+    "born_host": lambda r: str(r.born_host),
+    "store_timestamp": lambda r: _micros(r.store_ms),
+    "store_host": lambda r: str(r.store_host),
+    "reconsume_times": lambda r: r.reconsume_times,
+    "prepared_tx_offset": lambda r: r.prepared_tx_offset,
+    "msg_id": lambda r: r.msg_id,
+    "uniq_key": lambda r: r.uniq_key,
+}
+
+
+class _Fields:
+    """What several columns share, parsed at most once a batch: the properties, the store hosts."""
+
+    def __init__(self, buf: Array, layout: RecordLayout, read_body: bool) -> None:
+        self.buf, self.layout, self.read_body = buf, layout, read_body
+        self._props: _Properties | None = None
+        self._store_hosts: tuple[pa.Array, Array] | None = None
+
+    @property
+    def props(self) -> _Properties:
+        if self._props is None:
+            self._props = _Properties.parse(self.buf, self.layout, len(self.layout))
+        return self._props
+
+    @property
+    def store_hosts(self) -> tuple[pa.Array, Array]:
+        if self._store_hosts is None:
+            self._store_hosts = _hosts(self.buf, self.layout.store_host_pos, self.layout.store_host_len)
+        return self._store_hosts
+
+    def text(self, positions: Array, lengths: Array) -> pa.Array:
+        return utf8(binary_values(self.buf, positions, lengths))
+
+    def body(self) -> pa.Array:
+        lay = self.layout
+        if not self.read_body:
+            return pa.nulls(len(lay), pa.binary())
+        return binary_values(self.buf, lay.body_pos, lay.body_len)
+
+    def msg_ids(self) -> pa.Array:
+        return _msg_ids(self.store_hosts[1], self.layout.store_host_len * 2, self.layout.phys_offset)
+
+
+def _int32(values: Array) -> pa.Array:
+    return pa.array(values, pa.int32())
+
+
+def _int64(values: Array) -> pa.Array:
+    return pa.array(values, pa.int64())
+
+
+_BUILD: dict[str, Callable[[_Fields], pa.Array]] = {
+    "topic": lambda f: f.text(f.layout.topic_pos, f.layout.topic_len),
+    "queue_id": lambda f: _int32(f.layout.queue_id),
+    "queue_offset": lambda f: _int64(f.layout.queue_offset),
+    "phys_offset": lambda f: _int64(f.layout.phys_offset),
+    "size": lambda f: _int32(f.layout.size),
+    "flag": lambda f: _int32(f.layout.flag),
+    "sys_flag": lambda f: _int32(f.layout.sys_flag),
+    "body_crc": lambda f: _int32(f.layout.body_crc),
+    "tags": lambda f: f.props.value_of(PROP_TAGS),
+    "keys": lambda f: f.props.keys_list(),
+    "properties": lambda f: f.props.map_array(),
+    "body": lambda f: f.body(),
+    "born_timestamp": lambda f: _timestamps(f.layout.born_ms),
+    "born_host": lambda f: _hosts(f.buf, f.layout.starts + BORN_HOST_POS, f.layout.born_host_len)[0],
+    "store_timestamp": lambda f: _timestamps(f.layout.store_ms),
+    "store_host": lambda f: f.store_hosts[0],
+    "reconsume_times": lambda f: _int32(f.layout.reconsume_times),
+    "prepared_tx_offset": lambda f: _int64(f.layout.prepared_tx_offset),
+    "msg_id": lambda f: f.msg_ids(),
+    "uniq_key": lambda f: f.props.value_of(PROP_UNIQ_KEY),
+}
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -152,8 +200,14 @@ def _distinct_rows(raw: Array) -> tuple[Array, Array]:
 def _msg_ids(prefixes: Array, prefix_len: Array, phys_offset: Array) -> pa.Array:
     """offsetMsgId: hex(store host packed) + hex(phys offset as 8 bytes), uppercase."""
     n = len(phys_offset)
-    shifts = np.arange(60, -4, -4, dtype=np.uint64)
-    digits = _HEX[(phys_offset.astype(np.uint64)[:, None] >> shifts) & np.uint64(0xF)]
+    digits = _HEX_PAIRS[phys_offset.astype(">u8").view(np.uint8)].reshape(n, 16)
+    width = int(prefix_len[0]) if n else 0
+    if bool((prefix_len == width).all()):  # hosts of one family (the usual batch): ids of one width
+        out = np.empty((n, width + 16), dtype=np.uint8)
+        out[:, :width] = prefixes[:, :width]
+        out[:, width:] = digits
+        offsets = np.arange(0, (n + 1) * (width + 16), width + 16, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
     out = np.zeros((n, 56), dtype=np.uint8)
     out[:, :40] = prefixes
     cols = prefix_len[:, None] + np.arange(16)

@@ -8,6 +8,11 @@ The rows are ``pipeline.schema``'s; the options are described in ``pipeline.opti
 (reads), ``pipeline.stream`` (streaming) and ``pipeline.sink`` (writes). Reading never writes into
 a store, live or not; writing goes through a running broker only.
 
+A schema given to the read or the stream (``.schema("topic STRING, body BINARY")``: any of the
+columns, in any order) makes the reader decode and yield only those columns
+(``pipeline.schema.Projection``): Spark prunes no column of a Python data source itself, and every
+column it receives costs its JVM a conversion a row.
+
 It works on any session: register it with ``spark.dataSource.register(MqstoreDataSource)``.
 Filter pushdown (``spark.sql.python.filterPushdown.enabled``, off by default) lets the reader skip
 files and read queues through their consume queues; without it the reader scans and Spark filters,
@@ -32,7 +37,7 @@ from pyspark.sql.types import StructType
 
 from pipeline.options import ReadOptions
 from pipeline.reader import MqstorePushdownReader, MqstoreReader
-from pipeline.schema import DATA_SOURCE_NAME, SPARK_DDL
+from pipeline.schema import DATA_SOURCE_NAME, SPARK_DDL, Projection
 from pipeline.sink import make_writer
 from pipeline.stream import MqstoreStreamReader
 
@@ -56,11 +61,11 @@ class MqstoreDataSource(DataSource):
         return SPARK_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = ReadOptions.parse(self.options)
-        return MqstorePushdownReader(options) if pushing_filters() else MqstoreReader(options)
+        options, projection = ReadOptions.parse(self.options), Projection.of(schema)
+        return MqstorePushdownReader(options, projection) if pushing_filters() else MqstoreReader(options, projection)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return MqstoreStreamReader(self.options)
+        return MqstoreStreamReader(self.options, Projection.of(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return make_writer(self.options, schema, overwrite)

@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     EqualTo,
     Filter,
@@ -27,6 +25,9 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+
+from pipeline.record_layout import RecordLayout
+from pipeline.schema import NEVER_NULL, table_column
 
 LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1
@@ -160,10 +161,6 @@ def _micros(value: Any) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-# columns every row has a value in (tags, body, uniq_key may be null)
-NEVER_NULL = frozenset({"topic", "queue_id", "queue_offset", "phys_offset", "size", "flag", "sys_flag", "body_crc",
-                        "keys", "properties", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                        "reconsume_times", "prepared_tx_offset", "msg_id"})
 _ACCEPTED = (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 _RANGE_COLUMNS = {"queue_id": _int_value, "queue_offset": _int_value, "phys_offset": _int_value,
                   "store_timestamp": _micros}
@@ -191,7 +188,7 @@ class Pushdown:
         attribute: tuple[str, ...] = getattr(f, "attribute", ())  # every Filter subclass has one
         if len(attribute) != 1:
             return None
-        column = attribute[0]
+        column = table_column(attribute[0])  # a user's schema may name it in another case
         if isinstance(f, IsNotNull) and column in NEVER_NULL:
             return self  # true of every row the reader yields
         if not isinstance(f, _ACCEPTED):
@@ -247,21 +244,21 @@ class Pushdown:
         return (self.topics is None or topic in self.topics) and \
             (self.queue_ids is None or queue_id in self.queue_ids) and b.lo <= queue_id <= b.hi
 
-    def layout_mask(self, queue_id: Array, queue_offset: Array, phys_offset: Array, store_ms: Array) -> Array | None:
-        """Which decoded records pass the numeric filters (None: all of them)."""
-        columns = {"queue_id": queue_id, "queue_offset": queue_offset, "phys_offset": phys_offset,
-                   "store_timestamp": store_ms * 1000}
+    def layout_mask(self, buf: Array, layout: RecordLayout) -> Array | None:
+        """Which of ``layout``'s records (all valid) pass the filters (None: all of them)."""
+        columns = {"queue_id": layout.queue_id, "queue_offset": layout.queue_offset,
+                   "phys_offset": layout.phys_offset, "store_timestamp": layout.store_ms * 1000}
         mask: Array | None = None
         for column, b in self.bounds.items():
             if not b.unbounded:
                 m = b.mask(columns[column])
                 mask = m if mask is None else mask & m
         if self.queue_ids is not None:
-            m = np.isin(queue_id, np.fromiter(self.queue_ids, dtype=np.int64))
+            m = np.isin(layout.queue_id, np.fromiter(self.queue_ids, dtype=np.int64))
+            mask = m if mask is None else mask & m
+        if self.topics is not None:  # topics are valid UTF-8 (the scan checks): bytes equal when text does
+            m = np.zeros(len(layout), dtype=bool)
+            for topic in self.topics:
+                m |= layout.topic_is(buf, topic)
             mask = m if mask is None else mask & m
         return mask
-
-    def filter_topics(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        if self.topics is None:
-            return batch
-        return batch.filter(pc.is_in(batch.column("topic"), value_set=pa.array(sorted(self.topics), pa.string())))

@@ -11,6 +11,10 @@ file is *covered* when its entries tile it from its first byte, with no record a
 only covered files are read through consume queues. Every other file (or the undispatched tail of a
 covered one) is scanned in full and filtered as it is decoded, so pruning never loses a row.
 
+The consume queues are summarised only where they decide something: a file bigger than
+``partitionBytes`` to cut, a file that does not start with a record (whether it holds data is then
+theirs to say), a filter that selects queues. Otherwise planning reads one record head a file.
+
 Store time prunes ranges by peeking at the first record of each: store times grow along the
 commitlog (RocketMQ's time lookups assume the same), so a range whose first record is after the
 wanted interval, or whose successor's first record is before it, holds no wanted record.
@@ -131,8 +135,11 @@ def plan_partitions(store_dir: Path, geometry: Geometry, pushdown: Pushdown, par
     files = commitlog_files(store_dir, geometry.commitlog_file_size)
     if not files or pushdown.empty:
         return []
-    spans = queue_spans(store_dir, geometry.cq_entries_per_file, files[0].file_base)
     coverage = _Coverage.empty(files, partition_bytes)
+    spans: list[QueueSpan] = []
+    # where every file starts with a record and needs no cut, the consume queues decide nothing
+    if pushdown.selects_queues or len(coverage.grid) or not all(_head(f, 0)[0] for f in files):
+        spans = queue_spans(store_dir, geometry.cq_entries_per_file, files[0].file_base)
     for span in spans:
         queue = QueueFiles.open(store_dir, span.topic, span.queue_id, geometry.cq_entries_per_file)
         for lo in range(span.min_offset, span.end_offset, _COVERAGE_CHUNK):

@@ -22,6 +22,7 @@ from engine.store_files import read_geometry
 from pipeline.options import Pushdown, ReadOptions
 from pipeline.plan import plan_partitions
 from pipeline.scan import ReadContext, read_partition
+from pipeline.schema import FULL, Projection
 
 
 class StoreNotFoundError(FileNotFoundError):
@@ -37,10 +38,11 @@ def open_geometry(store_dir: str) -> Geometry:
 
 
 class MqstoreReader(DataSourceReader):
-    """The store's records; Spark applies the query's filters to them."""
+    """The store's records (``projection``'s columns of them); Spark applies the query's filters to them."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, projection: Projection = FULL) -> None:
         self.options = options
+        self.projection = projection
         self.geometry = open_geometry(options.store_dir)
         self.pushdown = Pushdown().with_topics(options.topics)
 
@@ -57,7 +59,7 @@ class MqstoreReader(DataSourceReader):
     def context(self) -> ReadContext:
         o = self.options
         return ReadContext(o.store_dir, self.geometry, self.pushdown, o.include_body, o.verify_crc, o.batch_rows,
-                           o.fail_on_data_loss)
+                           o.fail_on_data_loss, self.projection)
 
 
 class MqstorePushdownReader(MqstoreReader):

@@ -36,6 +36,7 @@ from pipeline.options import BATCH_BYTES, Pushdown
 from pipeline.plan import QueueSlicePartition, ScanPartition
 from pipeline.queues import QueueFiles, commitlog_min_offset
 from pipeline.record_layout import RecordLayout
+from pipeline.schema import FULL, Projection
 
 Array = npt.NDArray[Any]
 
@@ -63,6 +64,7 @@ class ReadContext:
     verify_crc: bool
     batch_rows: int
     fail_on_data_loss: bool = True
+    projection: Projection = FULL
 
 
 def read_partition(part: Any, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
@@ -131,13 +133,13 @@ def _check_end_of_data(part: ScanPartition, buf: Array, mv: memoryview, pos: int
 def _batches(buf: Array, mv: memoryview, layout: RecordLayout, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     """The rows of ``layout``'s records (all valid) that pass the pushed filters."""
     p = ctx.pushdown
-    mask = p.layout_mask(layout.queue_id, layout.queue_offset, layout.phys_offset, layout.store_ms)
+    mask = p.layout_mask(buf, layout)
     if mask is not None:
         if not bool(mask.any()):
             return
         if not bool(mask.all()):
             layout = layout.select(np.flatnonzero(mask))
-    batch = to_batch(buf, layout, read_body=ctx.include_body)
+    batch = to_batch(buf, layout, read_body=ctx.include_body, projection=ctx.projection)
     if batch is None:  # text the fast path cannot reproduce exactly
         records = []
         for start in layout.starts.tolist():
@@ -145,10 +147,8 @@ def _batches(buf: Array, mv: memoryview, layout: RecordLayout, ctx: ReadContext)
             if decoded.record is None:
                 raise CorruptRecordError(f"record at position {start}: {decoded.reason}")
             records.append(decoded.record)
-        batch = records_to_batch(records, read_body=ctx.include_body)
-    batch = p.filter_topics(batch)
-    if batch.num_rows:
-        yield batch
+        batch = records_to_batch(records, read_body=ctx.include_body, projection=ctx.projection)
+    yield batch
 
 
 # -- consume-queue slices ------------------------------------------------------------------------

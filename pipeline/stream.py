@@ -36,6 +36,7 @@ from pipeline.plan import QueueSlicePartition
 from pipeline.queues import QueueSpan, commitlog_min_offset, queue_spans
 from pipeline.reader import open_geometry
 from pipeline.scan import ReadContext, read_slice
+from pipeline.schema import FULL, Projection
 
 EARLIEST, LATEST = -2, -1  # Kafka's markers inside a JSON startingOffsets
 MAX_ENTRIES_PER_PARTITION = 1 << 20
@@ -87,9 +88,10 @@ def spread(lags: Mapping[QueueKey, int], budget: int) -> dict[QueueKey, int]:
 
 
 class MqstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], projection: Projection = FULL) -> None:
         opts = lower_keys(options)
         self.options = ReadOptions.parse(opts)
+        self.projection = projection
         self.starting = parse_starting(str(opts.get("startingoffsets", "earliest")))
         self.max_rows = positive_option(opts, "maxOffsetsPerTrigger", None)
         self.geometry: Geometry = open_geometry(self.options.store_dir)
@@ -172,7 +174,7 @@ class MqstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())
         o = self.options
         return read_slice(partition, ReadContext(o.store_dir, self.geometry, Pushdown(), o.include_body,
-                                                 o.verify_crc, o.batch_rows, o.fail_on_data_loss))
+                                                 o.verify_crc, o.batch_rows, o.fail_on_data_loss, self.projection))
 
     def commit(self, end: Offsets) -> None:
         """Nothing to release: the offsets Spark checkpoints are the whole state."""

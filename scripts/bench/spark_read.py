@@ -7,8 +7,11 @@ Builds a store with the embedded MessageStore (128-byte bodies, tags, keys on 10
 source's rows once to Parquet (snappy, Spark's default) beside it, then times, warm, a full
 materialisation (``write.format("noop")``) and an aggregate (count, sum of sizes, max offset) for
 each reader, best of ``--rounds``, with the CPU time of Spark's processes (JVM, Python workers) per
-row. Prints one JSON object; ``arrow_over_parquet_*`` is the data
-source's Arrow read over Parquet's (1.0 or more: at least as fast).
+row: every column (``arrow``, ``tuples``, ``parquet``), and only the aggregate's two columns
+(``arrow_pruned``: the data source given the schema ``AGG_SCHEMA``; ``parquet_pruned``: Parquet's
+``select`` of the same columns). Prints one JSON object; ``arrow_over_parquet_*`` is the data source's
+Arrow read over Parquet's, ``pruned_over_parquet_*`` the same on the two columns (1.0 or more: at
+least as fast).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from engine import Geometry, Message, MessageStore, StoreConfig
 from pipeline.session import spark_session
 
 ACTIONS = ("noop", "agg")
+AGG_COLUMNS = ("size", "queue_offset")
+AGG_SCHEMA = "size INT, queue_offset BIGINT"  # the aggregate's columns, as the data source is told them
 
 
 def build_store(path: Path, messages: int) -> None:
@@ -73,14 +78,19 @@ def measure(spark: Any, work: Path, messages: int, rounds: int, *, tuples: bool 
     store, parquet = work / "store", work / "parquet"
     build_store(store, messages)
 
-    def mqstore(arrow: bool) -> Callable[[], Any]:
-        return lambda: spark.read.format("mqstore").option("arrow", str(arrow).lower()).load(str(store))
+    def mqstore(arrow: bool, schema: str | None = None) -> Callable[[], Any]:
+        def load() -> Any:
+            read = spark.read.format("mqstore").option("arrow", str(arrow).lower())
+            return (read.schema(schema) if schema else read).load(str(store))
+        return load
 
     readers: dict[str, Callable[[], Any]] = {"arrow": mqstore(True), **({"tuples": mqstore(False)} if tuples else {}),
-               "parquet": lambda: spark.read.parquet(str(parquet))}
+               "parquet": lambda: spark.read.parquet(str(parquet)),
+               "arrow_pruned": mqstore(True, AGG_SCHEMA),
+               "parquet_pruned": lambda: spark.read.parquet(str(parquet)).select(*AGG_COLUMNS)}
     readers["arrow"]().write.parquet(str(parquet))  # the same rows, in Spark's own format
-    timed(spark, readers["arrow"], "agg", 1)  # warm-up: JIT, Python daemon
-    timed(spark, readers["parquet"], "agg", 1)
+    for warm in ("arrow", "parquet", "arrow_pruned"):  # warm-up: JIT, Python daemon and workers
+        timed(spark, readers[warm], "agg", 1)
     runs = {}
     for reader, load in readers.items():
         for action in ACTIONS:
@@ -90,8 +100,10 @@ def measure(spark: Any, work: Path, messages: int, rounds: int, *, tuples: bool 
     parquet_bytes = sum(p.stat().st_size for p in parquet.rglob("*.parquet"))
     out: dict[str, Any] = {"messages": messages, "rounds": rounds, "parquet_bytes": parquet_bytes, "runs": runs}
     for action in ACTIONS:
-        out[f"arrow_over_parquet_{action}"] = round(
-            runs[f"arrow_{action}"]["rows_per_s"] / runs[f"parquet_{action}"]["rows_per_s"], 2)
+        for ours, theirs, ratio in (("arrow", "parquet", "arrow_over_parquet"),
+                                    ("arrow_pruned", "parquet_pruned", "pruned_over_parquet")):
+            out[f"{ratio}_{action}"] = round(
+                runs[f"{ours}_{action}"]["rows_per_s"] / runs[f"{theirs}_{action}"]["rows_per_s"], 2)
     if tuples:
         out["arrow_over_tuples_noop"] = round(runs["arrow_noop"]["rows_per_s"] / runs["tuples_noop"]["rows_per_s"], 2)
     return out

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 
@@ -21,6 +24,7 @@ from pipeline.options import Pushdown
 from pipeline.plan import ScanPartition
 from pipeline.record_layout import RecordLayout
 from pipeline.scan import ReadContext, scan_range
+from pipeline.schema import COLUMNS, Projection, SchemaError
 
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
 
@@ -131,3 +135,89 @@ def test_scan_hands_a_record_only_the_decoder_can_judge_to_it(tmp_path: Path, ba
     part = ScanPartition(str(path), 0, 0, len(data), newest=True)
     rows = [row for batch in scan_range(part, ctx) for row in batch.to_pylist()]
     assert rows == records_to_batch(decode_all(data, starts)).to_pylist()
+
+
+def projection(fields: list[tuple[str, Any]]) -> Projection:
+    """The projection of a schema of these (name, Spark type) fields; type None: the table's own, as
+    the README lists it."""
+    from pyspark.sql import types as t
+
+    table = {"topic": t.StringType(), "queue_id": t.IntegerType(), "queue_offset": t.LongType(),
+             "phys_offset": t.LongType(), "size": t.IntegerType(), "flag": t.IntegerType(),
+             "sys_flag": t.IntegerType(), "body_crc": t.IntegerType(), "tags": t.StringType(),
+             "keys": t.ArrayType(t.StringType()), "properties": t.MapType(t.StringType(), t.StringType()),
+             "body": t.BinaryType(), "born_timestamp": t.TimestampType(), "born_host": t.StringType(),
+             "store_timestamp": t.TimestampType(), "store_host": t.StringType(), "reconsume_times": t.IntegerType(),
+             "prepared_tx_offset": t.LongType(), "msg_id": t.StringType(), "uniq_key": t.StringType()}
+    assert list(table) == [name for name, _, _ in COLUMNS]
+    return Projection.of(t.StructType([t.StructField(name, data_type or table[name.lower()])
+                                       for name, data_type in fields]))
+
+
+MIXED = [record(i, topic="T" * (1 + i % 3), props={"TAGS": f"tag{i}", "KEYS": f"k{i} x"} if i % 3 else {},
+                store_host=V6 if i % 5 == 0 else V4) for i in range(30)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations([name for name, _, _ in COLUMNS]).flatmap(
+    lambda names: st.integers(1, len(names)).map(lambda k: names[:k])), st.booleans())
+def test_a_projection_yields_the_full_batchs_columns(names: list[str], upper: bool) -> None:
+    """Any subset of the columns, in any order, under names in another case: the full batch's columns."""
+    buf, starts = layout_of(MIXED)
+    layout = RecordLayout.of(buf, np.array(starts))
+    wanted = projection([(n.upper() if upper else n, None) for n in names])
+    full = to_batch(buf, layout)
+    pruned = to_batch(buf, layout, projection=wanted)
+    assert full is not None and pruned is not None
+    assert pruned.schema.names == [n.upper() if upper else n for n in names]
+    for i, name in enumerate(names):
+        assert pruned.column(i).equals(full.column(name))
+    exact = records_to_batch(decode_all(buf.tobytes(), starts), projection=wanted)
+    assert exact.equals(pruned)
+
+
+def test_a_projection_without_properties_needs_no_exact_decoder() -> None:
+    raw = bytearray(bytes(record(3, props={"aa": "ZZ", "bb": "QQ"})).replace(b"bb\x01QQ", b"aa\x01QQ"))
+    buf, starts = layout_of([record(1), raw])
+    layout = RecordLayout.of(buf, np.array(starts))
+    assert to_batch(buf, layout) is None
+    pruned = to_batch(buf, layout, projection=projection([("size", None), ("body", None)]))
+    assert pruned is not None and pruned.column("size").to_pylist() == [len(record(1)), len(raw)]
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ([("nope", "string")], "mqstore has no column 'nope'"),
+    ([("size", "bigint")], "column 'size' is int in mqstore, not bigint"),
+    ([("keys", "map")], "column 'keys' is array<string> in mqstore, not map<string,string>"),
+    ([("keys", "array<int>")], "column 'keys' is array<string> in mqstore, not array<int>"),
+    ([("topic", None), ("TOPIC", None)], "names column 'topic' twice"),
+    ([], "names no column"),
+])
+def test_a_schema_the_table_cannot_give_is_a_clear_error(fields: list[tuple[str, str | None]], message: str) -> None:
+    from pyspark.sql import types as t
+
+    spark_types = {"string": t.StringType(), "bigint": t.LongType(), "map": t.MapType(t.StringType(), t.StringType()),
+                   "array<int>": t.ArrayType(t.IntegerType()), None: None}
+    with pytest.raises(SchemaError, match=message):
+        projection([(name, spark_types[kind]) for name, kind in fields])
+
+
+def test_a_not_null_column_that_can_be_null_is_refused() -> None:
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    assert Projection.of(StructType([StructField("size", IntegerType(), nullable=False)])).columns == ("size",)
+    with pytest.raises(SchemaError, match="'tags' can be null"):
+        Projection.of(StructType([StructField("tags", StringType(), nullable=False)]))
+
+
+def test_topic_filter_holds_when_the_topic_column_is_not_read(tmp_path: Path) -> None:
+    recs = [record(i, topic=("A", "B", "C")[i % 3]) for i in range(12)]
+    data = b"".join(recs) + bytes(64)
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(data)
+    ctx = ReadContext(str(tmp_path), Geometry(prop_crc=False), Pushdown(topics=frozenset({"A", "C"})),
+                      include_body=True, verify_crc=False, batch_rows=5,
+                      projection=projection([("queue_offset", None)]))
+    part = ScanPartition(str(path), 0, 0, len(data), newest=False)
+    offsets = [row["queue_offset"] for batch in scan_range(part, ctx) for row in batch.to_pylist()]
+    assert offsets == [i for i in range(12) if i % 3 != 1]

@@ -110,6 +110,7 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     assert len(doc["targets"]) == 13
     spark = next(t["achieved"] for t in doc["targets"] if t["workload"].startswith("Spark batch read"))
     assert spark["messages"] == 2000 and spark["arrow_noop_rows_per_s"] > 0 and spark["parquet_noop_rows_per_s"] > 0
+    assert spark["arrow_pruned_agg_rows_per_s"] > 0 and spark["pruned_over_parquet_agg"] > 0
     assert all({"workload", "target", "achieved", "met"} <= set(t) for t in doc["targets"])
     cpu_rows = [t["achieved"] for t in doc["targets"] if t["workload"].startswith("broker CPU per message")]
     assert len(cpu_rows) == 2 and all(row["broker_cpu_us_per_msg"] > 0 for row in cpu_rows)
