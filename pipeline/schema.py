@@ -47,10 +47,11 @@ COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
 SPARK_DDL = ", ".join(f"{name} {ddl}" for name, ddl, _ in COLUMNS)
 ARROW_SCHEMA = pa.schema([pa.field(name, arrow_type) for name, _, arrow_type in COLUMNS])
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
-# columns every row has a value in (tags, body, uniq_key may be null)
+# columns every row has a value in (tags, body, uniq_key may be null, and a timestamp whose milliseconds
+# cannot be one: pipeline.columns writes null there)
 NEVER_NULL = frozenset({"topic", "queue_id", "queue_offset", "phys_offset", "size", "flag", "sys_flag", "body_crc",
-                        "keys", "properties", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                        "reconsume_times", "prepared_tx_offset", "msg_id"})
+                        "keys", "properties", "born_host", "store_host", "reconsume_times", "prepared_tx_offset",
+                        "msg_id"})
 
 
 def table_column(name: str) -> str:

@@ -203,11 +203,14 @@ def test_a_schema_the_table_cannot_give_is_a_clear_error(fields: list[tuple[str,
 
 
 def test_a_not_null_column_that_can_be_null_is_refused() -> None:
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
     assert Projection.of(StructType([StructField("size", IntegerType(), nullable=False)])).columns == ("size",)
     with pytest.raises(SchemaError, match="'tags' can be null"):
         Projection.of(StructType([StructField("tags", StringType(), nullable=False)]))
+    # a damaged record's milliseconds may be no timestamp at all: the column is null there
+    with pytest.raises(SchemaError, match="'store_timestamp' can be null"):
+        Projection.of(StructType([StructField("store_timestamp", TimestampType(), nullable=False)]))
 
 
 def test_topic_filter_holds_when_the_topic_column_is_not_read(tmp_path: Path) -> None:
@@ -221,3 +224,14 @@ def test_topic_filter_holds_when_the_topic_column_is_not_read(tmp_path: Path) ->
     part = ScanPartition(str(path), 0, 0, len(data), newest=False)
     offsets = [row["queue_offset"] for batch in scan_range(part, ctx) for row in batch.to_pylist()]
     assert offsets == [i for i in range(12) if i % 3 != 1]
+
+
+def test_is_not_null_is_consumed_only_where_every_row_has_a_value() -> None:
+    from pyspark.sql.datasource import IsNotNull
+
+    pushdown = Pushdown()
+    assert pushdown.accept(IsNotNull(("topic",))) is pushdown
+    assert pushdown.accept(IsNotNull(("tags",))) is None
+    # a damaged record's milliseconds may be no timestamp: Spark keeps the filter
+    assert pushdown.accept(IsNotNull(("store_timestamp",))) is None
+    assert pushdown.accept(IsNotNull(("born_timestamp",))) is None
