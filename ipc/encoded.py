@@ -126,17 +126,28 @@ class BatchEncoder:
     def encode_columns(self, topic: str, bodies: Sequence[bytes], tags: str | Sequence[str | None] | None = None,
                        keys: Sequence[Sequence[str]] | None = None) -> EncodedBatch:
         """``encode`` for messages of one topic given as columns: ``tags`` one for all or one per body,
-        ``keys`` one sequence per body; no message is built, not even a map."""
+        ``keys`` one sequence per body; no message is built, not even a map, and what is one for all
+        (the topic, a single tags value, every field a message object could set) is handled once."""
         n = len(bodies)
-        tag_column = (tags,) * n if tags is None or isinstance(tags, str) else tuple(tags)
-        key_column = ((),) * n if keys is None else tuple(keys)
-        if len(tag_column) != n or len(key_column) != n:
-            raise ValueError(f"{n} bodies, {len(tag_column)} tags and {len(key_column)} key sequences")
-        nothing, zero = (None,) * n, (0,) * n
-        return self._encode((topic,) * n, tuple(bodies), tag_column, key_column, (_NO_PROPERTIES,) * n, nothing,
-                            nothing, zero, nothing, nothing, zero, zero, zero)
+        key_column = ((),) * n if keys is None else keys
+        tag_count = n if tags is None or isinstance(tags, str) else len(tags)
+        if tag_count != n or len(key_column) != n:
+            raise ValueError(f"{n} bodies, {tag_count} tags and {len(key_column)} key sequences")
+        tag_parts: str | list[str]
+        tag_column: int | list[int]
+        if tags is None or isinstance(tags, str):
+            tag_parts, tag_table, tag_column = self._tag_part(tags), [tags] if tags else [], 0 if tags else -1
+        else:
+            tag_parts, tag_table, tag_column = self._tag_columns(tags)
+        bodies = _as_bytes(bodies)
+        self._check_bodies(bodies, [topic])
+        key_strings = self._key_strings(key_column)
+        uniq_keys, props = self._pieces(tag_parts, key_strings, n)
+        records, sizes = self._records(bodies, (topic,) * n, props, born_ms=time.time_ns() // 1_000_000)
+        columns = pack_columns(sizes, topic=0, queue=QUEUE_ROUND_ROBIN, shard=0, tag=tag_column)
+        return EncodedBatch(records, columns, [topic], tag_table, key_strings, uniq_keys)
 
-    def _encode(self, topics: tuple[str, ...], bodies: tuple[bytes, ...], tags: tuple[str | None, ...],
+    def _encode(self, topics: tuple[str, ...], bodies: Sequence[bytes], tags: tuple[str | None, ...],
                 keys: tuple[Sequence[str], ...], properties: tuple[Mapping[str, str], ...],
                 queues: tuple[int | None, ...], shards: tuple[str | None, ...], flags: tuple[int, ...],
                 born_ms: tuple[int | None, ...], born_hosts: tuple[tuple[str, int] | None, ...],
@@ -147,42 +158,64 @@ class BatchEncoder:
         n = len(topics)
         if any(prepared_tx_offsets) or (any(sys_flags) and any(f & SYSFLAG_TX_MASK for f in sys_flags)):
             raise EncodingError("transaction records go through send_batch / send_transactional")
-        if set(map(type, bodies)) - {bytes}:
-            bodies = tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
+        bodies = _as_bytes(bodies)
         topic_table = [topics[0]] if n and topics.count(topics[0]) == n else list(dict.fromkeys(topics))
-        if max(map(len, bodies), default=0) > enc.max_body_bytes or SCHEDULE_TOPIC in topic_table:
-            raise EncodingError(f"a body over the {enc.max_body_bytes}-byte limit, or a delayed topic")
-        key_strings = [self._keys(k) if k else "" for k in keys]
-        tag_set = dict.fromkeys(tags)  # each tags value once, in order: their parts, and the batch's tags table
-        tag_parts = list(map({t: self._tag_part(t) for t in tag_set}.__getitem__, tags))
+        self._check_bodies(bodies, topic_table)
+        key_strings = self._key_strings(keys)
+        tag_parts, tag_table, tag_column = self._tag_columns(tags)
         props: list[bytes] | PropertyPieces
         if any(properties):
             uniq_keys, props = self._with_properties(properties, tags, keys, key_strings, tag_parts)
         else:
-            uniq_keys = self._uniq.next_many(n)  # joined and encoded by the kernel: no bytes object per record
-            key_parts = [k and f"{_KEYS_HEAD}{k}{_END}" for k in key_strings] if any(key_strings) else ""
-            props = PropertyPieces((tag_parts, key_parts, _UNIQ_HEAD, uniq_keys, _END))
+            uniq_keys, props = self._pieces(tag_parts, key_strings, n)
         topic_index = {t: i for i, t in enumerate(topic_table)}
-        tag_table = [t for t in tag_set if t]
-        tag_index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}
-        tag_index[None] = tag_index[""] = -1
         now_ms = time.time_ns() // 1_000_000
         plain = queues.count(None) == n and shards.count(None) == n
-        try:
-            records, sizes = encode_batch(
-                bodies, topics, props, store_host=enc.store_host, prop_crc=enc.prop_crc,
-                born_ms=now_ms if born_ms.count(None) == n else [now_ms if b is None else b for b in born_ms],
-                born_hosts=None if born_hosts.count(None) == n else [
-                    Host(*h).packed if h else enc.store_host.packed for h in born_hosts],
-                queue_ids=0 if plain else [q or 0 for q in queues], flags=_int_column(flags),
-                sys_flags=_int_column(sys_flags), reconsume_times=_int_column(reconsume_times))
-        except ValueError as exc:
-            raise EncodingError(str(exc)) from None
+        records, sizes = self._records(
+            bodies, topics, props,
+            born_ms=now_ms if born_ms.count(None) == n else [now_ms if b is None else b for b in born_ms],
+            born_hosts=None if born_hosts.count(None) == n else [
+                Host(*h).packed if h else enc.store_host.packed for h in born_hosts],
+            queue_ids=0 if plain else [q or 0 for q in queues], flags=_int_column(flags),
+            sys_flags=_int_column(sys_flags), reconsume_times=_int_column(reconsume_times))
         queue_column, shard_column = (QUEUE_ROUND_ROBIN, 0) if plain else zip(
             *map(_queue_and_shard, queues, shards), strict=True)
         columns = pack_columns(sizes, topic=list(map(topic_index.__getitem__, topics)) if len(topic_table) > 1 else 0,
-                               queue=queue_column, shard=shard_column, tag=list(map(tag_index.__getitem__, tags)))
+                               queue=queue_column, shard=shard_column, tag=tag_column)
         return EncodedBatch(records, columns, topic_table, tag_table, key_strings, uniq_keys)
+
+    def _check_bodies(self, bodies: Sequence[bytes], topic_table: list[str]) -> None:
+        limit = self.encoding.max_body_bytes
+        if max(map(len, bodies), default=0) > limit or SCHEDULE_TOPIC in topic_table:
+            raise EncodingError(f"a body over the {limit}-byte limit, or a delayed topic")
+
+    def _key_strings(self, keys: Sequence[Sequence[str]]) -> list[str]:
+        return [self._keys(k) if k else "" for k in keys]
+
+    def _pieces(self, tag_parts: str | list[str], key_strings: list[str], n: int) -> tuple[list[str], PropertyPieces]:
+        """UNIQ_KEYs and the properties' pieces of messages without properties of their own."""
+        uniq_keys = self._uniq.next_many(n)  # joined and encoded by the kernel: no bytes object per record
+        key_parts = [k and f"{_KEYS_HEAD}{k}{_END}" for k in key_strings] if any(key_strings) else ""
+        return uniq_keys, PropertyPieces((tag_parts, key_parts, _UNIQ_HEAD, uniq_keys, _END))
+
+    def _tag_columns(self, tags: Sequence[str | None]) -> tuple[list[str], list[str], list[int]]:
+        """Each record's TAGS piece, the batch's tags table, and each record's index in it (-1: none):
+        each tags value is looked at once."""
+        tag_set = dict.fromkeys(tags)  # each tags value once, in order
+        tag_table = [t for t in tag_set if t]
+        index: dict[str | None, int] = {t: i for i, t in enumerate(tag_table)}
+        index[None] = index[""] = -1
+        parts = {t: self._tag_part(t) for t in tag_set}
+        return list(map(parts.__getitem__, tags)), tag_table, list(map(index.__getitem__, tags))
+
+    def _records(self, bodies: Sequence[bytes], topics: Sequence[str], props: list[bytes] | PropertyPieces,
+                 **columns: Any) -> tuple[bytes, Any]:
+        """``encode_batch`` with the writer's encoding; what it refuses is an EncodingError."""
+        enc = self.encoding
+        try:
+            return encode_batch(bodies, topics, props, store_host=enc.store_host, prop_crc=enc.prop_crc, **columns)
+        except ValueError as exc:
+            raise EncodingError(str(exc)) from None
 
     def _tag_part(self, tags: str | None) -> str:
         if not tags:
@@ -238,6 +271,13 @@ class BatchEncoder:
                 props.append(encode_properties(labelled))
             uniq_keys.append(uniq)
         return uniq_keys, props
+
+
+def _as_bytes(bodies: Sequence[bytes]) -> Sequence[bytes]:
+    """The bodies as bytes: a str as its UTF-8, any other buffer copied."""
+    if set(map(type, bodies)) - {bytes}:
+        return tuple(b.encode() if isinstance(b, str) else bytes(b) for b in bodies)
+    return bodies
 
 
 def _int_column(values: tuple[int, ...]) -> int | tuple[int, ...]:

@@ -237,3 +237,98 @@ done:
     PyBuffer_Release(&sizes_out);
     return result;
 }
+
+/* One COLUMNS field for every record: an int for all (value) or a sequence of n ints (items), each
+ * checked against the field's range. */
+typedef struct {
+    PyObject *items;
+    int64_t value;
+} IntColumn;
+
+static int int_column(PyObject *o, Py_ssize_t n, int64_t lo, int64_t hi, const char *name, IntColumn *c) {
+    c->items = NULL;
+    if (PyLong_Check(o)) {
+        c->value = PyLong_AsLongLong(o);
+        if (c->value == -1 && PyErr_Occurred()) {
+            return 0;
+        }
+        if (c->value < lo || c->value > hi) {
+            PyErr_Format(PyExc_OverflowError, "a %s column value is out of its range", name);
+            return 0;
+        }
+        return 1;
+    }
+    if ((c->items = PySequence_Fast(o, "a column is an int or a sequence of ints")) == NULL) {
+        return 0;
+    }
+    if (PySequence_Fast_GET_SIZE(c->items) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd %s values for %zd records", PySequence_Fast_GET_SIZE(c->items), name, n);
+        return 0;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(c->items);
+    for (Py_ssize_t i = 0; i < n; i++) { /* checked here, so that the rows are written from a valid column */
+        int64_t v = PyLong_AsLongLong(items[i]);
+        if (v == -1 && PyErr_Occurred()) {
+            return 0;
+        }
+        if (v < lo || v > hi) {
+            PyErr_Format(PyExc_OverflowError, "a %s column value is out of its range", name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static inline int64_t column_at(const IntColumn *c, Py_ssize_t i) {
+    return c->items == NULL ? c->value : PyLong_AsLongLong(PySequence_Fast_ITEMS(c->items)[i]);
+}
+
+static inline uint8_t *put_le(uint8_t *p, uint64_t v, int width) {
+    for (int b = 0; b < width; b++) {
+        p[b] = (uint8_t)(v >> (8 * b));
+    }
+    return p + width;
+}
+
+#define COLUMNS_ROW 18 /* size <i4, topic <u2, queue <i4, shard <i4, tag <i4 */
+
+PyObject *mq_pack_columns(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer sizes_in;
+    PyObject *topic_in, *queue_in, *shard_in, *tag_in, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*OOOO", &sizes_in, &topic_in, &queue_in, &shard_in, &tag_in)) {
+        return NULL;
+    }
+    IntColumn columns[4] = {{NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}};
+    Py_ssize_t n;
+    if (!mq_int64s(&sizes_in, &n) || !int_column(topic_in, n, 0, UINT16_MAX, "topic", &columns[0]) ||
+        !int_column(queue_in, n, INT32_MIN, INT32_MAX, "queue", &columns[1]) ||
+        !int_column(shard_in, n, INT32_MIN, INT32_MAX, "shard", &columns[2]) ||
+        !int_column(tag_in, n, INT32_MIN, INT32_MAX, "tag", &columns[3])) {
+        goto done;
+    }
+    const int64_t *sizes = sizes_in.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (sizes[i] < 0 || sizes[i] > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a record size is out of int32");
+            goto done;
+        }
+    }
+    if ((result = PyBytes_FromStringAndSize(NULL, n * COLUMNS_ROW)) == NULL) {
+        goto done;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out = put_le(out, (uint64_t)sizes[i], 4);
+        out = put_le(out, (uint64_t)column_at(&columns[0], i), 2);
+        out = put_le(out, (uint64_t)column_at(&columns[1], i), 4);
+        out = put_le(out, (uint64_t)column_at(&columns[2], i), 4);
+        out = put_le(out, (uint64_t)column_at(&columns[3], i), 4);
+    }
+done:
+    for (int k = 0; k < 4; k++) {
+        Py_XDECREF(columns[k].items);
+    }
+    PyBuffer_Release(&sizes_in);
+    return result;
+}

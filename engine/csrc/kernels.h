@@ -26,6 +26,8 @@ PyObject *mq_check_batch(PyObject *self, PyObject *args);
 PyObject *mq_stamp_batch(PyObject *self, PyObject *args);
 PyObject *mq_group_ranks(PyObject *self, PyObject *args);
 PyObject *mq_encode_batch(PyObject *self, PyObject *args);
+PyObject *mq_pack_columns(PyObject *self, PyObject *args);
+PyObject *mq_uniq_keys(PyObject *self, PyObject *args);
 PyObject *mq_index_select(PyObject *self, PyObject *args);
 PyObject *mq_record_columns(PyObject *self, PyObject *args);
 PyObject *mq_scan_records(PyObject *self, PyObject *args);

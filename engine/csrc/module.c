@@ -41,6 +41,16 @@ static PyMethodDef methods[] = {
      "sys flag (its host bits set here), born time, reconsume times; sizes (int64) gets each TOTALSIZE.\n"
      "ValueError for properties over 32767 bytes or a host not 8 or 20 bytes, OverflowError for an int32\n"
      "field out of range, TypeError for a column that is not bytes."},
+    {"pack_columns", mq_pack_columns, METH_VARARGS,
+     "pack_columns(sizes, topic, queue, shard, tag) -> bytes: a producer batch's COLUMNS rows\n"
+     "(engine.batch.record_batch), little-endian: size <i4 (sizes: int64), topic <u2, queue <i4, shard <i4,\n"
+     "tag <i4, each of the four an int for every record or a sequence of one int per record. OverflowError\n"
+     "for a value outside its field, ValueError for a sequence of another length."},
+    {"uniq_keys", mq_uniq_keys, METH_VARARGS,
+     "uniq_keys(head, counter, count) -> list[str]: count UNIQ_KEYs (engine.log.msgid), each head (an ASCII str:\n"
+     "the generator's prefix and month span in hex) then the 16-bit counter in four uppercase hex digits, from\n"
+     "counter on, wrapping at 65536. ValueError for a head that is not ASCII, a negative count or a counter\n"
+     "outside 16 bits."},
     {"index_select", mq_index_select, METH_VARARGS,
      "index_select(header, slots, entries, keys, begin_ms, end_ms) -> (pages, next_nos): keys is an int64\n"
      "array of 3 rows, key_hashes, wants and from_nos; walk key i's chain in one index file (its 40-byte\n"

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from engine import _native
 from engine.log.host import Host
 
 OFFSET_MSG_ID_V4_LEN = 32
@@ -45,7 +46,6 @@ _UNIQ_FIXED_TAIL = struct.Struct(">hi")  # pid short, class-loader hash
 _UNIQ_VARYING = struct.Struct(">IH")  # month span, counter
 _UNIQ_TAIL = struct.Struct(">HiIH")  # as read back: pid unsigned (getPidFromID masks it)
 _CLAMP_NEGATIVE_SPAN_MS = -1_000_000
-_HEX2 = tuple(f"{i:02X}" for i in range(256))  # a counter's two bytes, as an id spells them
 _HEX_DIGITS = frozenset(string.hexdigits)
 
 
@@ -182,17 +182,10 @@ class UniqKeyGenerator:
 
     def next_many(self, count: int) -> list[str]:
         """``count`` ids, as as many calls of ``next`` give within one clock reading: one month span
-        for all, the counter counting on (a batch encoder's ids, without a frame per id)."""
-        head = f"{self._prefix}{self._span_ms():08X}"
+        for all, the counter counting on (a batch encoder's ids, made in one compiled call)."""
         counter = self._counter
         self._counter = (counter + count) & 0xFFFF
-        ids: list[str] = []
-        while len(ids) < count:  # a run of ids sharing the counter's high byte is one map over _HEX2
-            low = counter & 0xFF
-            run = min(256 - low, count - len(ids))
-            ids += map(f"{head}{_HEX2[counter >> 8 & 0xFF]}".__add__, _HEX2[low:low + run])
-            counter += run
-        return ids
+        return _native.uniq_keys(f"{self._prefix}{self._span_ms():08X}", counter, count)
 
     def _span_ms(self) -> int:
         """The id's month span for the clock now, as an unsigned 32-bit value."""

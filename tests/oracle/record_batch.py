@@ -1,4 +1,4 @@
-"""The numpy encode, check and stamp of producer-encoded batches that engine/csrc/encode.c and batch.c
+"""The numpy encode, column packing, check and stamp of producer-encoded batches that engine/csrc/encode.c and batch.c
 replaced: not a runtime path, only what the property tests hold ``engine.batch.record_batch``'s
 kernels to, byte for byte (the same records encoded, the same verdicts and reasons, the same stamped
 files)."""
@@ -253,3 +253,15 @@ def stamp_batch(buf: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], sizes: 
     data.release()
     digits = (crcs[:, None] // _DIGIT_POWERS % 10 + 48).astype(np.uint8)  # least significant first
     buf[(ends + len(_CRC_HEAD))[:, None] + _SPAN[:10]] = digits
+
+
+def pack_columns(sizes: np.ndarray[Any, Any], *, topic: IntColumn, queue: IntColumn, shard: IntColumn,
+                 tag: IntColumn) -> bytes:
+    """The batch's ``COLUMNS`` rows, packed; an int stands for a whole column."""
+    rows = np.empty(len(sizes), COLUMNS)
+    rows["size"] = sizes
+    rows["topic"] = topic
+    rows["queue"] = queue
+    rows["shard"] = shard
+    rows["tag"] = tag
+    return rows.tobytes()

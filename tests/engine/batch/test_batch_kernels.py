@@ -4,6 +4,8 @@ included, the same bytes stamped and encoded, the same queue offsets."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -298,3 +300,29 @@ def test_property_columns_that_do_not_fit_are_refused() -> None:
         record_batch.encode_batch([b"a"], ["A"], PropertyPieces(([7],)), **kwargs)  # type: ignore[arg-type, list-item]
     with pytest.raises(ValueError, match="1 to 8 columns"):
         record_batch.encode_batch([b"a"], ["A"], PropertyPieces(("x",) * 9), **kwargs)  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 12).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, (1 << 31) - 1), min_size=n, max_size=n),
+    *(st.integers(lo, hi) | st.lists(st.integers(lo, hi), min_size=n, max_size=n)
+      for lo, hi in ((0, 0xFFFF), (-(1 << 31), (1 << 31) - 1), (-(1 << 31), (1 << 31) - 1), (-1, 1 << 20))))))
+def test_columns_are_packed_as_the_oracle_packs_them(case: tuple[list[int], Any, Any, Any, Any]) -> None:
+    sizes, topic, queue, shard, tag = case
+    columns = {"topic": topic, "queue": queue, "shard": shard, "tag": tag}
+    packed = record_batch.pack_columns(np.array(sizes, np.int64), **columns)
+    assert packed == oracle.pack_columns(np.array(sizes, np.int64), **columns)
+
+
+def test_a_column_value_outside_its_field_or_a_column_of_another_length_is_refused() -> None:
+    sizes = np.array([10, 20], np.int64)
+    with pytest.raises(OverflowError, match="topic"):
+        record_batch.pack_columns(sizes, topic=1 << 16, queue=0, shard=0, tag=0)
+    with pytest.raises(OverflowError, match="tag"):
+        record_batch.pack_columns(sizes, topic=0, queue=0, shard=0, tag=[0, 1 << 31])
+    with pytest.raises(ValueError, match="3 queue values for 2 records"):
+        record_batch.pack_columns(sizes, topic=0, queue=[0, 1, 2], shard=0, tag=0)
+    with pytest.raises(OverflowError, match="size"):
+        record_batch.pack_columns(np.array([-1], np.int64), topic=0, queue=0, shard=0, tag=0)
+    with pytest.raises(TypeError):
+        record_batch.pack_columns(sizes, topic=0, queue=0, shard=0, tag=["x", "y"])

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import _native
 from engine.log.host import Host
 from engine.log.msgid import (
     MessageIdError,
@@ -24,6 +25,7 @@ from engine.log.msgid import (
     uniq_key_pid,
     uniq_key_time_ms,
 )
+from tests.oracle import msgid as msgid_oracle
 
 
 def utc_ms(year: int, month: int, day: int, hour: int, minute: int, second: int, ms: int) -> int:
@@ -306,3 +308,16 @@ def test_for_this_process() -> None:
     assert fields.ip == fake_ip(clock.now_ms)
     assert fields.pid == os.getpid() & 0xFFFF
     assert fields.counter == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("0123456789ABCDEF", min_size=28, max_size=28) | st.text("0123456789ABCDEF", min_size=52, max_size=52),
+       st.integers(0, 0xFFFF), st.integers(0, 600))
+def test_the_uniq_key_kernel_spells_the_ids_the_oracle_spells(head: str, counter: int, count: int) -> None:
+    assert _native.uniq_keys(head, counter, count) == msgid_oracle.uniq_keys(head, counter, count)
+
+
+def test_the_uniq_key_kernel_refuses_what_is_not_a_head_a_count_or_a_16_bit_counter() -> None:
+    for head, counter, count in (("é" * 28, 0, 1), ("A" * 28, 0, -1), ("A" * 28, 1 << 16, 1), ("A" * 28, -1, 1)):
+        with pytest.raises(ValueError):
+            _native.uniq_keys(head, counter, count)

@@ -137,3 +137,12 @@ def test_trace_stamps_every_hop_of_every_message(tmp_path: Path, flush: str) -> 
     assert stamps <= set(result["since_send_ms"])
     assert all(result["since_send_ms"][name]["samples"] == result["sent"] for name in stamps)
     assert all(hop["samples"] == result["sent"] for hop in result["hops_ms"].values())
+
+
+def test_producer_cpu_reports_the_encoder_and_each_inflights_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    from scripts.bench import producer_cpu
+    assert producer_cpu.main(["--inflight", "1,4", "--count", "2000"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["encode_columns_cpu_us_per_batch"] > 0
+    assert [(r["inflight"], r["count"], r["failed"]) for r in lines[1:]] == [(1, 2000, 0), (4, 2000, 0)]
+    assert all(r["cpu_us_per_msg"] > 0 for r in lines[1:])
