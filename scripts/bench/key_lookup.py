@@ -19,10 +19,11 @@ import random
 import resource
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from ipc.client import Admin
+from ipc.client import Admin, MessageBatch
 from scripts.bench.cpu import actor_cpu_s
 
 WARM_LOOKUPS = 500
@@ -55,7 +56,7 @@ def measure(store: Path, lookups: int, keyed: int, topic: str, in_flight: int, p
             return sum(bool(admin.query_by_key(topic, key, max_count=1)) for key in keys)
 
         def windowed(keys: list[str]) -> int:
-            found, window = 0, []
+            found, window = 0, list[Future[MessageBatch]]()
             for key in keys:
                 if len(window) == in_flight:
                     found += bool(window.pop(0).result())
