@@ -69,7 +69,7 @@ def connect(ctx: zmq.Context[Any], kind: int, endpoint: str | list[str], **optio
 def has_message(sock: zmq.Socket[Any]) -> bool:
     """Whether a message waits on ``sock``. A loop draining a socket asks this rather than receive
     until zmq.Again: asking costs less than the exception, which it would otherwise pay every round."""
-    return bool(sock.getsockopt(_EVENTS) & _POLLIN)
+    return bool(int(sock.getsockopt(_EVENTS)) & _POLLIN)
 
 
 def recv_routed(router: zmq.Socket[Any]) -> list[bytes]:

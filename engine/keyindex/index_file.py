@@ -69,8 +69,9 @@ _LONG_MAX = (1 << 63) - 1
 
 # each header field's reader: one struct unpack straight off the map, several times cheaper than a
 # field of the numpy view, and a query reads the header of every file it walks a few times
-_HEADER_FIELDS = {name: (struct.Struct(">q" if dtype.itemsize == 8 else ">i"), pos)
-                  for name, (dtype, pos) in INDEX_HEADER_DTYPE.fields.items()}
+_HEADER_FIELDS = {name: (struct.Struct(">q" if INDEX_HEADER_DTYPE[name].itemsize == 8 else ">i"),
+                         INDEX_HEADER_DTYPE.fields[name][1])  # type: ignore[index]
+                  for name in INDEX_HEADER_DTYPE.names or ()}
 
 _Views = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
