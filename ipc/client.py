@@ -38,7 +38,7 @@ from ipc.encoded import (
     results_from_reply,
 )
 from ipc.endpoints import Endpoints
-from ipc.key_queries import QueryReaders, key_query, keys_query, per_key
+from ipc.key_queries import key_query, keys_query, per_key
 from ipc.messages import SERVICE_NOT_AVAILABLE, MessageBatch, Outgoing, ReceivedMessage, ReplyError, SendResult
 from ipc.receipts import Delivery, Receipt
 from ipc.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
@@ -240,8 +240,8 @@ class Producer:
 
 
 class Admin:
-    """Topics (the writer), consumer offsets (reader 0), key queries (every reader, ``QueryReaders``);
-    group activity (every reader the endpoints name)."""
+    """Topics (the writer), queries and consumer offsets (reader 0); group activity (every reader the
+    endpoints name)."""
 
     def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
@@ -251,7 +251,6 @@ class Admin:
         self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)],
                                  **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
                                 name="mqstore-admin", curve=ep.curve)
-        self._queries = QueryReaders(self._channel, ep, timeout_ms)
 
     def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
         """A request made on the calling thread (``Channel.request``): Admin's callers wait at once."""
@@ -312,26 +311,28 @@ class Admin:
         ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for. They come
         packed and are decoded when touched (``query_by_key_async``'s answer); the batch equals the
         list of the same messages."""
-        return MessageBatch.from_reply(self._queries.request("query_key", **key_query(topic, key, max_count,
-                                                                                      begin_ms, end_ms)))
+        return MessageBatch.from_reply(self._call("reader", "query_key", **key_query(topic, key, max_count,
+                                                                                    begin_ms, end_ms)))
 
     def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                            end_ms: int | None = None) -> Future[MessageBatch]:
         """``query_by_key`` without waiting (several may be in flight); the messages come packed,
         decoded when touched."""
-        return _packed(self._queries.call("query_key", **key_query(topic, key, max_count, begin_ms, end_ms)),
+        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms,
+                                          **key_query(topic, key, max_count, begin_ms, end_ms)),
                        lambda reply, batch: batch)
 
     def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                    end_ms: int | None = None) -> list[MessageBatch]:
         """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
         in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
-        reply = self._queries.request("query_keys", **keys_query(topic, keys, max_count, begin_ms, end_ms))
+        reply = self._call("reader", "query_keys", **keys_query(topic, keys, max_count, begin_ms, end_ms))
         return per_key(len(keys), reply, MessageBatch.from_reply(reply))
 
     def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                          end_ms: int | None = None) -> Future[list[MessageBatch]]:
-        return _packed(self._queries.call("query_keys", **keys_query(topic, keys, max_count, begin_ms, end_ms)),
+        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms,
+                                          **keys_query(topic, keys, max_count, begin_ms, end_ms)),
                        lambda reply, batch: per_key(len(keys), reply, batch))
 
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
@@ -362,7 +363,6 @@ class Admin:
         return self._call("ingress", "ping")
 
     def close(self) -> None:
-        self._queries.close()
         self._channel.close()
 
     def __enter__(self) -> Admin:

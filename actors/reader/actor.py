@@ -16,8 +16,6 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     query_key       topic, key, max, begin_ms, end_ms, raw  -> msgs (with raw: raw, count, cols)
     query_keys      topic, keys, max (per key), begin_ms, end_ms
                     -> raw, count, cols, counts (how many records each key has, in the keys' order)
-                    (both: readers, how many readers the broker runs, each answering queries alike;
-                    index_ms, index_phys, how far the index goes)
     query_uniq      topic, uniq_key                          -> msgs
     view_id         msg_id                                   -> msgs ([] or [one])
     offset_by_time  topic, queue, ts_ms, upper               -> offset
@@ -324,14 +322,12 @@ class ReaderActor:
                         self.max_query_count)
         begin_ms = schema.field(limits, "begin_ms", int, default=0, lo=0, hi=LONG_MAX)
         end_ms = schema.field(limits, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX)
-        readers = self.rt.config.broker.readers  # any of them answers a query: a client may spread its queries
         if not raw:
             records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
-            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], readers=readers,
-                                   **self._index_marks())
+            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
         stored, key_counts = self.store.query_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
         extra = {"counts": key_counts} if counts else {}
-        return schema.ok_reply(request_id, **_stored_reply(stored), **extra, readers=readers, **self._index_marks())
+        return schema.ok_reply(request_id, **_stored_reply(stored), **extra, **self._index_marks())
 
     def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         found = self.store.view_by_id(fields.name(message, "msg_id"))

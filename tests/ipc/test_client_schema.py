@@ -261,48 +261,6 @@ def test_admin_converts_queue_info_and_queries(endpoints: Endpoints, broker: Fak
     assert viewed.properties["UNIQ_KEY"] == viewed.uniq_key == "UNIQ"
 
 
-def test_admin_spreads_key_queries_over_the_readers_a_reply_counts(endpoints: Endpoints, broker: FakeBroker) -> None:
-    """The first query goes to reader 0; its reply says the broker runs two readers, and the queries
-    after it, waited for or not, go to both in turn. Offsets still go to reader 0 alone."""
-    def answer(readers: int | None) -> str:
-        endpoint, identity, request = broker.next_request()
-        assert request["op"] in ("query_key", "query_keys", "fetch_offset")
-        counts = {"counts": [0] * len(request["keys"])} if request["op"] == "query_keys" else {}
-        broker.reply(endpoint, identity, schema.ok_reply(request["id"], **packed([]), offset=-1, **counts,
-                                                         **({} if readers is None else {"readers": readers})))
-        return endpoint
-
-    calls: queue.Queue[Any] = queue.Queue()
-    done: queue.Queue[Any] = queue.Queue()
-
-    def caller() -> None:  # one thread, so one socket of its own a route, as a lookup loop has
-        for call in iter(calls.get, None):
-            done.put(call())
-
-    def asked(call: Any, readers: int | None = 2) -> str:
-        calls.put(call)
-        endpoint = answer(readers)
-        done.get(timeout=WAIT_S)
-        return endpoint
-
-    thread = threading.Thread(target=caller)
-    thread.start()
-
-    with Admin(endpoints=endpoints) as admin:
-        assert asked(lambda: admin.query_by_key("T", "k")) == endpoints.reader(0)
-        served = [asked(lambda: admin.query_by_key("T", "k")) for _ in range(4)]
-        served += [asked(lambda: admin.query_keys("T", ["a", "b"])) for _ in range(2)]
-        futures = [admin.query_by_key_async("T", "k") for _ in range(2)]
-        served += [answer(2) for _ in futures]
-        assert all(f.result(WAIT_S) == [] for f in futures)
-        assert served.count(endpoints.reader(0)) == served.count(endpoints.reader(1)) == 4
-        assert {asked(lambda: admin.fetch_offset("G", "T", 0)) for _ in range(3)} == {endpoints.reader(0)}
-    with Admin(endpoints=endpoints) as admin:  # a reply without the count: reader 0 answers every query
-        assert {asked(lambda: admin.query_by_key("T", "k"), None) for _ in range(4)} == {endpoints.reader(0)}
-    calls.put(None)
-    thread.join(WAIT_S)
-
-
 def test_received_message_refuses_a_malformed_map() -> None:
     wire = record_to_wire(sample_record())
     del wire["store_host"]
