@@ -165,7 +165,7 @@ class ReaderActor:
         must answer at once. Otherwise they wait on their socket and every round reads them before
         its requests (and the loop wakes at least once a tick), so a pull still sees all they say,
         without a wakeup for each round of the consume-queue builder."""
-        return _watch(poller, arrived_in, watching, bool(len(self.parked) or self.acks.parked_count))
+        return _watch(poller, arrived_in, watching, bool(self.parked or self.acks.parked))
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
         grew: set[tuple[str, int]] = set()
