@@ -305,12 +305,14 @@ class Admin:
                 for q, span in self._call("reader", "queue_info", topic=topic)["queues"].items()}
 
     def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[ReceivedMessage]:
+                     end_ms: int | None = None) -> MessageBatch:
         """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first:
         every one of them, whatever other keys share its hash, but never more than the broker's
-        ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for."""
-        return list(MessageBatch.from_reply(self._call("reader", "query_key", **key_query(topic, key, max_count,
-                                                                                         begin_ms, end_ms))))
+        ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for. They come
+        packed and are decoded when touched (``query_by_key_async``'s answer); the batch equals the
+        list of the same messages."""
+        return MessageBatch.from_reply(self._call("reader", "query_key", **key_query(topic, key, max_count,
+                                                                                    begin_ms, end_ms)))
 
     def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                            end_ms: int | None = None) -> Future[MessageBatch]:

@@ -13,9 +13,12 @@ LONG_MAX = (1 << 63) - 1
 
 
 def key_query(topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> dict[str, Any]:
-    """A ``query_key`` request's fields; the messages come packed (``raw``)."""
-    return {"topic": topic, "key": key, "max": max_count, "begin_ms": begin_ms,
-            "end_ms": LONG_MAX if end_ms is None else end_ms, "raw": True}
+    """A ``query_key`` request's fields, the fewest that say it: a time range only when it is not the
+    reader's default (all of time); the messages come packed (``raw``)."""
+    fields: dict[str, Any] = {"topic": topic, "key": key, "max": max_count, "raw": True}
+    if begin_ms or end_ms is not None:
+        fields.update(begin_ms=begin_ms, end_ms=LONG_MAX if end_ms is None else end_ms)
+    return fields
 
 
 def keys_query(topic: str, keys: Sequence[str], max_count: int, begin_ms: int, end_ms: int | None

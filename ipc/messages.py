@@ -217,6 +217,14 @@ class MessageBatch(Sequence[ReceivedMessage]):
     def __len__(self) -> int:
         return len(self._sizes)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same messages in the same order (a list of them, a batch)."""
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so no more hashable than one
+
     @property
     def stored_bytes(self) -> int:
         """The records' size as stored (what a pull's byte limits count)."""

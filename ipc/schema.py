@@ -106,16 +106,17 @@ def error_reply(request_id: Any, status: str, reason: str) -> dict[str, Any]:
 def field(message: dict[str, Any], name: str, kind: type | tuple[type, ...], *, default: Any = ...,
           lo: int | None = None, hi: int | None = None) -> Any:
     """One typed field of a request, bounded when it is a number; raises SchemaError."""
-    if name not in message or message[name] is None:
+    value = message.get(name)
+    if value is None:
         if default is ...:
             raise SchemaError(f"missing field {name!r}")
         return default
-    value = message[name]
-    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise SchemaError(f"field {name!r} must be {_kind_name(kind)}, got a boolean")
-    if not isinstance(value, kind):
-        raise SchemaError(f"field {name!r} must be {_kind_name(kind)}, got {type(value).__name__}")
-    if isinstance(value, int) and not isinstance(value, bool):
+    if type(value) is not kind:  # exactly the kind asked for (most fields): neither check can fail
+        if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise SchemaError(f"field {name!r} must be {_kind_name(kind)}, got a boolean")
+        if not isinstance(value, kind):
+            raise SchemaError(f"field {name!r} must be {_kind_name(kind)}, got {type(value).__name__}")
+    if (lo is not None or hi is not None) and isinstance(value, int) and not isinstance(value, bool):
         if lo is not None and value < lo:
             raise SchemaError(f"field {name!r} = {value} is below {lo}")
         if hi is not None and value > hi:

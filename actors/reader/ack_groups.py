@@ -83,6 +83,11 @@ class AckGroups:
         return self.dead_letters.socket
 
     @property
+    def awaiting_writer(self) -> bool:
+        """Whether dead letters wait for the writer's reply (``start``'s socket has something to say)."""
+        return self.dead_letters is not None and self.dead_letters.awaiting
+
+    @property
     def parked_count(self) -> int:
         return len(self.parked)
 

@@ -61,7 +61,7 @@ from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
 from ipc.messages import pack_columns, record_to_wire
 from ipc.notices import Arrived
-from ipc.sockets import bind, connect, has_message
+from ipc.sockets import bind, connect, has_message, recv_routed, send_routed
 
 log = logging.getLogger("mqstore")
 
@@ -115,7 +115,8 @@ class ReaderActor:
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         watching = False  # arrived_in is polled only while a pull waits (``_watch_arrivals``)
         writer = self.acks.start(lambda identity, reply: self._send(router, identity, reply))
-        poller.register(writer, zmq.POLLIN)
+        # polled only while a dead letter waits for its reply: every socket in the poll costs each round
+        reading_writer = False
         broker = self.rt.config.broker
         now = monotonic_ms()
         next_recheck, next_refresh, next_persist = now + HOUSEKEEPING_MS, now + REFRESH_FILES_MS, now
@@ -126,12 +127,13 @@ class ReaderActor:
                 now = monotonic_ms()
                 timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, broker.tick_interval_ms))
                 watching = self._watch_arrivals(poller, arrived_in, watching)
+                reading_writer = _watch(poller, writer, reading_writer, self.acks.awaiting_writer)
                 ready = dict(poller.poll(timeout_ms))
                 if arrived_in in ready or not watching:
                     self._on_arrived(router, arrived_in)
                 if router in ready:
                     self._serve(router)
-                if writer in ready:
+                if reading_writer and writer in ready:
                     self.acks.on_writer_reply()
                 now = monotonic_ms()
                 self.acks.tick(now)
@@ -163,12 +165,7 @@ class ReaderActor:
         must answer at once. Otherwise they wait on their socket and every round reads them before
         its requests (and the loop wakes at least once a tick), so a pull still sees all they say,
         without a wakeup for each round of the consume-queue builder."""
-        wanted = bool(len(self.parked) or self.acks.parked_count)
-        if wanted and not watching:
-            poller.register(arrived_in, zmq.POLLIN)
-        elif watching and not wanted:
-            poller.unregister(arrived_in)
-        return wanted
+        return _watch(poller, arrived_in, watching, bool(self.parked or self.acks.parked))
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
         grew: set[tuple[str, int]] = set()
@@ -217,7 +214,7 @@ class ReaderActor:
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, reply: dict[str, Any]) -> None:
         try:
-            router.send_multipart([identity, schema.pack(reply)], zmq.NOBLOCK)
+            send_routed(router, identity, schema.pack(reply))
         except zmq.Again:
             log.warning("a client does not read its replies; reply dropped")
 
@@ -228,7 +225,7 @@ class ReaderActor:
         for count in range(MAX_DRAIN_PER_ROUND):
             if count and not has_message(router):
                 return
-            frames = router.recv_multipart(zmq.NOBLOCK)
+            frames = recv_routed(router)
             reply = self.handle(frames)
             if reply is not None:
                 self._send(router, frames[0], reply)
@@ -373,6 +370,15 @@ class ReaderActor:
         """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset)."""
         last = self.store.index.last_file if self.store.index is not None else None
         return {"index_ms": last.end_ms, "index_phys": last.end_phys_offset} if last is not None else {}
+
+
+def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bool) -> bool:
+    """``sock`` in the poll or out of it, as ``wanted``; returns ``wanted``."""
+    if wanted and not watching:
+        poller.register(sock, zmq.POLLIN)
+    elif watching and not wanted:
+        poller.unregister(sock)
+    return wanted
 
 
 def _stored_reply(stored: StoredRecords) -> dict[str, Any]:

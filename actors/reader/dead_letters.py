@@ -49,6 +49,11 @@ class DeadLetterSender:
         self._sending: dict[AckKey, set[int]] = {}
         self._retry_at: dict[AckKey, int] = {}
 
+    @property
+    def awaiting(self) -> bool:
+        """Whether a send waits for the writer's reply: only then is the socket worth polling."""
+        return bool(self._sends)
+
     def pending(self, key: AckKey, dead: dict[int, DeadLetter], now: int) -> list[DeadLetter]:
         """Of ``dead``, the next batch to send now: not already on its way, not backing off."""
         if self._retry_at.get(key, 0) > now:

@@ -157,6 +157,9 @@ class ParkedAckPulls:
     def __len__(self) -> int:
         return sum(len(waiting) for waiting in self._by_key.values())
 
+    def __bool__(self) -> bool:
+        return bool(self._by_key)  # a queue's entry goes with its last pull: asked every reader round
+
     @property
     def full(self) -> bool:
         return len(self) >= self.capacity

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -65,6 +66,12 @@ assert INDEX_HEADER_DTYPE.itemsize == INDEX_HEADER_SIZE and INDEX_ENTRY_DTYPE.it
 _INT_MAX = (1 << 31) - 1
 _LONG_MIN = -(1 << 63)
 _LONG_MAX = (1 << 63) - 1
+
+# each header field's reader: one struct unpack straight off the map, several times cheaper than a
+# field of the numpy view, and a query reads the header of every file it walks a few times
+_HEADER_FIELDS = {name: (struct.Struct(">q" if INDEX_HEADER_DTYPE[name].itemsize == 8 else ">i"),
+                         INDEX_HEADER_DTYPE.fields[name][1])  # type: ignore[index]
+                  for name in INDEX_HEADER_DTYPE.names or ()}
 
 _Views = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -364,7 +371,11 @@ class IndexFile:
         return self._views
 
     def _header_field(self, name: str) -> int:
-        return int(self._buckets()[0][name][0])
+        if self._mm is None:
+            raise IndexFileError(f"index file is closed: {self._path}")
+        reader, pos = _HEADER_FIELDS[name]
+        value: int = reader.unpack_from(self._mm, pos)[0]
+        return value
 
     def _set_header(self, name: str, value: int) -> None:
         self._buckets()[0][name] = value

@@ -70,6 +70,20 @@ def test_a_batch_slices_joins_and_skips_what_was_delivered(open_store: OpenStore
     assert len(MessageBatch.empty()) == 0 and not MessageBatch.join([MessageBatch.empty(), MessageBatch.empty()])
 
 
+def test_a_batch_equals_the_list_of_its_messages(open_store: OpenStore) -> None:
+    """Admin.query_by_key answers with a batch decoded when touched, where it answered with a list:
+    what compared equal to the list still does, and the batch is no more hashable than a list."""
+    store = open_store()
+    _fill(store)
+    batch = _batch(_pull(store, 0, stored=True))
+    messages = list(batch)
+    assert batch == messages and messages == batch and batch == tuple(messages) and batch == batch[:]
+    assert batch != messages[:-1] and batch[:2] != messages[1:3] and batch != "not messages"
+    assert MessageBatch.empty() == [] and batch != []
+    with pytest.raises(TypeError):
+        hash(batch)
+
+
 def test_a_packed_reply_whose_parts_disagree_is_refused(open_store: OpenStore) -> None:
     store = open_store()
     _fill(store)

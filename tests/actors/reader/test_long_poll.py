@@ -38,3 +38,18 @@ def test_a_full_table_says_so() -> None:
     parked.park(_parked("b", 0, 100))
     assert parked.full
     assert len(list(parked.expired(100))) == 2 and not parked.full
+
+
+def test_the_table_is_true_while_any_pull_is_parked() -> None:
+    """What the reader asks every round: a queue's entry goes with its last pull, however it goes."""
+    parked = ParkedAckPulls()
+    assert not parked
+    parked.park(_parked("a", 0, 100))
+    parked.park(_parked("b", 1, 200))
+    parked.park(_parked("c", 2, 300))
+    parked.unpark(("G", "T", 0), parked.waiting(("G", "T", 0))[0][0])
+    assert parked and len(parked) == 2
+    assert parked.take_consumer(("G", "T", 1), "b") and parked and len(parked) == 1
+    assert list(parked.expired(300)) and not parked and len(parked) == 0
+    parked.park(_parked("d", 0, 400))
+    assert parked and parked.drain() and not parked
