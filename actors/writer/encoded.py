@@ -26,6 +26,7 @@ from typing import Any
 from actors.clock import wall_ms
 from actors.writer.outlets import Outlets
 from actors.writer.state import WriterState
+from engine.batch.key_text import KeyText
 from engine.batch.plan import EncodedRequest, check, dispatch_batch, merge, pick_queues, reply_rows_each
 from engine.batch.record_batch import COLUMNS, BatchError
 from engine.config import StoreConfig
@@ -57,13 +58,16 @@ def parse(message: dict[str, Any]) -> EncodedRequest:
     if len(parts) != 1:
         raise schema.SchemaError(f"send_encoded carries its records as the one frame after its map, got "
                                  f"{len(parts)} frame(s)")
+    try:
+        keys = KeyText.unchecked(schema.field(message, "keys", bytes), schema.field(message, "key_bounds", bytes))
+    except ValueError as exc:
+        raise schema.SchemaError(str(exc)) from None
     request = EncodedRequest(parts[0], schema.field(message, "columns", bytes),
-                             schema.field(message, "topics", list), schema.field(message, "tags", list),
-                             schema.field(message, "keys", list), schema.field(message, "uniq", list))
-    for name in ("topics", "tags", "keys", "uniq_keys"):
+                             schema.field(message, "topics", list), schema.field(message, "tags", list), keys)
+    for name in ("topics", "tags"):
         if not all(map(isinstance, getattr(request, name), repeat(str))):
             raise schema.SchemaError(f"{name} must be strings")
-    return request
+    return request  # its key text is checked with the round's batch (``engine.batch.plan.check``)
 
 
 def reply_fields(outcome: BatchOutcome, rows: bytes) -> dict[str, Any]:

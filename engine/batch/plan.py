@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from engine.batch.key_text import KeyText
 from engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
@@ -42,8 +43,7 @@ class EncodedRequest:
     columns: bytes
     topics: list[str]
     tags: list[str]
-    keys: list[str]
-    uniq_keys: list[str]
+    keys: KeyText  # each record's UNIQ_KEY and KEYS, as the request carried them
 
 
 def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> CheckedBatch:
@@ -51,8 +51,12 @@ def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> Ch
     checked = check_batch(request.records, request.columns, request.topics, store_host=config.store_host,
                           prop_crc=config.geometry.prop_crc, max_body_bytes=config.max_body_bytes)
     n = len(checked.columns)
-    if n > max_messages or len(request.keys) != n or len(request.uniq_keys) != n:
-        raise BatchError(f"a batch carries 1 to {max_messages} records, with one key string and one UNIQ_KEY each")
+    if n > max_messages or len(request.keys) != n:
+        raise BatchError(f"a batch carries 1 to {max_messages} records, with one KEYS and one UNIQ_KEY each")
+    try:
+        request.keys.check(n)
+    except ValueError as exc:
+        raise BatchError(f"malformed key text: {exc}") from None
     tag_ids = checked.columns["tag"]
     if (tag_ids < -1).any() or (tag_ids >= len(request.tags)).any():
         raise BatchError("a record names a tag outside the batch's table")
@@ -125,7 +129,7 @@ def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: Qu
     columns["tags_code"] = codes[checked.columns["tag"][:n]]
     columns["store_ms"] = outcome.store_ms
     columns["sys_flag"] = checked.sys_flags[:n]
-    return DispatchBatch(columns, list(request.topics), request.keys[:n], request.uniq_keys[:n])
+    return DispatchBatch(columns, list(request.topics), request.keys.cut(0, n))
 
 
 def merge(requests: list[EncodedRequest]) -> EncodedRequest:
@@ -138,16 +142,12 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     a request."""
     if any(len(r.columns) % COLUMNS.itemsize for r in requests):
         raise BatchError("the columns are not whole rows")
-    keys: list[str] = []
-    uniq_keys: list[str] = []
-    for r in requests:
-        keys += r.keys
-        uniq_keys += r.uniq_keys
+    keys = KeyText.join([r.keys for r in requests])
     records = b"".join(r.records for r in requests)
     columns = b"".join(r.columns for r in requests)
     first = requests[0]
     if all(r.topics == first.topics and r.tags == first.tags for r in requests):
-        return EncodedRequest(records, columns, first.topics, first.tags, keys, uniq_keys)
+        return EncodedRequest(records, columns, first.topics, first.tags, keys)
     topics: dict[str, int] = {}
     tags: dict[str, int] = {}
     # each request's block of the joined maps; a tag block starts with -1, what a row without tags keeps
@@ -166,7 +166,7 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         raise BatchError("a record names a tag outside the batch's table")
     cols["topic"] = topic_map[topic + starts[request_of, 0]]
     cols["tag"] = tag_map[tag + 1 + starts[request_of, 1]]
-    return EncodedRequest(records, cols.tobytes(), list(topics), list(tags), keys, uniq_keys)
+    return EncodedRequest(records, cols.tobytes(), list(topics), list(tags), keys)
 
 
 def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:

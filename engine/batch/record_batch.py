@@ -14,7 +14,8 @@ Beside the bytes travel per-record columns (``COLUMNS``) and the tables they ind
     tag      <i4    index into the batch's tags table, -1 for none (the tags code is the writer's)
 
 plus one string per record for its index keys (space separated, "" for none) and one for its
-UNIQ_KEY. The writer answers with one ``REPLY_ROW`` per record written, packed the same way:
+UNIQ_KEY, which travel as key text (``engine.batch.key_text``: one UTF-8 text and its int32 bounds,
+no string per record on the wire). The writer answers with one ``REPLY_ROW`` per record written, packed the same way:
 
     field         dtype  meaning
     phys_offset   <i8    where the record starts in the commitlog

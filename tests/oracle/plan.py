@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.batch.key_text import KeyText
 from engine.batch.plan import EncodedRequest, _topic_refusal
 from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
 from engine.queue_selector import QueueIds, RoundRobin, shard_queues
@@ -49,14 +50,15 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         raise BatchError("the columns are not whole rows")
     keys: list[str] = []
     uniq_keys: list[str] = []
-    for r in requests:
-        keys += r.keys
-        uniq_keys += r.uniq_keys
+    for r in requests:  # the key text of a round as the lists of strings a request carried were joined
+        own_keys, own_uniq = r.keys.strings()
+        keys += own_keys
+        uniq_keys += own_uniq
+    key_text = KeyText.of(uniq_keys, keys)
     records = b"".join(r.records for r in requests)
     first = requests[0]
     if all(r.topics == first.topics and r.tags == first.tags for r in requests):
-        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, keys,
-                              uniq_keys)
+        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, key_text)
     topics: dict[str, int] = {}
     tags: dict[str, int] = {}
     parts = []
@@ -69,4 +71,4 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         cols["topic"] = topic_map[cols["topic"]]
         cols["tag"] = tag_map[cols["tag"]]
         parts.append(cols)
-    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), keys, uniq_keys)
+    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), key_text)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import StoreConfig
+from engine.batch.key_text import KeyText
 from engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows, reply_rows_each
 from engine.batch.record_batch import COLUMNS, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
 from engine.log.host import Host
@@ -27,26 +28,28 @@ ENCODER = BatchEncoder(Encoding(Host("10.0.0.7", 10911), True, 1 << 20))
 
 def _request(*bodies: bytes, topic: str = "A") -> EncodedRequest:
     b = ENCODER.encode([Outgoing(topic, body, tags="T") for body in bodies])
-    return EncodedRequest(b.records, b.columns, b.topics, b.tags, b.keys, b.uniq_keys)
+    return EncodedRequest(b.records, b.columns, b.topics, b.tags, KeyText.of(b.uniq_keys, b.keys))
 
 
 def test_merge_refuses_torn_columns_instead_of_raising_value_error() -> None:
     """Columns that were not whole rows made numpy raise ValueError in the merge, which the writer
     did not expect there: one such request in a round killed the writer."""
     good, torn = _request(b"a"), _request(b"b")
-    torn = EncodedRequest(torn.records, torn.columns[:-3], torn.topics, torn.tags, torn.keys, torn.uniq_keys)
+    torn = EncodedRequest(torn.records, torn.columns[:-3], torn.topics, torn.tags, torn.keys)
     with pytest.raises(BatchError, match="whole rows"):
         merge([good, torn])
 
 
 def test_merge_joins_views_of_receive_buffers_and_remaps_tables() -> None:
     first, second = _request(b"x" * 10, topic="A"), _request(b"y" * 20, b"z", topic="B")
-    views = [EncodedRequest(memoryview(r.records), r.columns, r.topics, r.tags, r.keys, r.uniq_keys)
+    views = [EncodedRequest(memoryview(r.records), r.columns, r.topics, r.tags, r.keys)
              for r in (first, second)]
     merged = merge(views)
     assert bytes(merged.records) == bytes(first.records) + bytes(second.records)
     assert merged.topics == ["A", "B"] and merged.tags == ["T"]
-    assert len(merged.keys) == len(merged.uniq_keys) == 3
+    assert len(merged.keys) == 3
+    assert merged.keys.strings() == tuple(a + b for a, b in zip(first.keys.strings(), second.keys.strings(),
+                                                                strict=True))
 
 
 def test_requests_with_one_table_are_joined_as_they_are_and_a_stray_tag_is_still_refused() -> None:
@@ -58,7 +61,7 @@ def test_requests_with_one_table_are_joined_as_they_are_and_a_stray_tag_is_still
     assert merged.topics == ["A"] and merged.tags == ["T"] and len(merged.keys) == 3
     rows = np.frombuffer(second.columns, COLUMNS).copy()
     rows["tag"][0] = 5
-    stray = EncodedRequest(second.records, rows.tobytes(), second.topics, second.tags, second.keys, second.uniq_keys)
+    stray = EncodedRequest(second.records, rows.tobytes(), second.topics, second.tags, second.keys)
     with pytest.raises(BatchError, match="tag outside"):
         check(merge([first, stray]), StoreConfig(store_host=Host("10.0.0.7", 10911)), 100)
 
@@ -93,7 +96,8 @@ def requests(draw: st.DrawFn, valid: bool) -> EncodedRequest:
         row["tag"] = draw(st.integers(-1 - slack, len(tags) - 1 + slack))
         row["queue"] = QUEUE_ROUND_ROBIN if writer_picks else draw(st.sampled_from([-3, -2, -1, 0, 1, 3, 5]))
         row["shard"] = draw(st.integers(-(1 << 31), (1 << 31) - 1))
-    return EncodedRequest(b"r" * len(rows), rows.tobytes(), topics, tags, ["k"] * len(rows), ["u"] * len(rows))
+    keys = KeyText.of(["u"] * len(rows), ["k"] * len(rows))
+    return EncodedRequest(b"r" * len(rows), rows.tobytes(), topics, tags, keys)
 
 
 def _outcome(call: Callable[[], EncodedRequest | np.ndarray]) -> object:
@@ -103,7 +107,7 @@ def _outcome(call: Callable[[], EncodedRequest | np.ndarray]) -> object:
         return "refused"
     if isinstance(out, np.ndarray):
         return out.tolist()
-    return bytes(out.records), out.columns, out.topics, out.tags, out.keys, out.uniq_keys
+    return bytes(out.records), out.columns, out.topics, out.tags, out.keys.strings()
 
 
 @settings(max_examples=300, deadline=None)
