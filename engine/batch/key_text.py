@@ -62,21 +62,12 @@ class KeyText:
 
     @classmethod
     def join(cls, parts: list[KeyText]) -> KeyText:
-        """Consecutive records' key texts as one: texts joined, each one's bounds moved to where its text lands."""
+        """Consecutive records' key texts as one: texts joined, each one's bounds moved to where its text
+        lands (one kernel call, ``_native.key_text_join``); ValueError for a part whose bounds leave its text."""
         if len(parts) == 1:
             return parts[0]
-        firsts = np.fromiter((p.bounds[0] for p in parts), np.int64, len(parts))
-        sizes = np.fromiter((p.bounds[-1] for p in parts), np.int64, len(parts)) - firsts
-        shifts = (np.cumsum(sizes) - sizes - firsts).tolist()
         bounds = np.empty(sum(len(p.bounds) - 1 for p in parts) + 1, BOUND)
-        at = 0
-        for p, shift in zip(parts, shifts, strict=True):
-            np.add(p.bounds[:-1], shift, out=bounds[at:at + len(p.bounds) - 1], casting="unsafe")
-            at += len(p.bounds) - 1
-        bounds[at] = int(sizes.sum())
-        texts = [memoryview(p.text)[first:first + size] for p, first, size in
-                 zip(parts, firsts.tolist(), sizes.tolist(), strict=True)]
-        return cls(b"".join(texts), bounds)
+        return cls(_native.key_text_join([p.text for p in parts], [p.bounds for p in parts], bounds), bounds)
 
     def cut(self, first: int, end: int | None = None) -> KeyText:
         """Records [first, end) (end: the last), the text shared."""

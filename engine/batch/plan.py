@@ -142,7 +142,10 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     a request."""
     if any(len(r.columns) % COLUMNS.itemsize for r in requests):
         raise BatchError("the columns are not whole rows")
-    keys = KeyText.join([r.keys for r in requests])
+    try:
+        keys = KeyText.join([r.keys for r in requests])
+    except ValueError as exc:
+        raise BatchError(f"malformed key text: {exc}") from None
     records = b"".join(r.records for r in requests)
     columns = b"".join(r.columns for r in requests)
     first = requests[0]

@@ -39,6 +39,7 @@ PyObject *mq_cq_entries(PyObject *self, PyObject *args);
 PyObject *mq_dispatch_keys(PyObject *self, PyObject *args);
 PyObject *mq_key_text(PyObject *self, PyObject *args);
 PyObject *mq_key_text_check(PyObject *self, PyObject *args);
+PyObject *mq_key_text_join(PyObject *self, PyObject *args);
 
 /* Whether bounds are the 2n + 1 int32 key bounds of n records over text (engine/csrc/keytext.c): from
  * 0 or more, never back, within text; with check_utf8, every span UTF-8 too. 0 and a ValueError if not. */

@@ -33,6 +33,11 @@ int mq_key_bounds(const Py_buffer *text, const Py_buffer *bounds, Py_ssize_t n, 
             break;
         }
         for (Py_ssize_t k = prev; check_utf8 && k < end;) {
+            uint64_t word;
+            if (end - k >= 8 && (memcpy(&word, at + k, 8), (word & 0x8080808080808080u) == 0)) {
+                k += 8; /* eight ASCII bytes at once: the common text */
+                continue;
+            }
             uint32_t cp;
             Py_ssize_t step = at[k] < 0x80u ? 1 : mq_utf8_next(at + k, end - k, &cp);
             if (step == 0) {
@@ -124,4 +129,75 @@ PyObject *mq_key_text(PyObject *self, PyObject *args) {
 done:
     PyBuffer_Release(&bounds);
     return text;
+}
+
+PyObject *mq_key_text_join(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *texts, *bounds_list;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!O!w*", &PyList_Type, &texts, &PyList_Type, &bounds_list, &out)) {
+        return NULL;
+    }
+    PyObject *joined = NULL;
+    Py_ssize_t parts = PyList_GET_SIZE(texts), filled = 0, p = 0;
+    Py_buffer *views = PyMem_Calloc((size_t)(2 * parts + 1), sizeof *views);
+    if (views == NULL || PyList_GET_SIZE(bounds_list) != parts) {
+        if (views == NULL) {
+            PyErr_NoMemory();
+        } else {
+            PyErr_SetString(PyExc_ValueError, "texts and bounds differ in length");
+        }
+        goto done;
+    }
+    Py_ssize_t total = 0, rows = 0;
+    for (; p < parts; p++) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(texts, p), &views[2 * p], PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+        if (PyObject_GetBuffer(PyList_GET_ITEM(bounds_list, p), &views[2 * p + 1], PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&views[2 * p]);
+            goto done;
+        }
+        Py_ssize_t count = views[2 * p + 1].len / 4;
+        if (count % 2 == 0 || views[2 * p + 1].len % 4 || !mq_key_bounds(&views[2 * p], &views[2 * p + 1], count / 2, 0)) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "part %zd's key bounds are not 2n + 1 int32s", p);
+            }
+            p++;
+            goto done;
+        }
+        total += bound_at(views[2 * p + 1].buf, count - 1) - bound_at(views[2 * p + 1].buf, 0);
+        rows += count - 1;
+    }
+    if (out.len != 4 * (rows + 1) || total > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "the parts need %zd key bounds, not %zd bytes of them (text of %zd bytes)",
+                     rows + 1, out.len, total);
+        goto done;
+    }
+    joined = PyBytes_FromStringAndSize(NULL, total);
+    if (joined == NULL) {
+        goto done;
+    }
+    uint8_t *text = (uint8_t *)PyBytes_AS_STRING(joined), *o = out.buf;
+    int32_t at = 0;
+    for (Py_ssize_t q = 0; q < parts; q++) {
+        const uint8_t *b = views[2 * q + 1].buf;
+        Py_ssize_t count = views[2 * q + 1].len / 4;
+        int32_t first = bound_at(b, 0), last = bound_at(b, count - 1);
+        memcpy(text + at, (const uint8_t *)views[2 * q].buf + first, (size_t)(last - first));
+        for (Py_ssize_t i = 0; i < count - 1; i++) {
+            int32_t v = bound_at(b, i) - first + at;
+            memcpy(o + 4 * filled++, &v, 4);
+        }
+        at += last - first;
+    }
+    memcpy(o + 4 * filled, &at, 4);
+done:
+    for (Py_ssize_t q = 0; q < p && views != NULL; q++) {
+        PyBuffer_Release(&views[2 * q]);
+        PyBuffer_Release(&views[2 * q + 1]);
+    }
+    PyMem_Free(views);
+    PyBuffer_Release(&out);
+    return joined;
 }

@@ -96,6 +96,11 @@ static PyMethodDef methods[] = {
      "key_text(uniq_keys, keys, bounds) -> bytes: the key text of n records (lists of str, '' for none):\n"
      "each record's UNIQ_KEY then its KEYS as UTF-8, one after another, and their 2n + 1 bounds written into\n"
      "bounds (int32s); TypeError for an item not a str, ValueError for lists or bounds of other lengths."},
+    {"key_text_join", mq_key_text_join, METH_VARARGS,
+     "key_text_join(texts, bounds, out) -> bytes: the key texts of consecutive parts as one: each part's\n"
+     "text[bounds[0]:bounds[-1]] joined, its bounds (2n + 1 int32s, any start) moved to where that lands and\n"
+     "written into out (int32s: every part's records, one more); ValueError for a part whose bounds are not\n"
+     "2n + 1, go back or leave its text, or an out of another length."},
     {"key_text_check", mq_key_text_check, METH_VARARGS,
      "key_text_check(text, bounds, n) -> None: ValueError unless bounds (int32s, any alignment) are 2n + 1,\n"
      "the first at least 0, none going back, none past text, and every span they cut valid UTF-8."},

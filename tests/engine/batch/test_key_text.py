@@ -95,3 +95,11 @@ def test_strings_that_are_not_str_are_refused() -> None:
         KeyText.of(["", ""], ["a", 3])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="differ in length"):
         KeyText.of([""], ["a", "b"])
+
+
+def test_a_part_whose_bounds_leave_its_text_is_refused_by_the_join() -> None:
+    good = KeyText.of(["u"], ["k"])
+    for bounds in ([0, 1, 3], [0, 1], [2, 1, 2], []):
+        bad = KeyText(b"ab", np.array(bounds, BOUND))
+        with pytest.raises(ValueError, match="key bound"):
+            KeyText.join([good, bad])

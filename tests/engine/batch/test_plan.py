@@ -132,3 +132,17 @@ def test_pick_queues_groups_rows_by_topic_as_the_topic_by_topic_pick_did(
                       [robin.turns(name, 1 << 20, 1).tolist() for name in TOPIC_POOL],
                       sorted(table.topics)))
     assert picks[0] == picks[1]
+
+
+def test_a_request_whose_key_text_does_not_hold_together_is_refused_in_the_merge_and_alone() -> None:
+    """Key bounds that leave their text, or count other records: the round's merge refuses it (the
+    writer then takes the round apart) and ``check`` refuses it alone, each as a BatchError."""
+    good, bad = _request(b"x"), _request(b"y", b"z")
+    config = StoreConfig(store_host=Host("10.0.0.7", 10911))
+    for bounds in ([0, 1, 70, 71, 72], [0, 32, 32]):  # past its 64 bytes; one record of two
+        torn = EncodedRequest(bad.records, bad.columns, bad.topics, bad.tags,
+                              KeyText(bad.keys.text, np.array(bounds, "<i4")))
+        with pytest.raises(BatchError, match=r"(?i)key"):
+            check(merge([good, torn]), config, 100)
+        with pytest.raises(BatchError, match=r"(?i)key"):
+            check(torn, config, 100)
