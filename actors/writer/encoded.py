@@ -27,7 +27,7 @@ from actors.clock import wall_ms
 from actors.writer.outlets import Outlets
 from actors.writer.state import WriterState
 from engine.batch.key_text import KeyText
-from engine.batch.plan import EncodedRequest, check, dispatch_batch, merge, pick_queues, reply_rows_each
+from engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from engine.batch.record_batch import COLUMNS, BatchError
 from engine.config import StoreConfig
 from engine.log.message import PutStatus
@@ -129,15 +129,16 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     sync = cfg.sync_flush and written > 0
     if sync:
         outlets.written(Written(end, outcome.store_ms, True))
+    batch, replies = written_rows(request, checked, queue_ids, outcome)
     if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
         outlets.progress.last_store_ms = outcome.store_ms
-        notice = Dispatch(start, end, dispatch_batch(request, checked, queue_ids, outcome))
+        notice = Dispatch(start, end, batch)
         if sync:
             state.waiters.hold_dispatch(notice)
         else:
             outlets.dispatch(notice)
     counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
-    for (identity, request_id, _), rows in zip(group, reply_rows_each(queue_ids, outcome, counts), strict=True):
+    for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True):
         fields = reply_fields(outcome, rows)
         if sync:
             state.waiters.hold_packed(end, identity, request_id, fields)

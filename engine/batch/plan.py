@@ -6,8 +6,9 @@ of one poll round are merged into one batch (``merge``: tables joined, indices r
 since only a ``send`` goes through the put rules of ``engine.put_rewrite``), given queues at once
 (``pick_queues``: explicit, or ``engine.queue_selector``'s round robin per topic or shard hash), and
 once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch`` for the
-builders (``dispatch_batch``) and one packed reply row per record (``reply_rows``: phys offset,
-queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads).
+builders and one packed reply row per record (phys offset, queue id, queue offset,
+``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads) in one compiled call
+(``written_rows``), the replies cut by request (``reply_rows_each``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import _native
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
 from engine.batch.key_text import KeyText
 from engine.batch.record_batch import (
@@ -27,7 +29,6 @@ from engine.batch.record_batch import (
     BatchError,
     CheckedBatch,
     check_batch,
-    pack_reply_rows,
 )
 from engine.config import StoreConfig, check_topic
 from engine.jhash import tags_code
@@ -116,20 +117,22 @@ def _queue_count(name: str, topics: TopicTable, default_queues: int) -> int:
         raise BatchError(str(exc)) from None
 
 
-def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: QueueIds,
-                   outcome: BatchOutcome) -> DispatchBatch:
+def written_rows(request: EncodedRequest, checked: CheckedBatch, queue_ids: QueueIds,
+                 outcome: BatchOutcome) -> tuple[DispatchBatch, bytes]:
+    """The records written as one ``DispatchBatch`` for the builders, and their ``REPLY_ROW``s packed:
+    one compiled call (``_native.written_rows``) writes both, with each record's tags code."""
     n = len(outcome.phys_offsets)
-    codes = np.array([tags_code(t) for t in request.tags] + [0], dtype=np.int64)  # tag -1 picks the last: 0
-    columns = np.empty(n, dtype=DISPATCH_COLUMNS)
-    columns["phys_offset"] = outcome.phys_offsets
-    columns["size"] = checked.columns["size"][:n]
-    columns["topic"] = checked.columns["topic"][:n]
-    columns["queue_id"] = queue_ids[:n]
-    columns["queue_offset"] = outcome.queue_offsets
-    columns["tags_code"] = codes[checked.columns["tag"][:n]]
-    columns["store_ms"] = outcome.store_ms
-    columns["sys_flag"] = checked.sys_flags[:n]
-    return DispatchBatch(columns, list(request.topics), request.keys.cut(0, n))
+    rows = np.empty(n, DISPATCH_COLUMNS)
+    replies = _native.written_rows(request.columns, checked.sys_flags, np.ascontiguousarray(queue_ids, np.int64),
+                                   outcome.phys_offsets, np.ascontiguousarray(outcome.queue_offsets, np.int64),
+                                   _tags_codes(tuple(request.tags)), outcome.store_ms, rows)
+    return DispatchBatch(rows, list(request.topics), request.keys.cut(0, n)), replies
+
+
+@functools.lru_cache(maxsize=256)
+def _tags_codes(tags: tuple[str, ...]) -> np.ndarray:
+    """Each tag's tags code and a last 0, for records without tags: once a tags table, not once a round."""
+    return np.array([tags_code(t) for t in tags] + [0], dtype=np.int64)
 
 
 def merge(requests: list[EncodedRequest]) -> EncodedRequest:
@@ -172,18 +175,9 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     return EncodedRequest(records, cols.tobytes(), list(topics), list(tags), keys)
 
 
-def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:
-    """The packed reply rows of the request whose records are rows [rows_from, rows_to) of the batch."""
-    written = len(outcome.phys_offsets)
-    end = max(written if rows_to is None else min(rows_to, written), rows_from)
-    return pack_reply_rows(outcome.phys_offsets[rows_from:end], queue_ids[rows_from:end],
-                           outcome.queue_offsets[rows_from:end])
-
-
-def reply_rows_each(queue_ids: QueueIds, outcome: BatchOutcome, counts: list[int]) -> list[bytes]:
-    """``reply_rows`` of consecutive requests of ``counts`` records each, packed once for the batch and
-    cut by request."""
-    packed = reply_rows(queue_ids, outcome)
+def reply_rows_each(packed: bytes, counts: list[int]) -> list[bytes]:
+    """The reply rows of consecutive requests of ``counts`` records each, cut from the batch's
+    (``written_rows``): a request past the records written gets the rows it has, or none."""
     width = REPLY_ROW.itemsize
     out = []
     first = 0

@@ -143,16 +143,6 @@ def pack_columns(sizes: np.ndarray[Any, Any], *, topic: IntColumn, queue: IntCol
     return rows.tobytes()
 
 
-def pack_reply_rows(phys_offsets: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
-                    queue_offsets: np.ndarray[Any, Any]) -> bytes:
-    """One ``REPLY_ROW`` per record written, packed."""
-    rows = np.empty(len(phys_offsets), REPLY_ROW)
-    rows["phys_offset"] = phys_offsets
-    rows["queue_id"] = queue_ids
-    rows["queue_offset"] = queue_offsets
-    return rows.tobytes()
-
-
 def unpack_reply_rows(packed: bytes) -> tuple[list[int], list[int], list[int]]:
     """Phys offsets, queue ids and queue offsets of packed ``REPLY_ROW``s; ValueError when the bytes
     are not whole rows."""

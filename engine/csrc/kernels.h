@@ -37,6 +37,7 @@ PyObject *mq_index_key_hashes(PyObject *self, PyObject *args);
 PyObject *mq_index_put(PyObject *self, PyObject *args);
 PyObject *mq_cq_entries(PyObject *self, PyObject *args);
 PyObject *mq_dispatch_keys(PyObject *self, PyObject *args);
+PyObject *mq_written_rows(PyObject *self, PyObject *args);
 PyObject *mq_key_text(PyObject *self, PyObject *args);
 PyObject *mq_key_text_check(PyObject *self, PyObject *args);
 PyObject *mq_key_text_join(PyObject *self, PyObject *args);

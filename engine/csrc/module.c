@@ -128,6 +128,13 @@ static PyMethodDef methods[] = {
      "split on spaces, as index_hash('topic#key')) appended to key_rows and key_hashes while they have room;\n"
      "key_count counts every key, so a caller with less room calls again with key_count. ValueError for a\n"
      "topic or properties outside buf, or arrays of other lengths."},
+    {"written_rows", mq_written_rows, METH_VARARGS,
+     "written_rows(columns, sys_flags, queue_ids, phys_offsets, queue_offsets, tags_codes, store_ms, rows_out)\n"
+     "-> bytes: for the first n records of a producer-encoded batch (n: the int64 phys_offsets' length; columns\n"
+     "its COLUMNS rows, sys_flags and queue_ids int64s a row), written at phys_offsets with queue_offsets\n"
+     "(int64s, n) and store_ms: their DISPATCH_COLUMNS rows into rows_out (46 B each; tags code\n"
+     "tags_codes[tag], tag -1 the last entry) and, returned, their REPLY_ROWs (phys offset, queue id, queue\n"
+     "offset; 20 B each). ValueError for lengths that do not fit together or a tag outside tags_codes but the last."},
     {NULL, NULL, 0, NULL},
 };
 
