@@ -2,6 +2,7 @@
  * (hash slots, chained 20-byte entries and the header's counters, as engine/keyindex/buckets.py's
  * docstring and engine/keyindex/index_file.py's byte table say). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "bigendian.h"
 #include "jhash.h"
