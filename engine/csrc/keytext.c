@@ -14,6 +14,10 @@ static int32_t bound_at(const uint8_t *bounds, Py_ssize_t i) {
 }
 
 int mq_key_bounds(const Py_buffer *text, const Py_buffer *bounds, Py_ssize_t n, int check_utf8) {
+    if (n < 0 || n > (INT32_MAX - 1) / 2) { /* 2n + 1 int32 bounds, each a position in a text under 2 GiB */
+        PyErr_Format(PyExc_ValueError, "%zd records cannot have key bounds", n);
+        return 0;
+    }
     if (bounds->len != 4 * (2 * n + 1)) {
         PyErr_Format(PyExc_ValueError, "%zd records need %zd key bounds, not %zd bytes of them", n, 2 * n + 1,
                      bounds->len);
@@ -70,10 +74,7 @@ PyObject *mq_key_text_check(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*n", &text, &bounds, &n)) {
         return NULL;
     }
-    PyObject *result = n >= 0 && mq_key_bounds(&text, &bounds, n, 1) ? Py_NewRef(Py_None) : NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "a negative record count");
-    }
+    PyObject *result = mq_key_bounds(&text, &bounds, n, 1) ? Py_NewRef(Py_None) : NULL;
     PyBuffer_Release(&text);
     PyBuffer_Release(&bounds);
     return result;

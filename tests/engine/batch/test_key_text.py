@@ -103,3 +103,9 @@ def test_a_part_whose_bounds_leave_its_text_is_refused_by_the_join() -> None:
         bad = KeyText(b"ab", np.array(bounds, BOUND))
         with pytest.raises(ValueError, match="key bound"):
             KeyText.join([good, bad])
+
+
+@pytest.mark.parametrize("count", [-1, 1 << 30, 1 << 62])
+def test_a_record_count_no_bounds_can_hold_is_refused_not_overflowed(count: int) -> None:
+    with pytest.raises(ValueError, match="cannot have key bounds"):
+        _native.key_text_check(b"", bytes(4), count)
