@@ -6,8 +6,9 @@ writer checks it in one compiled call and copies it into the commitlog in one sl
 packed too: one ``REPLY_ROW`` (``engine.batch.record_batch``) per record written, and a status and
 reason for the rest.
 
-    request  {op: "send_encoded", parts: 1, columns: bin, topics: [str], tags: [str], keys: [str],
-              uniq: [str]}, then the records as one frame of their own
+    request  {op: "send_encoded", parts: 1, columns: bin, topics: [str], tags: [str], keys: bin,
+              key_bounds: bin}, then the records as one frame of their own; keys and key_bounds are
+              the records' UNIQ_KEYs and KEYS as key text (``engine.batch.key_text``)
     reply    {ok: true, results: bin (REPLY_ROW rows), status: str, reason: str}
 
 The records never pass through msgpack: each body is copied once, when the batch is joined, and
@@ -23,6 +24,7 @@ from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, overload
 
+from engine.batch.key_text import KeyText
 from engine.batch.record_batch import (
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
@@ -294,8 +296,8 @@ def _queue_and_shard(queue: int | None, shard: str | None) -> tuple[int, int]:
 
 def request_fields(batch: EncodedBatch) -> dict[str, Any]:
     """The request's map; its one part is ``batch.records``."""
-    return {"columns": batch.columns, "topics": batch.topics, "tags": batch.tags, "keys": batch.keys,
-            "uniq": batch.uniq_keys}
+    text, bounds = KeyText.of(batch.uniq_keys, batch.keys).wire()  # one compiled call, no string packed per record
+    return {"columns": batch.columns, "topics": batch.topics, "tags": batch.tags, "keys": text, "key_bounds": bounds}
 
 
 def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> SendResults:

@@ -15,7 +15,8 @@ are gone).
 |            |                                           | `sync` (a SYNC_FLUSH send waits: flush at once)            |
 | `flushed`  | flush service -> writer                   | `end`: the commitlog is durable below it                   |
 | `dispatch` | writer -> builders                        | `from`, `to` (the commitlog range), `topics`, `cols`       |
-|            |                                           | (``DISPATCH_COLUMNS`` rows as bytes), `keys`, `uniq`       |
+|            |                                           | (``DISPATCH_COLUMNS`` rows as bytes), `keys`, `key_bounds` |
+|            |                                           | (UNIQ_KEYs and KEYS as ``engine.batch.key_text``: bin, bin)|
 | `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
 |            |                                           | `applied` (commitlog offset), `store_ms`                   |
 | `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
@@ -123,18 +124,19 @@ class Dispatch(Notice):
 
     def encode(self) -> bytes:
         batch = self.batch
+        text, bounds = batch.keys.wire()
         return schema.pack({"v": schema.VERSION, "from": self.from_phys, "to": self.to_phys, "topics": batch.topics,
-                            "cols": batch.columns.tobytes(), "keys": batch.keys, "uniq": batch.uniq_keys})
+                            "cols": batch.columns.tobytes(), "keys": text, "key_bounds": bounds})
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Dispatch:
         message = schema.unpack(frame)
         from_phys, to_phys = _offset(message, "from"), _offset(message, "to")
-        columns = schema.field(message, "cols", bytes)
-        topics, keys, uniq_keys = (schema.field(message, name, list) for name in ("topics", "keys", "uniq"))
+        columns, text, bounds = (schema.field(message, name, bytes) for name in ("cols", "keys", "key_bounds"))
+        topics = schema.field(message, "topics", list)
         try:
-            batch = DispatchBatch.from_wire(columns, topics, keys, uniq_keys)
-        except (TypeError, ValueError) as exc:  # columns, keys and topics that disagree, or not strings
+            batch = DispatchBatch.from_wire(columns, topics, text, bounds)
+        except (TypeError, ValueError) as exc:  # columns, key text and topics that disagree, or topics not strings
             raise schema.SchemaError(f"not a dispatch batch: {exc}") from None
         return cls(from_phys, to_phys, batch)
 

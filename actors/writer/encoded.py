@@ -26,7 +26,8 @@ from typing import Any
 from actors.clock import wall_ms
 from actors.writer.outlets import Outlets
 from actors.writer.state import WriterState
-from engine.batch.plan import EncodedRequest, check, dispatch_batch, merge, pick_queues, reply_rows_each
+from engine.batch.key_text import KeyText
+from engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from engine.batch.record_batch import COLUMNS, BatchError
 from engine.config import StoreConfig
 from engine.log.message import PutStatus
@@ -57,13 +58,16 @@ def parse(message: dict[str, Any]) -> EncodedRequest:
     if len(parts) != 1:
         raise schema.SchemaError(f"send_encoded carries its records as the one frame after its map, got "
                                  f"{len(parts)} frame(s)")
+    try:
+        keys = KeyText.unchecked(schema.field(message, "keys", bytes), schema.field(message, "key_bounds", bytes))
+    except ValueError as exc:
+        raise schema.SchemaError(str(exc)) from None
     request = EncodedRequest(parts[0], schema.field(message, "columns", bytes),
-                             schema.field(message, "topics", list), schema.field(message, "tags", list),
-                             schema.field(message, "keys", list), schema.field(message, "uniq", list))
-    for name in ("topics", "tags", "keys", "uniq_keys"):
+                             schema.field(message, "topics", list), schema.field(message, "tags", list), keys)
+    for name in ("topics", "tags"):
         if not all(map(isinstance, getattr(request, name), repeat(str))):
             raise schema.SchemaError(f"{name} must be strings")
-    return request
+    return request  # its key text is checked with the round's batch (``engine.batch.plan.check``)
 
 
 def reply_fields(outcome: BatchOutcome, rows: bytes) -> dict[str, Any]:
@@ -125,15 +129,16 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     sync = cfg.sync_flush and written > 0
     if sync:
         outlets.written(Written(end, outcome.store_ms, True))
+    batch, replies = written_rows(request, checked, queue_ids, outcome)
     if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
         outlets.progress.last_store_ms = outcome.store_ms
-        notice = Dispatch(start, end, dispatch_batch(request, checked, queue_ids, outcome))
+        notice = Dispatch(start, end, batch)
         if sync:
             state.waiters.hold_dispatch(notice)
         else:
             outlets.dispatch(notice)
     counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
-    for (identity, request_id, _), rows in zip(group, reply_rows_each(queue_ids, outcome, counts), strict=True):
+    for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True):
         fields = reply_fields(outcome, rows)
         if sync:
             state.waiters.hold_packed(end, identity, request_id, fields)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Protocol
 
 import numpy as np
 
+from engine.batch.key_text import KeyText
 from engine.keyindex.keys import record_key_hashes
 from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels, tags_code_of
 from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
@@ -70,13 +70,12 @@ class Dispatched(Protocol):
 @dataclass(frozen=True, slots=True)
 class DispatchBatch:
     """DispatchRequests as columns (``DISPATCH_COLUMNS``, one row per record in commitlog order), the
-    topic table their ``topic`` column indexes, and each record's index keys (space separated) and
-    UNIQ_KEY ("" for none): what one writer append, or one chunk of reput, tells the builders."""
+    topic table their ``topic`` column indexes, and each record's UNIQ_KEY and index keys as key text
+    (``engine.batch.key_text``): what one writer append, or one chunk of reput, tells the builders."""
 
     columns: Array
     topics: list[str]
-    keys: list[str]
-    uniq_keys: list[str]
+    keys: KeyText
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -90,17 +89,18 @@ class DispatchBatch:
         topics: dict[str, int] = {}
         columns = np.array([(r.phys_offset, r.size, topics.setdefault(r.topic, len(topics)), r.queue_id, r.queue_offset,
                              r.tags_code, r.store_ms, r.sys_flag) for r in requests], dtype=DISPATCH_COLUMNS)
-        return cls(columns, list(topics), [" ".join(r.keys) for r in requests], [r.uniq_key or "" for r in requests])
+        return cls(columns, list(topics), KeyText.of([r.uniq_key or "" for r in requests],
+                                                     [" ".join(r.keys) for r in requests]))
 
     @classmethod
-    def from_wire(cls, columns: bytes, topics: list[str], keys: list[str], uniq_keys: list[str]) -> DispatchBatch:
-        """The batch ``columns.tobytes()`` and its lists made; ValueError when they disagree."""
+    def from_wire(cls, columns: bytes, topics: list[str], key_text: bytes, key_bounds: bytes) -> DispatchBatch:
+        """The batch ``columns.tobytes()``, its topics and ``KeyText.wire()`` made; ValueError when they
+        disagree, TypeError for a topic that is not a string."""
         rows = np.frombuffer(columns, dtype=DISPATCH_COLUMNS)
-        if len(keys) != len(rows) or len(uniq_keys) != len(rows) or (len(rows) and
-                                                                      int(rows["topic"].max()) >= len(topics)):
-            raise ValueError("dispatch columns, keys and topics disagree")
-        "".join(topics + keys + uniq_keys)  # TypeError for anything that is not a string
-        return cls(rows, topics, keys, uniq_keys)
+        if len(rows) and int(rows["topic"].max()) >= len(topics):
+            raise ValueError("dispatch columns and topics disagree")
+        "".join(topics)  # TypeError for anything that is not a string
+        return cls(rows, topics, KeyText.from_wire(key_text, key_bounds, len(rows)))
 
     @classmethod
     def concat(cls, batches: list[DispatchBatch]) -> DispatchBatch:
@@ -116,19 +116,18 @@ class DispatchBatch:
             columns["topic"] = np.concatenate([np.array([table.setdefault(t, len(table)) for t in b.topics],
                                                         np.int64)[b.columns["topic"]] for b in batches])
             topics = list(table)
-        return cls(columns, topics, list(chain.from_iterable(b.keys for b in batches)),
-                   list(chain.from_iterable(b.uniq_keys for b in batches)))
+        return cls(columns, topics, KeyText.join([b.keys for b in batches]))
 
     def requests(self) -> Iterator[DispatchRequest]:
         for (phys, size, topic, queue_id, queue_offset, tags_code, store_ms, sys_flag), keys, uniq in zip(
-                self.columns.tolist(), self.keys, self.uniq_keys, strict=True):
+                self.columns.tolist(), *self.keys.strings(), strict=True):
             yield DispatchRequest(self.topics[topic], queue_id, phys, size, tags_code, store_ms, queue_offset,
                                   tuple(k for k in keys.split(" ") if k), uniq or None, sys_flag)
 
     def index_keys(self) -> tuple[Array, Array]:
         """Every record's UNIQ_KEY, then its KEYS split on single spaces (empty ones dropped), hashed
-        as ``topic#key`` all at once (``engine.keyindex.keys.record_key_hashes``)."""
-        return record_key_hashes(self.topics, self.columns["topic"], self.keys, self.uniq_keys)
+        as ``topic#key`` all at once from the key text (``engine.keyindex.keys.record_key_hashes``)."""
+        return record_key_hashes(self.topics, self.columns["topic"], self.keys.text, self.keys.bounds)
 
     def topic_totals(self) -> list[tuple[str, int, int]]:
         """(topic, records, bytes) for each topic the batch holds: one sum for a batch of one topic
@@ -147,8 +146,7 @@ class DispatchBatch:
         if not len(self.columns) or int(self.columns["phys_offset"][0]) >= phys_offset:
             return self  # the common case (a batch that follows the last), without numpy's searchsorted set-up
         first = int(np.searchsorted(self.columns["phys_offset"], phys_offset))
-        return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys[first:],
-                                                     self.uniq_keys[first:])
+        return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys.cut(first))
 
 
 class Dispatcher(Protocol):

@@ -6,8 +6,9 @@ of one poll round are merged into one batch (``merge``: tables joined, indices r
 since only a ``send`` goes through the put rules of ``engine.put_rewrite``), given queues at once
 (``pick_queues``: explicit, or ``engine.queue_selector``'s round robin per topic or shard hash), and
 once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch`` for the
-builders (``dispatch_batch``) and one packed reply row per record (``reply_rows``: phys offset,
-queue id, queue offset, ``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads).
+builders and one packed reply row per record (phys offset, queue id, queue offset,
+``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads) in one compiled call
+(``written_rows``), the replies cut by request (``reply_rows_each``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import _native
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from engine.batch.key_text import KeyText
 from engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
@@ -26,7 +29,6 @@ from engine.batch.record_batch import (
     BatchError,
     CheckedBatch,
     check_batch,
-    pack_reply_rows,
 )
 from engine.config import StoreConfig, check_topic
 from engine.jhash import tags_code
@@ -42,8 +44,7 @@ class EncodedRequest:
     columns: bytes
     topics: list[str]
     tags: list[str]
-    keys: list[str]
-    uniq_keys: list[str]
+    keys: KeyText  # each record's UNIQ_KEY and KEYS, as the request carried them
 
 
 def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> CheckedBatch:
@@ -51,8 +52,12 @@ def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> Ch
     checked = check_batch(request.records, request.columns, request.topics, store_host=config.store_host,
                           prop_crc=config.geometry.prop_crc, max_body_bytes=config.max_body_bytes)
     n = len(checked.columns)
-    if n > max_messages or len(request.keys) != n or len(request.uniq_keys) != n:
-        raise BatchError(f"a batch carries 1 to {max_messages} records, with one key string and one UNIQ_KEY each")
+    if n > max_messages or len(request.keys) != n:
+        raise BatchError(f"a batch carries 1 to {max_messages} records, with one KEYS and one UNIQ_KEY each")
+    try:
+        request.keys.check(n)
+    except ValueError as exc:
+        raise BatchError(f"malformed key text: {exc}") from None
     tag_ids = checked.columns["tag"]
     if (tag_ids < -1).any() or (tag_ids >= len(request.tags)).any():
         raise BatchError("a record names a tag outside the batch's table")
@@ -112,20 +117,22 @@ def _queue_count(name: str, topics: TopicTable, default_queues: int) -> int:
         raise BatchError(str(exc)) from None
 
 
-def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: QueueIds,
-                   outcome: BatchOutcome) -> DispatchBatch:
+def written_rows(request: EncodedRequest, checked: CheckedBatch, queue_ids: QueueIds,
+                 outcome: BatchOutcome) -> tuple[DispatchBatch, bytes]:
+    """The records written as one ``DispatchBatch`` for the builders, and their ``REPLY_ROW``s packed:
+    one compiled call (``_native.written_rows``) writes both, with each record's tags code."""
     n = len(outcome.phys_offsets)
-    codes = np.array([tags_code(t) for t in request.tags] + [0], dtype=np.int64)  # tag -1 picks the last: 0
-    columns = np.empty(n, dtype=DISPATCH_COLUMNS)
-    columns["phys_offset"] = outcome.phys_offsets
-    columns["size"] = checked.columns["size"][:n]
-    columns["topic"] = checked.columns["topic"][:n]
-    columns["queue_id"] = queue_ids[:n]
-    columns["queue_offset"] = outcome.queue_offsets
-    columns["tags_code"] = codes[checked.columns["tag"][:n]]
-    columns["store_ms"] = outcome.store_ms
-    columns["sys_flag"] = checked.sys_flags[:n]
-    return DispatchBatch(columns, list(request.topics), request.keys[:n], request.uniq_keys[:n])
+    rows = np.empty(n, DISPATCH_COLUMNS)
+    replies = _native.written_rows(request.columns, checked.sys_flags, np.ascontiguousarray(queue_ids, np.int64),
+                                   outcome.phys_offsets, np.ascontiguousarray(outcome.queue_offsets, np.int64),
+                                   _tags_codes(tuple(request.tags)), outcome.store_ms, rows)
+    return DispatchBatch(rows, list(request.topics), request.keys.cut(0, n)), replies
+
+
+@functools.lru_cache(maxsize=256)
+def _tags_codes(tags: tuple[str, ...]) -> np.ndarray:
+    """Each tag's tags code and a last 0, for records without tags: once a tags table, not once a round."""
+    return np.array([tags_code(t) for t in tags] + [0], dtype=np.int64)
 
 
 def merge(requests: list[EncodedRequest]) -> EncodedRequest:
@@ -138,16 +145,15 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
     a request."""
     if any(len(r.columns) % COLUMNS.itemsize for r in requests):
         raise BatchError("the columns are not whole rows")
-    keys: list[str] = []
-    uniq_keys: list[str] = []
-    for r in requests:
-        keys += r.keys
-        uniq_keys += r.uniq_keys
+    try:
+        keys = KeyText.join([r.keys for r in requests])
+    except ValueError as exc:
+        raise BatchError(f"malformed key text: {exc}") from None
     records = b"".join(r.records for r in requests)
     columns = b"".join(r.columns for r in requests)
     first = requests[0]
     if all(r.topics == first.topics and r.tags == first.tags for r in requests):
-        return EncodedRequest(records, columns, first.topics, first.tags, keys, uniq_keys)
+        return EncodedRequest(records, columns, first.topics, first.tags, keys)
     topics: dict[str, int] = {}
     tags: dict[str, int] = {}
     # each request's block of the joined maps; a tag block starts with -1, what a row without tags keeps
@@ -166,21 +172,12 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         raise BatchError("a record names a tag outside the batch's table")
     cols["topic"] = topic_map[topic + starts[request_of, 0]]
     cols["tag"] = tag_map[tag + 1 + starts[request_of, 1]]
-    return EncodedRequest(records, cols.tobytes(), list(topics), list(tags), keys, uniq_keys)
+    return EncodedRequest(records, cols.tobytes(), list(topics), list(tags), keys)
 
 
-def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:
-    """The packed reply rows of the request whose records are rows [rows_from, rows_to) of the batch."""
-    written = len(outcome.phys_offsets)
-    end = max(written if rows_to is None else min(rows_to, written), rows_from)
-    return pack_reply_rows(outcome.phys_offsets[rows_from:end], queue_ids[rows_from:end],
-                           outcome.queue_offsets[rows_from:end])
-
-
-def reply_rows_each(queue_ids: QueueIds, outcome: BatchOutcome, counts: list[int]) -> list[bytes]:
-    """``reply_rows`` of consecutive requests of ``counts`` records each, packed once for the batch and
-    cut by request."""
-    packed = reply_rows(queue_ids, outcome)
+def reply_rows_each(packed: bytes, counts: list[int]) -> list[bytes]:
+    """The reply rows of consecutive requests of ``counts`` records each, cut from the batch's
+    (``written_rows``): a request past the records written gets the rows it has, or none."""
     width = REPLY_ROW.itemsize
     out = []
     first = 0

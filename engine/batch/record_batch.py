@@ -14,7 +14,8 @@ Beside the bytes travel per-record columns (``COLUMNS``) and the tables they ind
     tag      <i4    index into the batch's tags table, -1 for none (the tags code is the writer's)
 
 plus one string per record for its index keys (space separated, "" for none) and one for its
-UNIQ_KEY. The writer answers with one ``REPLY_ROW`` per record written, packed the same way:
+UNIQ_KEY, which travel as key text (``engine.batch.key_text``: one UTF-8 text and its int32 bounds,
+no string per record on the wire). The writer answers with one ``REPLY_ROW`` per record written, packed the same way:
 
     field         dtype  meaning
     phys_offset   <i8    where the record starts in the commitlog
@@ -135,16 +136,6 @@ def pack_columns(sizes: np.ndarray[Any, Any], *, topic: IntColumn, queue: IntCol
     """The batch's ``COLUMNS`` rows, packed (``sizes``: int64); an int stands for a whole column. One
     compiled call (``_native.pack_columns``); OverflowError for a value outside its field."""
     return _native.pack_columns(sizes, topic, queue, shard, tag)
-
-
-def pack_reply_rows(phys_offsets: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
-                    queue_offsets: np.ndarray[Any, Any]) -> bytes:
-    """One ``REPLY_ROW`` per record written, packed."""
-    rows = np.empty(len(phys_offsets), REPLY_ROW)
-    rows["phys_offset"] = phys_offsets
-    rows["queue_id"] = queue_ids
-    rows["queue_offset"] = queue_offsets
-    return rows.tobytes()
 
 
 def unpack_reply_rows(packed: bytes) -> tuple[list[int], list[int], list[int]]:

@@ -1,8 +1,10 @@
-/* Dispatch rows and their hashes: Java String.hashCode of Python strings (engine/jhash.py), and the
- * topic codes, tags codes and index keys of records read off their bytes (engine/batch/dispatch_columns.py). */
+/* Dispatch rows and their hashes: Java String.hashCode of Python strings (engine/jhash.py), the topic
+ * codes, tags codes and index keys of records read off their bytes (engine/batch/dispatch_columns.py), and
+ * the dispatch and reply rows of a producer-encoded batch once written (engine/batch/plan.py). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "jhash.h"
 #include "kernels.h"
 
@@ -213,4 +215,75 @@ done:
     PyBuffer_Release(&rows_out);
     PyBuffer_Release(&hashes_out);
     return result;
+}
+
+/* ---- the rows of a producer-encoded batch once written (engine/batch/plan.py written_rows) ---- */
+
+#define COLUMN_ROW 18   /* COLUMNS: size <i4, topic <u2, queue <i4, shard <i4, tag <i4 */
+#define REPLY_ROW_SIZE 20 /* REPLY_ROW: phys_offset <i8, queue_id <i4, queue_offset <i8 */
+
+PyObject *mq_written_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer columns, sys_flags, queue_ids, phys_offsets, queue_offsets, tags_codes, rows_out;
+    long long store_ms;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*Lw*", &columns, &sys_flags, &queue_ids, &phys_offsets, &queue_offsets,
+                          &tags_codes, &store_ms, &rows_out)) {
+        return NULL;
+    }
+    PyObject *replies = NULL;
+    Py_ssize_t n, n_queue_offsets, n_sys, n_queue_ids, n_codes;
+    if (!mq_int64s(&phys_offsets, &n) || !mq_int64s(&queue_offsets, &n_queue_offsets) || !mq_int64s(&sys_flags, &n_sys)
+        || !mq_int64s(&queue_ids, &n_queue_ids) || !mq_int64s(&tags_codes, &n_codes)) {
+        goto done;
+    }
+    Py_ssize_t total = columns.len / COLUMN_ROW;
+    if (columns.len % COLUMN_ROW || n > total || n_sys != total || n_queue_ids != total || n_queue_offsets != n
+        || n_codes < 1 || rows_out.len != n * ROW_SIZE_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "columns, sys flags and queue ids must be the batch's rows, phys and queue "
+                        "offsets its written ones, tags codes its tags' and one more, and rows_out 46 B a written one");
+        goto done;
+    }
+    replies = PyBytes_FromStringAndSize(NULL, n * REPLY_ROW_SIZE);
+    if (replies == NULL) {
+        goto done;
+    }
+    const uint8_t *col = columns.buf;
+    const int64_t *flag = sys_flags.buf, *qid = queue_ids.buf, *phys = phys_offsets.buf, *qo = queue_offsets.buf,
+                  *codes = tags_codes.buf;
+    uint8_t *row = rows_out.buf, *reply = (uint8_t *)PyBytes_AS_STRING(replies);
+    Py_ssize_t bad = -1;
+    for (Py_ssize_t i = 0; i < n; i++, col += COLUMN_ROW, row += ROW_SIZE_BYTES, reply += REPLY_ROW_SIZE) {
+        int32_t size, tag, queue_id = (int32_t)qid[i], sys_flag = (int32_t)flag[i];
+        memcpy(&size, col, 4);
+        memcpy(&tag, col + 14, 4);
+        if (tag < -1 || tag >= n_codes - 1) {
+            bad = i;
+            break;
+        }
+        int64_t tags_code = codes[tag < 0 ? n_codes - 1 : tag], when = store_ms;
+        memcpy(row + ROW_PHYS_OFFSET, &phys[i], 8);
+        memcpy(row + ROW_SIZE, &size, 4);
+        memcpy(row + ROW_TOPIC, col + 4, 2);
+        memcpy(row + ROW_QUEUE_ID, &queue_id, 4);
+        memcpy(row + ROW_QUEUE_OFFSET, &qo[i], 8);
+        memcpy(row + ROW_TAGS_CODE, &tags_code, 8);
+        memcpy(row + ROW_STORE_MS, &when, 8);
+        memcpy(row + ROW_SYS_FLAG, &sys_flag, 4);
+        memcpy(reply, &phys[i], 8);
+        memcpy(reply + 8, &queue_id, 4);
+        memcpy(reply + 12, &qo[i], 8);
+    }
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "record %zd names a tag outside the batch's %zd", bad, n_codes - 1);
+        Py_CLEAR(replies);
+    }
+done:
+    PyBuffer_Release(&columns);
+    PyBuffer_Release(&sys_flags);
+    PyBuffer_Release(&queue_ids);
+    PyBuffer_Release(&phys_offsets);
+    PyBuffer_Release(&queue_offsets);
+    PyBuffer_Release(&tags_codes);
+    PyBuffer_Release(&rows_out);
+    return replies;
 }

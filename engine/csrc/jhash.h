@@ -46,4 +46,68 @@ static inline uint32_t mq_java_hash_more(uint32_t h, int kind, const void *data,
     return h;
 }
 
+/* One code point of UTF-8 text at ``at`` (``len`` bytes left, at least 1): its length in bytes, 0 when
+ * the bytes are not UTF-8 as Python's strict decoder reads it (no overlong forms, no surrogates, nothing
+ * past U+10FFFF). */
+static inline Py_ssize_t mq_utf8_next(const uint8_t *at, Py_ssize_t len, uint32_t *cp) {
+    uint8_t b = at[0];
+    if (b < 0x80u) {
+        *cp = b;
+        return 1;
+    }
+    Py_ssize_t need;
+    uint8_t lo = 0x80u, hi = 0xBFu;  /* the second byte's range */
+    if (b >= 0xC2u && b <= 0xDFu) {
+        need = 2;
+        *cp = b & 0x1Fu;
+    } else if (b >= 0xE0u && b <= 0xEFu) {
+        need = 3;
+        *cp = b & 0x0Fu;
+        lo = b == 0xE0u ? 0xA0u : 0x80u;
+        hi = b == 0xEDu ? 0x9Fu : 0xBFu;
+    } else if (b >= 0xF0u && b <= 0xF4u) {
+        need = 4;
+        *cp = b & 0x07u;
+        lo = b == 0xF0u ? 0x90u : 0x80u;
+        hi = b == 0xF4u ? 0x8Fu : 0xBFu;
+    } else {
+        return 0;
+    }
+    if (len < need || at[1] < lo || at[1] > hi) {
+        return 0;
+    }
+    for (Py_ssize_t k = 1; k < need; k++) {
+        if (k > 1 && (at[k] & 0xC0u) != 0x80u) {
+            return 0;
+        }
+        *cp = *cp << 6 | (at[k] & 0x3Fu);
+    }
+    return need;
+}
+
+/* h continued over UTF-8 text as Java hashes the string it decodes to (its UTF-16 units); *ok = 0 and
+ * the hash so far when the bytes are not UTF-8. ASCII runs cost a byte each, as mq_java_hash_bytes. */
+static inline uint32_t mq_java_hash_utf8(uint32_t h, const uint8_t *at, Py_ssize_t len, int *ok) {
+    for (Py_ssize_t i = 0; i < len;) {
+        uint32_t cp;
+        if (at[i] < 0x80u) {
+            h = 31u * h + at[i++];
+            continue;
+        }
+        Py_ssize_t step = mq_utf8_next(at + i, len - i, &cp);
+        if (step == 0) {
+            *ok = 0;
+            return h;
+        }
+        if (cp > 0xFFFFu) {
+            h = 31u * h + (0xD800u + ((cp - 0x10000u) >> 10));
+            h = 31u * h + (0xDC00u + ((cp - 0x10000u) & 0x3FFu));
+        } else {
+            h = 31u * h + cp;
+        }
+        i += step;
+    }
+    return h;
+}
+
 #endif

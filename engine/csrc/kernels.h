@@ -39,6 +39,14 @@ PyObject *mq_index_key_hashes(PyObject *self, PyObject *args);
 PyObject *mq_index_put(PyObject *self, PyObject *args);
 PyObject *mq_cq_entries(PyObject *self, PyObject *args);
 PyObject *mq_dispatch_keys(PyObject *self, PyObject *args);
+PyObject *mq_written_rows(PyObject *self, PyObject *args);
+PyObject *mq_key_text(PyObject *self, PyObject *args);
+PyObject *mq_key_text_check(PyObject *self, PyObject *args);
+PyObject *mq_key_text_join(PyObject *self, PyObject *args);
+
+/* Whether bounds are the 2n + 1 int32 key bounds of n records over text (engine/csrc/keytext.c): from
+ * 0 or more, never back, within text; with check_utf8, every span UTF-8 too. 0 and a ValueError if not. */
+int mq_key_bounds(const Py_buffer *text, const Py_buffer *bounds, Py_ssize_t n, int check_utf8);
 
 /* The kernels' open-addressing tables: one of a power of two entries, at least twice n, is size
  * mq_table_mask(n) + 1; a 64-bit key starts probing at mq_probe_start (Fibonacci hashing). */

@@ -2,6 +2,7 @@
  * (hash slots, chained 20-byte entries and the header's counters, as engine/keyindex/buckets.py's
  * docstring and engine/keyindex/index_file.py's byte table say). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "bigendian.h"
 #include "jhash.h"
@@ -138,24 +139,14 @@ done:
 }
 
 /* Index keys: each record's UNIQ_KEY, then its KEYS split on single spaces with empty tokens dropped,
- * hashed as topic#key; abs() of the Java hash with Integer.MIN_VALUE read as 0. */
-static int check_strs(PyObject *list, const char *what) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *s = PyList_GET_ITEM(list, i);
-        if (!PyUnicode_Check(s)) {
-            PyErr_Format(PyExc_TypeError, "%s[%zd] is %.100s, not str", what, i, Py_TYPE(s)->tp_name);
-            return 0;
-        }
-    }
-    return 1;
-}
-
+ * hashed as topic#key; abs() of the Java hash with Integer.MIN_VALUE read as 0. The keys come as key
+ * text (engine/csrc/keytext.c); a space byte in UTF-8 is always the character ' '. */
 PyObject *mq_index_key_hashes(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *topics, *keys, *uniq_keys;
-    Py_buffer codes, rows_out, hashes_out;
-    if (!PyArg_ParseTuple(args, "O!y*O!O!w*w*", &PyList_Type, &topics, &codes, &PyList_Type, &keys, &PyList_Type,
-                          &uniq_keys, &rows_out, &hashes_out)) {
+    PyObject *topics;
+    Py_buffer codes, text, bounds, rows_out, hashes_out;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*w*w*", &PyList_Type, &topics, &codes, &text, &bounds, &rows_out,
+                          &hashes_out)) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -164,11 +155,11 @@ PyObject *mq_index_key_hashes(PyObject *self, PyObject *args) {
     if (!mq_int64s(&codes, &n) || !mq_int64s(&rows_out, &capacity) || !mq_int64s(&hashes_out, &n_hashes)) {
         goto done;
     }
-    if (PyList_GET_SIZE(keys) != n || PyList_GET_SIZE(uniq_keys) != n || n_hashes != capacity) {
-        PyErr_SetString(PyExc_ValueError, "topic codes, keys and uniq keys (or the outputs) differ in length");
+    if (n_hashes != capacity) {
+        PyErr_SetString(PyExc_ValueError, "key_rows and key_hashes differ in length");
         goto done;
     }
-    if (!check_strs(topics, "topics") || !check_strs(keys, "keys") || !check_strs(uniq_keys, "uniq_keys")) {
+    if (!mq_key_bounds(&text, &bounds, n, 0)) {
         goto done;
     }
     prefix = PyMem_Malloc((size_t)(n_topics ? n_topics : 1) * sizeof *prefix);
@@ -178,52 +169,64 @@ PyObject *mq_index_key_hashes(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < n_topics; i++) {
         PyObject *s = PyList_GET_ITEM(topics, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_Format(PyExc_TypeError, "topics[%zd] is %.100s, not str", i, Py_TYPE(s)->tp_name);
+            goto done;
+        }
         prefix[i] = 31u * mq_java_hash_more(0, PyUnicode_KIND(s), PyUnicode_DATA(s), 0, PyUnicode_GET_LENGTH(s)) + '#';
     }
     const int64_t *code = codes.buf;
+    const uint8_t *at = text.buf, *b = bounds.buf;
     int64_t *key_rows = rows_out.buf, *key_hashes = hashes_out.buf;
-    Py_ssize_t count = 0;
-    for (Py_ssize_t row = 0; row < n; row++) {
+    Py_ssize_t count = 0, bad_row = -1;
+    int ok = 1, full = 0;
+    MQ_BEGIN_ALLOW_THREADS_IF(text.len)
+    int32_t span[3];
+    for (Py_ssize_t row = 0; row < n && ok && !full; row++) {
         if (code[row] < 0 || code[row] >= n_topics) {
-            PyErr_Format(PyExc_ValueError, "record %zd names topic %lld of %zd", row, (long long)code[row], n_topics);
-            goto done;
+            bad_row = row;
+            break;
         }
+        memcpy(span, b + 8 * row, sizeof span);  /* UNIQ_KEY from span[0], KEYS from span[1], to span[2] */
         uint32_t head = prefix[code[row]];
-        PyObject *uniq = PyList_GET_ITEM(uniq_keys, row), *text = PyList_GET_ITEM(keys, row);
-        Py_ssize_t uniq_len = PyUnicode_GET_LENGTH(uniq), len = PyUnicode_GET_LENGTH(text);
-        if (uniq_len > 0) {  /* the UNIQ_KEY first, spaces and all */
+        if (span[1] > span[0]) {  /* the UNIQ_KEY first, spaces and all */
             if (count == capacity) {
-                goto full;
+                full = 1;
+                break;
             }
             key_rows[count] = row;
-            key_hashes[count++] = mq_index_hash(mq_java_hash_more(head, PyUnicode_KIND(uniq), PyUnicode_DATA(uniq), 0,
-                                                               uniq_len));
+            key_hashes[count++] = mq_index_hash(mq_java_hash_utf8(head, at + span[0], span[1] - span[0], &ok));
         }
-        int kind = PyUnicode_KIND(text);
-        const void *data = PyUnicode_DATA(text);
-        Py_ssize_t start = 0;
-        while (start < len) {
-            Py_ssize_t end = start;
-            while (end < len && PyUnicode_READ(kind, data, end) != ' ') {
-                end++;
-            }
+        for (Py_ssize_t start = span[1]; start < span[2] && ok;) {
+            const uint8_t *space = memchr(at + start, ' ', (size_t)(span[2] - start));
+            Py_ssize_t end = space != NULL ? space - at : span[2];
             if (end > start) {
                 if (count == capacity) {
-                    goto full;
+                    full = 1;
+                    break;
                 }
                 key_rows[count] = row;
-                key_hashes[count++] = mq_index_hash(mq_java_hash_more(head, kind, data, start, end));
+                key_hashes[count++] = mq_index_hash(mq_java_hash_utf8(head, at + start, end - start, &ok));
             }
             start = end + 1;
         }
     }
-    result = PyLong_FromSsize_t(count);
-    goto done;
-full:
-    PyErr_Format(PyExc_ValueError, "more keys than the %zd the outputs hold", capacity);
+    MQ_END_ALLOW_THREADS_IF
+    if (bad_row >= 0) {
+        PyErr_Format(PyExc_ValueError, "record %zd names topic %lld of %zd", bad_row, (long long)code[bad_row],
+                     n_topics);
+    } else if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "the key text is not UTF-8");
+    } else if (full) {
+        PyErr_Format(PyExc_ValueError, "more keys than the %zd the outputs hold", capacity);
+    } else {
+        result = PyLong_FromSsize_t(count);
+    }
 done:
     PyMem_Free(prefix);
     PyBuffer_Release(&codes);
+    PyBuffer_Release(&text);
+    PyBuffer_Release(&bounds);
     PyBuffer_Release(&rows_out);
     PyBuffer_Release(&hashes_out);
     return result;

@@ -95,11 +95,25 @@ static PyMethodDef methods[] = {
      "java_hashes(strings, out): out[i] = Java String.hashCode(strings[i]) (a signed int) over its UTF-16\n"
      "code units; strings a list of str, out an int64 array as long; TypeError for an item not a str."},
     {"index_key_hashes", mq_index_key_hashes, METH_VARARGS,
-     "index_key_hashes(topics, topic_codes, keys, uniq_keys, key_rows, key_hashes) -> count: the index keys\n"
-     "of records given by topic code (int64s indexing the list topics), KEYS and UNIQ_KEY (lists of str, ''\n"
-     "for none): each record's UNIQ_KEY, then its KEYS split on single spaces, empty tokens dropped, written\n"
-     "as its row into key_rows and index_hash('topic#key') into key_hashes (int64 arrays of one length);\n"
-     "ValueError for a topic code out of range or more keys than the outputs hold, TypeError for a non-str."},
+     "index_key_hashes(topics, topic_codes, text, bounds, key_rows, key_hashes) -> count: the index keys of\n"
+     "records given by topic code (int64s indexing the list topics) and key text (text: UTF-8 bytes, bounds:\n"
+     "2n + 1 int32s, record r's UNIQ_KEY text[bounds[2r]:bounds[2r + 1]], its KEYS up to bounds[2r + 2]):\n"
+     "each record's UNIQ_KEY, then its KEYS split on single spaces, empty tokens dropped, written as its row\n"
+     "into key_rows and index_hash('topic#key') over the decoded text's UTF-16 units into key_hashes (int64\n"
+     "arrays of one length); ValueError for a topic code out of range, bounds that go back or leave text,\n"
+     "text that is not UTF-8 or more keys than the outputs hold, TypeError for a topic not a str."},
+    {"key_text", mq_key_text, METH_VARARGS,
+     "key_text(uniq_keys, keys, bounds) -> bytes: the key text of n records (lists of str, '' for none):\n"
+     "each record's UNIQ_KEY then its KEYS as UTF-8, one after another, and their 2n + 1 bounds written into\n"
+     "bounds (int32s); TypeError for an item not a str, ValueError for lists or bounds of other lengths."},
+    {"key_text_join", mq_key_text_join, METH_VARARGS,
+     "key_text_join(texts, bounds, out) -> bytes: the key texts of consecutive parts as one: each part's\n"
+     "text[bounds[0]:bounds[-1]] joined, its bounds (2n + 1 int32s, any start) moved to where that lands and\n"
+     "written into out (int32s: every part's records, one more); ValueError for a part whose bounds are not\n"
+     "2n + 1, go back or leave its text, or an out of another length."},
+    {"key_text_check", mq_key_text_check, METH_VARARGS,
+     "key_text_check(text, bounds, n) -> None: ValueError unless bounds (int32s, any alignment) are 2n + 1,\n"
+     "the first at least 0, none going back, none past text, and every span they cut valid UTF-8."},
     {"index_put", mq_index_put, METH_VARARGS,
      "index_put(header, slots, entries, key_hashes, phys_offsets, store_ms) -> count: IndexFile.putKey of\n"
      "each key in order into an index file's header (40 B), slots (4 B each) and entries (20 B each),\n"
@@ -125,6 +139,13 @@ static PyMethodDef methods[] = {
      "split on spaces, as index_hash('topic#key')) appended to key_rows and key_hashes while they have room;\n"
      "key_count counts every key, so a caller with less room calls again with key_count. ValueError for a\n"
      "topic or properties outside buf, or arrays of other lengths."},
+    {"written_rows", mq_written_rows, METH_VARARGS,
+     "written_rows(columns, sys_flags, queue_ids, phys_offsets, queue_offsets, tags_codes, store_ms, rows_out)\n"
+     "-> bytes: for the first n records of a producer-encoded batch (n: the int64 phys_offsets' length; columns\n"
+     "its COLUMNS rows, sys_flags and queue_ids int64s a row), written at phys_offsets with queue_offsets\n"
+     "(int64s, n) and store_ms: their DISPATCH_COLUMNS rows into rows_out (46 B each; tags code\n"
+     "tags_codes[tag], tag -1 the last entry) and, returned, their REPLY_ROWs (phys offset, queue id, queue\n"
+     "offset; 20 B each). ValueError for lengths that do not fit together or a tag outside tags_codes but the last."},
     {NULL, NULL, 0, NULL},
 };
 

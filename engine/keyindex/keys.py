@@ -6,8 +6,8 @@ only ``index_hash(topic#key)``: Java's ``String.hashCode`` (``engine.jhash``) ma
 ``abs(hashCode)`` with Integer.MIN_VALUE (whose abs overflows) read as 0.
 
 Every path hashes keys here: the record path a key or a record at a time (``index_hash``,
-``key_hashes``), and a ``DispatchBatch``'s many records at once from their key strings
-(``record_key_hashes``: one kernel call). Re-dispatch hashes the keys it reads off records' bytes
+``key_hashes``), and a ``DispatchBatch``'s many records at once from their key text
+(``record_key_hashes``: one kernel call, no string per key). Re-dispatch hashes the keys it reads off records' bytes
 in its own kernel, with the same rules (``engine.batch.dispatch_columns``).
 """
 
@@ -56,16 +56,17 @@ def key_hashes(topic: str, keys: Sequence[str]) -> Array:
     return np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
 
 
-def record_key_hashes(topics: list[str], topic_codes: Array, keys: list[str],
-                      uniq_keys: list[str]) -> tuple[Array, Array]:
-    """The index keys of many records, each given by its topic (an index into ``topics``), its KEYS
-    (space separated) and its UNIQ_KEY ("" for none): ``key_rows`` (each key's record, ascending; a
-    record's keys in ``record_keys`` order) and ``key_hashes``. One kernel call over the strings as
-    they are (``engine._native.index_key_hashes``), Java's UTF-16 units whatever the text."""
-    n = len(keys)
-    capacity = n + (sum(map(len, keys)) + n) // 2  # a UNIQ_KEY, and at most one KEYS token per two characters
+def record_key_hashes(topics: list[str], topic_codes: Array, text: bytes | memoryview,
+                      bounds: Array) -> tuple[Array, Array]:
+    """The index keys of many records, each given by its topic (an index into ``topics``) and its
+    UNIQ_KEY and KEYS (space separated) as key text (``engine.batch.key_text``: UTF-8 ``text`` and
+    its 2n + 1 int32 ``bounds``): ``key_rows`` (each key's record, ascending; a record's keys in
+    ``record_keys`` order) and ``key_hashes``. One kernel call over the text as it came
+    (``engine._native.index_key_hashes``), Java's UTF-16 units of the decoded text whatever it holds."""
+    n = len(topic_codes)
+    capacity = n + (len(text) + n) // 2  # a UNIQ_KEY, and at most one KEYS token per two bytes
     key_rows = np.empty(capacity, np.int64)
     hashes = np.empty(capacity, np.int64)
-    count = _native.index_key_hashes(topics, np.ascontiguousarray(topic_codes, np.int64), keys, uniq_keys, key_rows,
+    count = _native.index_key_hashes(topics, np.ascontiguousarray(topic_codes, np.int64), text, bounds, key_rows,
                                      hashes)
     return key_rows[:count], hashes[:count]

@@ -110,17 +110,23 @@ class CommitLog:
 
     def append_checked(self, records: bytes | memoryview, batch: CheckedBatch, queue_ids: np.ndarray[Any, Any],
                        queue_offsets: np.ndarray[Any, Any], store_ms: int, *, sealed: bool,
-                       appended: list[int]) -> None:
+                       appended: list[np.ndarray[Any, Any]]) -> None:
         """Append a producer-encoded batch (``engine.batch.record_batch``): one slice copy per file, then its
-        fields stamped and its records sealed over the mapped bytes in one compiled loop. Phys offsets reach
-        ``appended`` file by file, as ``append`` does."""
+        fields stamped and its records sealed over the mapped bytes in one compiled loop. The phys offsets
+        of each file's records reach ``appended`` as one int64 array once they are written, as ``append``'s
+        reach its list."""
         sizes = batch.columns["size"].astype(np.int64)
-        ends = np.cumsum(sizes)
+        n = len(sizes)
+        total = int(batch.starts[-1] + sizes[-1]) if n else 0
         index = 0
-        while index < len(sizes):
+        while index < n:
             mf = self.queue.last_file_for_append(0)
-            done = int(ends[index - 1]) if index else 0
-            count = int(np.searchsorted(ends[index:] - done + END_FILE_MIN_BLANK_SIZE, mf.free_bytes, side="right"))
+            done = int(batch.starts[index])
+            if total - done + END_FILE_MIN_BLANK_SIZE <= mf.free_bytes:
+                count = n - index  # the rest fits: the common case, without a search
+            else:
+                ends = batch.starts[index:] + sizes[index:] - done
+                count = int(np.searchsorted(ends + END_FILE_MIN_BLANK_SIZE, mf.free_bytes, side="right"))
             if count == 0:
                 if int(sizes[index]) + END_FILE_MIN_BLANK_SIZE > self.file_size:
                     raise RecordTooLargeError(
@@ -129,15 +135,15 @@ class CommitLog:
                 continue
             chunk = slice(index, index + count)
             file_pos = mf.written_pos
+            end = int(batch.starts[index + count - 1] + sizes[index + count - 1])
             with memoryview(records) as view:
-                end = int(ends[index + count - 1])
                 mf.buffer[file_pos:file_pos + end - done] = view[done:end]
             starts = batch.starts[chunk] - done + file_pos
             phys = starts + mf.file_base
             stamp_batch(mf.buffer, starts, sizes[chunk], batch.store_ms_pos[chunk], queue_ids[chunk],
                         queue_offsets[chunk], phys, store_ms, sealed)
             mf.written_pos = mf.committed_pos = file_pos + end - done
-            appended.extend(phys.tolist())
+            appended.append(phys)
             index += count
 
     # -- read --------------------------------------------------------------------------------------

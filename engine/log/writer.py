@@ -117,7 +117,7 @@ class CommitLogWriter:
         failure (a full disk creating the next file) are not written and give their queue offsets
         back."""
         queue_offsets, groups, group_of = self.assign_queue_offsets(batch.columns["topic"], queue_ids, topics)
-        appended: list[int] = []
+        appended: list[np.ndarray[Any, Any]] = []  # each file's phys offsets, once written
         failure = (PutStatus.PUT_OK, "")
         try:
             self.commitlog.append_checked(records, batch, queue_ids, queue_offsets, now_ms,
@@ -126,12 +126,13 @@ class CommitLogWriter:
             failure = (PutStatus.MESSAGE_ILLEGAL, str(exc))
         except OSError as exc:
             failure = (PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a commitlog file: {exc}")
-        written = len(appended)
+        phys_offsets = appended[0] if len(appended) == 1 else np.concatenate([np.empty(0, np.int64), *appended])
+        written = len(phys_offsets)
         if written < len(queue_offsets):  # give back the offsets of records not written
             kept = np.bincount(group_of[:written], minlength=len(groups))
             for (key, base), n in zip(groups, kept.tolist(), strict=True):
                 self.next_queue_offsets[key] = base + n
-        return BatchOutcome(np.asarray(appended, np.int64), queue_offsets[:written], now_ms, failure)
+        return BatchOutcome(phys_offsets, queue_offsets[:written], now_ms, failure)
 
     def assign_queue_offsets(self, topic_ids: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
                              topics: Sequence[str]) -> tuple[np.ndarray[Any, Any], list[tuple[tuple[str, int], int]],

@@ -167,7 +167,11 @@ def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goe
                                         ("records_in_the_map", "BAD_REQUEST", "one frame after its map, got 0"),
                                         ("part_on_ping", "BAD_REQUEST", "takes no frames after its map"),
                                         ("records_cut_short", "MESSAGE_ILLEGAL", "sizes add up"),
-                                        ("records_flipped", "MESSAGE_ILLEGAL", "")]:
+                                        ("records_flipped", "MESSAGE_ILLEGAL", ""),
+                                        ("key_bounds_past_text", "MESSAGE_ILLEGAL", "leaves the 65-byte key text"),
+                                        ("key_bounds_miscounted", "MESSAGE_ILLEGAL", "2 records need 5 key bounds"),
+                                        ("key_bounds_torn", "BAD_REQUEST", "whole int32s"),
+                                        ("keys_not_utf8", "MESSAGE_ILLEGAL", "record 0's UNIQ_KEY is not UTF-8")]:
                 sock.send_multipart(shapes[name])
                 assert sock.poll(10_000)
                 reply = schema.unpack(sock.recv())

@@ -6,7 +6,7 @@ the writer's own encoding leaves."""
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 import pytest
@@ -16,8 +16,17 @@ from hypothesis import strategies as st
 
 from actors.writer.encoded import parse
 from engine import Geometry, Host, Message, StoreConfig
-from engine.batch.plan import check, merge, reply_rows
-from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, REPLY_ROW, EncodedBatch, encode_one
+from engine.batch.key_text import KeyText
+from engine.batch.plan import EncodedRequest, check, merge, reply_rows_each, written_rows
+from engine.batch.record_batch import (
+    COLUMNS,
+    QUEUE_BY_SHARD,
+    QUEUE_ROUND_ROBIN,
+    REPLY_ROW,
+    CheckedBatch,
+    EncodedBatch,
+    encode_one,
+)
 from engine.log.message import PutResult, PutStatus, record_properties
 from engine.log.msgid import offset_msg_ids
 from engine.log.record import PROP_UNIQ_KEY
@@ -89,6 +98,11 @@ def test_send_encoded_over_the_wire_writes_the_bytes_the_writer_would(
     assert outcome.queue_offsets.tolist() == [r.queue_offset for r in expected.results]
     for a, b in zip(reference.commitlog.queue.files, fast.commitlog.queue.files, strict=True):
         assert bytes(a.buffer[:a.written_pos]) == bytes(b.buffer[:b.written_pos])
+    # what the builders learn, keys and UNIQ_KEYs carried as key text from the producer: the map path's requests
+    dispatched, _ = written_rows(request, checked, queue_ids, outcome)
+    # (but the sys flag: the map path's is the message's, the record's carries its hosts' IPv6 bits too)
+    assert [replace(r, sys_flag=0) for r in dispatched.requests()] == [
+        replace(r, sys_flag=0) for r in expected.requests]
     reference.commitlog.close()
     fast.commitlog.close()
 
@@ -191,13 +205,17 @@ def test_a_key_with_a_space_or_a_separator_is_refused_alone_or_among_others(keys
 
 
 def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> None:
-    """One reply-row layout: ``plan.reply_rows`` of the records written, read back by
+    """One reply-row layout: ``plan.written_rows`` of the records written, cut by request, read back by
     ``results_from_reply`` as SendResults with the PutResult's field names; the records not written
     take the reply's status."""
     batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x%d" % i) for i in range(4)])
     outcome = BatchOutcome(np.array([4096, 4200, 4321], np.int64), np.array([7, 0, 8], np.int64), NOW_MS,
                            (PutStatus.SERVICE_NOT_AVAILABLE, "disk full"))
-    packed = reply_rows(np.array([1, 3, 1, 2], np.int64), outcome, 1, 4)
+    request = EncodedRequest(batch.records, batch.columns, batch.topics, batch.tags,
+                             KeyText.of(batch.uniq_keys, batch.keys))
+    checked = CheckedBatch(np.frombuffer(batch.columns, COLUMNS), *(np.zeros(4, np.int64),) * 3)
+    _, replies = written_rows(request, checked, np.array([1, 3, 1, 2], np.int64), outcome)
+    packed = reply_rows_each(replies, [1, 3])[1]  # a request of three records after one of one
     assert len(packed) == 2 * REPLY_ROW.itemsize
     results = results_from_reply({"results": packed, "status": "SERVICE_NOT_AVAILABLE", "reason": "disk full"},
                                  batch, STORE)

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch, DispatchRequest
+from engine.batch.key_text import KeyText
 from ipc import schema
 from ipc.notices import Arrived, Dispatch, Flushed, Indexed, Tick, TopicDeleted, Written
 
@@ -35,7 +36,7 @@ def dispatch_batches(draw: st.DrawFn) -> DispatchBatch:
                                 draw(st.one_of(st.none(), st.from_regex(r"[A-F0-9]{8}", fullmatch=True))), 0)
                 for phys in range(0, 100 * count, 100)]
     return DispatchBatch.from_requests(requests) if requests else DispatchBatch(
-        np.empty(0, DISPATCH_COLUMNS), names, [], [])
+        np.empty(0, DISPATCH_COLUMNS), names, KeyText.of([], []))
 
 
 notices = st.one_of(
@@ -52,7 +53,8 @@ notices = st.one_of(
 def _same_dispatch(a: Dispatch, b: Dispatch) -> None:
     assert (a.from_phys, a.to_phys) == (b.from_phys, b.to_phys)
     assert a.batch.columns.tobytes() == b.batch.columns.tobytes()
-    assert (a.batch.topics, a.batch.keys, a.batch.uniq_keys) == (b.batch.topics, b.batch.keys, b.batch.uniq_keys)
+    assert (a.batch.topics, a.batch.keys.strings()) == (b.batch.topics, b.batch.keys.strings())
+    assert a.batch.keys.wire() == b.batch.keys.wire()
 
 
 @given(notices)
@@ -83,9 +85,10 @@ def test_wire_maps_are_those_actors_sent_before_the_notices_were_typed() -> None
         b"indexed", pack({"v": 1, "files": ["20240101000000000"], "applied": 400, "store_ms": 12})]
     batch = DispatchBatch.from_requests([DispatchRequest("T", 1, 0, 100, 5, 12, 0, ("a", "b"), "U1", 0),
                                          DispatchRequest("U", 0, 100, 90, 6, 13, 4, (), None, 0)])
+    # the keys as key text (engine.batch.key_text): the records' UNIQ_KEY and KEYS in turn, and their bounds
     assert Dispatch(0, 190, batch).frames() == [b"dispatch", pack(
-        {"v": 1, "from": 0, "to": 190, "topics": ["T", "U"], "cols": batch.columns.tobytes(), "keys": ["a b", ""],
-         "uniq": ["U1", ""]})]
+        {"v": 1, "from": 0, "to": 190, "topics": ["T", "U"], "cols": batch.columns.tobytes(), "keys": b"U1a b",
+         "key_bounds": np.array([0, 2, 5, 5, 5], "<i4").tobytes()})]
 
 
 def test_optional_fields_take_their_defaults() -> None:
@@ -110,9 +113,10 @@ MALFORMED: list[tuple[type[Any], dict[str, Any]]] = [
     (Arrived, {"v": 1, "queues": "T", "applied": 1}),
     (Arrived, {"v": 1, "queues": []}),
     (Indexed, {"v": 1, "files": [7], "applied": 1}),
-    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": b"", "keys": []}),
-    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": b"x", "keys": [], "uniq": []}),
-    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": "", "keys": [], "uniq": []}),
+    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": b"", "keys": b""}),
+    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": b"x", "keys": b"", "key_bounds": bytes(4)}),
+    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": "", "keys": b"", "key_bounds": bytes(4)}),
+    (Dispatch, {"v": 1, "from": 0, "to": 1, "topics": [], "cols": b"", "keys": [], "key_bounds": bytes(4)}),
 ]
 
 
@@ -123,12 +127,15 @@ def test_a_malformed_map_is_a_schema_error(kind: type[Any], message: dict[str, A
 
 
 def test_a_dispatch_batch_that_disagrees_with_itself_is_a_schema_error() -> None:
-    """Keys that are not strings, a topic index past the table, lists of other lengths: the batch's own
-    checks (ValueError, TypeError) come out as SchemaError."""
+    """Key text that is not bytes or not UTF-8, bounds that leave it, go back or count other records, a
+    topic index past the table: the batch's own checks (ValueError, TypeError) come out as SchemaError."""
     batch = DispatchBatch.from_requests([DispatchRequest("T", 1, 0, 100, 5, 12, 0, ("a",), None, 0)])
     good = schema.unpack(Dispatch(0, 100, batch).encode())
-    changes: list[dict[str, Any]] = [{"keys": [7]}, {"topics": []}, {"uniq": []}, {"topics": [1]},
-                                      {"cols": good["cols"][:-1]}]
+    bounds = np.frombuffer(good["key_bounds"], "<i4")
+    changes: list[dict[str, Any]] = [{"keys": [7]}, {"topics": []}, {"key_bounds": b""}, {"topics": [1]},
+                                      {"cols": good["cols"][:-1]}, {"keys": b"\xff"}, {"keys": b""},
+                                      {"key_bounds": bounds[::-1].tobytes()}, {"key_bounds": good["key_bounds"][:-1]},
+                                      {"key_bounds": np.append(bounds, 1).astype("<i4").tobytes()}]
     for changed in changes:
         with pytest.raises(schema.SchemaError):
             Dispatch.decode(schema.pack({**good, **changed}))
@@ -141,7 +148,7 @@ def test_garbage_frames_are_schema_errors(kind: type[Any], frame: bytes) -> None
 
 
 @given(st.sampled_from(NOTICES), st.dictionaries(st.sampled_from(
-    ["end", "store_ms", "sync", "from", "to", "topics", "cols", "keys", "uniq", "queues", "files", "applied",
+    ["end", "store_ms", "sync", "from", "to", "topics", "cols", "keys", "key_bounds", "queues", "files", "applied",
      "topic"]),
     st.one_of(st.none(), st.booleans(), wire_ints, st.text(max_size=4), st.binary(max_size=8),
               st.lists(st.one_of(wire_ints, st.text(max_size=3), st.lists(wire_ints, max_size=3)), max_size=3))))

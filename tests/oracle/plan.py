@@ -1,15 +1,24 @@
 """engine/batch/plan.py's ``merge`` and ``pick_queues`` as they were, a dozen numpy calls a request
-and a topic: the oracle the writer's round-wide versions are held to (the same columns and tables,
-the same queue ids and round-robin turns, the same batches refused)."""
+and a topic, and its dispatch and reply rows as numpy wrote them column by column: the oracle the
+writer's round-wide versions and the ``written_rows`` kernel are held to (the same columns and tables,
+the same queue ids and round-robin turns, the same batches refused, the same row bytes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from engine.batch.key_text import KeyText
 from engine.batch.plan import EncodedRequest, _topic_refusal
-from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
+from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, REPLY_ROW, BatchError, CheckedBatch
+from engine.jhash import tags_code
+from engine.log.writer import BatchOutcome
 from engine.queue_selector import QueueIds, RoundRobin, shard_queues
 from engine.topics import TopicError, TopicTable
+
+Array = np.ndarray[Any, Any]
 
 
 def pick_queues(request: EncodedRequest, checked: CheckedBatch, topics: TopicTable, default_queues: int,
@@ -49,14 +58,15 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         raise BatchError("the columns are not whole rows")
     keys: list[str] = []
     uniq_keys: list[str] = []
-    for r in requests:
-        keys += r.keys
-        uniq_keys += r.uniq_keys
+    for r in requests:  # the key text of a round as the lists of strings a request carried were joined
+        own_keys, own_uniq = r.keys.strings()
+        keys += own_keys
+        uniq_keys += own_uniq
+    key_text = KeyText.of(uniq_keys, keys)
     records = b"".join(r.records for r in requests)
     first = requests[0]
     if all(r.topics == first.topics and r.tags == first.tags for r in requests):
-        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, keys,
-                              uniq_keys)
+        return EncodedRequest(records, b"".join(r.columns for r in requests), first.topics, first.tags, key_text)
     topics: dict[str, int] = {}
     tags: dict[str, int] = {}
     parts = []
@@ -69,4 +79,39 @@ def merge(requests: list[EncodedRequest]) -> EncodedRequest:
         cols["topic"] = topic_map[cols["topic"]]
         cols["tag"] = tag_map[cols["tag"]]
         parts.append(cols)
-    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), keys, uniq_keys)
+    return EncodedRequest(records, np.concatenate(parts).tobytes(), list(topics), list(tags), key_text)
+
+
+def dispatch_batch(request: EncodedRequest, checked: CheckedBatch, queue_ids: QueueIds,
+                   outcome: BatchOutcome) -> DispatchBatch:
+    """The records written as one DispatchBatch, column by column (``plan.written_rows``' first half)."""
+    n = len(outcome.phys_offsets)
+    codes = np.array([tags_code(t) for t in request.tags] + [0], dtype=np.int64)  # tag -1 picks the last: 0
+    columns = np.empty(n, dtype=DISPATCH_COLUMNS)
+    columns["phys_offset"] = outcome.phys_offsets
+    columns["size"] = checked.columns["size"][:n]
+    columns["topic"] = checked.columns["topic"][:n]
+    columns["queue_id"] = queue_ids[:n]
+    columns["queue_offset"] = outcome.queue_offsets
+    columns["tags_code"] = codes[checked.columns["tag"][:n]]
+    columns["store_ms"] = outcome.store_ms
+    columns["sys_flag"] = checked.sys_flags[:n]
+    return DispatchBatch(columns, list(request.topics), request.keys.cut(0, n))
+
+
+def pack_reply_rows(phys_offsets: Array, queue_ids: Array, queue_offsets: Array) -> bytes:
+    """One ``REPLY_ROW`` per record written, packed."""
+    rows = np.empty(len(phys_offsets), REPLY_ROW)
+    rows["phys_offset"] = phys_offsets
+    rows["queue_id"] = queue_ids
+    rows["queue_offset"] = queue_offsets
+    return rows.tobytes()
+
+
+def reply_rows(queue_ids: QueueIds, outcome: BatchOutcome, rows_from: int = 0, rows_to: int | None = None) -> bytes:
+    """The packed reply rows of the request whose records are rows [rows_from, rows_to) of the batch
+    (``plan.written_rows``' second half, cut as ``plan.reply_rows_each`` cuts it)."""
+    written = len(outcome.phys_offsets)
+    end = max(written if rows_to is None else min(rows_to, written), rows_from)
+    return pack_reply_rows(outcome.phys_offsets[rows_from:end], queue_ids[rows_from:end],
+                           outcome.queue_offsets[rows_from:end])

@@ -7,6 +7,7 @@ alone)."""
 from __future__ import annotations
 
 import random
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,7 +95,8 @@ def invalid_frames(rng: random.Random, count: int) -> list[bytes]:
 def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[bytes]]:
     """Name -> frames of a ``send_encoded`` request for a writer encoding as ``encoding``: ``valid``
     first, then the shapes to be refused with a reason: parts missing, miscounted or too many,
-    records cut short, padded or replaced, columns that disagree with them, junk in the map's
+    records cut short, padded or replaced, columns that disagree with them, key text whose bounds
+    leave it, go back, count other records or are torn, or that is not UTF-8, junk in the map's
     fields, and parts on ops that take none."""
     batch = BatchEncoder(encoding).encode([Outgoing("Hostile", rng.randbytes(40), tags="T", keys=("k",)),
                                            Outgoing("Hostile", b"y" * 300, queue=0)])
@@ -120,6 +122,11 @@ def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[b
         "records_flipped": announcing(1, bytes(flipped)),
         "columns_doubled": announcing(1, records, columns=fields["columns"] * 2),
         "columns_torn": announcing(1, records, columns=fields["columns"][:COLUMNS.itemsize + 3]),
+        "key_bounds_past_text": announcing(1, records, key_bounds=struct.pack("<5i", 0, 1, 1 << 20, 1 << 20, 1 << 20)),
+        "key_bounds_going_back": announcing(1, records, key_bounds=fields["key_bounds"][::-1]),
+        "key_bounds_miscounted": announcing(1, records, key_bounds=fields["key_bounds"][:-4]),
+        "key_bounds_torn": announcing(1, records, key_bounds=fields["key_bounds"][:-1]),
+        "keys_not_utf8": announcing(1, records, keys=b"\xff" * len(fields["keys"])),
         "map_not_a_map": [b"\x91\x01", records],
         "part_on_ping": _frames(schema.pack_message(schema.request("ping", 1), [b"x"])),
         "part_on_send": _frames(schema.pack_message(

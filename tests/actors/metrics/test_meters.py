@@ -9,13 +9,14 @@ from hypothesis import strategies as st
 
 from actors.meters import LATENCY_BOUNDS_S, MAX_TOPICS, Latencies, TopicCounts
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from engine.batch.key_text import KeyText
 
 
 def _batch(rows: list[tuple[int, int]], topics: list[str]) -> DispatchBatch:
     columns = np.zeros(len(rows), DISPATCH_COLUMNS)
     columns["topic"] = [t for t, _ in rows]
     columns["size"] = [s for _, s in rows]
-    return DispatchBatch(columns, topics, [""] * len(rows), [""] * len(rows))
+    return DispatchBatch(columns, topics, KeyText.of([""] * len(rows), [""] * len(rows)))
 
 
 @given(st.integers(1, 4).flatmap(lambda n: st.tuples(

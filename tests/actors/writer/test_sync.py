@@ -11,6 +11,7 @@ import zmq
 from actors.writer.outlets import Outlets, Progress
 from actors.writer.sync import SyncWaiters
 from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from engine.batch.key_text import KeyText
 from ipc import schema
 from ipc.notices import Dispatch, Flushed
 
@@ -51,7 +52,7 @@ def _outlets(log: list[tuple[str, Any]]) -> tuple[Outlets, Progress]:
 
 
 def _dispatch(start: int, end: int) -> Dispatch:
-    return Dispatch(start, end, DispatchBatch(np.empty(0, DISPATCH_COLUMNS), [], [], []))
+    return Dispatch(start, end, DispatchBatch(np.empty(0, DISPATCH_COLUMNS), [], KeyText.of([], [])))
 
 
 def test_a_flush_releases_batches_then_answers_up_to_its_end() -> None:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import _native
+from engine.batch.key_text import KeyText
 from engine.jhash import java_hash, java_hashes
 from engine.keyindex import buckets
 from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE
@@ -46,6 +47,12 @@ def test_java_hashes_refuse_what_is_not_a_str() -> None:
         java_hash(b"b")  # type: ignore[arg-type]
 
 
+def _key_hashes(topics: list[str], codes: Any, keys: list[Any], uniq: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``record_key_hashes`` of records given as strings, through their key text (as the wire carries them)."""
+    text = KeyText.of(uniq, keys)
+    return record_key_hashes(topics, codes, text.text, text.bounds)
+
+
 @settings(max_examples=300, deadline=None)
 @given(topics=st.lists(TEXT, min_size=1, max_size=4),
        records=st.lists(st.tuples(st.integers(0, 3), st.one_of(TEXT, st.just("")), st.one_of(TEXT, st.just(""))),
@@ -54,7 +61,7 @@ def test_record_key_hashes_are_the_oracles(topics: list[str], records: list[tupl
     codes = np.array([code % len(topics) for code, _, _ in records], np.int64)
     keys = [k for _, k, _ in records]
     uniq = [u for _, _, u in records]
-    rows, hashes = record_key_hashes(topics, codes, keys, uniq)
+    rows, hashes = _key_hashes(topics, codes, keys, uniq)
     want_rows, want_hashes = oracle.record_key_hashes(topics, codes, keys, uniq)
     assert rows.tolist() == want_rows.tolist() and hashes.tolist() == want_hashes.tolist()
     assert rows.dtype == hashes.dtype == np.int64
@@ -70,15 +77,18 @@ def test_record_key_hashes_refuse_what_the_oracle_refuses(codes: list[int], keys
     with pytest.raises((IndexError, TypeError, ValueError)):
         oracle.record_key_hashes(topics, np.array(codes), keys, uniq)
     with pytest.raises((TypeError, ValueError)):
-        record_key_hashes(topics, np.array(codes), keys, uniq)
+        _key_hashes(topics, np.array(codes), keys, uniq)
 
 
 def test_index_key_hashes_refuse_outputs_too_short() -> None:
     rows, hashes = np.empty(1, np.int64), np.empty(1, np.int64)
+    one = KeyText.of(["u"], ["a b"])
     with pytest.raises(ValueError, match="more keys"):
-        _native.index_key_hashes(["T"], np.zeros(1, np.int64), ["a b"], ["u"], rows, hashes)
+        _native.index_key_hashes(["T"], np.zeros(1, np.int64), one.text, one.bounds, rows, hashes)
+    with pytest.raises(ValueError, match="key bounds"):
+        _native.index_key_hashes(["T"], np.zeros(2, np.int64), one.text, one.bounds, rows, hashes)
     with pytest.raises(ValueError, match="differ in length"):
-        _native.index_key_hashes(["T"], np.zeros(2, np.int64), ["a b"], ["u"], rows, hashes)
+        _native.index_key_hashes(["T"], np.zeros(1, np.int64), one.text, one.bounds, rows, np.empty(2, np.int64))
 
 
 def _index_file(slot_count: int, entry_count: int, header: tuple[int, int, int, int, int, int],

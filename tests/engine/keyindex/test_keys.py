@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.batch.dispatch import DispatchBatch, DispatchRequest
+from engine.batch.key_text import KeyText
 from engine.jhash import java_hash
 from engine.keyindex.keys import index_hash, index_hashes, index_key, key_hashes, record_keys
 from tests.oracle.keyindex import joined_hashes
@@ -66,7 +67,8 @@ def test_batch_index_keys_are_the_index_hashes_of_topic_and_key(records: list[tu
     text outside ASCII (in keys and topics): hashed all at once, as the strings hash one by one."""
     requests = [DispatchRequest(topic, 0, 10 * i, 10, 0, 0, i, (), None, 0) for i, (topic, _, _) in enumerate(records)]
     plain = DispatchBatch.from_requests(requests)
-    batch = DispatchBatch(plain.columns, plain.topics, [k for _, k, _ in records], [u for _, _, u in records])
+    key_text = KeyText.of([u for _, _, u in records], [k for _, k, _ in records])
+    batch = DispatchBatch(plain.columns, plain.topics, key_text)
     key_rows, key_hashes = batch.index_keys()
     rows, names = _key_strings(batch)
     assert key_rows.tolist() == rows
@@ -81,7 +83,7 @@ def test_ascii_index_keys_hash_as_strings(keys: list[str], uniq: list[str]) -> N
     requests = [DispatchRequest("Orders" if i % 2 else "T", i % 3, 100 * i, 100, 0, 0, i, (), None, 0)
                 for i in range(6)]
     plain = DispatchBatch.from_requests(requests)
-    batch = DispatchBatch(plain.columns, plain.topics, keys, uniq)
+    batch = DispatchBatch(plain.columns, plain.topics, KeyText.of(uniq, keys))
     key_rows, key_hashes = batch.index_keys()
     rows, names = _key_strings(batch)
     assert key_rows.tolist() == rows
@@ -94,7 +96,8 @@ def test_keys_longer_than_the_power_table_hash_instead_of_raising_index_error(le
     properties allow keys up to their 32,767 bytes."""
     requests = [DispatchRequest("T", 0, 100 * i, 100, 0, 0, i, (), None, 0) for i in range(2)]
     plain = DispatchBatch.from_requests(requests)
-    batch = DispatchBatch(plain.columns, plain.topics, ["k" * length + " b", "x" * (length - 3)], ["u" * length, ""])
+    key_text = KeyText.of(["u" * length, ""], ["k" * length + " b", "x" * (length - 3)])
+    batch = DispatchBatch(plain.columns, plain.topics, key_text)
     key_rows, key_hashes = batch.index_keys()
     rows, names = _key_strings(batch)
     assert key_rows.tolist() == rows == [0, 0, 0, 1]
