@@ -25,7 +25,7 @@ from engine.log.host import Host
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
 from pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
 from pipeline.record_layout import BORN_HOST_POS, RecordLayout
-from pipeline.schema import ARROW_SCHEMA, FULL, Projection
+from pipeline.schema import ARROW_SCHEMA, FULL, TIMESTAMP_MAX_MS, Projection
 
 Array = npt.NDArray[Any]
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % b for b in range(256)), dtype=np.uint8).reshape(256, 2)
@@ -145,17 +145,14 @@ _BUILD: dict[str, Callable[[_Fields], pa.Array]] = {
 # -- helpers -------------------------------------------------------------------------------------
 
 
-_MAX_MS = (1 << 63) // 1000 - 1  # beyond it ms * 1000 leaves int64: only a damaged record says so
-
-
 def _timestamps(ms: Array) -> pa.Array:
     """Milliseconds as UTC microseconds; null where the value cannot be a timestamp at all."""
-    bad = np.abs(ms) > _MAX_MS
+    bad = np.abs(ms) > TIMESTAMP_MAX_MS
     return pa.array(np.where(bad, 0, ms) * 1000, pa.timestamp("us", tz="UTC"), mask=bad if bad.any() else None)
 
 
 def _micros(ms: int) -> int | None:
-    return ms * 1000 if abs(ms) <= _MAX_MS else None
+    return ms * 1000 if abs(ms) <= TIMESTAMP_MAX_MS else None
 
 
 def _hosts(buf: Array, positions: Array, lengths: Array) -> tuple[pa.Array, Array]:

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import (
 )
 
 from pipeline.record_layout import RecordLayout
-from pipeline.schema import NEVER_NULL, table_column
+from pipeline.schema import NEVER_NULL, TIMESTAMP_MAX_MS, table_column
 
 LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1
@@ -191,6 +191,8 @@ class Pushdown:
         column = table_column(attribute[0])  # a user's schema may name it in another case
         if isinstance(f, IsNotNull) and column in NEVER_NULL:
             return self  # true of every row the reader yields
+        if isinstance(f, IsNotNull) and column == "store_timestamp":  # a bound: layout_mask drops the nulls
+            return replace(self, bounds={**self.bounds, column: self.bound(column).meet(lo=LONG_MIN + 1)})
         if not isinstance(f, _ACCEPTED):
             return None
         if column == "topic":
@@ -246,12 +248,14 @@ class Pushdown:
 
     def layout_mask(self, buf: Array, layout: RecordLayout) -> Array | None:
         """Which of ``layout``'s records (all valid) pass the filters (None: all of them)."""
+        stamped = np.abs(layout.store_ms) <= TIMESTAMP_MAX_MS  # else a null timestamp: no bound holds for it
         columns = {"queue_id": layout.queue_id, "queue_offset": layout.queue_offset,
-                   "phys_offset": layout.phys_offset, "store_timestamp": layout.store_ms * 1000}
+                   "phys_offset": layout.phys_offset,
+                   "store_timestamp": np.where(stamped, layout.store_ms, 0) * 1000}
         mask: Array | None = None
         for column, b in self.bounds.items():
             if not b.unbounded:
-                m = b.mask(columns[column])
+                m = b.mask(columns[column]) & stamped if column == "store_timestamp" else b.mask(columns[column])
                 mask = m if mask is None else mask & m
         if self.queue_ids is not None:
             m = np.isin(layout.queue_id, np.fromiter(self.queue_ids, dtype=np.int64))

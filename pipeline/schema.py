@@ -47,6 +47,9 @@ COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
 SPARK_DDL = ", ".join(f"{name} {ddl}" for name, ddl, _ in COLUMNS)
 ARROW_SCHEMA = pa.schema([pa.field(name, arrow_type) for name, _, arrow_type in COLUMNS])
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
+# the largest milliseconds a timestamp column holds (as microseconds, int64): a record saying more is
+# damaged, and its timestamp is null
+TIMESTAMP_MAX_MS = (1 << 63) // 1000 - 1
 # columns every row has a value in (tags, body, uniq_key may be null, and a timestamp whose milliseconds
 # cannot be one: pipeline.columns writes null there)
 NEVER_NULL = frozenset({"topic", "queue_id", "queue_offset", "phys_offset", "size", "flag", "sys_flag", "body_crc",

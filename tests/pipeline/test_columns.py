@@ -6,6 +6,7 @@ No Spark here (pyarrow and numpy only), so these run in the fast loop too.
 from __future__ import annotations
 
 import random
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +25,18 @@ from pipeline.options import Pushdown
 from pipeline.plan import ScanPartition
 from pipeline.record_layout import RecordLayout
 from pipeline.scan import ReadContext, scan_range
-from pipeline.schema import COLUMNS, Projection, SchemaError
+from pipeline.schema import COLUMNS, FULL, Projection, SchemaError
 
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
 
 
 def record(i: int, *, topic: str = "T", props: dict[str, str] | None = None, prop_crc: bool = False,
-           store_host: Host = V4, body: bytes | None = None) -> bytearray:
+           store_host: Host = V4, body: bytes | None = None, store_ms: int | None = None) -> bytearray:
     out = encode_record(topic=topic, body=b"b%d" % i * (i % 5) if body is None else body,
                         properties={"UNIQ_KEY": f"U{i}", **(props or {})}, queue_id=i % 3, flag=i, sys_flag=0,
                         born_ms=1_700_000_000_000 + i, born_host=V6 if i % 2 else V4, store_host=store_host,
-                        store_ms=1_700_000_000_500 + i, queue_offset=i, phys_offset=1000 * i, reconsume_times=i % 2,
+                        store_ms=1_700_000_000_500 + i if store_ms is None else store_ms, queue_offset=i,
+                        phys_offset=1000 * i, reconsume_times=i % 2,
                         prepared_tx_offset=7 * i, prop_crc=prop_crc)
     if prop_crc:
         seal_record(out, 0, len(out))
@@ -232,6 +234,29 @@ def test_is_not_null_is_consumed_only_where_every_row_has_a_value() -> None:
     pushdown = Pushdown()
     assert pushdown.accept(IsNotNull(("topic",))) is pushdown
     assert pushdown.accept(IsNotNull(("tags",))) is None
-    # a damaged record's milliseconds may be no timestamp: Spark keeps the filter
-    assert pushdown.accept(IsNotNull(("store_timestamp",))) is None
+    # a damaged record's milliseconds may be no timestamp: Spark keeps the filter on born_timestamp, and
+    # the reader's mask drops store_timestamp's nulls (below)
     assert pushdown.accept(IsNotNull(("born_timestamp",))) is None
+    assert pushdown.accept(IsNotNull(("store_timestamp",))) is not None
+
+
+def test_a_store_timestamp_filter_drops_a_record_whose_timestamp_is_null(tmp_path: Path) -> None:
+    from pyspark.sql.datasource import IsNotNull, LessThan
+
+    recs = [record(0), record(1, store_ms=1 << 62), record(2)]  # 1 << 62 ms is no timestamp: null there
+    data = b"".join(recs) + bytes(64)
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(data)
+    part = ScanPartition(str(path), 0, 0, len(data), newest=False)
+
+    def rows(pushdown: Pushdown) -> list[dict[str, Any]]:
+        ctx = ReadContext(str(tmp_path), Geometry(prop_crc=False), pushdown, include_body=True, verify_crc=False,
+                          batch_rows=5, projection=FULL)
+        return [row for batch in scan_range(part, ctx) for row in batch.to_pylist()]
+
+    everything = rows(Pushdown())
+    assert [row["store_timestamp"] is None for row in everything] == [False, True, False]
+    for f in (IsNotNull(("store_timestamp",)), LessThan(("store_timestamp",), datetime.max)):
+        pushdown = Pushdown().accept(f)
+        assert pushdown is not None
+        assert [row["queue_offset"] for row in rows(pushdown)] == [0, 2]
