@@ -13,7 +13,8 @@ In order, on fresh stores in a temp dir (k = the core count):
 3. the same with 4 KiB bodies;
 4. SYNC_FLUSH (group commit), 128-byte bodies;
 5. send -> consumed latency with the default configuration, open loop, k producers, k consumers:
-   ASYNC_FLUSH at half and at a tenth of the rate of 2, SYNC_FLUSH at a tenth of the rate of 4;
+   ASYNC_FLUSH at half and at a tenth of the rate of 2, SYNC_FLUSH at a tenth of the rate of 4, and
+   ASYNC_FLUSH at half and a tenth of the rate with 4 batches in flight (rates like the runs before);
    p50 / p99 / max and the consumed rate next to the sent rate; then ``scripts.bench.trace`` at the
    two tenth rates, for the per-hop table (where the milliseconds go);
 6. query by key through a reader, k processes, keys written in 2: one key per synchronous request,
@@ -61,7 +62,11 @@ WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
 # rate it divides, divisor)
 LATENCY_RUNS = (("latency_half_rate", "ASYNC_FLUSH", "async_128", 2),
                 ("latency_tenth_rate", "ASYNC_FLUSH", "async_128", 10),
-                ("latency_sync_tenth_rate", "SYNC_FLUSH", "sync_128", 10))
+                ("latency_sync_tenth_rate", "SYNC_FLUSH", "sync_128", 10),
+                # the same fractions of the max rate with 4 batches in flight, the suite's depth before 32:
+                # rates comparable with the runs before, where the deeper max puts the machine near saturation
+                ("latency_half_rate_inflight_4", "ASYNC_FLUSH", "async_128_inflight_4", 2),
+                ("latency_tenth_rate_inflight_4", "ASYNC_FLUSH", "async_128_inflight_4", 10))
 LATENCY_FIELDS = ("rate", "p50", "p99", "p99.9", "max", "send_msgs_per_s", "consumed_msgs_per_s")
 
 
@@ -225,7 +230,8 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
         runs[name] = {"flush": flush, "rate": round(rate), **result.summary["consume"]["latency_ms"],
                       "send_msgs_per_s": result.summary["send"]["msgs_per_s"],
                       "consumed_msgs_per_s": result.summary["consume"]["msgs_per_s_over_run"]}
-        latency[f"{flush.split('_')[0]} {round(rate):,} msgs/s"] = result.latencies_us
+        if not name.endswith("_inflight_4"):  # the plot keeps to the judged runs
+            latency[f"{flush.split('_')[0]} {round(rate):,} msgs/s"] = result.latencies_us
     for name, flush, of in (("trace_tenth_rate", "ASYNC_FLUSH", "async_128"),
                             ("trace_sync_tenth_rate", "SYNC_FLUSH", "sync_128")):
         runs[name] = bench_trace.trace_run(work, runs[of]["send"]["msgs_per_s"] / 10, args.seconds,
@@ -288,9 +294,12 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          s128["msgs_per_s"] >= 200_000 and (ratio(s128["msgs_per_s"], always) or 0) >= 5
          and (ratio(s128["msgs_per_s"], lim["fdatasync_appends_per_s"]) or 0) >= 20),
         ("send -> consumed, ASYNC at a tenth of the max rate, defaults", "p99 <= 2 ms",
-         {k: runs["latency_tenth_rate"][k] for k in LATENCY_FIELDS}, (runs["latency_tenth_rate"]["p99"] or 1e9) <= 2),
+         {**{k: runs["latency_tenth_rate"][k] for k in LATENCY_FIELDS},
+          "of_inflight_4_max": {k: runs["latency_tenth_rate_inflight_4"][k] for k in LATENCY_FIELDS}},
+         (runs["latency_tenth_rate"]["p99"] or 1e9) <= 2),
         ("send -> consumed, ASYNC at half the max rate, defaults", "p99 <= 10 ms, consumed rate = sent rate",
-         {k: runs["latency_half_rate"][k] for k in LATENCY_FIELDS},
+         {**{k: runs["latency_half_rate"][k] for k in LATENCY_FIELDS},
+          "of_inflight_4_max": {k: runs["latency_half_rate_inflight_4"][k] for k in LATENCY_FIELDS}},
          (runs["latency_half_rate"]["p99"] or 1e9) <= 10 and keeps_up(runs["latency_half_rate"])),
         ("send -> consumed, SYNC at a tenth of its max rate, defaults", "p99 <= 5 ms",
          {k: runs["latency_sync_tenth_rate"][k] for k in LATENCY_FIELDS},

@@ -117,6 +117,8 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     assert all(row["broker_over_redis_server"] is None or row["broker_over_redis_server"] > 0 for row in cpu_rows)
     assert doc["runs"]["async_128"]["consume"]["complete"]
     assert doc["runs"]["async_128"]["inflight"] == 32 and doc["runs"]["async_128_inflight_4"]["inflight"] == 4
+    half = next(t["achieved"] for t in doc["targets"] if t["workload"].startswith("send -> consumed, ASYNC at half"))
+    assert half["of_inflight_4_max"]["rate"] == round(doc["runs"]["async_128_inflight_4"]["send"]["msgs_per_s"] / 2)
     assert "skipped" in doc["redis"] or doc["redis"]["everysec"]["pipeline"] == 100 * 32  # as many outstanding
     assert all(doc["runs"]["query_by_key"][mode]["found"] > 0 for mode in ("one_at_a_time", "in_flight", "batched"))
     assert (out / "smoke.png").read_bytes()[:4] == b"\x89PNG"
