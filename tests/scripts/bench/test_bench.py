@@ -121,6 +121,8 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     assert half["of_inflight_4_max"]["rate"] == round(doc["runs"]["async_128_inflight_4"]["send"]["msgs_per_s"] / 2)
     assert "skipped" in doc["redis"] or doc["redis"]["everysec"]["pipeline"] == 100 * 32  # as many outstanding
     assert all(doc["runs"]["query_by_key"][mode]["found"] > 0 for mode in ("one_at_a_time", "in_flight", "batched"))
+    queries = doc["runs"]["query_by_key"]
+    assert queries["batched"]["lookups"] == 10 * queries["one_at_a_time"]["lookups"]  # the keys gone over 10 times
     assert (out / "smoke.png").read_bytes()[:4] == b"\x89PNG"
     assert doc["runs"]["latency_sync_tenth_rate"]["flush"] == "SYNC_FLUSH"
     assert "flushed -> dispatch" in doc["runs"]["trace_sync_tenth_rate"]["hops_ms"]
