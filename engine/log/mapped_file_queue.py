@@ -95,9 +95,12 @@ class MappedFileQueue:
             return changed
         for path in sorted(p for p in self.directory.iterdir()
                            if is_queue_file_name(p.name) and int(p.name) > last_base):
-            if path.stat().st_size != self.file_size:
-                break  # still being allocated by its writer
-            self.files.append(MappedFile.open(path, self.file_size, writable=self.writable))
+            try:
+                if path.stat().st_size != self.file_size:
+                    break  # still being allocated by its writer
+                self.files.append(MappedFile.open(path, self.file_size, writable=self.writable))
+            except FileNotFoundError:
+                break  # listed, then removed by its writer (a file it could not allocate on a full disk)
             changed = True
         return changed
 

@@ -271,6 +271,29 @@ def test_read_only_open_skips_a_zero_length_last_file(tmp_path: Path) -> None:
     assert (tmp_path / "q" / file_name(1024)).exists()  # a reader never deletes
 
 
+def test_refresh_skips_a_file_its_writer_removed_after_the_listing(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    filled_queue(tmp_path / "q", 1)
+    queue = MappedFileQueue.open(tmp_path / "q", FILE_SIZE, writable=False)
+    try:
+        filled_queue(tmp_path / "q", 0, tail_bytes=1)  # the writer rolls to a second file ...
+        real_open = MappedFile.open
+
+        def removed_first(path: Path, *args: object, **kwargs: object) -> MappedFile:
+            path.unlink()  # ... and removes it between the reader's listing and its open (full disk)
+            return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(MappedFile, "open", removed_first)
+        assert queue.refresh() is False
+        assert [mf.file_base for mf in queue.files] == [0]
+        monkeypatch.undo()
+        filled_queue(tmp_path / "q", 0, tail_bytes=1)  # the writer makes it again once there is room
+        assert queue.refresh() is True
+        assert [mf.file_base for mf in queue.files] == [0, FILE_SIZE]
+    finally:
+        queue.close()
+
+
 def test_wrong_size_file_is_an_error(tmp_path: Path) -> None:
     filled_queue(tmp_path / "q", 2)
     with pytest.raises(MappedFileError):
