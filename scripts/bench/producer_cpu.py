@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from scripts.bench.load import Workload, _create_topics
     print(json.dumps({"encode_columns_cpu_us_per_batch": encode_cpu_us()}), flush=True)
     with tempfile.TemporaryDirectory(prefix="mqstore-producer-cpu-") as work:
-        broker = harness.BrokerProcess(Path(work) / "store", "--flush", "ASYNC_FLUSH").start()
+        broker = harness.BrokerProcess(Path(work) / "store", "--flush", "ASYNC_FLUSH", "--remoting", "off").start()
         try:
             _create_topics(str(broker.store), Workload())
             for _ in range(args.repeat):

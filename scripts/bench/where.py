@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = Workload(producers=args.producers, count=args.count, readers=args.readers)
     with tempfile.TemporaryDirectory(prefix="mqstore-where-") as work:
         broker = harness.BrokerProcess(Path(work) / "store", "--flush", args.flush, "--readers",
-                                       str(args.readers)).start()
+                                       str(args.readers), "--remoting", "off").start()  # the load goes over ipc
         try:
             before = actor_threads(broker.store)
             result = run_load(broker.store, spec)

@@ -9,7 +9,8 @@
     mqstore bench trace   one message's hops (send, append, dispatch, builders, reader, consumer): percentiles
 
 ``load`` attaches to the broker running on ``--store``, or with ``--start`` runs its own on a fresh
-store in a temp dir (``--flush``, ``--readers``) and stops it afterwards.
+store in a temp dir (``--flush``, ``--readers``; no remoting front, as the load goes over ipc, so
+runs side by side do not contend for its port) and stops it afterwards.
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ def _load(args: argparse.Namespace) -> int:
         result = run_load(args.store, spec, live=live)
     else:
         with tempfile.TemporaryDirectory(prefix="mqstore-load-") as work:
+            # the load goes over ipc: no remoting front, whose fixed port would keep a second run from starting
             broker = harness.BrokerProcess(Path(work) / "store", "--flush", args.flush, "--readers", str(args.readers),
+                                           "--remoting", "off",
                                            config=Path(args.config) if args.config else None).start()
             try:
                 result = run_load(broker.store, spec, live=live)
