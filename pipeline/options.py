@@ -248,15 +248,18 @@ class Pushdown:
 
     def layout_mask(self, buf: Array, layout: RecordLayout) -> Array | None:
         """Which of ``layout``'s records (all valid) pass the filters (None: all of them)."""
-        stamped = np.abs(layout.store_ms) <= TIMESTAMP_MAX_MS  # else a null timestamp: no bound holds for it
         columns = {"queue_id": layout.queue_id, "queue_offset": layout.queue_offset,
-                   "phys_offset": layout.phys_offset,
-                   "store_timestamp": np.where(stamped, layout.store_ms, 0) * 1000}
+                   "phys_offset": layout.phys_offset}
         mask: Array | None = None
         for column, b in self.bounds.items():
-            if not b.unbounded:
-                m = b.mask(columns[column]) & stamped if column == "store_timestamp" else b.mask(columns[column])
-                mask = m if mask is None else mask & m
+            if b.unbounded:
+                continue
+            if column == "store_timestamp":  # a null timestamp (a damaged record's) meets no bound
+                stamped = np.abs(layout.store_ms) <= TIMESTAMP_MAX_MS
+                m = b.mask(np.where(stamped, layout.store_ms, 0) * 1000) & stamped
+            else:
+                m = b.mask(columns[column])
+            mask = m if mask is None else mask & m
         if self.queue_ids is not None:
             m = np.isin(layout.queue_id, np.fromiter(self.queue_ids, dtype=np.int64))
             mask = m if mask is None else mask & m
