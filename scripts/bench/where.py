@@ -85,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the broker's flush mode (default ASYNC_FLUSH)")
     parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
     parser.add_argument("--readers", type=int, default=2, help="the broker's reader processes (default 2)")
+    parser.add_argument("--inflight", type=int, default=32,
+                        help="batch sends outstanding per producer (default 32, the suite's)")
     args = parser.parse_args(argv)
-    spec = Workload(producers=args.producers, count=args.count, readers=args.readers)
+    spec = Workload(producers=args.producers, count=args.count, readers=args.readers, inflight=args.inflight)
     with tempfile.TemporaryDirectory(prefix="mqstore-where-") as work:
         broker = harness.BrokerProcess(Path(work) / "store", "--flush", args.flush, "--readers",
                                        str(args.readers), "--remoting", "off").start()  # the load goes over ipc
