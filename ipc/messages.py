@@ -250,9 +250,9 @@ class MessageBatch(Sequence[ReceivedMessage]):
 
     def __getitem__(self, index: int | slice) -> ReceivedMessage | MessageBatch:
         if isinstance(index, slice):
-            first, _, step = index.indices(len(self._sizes))
-            if step != 1:
-                raise ValueError("a batch is sliced in steps of 1")
+            first, stop, step = index.indices(len(self._sizes))
+            if step != 1:  # records back to back: one batch of each message taken
+                return MessageBatch.join([self[i:i + 1] for i in range(first, stop, step)] or [MessageBatch.empty()])
             begin = self._begin + _native.packed_extent(self._sizes[:first])[0]
             return MessageBatch(self._data, begin, self._sizes[index], self._queue_offsets[index],
                                 self._phys_offsets[index])

@@ -8,6 +8,7 @@ import ipaddress
 import string
 import struct
 import zlib
+from functools import partial
 from typing import Any
 
 import pytest
@@ -67,6 +68,11 @@ def test_bodies_are_the_oracle_s(records: list[Any], damages: list[tuple[float, 
     assert _outcome(batch.bodies) == _outcome(lambda: oracle.bodies(data, starts, sizes))
     assert _outcome(batch[first:stop].bodies) == _outcome(
         lambda: oracle.bodies(data, starts[first:stop], sizes[first:stop]))
+    for step in (2, -1, -3):  # a stepped slice, as a list's (its records copied back to back: other positions)
+        stepped = _outcome(batch[::step].bodies)
+        expected = _outcome(partial(oracle.bodies, data, starts[::step], sizes[::step]))
+        assert stepped == expected or (stepped[0] is ReplyError and expected[0] is ReplyError)
+        assert batch[::step].queue_offsets == batch.queue_offsets[::step]
     joined = MessageBatch.join([batch[:first], batch[first:stop], batch[stop:]])
     assert joined.stored_bytes == len(data) and joined.queue_offsets == batch.queue_offsets
     assert _outcome(joined.bodies) == _outcome(batch.bodies)
