@@ -256,7 +256,7 @@ class Consumer:
                     state.put_back(batch[room:])
                     batch = batch[:room]
                 taken.append(batch)
-                state.position = batch.queue_offsets[-1] + 1
+                state.position = batch.queue_offset(-1) + 1
                 room = None if room is None else room - len(batch)
             if not state.buffered:
                 state.position = state.fetch_offset  # past entries the tag filter skipped, too
@@ -292,7 +292,7 @@ class Consumer:
             # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
             state.fetch_offset = next_offset
         if self.pull_trace is not None and batch:
-            self.pull_trace.append((state.queue, batch.queue_offsets[0], batch.queue_offsets[-1],
+            self.pull_trace.append((state.queue, batch.queue_offset(0), batch.queue_offset(-1),
                                     int(reply.get("replied_us", 0)), time.time_ns() // 1000))
         batch = batch.since(state.position)
         if batch:

@@ -13,9 +13,11 @@ import struct
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, overload
 
-from engine.log.record import SYSFLAG_POS, Record, body_length_pos, decode_record
+from engine import _native
+from engine.log.record import Record, decode_record
 
 PUT_OK = "PUT_OK"
 SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
@@ -147,7 +149,6 @@ class ReceivedMessage:
 
 
 _COLUMN = struct.Struct("<q")
-_INT = struct.Struct(">i")
 
 
 def pack_columns(queue_offsets: Sequence[int], phys_offsets: Sequence[int], sizes: Sequence[int]) -> bytes:
@@ -155,23 +156,33 @@ def pack_columns(queue_offsets: Sequence[int], phys_offsets: Sequence[int], size
     return struct.pack(f"<{3 * len(sizes)}q", *queue_offsets, *phys_offsets, *sizes)
 
 
+def _int64s(block: bytes) -> memoryview:
+    """A column of little-endian int64s as a sequence of ints, without copying (the engine's columns
+    are native int64s: little-endian hosts only)."""
+    return memoryview(block).cast("q")
+
+
 class MessageBatch(Sequence[ReceivedMessage]):
-    """Messages of packed pulls: the stored records and their columns, each decoded into a
-    ``ReceivedMessage`` only when it is touched (index, iterate); ``bodies`` reads just the bodies."""
+    """Messages of packed pulls: the stored records, back to back in ``data`` from ``begin`` to ``end``,
+    and their columns (int64 views of the reply's column block, so a batch is built, sliced and joined
+    without a Python object per message), each decoded into a ``ReceivedMessage`` only when it is touched
+    (index, iterate); ``bodies`` and ``body_heads`` read just the bodies, in one kernel call."""
 
-    __slots__ = ("_data", "_sizes", "_starts", "phys_offsets", "queue_offsets")
+    __slots__ = ("_begin", "_data", "_end", "_phys_offsets", "_queue_offsets", "_sizes", "_starts")
 
-    def __init__(self, data: bytes, starts: list[int], sizes: list[int], queue_offsets: list[int],
-                 phys_offsets: list[int]) -> None:
+    def __init__(self, data: bytes, begin: int, sizes: memoryview, queue_offsets: memoryview,
+                 phys_offsets: memoryview, end: int | None = None) -> None:
         self._data = data
-        self._starts = starts
+        self._begin = begin
+        self._end = begin + _native.packed_extent(sizes)[0] if end is None else end
         self._sizes = sizes
-        self.queue_offsets = queue_offsets
-        self.phys_offsets = phys_offsets
+        self._queue_offsets = queue_offsets
+        self._phys_offsets = phys_offsets
+        self._starts: list[int] | None = None  # each record's start, when one is decoded
 
     @classmethod
     def empty(cls) -> MessageBatch:
-        return cls(b"", [], [], [], [])
+        return cls(b"", 0, _EMPTY, _EMPTY, _EMPTY, 0)
 
     @classmethod
     def from_reply(cls, reply: Mapping[str, Any]) -> MessageBatch:
@@ -181,38 +192,39 @@ class MessageBatch(Sequence[ReceivedMessage]):
             raise ReplyError("a packed reply has bytes raw, an integer count and bytes cols")
         if count < 0 or len(cols) != 3 * _COLUMN.size * count:
             raise ReplyError(f"{len(cols)} column bytes for {count} records")
-        columns = list(struct.unpack(f"<{3 * count}q", cols))
+        columns = _int64s(cols)
         sizes = columns[2 * count:]
-        starts: list[int] = []
-        pos = 0
-        for size in sizes:
-            if size < 8:
-                raise ReplyError(f"a record of {size} bytes")
-            starts.append(pos)
-            pos += size
-        if pos != len(data):
-            raise ReplyError(f"{len(data)} record bytes, the columns say {pos}")
-        return cls(data, starts, sizes, columns[:count], columns[count:2 * count])
+        try:
+            total, short_at = _native.packed_extent(sizes)
+        except ValueError as exc:
+            raise ReplyError(str(exc)) from None
+        if short_at >= 0:
+            raise ReplyError(f"a record of {sizes[short_at]} bytes")
+        if total != len(data):
+            raise ReplyError(f"{len(data)} record bytes, the columns say {total}")
+        return cls(data, 0, sizes, columns[:count], columns[count:2 * count], len(data))
 
     @classmethod
     def join(cls, batches: Sequence[MessageBatch]) -> MessageBatch:
         """One batch of several, in their order."""
         if len(batches) == 1:
             return batches[0]
-        data = bytearray()
-        starts: list[int] = []
-        sizes: list[int] = []
-        queue_offsets: list[int] = []
-        phys_offsets: list[int] = []
-        for batch in batches:
-            base = len(data) - (batch._starts[0] if batch._starts else 0)
-            if batch._starts:
-                data += memoryview(batch._data)[batch._starts[0]:batch._starts[-1] + batch._sizes[-1]]
-            starts.extend(start + base for start in batch._starts)
-            sizes.extend(batch._sizes)
-            queue_offsets.extend(batch.queue_offsets)
-            phys_offsets.extend(batch.phys_offsets)
-        return cls(bytes(data), starts, sizes, queue_offsets, phys_offsets)
+        data = b"".join([memoryview(batch._data)[batch._begin:batch._end] for batch in batches])
+        return cls(data, 0, _int64s(b"".join([batch._sizes for batch in batches])),
+                   _int64s(b"".join([batch._queue_offsets for batch in batches])),
+                   _int64s(b"".join([batch._phys_offsets for batch in batches])), len(data))
+
+    @property
+    def queue_offsets(self) -> list[int]:
+        return self._queue_offsets.tolist()
+
+    @property
+    def phys_offsets(self) -> list[int]:
+        return self._phys_offsets.tolist()
+
+    def queue_offset(self, index: int) -> int:
+        """Message ``index``'s queue offset (``queue_offsets[index]`` without the list)."""
+        return int(self._queue_offsets[index])
 
     def __len__(self) -> int:
         return len(self._sizes)
@@ -228,7 +240,7 @@ class MessageBatch(Sequence[ReceivedMessage]):
     @property
     def stored_bytes(self) -> int:
         """The records' size as stored (what a pull's byte limits count)."""
-        return sum(self._sizes)
+        return self._end - self._begin
 
     @overload
     def __getitem__(self, index: int) -> ReceivedMessage: ...
@@ -238,10 +250,17 @@ class MessageBatch(Sequence[ReceivedMessage]):
 
     def __getitem__(self, index: int | slice) -> ReceivedMessage | MessageBatch:
         if isinstance(index, slice):
-            return MessageBatch(self._data, self._starts[index], self._sizes[index], self.queue_offsets[index],
-                                self.phys_offsets[index])
-        decoded = decode_record(self._data, self._starts[index], check_crc=False)
-        if decoded.record is None or decoded.record.size != self._sizes[index]:
+            first, stop, step = index.indices(len(self._sizes))
+            if step != 1:  # records back to back: one batch of each message taken
+                return MessageBatch.join([self[i:i + 1] for i in range(first, stop, step)] or [MessageBatch.empty()])
+            begin = self._begin + _native.packed_extent(self._sizes[:first])[0]
+            return MessageBatch(self._data, begin, self._sizes[index], self._queue_offsets[index],
+                                self._phys_offsets[index])
+        size = self._sizes[index]  # IndexError outside the batch, as a list's
+        if self._starts is None:
+            self._starts = list(accumulate(self._sizes, initial=self._begin))
+        decoded = decode_record(self._data, self._starts[index if index >= 0 else index + len(self)], check_crc=False)
+        if decoded.record is None or decoded.record.size != size:
             raise ReplyError(f"message {index} of a packed reply does not decode: {decoded.reason}")
         return ReceivedMessage.from_record(decoded.record)
 
@@ -252,26 +271,39 @@ class MessageBatch(Sequence[ReceivedMessage]):
     def since(self, queue_offset: int) -> MessageBatch:
         """The messages at ``queue_offset`` and after (queue offsets ascend within a queue's pull)."""
         skip = 0
-        while skip < len(self.queue_offsets) and self.queue_offsets[skip] < queue_offset:
+        while skip < len(self._queue_offsets) and self._queue_offsets[skip] < queue_offset:
             skip += 1
         return self[skip:] if skip else self
 
     def bodies(self) -> list[bytes]:
         """Every message's body as its producer gave it (inflated when compressed), nothing else decoded."""
-        data, out = self._data, []
         try:
-            for start, size in zip(self._starts, self._sizes, strict=True):
-                if _INT.unpack_from(data, start)[0] != size:
-                    raise ReplyError(f"no {size}-byte record at byte {start} of a packed reply")
-                (sys_flag,) = _INT.unpack_from(data, start + SYSFLAG_POS)
-                pos = start + body_length_pos(sys_flag)
-                (body_len,) = _INT.unpack_from(data, pos)
-                if body_len < 0 or pos + 4 + body_len > start + size:
-                    raise ReplyError(f"a body of {body_len} bytes outside its record")
-                out.append(_plain(data[pos + 4:pos + 4 + body_len], sys_flag))
-        except struct.error as exc:
-            raise ReplyError(f"a record too short for its header: {exc}") from None
+            out, compressed = _native.packed_bodies(self._data, self._begin, self._sizes)
+        except ValueError as exc:
+            raise ReplyError(str(exc)) from None
+        for i in compressed:
+            out[i] = _plain(out[i], COMPRESSED)
         return out
+
+    def body_heads(self, width: int) -> bytes:
+        """The first ``width`` bytes of every body as its producer gave it, back to back (a column of
+        fixed-width stamps in one call); ReplyError when a body is shorter, or as ``bodies``."""
+        try:
+            heads, compressed = _native.packed_body_heads(self._data, self._begin, self._sizes, width)
+        except ValueError as exc:
+            raise ReplyError(str(exc)) from None
+        if not compressed:
+            return heads
+        out = bytearray(heads)
+        for i in compressed:
+            body = self[i:i + 1].bodies()[0]
+            if len(body) < width:
+                raise ReplyError(f"body {i} has {len(body)} bytes, fewer than a head's {width}")
+            out[i * width:(i + 1) * width] = body[:width]
+        return bytes(out)
+
+
+_EMPTY = _int64s(b"")
 
 
 def _plain(body: bytes, sys_flag: int) -> bytes:

@@ -43,6 +43,9 @@ PyObject *mq_written_rows(PyObject *self, PyObject *args);
 PyObject *mq_key_text(PyObject *self, PyObject *args);
 PyObject *mq_key_text_check(PyObject *self, PyObject *args);
 PyObject *mq_key_text_join(PyObject *self, PyObject *args);
+PyObject *mq_packed_bodies(PyObject *self, PyObject *args);
+PyObject *mq_packed_body_heads(PyObject *self, PyObject *args);
+PyObject *mq_packed_extent(PyObject *self, PyObject *args);
 
 /* Whether bounds are the 2n + 1 int32 key bounds of n records over text (engine/csrc/keytext.c): from
  * 0 or more, never back, within text; with check_utf8, every span UTF-8 too. 0 and a ValueError if not. */

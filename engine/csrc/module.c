@@ -146,6 +146,20 @@ static PyMethodDef methods[] = {
      "(int64s, n) and store_ms: their DISPATCH_COLUMNS rows into rows_out (46 B each; tags code\n"
      "tags_codes[tag], tag -1 the last entry) and, returned, their REPLY_ROWs (phys offset, queue id, queue\n"
      "offset; 20 B each). ValueError for lengths that do not fit together or a tag outside tags_codes but the last."},
+    {"packed_bodies", mq_packed_bodies, METH_VARARGS,
+     "packed_bodies(data, begin, sizes) -> (bodies, compressed): the records of a packed pull reply, back to\n"
+     "back in data from begin, one of each size (int64s), each checked as ipc.messages' decoder checks it: its\n"
+     "size field equals its size and its body (BODYLENGTH read where its sys flag's host families put it) lies\n"
+     "inside it. bodies: each body as stored (bytes); compressed: the indices whose sys flag has 0x1.\n"
+     "ValueError with the decoder's reason for the first record that fails, or when the sizes (each at least\n"
+     "8) leave data."},
+    {"packed_body_heads", mq_packed_body_heads, METH_VARARGS,
+     "packed_body_heads(data, begin, sizes, width) -> (heads, compressed): packed_bodies' checks, then the first\n"
+     "width bytes of every body back to back in one bytes object (width zeros for a compressed body, whose\n"
+     "head is its inflated body's); ValueError as packed_bodies, or for a body not compressed of fewer bytes."},
+    {"packed_extent", mq_packed_extent, METH_VARARGS,
+     "packed_extent(sizes) -> (total, short_at): the sum of the int64 sizes of a packed reply's records and the\n"
+     "index of the first under 8 bytes (-1: none); ValueError when the sum passes int64."},
     {NULL, NULL, 0, NULL},
 };
 
