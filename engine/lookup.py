@@ -26,18 +26,21 @@ from engine.log.mapped_file import MappedFile
 from engine.log.msgid import decode_offset_msg_id
 from engine.log.record import (
     MAGIC_V1,
-    MAGIC_V2,
     PROP_KEYS,
     PROP_UNIQ_KEY,
     QUEUE_OFFSET_POS,
+    ByteSource,
     Record,
     decode_record,
 )
 
 MAX_FILTER_SCAN_BYTES = 16000
 SUBSCRIBE_ALL = "*"
+PULL_DECODES = 1  # pull_records' checks: each record decodes
+PULL_TAGS = 2  # and its TAGS is one of the filter's tags
 _MAGIC_V1 = MAGIC_V1.to_bytes(4, "big", signed=True)
-_MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
+_NO_TAGS = array("q")
+_LOG_END = 2**63 - 1
 _LONG = struct.Struct(">q")
 PROPERTY_SEPARATOR = b"\x02"
 KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
@@ -149,6 +152,18 @@ class TagFilter:
     def matches(self, tags: str | None) -> bool:
         return not self.tags or tags in self.tags
 
+    def text(self) -> tuple[bytes, array[int]]:
+        """The tags as one UTF-8 text and where each ends in it, as ``pull_records`` compares them with
+        the records' TAGS; a tag no UTF-8 holds (a lone surrogate) is left out, as no record's TAGS
+        decodes to it."""
+        held: list[bytes] = []
+        for tag in self.tags:
+            try:
+                held.append(tag.encode())
+            except UnicodeEncodeError:
+                continue
+        return b"".join(held), array("q", accumulate(map(len, held)))
+
 
 @dataclass(frozen=True, slots=True)
 class PullLimits:
@@ -163,8 +178,10 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
     """RocketMQ's getMessage over one queue, never reading records at or past ``readable_end``.
 
     With ``stored`` the records are not decoded: their bytes are copied out as stored (``stored``
-    of the result), each checked only for the size its entry names; a record is decoded only when a
-    tag filter must rule out a hash collision."""
+    of the result), each checked only for the size its entry names and its magic; with a tag filter,
+    also that it decodes and that its TAGS really is one of the filter's (two tags may share a hash
+    code). Without ``stored`` each record must decode, and comes decoded. One kernel call
+    (``engine._native.pull_records``) for the entries whose records lie in each commitlog file."""
     if cq is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     min_qo, max_qo = cq.min_queue_offset, cq.max_queue_offset
@@ -183,67 +200,52 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
         next_file = queue_offset + cq.entries_per_file - queue_offset % cq.entries_per_file
         return GetResult(GetStatus.OFFSET_FOUND_NULL, next_file, min_qo, max_qo)
     codes = tag_filter.codes
+    code_array = np.fromiter(codes, np.int64, len(codes))
+    tags, tag_ends = tag_filter.text() if codes else (b"", _NO_TAGS)
+    checks = (PULL_TAGS if codes else 0) | (0 if stored else PULL_DECODES)
     max_count = min(limits.max_count, limits.transfer_count)
     max_bytes = min(limits.max_bytes, limits.transfer_bytes)
-    status = GetStatus.NO_MATCHED_MESSAGE
-    messages: list[Record] = []
     chunks: list[bytes] = []
     queue_offsets: list[int] = []
     phys_offsets: list[int] = []
     sizes: list[int] = []
-    count = total_bytes = filtered = 0
-    code_array = np.fromiter(codes, np.int64, len(codes))
-    rows = np.empty(max(max_count, 1), np.int64)
-    first_row = 0
-    while True:  # the kernel keeps what the tag filter and the limits let through; each kept record is read
-        kept, skipped, next_row = _native.pull_rows(entries, code_array, readable_end, max_count, max_bytes, count,
-                                                    total_bytes, first_row, rows)
-        refused = -1  # a kept entry whose record is gone or whose tags only share a hash: go on after it
-        for taken, (row, (phys_offset, size, _)) in enumerate(zip(rows[:kept].tolist(),
-                                                                  entries[rows[:kept]].tolist(), strict=True)):
-            chunk: bytes | None = None
-            if stored:
-                chunk = _stored_record(commitlog, phys_offset, size)
-                record = decode_record(chunk, check_crc=False, read_body=False).record if chunk and codes else None
-                readable = chunk is not None and (record is not None or not codes)
-            else:
-                record = commitlog.read_record(phys_offset, check_crc=False).record
-                readable = record is not None and record.size == size
-            if not readable:
-                if not count:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-            elif record is not None and not tag_filter.matches(record.tags):  # two tags that share a hash
-                filtered += 1
-            else:
-                if chunk is not None:
-                    chunks.append(chunk)
-                    queue_offsets.append(queue_offset + row)
-                    phys_offsets.append(phys_offset)
-                    sizes.append(size)
-                elif record is not None:
-                    messages.append(record)
-                count += 1
-                total_bytes += size
-                status = GetStatus.FOUND
-                continue
-            filtered += row - first_row - taken  # the entries before it that the tag filter left out
-            refused = row
+    count = total_bytes = filtered = unreadable = row = 0
+    data: ByteSource = b""
+    file_base = file_end = written_pos = 0  # no file yet: the first call stops at the first entry it keeps
+    while True:  # one kernel call a commitlog file the kept records lie in
+        chunk, more_queue_offsets, more_phys_offsets, more_sizes, (more_filtered, more_unreadable, row, other_phys) = \
+            _native.pull_records(entries, code_array, readable_end, max_count, max_bytes, count, total_bytes, row,
+                                 queue_offset, data, file_base, file_end, written_pos, checks, tags, tag_ends)
+        filtered += more_filtered
+        unreadable += more_unreadable
+        if more_sizes:
+            chunks.append(chunk)
+            queue_offsets += more_queue_offsets
+            phys_offsets += more_phys_offsets
+            sizes += more_sizes
+            count += len(more_sizes)
+            total_bytes += len(chunk)
+        if other_phys is None:
             break
-        if refused < 0:
-            filtered += skipped
-            next_qo = queue_offset + next_row
-            break
-        first_row = refused + 1
-    records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes) if stored else None
-    return GetResult(status, next_qo, min_qo, max_qo, messages, filtered, records)
+        data, file_base, file_end, written_pos = _file_at(commitlog, other_phys)
+    # a record gone (retention, a truncated log) before anything was taken: RocketMQ's MESSAGE_WAS_REMOVING
+    status = (GetStatus.FOUND if count else GetStatus.MESSAGE_WAS_REMOVING if unreadable
+              else GetStatus.NO_MATCHED_MESSAGE)
+    records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes)  # one chunk: joined, not copied
+    if not stored:
+        return GetResult(status, queue_offset + row, min_qo, max_qo, records.records(), filtered)
+    return GetResult(status, queue_offset + row, min_qo, max_qo, [], filtered, records)
 
 
-def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes | None:
-    """The ``size`` bytes at ``phys_offset`` when they hold a record of that size, else None."""
-    chunk = commitlog.read_bytes(phys_offset, size)
-    if chunk is None or size < 8 or int.from_bytes(chunk[:4], "big") != size or chunk[4:8] not in _MAGICS:
-        return None
-    return chunk
+def _file_at(commitlog: CommitLog, phys_offset: int) -> tuple[ByteSource, int, int, int]:
+    """The commitlog file holding ``phys_offset`` as ``pull_records`` takes it: its bytes, the log's
+    offsets it spans and its written position; where no file holds it, the gap up to the next file,
+    with nothing written in it."""
+    mf = commitlog.file_for(phys_offset)
+    if mf is not None:
+        return mf.buffer, mf.file_base, mf.file_end, mf.written_pos
+    later = [f.file_base for f in commitlog.queue.files if f.file_base > phys_offset]
+    return b"", phys_offset, min(later, default=_LOG_END), 0
 
 
 def query_by_key(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_count: int,

@@ -31,7 +31,7 @@ PyObject *mq_uniq_keys(PyObject *self, PyObject *args);
 PyObject *mq_index_select(PyObject *self, PyObject *args);
 PyObject *mq_record_columns(PyObject *self, PyObject *args);
 PyObject *mq_scan_records(PyObject *self, PyObject *args);
-PyObject *mq_pull_rows(PyObject *self, PyObject *args);
+PyObject *mq_pull_records(PyObject *self, PyObject *args);
 PyObject *mq_records_holding(PyObject *self, PyObject *args);
 PyObject *mq_java_hash(PyObject *self, PyObject *s);
 PyObject *mq_java_hashes(PyObject *self, PyObject *args);
@@ -50,6 +50,11 @@ PyObject *mq_packed_extent(PyObject *self, PyObject *args);
 /* Whether bounds are the 2n + 1 int32 key bounds of n records over text (engine/csrc/keytext.c): from
  * 0 or more, never back, within text; with check_utf8, every span UTF-8 too. 0 and a ValueError if not. */
 int mq_key_bounds(const Py_buffer *text, const Py_buffer *bounds, Py_ssize_t n, int check_utf8);
+
+/* Whether the record at data[pos:] is one engine.log.record.decode_record(check_crc=False) decodes, none of
+ * it at or past limit (engine/csrc/scan.c); when it is, where its properties lie in data. */
+int mq_record_decodes(const uint8_t *data, int64_t len, int64_t pos, int64_t limit, int64_t *props_pos,
+                      int64_t *props_len);
 
 /* The kernels' open-addressing tables: one of a power of two entries, at least twice n, is size
  * mq_table_mask(n) + 1; a 64-bit key starts probing at mq_probe_start (Fibonacci hashing). */

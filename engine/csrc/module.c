@@ -73,14 +73,22 @@ static PyMethodDef methods[] = {
      "a position that holds no record, one whose layout is broken or that fails checks (3, code as\n"
      "record_columns'); pos is where the walk stopped. ValueError on a pos outside data or out of another\n"
      "size."},
-    {"pull_rows", mq_pull_rows, METH_VARARGS,
-     "pull_rows(entries, codes, readable_end, max_count, max_bytes, count, total_bytes, first_row, rows)\n"
-     "-> (kept, filtered, next_row): go over consume-queue entries (20-byte rows) from first_row as a pull\n"
-     "does, with count messages and total_bytes already taken: stop at an entry whose record passes\n"
-     "readable_end, or (once something is taken) that would pass max_count or max_bytes; an entry whose tags\n"
-     "code is not in codes (int64; empty: every code) is filtered, the others are taken and their row\n"
-     "numbers written to rows (int64). next_row: the row after the last one gone over. ValueError when\n"
-     "entries are not whole rows, first_row is outside them, or rows has no room for what may be taken."},
+    {"pull_records", mq_pull_records, METH_VARARGS,
+     "pull_records(entries, codes, readable_end, max_count, max_bytes, count, total_bytes, first_row, queue_offset,\n"
+     "data, file_base, file_end, written_pos, checks, tags, tag_ends)\n"
+     "-> (data, queue_offsets, phys_offsets, sizes, (filtered, unreadable, next_row, other_phys)):\n"
+     "go over consume-queue entries (20-byte rows, row r at queue_offset + r) from first_row as a pull does,\n"
+     "with count messages and total_bytes already taken: stop at an entry whose record passes readable_end, or\n"
+     "(once something is taken) that would pass max_count or max_bytes. An entry whose tags code is not in\n"
+     "codes (int64; empty: every code) is filtered. Any other entry's record must lie in the file: data, the\n"
+     "bytes of phys offsets [file_base, file_end) written up to written_pos; the first that does not stops the\n"
+     "call (other_phys: its phys offset, else None). The record is unreadable unless it lies below\n"
+     "written_pos and its size field is the entry's size (8 or more) and its magic a record's; with checks\n"
+     "1 or 2, unless engine.log.record.decode_record(check_crc=False) decodes it. With checks 2, one whose TAGS\n"
+     "property (as decode_properties reads it) is none of the UTF-8 tags, tags[tag_ends[t - 1]:tag_ends[t]],\n"
+     "is filtered. The rest are taken: their bytes back to back, their columns as lists. next_row: the row\n"
+     "after the last one gone over. ValueError when entries are not whole rows, first_row is outside them,\n"
+     "the file's bounds do not fit data or tag_ends leave tags or go back."},
     {"records_holding", mq_records_holding, METH_VARARGS,
      "records_holding(data, positions, end_pos, topic, prefix, keys, key_starts, key_ends, whole, sizes):\n"
      "sizes[i] = the size of the record at positions[i] of data when it is one (magic, a size of at least 8\n"

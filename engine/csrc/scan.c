@@ -197,6 +197,18 @@ static int decode_checked(Buf b, int64_t s, int64_t limit, int checks, int64_t *
     return code;
 }
 
+int mq_record_decodes(const uint8_t *data, int64_t len, int64_t pos, int64_t limit, int64_t *props_pos,
+                      int64_t *props_len) {
+    int64_t row[FIELDS];
+    Buf b = {data, len};
+    if (decode_checked(b, pos, limit, CHECK_TOPIC, row, 1) != CODE_OK) {
+        return 0;
+    }
+    *props_pos = row[F_PROPS_POS];
+    *props_len = row[F_PROPS_LEN];
+    return 1;
+}
+
 /* The output matrix: FIELDS rows of `rows` int64s. */
 static int columns_out(Py_buffer *out, Py_ssize_t rows) {
     Py_ssize_t count;

@@ -150,7 +150,7 @@ class CommitLog:
 
     def size_at(self, phys_offset: int) -> int:
         """The TOTALSIZE field of the record at ``phys_offset`` (-1 when outside the log)."""
-        mf = self._file_for(phys_offset)
+        mf = self.file_for(phys_offset)
         if mf is None:
             return -1
         pos = phys_offset - mf.file_base
@@ -158,7 +158,7 @@ class CommitLog:
         return int(size)
 
     def read_record(self, phys_offset: int, *, check_crc: bool = True, read_body: bool = True) -> Decoded:
-        mf = self._file_for(phys_offset)
+        mf = self.file_for(phys_offset)
         if mf is None:
             return Decoded(DecodeKind.CORRUPT, reason=f"phys offset {phys_offset} outside the commitlog")
         pos = phys_offset - mf.file_base
@@ -169,14 +169,14 @@ class CommitLog:
         return decoded
 
     def read_bytes(self, phys_offset: int, size: int) -> bytes | None:
-        mf = self._file_for(phys_offset)
+        mf = self.file_for(phys_offset)
         if mf is None or phys_offset + size > mf.file_base + mf.written_pos:
             return None
         return mf.read(phys_offset - mf.file_base, size)
 
     def store_ms_at(self, phys_offset: int) -> int:
         """Store timestamp of the record at ``phys_offset`` (-1 when it is not there)."""
-        mf = self._file_for(phys_offset)
+        mf = self.file_for(phys_offset)
         if mf is None or phys_offset < self.min_offset or phys_offset >= mf.file_base + mf.written_pos:
             return -1
         pos = phys_offset - mf.file_base
@@ -192,7 +192,7 @@ class CommitLog:
         end = self.max_offset if to_phys is None else to_phys
         phys = max(from_phys, self.min_offset)
         while phys < end:
-            mf = self._file_for(phys)
+            mf = self.file_for(phys)
             if mf is None:
                 return
             pos = phys - mf.file_base
@@ -215,7 +215,8 @@ class CommitLog:
         end = self.max_offset if to_phys is None else to_phys
         return ColumnScan(self.queue, max(from_phys, self.min_offset), end, check_crc, require_prop_crc, known)
 
-    def _file_for(self, phys_offset: int) -> MappedFile | None:
+    def file_for(self, phys_offset: int) -> MappedFile | None:
+        """The file holding ``phys_offset``; None when no file does."""
         if phys_offset < 0:
             return None
         return self.queue.find(phys_offset)

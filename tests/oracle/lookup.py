@@ -1,7 +1,7 @@
 """The per-entry Python of the read paths that kernels replaced: a pull's loop over consume-queue
-entries (``engine._native.pull_rows``; ``engine.lookup.get_messages``, kept here whole) and the
-comparison of a key query's candidates with the key (``engine._native.records_holding``;
-``matching``): the oracles their property tests hold the kernels to."""
+entries and the records they point at (``engine._native.pull_records``; ``engine.lookup.get_messages``,
+kept here whole) and the comparison of a key query's candidates with the key
+(``engine._native.records_holding``; ``matching``): the oracles their property tests hold the kernels to."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
 from engine.log.commitlog import CommitLog
-from engine.log.record import SYSFLAG_POS, Record, body_length_pos, decode_record
+from engine.log.record import MAGIC_V2, SYSFLAG_POS, Record, body_length_pos, decode_record
 from engine.lookup import (
     _MAGIC_V1,
     KEYS_PREFIX,
@@ -22,9 +22,9 @@ from engine.lookup import (
     PullLimits,
     StoredRecords,
     TagFilter,
-    _stored_record,
 )
 
+_MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
 
@@ -100,6 +100,14 @@ def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, 
         status = GetStatus.FOUND
     records = StoredRecords(b"".join(chunks), queue_offsets, phys_offsets, sizes) if stored else None
     return GetResult(status, next_qo, min_qo, max_qo, messages, filtered, records)
+
+
+def _stored_record(commitlog: CommitLog, phys_offset: int, size: int) -> bytes | None:
+    """The ``size`` bytes at ``phys_offset`` when they hold a record of that size, else None."""
+    chunk = commitlog.read_bytes(phys_offset, size)
+    if chunk is None or size < 8 or int.from_bytes(chunk[:4], "big") != size or chunk[4:8] not in _MAGICS:
+        return None
+    return chunk
 
 
 def _rows(entries: CqEntries, first: int) -> Iterator[tuple[int, int, int]]:
