@@ -10,7 +10,9 @@ dead, it catches up from the files. What comes in (``Dispatch``, ``Tick``) and w
 
 The frames one poll round drains are applied together: consecutive batches are joined into one
 (``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
-apply (grouping by queue, a put into the index file) once per round, not once per frame. A round
+apply (grouping by queue, a put into the index file) once per round, not once per frame. A batch is
+read where ZeroMQ received it (a round of one batch copies nothing), and a builder that reads no
+keys (``reads_keys``: the consume-queue builder) neither checks nor joins their text. A round
 of the index builder also takes the frames that arrive within ``[broker] index_round_ms`` of its
 first: fewer and larger rounds. The consume-queue builder's rounds wait for nothing: every consumer
 waits on its ``Arrived`` notice, so a window would be on every message's path (under load its
@@ -42,13 +44,17 @@ from engine.log.commitlog import CommitLog
 from engine.retention import delete_derived_below
 from ipc import schema
 from ipc.notices import Arrived, Dispatch, Indexed, Tick, TopicDeleted
-from ipc.sockets import bind, connect
+from ipc.sockets import bind, connect, recv_message
 
 log = logging.getLogger("mqstore")
 
 
+Received = tuple[bytes, bytes, list[memoryview]]  # a notice's topic, its map, the frames after it (uncopied)
+
+
 class BuilderActor:
     notice_role = ""
+    reads_keys = True  # whether ``apply`` reads the batch's key text: a builder that does not, never checks it
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
@@ -118,11 +124,11 @@ class BuilderActor:
     def delete_topic(self, topic: str) -> None:
         """A topic was deleted (``TopicDeleted``): what this builder keeps per topic goes with it."""
 
-    def _on_round(self, frames: list[tuple[bytes, bytes]]) -> bool:
+    def _on_round(self, frames: list[Received]) -> bool:
         """Apply the notices of one poll round, in order; whether anything was applied."""
         pending = _Pending(self.applied)
         changed = False
-        for topic, frame in frames:
+        for topic, frame, parts in frames:
             try:
                 if topic == schema.TOPIC_DELETED:
                     deleted = TopicDeleted.decode(frame)
@@ -134,7 +140,7 @@ class BuilderActor:
                 if topic == schema.TICK:
                     end, batch = Tick.decode(frame).end, None
                 else:
-                    dispatch = Dispatch.decode(frame)
+                    dispatch = Dispatch.decode(frame, parts, keys=self.reads_keys)
                     start, end, batch = dispatch.from_phys, dispatch.to_phys, dispatch.batch
             except schema.SchemaError as exc:
                 log.warning("ignoring a malformed dispatch notice: %s", exc)
@@ -196,22 +202,22 @@ class BuilderActor:
         return self.applied > start
 
 
-def _gather_round(dispatch_in: zmq.Socket[Any], round_ms: int) -> list[tuple[bytes, bytes]]:
-    """The frames of one round: those waiting, and those arriving within ``round_ms`` of the first
-    (fewer, larger rounds under load: a round's fixed costs are paid once for all of them)."""
-    frames: list[tuple[bytes, bytes]] = []
+def _gather_round(dispatch_in: zmq.Socket[Any], round_ms: int) -> list[Received]:
+    """The notices of one round: those waiting, and those arriving within ``round_ms`` of the first
+    (fewer, larger rounds under load: a round's fixed costs are paid once for all of them). A
+    dispatch batch's frames are not copied: its columns are read where ZeroMQ received them."""
+    frames: list[Received] = []
     deadline_ms = monotonic_ms() + round_ms
     while True:
         try:
-            topic, frame = dispatch_in.recv_multipart(zmq.NOBLOCK)
+            head, parts = recv_message(dispatch_in, zmq.NOBLOCK, head=2)
         except zmq.Again:
             left_ms = deadline_ms - monotonic_ms()
             if left_ms <= 0 or not dispatch_in.poll(left_ms):
                 return frames
             continue
-        except ValueError:
-            continue
-        frames.append((topic, frame))
+        if len(head) == 2:  # a lone topic frame is no notice
+            frames.append((head[0], head[1], parts))
 
 
 class _Pending:
@@ -229,6 +235,7 @@ class _Pending:
 
 class ConsumeQueueBuilderActor(BuilderActor):
     notice_role = "arrived"
+    reads_keys = False  # the consume queues hold no keys: their key text is neither checked nor joined
 
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)

@@ -4,6 +4,9 @@ A notice is two frames: its topic (``ipc.schema``'s ``TICK``, ``WRITTEN``, ...) 
 (``schema.pack``) that carries ``v`` (``schema.VERSION``) and the fields below, in this order. A
 notice's ``encode()`` gives the map, ``frames()`` both frames; ``decode(frame)`` takes the map and
 raises ``schema.SchemaError`` for one that is not that notice (the subscriber logs it and goes on).
+``dispatch`` alone is five frames: its topic, a small map (``schema.pack_message``, announcing 3
+parts), then the batch's columns, key text and key bounds as raw frames, which ``decode(frame,
+parts)`` reads in place, each length checked against the map's counts.
 PUB/SUB may drop a notice; what one says can be read back from the files, so a lost one only delays
 (``topic-deleted`` alone is not in the files: ``mqstore topics delete`` asks again until the queues
 are gone).
@@ -14,22 +17,24 @@ are gone).
 | `written`  | writer -> flush service                   | `end` (of the commitlog), `store_ms` (of its last record), |
 |            |                                           | `sync` (a SYNC_FLUSH send waits: flush at once)            |
 | `flushed`  | flush service -> writer                   | `end`: the commitlog is durable below it                   |
-| `dispatch` | writer -> builders                        | `from`, `to` (the commitlog range), `topics`, `cols`       |
-|            |                                           | (``DISPATCH_COLUMNS`` rows as bytes), `keys`, `key_bounds` |
-|            |                                           | (UNIQ_KEYs and KEYS as ``engine.batch.key_text``: bin, bin)|
+| `dispatch` | writer -> builders                        | `from`, `to` (the commitlog range), `topics`, `count`      |
+|            |                                           | (records), `key_bytes`, `parts` (3); then three frames:    |
+|            |                                           | ``DISPATCH_COLUMNS`` rows, the key text and its ``<i4``    |
+|            |                                           | bounds (UNIQ_KEYs and KEYS, ``engine.batch.key_text``)     |
 | `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
 |            |                                           | `applied` (commitlog offset), `store_ms`                   |
 | `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
 | `topic-deleted` | writer -> builders                   | `topic`, `end` (the commitlog's end when it was deleted)   |
 
 Offsets and times are signed 64-bit values, as in the files. The dispatch batch is the engine's own
-value (``engine.batch.dispatch.DispatchBatch``): the frame carries its columns as they are, and the
+value (``engine.batch.dispatch.DispatchBatch``): its frames carry its columns as they are, and the
 topics an ``arrived`` notice names are checked with the engine's topic rule (readers open their files
 by them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -61,7 +66,7 @@ class Notice:
     def encode(self) -> bytes:
         raise NotImplementedError
 
-    def frames(self) -> list[bytes]:
+    def frames(self) -> list[bytes | memoryview]:
         return [self.TOPIC, self.encode()]
 
 
@@ -115,28 +120,35 @@ class Flushed(_End):
 @dataclass(frozen=True, slots=True)
 class Dispatch(Notice):
     """One append's DispatchRequests, as one batch of columns, and the commitlog range it covers
-    (``from_phys`` to ``to_phys``): one frame per batch, not one map per record."""
+    (``from_phys`` to ``to_phys``): a small map and the batch's three buffers as they are, not one
+    map per record nor the columns packed into the map."""
 
     TOPIC: ClassVar[bytes] = schema.DISPATCH
     from_phys: int
     to_phys: int
     batch: DispatchBatch
 
-    def encode(self) -> bytes:
+    def frames(self) -> list[bytes | memoryview]:
         batch = self.batch
-        text, bounds = batch.keys.wire()
-        return schema.pack({"v": schema.VERSION, "from": self.from_phys, "to": self.to_phys, "topics": batch.topics,
-                            "cols": batch.columns.tobytes(), "keys": text, "key_bounds": bounds})
+        columns, text, bounds = batch.wire()
+        return [self.TOPIC, *schema.pack_message(
+            {"v": schema.VERSION, "from": self.from_phys, "to": self.to_phys, "topics": batch.topics,
+             "count": len(batch), "key_bytes": len(text)}, (columns, text, bounds))]
 
     @classmethod
-    def decode(cls, frame: bytes | memoryview) -> Dispatch:
-        message = schema.unpack(frame)
+    def decode(cls, frame: bytes | memoryview, parts: Sequence[bytes | memoryview] = (), *,
+               keys: bool = True) -> Dispatch:
+        """The notice of the map ``frame`` and the frames after it, read in place (the batch's columns
+        are views of ``parts``); without ``keys`` the batch has no key text (``DispatchBatch.from_wire``)."""
+        message = schema.unpack_message(frame, parts)
         from_phys, to_phys = _offset(message, "from"), _offset(message, "to")
-        columns, text, bounds = (schema.field(message, name, bytes) for name in ("cols", "keys", "key_bounds"))
+        count, key_bytes = _offset(message, "count"), _offset(message, "key_bytes")
         topics = schema.field(message, "topics", list)
+        if len(parts) != 3:
+            raise schema.SchemaError(f"a dispatch notice is a map and 3 frames, not {len(parts)}")
         try:
-            batch = DispatchBatch.from_wire(columns, topics, text, bounds)
-        except (TypeError, ValueError) as exc:  # columns, key text and topics that disagree, or topics not strings
+            batch = DispatchBatch.from_wire(count, key_bytes, topics, *parts, keys=keys)
+        except (TypeError, ValueError) as exc:  # lengths, columns, key text and topics that disagree
             raise schema.SchemaError(f"not a dispatch batch: {exc}") from None
         return cls(from_phys, to_phys, batch)
 

@@ -12,12 +12,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.batch.key_text import KeyText
+from engine.batch.key_text import BOUND, KeyText
 from engine.keyindex.keys import record_key_hashes
 from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels, tags_code_of
 from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
 
 Array = np.ndarray[Any, Any]
+Buffer = bytes | memoryview
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,13 @@ class Dispatched(Protocol):
 class DispatchBatch:
     """DispatchRequests as columns (``DISPATCH_COLUMNS``, one row per record in commitlog order), the
     topic table their ``topic`` column indexes, and each record's UNIQ_KEY and index keys as key text
-    (``engine.batch.key_text``): what one writer append, or one chunk of reput, tells the builders."""
+    (``engine.batch.key_text``): what one writer append, or one chunk of reput, tells the builders.
+    ``keys`` is None in a batch read off the wire by a builder that never reads keys (the consume
+    queues): its key text is neither checked nor joined, and asking for it is a ValueError."""
 
     columns: Array
     topics: list[str]
-    keys: KeyText
+    keys: KeyText | None
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -92,19 +95,39 @@ class DispatchBatch:
         return cls(columns, list(topics), KeyText.of([r.uniq_key or "" for r in requests],
                                                      [" ".join(r.keys) for r in requests]))
 
+    def wire(self) -> tuple[memoryview, bytes | memoryview, memoryview]:
+        """The columns, key text and key bounds as buffers of bytes, without a copy (a frame each)."""
+        keys = self.key_text()
+        return (np.ascontiguousarray(self.columns).view(np.uint8).data, keys.text,
+                np.ascontiguousarray(keys.bounds).view(np.uint8).data)
+
     @classmethod
-    def from_wire(cls, columns: bytes, topics: list[str], key_text: bytes, key_bounds: bytes) -> DispatchBatch:
-        """The batch ``columns.tobytes()``, its topics and ``KeyText.wire()`` made; ValueError when they
-        disagree, TypeError for a topic that is not a string."""
+    def from_wire(cls, count: int, key_bytes: int, topics: list[str], columns: Buffer, key_text: Buffer,
+                  key_bounds: Buffer, *, keys: bool = True) -> DispatchBatch:
+        """The batch of ``count`` records and ``key_bytes`` of key text that ``wire()`` gave, read in
+        place (numpy views of the buffers); ValueError when a buffer's length is not what those counts
+        say or the parts disagree, TypeError for a topic that is not a string. Without ``keys`` the
+        key text is only measured, not checked, and the batch has none."""
+        if (len(columns), len(key_text), len(key_bounds)) != (
+                count * DISPATCH_COLUMNS.itemsize, key_bytes, (2 * count + 1) * BOUND.itemsize):
+            raise ValueError(f"columns, key text and key bounds of {len(columns)}, {len(key_text)} and "
+                             f"{len(key_bounds)} bytes are not those of {count} records and {key_bytes} bytes of keys")
         rows = np.frombuffer(columns, dtype=DISPATCH_COLUMNS)
-        if len(rows) and int(rows["topic"].max()) >= len(topics):
+        if count and int(rows["topic"].max()) >= len(topics):
             raise ValueError("dispatch columns and topics disagree")
         "".join(topics)  # TypeError for anything that is not a string
-        return cls(rows, topics, KeyText.from_wire(key_text, key_bounds, len(rows)))
+        return cls(rows, topics, KeyText.from_wire(key_text, key_bounds, count) if keys else None)
+
+    def key_text(self) -> KeyText:
+        """The records' key text; ValueError for a batch read without it."""
+        if self.keys is None:
+            raise ValueError("this dispatch batch was read without its key text")
+        return self.keys
 
     @classmethod
     def concat(cls, batches: list[DispatchBatch]) -> DispatchBatch:
-        """Consecutive batches as one (topic tables joined, the ``topic`` column renumbered)."""
+        """Consecutive batches as one (topic tables joined, the ``topic`` column renumbered, key texts
+        joined when every batch has one); one batch is itself, not a copy."""
         if len(batches) == 1:
             return batches[0]
         topics = batches[0].topics
@@ -116,18 +139,20 @@ class DispatchBatch:
             columns["topic"] = np.concatenate([np.array([table.setdefault(t, len(table)) for t in b.topics],
                                                         np.int64)[b.columns["topic"]] for b in batches])
             topics = list(table)
-        return cls(columns, topics, KeyText.join([b.keys for b in batches]))
+        keys = [b.keys for b in batches if b.keys is not None]
+        return cls(columns, topics, KeyText.join(keys) if len(keys) == len(batches) else None)
 
     def requests(self) -> Iterator[DispatchRequest]:
         for (phys, size, topic, queue_id, queue_offset, tags_code, store_ms, sys_flag), keys, uniq in zip(
-                self.columns.tolist(), *self.keys.strings(), strict=True):
+                self.columns.tolist(), *self.key_text().strings(), strict=True):
             yield DispatchRequest(self.topics[topic], queue_id, phys, size, tags_code, store_ms, queue_offset,
                                   tuple(k for k in keys.split(" ") if k), uniq or None, sys_flag)
 
     def index_keys(self) -> tuple[Array, Array]:
         """Every record's UNIQ_KEY, then its KEYS split on single spaces (empty ones dropped), hashed
         as ``topic#key`` all at once from the key text (``engine.keyindex.keys.record_key_hashes``)."""
-        return record_key_hashes(self.topics, self.columns["topic"], self.keys.text, self.keys.bounds)
+        keys = self.key_text()
+        return record_key_hashes(self.topics, self.columns["topic"], keys.text, keys.bounds)
 
     def topic_totals(self) -> list[tuple[str, int, int]]:
         """(topic, records, bytes) for each topic the batch holds: one sum for a batch of one topic
@@ -146,7 +171,8 @@ class DispatchBatch:
         if not len(self.columns) or int(self.columns["phys_offset"][0]) >= phys_offset:
             return self  # the common case (a batch that follows the last), without numpy's searchsorted set-up
         first = int(np.searchsorted(self.columns["phys_offset"], phys_offset))
-        return self if first == 0 else DispatchBatch(self.columns[first:], self.topics, self.keys.cut(first))
+        return self if first == 0 else DispatchBatch(self.columns[first:], self.topics,
+                                                          None if self.keys is None else self.keys.cut(first))
 
 
 class Dispatcher(Protocol):

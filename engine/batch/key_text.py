@@ -43,7 +43,7 @@ class KeyText:
         return cls(_native.key_text(uniq_keys, keys, bounds), bounds)
 
     @classmethod
-    def from_wire(cls, text: bytes, bounds: bytes, count: int) -> KeyText:
+    def from_wire(cls, text: bytes | memoryview, bounds: bytes | memoryview, count: int) -> KeyText:
         """The key text of ``count`` records as a frame carries it; ValueError when it is not one."""
         _native.key_text_check(text, bounds, count)
         return cls(text, np.frombuffer(bounds, BOUND))

@@ -30,17 +30,17 @@ from typing import Any
 
 import zmq
 
-from actors.builder import ConsumeQueueBuilderActor
+from actors.builder import ConsumeQueueBuilderActor, Received
 from actors.config import load_config
 from actors.runtime import Runtime
 from engine.store_files import read_geometry
 from ipc import schema
 from ipc.endpoints import Endpoints
-from ipc.sockets import connect, has_message
+from ipc.sockets import connect, has_message, recv_message
 from scripts import harness
 from scripts.bench.load import Workload, run_load
 
-Frame = tuple[bytes, bytes]
+Frame = Received
 
 
 def record(work: Path, spec: Workload) -> list[Frame]:
@@ -55,8 +55,8 @@ def record(work: Path, spec: Workload) -> list[Frame]:
     def listen() -> None:  # until stopped and drained
         while sub.poll(100) or not stop.is_set():
             while has_message(sub):
-                topic, frame = sub.recv_multipart()
-                frames.append((topic, frame))
+                (topic, frame), parts = recv_message(sub, head=2)
+                frames.append((topic, frame, parts))
 
     listener = threading.Thread(target=listen)
     listener.start()

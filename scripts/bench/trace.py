@@ -68,12 +68,12 @@ def listener_main(store: str, out: Any, ready: Any, stop: Any) -> None:
     ctx: zmq.Context[Any] = zmq.Context()
     sockets = {
         "dispatch": (connect(ctx, zmq.SUB, ep.dispatch, hwm=100_000, subscribe=(schema.DISPATCH, schema.TICK)),
-                     lambda f: Dispatch.decode(f).to_phys),
-        "flushed": (connect(ctx, zmq.SUB, ep.flushed, subscribe=(schema.FLUSHED,)), lambda f: Flushed.decode(f).end),
+                     lambda f: Dispatch.decode(f[1], f[2:]).to_phys),
+        "flushed": (connect(ctx, zmq.SUB, ep.flushed, subscribe=(schema.FLUSHED,)), lambda f: Flushed.decode(f[1]).end),
         "arrived": (connect(ctx, zmq.SUB, ep.arrived, hwm=100_000, subscribe=(schema.ARRIVED,)),
-                    lambda f: Arrived.decode(f).applied),
+                    lambda f: Arrived.decode(f[1]).applied),
         "indexed": (connect(ctx, zmq.SUB, ep.indexed, hwm=100_000, subscribe=(schema.INDEXED,)),
-                    lambda f: Indexed.decode(f).applied),
+                    lambda f: Indexed.decode(f[1]).applied),
     }
     seen: dict[str, list[tuple[int, int]]] = {name: [] for name in NOTICES}
     poller = zmq.Poller()
@@ -97,12 +97,12 @@ def listener_main(store: str, out: Any, ready: Any, stop: Any) -> None:
                 decode = sockets[name][1]
                 while True:
                     try:
-                        topic, frame = sock.recv_multipart(zmq.NOBLOCK)
+                        frames = sock.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
                     ready.set()  # a tick or a notice came: the subscriptions are in place
-                    if topic != schema.TICK:
-                        seen[name].append((decode(frame), t_us))
+                    if frames[0] != schema.TICK:
+                        seen[name].append((decode(frames), t_us))
     finally:
         for sock, _ in sockets.values():
             sock.close(0)

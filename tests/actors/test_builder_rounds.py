@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import zmq
 
@@ -26,7 +27,7 @@ from ipc.notices import Dispatch
 
 GEOMETRY = {"commitlog_file_size": 4096, "cq_entries_per_file": 8, "index_slot_count": 16, "index_entry_count": 32}
 NOW_MS = 1_700_000_123_456
-Frame = tuple[bytes, bytes]
+Frame = tuple[bytes, bytes, list[memoryview]]  # as a round receives a notice (actors.builder.Received)
 
 
 class Written:
@@ -46,7 +47,7 @@ class Written:
         requests = outcome.requests
         self.requests.extend(requests)
         start, end = requests[0].phys_offset, requests[-1].phys_offset + requests[-1].size
-        return schema.DISPATCH, Dispatch(start, end, DispatchBatch.from_requests(requests)).encode()
+        return _received(Dispatch(start, end, DispatchBatch.from_requests(requests)))
 
     @property
     def end(self) -> int:
@@ -67,8 +68,13 @@ def _builder(cls: type[BuilderActor], written: Written, ctx: zmq.Context[Any]) -
     return builder
 
 
+def _received(notice: Dispatch) -> Frame:
+    topic, header, *parts = notice.frames()
+    return bytes(topic), bytes(header), [memoryview(bytes(part)) for part in parts]
+
+
 def _tick(end: int) -> Frame:
-    return schema.TICK, schema.pack({"v": schema.VERSION, "end": end})
+    return schema.TICK, schema.pack({"v": schema.VERSION, "end": end}), []
 
 
 def _check_files(written: Written, queues: ConsumeQueueBuilderActor, index: IndexBuilderActor) -> None:
@@ -101,7 +107,7 @@ def test_a_round_with_a_repeat_a_gap_a_malformed_frame_and_a_tick(tmp_path: Path
             caplog.clear()
             with caplog.at_level(logging.WARNING, logger="mqstore"):
                 # a repeat, an older frame, frame 2 lost (read from the commitlog), garbage, then frame 4
-                assert builder._on_round([frames[1], frames[0], frames[3], (schema.DISPATCH, b"\xc1junk"),
+                assert builder._on_round([frames[1], frames[0], frames[3], (schema.DISPATCH, b"\xc1junk", []),
                                           frames[4], frames[4]])
             assert "malformed dispatch notice" in caplog.text
             assert builder.applied == schema.unpack(frames[4][1])["to"]
@@ -148,15 +154,15 @@ def test_a_round_applies_its_frames_once_together(tmp_path: Path, ctx: zmq.Conte
 def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Path, ctx: zmq.Context[Any],
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     """It used to reach the index builder's apply and raise there (``split`` of an int), outside the
-    guard that refuses malformed frames, and take the builder down."""
+    guard that refuses malformed frames, and take the builder down. Keys are key text now: text that
+    is not UTF-8 is what is not strings."""
     written = Written(tmp_path / "store")
     frame = written.append(0, 4)
-    message = schema.unpack(frame[1])
-    message["keys"] = [7, "k", "", ""]
+    topic, header, (columns, text, bounds) = frame
     index = _builder(IndexBuilderActor, written, ctx)
     try:
         with caplog.at_level(logging.WARNING, logger="mqstore"):
-            assert not index._on_round([(schema.DISPATCH, schema.pack(message))])
+            assert not index._on_round([(topic, header, [columns, memoryview(b"\xff" * len(text)), bounds])])
         assert "malformed dispatch notice" in caplog.text
         assert index.applied == 0
         assert index._on_round([frame])
@@ -165,6 +171,33 @@ def test_a_dispatch_frame_with_keys_that_are_not_strings_is_refused(tmp_path: Pa
         index.close()
         written.commitlog.close()
 
+
+
+def test_a_round_of_one_batch_applies_the_frames_received_without_a_copy(tmp_path: Path,
+                                                                          ctx: zmq.Context[Any]) -> None:
+    """The batch a builder applies is a view of the frame ZeroMQ received, and the consume-queue builder,
+    which reads no keys, gets a batch without them (never checked, never joined), rounds of many too."""
+    written = Written(tmp_path / "store")
+    frames = [written.append(5 * b, 5) for b in range(3)]
+    queues = _builder(ConsumeQueueBuilderActor, written, ctx)
+    index = _builder(IndexBuilderActor, written, ctx)
+    seen: list[tuple[str, Any]] = []
+    try:
+        for name, builder in (("queues", queues), ("index", index)):
+            apply = builder.apply
+            builder.apply = lambda batch, apply=apply, name=name: (seen.append((name, batch)), apply(batch))
+            assert builder._on_round([frames[0]])
+            assert builder._on_round(frames[1:])
+        (_, one), (_, two), (_, index_one), (_, index_two) = seen
+        assert np.shares_memory(one.rows, np.frombuffer(frames[0][2][0], np.uint8))
+        assert np.shares_memory(index_one.rows, np.frombuffer(frames[0][2][0], np.uint8))
+        assert one.keys is None and two.keys is None and len(two.rows) == 10
+        assert index_one.keys is not None and index_two.keys is not None
+        _check_files(written, queues, index)
+    finally:
+        queues.close()
+        index.close()
+        written.commitlog.close()
 
 
 def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window(ctx: zmq.Context[Any]) -> None:
@@ -179,14 +212,18 @@ def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window
     try:
         for i in range(3):
             push.send_multipart([schema.DISPATCH, b"frame %d" % i])
+        push.send_multipart([schema.DISPATCH])  # a lone topic: no notice, skipped
+        push.send_multipart([schema.DISPATCH, b"head", b"part 1", b"part 2"])
         assert pull.poll(10_000)
-        assert [frame for _, frame in _gather_round(pull, 0)] == [b"frame 0", b"frame 1", b"frame 2"]
+        round_frames = _gather_round(pull, 0)
+        assert [frame for _, frame, _ in round_frames] == [b"frame 0", b"frame 1", b"frame 2", b"head"]
+        assert [bytes(part) for part in round_frames[-1][2]] == [b"part 1", b"part 2"]
         push.send_multipart([schema.DISPATCH, b"first"])
         assert pull.poll(10_000)
         sender = threading.Thread(target=lambda: push.send_multipart([schema.TICK, b"later"]))
         sender.start()  # sent while the round waits (a 2 s window: its end, not a race, ends the call)
         try:
-            assert [frame for _, frame in _gather_round(pull, 2_000)] == [b"first", b"later"]
+            assert [frame for _, frame, _ in _gather_round(pull, 2_000)] == [b"first", b"later"]
         finally:
             sender.join()
     finally:

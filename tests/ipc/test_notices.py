@@ -65,11 +65,31 @@ def test_every_notice_round_trips(notice: Tick | Written | Flushed | Arrived | I
     assert type(notice).decode(memoryview(frames[1])) == notice
 
 
+def _received(notice: Dispatch) -> tuple[bytes, list[memoryview]]:
+    """The map and the frames after it, as a subscriber receives them (bytes, then buffers)."""
+    frames = notice.frames()
+    assert frames[0] == schema.DISPATCH
+    return bytes(frames[1]), [memoryview(bytes(f)) for f in frames[2:]]
+
+
 @given(dispatch_batches(), offsets, offsets)
 def test_dispatch_round_trips(batch: DispatchBatch, from_phys: int, to_phys: int) -> None:
     notice = Dispatch(from_phys, to_phys, batch)
-    assert notice.frames()[0] == schema.DISPATCH
-    _same_dispatch(Dispatch.decode(notice.encode()), notice)
+    header, parts = _received(notice)
+    _same_dispatch(Dispatch.decode(header, parts), notice)
+    without = Dispatch.decode(header, parts, keys=False)  # a builder that reads no keys: the rest alike
+    assert without.batch.keys is None
+    assert without.batch.columns.tobytes() == batch.columns.tobytes() and without.batch.topics == batch.topics
+
+
+@given(dispatch_batches())
+def test_a_dispatch_batch_is_read_in_place(batch: DispatchBatch) -> None:
+    """The columns and key bounds decoded are views of the frames received, not copies of them."""
+    header, parts = _received(Dispatch(0, 1, batch))
+    decoded = Dispatch.decode(header, parts).batch
+    assert decoded.keys is not None
+    for array, part in ((decoded.columns, parts[0]), (decoded.keys.bounds, parts[2])):
+        assert len(part) == 0 or np.shares_memory(array, np.frombuffer(part, np.uint8))
 
 
 def test_wire_maps_are_those_actors_sent_before_the_notices_were_typed() -> None:
@@ -85,10 +105,11 @@ def test_wire_maps_are_those_actors_sent_before_the_notices_were_typed() -> None
         b"indexed", pack({"v": 1, "files": ["20240101000000000"], "applied": 400, "store_ms": 12})]
     batch = DispatchBatch.from_requests([DispatchRequest("T", 1, 0, 100, 5, 12, 0, ("a", "b"), "U1", 0),
                                          DispatchRequest("U", 0, 100, 90, 6, 13, 4, (), None, 0)])
-    # the keys as key text (engine.batch.key_text): the records' UNIQ_KEY and KEYS in turn, and their bounds
-    assert Dispatch(0, 190, batch).frames() == [b"dispatch", pack(
-        {"v": 1, "from": 0, "to": 190, "topics": ["T", "U"], "cols": batch.columns.tobytes(), "keys": b"U1a b",
-         "key_bounds": np.array([0, 2, 5, 5, 5], "<i4").tobytes()})]
+    # a map, then the columns, the keys as key text (engine.batch.key_text: the records' UNIQ_KEY and KEYS
+    # in turn) and its bounds, each a frame of its own
+    assert [bytes(f) for f in Dispatch(0, 190, batch).frames()] == [b"dispatch", pack(
+        {"v": 1, "from": 0, "to": 190, "topics": ["T", "U"], "count": 2, "key_bytes": 5, "parts": 3}),
+        batch.columns.tobytes(), b"U1a b", np.array([0, 2, 5, 5, 5], "<i4").tobytes()]
 
 
 def test_optional_fields_take_their_defaults() -> None:
@@ -127,18 +148,56 @@ def test_a_malformed_map_is_a_schema_error(kind: type[Any], message: dict[str, A
 
 
 def test_a_dispatch_batch_that_disagrees_with_itself_is_a_schema_error() -> None:
-    """Key text that is not bytes or not UTF-8, bounds that leave it, go back or count other records, a
-    topic index past the table: the batch's own checks (ValueError, TypeError) come out as SchemaError."""
+    """Key text that is not UTF-8, bounds that leave it, go back or count other records, a topic index
+    past the table, a frame whose length is not what the map counts, a frame missing or one too many:
+    the batch's own checks (ValueError, TypeError) come out as SchemaError."""
     batch = DispatchBatch.from_requests([DispatchRequest("T", 1, 0, 100, 5, 12, 0, ("a",), None, 0)])
-    good = schema.unpack(Dispatch(0, 100, batch).encode())
-    bounds = np.frombuffer(good["key_bounds"], "<i4")
-    changes: list[dict[str, Any]] = [{"keys": [7]}, {"topics": []}, {"key_bounds": b""}, {"topics": [1]},
-                                      {"cols": good["cols"][:-1]}, {"keys": b"\xff"}, {"keys": b""},
-                                      {"key_bounds": bounds[::-1].tobytes()}, {"key_bounds": good["key_bounds"][:-1]},
-                                      {"key_bounds": np.append(bounds, 1).astype("<i4").tobytes()}]
-    for changed in changes:
+    header, (cols, keys, key_bounds) = _received(Dispatch(0, 100, batch))
+    good = schema.unpack_message(header, [cols, keys, key_bounds])
+    del good["parts"]
+    bounds = np.frombuffer(key_bounds, "<i4")
+    changes: list[tuple[dict[str, Any], list[bytes | memoryview]]] = [
+        ({"topics": []}, [cols, keys, key_bounds]), ({"topics": [1]}, [cols, keys, key_bounds]),
+        ({"topics": "T"}, [cols, keys, key_bounds]), ({"count": 2}, [cols, keys, key_bounds]),
+        ({"count": 0}, [cols, keys, key_bounds]), ({"count": -1}, [cols, keys, key_bounds]),
+        ({"key_bytes": 0}, [cols, keys, key_bounds]), ({"count": "1"}, [cols, keys, key_bounds]),
+        ({}, [cols[:-1], keys, key_bounds]), ({}, [bytes(cols) + b"x", keys, key_bounds]),
+        ({}, [cols, b"\xff", key_bounds]), ({"key_bytes": 0}, [cols, b"", key_bounds]),
+        ({}, [cols, keys, bounds[::-1].tobytes()]), ({}, [cols, keys, key_bounds[:-1]]),
+        ({}, [cols, keys, np.append(bounds, 1).astype("<i4").tobytes()]), ({}, [cols, keys]),
+        ({}, [cols, keys, key_bounds, b""]), ({}, [])]
+    for changed, parts in changes:
         with pytest.raises(schema.SchemaError):
-            Dispatch.decode(schema.pack({**good, **changed}))
+            Dispatch.decode(schema.pack_message({**good, **changed}, parts)[0], parts)
+    for changed, parts in changes[:10]:  # what a builder that reads no keys still refuses: all but the text
+        with pytest.raises(schema.SchemaError):
+            Dispatch.decode(schema.pack_message({**good, **changed}, parts)[0], parts, keys=False)
+
+
+@given(dispatch_batches(), st.integers(0, 3), st.data())
+def test_every_truncated_dispatch_frame_is_a_schema_error(batch: DispatchBatch, which: int,
+                                                          data: st.DataObject) -> None:
+    """The map or any one of the three frames cut short: never a batch, never another exception."""
+    header, parts = _received(Dispatch(0, 1, batch))
+    frames = [header, *parts]
+    if not len(frames[which]):
+        return
+    cut = data.draw(st.integers(0, len(frames[which]) - 1))
+    frames[which] = frames[which][:cut]
+    for keys in (True, False):  # unread, the key text still has the length the map says
+        with pytest.raises(schema.SchemaError):
+            Dispatch.decode(frames[0], frames[1:], keys=keys)
+
+
+@given(st.dictionaries(st.sampled_from(["from", "to", "topics", "count", "key_bytes", "parts"]),
+                       st.one_of(st.none(), st.booleans(), wire_ints, st.text(max_size=4), st.binary(max_size=8),
+                                 st.lists(st.one_of(wire_ints, st.text(max_size=3)), max_size=3))),
+       st.lists(st.binary(max_size=120), max_size=4))
+def test_dispatch_maps_and_frames_of_any_shape_decode_or_raise_schema_errors(
+        fields: dict[str, Any], parts: list[bytes]) -> None:
+    for keys in (True, False):
+        with contextlib.suppress(schema.SchemaError):
+            assert isinstance(Dispatch.decode(schema.pack({"v": 1, **fields}), parts, keys=keys), Dispatch)
 
 
 @given(st.sampled_from(NOTICES), st.binary(max_size=64))

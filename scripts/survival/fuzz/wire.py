@@ -64,7 +64,7 @@ class WireTarget:
     def getsockopt(self, option: int) -> int:
         return int(bool(self._current))  # RCVMORE: frames left in the message being received
 
-    def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+    def send_multipart(self, frames: list[bytes], flags: int = 0, copy: bool = True) -> None:
         self.replies.append(frames)
 
     def check(self, data: Frames) -> None:

@@ -37,7 +37,7 @@ class QueuedIngress:
         assert option == zmq.RCVMORE
         return int(bool(self.current))
 
-    def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+    def send_multipart(self, frames: list[bytes], flags: int = 0, copy: bool = True) -> None:
         if len(frames) == 2:
             self.replies.append(schema.unpack(frames[1]))
 

@@ -71,7 +71,7 @@ def test_a_plans_stragglers_are_copied_dispatched_and_not_copied_again(tmp_path:
         state.waiters.release(outlets)
         log.pop(0)
     [(name, frames)] = log
-    notice = Dispatch.decode(frames[1])
+    notice = Dispatch.decode(frames[1], frames[2:])
     assert name == "dispatch" and (notice.from_phys, notice.to_phys) == (start, state.writer.commitlog.max_offset)
     assert notice.batch.topics == [MOVED_TOPIC] and notice.batch.columns["queue_offset"].tolist() == [0, 1]
     copies = [state.writer.commitlog.read_record(phys) for phys in (start, start + log_size(state, start))]

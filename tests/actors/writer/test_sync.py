@@ -23,7 +23,7 @@ class Socket:
         self.sent: list[list[bytes]] = []
         self.waiting = list(waiting or [])
 
-    def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+    def send_multipart(self, frames: list[bytes], flags: int = 0, copy: bool = True) -> None:
         self.sent.append(frames)
 
     def recv_multipart(self, flags: int = 0) -> list[bytes]:
@@ -41,7 +41,7 @@ def _outlets(log: list[tuple[str, Any]]) -> tuple[Outlets, Progress]:
             super().__init__()
             self.name = name
 
-        def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+        def send_multipart(self, frames: list[bytes], flags: int = 0, copy: bool = True) -> None:
             log.append((self.name, frames))
 
     progress = Progress(dispatched_end=0)
@@ -71,7 +71,7 @@ def test_a_flush_releases_batches_then_answers_up_to_its_end() -> None:
     assert waiters.flushed_end == 150
     waiters.release(outlets)
     assert [name for name, _ in log] == ["dispatch", "reply", "reply"]
-    assert Dispatch.decode(log[0][1][1]).to_phys == 100 and progress.dispatched_end == 100
+    assert Dispatch.decode(log[0][1][1], log[0][1][2:]).to_phys == 100 and progress.dispatched_end == 100
     assert [(f[0], schema.unpack(f[1])["id"], schema.unpack(f[1])["results"]) for _, f in log[1:]] == [
         (b"a", 1, [{"status": "PUT_OK"}]), (b"b", 2, [{"status": "PUT_OK"}])]
     assert len(waiters) == 1
