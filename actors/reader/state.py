@@ -133,19 +133,16 @@ class PublishedStore:
         return grew
 
     def _remade(self, key: QueueKey) -> bool:
-        """Whether a queue's mapped files are gone or replaced (else a lower max is only an old notice).
-        Its last file tells: a topic deleted and made again takes every file, retention only leading
-        ones, and a notice older than a recheck's look at the files (the common case under load) then
-        costs one stat, not two a file."""
+        """Whether a queue's mapped files are gone or replaced (else a lower max is only an old notice):
+        its last file tells, one stat (a topic made again replaces every file, retention leading ones)."""
         cq = self.queues.get(*key)
         last = cq.queue.last_file if cq is not None else None
         return last is None or last.replaced()
 
     def recheck(self, topic: str, queue_id: int) -> bool:
-        """Read a queue's news off its files (a notice may have been dropped); True when it grew.
-        The directory is listed only when the queue's known end reaches past its last mapped file:
-        the builder fills a file before it starts the next, so no entry can be elsewhere (a recheck
-        runs on every pull that finds nothing, most of a caught-up consumer's pulls)."""
+        """Read a queue's news off its files (a notice may have been dropped); True when it grew. Its
+        directory is listed (every empty pull rechecks) only when its known end reaches past its last
+        mapped file: the builder fills a file before it starts the next."""
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return False
@@ -155,11 +152,9 @@ class PublishedStore:
             self.min_offsets[key] = self._live_min(cq, cq.min_queue_offset)
         known = self.published.get(key, self.min_offsets[key])
         start = max(known, self.min_offsets[key])
-        last = cq.queue.last_file
-        if last is None or start * CQ_ENTRY_SIZE >= last.file_end:
+        if cq.queue.last_file is None or start * CQ_ENTRY_SIZE >= cq.queue.last_file.file_end:
             cq.queue.refresh()
-        end = _scan_valid(cq, start)
-        return self._settle(cq, known, end)
+        return self._settle(cq, known, _scan_valid(cq, start))
 
     def _settle(self, cq: ConsumeQueue, known: int, end: int) -> bool:
         """Publish ``end`` for ``cq`` once its last entry proves complete; moves readable_end along."""
