@@ -106,6 +106,7 @@ class Channel:
         os.set_blocking(self._wake_w, False)
         self._lock = threading.Lock()
         self._closed = False
+        self._wake_pending = False  # a wake-up written and the inbox not yet taken since: no second write
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -135,7 +136,9 @@ class Channel:
             if self._closed:
                 raise BrokerError(CLOSED, "the client is closed")
             self._inbox.put(item)
-            self._wake()
+            if not self._wake_pending:  # one wake-up for the requests of a round (a consumer's pulls)
+                self._wake_pending = True
+                self._wake()
         return future
 
     def request(self, route: str, op: str, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
@@ -201,6 +204,7 @@ class Channel:
                     self._drain_wakeups()
                 with self._lock:
                     closing = self._closed
+                    self._wake_pending = False  # what is put from here on wakes this thread again
                 while not self._inbox.empty():  # this thread alone takes from it
                     heapq.heappush(delayed, self._inbox.get_nowait())
                 if closing:

@@ -2,9 +2,12 @@
 
 Plain frozen dataclasses, so applications need nothing from the engine: a message to send
 (``Outgoing``), the broker's answer to one send (``SendResult``), and a stored message as a reader
-returns it (``ReceivedMessage``). A pull comes back packed (``MessageBatch``): the records as stored,
-back to back, and a column block, little-endian int64s, ``count`` queue offsets, then ``count``
-commitlog offsets, then ``count`` sizes (``pack_columns``); a message is decoded when it is touched.
+returns it (``ReceivedMessage``). A pull comes back packed (``MessageBatch``): the reply map holds
+``count`` and ``cols``, a column block of little-endian int64s, ``count`` queue offsets, then ``count``
+commitlog offsets, then ``count`` sizes (``pack_columns``); the records as stored, back to back,
+follow the map as its one binary part (``ipc.schema``), so neither msgpack nor the client copies
+them (``stored_parts`` builds a reply's fields, ``stored_records`` reads them back); a message is
+decoded when it is touched.
 """
 
 from __future__ import annotations
@@ -156,7 +159,27 @@ def pack_columns(queue_offsets: Sequence[int], phys_offsets: Sequence[int], size
     return struct.pack(f"<{3 * len(sizes)}q", *queue_offsets, *phys_offsets, *sizes)
 
 
-def _int64s(block: bytes) -> memoryview:
+def stored_parts(data: bytes, queue_offsets: Sequence[int], phys_offsets: Sequence[int], sizes: Sequence[int]
+                 ) -> dict[str, Any]:
+    """A packed reply's fields: ``count``, ``cols`` (``pack_columns``) and its one part, the records."""
+    return {"count": len(sizes), "cols": pack_columns(queue_offsets, phys_offsets, sizes), "parts": [data]}
+
+
+def stored_records(reply: Mapping[str, Any]) -> tuple[bytes | memoryview, bytes, int]:
+    """A packed reply's records (as stored, back to back: its part, as it came, a memoryview of
+    ZeroMQ's buffer), column block and count; raises ReplyError when the shapes disagree."""
+    parts, cols, count = reply.get("parts"), reply.get("cols"), reply.get("count")
+    if not isinstance(parts, list) or len(parts) != 1 or not isinstance(cols, bytes) or type(count) is not int:
+        raise ReplyError("a packed reply has an integer count, bytes cols and one part, its records")
+    data = parts[0]
+    if not isinstance(data, (bytes, memoryview)):
+        raise ReplyError("a packed reply's records are bytes")
+    if count < 0 or len(cols) != 3 * _COLUMN.size * count:
+        raise ReplyError(f"{len(cols)} column bytes for {count} records")
+    return data, cols, count
+
+
+def _int64s(block: bytes | memoryview) -> memoryview:
     """A column of little-endian int64s as a sequence of ints, without copying (the engine's columns
     are native int64s: little-endian hosts only)."""
     return memoryview(block).cast("q")
@@ -170,7 +193,7 @@ class MessageBatch(Sequence[ReceivedMessage]):
 
     __slots__ = ("_begin", "_data", "_end", "_phys_offsets", "_queue_offsets", "_sizes", "_starts")
 
-    def __init__(self, data: bytes, begin: int, sizes: memoryview, queue_offsets: memoryview,
+    def __init__(self, data: bytes | memoryview, begin: int, sizes: memoryview, queue_offsets: memoryview,
                  phys_offsets: memoryview, end: int | None = None) -> None:
         self._data = data
         self._begin = begin
@@ -186,12 +209,8 @@ class MessageBatch(Sequence[ReceivedMessage]):
 
     @classmethod
     def from_reply(cls, reply: Mapping[str, Any]) -> MessageBatch:
-        """A pull reply's ``raw``, ``count`` and ``cols``; raises ReplyError when they disagree."""
-        data, count, cols = reply.get("raw"), reply.get("count"), reply.get("cols")
-        if not isinstance(data, bytes) or not isinstance(cols, bytes) or type(count) is not int:
-            raise ReplyError("a packed reply has bytes raw, an integer count and bytes cols")
-        if count < 0 or len(cols) != 3 * _COLUMN.size * count:
-            raise ReplyError(f"{len(cols)} column bytes for {count} records")
+        """A packed reply's records and columns (``stored_records``); raises ReplyError when they disagree."""
+        data, cols, count = stored_records(reply)
         columns = _int64s(cols)
         sizes = columns[2 * count:]
         try:

@@ -7,15 +7,16 @@ index file, and never read past what the consume-queue builder has published.
 Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
 
     pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw, by_bytes, trace
-                    -> status, next, min, max, msgs (maps); with raw: raw, count, cols; with
-                    trace: replied_us (the reader's wall clock as it answers, microseconds)
-                    (the records as stored, back to back, and ``ipc.messages.pack_columns``)
+                    -> status, next, min, max, msgs (maps); with raw: count, cols and one part
+                    after the map, the records as stored, back to back (``ipc.messages.stored_parts``:
+                    msgpack never copies them); with trace: replied_us (the reader's wall clock
+                    as it answers, microseconds)
                     capped by RocketMQ's [store] max_transfer_count / max_transfer_bytes (the
                     remoting front's pulls), or with by_bytes by [broker] fetch_max_count /
                     fetch_max_bytes (an ipc consumer's pulls, sized by bytes as Kafka's fetches)
-    query_key       topic, key, max, begin_ms, end_ms, raw  -> msgs (with raw: raw, count, cols)
+    query_key       topic, key, max, begin_ms, end_ms, raw  -> msgs (with raw: count, cols, the records' part)
     query_keys      topic, keys, max (per key), begin_ms, end_ms
-                    -> raw, count, cols, counts (how many records each key has, in the keys' order)
+                    -> count, cols, the records' part, counts (how many records each key has, in the keys' order)
     query_uniq      topic, uniq_key                          -> msgs
     view_id         msg_id                                   -> msgs ([] or [one])
     offset_by_time  topic, queue, ts_ms, upper               -> offset
@@ -59,7 +60,7 @@ from actors.reader.state import LONG_MAX, PublishedStore
 from actors.runtime import Runtime
 from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from ipc import schema
-from ipc.messages import pack_columns, record_to_wire
+from ipc.messages import record_to_wire, stored_parts
 from ipc.notices import Arrived
 from ipc.sockets import bind, connect, has_message, recv_routed, send_routed
 
@@ -214,7 +215,8 @@ class ReaderActor:
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, reply: dict[str, Any]) -> None:
         try:
-            send_routed(router, identity, schema.pack(reply))
+            parts = reply.pop("parts", ())
+            send_routed(router, identity, *schema.pack_message(reply, parts))
         except zmq.Again:
             log.warning("a client does not read its replies; reply dropped")
 
@@ -354,9 +356,10 @@ class ReaderActor:
 
     def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
         if pull.raw:  # one blob and its columns: nothing per message on either side
-            records = _stored_reply(result.stored or StoredRecords(b"", [], [], []))
-            if records["count"]:
-                self.topics_out.add(pull.topic, records["count"], len(records["raw"]))
+            stored = result.stored or StoredRecords(b"", [], [], [])
+            records = _stored_reply(stored)
+            if stored.sizes:
+                self.topics_out.add(pull.topic, len(stored), len(stored.data))
         else:
             records = {"msgs": [record_to_wire(r) for r in result.messages]}
             if result.messages:
@@ -382,6 +385,5 @@ def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bo
 
 
 def _stored_reply(stored: StoredRecords) -> dict[str, Any]:
-    """``raw``: the records as stored, back to back; ``count``; ``cols``: ``ipc.messages.pack_columns``."""
-    return {"raw": stored.data, "count": len(stored),
-            "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)}
+    """``count``, ``cols`` and the records as the part after the map (``ipc.messages.stored_parts``)."""
+    return stored_parts(stored.data, stored.queue_offsets, stored.phys_offsets, stored.sizes)

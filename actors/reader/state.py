@@ -133,23 +133,28 @@ class PublishedStore:
         return grew
 
     def _remade(self, key: QueueKey) -> bool:
-        """Whether a queue's mapped files are gone or replaced (else a lower max is only an old notice)."""
+        """Whether a queue's mapped files are gone or replaced (else a lower max is only an old notice):
+        its last file tells, one stat (a topic made again replaces every file, retention leading ones)."""
         cq = self.queues.get(*key)
-        files = cq.queue.files if cq is not None else []
-        return not files or any(mf.replaced() for mf in files)
+        last = cq.queue.last_file if cq is not None else None
+        return last is None or last.replaced()
 
     def recheck(self, topic: str, queue_id: int) -> bool:
-        """Read a queue's news off its files (a notice may have been dropped); True when it grew."""
+        """Read a queue's news off its files (a notice may have been dropped); True when it grew. Its
+        directory is listed (every empty pull rechecks) only when its known end reaches past its last
+        mapped file: the builder fills a file before it starts the next."""
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return False
         key = (topic, queue_id)
-        cq.queue.refresh()
         if key not in self.min_offsets:
+            cq.queue.refresh()
             self.min_offsets[key] = self._live_min(cq, cq.min_queue_offset)
         known = self.published.get(key, self.min_offsets[key])
-        end = _scan_valid(cq, max(known, self.min_offsets[key]))
-        return self._settle(cq, known, end)
+        start = max(known, self.min_offsets[key])
+        if cq.queue.last_file is None or start * CQ_ENTRY_SIZE >= cq.queue.last_file.file_end:
+            cq.queue.refresh()
+        return self._settle(cq, known, _scan_valid(cq, start))
 
     def _settle(self, cq: ConsumeQueue, known: int, end: int) -> bool:
         """Publish ``end`` for ``cq`` once its last entry proves complete; moves readable_end along."""

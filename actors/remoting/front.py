@@ -39,7 +39,7 @@ from engine.topics import BROKER_MADE_PREFIXES
 from engine.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
 from ipc import remoting as rm
 from ipc.channel import BrokerError, BrokerTimeoutError, Channel
-from ipc.messages import Outgoing, ReceivedMessage, SendResult
+from ipc.messages import Outgoing, ReceivedMessage, SendResult, stored_records
 from ipc.receipts import ack_owner
 
 log = logging.getLogger("mqstore.remoting")
@@ -258,7 +258,7 @@ class BrokerFront:
         code = PULL_CODES.get(status)
         if code is None:  # the queue is empty or unknown: Java's NO_MESSAGE_IN_QUEUE rule
             code = rm.PULL_NOT_FOUND if offset == 0 else rm.PULL_OFFSET_MOVED
-        body = bytes(reply.get("raw") or b"")
+        body = bytes(stored_records(reply)[0])
         if code == rm.SUCCESS and not body:
             code = rm.PULL_RETRY_IMMEDIATELY  # never FOUND without records: the client throws on that
         head = {"suggestWhichBrokerId": "0", "nextBeginOffset": reply["next"], "minOffset": reply["min"],
@@ -360,7 +360,7 @@ class BrokerFront:
             "index_phys", 0)}
         if not reply["count"]:
             return request.reply(rm.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", head)
-        return request.reply(rm.SUCCESS, None, head, bytes(reply["raw"]))
+        return request.reply(rm.SUCCESS, None, head, bytes(stored_records(reply)[0]))
 
     async def _view(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         offset = header_int(request.ext, "offset", lo=0)
@@ -368,7 +368,7 @@ class BrokerFront:
         if not reply["count"]:
             return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         msg_topic = request.ext.get("topic")
-        body = bytes(reply["raw"])
+        body = bytes(stored_records(reply)[0])
         if msg_topic and rm.decode_records(body)[0].topic != msg_topic:
             return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return request.reply(rm.SUCCESS, body=body)

@@ -17,7 +17,7 @@ from engine.log.msgid import offset_msg_id
 from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from ipc import remoting
 from ipc.channel import Channel
-from ipc.messages import Outgoing, SendResult
+from ipc.messages import Outgoing, SendResult, stored_records
 
 CALL_TIMEOUT_MS = 5_000
 PULL_BATCH = 32  # RocketMQ's checker pulls 32 at a time
@@ -38,7 +38,7 @@ class BrokerCalls:
         reply = self._call("reader", "view_id", msg_id=offset_msg_id(self.store_host, phys_offset), raw=True)
         if not reply.get("count"):
             return None
-        return remoting.decode_records(bytes(reply["raw"]))[0]
+        return remoting.decode_records(bytes(stored_records(reply)[0]))[0]
 
     def span(self, topic: str, queue_id: int = 0) -> tuple[int, int]:
         queues = self._call("reader", "queue_info", topic=topic)["queues"]
@@ -49,8 +49,7 @@ class BrokerCalls:
         """Up to ``count`` records of the topic's queue 0 from ``queue_offset``, as stored."""
         reply = self._call("reader", "pull", group=self.group, topic=topic, queue=0, offset=queue_offset, tags="*",
                            raw=True, max=count, wait_ms=0)
-        raw = reply.get("raw")
-        return remoting.decode_records(bytes(raw)) if raw else []
+        return remoting.decode_records(bytes(stored_records(reply)[0])) if reply.get("count") else []
 
     def offset(self, topic: str) -> int:
         return int(self._call("reader", "fetch_offset", group=self.group, topic=topic, queue=0)["offset"])

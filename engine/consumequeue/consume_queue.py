@@ -210,6 +210,9 @@ class ConsumeQueue:
             out.append(view.copy())
             del view
             qo += last - first
+        if len(out) == 1:  # most reads (a pull's) stay in one file: its copy is the answer, not copied again
+            return out[0]
+        # concatenate answers in native byte order: back to the file's big-endian columns
         return np.concatenate(out).astype(CQ_DTYPE, copy=False) if out else np.empty(0, dtype=CQ_DTYPE)
 
     def entry(self, queue_offset: int) -> tuple[int, int, int] | None:

@@ -52,6 +52,7 @@ class MappedFile:
         self.file_base = file_base
         self.file_size = file_size
         self._fd = fd
+        self._inode = os.fstat(fd).st_ino  # an open file's inode never changes: ``replaced`` stats the path only
         self._mm: mmap.mmap | None = mm
         self.written_pos = written_pos
         self.committed_pos = written_pos
@@ -110,7 +111,7 @@ class MappedFile:
     def replaced(self) -> bool:
         """Whether the file at this path is no longer the one mapped (deleted, or deleted and made again)."""
         try:
-            return self.closed or os.stat(self.path).st_ino != os.fstat(self._fd).st_ino
+            return self.closed or os.stat(self.path).st_ino != self._inode
         except FileNotFoundError:
             return True
 

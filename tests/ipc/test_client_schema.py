@@ -34,7 +34,7 @@ from ipc.client import (
     SendResult,
 )
 from ipc.endpoints import Endpoints
-from ipc.messages import pack_columns, record_to_wire
+from ipc.messages import record_to_wire, stored_parts
 
 WAIT_S = 5.0
 
@@ -74,10 +74,10 @@ class FakeBroker:
                 self.received.put((endpoint, identity, decoded))
             while True:
                 try:
-                    endpoint, identity, frame = self._outbox.get_nowait()
+                    endpoint, identity, frames = self._outbox.get_nowait()
                 except queue.Empty:
                     break
-                routers[endpoint].send_multipart([identity, frame])
+                routers[endpoint].send_multipart([identity, *frames])
         for sock in routers.values():
             sock.close()
         ctx.term()
@@ -86,8 +86,11 @@ class FakeBroker:
         return self.received.get(timeout=WAIT_S)
 
     def reply(self, endpoint: str, identity: bytes, message: dict[str, Any] | bytes) -> None:
-        frame = message if isinstance(message, bytes) else schema.pack(message)
-        self._outbox.put((endpoint, identity, frame))
+        if isinstance(message, bytes):
+            frames = [message]
+        else:  # a packed reply's parts follow its map, as a reader sends them
+            frames = schema.pack_message({k: v for k, v in message.items() if k != "parts"}, message.get("parts", ()))
+        self._outbox.put((endpoint, identity, frames))
 
     def serve(self, handler: Any, count: int | None = None, *, until_op: str | None = None) -> None:
         """Answer requests with ``handler(request)`` (None: leave it unanswered, a parked pull): the
@@ -342,9 +345,8 @@ def packed(records: list[Record]) -> dict[str, Any]:
     blobs = [encode_record(topic=r.topic, body=r.body, properties=r.properties, queue_id=r.queue_id,
                            born_host=r.born_host, store_host=r.store_host, queue_offset=r.queue_offset,
                            phys_offset=r.phys_offset) for r in records]
-    return {"raw": b"".join(blobs), "count": len(records),
-            "cols": pack_columns([r.queue_offset for r in records], [r.phys_offset for r in records],
-                                 [len(b) for b in blobs])}
+    return stored_parts(b"".join(blobs), [r.queue_offset for r in records], [r.phys_offset for r in records],
+                        [len(b) for b in blobs])
 
 
 def sample_record(queue_offset: int = 3) -> Record:

@@ -10,7 +10,7 @@ import pytest
 
 from engine import GetStatus, Host, Message, MessageStore
 from engine.lookup import GetResult, PullLimits, TagFilter, get_messages
-from ipc.messages import MessageBatch, ReceivedMessage, ReplyError, pack_columns
+from ipc.messages import MessageBatch, ReceivedMessage, ReplyError, pack_columns, stored_parts
 
 OpenStore = Callable[..., MessageStore]
 
@@ -25,8 +25,7 @@ def _pull(store: MessageStore, queue_offset: int, *, stored: bool, max_count: in
 def _batch(result: GetResult) -> MessageBatch:
     stored = result.stored
     assert stored is not None
-    return MessageBatch.from_reply({"raw": stored.data, "count": len(stored),
-                                    "cols": pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)})
+    return MessageBatch.from_reply(stored_parts(stored.data, stored.queue_offsets, stored.phys_offsets, stored.sizes))
 
 
 def _fill(store: MessageStore) -> None:
@@ -90,16 +89,34 @@ def test_a_packed_reply_whose_parts_disagree_is_refused(open_store: OpenStore) -
     stored = _pull(store, 0, stored=True).stored
     assert stored is not None
     cols = pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes)
-    bad: list[dict[str, Any]] = [{"raw": stored.data, "count": len(stored) + 1, "cols": cols},
-                                 {"raw": stored.data[:-1], "count": len(stored), "cols": cols},
-                                 {"raw": stored.data, "count": len(stored), "cols": cols[:-8]},
-                                 {"raw": stored.data, "count": "13", "cols": cols},
+    bad: list[dict[str, Any]] = [{"parts": [stored.data], "count": len(stored) + 1, "cols": cols},
+                                 {"parts": [stored.data[:-1]], "count": len(stored), "cols": cols},
+                                 {"parts": [stored.data], "count": len(stored), "cols": cols[:-8]},
+                                 {"parts": [stored.data], "count": "13", "cols": cols},
+                                 {"parts": [], "count": len(stored), "cols": cols},
+                                 {"parts": [stored.data, b""], "count": len(stored), "cols": cols},
+                                 {"parts": ["records"], "count": len(stored), "cols": cols},
+                                 {"parts": [stored.data], "count": len(stored), "cols": memoryview(cols)},
+                                 {"raw": stored.data, "count": len(stored), "cols": cols},
                                  {"msgs": []}]
     for reply in bad:
         with pytest.raises(ReplyError):
             MessageBatch.from_reply(reply)
-    garbled = MessageBatch.from_reply({"raw": b"\0" * len(stored.data), "count": len(stored), "cols": cols})
+    garbled = MessageBatch.from_reply({"parts": [b"\0" * len(stored.data)], "count": len(stored), "cols": cols})
     with pytest.raises(ReplyError):
         garbled[0]
     with pytest.raises(ReplyError):
         garbled.bodies()
+
+
+def test_a_packed_reply_read_from_memoryviews_is_the_same_batch(open_store: OpenStore) -> None:
+    """A reply's parts come back as memoryviews of ZeroMQ's buffers: the batch reads them in place."""
+    store = open_store()
+    _fill(store)
+    stored = _pull(store, 0, stored=True).stored
+    assert stored is not None
+    reply = stored_parts(stored.data, stored.queue_offsets, stored.phys_offsets, stored.sizes)
+    viewed = MessageBatch.from_reply({**reply, "parts": [memoryview(reply["parts"][0])]})
+    batch = _batch(_pull(store, 0, stored=True))
+    assert viewed == batch and viewed.bodies() == batch.bodies() and viewed[2:5] == batch[2:5]
+    assert MessageBatch.join([viewed[:3], viewed[3:]]) == batch

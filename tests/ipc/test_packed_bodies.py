@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from engine import Host, _native
 from engine.log.record import encode_record
-from ipc.messages import MessageBatch, ReplyError, pack_columns
+from ipc.messages import MessageBatch, ReplyError, stored_parts
 from tests.oracle import messages as oracle
 
 TOPICS = st.one_of(st.text(string.ascii_letters, min_size=1, max_size=12),  # v1 magic
@@ -46,8 +46,7 @@ def _reply(records: list[Any], damages: list[tuple[float, int]]) -> tuple[dict[s
     sizes = [len(part) for part in parts]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     queue_offsets = list(range(100, 100 + len(sizes)))
-    return ({"raw": bytes(data), "count": len(sizes), "cols": pack_columns(queue_offsets, starts, sizes)},
-            starts, sizes)
+    return stored_parts(bytes(data), queue_offsets, starts, sizes), starts, sizes
 
 
 def _outcome(call: Any) -> Any:
@@ -64,7 +63,7 @@ def test_bodies_are_the_oracle_s(records: list[Any], damages: list[tuple[float, 
     reply, starts, sizes = _reply(records, damages)
     batch = MessageBatch.from_reply(reply)
     first, stop = min(cut), max(cut)
-    data = reply["raw"]
+    data = reply["parts"][0]
     assert _outcome(batch.bodies) == _outcome(lambda: oracle.bodies(data, starts, sizes))
     assert _outcome(batch[first:stop].bodies) == _outcome(
         lambda: oracle.bodies(data, starts[first:stop], sizes[first:stop]))
@@ -88,7 +87,7 @@ def test_junk_records_are_refused_as_the_oracle_refuses_them(junk: list[bytes]) 
     sizes = [len(record) for record in junk]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     data = b"".join(junk)
-    batch = MessageBatch.from_reply({"raw": data, "count": len(sizes), "cols": pack_columns(starts, starts, sizes)})
+    batch = MessageBatch.from_reply(stored_parts(data, starts, starts, sizes))
     assert _outcome(batch.bodies) == _outcome(lambda: oracle.bodies(data, starts, sizes))
 
 
@@ -97,7 +96,7 @@ def test_junk_records_are_refused_as_the_oracle_refuses_them(junk: list[bytes]) 
 def test_body_heads_are_the_heads_of_the_oracle_s_bodies(records: list[Any], damages: list[tuple[float, int]],
                                                          width: int) -> None:
     reply, starts, sizes = _reply(records, damages)
-    expected = _outcome(lambda: oracle.bodies(reply["raw"], starts, sizes))
+    expected = _outcome(lambda: oracle.bodies(reply["parts"][0], starts, sizes))
     heads = _outcome(lambda: MessageBatch.from_reply(reply).body_heads(width))
     if isinstance(expected, list) and all(len(body) >= width for body in expected):
         assert heads == b"".join(body[:width] for body in expected)
@@ -110,8 +109,7 @@ def test_a_compressed_body_s_head_is_its_inflated_body_s() -> None:
     parts = [encode_record(topic="T", body=body, properties={}, sys_flag=flag, born_host=host, store_host=host)
              for body, flag in [(b"plain-01", 0), (zlib.compress(b"inflated" * 9), 0x1), (zlib.compress(b"x"), 0x1)]]
     sizes = [len(part) for part in parts]
-    batch = MessageBatch.from_reply({"raw": b"".join(parts), "count": 3, "cols": pack_columns([0, 1, 2],
-                                                                                               [0, 1, 2], sizes)})
+    batch = MessageBatch.from_reply(stored_parts(b"".join(parts), [0, 1, 2], [0, 1, 2], sizes))
     assert batch[:2].body_heads(8) == b"plain-01inflated"
     with pytest.raises(ReplyError, match="body 2 has 1 bytes"):
         batch.body_heads(8)

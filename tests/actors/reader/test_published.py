@@ -47,3 +47,46 @@ def test_a_queue_deleted_and_made_again_is_learned_afresh(tmp_path: Path) -> Non
         assert published.published[("Orders", 0)] == 3
     finally:
         published.close()
+
+
+def test_a_recheck_finds_entries_in_a_file_made_since_and_lists_the_directory_only_then(tmp_path: Path) -> None:
+    """A recheck (every pull that finds nothing) lists the queue's directory only when what it knows
+    reaches past the last file it maps: the builder fills a file (16 entries here) before the next."""
+    clock = FakeClock()
+    store_dir = tmp_path / "store"
+    _put(store_dir, clock, 10)
+    published = PublishedStore(store_dir, TINY, index_enabled=False, now_ms=clock)
+    try:
+        published.learn_from_files()
+        cq = published.queues.get("Orders", 0)
+        assert cq is not None
+        listings: list[bool] = []
+        refresh = cq.queue.refresh
+        cq.queue.refresh = lambda: listings.append(refresh()) or listings[-1]  # type: ignore[method-assign]
+        assert not published.recheck("Orders", 0) and listings == []  # nothing new, inside the first file
+        _put(store_dir, clock, 6)  # notices dropped: 16, the first file just full
+        assert published.recheck("Orders", 0) and published.published[("Orders", 0)] == 16 and listings == []
+        _put(store_dir, clock, 20)  # into the second and third files
+        assert published.recheck("Orders", 0) and listings == [True]
+        assert published.published[("Orders", 0)] == 36
+    finally:
+        published.close()
+
+
+def test_a_notice_older_than_the_files_after_retention_does_not_move_the_queue_back(tmp_path: Path) -> None:
+    """Retention takes a queue's leading files, never its last: a notice older than what the files
+    said is not taken for a queue made again (it was: the queue was forgotten and learned afresh at
+    the notice's 30, which re-delivered 30..39)."""
+    clock = FakeClock()
+    store_dir = tmp_path / "store"
+    _put(store_dir, clock, 40)
+    published = PublishedStore(store_dir, TINY, index_enabled=False, now_ms=clock)
+    try:
+        published.learn_from_files()
+        cq = published.queues.get("Orders", 0)
+        assert cq is not None and len(cq.queue.files) == 3
+        cq.queue.files[0].path.unlink()  # as retention deletes the oldest file
+        assert published.on_arrived([("Orders", 0, 30)], 0) == []
+        assert published.published[("Orders", 0)] == 40 and published.queues.get("Orders", 0) is cq
+    finally:
+        published.close()

@@ -108,6 +108,23 @@ def test_read_crosses_files(tmp_path: Path) -> None:
         cq.close()
 
 
+def test_a_read_across_files_is_the_files_big_endian_bytes(tmp_path: Path) -> None:
+    """The pull kernel reads the entries' bytes as the files hold them: a read that crosses files
+    (joined by concatenate, which answers in native byte order) is those bytes too. Without the cast
+    back, a pull across a file boundary read byte-swapped offsets: nothing readable, answered at once
+    with the same next offset, pulled again without end."""
+    cq = open_cq(tmp_path)
+    try:
+        fill(cq, 23)
+        files = b"".join(bytes(mf.buffer[:mf.written_pos]) for mf in cq.queue.files)
+        for first, count in ((3, 9), (0, 23), (4, 1), (5, 5)):
+            entries = cq.read(first, count)
+            assert entries.dtype == CQ_DTYPE
+            assert entries.tobytes() == files[first * CQ_ENTRY_SIZE:(first + count) * CQ_ENTRY_SIZE]
+    finally:
+        cq.close()
+
+
 # -- writing (reference §3.3, §11.17) -------------------------------------------------------------
 
 
