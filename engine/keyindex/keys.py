@@ -52,8 +52,13 @@ def index_hashes(full_keys: Sequence[str]) -> list[int]:
 
 
 def key_hashes(topic: str, keys: Sequence[str]) -> Array:
-    """``index_hash`` of ``topic#key`` for each of ``keys``, in order, as int64."""
-    return np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
+    """``index_hash`` of ``topic#key`` for each of ``keys``, in order, as int64: one kernel call
+    (``engine._native.java_hashes``), then ``index_hash``'s rule over the column."""
+    prefix = f"{topic}{KEY_JOINER}"
+    hashes = np.empty(len(keys), np.int64)
+    _native.java_hashes([prefix + key for key in keys], hashes)
+    result: Array = np.where(hashes == _INT_MIN, 0, np.abs(hashes))
+    return result
 
 
 def record_key_hashes(topics: list[str], topic_codes: Array, text: bytes | memoryview,
