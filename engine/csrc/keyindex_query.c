@@ -211,9 +211,12 @@ PyObject *mq_index_probe(PyObject *self, PyObject *args) {
         if (stop && place[i] > file_pos) {  /* queryOffset walks no file older than one begun before begin_ms */
             place[i] = file_count;
         }
-        wanting += want[i] > 0 && place[i] < file_count;
+        wanting += want[i] > 0;
     }
     MQ_END_ALLOW_THREADS_IF
+    if (stop) {
+        wanting = 0;
+    }
     result = Py_BuildValue("(Ln)", count, wanting);
 done:
     PyBuffer_Release(&header);

@@ -98,7 +98,8 @@ static PyMethodDef methods[] = {
      "of cand_phys, i at the same row of cand_keys; wants[i] goes down by as many, and places[i], from_nos[i]\n"
      "to the entry to read next, else to (file_pos + 1, 0). With stop (the file began before begin_ms), every\n"
      "key placed after file_pos gets file_count: no older file is walked. Returns the new count of candidates\n"
-     "and how many keys still want offsets from a file left to walk. The arrays are int64, the four key columns\n"
+     "and how many keys still want offsets (0 after a file that stops the walk: no file is left to walk).\n"
+     "The arrays are int64, the four key columns\n"
      "of one length, the two candidate columns of another; ValueError when they do not fit, a want is negative\n"
      "or the candidate columns have no room for what the keys walking this file want."},
     {"keys_holding", mq_keys_holding, METH_VARARGS,

@@ -103,7 +103,7 @@ def probe(header: Array, slots: Array, entries: Array, file_pos: int, file_count
     ``file_pos`` of ``file_count``, newest first) and still wanting offsets, in one kernel call
     (``engine._native.index_probe``, whose docstring is the contract): their offsets appended at row
     ``count`` of the candidate columns, the keys' wants and places moved on in place; returns the new
-    count and how many keys still want offsets from an older file."""
+    count and how many keys still want offsets (0 once no older file is to be walked)."""
     try:
         return _native.index_probe(header, slots, entries, file_pos, file_count, walk, stop, begin_ms, end_ms, hashes,
                                    wants, places, from_nos, cand_keys, cand_phys, count)

@@ -3,7 +3,8 @@ entries and the records they point at (``engine._native.pull_records``; ``engine
 kept here whole), the comparison of a key query's candidates with the key (``matching``, which
 ``engine._native.keys_holding`` replaced) and a key query's rounds of pages, comparisons and answer
 (``query_keys``, ``of_keys``: ``engine.lookup.query_keys`` as it ran before its kernels, whose index
-walks went through ``IndexService.query_many``): the oracles their property tests hold the kernels to."""
+walks went through ``IndexService.query_many``, here the file walk it made then, ``keyindex.select_pages``):
+the oracles their property tests hold the kernels to."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
-from engine.keyindex.pages import IndexCursor
+from engine.keyindex.keys import index_key
+from engine.keyindex.pages import IndexCursor, QueryPages
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.log.record import MAGIC_V2, QUEUE_OFFSET_POS, SYSFLAG_POS, Record, body_length_pos, decode_record
@@ -27,6 +29,7 @@ from engine.lookup import (
     StoredRecords,
     TagFilter,
 )
+from tests.oracle import keyindex
 
 _MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
 _INT = struct.Struct(">i")
@@ -189,7 +192,7 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
     found: list[dict[int, bytes]] = [{} for _ in keys]
     after: list[IndexCursor | None] = [None] * len(keys)
     short: Sequence[int] = range(len(keys))
-    pages = index.query_many(topic, keys, max_count, begin_ms, end_ms)
+    pages = _query_many(index, topic, keys, [max_count] * len(keys), begin_ms, end_ms, [None] * len(keys))
     while True:
         asked: list[list[int]] = []
         for i, candidates, next_page in zip(short, pages.phys_offsets, pages.next_pages, strict=True):
@@ -204,8 +207,15 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
         short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
         if not short:
             return of_keys(found)
-        pages = index.query_many(topic, [keys[i] for i in short], [max_count - len(found[i]) for i in short],
-                                 begin_ms, end_ms, after=[after[i] for i in short])
+        pages = _query_many(index, topic, [keys[i] for i in short], [max_count - len(found[i]) for i in short],
+                            begin_ms, end_ms, [after[i] for i in short])
+
+
+def _query_many(index: IndexService, topic: str, keys: Sequence[str], counts: Sequence[int], begin_ms: int,
+                end_ms: int, after: Sequence[IndexCursor | None]) -> QueryPages:
+    """``IndexService.query_many`` as it ran then."""
+    return keyindex.select_pages(index.files[::-1], keyindex.index_hashes([index_key(topic, key) for key in keys]),
+                                 [min(count, index.max_msgs_num_batch) for count in counts], after, begin_ms, end_ms)
 
 
 def of_keys(found: Sequence[dict[int, bytes]]) -> tuple[StoredRecords, list[int]]:
