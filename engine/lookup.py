@@ -20,6 +20,7 @@ from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, QueueView
 from engine.jhash import tags_code
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
+from engine.log.mapped_file import MappedFile
 from engine.log.msgid import decode_offset_msg_id
 from engine.log.record import (
     MAGIC_V1,
@@ -261,10 +262,9 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
     keys take places in a round, never in the answer. The taken records are copied out one key after
     another (``engine._native.key_records``), with how many each key has."""
     end = commitlog.max_offset if readable_end is None else readable_end
-    files = commitlog.queue.files
-    buffers = [mf.buffer for mf in files]
-    file_bases = array("q", [mf.file_base for mf in files])
-    limits = array("q", [min(end - mf.file_base, mf.written_pos) for mf in files])
+    files: list[MappedFile] = []  # the commitlog's files from the one holding the lowest candidate on
+    buffers: list[ByteSource] = []
+    file_bases, limits = array("q"), array("q")
     encoded = [key.encode() for key in keys]
     key_ends = array("q", accumulate(map(len, encoded)))
     key_bytes = b"".join(encoded)
@@ -280,6 +280,15 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
     topic_bytes = topic.encode()
     while True:
         cand_keys, cand_phys = probe.candidates(wants)
+        lowest = min(cand_phys.tolist(), default=_LOG_END)  # for a page's few offsets cheaper than numpy's min
+        if lowest < (files[0].file_base if files else _LOG_END):
+            # a walk goes down the log: the files a query reads are mostly the last few, not every one
+            wider = _files_from(commitlog, lowest)
+            if n_taken:
+                taken[:n_taken, 2] += len(wider) - len(files)  # the same last files, more before them
+            files, buffers = wider, [mf.buffer for mf in wider]
+            file_bases = array("q", [mf.file_base for mf in files])
+            limits = array("q", [min(end - mf.file_base, mf.written_pos) for mf in files])
         if n_taken + len(cand_keys) > len(taken):
             taken = np.concatenate((taken[:n_taken], np.empty((len(cand_keys), TAKEN_COLUMNS), np.int64)))
         n_taken = _native.keys_holding(buffers, file_bases, limits, low, cand_keys, cand_phys, len(cand_keys),
@@ -291,6 +300,20 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
         wants = np.where(short, np.minimum(max_count - taken_counts, page), 0)
     data, queue_offsets, phys_offsets, sizes, counts = _native.key_records(buffers, taken, n_taken, len(keys))
     return StoredRecords(data, queue_offsets, phys_offsets, sizes), counts
+
+
+def _files_from(commitlog: CommitLog, phys_offset: int) -> list[MappedFile]:
+    """The commitlog's files from the one holding ``phys_offset`` (all of them below the first) to the last."""
+    files = commitlog.queue.files
+    if not files:
+        return []
+    size = commitlog.file_size
+    at = min(max(phys_offset // size - files[0].file_base // size, 0), len(files) - 1)
+    while at > 0 and files[at].file_base > phys_offset:
+        at -= 1
+    while at + 1 < len(files) and files[at + 1].file_base <= phys_offset:
+        at += 1
+    return files[at:]
 
 
 def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:

@@ -73,12 +73,15 @@ def test_a_key_query_answers_what_the_python_it_replaced_does(spec: list[tuple[i
 
 def test_colliding_keys_past_a_round_are_walked_until_each_has_its_records(tmp_path: Path) -> None:
     """'Aa' and 'BB' share a hash: with one record a round wanted, every 'BB' record newer than the
-    newest 'Aa' takes the round's place, and the query goes on, round after round, to find it."""
+    newest 'Aa' takes the round's place, and the query goes on, round after round, to find it, reading
+    ever older commitlog files (what the first round took is still copied from where it lies)."""
     clock = FakeClock()
     store = MessageStore.open(tmp_path / "store", StoreConfig(geometry=TINY), now_ms=clock)
     try:
-        store.put_batch([Message("T", b"a", keys=("Aa",))] + [Message("T", b"b", keys=("BB",)) for _ in range(40)])
-        assert store.index is not None and len(store.index.files) > 1
+        store.put_batch([Message("T", b"a", keys=("Aa",))])
+        store.put_batch([Message("T", b"b", keys=("BB",)) for _ in range(120)])
+        # "BB" is taken from the last commitlog file in the first round, "Aa" many rounds later from the first
+        assert store.index is not None and len(store.index.files) > 1 and len(store.commitlog.queue.files) > 2
         records, counts = query_keys(store.index, store.commitlog, "T", ["Aa", "BB", "Aa"], 1, 0, 1 << 62)
         assert counts == [1, 1, 1]
         assert [r.body for r in records.records()] == [b"a", b"b", b"a"]
