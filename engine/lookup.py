@@ -271,33 +271,32 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
     prefix = UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX
     low = commitlog.min_offset
     probe = index.probe(topic, keys, begin_ms, end_ms)
-    page = min(max_count, index.max_msgs_num_batch)
-    taken_counts = np.zeros(len(keys), np.int64)
-    taken_min = np.full(len(keys), _LOG_END, np.int64)
-    taken = np.empty((0, TAKEN_COLUMNS), np.int64)
+    page = max(min(max_count, index.max_msgs_num_batch), 0)
+    # int64 columns as array's: for the few keys of most queries far cheaper than numpy's set-up
+    taken_counts = array("q", bytes(8 * len(keys)))
+    taken_min = array("q", [_LOG_END]) * len(keys)
+    taken = array("q")
     n_taken = 0
-    wants = np.full(len(keys), max(page, 0), np.int64)
+    wants = array("q", [page]) * len(keys)
     topic_bytes = topic.encode()
     while True:
-        cand_keys, cand_phys = probe.candidates(wants)
-        lowest = min(cand_phys.tolist(), default=_LOG_END)  # for a page's few offsets cheaper than numpy's min
+        cand_keys, cand_phys, count = probe.candidates(wants)
+        lowest = min(cand_phys[:count], default=_LOG_END)
         if lowest < (files[0].file_base if files else _LOG_END):
             # a walk goes down the log: the files a query reads are mostly the last few, not every one
             wider = _files_from(commitlog, lowest)
-            if n_taken:
-                taken[:n_taken, 2] += len(wider) - len(files)  # the same last files, more before them
+            for row in range(n_taken):  # the same last files, more before them
+                taken[TAKEN_COLUMNS * row + 2] += len(wider) - len(files)
             files, buffers = wider, [mf.buffer for mf in wider]
             file_bases = array("q", [mf.file_base for mf in files])
             limits = array("q", [min(end - mf.file_base, mf.written_pos) for mf in files])
-        if n_taken + len(cand_keys) > len(taken):
-            taken = np.concatenate((taken[:n_taken], np.empty((len(cand_keys), TAKEN_COLUMNS), np.int64)))
-        n_taken = _native.keys_holding(buffers, file_bases, limits, low, cand_keys, cand_phys, len(cand_keys),
-                                       topic_bytes, prefix, key_bytes, key_ends, uniq, max_count, taken_counts,
-                                       taken_min, taken, n_taken)
-        short = (taken_counts < max_count) & probe.walking()
-        if not short.any():
+        if TAKEN_COLUMNS * (n_taken + count) > len(taken):
+            taken.extend(array("q", bytes(8 * TAKEN_COLUMNS * count)))
+        n_taken, short = _native.keys_holding(buffers, file_bases, limits, low, cand_keys, cand_phys, count,
+                                              topic_bytes, prefix, key_bytes, key_ends, uniq, max_count, taken_counts,
+                                              taken_min, taken, n_taken, probe.places, probe.file_count, page, wants)
+        if not short:
             break
-        wants = np.where(short, np.minimum(max_count - taken_counts, page), 0)
     data, queue_offsets, phys_offsets, sizes, counts = _native.key_records(buffers, taken, n_taken, len(keys))
     return StoredRecords(data, queue_offsets, phys_offsets, sizes), counts
 

@@ -116,25 +116,27 @@ static int taken_before(const int64_t *taken, Py_ssize_t n_taken, const int64_t 
 PyObject *mq_keys_holding(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *files;
-    Py_buffer file_bases, limits, cand_keys, cand_phys, topic, prefix, keys, key_ends, taken_counts, taken_min, taken;
-    long long low, count, max_count, n_taken;
+    Py_buffer file_bases, limits, cand_keys, cand_phys, topic, prefix, keys, key_ends, taken_counts, taken_min, taken,
+        places, wants;
+    long long low, count, max_count, n_taken, file_count, page;
     int whole;
-    if (!PyArg_ParseTuple(args, "Oy*y*Ly*y*Ly*y*y*y*pLw*w*w*L", &files, &file_bases, &limits, &low, &cand_keys,
+    if (!PyArg_ParseTuple(args, "Oy*y*Ly*y*Ly*y*y*y*pLw*w*w*Ly*LLw*", &files, &file_bases, &limits, &low, &cand_keys,
                           &cand_phys, &count, &topic, &prefix, &keys, &key_ends, &whole, &max_count, &taken_counts,
-                          &taken_min, &taken, &n_taken)) {
+                          &taken_min, &taken, &n_taken, &places, &file_count, &page, &wants)) {
         return NULL;
     }
     PyObject *result = NULL;
     MqFiles mapped = {0};
-    Py_ssize_t n_files, n_limits, n_cand, n_cand_phys, n, n_counts, n_min, capacity;
+    Py_ssize_t n_files, n_limits, n_cand, n_cand_phys, n, n_counts, n_min, capacity, n_places, n_wants;
     if (!mq_int64s(&file_bases, &n_files) || !mq_int64s(&limits, &n_limits) || !mq_int64s(&cand_keys, &n_cand) ||
         !mq_int64s(&cand_phys, &n_cand_phys) || !mq_int64s(&key_ends, &n) || !mq_int64s(&taken_counts, &n_counts) ||
-        !mq_int64s(&taken_min, &n_min) || !mq_int64s(&taken, &capacity) || !mq_files(files, n_files, &mapped)) {
+        !mq_int64s(&taken_min, &n_min) || !mq_int64s(&taken, &capacity) || !mq_int64s(&places, &n_places) ||
+        !mq_int64s(&wants, &n_wants) || !mq_files(files, n_files, &mapped)) {
         goto done;
     }
     capacity /= TAKEN_COLUMNS;
-    if (n_limits != n_files || n_cand_phys != n_cand || n_counts != n || n_min != n || count < 0 || count > n_cand ||
-        n_taken < 0 || n_taken > capacity || max_count < 0) {
+    if (n_limits != n_files || n_cand_phys != n_cand || n_counts != n || n_min != n || n_places != n ||
+        n_wants != n || count < 0 || count > n_cand || n_taken < 0 || n_taken > capacity || max_count < 0 || page < 0) {
         PyErr_SetString(PyExc_ValueError, "files, candidates, keys or taken rows do not fit together");
         goto done;
     }
@@ -199,7 +201,16 @@ PyObject *mq_keys_holding(PyObject *self, PyObject *args) {
         took[k] += 1;
         lowest[k] = at < lowest[k] ? at : lowest[k];
     }
-    result = PyLong_FromLongLong(n_taken);
+    /* the next round: each key short of max_count whose walk has files left wants up to a page more */
+    const int64_t *place = places.buf;
+    int64_t *want = wants.buf;
+    Py_ssize_t short_keys = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t more = max_count - took[k] < page ? max_count - took[k] : page;
+        want[k] = took[k] < max_count && place[k] < file_count ? more : 0;
+        short_keys += want[k] > 0;
+    }
+    result = Py_BuildValue("(Ln)", n_taken, short_keys);
 done:
     mq_files_release(&mapped);
     PyBuffer_Release(&file_bases);
@@ -213,5 +224,7 @@ done:
     PyBuffer_Release(&taken_counts);
     PyBuffer_Release(&taken_min);
     PyBuffer_Release(&taken);
+    PyBuffer_Release(&places);
+    PyBuffer_Release(&wants);
     return result;
 }

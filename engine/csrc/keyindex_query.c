@@ -196,8 +196,10 @@ PyObject *mq_index_probe(PyObject *self, PyObject *args) {
         if (want[i] > 0 && place[i] == file_pos) {
             int64_t next_no = 0, got = 0;
             if (walk) {
+                /* a Java hash read as the index's (index_hash: abs, Integer.MIN_VALUE as 0); one already is */
+                int64_t key_hash = hash[i] == INT32_MIN ? 0 : hash[i] < 0 ? -hash[i] : hash[i];
                 got = walk_chain(slots.buf, slots.len / 4, entries.buf, entries.len / ENTRY_SIZE, index_count,
-                                 file_begin_ms, hash[i], want[i], from[i], begin_ms, end_ms, phys_out + count,
+                                 file_begin_ms, key_hash, want[i], from[i], begin_ms, end_ms, phys_out + count,
                                  &next_no);
                 for (int64_t j = 0; j < got; j++) {
                     keys_out[count + j] = (int64_t)i;

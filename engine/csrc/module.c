@@ -94,7 +94,8 @@ static PyMethodDef methods[] = {
      "from_nos, cand_keys, cand_phys, count) -> (count, wanting): one index file (file_pos of file_count, newest\n"
      "first) probed for every key of a query. Key i walks it when wants[i] > 0 and places[i] == file_pos: with\n"
      "walk, its chain from entry from_nos[i] (0: the head of its slot), taking the offsets of up to wants[i]\n"
-     "entries whose hash is hashes[i] stored in [begin_ms, end_ms] (index_select's walk), appended at row count\n"
+     "entries whose hash is hashes[i]'s index_hash (abs, Integer.MIN_VALUE as 0: a Java hash or an index hash)\n"
+     "stored in [begin_ms, end_ms] (index_select's walk), appended at row count\n"
      "of cand_phys, i at the same row of cand_keys; wants[i] goes down by as many, and places[i], from_nos[i]\n"
      "to the entry to read next, else to (file_pos + 1, 0). With stop (the file began before begin_ms), every\n"
      "key placed after file_pos gets file_count: no older file is walked. Returns the new count of candidates\n"
@@ -104,7 +105,8 @@ static PyMethodDef methods[] = {
      "or the candidate columns have no room for what the keys walking this file want."},
     {"keys_holding", mq_keys_holding, METH_VARARGS,
      "keys_holding(files, file_bases, limits, low, cand_keys, cand_phys, count, topic, prefix, keys, key_ends,\n"
-     "whole, max_count, taken_counts, taken_min, taken, n_taken) -> n_taken: a key query's candidates, in order,\n"
+     "whole, max_count, taken_counts, taken_min, taken, n_taken, places, file_count, page, wants) -> (n_taken,\n"
+     "short): a key query's candidates, in order,\n"
      "each (key cand_keys[c], phys offset cand_phys[c]) taken when its key has taken fewer than max_count\n"
      "(taken_counts), its offset is at least low and lies in one of the commitlog files (files: a list of their\n"
      "buffers, file_bases ascending), a record starts there (a size of at least 8 within the file's limits[f]\n"
@@ -112,7 +114,9 @@ static PyMethodDef methods[] = {
      "key_ends[k]], as its whole value (whole) or one of its space-separated words (the test the Python of tests/oracle/lookup.py matching makes),\n"
      "and the key has not taken that record already. A taken record is appended at row n_taken of taken\n"
      "(int64, 5 a row: key, phys offset, file, position in it, size), taken_counts[k] counts it and taken_min[k]\n"
-     "is the lowest offset key k took. Returns the new n_taken. ValueError when the arguments do not fit\n"
+     "is the lowest offset key k took. Then the next round: wants[k] = min(max_count - taken_counts[k], page)\n"
+     "for each key short of max_count whose walk has files left (places[k] < file_count), else 0. Returns the\n"
+     "new n_taken and how many keys are short. ValueError when the arguments do not fit\n"
      "together, a candidate is of no key or taken has no room left."},
     {"key_records", mq_key_records, METH_VARARGS,
      "key_records(files, taken, n_taken, n_keys) -> (data, queue_offsets, phys_offsets, sizes, counts): the\n"

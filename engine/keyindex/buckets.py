@@ -97,8 +97,8 @@ def select(header: Array, slots: Array, entries: Array, key_hashes: Sequence[int
 
 
 def probe(header: Array, slots: Array, entries: Array, file_pos: int, file_count: int, walk: bool, stop: bool,
-          begin_ms: int, end_ms: int, hashes: Array, wants: Array, places: Array, from_nos: Array, cand_keys: Array,
-          cand_phys: Array, count: int) -> tuple[int, int]:
+          begin_ms: int, end_ms: int, hashes: Any, wants: Any, places: Any, from_nos: Any, cand_keys: Any,
+          cand_phys: Any, count: int) -> tuple[int, int]:
     """``select``'s walk for every key of a query placed in this file (``places[i] == file_pos``, file
     ``file_pos`` of ``file_count``, newest first) and still wanting offsets, in one kernel call
     (``engine._native.index_probe``, whose docstring is the contract): their offsets appended at row

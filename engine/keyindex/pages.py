@@ -10,10 +10,9 @@ ends: chains only go down (``engine.keyindex.buckets``) and files only get older
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from engine.keyindex.index_file import IndexFile
 from engine.keyindex.probe import KeyProbe
@@ -62,19 +61,19 @@ def select_pages(files: Sequence[IndexFile], key_hashes: Sequence[int], wants: S
     cursors. ``queryOffset``'s stops: files whose time range misses [begin_ms, end_ms] are passed
     over, and none older than a file that began before ``begin_ms`` is walked."""
     count = len(key_hashes)
-    places = np.zeros(count, np.int64)
-    from_nos = np.zeros(count, np.int64)
+    places = array("q", bytes(8 * count))
+    from_nos = array("q", bytes(8 * count))
     for i, cursor in enumerate(after):
         if cursor is not None:
             places[i], from_nos[i] = _resume(files, cursor)
-    probe = KeyProbe(files, np.asarray(key_hashes, np.int64), begin_ms, end_ms, places, from_nos)
-    cand_keys, cand_phys = probe.candidates(np.asarray([max(want, 0) for want in wants], np.int64))
+    probe = KeyProbe(files, array("q", key_hashes), begin_ms, end_ms, places, from_nos)
+    cand_keys, cand_phys, found_count = probe.candidates(array("q", [max(want, 0) for want in wants]))
     found: list[list[int]] = [[] for _ in key_hashes]
-    for key, phys_offset in zip(cand_keys.tolist(), cand_phys.tolist(), strict=True):
+    for key, phys_offset in zip(cand_keys[:found_count], cand_phys[:found_count], strict=True):
         found[key].append(phys_offset)
     last_ms, last_phys_offset = (files[0].end_ms, files[0].end_phys_offset) if files else (0, 0)
     return QueryPages(found, [IndexCursor(files[place].name, from_no) if place < len(files) else None
-                              for place, from_no in zip(*probe.places(), strict=True)], last_ms, last_phys_offset)
+                              for place, from_no in zip(places, from_nos, strict=True)], last_ms, last_phys_offset)
 
 
 def _resume(files: Sequence[IndexFile], cursor: IndexCursor) -> tuple[int, int]:

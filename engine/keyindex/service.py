@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
 from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.keys import index_hashes, index_key, key_hashes, record_keys
+from engine.keyindex.keys import index_hashes, index_key, java_key_hashes, record_keys
 from engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
 from engine.keyindex.probe import KeyProbe
 
@@ -241,7 +241,7 @@ class IndexService:
     def probe(self, topic: str, keys: Sequence[str], begin_ms: int, end_ms: int) -> KeyProbe:
         """A walk of the files as they are now, for every key of ``topic`` at once, all hashed in one call:
         what a key query asks for candidates, a round at a time (``engine.keyindex.probe``)."""
-        return KeyProbe(self._files[::-1], key_hashes(topic, keys), begin_ms, end_ms)
+        return KeyProbe(self._files[::-1], java_key_hashes(topic, keys), begin_ms, end_ms)
 
     # -- deleting -------------------------------------------------------------------------------
 

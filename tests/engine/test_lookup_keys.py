@@ -90,7 +90,8 @@ def _holding(log: CommitLog, candidates: list[list[int]], topic: bytes, keys: li
                                    log.min_offset, cand_keys, cand_phys, len(cand_phys), topic,
                                    UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys),
                                    array("q", accumulate(map(len, keys))), uniq, 1 << 20,
-                                   np.zeros(len(keys), np.int64), np.full(len(keys), _LOG_END, np.int64), taken, 0)
+                                   np.zeros(len(keys), np.int64), np.full(len(keys), _LOG_END, np.int64), taken, 0,
+                                   np.zeros(len(keys), np.int64), 1, 1, np.zeros(len(keys), np.int64))[0]
     got: list[list[tuple[int, bytes]]] = [[] for _ in keys]
     for key, phys_offset, file, pos, size in taken[:n_taken].tolist():
         got[key].append((phys_offset, bytes(files[file].buffer[pos:pos + size])))
@@ -108,12 +109,15 @@ def test_the_query_kernels_refuse_what_does_not_fit(tmp_path: Path) -> None:
         big = array("q", [1 << 40])
 
         def holding(files: list[object], bases: array[int], limits: array[int], keys: array[int],
-                    key_ends: array[int], taken: np.ndarray, n_taken: int = 0) -> int:
+                    key_ends: array[int], taken: np.ndarray, n_taken: int = 0, wants: int = 1) -> tuple[int, int]:
             return _native.keys_holding(files, bases, limits, 0, keys, array("q", [0]), 1, b"T", KEYS_PREFIX, b"k",
-                                        key_ends, False, 5, array("q", [0]), array("q", [_LOG_END]), taken, n_taken)
+                                        key_ends, False, 5, array("q", [0]), array("q", [_LOG_END]), taken, n_taken,
+                                        array("q", [0]), 1, 2, array("q", [0] * wants))
 
         room = np.empty((1, TAKEN_COLUMNS), np.int64)
-        assert holding([mf.buffer], one, array("q", [len(record)]), one, array("q", [1]), room) == 1
+        assert holding([mf.buffer], one, array("q", [len(record)]), one, array("q", [1]), room) == (1, 1)
+        with pytest.raises(ValueError, match="do not fit"):
+            holding([mf.buffer], one, one, one, array("q", [1]), room, wants=2)
         with pytest.raises(ValueError, match="limit passes"):
             holding([mf.buffer], one, big, one, array("q", [1]), room)
         with pytest.raises(ValueError, match="not one of"):

@@ -75,6 +75,11 @@ def _probe_answers_as_select(views: tuple[np.ndarray, np.ndarray, np.ndarray], h
     assert [(places[i], starts[i], left[i]) for i in walked] == [
         (0, next_nos[i], 0) if next_nos[i] else (1, 0, wants[i] - len(found[i])) for i in walked]
     assert wanting == sum(left > 0) and set(cand_keys[:count].tolist()) <= set(walked)
+    # a Java hash is read as its index_hash: -h as h (the index's hashes are never negative)
+    again = np.empty(sum(wants), np.int64)
+    assert buckets.probe(*views, 0, 1, True, False, *window, -np.asarray(hashes, np.int64), np.asarray(wants, np.int64),
+                         np.zeros(len(wants), np.int64), np.asarray(from_nos, np.int64), np.empty(sum(wants), np.int64),
+                         again, 0)[0] == count and again[:count].tolist() == cand_phys[:count].tolist()
 
 
 def test_the_probe_refuses_what_does_not_fit() -> None:
