@@ -8,7 +8,6 @@ topic and key against the record itself.
 from __future__ import annotations
 
 import enum
-import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ import numpy as np
 from engine import _native
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, QueueView
 from engine.jhash import tags_code
-from engine.keyindex.pages import IndexCursor
 from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
 from engine.log.mapped_file import MappedFile
@@ -28,7 +26,6 @@ from engine.log.record import (
     MAGIC_V1,
     PROP_KEYS,
     PROP_UNIQ_KEY,
-    QUEUE_OFFSET_POS,
     ByteSource,
     Record,
     decode_record,
@@ -41,7 +38,7 @@ PULL_TAGS = 2  # and its TAGS is one of the filter's tags
 _MAGIC_V1 = MAGIC_V1.to_bytes(4, "big", signed=True)
 _NO_TAGS = array("q")
 _LOG_END = 2**63 - 1
-_LONG = struct.Struct(">q")
+TAKEN_COLUMNS = 5  # a taken record's row for the key query kernels: key, phys offset, file, position, size
 PROPERTY_SEPARATOR = b"\x02"
 KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
 UNIQ_KEY_PREFIX = PROPERTY_SEPARATOR + PROP_UNIQ_KEY.encode() + b"\x01"
@@ -73,23 +70,8 @@ class StoredRecords:
     def __len__(self) -> int:
         return len(self.sizes)
 
-    @classmethod
-    def of_keys(cls, found: Sequence[dict[int, bytes]]) -> tuple[StoredRecords, list[int]]:
-        """From each key's {phys offset: stored bytes}: every key's records, oldest first, one key
-        after another, and how many each key has (one object a query, not one a key)."""
-        chunks: list[bytes] = []
-        phys_offsets: list[int] = []
-        for records in found:
-            if records:
-                for phys_offset in sorted(records) if len(records) > 1 else records:
-                    chunks.append(records[phys_offset])
-                    phys_offsets.append(phys_offset)
-        unpack = _LONG.unpack_from
-        return (cls(b"".join(chunks), [unpack(chunk, QUEUE_OFFSET_POS)[0] for chunk in chunks], phys_offsets,
-                    [len(chunk) for chunk in chunks]), [len(records) for records in found])
-
     def split(self, counts: Sequence[int]) -> list[StoredRecords]:
-        """Cut into runs of ``counts[i]`` records, in order (``of_keys``' answer, one a key)."""
+        """Cut into runs of ``counts[i]`` records, in order (``query_keys``' answer, one a key)."""
         out: list[StoredRecords] = []
         first = pos = 0
         for count in counts:
@@ -271,77 +253,66 @@ def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequ
     """For each key, in order, the newest ``max_count`` records of ``topic`` whose KEYS (or, with
     ``uniq``, UNIQ_KEY) hold it, oldest first, as stored, none reaching past ``readable_end``.
 
-    The index is probed for all the keys together, a page of candidates each: hash collisions and
-    records not readable yet among them. Each candidate's topic and key are compared in its stored
-    bytes (nothing decoded). A key still short asks for its next page, which goes on where the last
-    one stopped, until it has ``max_count`` or its chains are walked: colliding keys take places in
-    a page, never in the answer. The answers come one key after another (``StoredRecords.of_keys``),
-    with how many records each key has."""
+    All the keys go together, through a fixed number of kernel calls a round: the index gives each
+    key's candidates, newest first (``IndexService.probe``: every key hashed at once, one call an
+    index file), hash collisions and records not readable yet among them; each candidate's topic and
+    key are compared in its stored bytes (``engine._native.keys_holding``, one call for all of them),
+    a key taking a record once, up to ``max_count``. A key still short asks for more in another round,
+    which goes on where its walk stopped, until it has ``max_count`` or its chains are walked: colliding
+    keys take places in a round, never in the answer. The taken records are copied out one key after
+    another (``engine._native.key_records``), with how many each key has."""
     end = commitlog.max_offset if readable_end is None else readable_end
-    topic_bytes = topic.encode()
-    found: list[dict[int, bytes]] = [{} for _ in keys]
-    after: list[IndexCursor | None] = [None] * len(keys)
-    short: Sequence[int] = range(len(keys))
-    pages = index.query_many(topic, keys, max_count, begin_ms, end_ms)
-    while True:
-        asked: list[list[int]] = []
-        for i, candidates, next_page in zip(short, pages.phys_offsets, pages.next_pages, strict=True):
-            # a record seen on an earlier page (a key twice in its KEYS) is not read again
-            asked.append([phys_offset for phys_offset in candidates if phys_offset not in found[i]] if found[i]
-                         else candidates)
-            after[i] = next_page
-        held = matching(commitlog, asked, topic_bytes, [keys[i].encode() for i in short], uniq, end)
-        for i, records in zip(short, held, strict=True):
-            found[i].update(records)
-        short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
-        if not short:
-            return StoredRecords.of_keys(found)
-        pages = index.query_many(topic, [keys[i] for i in short], [max_count - len(found[i]) for i in short],
-                                 begin_ms, end_ms, after=[after[i] for i in short])
-
-
-def matching(commitlog: CommitLog, phys_offsets: Sequence[Sequence[int]], topic: bytes, keys: Sequence[bytes],
-             uniq: bool, end: int) -> list[list[tuple[int, bytes]]]:
-    """For each key, (phys offset, stored bytes) of the records at its ``phys_offsets`` (in their order,
-    each once) that really are ``topic``'s and hold it: one kernel call
-    (``engine._native.records_holding``) for the candidates of every key in each commitlog file."""
-    key_ends = list(accumulate(map(len, keys)))
+    files: list[MappedFile] = []  # the commitlog's files from the one holding the lowest candidate on
+    buffers: list[ByteSource] = []
+    file_bases, limits = array("q"), array("q")
+    encoded = [key.encode() for key in keys]
+    key_ends = array("q", accumulate(map(len, encoded)))
+    key_bytes = b"".join(encoded)
+    prefix = UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX
     low = commitlog.min_offset
-    # per file: the key and the phys offset of each candidate in it; candidates of one page mostly sit
-    # in one file, so the file of the last candidate is tried before the queue is searched
-    by_file: dict[int, tuple[MappedFile, list[int], list[int]]] = {}
-    file_base = file_end = 0  # the last candidate's file: [file_base, file_end)
-    owners: list[int] = []
-    offsets: list[int] = []
-    for i, candidates in enumerate(phys_offsets):
-        for phys_offset in dict.fromkeys(candidates) if len(candidates) > 1 else candidates:
-            if not low <= phys_offset < end:
-                continue
-            if not file_base <= phys_offset < file_end:
-                mf = commitlog.queue.find(phys_offset)
-                if mf is None:
-                    file_base = file_end = 0
-                    continue
-                file_base, file_end = mf.file_base, mf.file_end
-                _, owners, offsets = by_file.setdefault(file_base, (mf, [], []))
-            owners.append(i)
-            offsets.append(phys_offset)
-    found: list[dict[int, bytes]] = [{} for _ in keys]
-    for mf, owners, offsets in by_file.values():
-        # int64 columns as array's: for the few candidates of a page cheaper than numpy's set-up
-        base = mf.file_base
-        at = array("q", [phys_offset - base for phys_offset in offsets])
-        key_to = array("q", [key_ends[i] for i in owners])
-        key_from = array("q", [key_ends[i] - len(keys[i]) for i in owners])
-        sizes = array("q", bytes(8 * len(owners)))
-        _native.records_holding(mf.buffer, at, min(end - base, mf.written_pos), topic,
-                                UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys), key_from, key_to, uniq, sizes)
-        buffer = mf.buffer
-        for i, phys_offset, pos, size in zip(owners, offsets, at, sizes, strict=True):
-            if size:
-                found[i][phys_offset] = buffer[pos:pos + size]  # MappedFile.read, without a call a record
-    return [([(phys_offset, held[phys_offset]) for phys_offset in dict.fromkeys(candidates) if phys_offset in held]
-             if held else []) for candidates, held in zip(phys_offsets, found, strict=True)]
+    probe = index.probe(topic, keys, begin_ms, end_ms)
+    page = max(min(max_count, index.max_msgs_num_batch), 0)
+    # int64 columns as array's: for the few keys of most queries far cheaper than numpy's set-up
+    taken_counts = array("q", bytes(8 * len(keys)))
+    taken_min = array("q", [_LOG_END]) * len(keys)
+    taken = array("q")
+    n_taken = 0
+    wants = array("q", [page]) * len(keys)
+    topic_bytes = topic.encode()
+    while True:
+        cand_keys, cand_phys, count = probe.candidates(wants)
+        lowest = min(cand_phys[:count], default=_LOG_END)
+        if lowest < (files[0].file_base if files else _LOG_END):
+            # a walk goes down the log: the files a query reads are mostly the last few, not every one
+            wider = _files_from(commitlog, lowest)
+            for row in range(n_taken):  # the same last files, more before them
+                taken[TAKEN_COLUMNS * row + 2] += len(wider) - len(files)
+            files, buffers = wider, [mf.buffer for mf in wider]
+            file_bases = array("q", [mf.file_base for mf in files])
+            limits = array("q", [min(end - mf.file_base, mf.written_pos) for mf in files])
+        if TAKEN_COLUMNS * (n_taken + count) > len(taken):
+            taken.extend(array("q", bytes(8 * TAKEN_COLUMNS * count)))
+        n_taken, short = _native.keys_holding(buffers, file_bases, limits, low, cand_keys, cand_phys, count,
+                                              topic_bytes, prefix, key_bytes, key_ends, uniq, max_count, taken_counts,
+                                              taken_min, taken, n_taken, probe.places, probe.file_count, page, wants)
+        if not short:
+            break
+    data, queue_offsets, phys_offsets, sizes, counts = _native.key_records(buffers, taken, n_taken, len(keys))
+    return StoredRecords(data, queue_offsets, phys_offsets, sizes), counts
+
+
+def _files_from(commitlog: CommitLog, phys_offset: int) -> list[MappedFile]:
+    """The commitlog's files from the one holding ``phys_offset`` (all of them below the first) to the last."""
+    files = commitlog.queue.files
+    if not files:
+        return []
+    size = commitlog.file_size
+    at = min(max(phys_offset // size - files[0].file_base // size, 0), len(files) - 1)
+    while at > 0 and files[at].file_base > phys_offset:
+        at -= 1
+    while at + 1 < len(files) and files[at + 1].file_base <= phys_offset:
+        at += 1
+    return files[at:]
 
 
 def view_by_id(commitlog: CommitLog, msg_id: str, readable_end: int | None = None) -> Record | None:

@@ -32,7 +32,9 @@ PyObject *mq_index_select(PyObject *self, PyObject *args);
 PyObject *mq_record_columns(PyObject *self, PyObject *args);
 PyObject *mq_scan_records(PyObject *self, PyObject *args);
 PyObject *mq_pull_records(PyObject *self, PyObject *args);
-PyObject *mq_records_holding(PyObject *self, PyObject *args);
+PyObject *mq_index_probe(PyObject *self, PyObject *args);
+PyObject *mq_keys_holding(PyObject *self, PyObject *args);
+PyObject *mq_key_records(PyObject *self, PyObject *args);
 PyObject *mq_java_hash(PyObject *self, PyObject *s);
 PyObject *mq_java_hashes(PyObject *self, PyObject *args);
 PyObject *mq_index_key_hashes(PyObject *self, PyObject *args);
@@ -50,6 +52,20 @@ PyObject *mq_packed_extent(PyObject *self, PyObject *args);
 /* Whether bounds are the 2n + 1 int32 key bounds of n records over text (engine/csrc/keytext.c): from
  * 0 or more, never back, within text; with check_utf8, every span UTF-8 too. 0 and a ValueError if not. */
 int mq_key_bounds(const Py_buffer *text, const Py_buffer *bounds, Py_ssize_t n, int check_utf8);
+
+/* A key query's commitlog files as its kernels take them (engine/csrc/key_records.c): a list of buffers, each
+ * got once a call; mq_files gives 0 and a Python error when files is not a list of n buffers (what it got is
+ * still released by mq_files_release). */
+typedef struct {
+    Py_buffer *views;
+    Py_ssize_t count;
+} MqFiles;
+int mq_files(PyObject *files, Py_ssize_t n, MqFiles *out);
+void mq_files_release(MqFiles *files);
+
+/* A key query's taken record, a row of int64s: its key, phys offset, file (an index into the files), position
+ * in that file and size. */
+#define TAKEN_COLUMNS 5
 
 /* Whether the record at data[pos:] is one engine.log.record.decode_record(check_crc=False) decodes, none of
  * it at or past limit (engine/csrc/scan.c); when it is, where its properties lie in data. */

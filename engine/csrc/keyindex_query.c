@@ -136,3 +136,99 @@ done:
     PyBuffer_Release(&keys);
     return result;
 }
+
+/* The walks of a key query in one index file, for every key at once, as flat columns (engine/keyindex/probe.py):
+ * key i walks this file when it still wants offsets (wants[i] > 0) and its place is this file
+ * (places[i] == file_pos); its offsets are appended to the candidates, each with its key, and its place moves
+ * on: the entry to read next here, or the head of its chain in the next file. */
+PyObject *mq_index_probe(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer header, slots, entries, hashes, wants, places, from_nos, cand_keys, cand_phys;
+    long long file_pos, file_count, begin_ms, end_ms, count;
+    int walk, stop;
+    if (!PyArg_ParseTuple(args, "y*y*y*LLppLLy*w*w*w*w*w*L", &header, &slots, &entries, &file_pos, &file_count, &walk,
+                          &stop, &begin_ms, &end_ms, &hashes, &wants, &places, &from_nos, &cand_keys, &cand_phys,
+                          &count)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n, n_wants, n_places, n_from, capacity, n_phys;
+    if (!mq_int64s(&hashes, &n) || !mq_int64s(&wants, &n_wants) || !mq_int64s(&places, &n_places) ||
+        !mq_int64s(&from_nos, &n_from) || !mq_int64s(&cand_keys, &capacity) || !mq_int64s(&cand_phys, &n_phys)) {
+        goto done;
+    }
+    if (n_wants != n || n_places != n || n_from != n || n_phys != capacity) {
+        PyErr_SetString(PyExc_ValueError, "hashes, wants, places and from_nos, or the candidate columns, differ in length");
+        goto done;
+    }
+    if (header.len != HEADER_SIZE || slots.len % 4 != 0 || slots.len == 0 || entries.len % ENTRY_SIZE != 0) {
+        PyErr_SetString(PyExc_ValueError, "header, slots or entries are not an index file's");
+        goto done;
+    }
+    if (file_pos < 0 || file_pos >= file_count || count < 0 || count > capacity) {
+        PyErr_Format(PyExc_ValueError, "file %lld of %lld, or %lld candidates of room for %zd", file_pos, file_count,
+                     count, capacity);
+        goto done;
+    }
+    int64_t *want = wants.buf, *place = places.buf, *from = from_nos.buf;
+    int64_t room = capacity - count;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (want[i] < 0 || want[i] > (1 << 24) || from[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "key %zd wants %lld offsets from entry %lld", i, (long long)want[i],
+                         (long long)from[i]);
+            goto done;
+        }
+        if (want[i] > 0 && place[i] == file_pos && walk) {
+            room -= want[i];
+        }
+    }
+    if (room < 0) {
+        PyErr_SetString(PyExc_ValueError, "the candidate columns have no room for the offsets the keys want");
+        goto done;
+    }
+    const int64_t *hash = hashes.buf;
+    int64_t *keys_out = cand_keys.buf, *phys_out = cand_phys.buf;
+    const uint8_t *head = header.buf;
+    int64_t index_count = mq_be32(head + 36), file_begin_ms = mq_be64(head);
+    Py_ssize_t wanting = 0;
+    MQ_BEGIN_ALLOW_THREADS_IF((capacity - room - count) * ENTRY_SIZE)
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (want[i] > 0 && place[i] == file_pos) {
+            int64_t next_no = 0, got = 0;
+            if (walk) {
+                /* a Java hash read as the index's (index_hash: abs, Integer.MIN_VALUE as 0); one already is */
+                int64_t key_hash = hash[i] == INT32_MIN ? 0 : hash[i] < 0 ? -hash[i] : hash[i];
+                got = walk_chain(slots.buf, slots.len / 4, entries.buf, entries.len / ENTRY_SIZE, index_count,
+                                 file_begin_ms, key_hash, want[i], from[i], begin_ms, end_ms, phys_out + count,
+                                 &next_no);
+                for (int64_t j = 0; j < got; j++) {
+                    keys_out[count + j] = (int64_t)i;
+                }
+                count += got;
+                want[i] -= got;
+            }
+            place[i] = next_no ? file_pos : file_pos + 1;
+            from[i] = next_no;
+        }
+        if (stop && place[i] > file_pos) {  /* queryOffset walks no file older than one begun before begin_ms */
+            place[i] = file_count;
+        }
+        wanting += want[i] > 0;
+    }
+    MQ_END_ALLOW_THREADS_IF
+    if (stop) {
+        wanting = 0;
+    }
+    result = Py_BuildValue("(Ln)", count, wanting);
+done:
+    PyBuffer_Release(&header);
+    PyBuffer_Release(&slots);
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&wants);
+    PyBuffer_Release(&places);
+    PyBuffer_Release(&from_nos);
+    PyBuffer_Release(&cand_keys);
+    PyBuffer_Release(&cand_phys);
+    return result;
+}

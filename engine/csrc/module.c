@@ -89,13 +89,42 @@ static PyMethodDef methods[] = {
      "is filtered. The rest are taken: their bytes back to back, their columns as lists. next_row: the row\n"
      "after the last one gone over. ValueError when entries are not whole rows, first_row is outside them,\n"
      "the file's bounds do not fit data or tag_ends leave tags or go back."},
-    {"records_holding", mq_records_holding, METH_VARARGS,
-     "records_holding(data, positions, end_pos, topic, prefix, keys, key_starts, key_ends, whole, sizes):\n"
-     "sizes[i] = the size of the record at positions[i] of data when it is one (magic, a size of at least 8\n"
-     "that ends by end_pos) of topic whose property prefix (0x02, its name, 0x01) holds key i,\n"
-     "keys[key_starts[i]:key_ends[i]], as its whole value (whole) or as one of its space-separated words;\n"
-     "else 0. Lengths that point past a record mean it does not. The arrays are int64; ValueError when\n"
-     "they differ in length, a key span leaves keys or end_pos passes data."},
+    {"index_probe", mq_index_probe, METH_VARARGS,
+     "index_probe(header, slots, entries, file_pos, file_count, walk, stop, begin_ms, end_ms, hashes, wants, places,\n"
+     "from_nos, cand_keys, cand_phys, count) -> (count, wanting): one index file (file_pos of file_count, newest\n"
+     "first) probed for every key of a query. Key i walks it when wants[i] > 0 and places[i] == file_pos: with\n"
+     "walk, its chain from entry from_nos[i] (0: the head of its slot), taking the offsets of up to wants[i]\n"
+     "entries whose hash is hashes[i]'s index_hash (abs, Integer.MIN_VALUE as 0: a Java hash or an index hash)\n"
+     "stored in [begin_ms, end_ms] (index_select's walk), appended at row count\n"
+     "of cand_phys, i at the same row of cand_keys; wants[i] goes down by as many, and places[i], from_nos[i]\n"
+     "to the entry to read next, else to (file_pos + 1, 0). With stop (the file began before begin_ms), every\n"
+     "key placed after file_pos gets file_count: no older file is walked. Returns the new count of candidates\n"
+     "and how many keys still want offsets (0 after a file that stops the walk: no file is left to walk).\n"
+     "The arrays are int64, the four key columns\n"
+     "of one length, the two candidate columns of another; ValueError when they do not fit, a want is negative\n"
+     "or the candidate columns have no room for what the keys walking this file want."},
+    {"keys_holding", mq_keys_holding, METH_VARARGS,
+     "keys_holding(files, file_bases, limits, low, cand_keys, cand_phys, count, topic, prefix, keys, key_ends,\n"
+     "whole, max_count, taken_counts, taken_min, taken, n_taken, places, file_count, page, wants) -> (n_taken,\n"
+     "short): a key query's candidates, in order,\n"
+     "each (key cand_keys[c], phys offset cand_phys[c]) taken when its key has taken fewer than max_count\n"
+     "(taken_counts), its offset is at least low and lies in one of the commitlog files (files: a list of their\n"
+     "buffers, file_bases ascending), a record starts there (a size of at least 8 within the file's limits[f]\n"
+     "bytes, a magic) of topic whose property prefix (0x02, its name, 0x01) holds key k, keys[key_ends[k - 1]:\n"
+     "key_ends[k]], as its whole value (whole) or one of its space-separated words (the test the Python of tests/oracle/lookup.py matching makes),\n"
+     "and the key has not taken that record already. A taken record is appended at row n_taken of taken\n"
+     "(int64, 5 a row: key, phys offset, file, position in it, size), taken_counts[k] counts it and taken_min[k]\n"
+     "is the lowest offset key k took. Then the next round: wants[k] = min(max_count - taken_counts[k], page)\n"
+     "for each key short of max_count whose walk has files left (places[k] < file_count), else 0. Returns the\n"
+     "new n_taken and how many keys are short. ValueError when the arguments do not fit\n"
+     "together, a candidate is of no key or taken has no room left."},
+    {"key_records", mq_key_records, METH_VARARGS,
+     "key_records(files, taken, n_taken, n_keys) -> (data, queue_offsets, phys_offsets, sizes, counts): the\n"
+     "first n_taken rows of taken (keys_holding's, sorted here in place by key, then phys offset) as one query's\n"
+     "answer: every record copied out of its file (files: a list of buffers) into data, each key's oldest first,\n"
+     "one key after another; each record's queue offset (its QUEUEOFFSET field), phys offset and size as lists\n"
+     "of ints; counts[k] how many key k has, for each of the n_keys keys. ValueError for a row of no key or one\n"
+     "that leaves its file or cannot hold a record's queue offset."},
     {"java_hash", mq_java_hash, METH_O,
      "java_hash(s) -> int: Java String.hashCode(s), a signed int, over its UTF-16 code units (a character\n"
      "outside the BMP as its surrogate pair, a lone surrogate as itself); TypeError for a non-str."},

@@ -18,6 +18,8 @@ is a valid entry number at the moment that key would have been put, as ``putKey`
 before, and says which entry to read next (0 once the chain has ended), so a walk can be paged.
 An entry's ``prevIndex`` is always an older entry: a chain that goes up (a corrupt cycle,
 which the Java walk would follow forever) ends there, and every walk goes strictly down.
+``probe`` is the same walk for a key query, every key placed in this file at once, its offsets
+appended to flat candidate columns (``engine._native.index_probe``; ``engine.keyindex.probe``).
 ``has_entry`` asks whether one exact entry is reachable.
 
 Every function drops its views on the way out, even by an exception: a traceback that held them
@@ -90,5 +92,20 @@ def select(header: Array, slots: Array, entries: Array, key_hashes: Sequence[int
         keys.extend(max(want, 0) for want in wants)
         keys.extend([0] * len(key_hashes) if from_nos is None else from_nos)
         return _native.index_select(header, slots, entries, keys, begin_ms, end_ms)
+    finally:
+        del header, slots, entries
+
+
+def probe(header: Array, slots: Array, entries: Array, file_pos: int, file_count: int, walk: bool, stop: bool,
+          begin_ms: int, end_ms: int, hashes: Any, wants: Any, places: Any, from_nos: Any, cand_keys: Any,
+          cand_phys: Any, count: int) -> tuple[int, int]:
+    """``select``'s walk for every key of a query placed in this file (``places[i] == file_pos``, file
+    ``file_pos`` of ``file_count``, newest first) and still wanting offsets, in one kernel call
+    (``engine._native.index_probe``, whose docstring is the contract): their offsets appended at row
+    ``count`` of the candidate columns, the keys' wants and places moved on in place; returns the new
+    count and how many keys still want offsets (0 once no older file is to be walked)."""
+    try:
+        return _native.index_probe(header, slots, entries, file_pos, file_count, walk, stop, begin_ms, end_ms, hashes,
+                                   wants, places, from_nos, cand_keys, cand_phys, count)
     finally:
         del header, slots, entries

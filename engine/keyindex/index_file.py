@@ -300,6 +300,15 @@ class IndexFile:
         by position, each page going on where the last one stopped."""
         return buckets.select(*self._buckets(), key_hashes, wants, begin_ms, end_ms, from_nos)
 
+    def probe(self, file_pos: int, file_count: int, begin_ms: int, end_ms: int, hashes: Any, wants: Any, places: Any,
+              from_nos: Any, cand_keys: Any, cand_phys: Any, count: int) -> tuple[int, int]:
+        """This file, ``file_pos`` of a query's ``file_count`` (newest first), probed for every key of the
+        query placed in it (``engine.keyindex.buckets.probe``); ``queryOffset``'s stops: a file whose time
+        range misses [begin_ms, end_ms] is passed over, and one begun before ``begin_ms`` is the last walked."""
+        return buckets.probe(*self._buckets(), file_pos, file_count, self.is_time_matched(begin_ms, end_ms),
+                             self.begin_ms < begin_ms, begin_ms, end_ms, hashes, wants, places, from_nos, cand_keys,
+                             cand_phys, count)
+
     def has_entry(self, key: str, phys_offset: int) -> bool:
         """Whether an entry with this key's hash and exactly this offset is reachable.
 

@@ -13,6 +13,7 @@ in its own kernel, with the same rules (``engine.batch.dispatch_columns``).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -54,6 +55,16 @@ def index_hashes(full_keys: Sequence[str]) -> list[int]:
 def key_hashes(topic: str, keys: Sequence[str]) -> Array:
     """``index_hash`` of ``topic#key`` for each of ``keys``, in order, as int64."""
     return np.asarray(index_hashes([index_key(topic, key) for key in keys]), np.int64)
+
+
+def java_key_hashes(topic: str, keys: Sequence[str]) -> array[int]:
+    """Java's hash of ``topic#key`` for each of ``keys``, in order, as int64s, in one kernel call
+    (``engine._native.java_hashes``): what a key query's probe takes, reading each as its ``index_hash``
+    (``engine._native.index_probe``)."""
+    prefix = f"{topic}{KEY_JOINER}"
+    hashes = array("q", bytes(8 * len(keys)))
+    _native.java_hashes([prefix + key for key in keys], hashes)
+    return hashes
 
 
 def record_key_hashes(topics: list[str], topic_codes: Array, text: bytes | memoryview,

@@ -1,6 +1,6 @@
 """A query over the index files, a page at a time: RocketMQ's ``IndexService.queryOffset``, paged.
 
-The files are walked newest first and each key's chain newest entry first (``IndexFile.select_page``),
+The files are walked newest first and each key's chain newest entry first (``engine.keyindex.probe``),
 up to a count of entries whose hash matches. Only hashes are stored, so colliding keys take places
 in a page; a caller still short after comparing the records' keys asks for the next page, which
 goes on where this one stopped (``IndexCursor``). Pages are cut by position in the chains, not by
@@ -10,10 +10,12 @@ ends: chains only go down (``engine.keyindex.buckets``) and files only get older
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.keyindex.index_file import IndexFile
+from engine.keyindex.probe import KeyProbe
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,41 +56,24 @@ class QueryPages:
 def select_pages(files: Sequence[IndexFile], key_hashes: Sequence[int], wants: Sequence[int],
                  after: Sequence[IndexCursor | None], begin_ms: int, end_ms: int) -> QueryPages:
     """For each key hash, a page of up to ``wants[i]`` offsets from ``after[i]`` on (None: from the
-    newest entry) in ``files`` (newest first) stored in [begin_ms, end_ms]; each file is probed for
-    all the keys that walk it together.
-
-    ``queryOffset``'s stops: files whose time range misses [begin_ms, end_ms] are passed over, and
-    none older than a file that began before ``begin_ms`` is walked."""
-    # each key's place: its file (the position in ``files``) and the entry it reads next there
+    newest entry) in ``files`` (newest first) stored in [begin_ms, end_ms]: a round of a probe
+    (``engine.keyindex.probe``, one kernel call a file for all the keys), its places turned into
+    cursors. ``queryOffset``'s stops: files whose time range misses [begin_ms, end_ms] are passed
+    over, and none older than a file that began before ``begin_ms`` is walked."""
     count = len(key_hashes)
-    at = [0] * count
-    from_nos = [0] * count
+    places = array("q", bytes(8 * count))
+    from_nos = array("q", bytes(8 * count))
     for i, cursor in enumerate(after):
         if cursor is not None:
-            at[i], from_nos[i] = _resume(files, cursor)
+            places[i], from_nos[i] = _resume(files, cursor)
+    probe = KeyProbe(files, array("q", key_hashes), begin_ms, end_ms, places, from_nos)
+    cand_keys, cand_phys, found_count = probe.candidates(array("q", [max(want, 0) for want in wants]))
     found: list[list[int]] = [[] for _ in key_hashes]
-    short = [i for i in range(count) if wants[i] > 0]
-    for pos, index_file in enumerate(files):
-        if not short:
-            break
-        live = [i for i in short if at[i] == pos]
-        if live and index_file.is_time_matched(begin_ms, end_ms):
-            pages, next_nos = index_file.select_page([key_hashes[i] for i in live],
-                                                     [wants[i] - len(found[i]) for i in live],
-                                                     [from_nos[i] for i in live], begin_ms, end_ms)
-            for i, more, next_no in zip(live, pages, next_nos, strict=True):
-                found[i] += more
-                at[i], from_nos[i] = (pos, next_no) if next_no else (pos + 1, 0)
-        else:
-            for i in live:
-                at[i], from_nos[i] = pos + 1, 0
-        if index_file.begin_ms < begin_ms:  # every older file is older still
-            at = [len(files) if file_pos > pos else file_pos for file_pos in at]
-            break
-        short = [i for i in short if len(found[i]) < wants[i]]  # what is left walks older files
+    for key, phys_offset in zip(cand_keys[:found_count], cand_phys[:found_count], strict=True):
+        found[key].append(phys_offset)
     last_ms, last_phys_offset = (files[0].end_ms, files[0].end_phys_offset) if files else (0, 0)
-    return QueryPages(found, [IndexCursor(files[file_pos].name, from_no) if file_pos < len(files) else None
-                              for file_pos, from_no in zip(at, from_nos, strict=True)], last_ms, last_phys_offset)
+    return QueryPages(found, [IndexCursor(files[place].name, from_no) if place < len(files) else None
+                              for place, from_no in zip(places, from_nos, strict=True)], last_ms, last_phys_offset)
 
 
 def _resume(files: Sequence[IndexFile], cursor: IndexCursor) -> tuple[int, int]:

@@ -18,8 +18,9 @@ import numpy as np
 
 from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
 from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.keys import index_hashes, index_key, record_keys
+from engine.keyindex.keys import index_hashes, index_key, java_key_hashes, record_keys
 from engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
+from engine.keyindex.probe import KeyProbe
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 # what ``build_records`` takes of a record: topic, KEYS tokens, UNIQ_KEY, phys offset, store time, sysFlag
@@ -231,6 +232,16 @@ class IndexService:
         return select_pages(self._files[::-1], index_hashes([index_key(topic, key) for key in keys]),
                             [min(count, self._max_msgs_num_batch) for count in counts],
                             [None] * len(keys) if after is None else after, begin_ms, end_ms)
+
+    @property
+    def max_msgs_num_batch(self) -> int:
+        """At most this many offsets a key a page (``query``) or a round (``probe``)."""
+        return self._max_msgs_num_batch
+
+    def probe(self, topic: str, keys: Sequence[str], begin_ms: int, end_ms: int) -> KeyProbe:
+        """A walk of the files as they are now, for every key of ``topic`` at once, all hashed in one call:
+        what a key query asks for candidates, a round at a time (``engine.keyindex.probe``)."""
+        return KeyProbe(self._files[::-1], java_key_hashes(topic, keys), begin_ms, end_ms)
 
     # -- deleting -------------------------------------------------------------------------------
 

@@ -1,22 +1,28 @@
-"""A key query's candidates compared with their keys in their stored bytes (``engine.lookup.matching``,
-one kernel call a file for every key's candidates) held to the Python comparison of one key it
-replaced (``tests/oracle/lookup.py``), key by key: the same records found for any candidate offsets
+"""A key query's candidates compared with their keys in their stored bytes (``engine._native.keys_holding``,
+one kernel call for every key's candidates in every commitlog file) held to the Python comparison of one
+key it replaced (``tests/oracle/lookup.py`` ``matching``), key by key: the same records found for any candidate offsets
 (record starts, inside records, past the readable end, below the log's start, twice) over records of
 both magics and host families whose KEYS and UNIQ_KEY hold the key, hold it as part of a word, or not
-at all, and over bytes damaged anywhere (lengths that point past a record, negative ones)."""
+at all, and over bytes damaged anywhere (lengths that point past a record, negative ones); and what
+the query's kernels refuse."""
 
 from __future__ import annotations
 
 import tempfile
+from array import array
+from itertools import accumulate
 from pathlib import Path
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import _native
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
 from engine.log.record import encode_record
-from engine.lookup import matching
+from engine.lookup import _LOG_END, KEYS_PREFIX, TAKEN_COLUMNS, UNIQ_KEY_PREFIX
 from tests.oracle import lookup as oracle
 
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
@@ -64,8 +70,72 @@ def test_candidates_hold_their_keys_as_the_python_comparison_says(specs: list[di
             ends_of_records = [*starts[1:], log.max_offset]
             end = data.draw(st.sampled_from([log.max_offset, starts[len(starts) // 2] + 30,
                                              *(e - 1 for e in ends_of_records[-3:])]))
-            got = matching(log, candidates, topic.encode(), [k.encode() for k in keys], uniq, end)
+            got = _holding(log, candidates, topic.encode(), [k.encode() for k in keys], uniq, end)
             assert got == [oracle.matching(log, c, topic.encode(), k.encode(), uniq, end)
                            for c, k in zip(candidates, keys, strict=True)]
         finally:
             log.close()
+
+
+def _holding(log: CommitLog, candidates: list[list[int]], topic: bytes, keys: list[bytes], uniq: bool,
+             end: int) -> list[list[tuple[int, bytes]]]:
+    """Each key's records among its candidates, as ``keys_holding`` takes them (no cap): (phys offset,
+    stored bytes), in the candidates' order."""
+    files = log.queue.files
+    cand_keys = array("q", [i for i, offsets in enumerate(candidates) for _ in offsets])
+    cand_phys = array("q", [phys_offset for offsets in candidates for phys_offset in offsets])
+    taken = np.empty((len(cand_phys), TAKEN_COLUMNS), np.int64)
+    n_taken = _native.keys_holding([mf.buffer for mf in files], array("q", [mf.file_base for mf in files]),
+                                   array("q", [min(end - mf.file_base, mf.written_pos) for mf in files]),
+                                   log.min_offset, cand_keys, cand_phys, len(cand_phys), topic,
+                                   UNIQ_KEY_PREFIX if uniq else KEYS_PREFIX, b"".join(keys),
+                                   array("q", accumulate(map(len, keys))), uniq, 1 << 20,
+                                   np.zeros(len(keys), np.int64), np.full(len(keys), _LOG_END, np.int64), taken, 0,
+                                   np.zeros(len(keys), np.int64), 1, 1, np.zeros(len(keys), np.int64))[0]
+    got: list[list[tuple[int, bytes]]] = [[] for _ in keys]
+    for key, phys_offset, file, pos, size in taken[:n_taken].tolist():
+        got[key].append((phys_offset, bytes(files[file].buffer[pos:pos + size])))
+    return got
+
+
+def test_the_query_kernels_refuse_what_does_not_fit(tmp_path: Path) -> None:
+    """A hostile or mistaken call raises ValueError with a reason, never reads or writes out of bounds."""
+    log = CommitLog.open(tmp_path, FILE_SIZE)
+    try:
+        record = encode_record(topic="T", body=b"b", properties={"KEYS": "k"}, born_host=V4, store_host=V4)
+        log.append(record, [len(record)], [0], 1_700_000_000_000)
+        mf = log.queue.files[0]
+        one = array("q", [0])
+        big = array("q", [1 << 40])
+
+        def holding(files: list[object], bases: array[int], limits: array[int], keys: array[int],
+                    key_ends: array[int], taken: np.ndarray, n_taken: int = 0, wants: int = 1) -> tuple[int, int]:
+            return _native.keys_holding(files, bases, limits, 0, keys, array("q", [0]), 1, b"T", KEYS_PREFIX, b"k",
+                                        key_ends, False, 5, array("q", [0]), array("q", [_LOG_END]), taken, n_taken,
+                                        array("q", [0]), 1, 2, array("q", [0] * wants))
+
+        room = np.empty((1, TAKEN_COLUMNS), np.int64)
+        assert holding([mf.buffer], one, array("q", [len(record)]), one, array("q", [1]), room) == (1, 1)
+        with pytest.raises(ValueError, match="do not fit"):
+            holding([mf.buffer], one, one, one, array("q", [1]), room, wants=2)
+        with pytest.raises(ValueError, match="limit passes"):
+            holding([mf.buffer], one, big, one, array("q", [1]), room)
+        with pytest.raises(ValueError, match="not one of"):
+            holding([mf.buffer], one, one, array("q", [3]), array("q", [1]), room)
+        with pytest.raises(ValueError, match="out of the"):
+            holding([mf.buffer], one, one, one, array("q", [2]), room)
+        with pytest.raises(ValueError, match="no room"):
+            holding([mf.buffer], one, array("q", [len(record)]), one, array("q", [1]), np.empty((0, TAKEN_COLUMNS),
+                                                                                               np.int64))
+        with pytest.raises(ValueError, match="list of one buffer"):
+            holding([mf.buffer, mf.buffer], one, one, one, array("q", [1]), room)
+        with pytest.raises(ValueError, match="do not fit"):
+            holding([mf.buffer], one, one, one, array("q", [1]), room, 2)
+        with pytest.raises(ValueError, match="leaves its file"):
+            _native.key_records([mf.buffer], np.array([[0, 0, 0, FILE_SIZE - 10, 40]], np.int64), 1, 1)
+        with pytest.raises(ValueError, match="leaves its file"):
+            _native.key_records([mf.buffer], np.array([[1, 0, 0, 0, 40]], np.int64), 1, 1)
+        with pytest.raises(ValueError, match="more taken rows"):
+            _native.key_records([mf.buffer], np.array([[0, 0, 0, 0, 40]], np.int64), 2, 1)
+    finally:
+        log.close()

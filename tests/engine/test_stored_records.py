@@ -1,6 +1,7 @@
-"""A query's answer as one object (``engine.lookup.StoredRecords.of_keys``): every key's records, oldest
-first, one key after another, and how many each key has; ``split`` gives back each key's own, the
-same as building them key by key."""
+"""A query's answer as one object (as ``engine.lookup.query_keys`` gives it; built here by the Python
+it replaced, ``tests/oracle/lookup.py`` ``of_keys``): every key's records, oldest first, one key after
+another, and how many each key has; ``split`` gives back each key's own, the same as building them key
+by key."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.log.record import QUEUE_OFFSET_POS
 from engine.lookup import StoredRecords
+from tests.oracle.lookup import of_keys
 
 
 def stored(queue_offset: int, tail: int) -> bytes:
@@ -24,7 +26,7 @@ one_key = st.dictionaries(st.integers(0, 1 << 40), st.tuples(st.integers(0, 1 <<
 @given(st.lists(one_key, max_size=6))
 def test_the_keys_records_come_one_key_after_another_and_split_back(keys: list[dict[int, tuple[int, int]]]) -> None:
     found = [{phys: stored(*spec) for phys, spec in key.items()} for key in keys]
-    joined, counts = StoredRecords.of_keys(found)
+    joined, counts = of_keys(found)
     assert counts == [len(records) for records in found]
     each = [StoredRecords(b"".join(records[p] for p in sorted(records)),
                           [struct.unpack_from(">q", records[p], QUEUE_OFFSET_POS)[0] for p in sorted(records)],

@@ -1,6 +1,8 @@
 """The index's code as engine/keyindex ran it before the kernels, kept as their oracle: the keys of many
 records (``engine._native.index_key_hashes``), a batch of puts into one file (``engine._native.index_put``)
-and the chain walks of a query (``engine._native.index_select``, which replaced ``buckets.select``)."""
+the chain walks of a query (``engine._native.index_select``, which replaced ``buckets.select``) and the
+walk of the files for many keys, a page each, a file at a time (``select_pages``, which a probe round,
+``engine._native.index_probe``, replaced in ``engine.keyindex.pages``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.keyindex.index_file import IndexFile
 from engine.keyindex.keys import KEY_JOINER, index_key, record_keys
+from engine.keyindex.pages import IndexCursor, QueryPages, _resume
 from tests.oracle.jhash import combine_hashes, java_hash, java_hashes, java_hashes_of_slices
 
 Array = np.ndarray[Any, Any]
@@ -228,3 +232,43 @@ def select(header: Array, slots: Array, entries: Array, key_hashes: Array, wants
         return found, next_nos
     finally:
         del header, slots, entries
+
+
+def select_pages(files: Sequence[IndexFile], key_hashes: Sequence[int], wants: Sequence[int],
+                 after: Sequence[IndexCursor | None], begin_ms: int, end_ms: int) -> QueryPages:
+    """For each key hash, a page of up to ``wants[i]`` offsets from ``after[i]`` on (None: from the
+    newest entry) in ``files`` (newest first) stored in [begin_ms, end_ms]; each file is probed for
+    all the keys that walk it together (``IndexFile.select_page``).
+
+    ``queryOffset``'s stops: files whose time range misses [begin_ms, end_ms] are passed over, and
+    none older than a file that began before ``begin_ms`` is walked."""
+    # each key's place: its file (the position in ``files``) and the entry it reads next there
+    count = len(key_hashes)
+    at = [0] * count
+    from_nos = [0] * count
+    for i, cursor in enumerate(after):
+        if cursor is not None:
+            at[i], from_nos[i] = _resume(files, cursor)
+    found: list[list[int]] = [[] for _ in key_hashes]
+    short = [i for i in range(count) if wants[i] > 0]
+    for pos, index_file in enumerate(files):
+        if not short:
+            break
+        live = [i for i in short if at[i] == pos]
+        if live and index_file.is_time_matched(begin_ms, end_ms):
+            pages, next_nos = index_file.select_page([key_hashes[i] for i in live],
+                                                     [wants[i] - len(found[i]) for i in live],
+                                                     [from_nos[i] for i in live], begin_ms, end_ms)
+            for i, more, next_no in zip(live, pages, next_nos, strict=True):
+                found[i] += more
+                at[i], from_nos[i] = (pos, next_no) if next_no else (pos + 1, 0)
+        else:
+            for i in live:
+                at[i], from_nos[i] = pos + 1, 0
+        if index_file.begin_ms < begin_ms:  # every older file is older still
+            at = [len(files) if file_pos > pos else file_pos for file_pos in at]
+            break
+        short = [i for i in short if len(found[i]) < wants[i]]  # what is left walks older files
+    last_ms, last_phys_offset = (files[0].end_ms, files[0].end_phys_offset) if files else (0, 0)
+    return QueryPages(found, [IndexCursor(files[file_pos].name, from_no) if file_pos < len(files) else None
+                              for file_pos, from_no in zip(at, from_nos, strict=True)], last_ms, last_phys_offset)

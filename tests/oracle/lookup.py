@@ -1,16 +1,22 @@
 """The per-entry Python of the read paths that kernels replaced: a pull's loop over consume-queue
 entries and the records they point at (``engine._native.pull_records``; ``engine.lookup.get_messages``,
-kept here whole) and the comparison of a key query's candidates with the key
-(``engine._native.records_holding``; ``matching``): the oracles their property tests hold the kernels to."""
+kept here whole), the comparison of a key query's candidates with the key (``matching``, which
+``engine._native.keys_holding`` replaced) and a key query's rounds of pages, comparisons and answer
+(``query_keys``, ``of_keys``: ``engine.lookup.query_keys`` as it ran before its kernels, whose index
+walks went through ``IndexService.query_many``, here the file walk it made then, ``keyindex.select_pages``):
+the oracles their property tests hold the kernels to."""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+from engine.keyindex.keys import index_key
+from engine.keyindex.pages import IndexCursor, QueryPages
+from engine.keyindex.service import IndexService
 from engine.log.commitlog import CommitLog
-from engine.log.record import MAGIC_V2, SYSFLAG_POS, Record, body_length_pos, decode_record
+from engine.log.record import MAGIC_V2, QUEUE_OFFSET_POS, SYSFLAG_POS, Record, body_length_pos, decode_record
 from engine.lookup import (
     _MAGIC_V1,
     KEYS_PREFIX,
@@ -23,10 +29,12 @@ from engine.lookup import (
     StoredRecords,
     TagFilter,
 )
+from tests.oracle import keyindex
 
 _MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
+_LONG = struct.Struct(">q")
 
 
 def get_messages(cq: QueueView | None, commitlog: CommitLog, queue_offset: int, limits: PullLimits,
@@ -165,3 +173,59 @@ def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) 
     value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
     value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
     return value == key if whole else key in value.split(b" ")
+
+
+def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequence[str], max_count: int,
+               begin_ms: int, end_ms: int, *, uniq: bool = False,
+               readable_end: int | None = None) -> tuple[StoredRecords, list[int]]:
+    """For each key, in order, the newest ``max_count`` records of ``topic`` whose KEYS (or, with
+    ``uniq``, UNIQ_KEY) hold it, oldest first, as stored, none reaching past ``readable_end``.
+
+    The index is probed for all the keys together, a page of candidates each: hash collisions and
+    records not readable yet among them. Each candidate's topic and key are compared in its stored
+    bytes (nothing decoded). A key still short asks for its next page, which goes on where the last
+    one stopped, until it has ``max_count`` or its chains are walked: colliding keys take places in
+    a page, never in the answer. The answers come one key after another (``of_keys``), with how many
+    records each key has."""
+    end = commitlog.max_offset if readable_end is None else readable_end
+    topic_bytes = topic.encode()
+    found: list[dict[int, bytes]] = [{} for _ in keys]
+    after: list[IndexCursor | None] = [None] * len(keys)
+    short: Sequence[int] = range(len(keys))
+    pages = _query_many(index, topic, keys, [max_count] * len(keys), begin_ms, end_ms, [None] * len(keys))
+    while True:
+        asked: list[list[int]] = []
+        for i, candidates, next_page in zip(short, pages.phys_offsets, pages.next_pages, strict=True):
+            # a record seen on an earlier page (a key twice in its KEYS) is not read again
+            asked.append([phys_offset for phys_offset in candidates if phys_offset not in found[i]] if found[i]
+                         else candidates)
+            after[i] = next_page
+        held = [matching(commitlog, candidates, topic_bytes, keys[i].encode(), uniq, end)
+                for i, candidates in zip(short, asked, strict=True)]
+        for i, records in zip(short, held, strict=True):
+            found[i].update(records)
+        short = [i for i in short if len(found[i]) < max_count and after[i] is not None]
+        if not short:
+            return of_keys(found)
+        pages = _query_many(index, topic, [keys[i] for i in short], [max_count - len(found[i]) for i in short],
+                            begin_ms, end_ms, [after[i] for i in short])
+
+
+def _query_many(index: IndexService, topic: str, keys: Sequence[str], counts: Sequence[int], begin_ms: int,
+                end_ms: int, after: Sequence[IndexCursor | None]) -> QueryPages:
+    """``IndexService.query_many`` as it ran then."""
+    return keyindex.select_pages(index.files[::-1], keyindex.index_hashes([index_key(topic, key) for key in keys]),
+                                 [min(count, index.max_msgs_num_batch) for count in counts], after, begin_ms, end_ms)
+
+
+def of_keys(found: Sequence[dict[int, bytes]]) -> tuple[StoredRecords, list[int]]:
+    """From each key's {phys offset: stored bytes}: every key's records, oldest first, one key after
+    another, and how many each key has."""
+    chunks: list[bytes] = []
+    phys_offsets: list[int] = []
+    for records in found:
+        for phys_offset in sorted(records):
+            chunks.append(records[phys_offset])
+            phys_offsets.append(phys_offset)
+    return (StoredRecords(b"".join(chunks), [_LONG.unpack_from(chunk, QUEUE_OFFSET_POS)[0] for chunk in chunks],
+                          phys_offsets, [len(chunk) for chunk in chunks]), [len(records) for records in found])

@@ -58,6 +58,47 @@ def test_probes_of_hostile_bytes_answer_what_the_oracle_does(slot_count: int, en
     for h, w, f in keys:  # and one key a call, as the oracle's entry-by-entry walk answers it
         found, next_no = oracle.select_one(*views, h, w, *window, f)
         assert buckets.select(*views, [h], [w], *window, [f]) == ([found], [next_no])
+    _probe_answers_as_select(views, hashes, [max(w, 0) for w in wants], [max(f, 0) for f in from_nos], window)
+
+
+def _probe_answers_as_select(views: tuple[np.ndarray, np.ndarray, np.ndarray], hashes: list[int], wants: list[int],
+                             from_nos: list[int], window: tuple[int, int]) -> None:
+    """``buckets.probe`` (a key query's walk, flat columns) takes the offsets the oracle's walk does for
+    every key wanting some, in order, and places each where the walk goes on."""
+    found, next_nos = _oracle(views, hashes, wants, *window, from_nos)
+    left, places, starts = np.asarray(wants, np.int64), np.zeros(len(wants), np.int64), np.asarray(from_nos, np.int64)
+    cand_keys, cand_phys = np.empty(sum(wants), np.int64), np.empty(sum(wants), np.int64)
+    count, wanting = buckets.probe(*views, 0, 1, True, False, *window, np.asarray(hashes, np.int64), left, places,
+                                   starts, cand_keys, cand_phys, 0)
+    walked = [i for i, want in enumerate(wants) if want > 0]
+    assert [cand_phys[:count][cand_keys[:count] == i].tolist() for i in walked] == [found[i] for i in walked]
+    assert [(places[i], starts[i], left[i]) for i in walked] == [
+        (0, next_nos[i], 0) if next_nos[i] else (1, 0, wants[i] - len(found[i])) for i in walked]
+    assert wanting == sum(left > 0) and set(cand_keys[:count].tolist()) <= set(walked)
+    # a Java hash is read as its index_hash: -h as h (the index's hashes are never negative)
+    again = np.empty(sum(wants), np.int64)
+    assert buckets.probe(*views, 0, 1, True, False, *window, -np.asarray(hashes, np.int64), np.asarray(wants, np.int64),
+                         np.zeros(len(wants), np.int64), np.asarray(from_nos, np.int64), np.empty(sum(wants), np.int64),
+                         again, 0)[0] == count and again[:count].tolist() == cand_phys[:count].tolist()
+
+
+def test_the_probe_refuses_what_does_not_fit() -> None:
+    views = _views(bytes(40 + 4 * 2 + 20 * 3), 2)
+    one, none = np.ones(1, np.int64), np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="no room"):
+        buckets.probe(*views, 0, 1, True, False, 0, 1, one, one.copy(), none.copy(), none.copy(), none.copy()[:0],
+                      none.copy()[:0], 0)
+    with pytest.raises(ValueError, match="differ in length"):
+        buckets.probe(*views, 0, 1, True, False, 0, 1, one, np.ones(2, np.int64), none.copy(), none.copy(),
+                      none.copy(), none.copy(), 0)
+    with pytest.raises(ValueError, match="wants -1"):
+        buckets.probe(*views, 0, 1, True, False, 0, 1, one, -one, none.copy(), none.copy(), none.copy(), none.copy(), 0)
+    with pytest.raises(ValueError, match="file 1 of 1"):
+        buckets.probe(*views, 1, 1, True, False, 0, 1, one, one.copy(), none.copy(), none.copy(), none.copy(),
+                      none.copy(), 0)
+    with pytest.raises(ValueError, match="not an index file"):
+        buckets.probe(views[0], views[1][:0], views[2], 0, 1, True, False, 0, 1, one, one.copy(), none.copy(),
+                      none.copy(), none.copy(), none.copy(), 0)
 
 
 @settings_
