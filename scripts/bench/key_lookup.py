@@ -1,10 +1,12 @@
-"""One-key lookups (``Admin.query_by_key``) against a running broker, from this one process: one at a
-time, and ``--in-flight`` outstanding (``query_by_key_async``); per lookup, the wall time, the
+"""Key lookups against a running broker, from this one process: one key a request (``Admin.query_by_key``)
+one at a time and ``--in-flight`` outstanding (``query_by_key_async``), then ``--keys-per-request`` keys a
+request (``Admin.query_keys``, the suite's batched lookups); per lookup, the wall time, the
 client's CPU (every thread of this process) and the readers' CPU (psutil on every ``reader-*``).
 With ``--profile FILE``, the one-at-a-time lookups also run under cProfile, its stats written there.
 One JSON document on stdout.
 
     python -m scripts.bench.key_lookup --store STORE [--lookups 10000] [--keyed 7500] [--topic Bench0]
+                                       [--in-flight 32] [--keys-per-request 100]
 
 The keys are ``k0-<n>`` for random n below ``--keyed``: what ``mqstore bench load`` keys worker 0's
 messages with (10 % of them by default), so a store filled by it answers every lookup.
@@ -48,7 +50,8 @@ def timed(store: Path, run: Callable[[list[str]], int], keys: list[str]) -> dict
             "readers_cpu_us": round(readers_s * 1e6 / len(keys), 1)}
 
 
-def measure(store: Path, lookups: int, keyed: int, topic: str, in_flight: int, profile: Path | None) -> dict[str, Any]:
+def measure(store: Path, lookups: int, keyed: int, topic: str, in_flight: int, profile: Path | None,
+            keys_per_request: int = 100) -> dict[str, Any]:
     rng = random.Random(0)
     keys = [f"k0-{rng.randrange(keyed)}" for _ in range(lookups)]
     with Admin(store, timeout_ms=30_000) as admin:
@@ -63,9 +66,14 @@ def measure(store: Path, lookups: int, keyed: int, topic: str, in_flight: int, p
                 window.append(admin.query_by_key_async(topic, key, max_count=1))
             return found + sum(bool(f.result()) for f in window)
 
+        def batched(keys: list[str]) -> int:
+            return sum(bool(found) for i in range(0, len(keys), keys_per_request)
+                       for found in admin.query_keys(topic, keys[i:i + keys_per_request], max_count=1))
+
         one_at_a_time(keys[:WARM_LOOKUPS])
         out = {"lookups": lookups, "one_at_a_time": timed(store, one_at_a_time, keys),
-               f"{in_flight}_in_flight": timed(store, windowed, keys)}
+               f"{in_flight}_in_flight": timed(store, windowed, keys),
+               f"{keys_per_request}_keys_a_request": timed(store, batched, keys)}
         if profile is not None:
             profiler = cProfile.Profile()
             profiler.runcall(one_at_a_time, keys)
@@ -80,10 +88,11 @@ def main() -> None:
     parser.add_argument("--keyed", type=int, default=7_500, help="keys k0-0 .. k0-(keyed-1) are looked up")
     parser.add_argument("--topic", default="Bench0")
     parser.add_argument("--in-flight", type=int, default=32, help="lookups outstanding in the second run")
-    parser.add_argument("--profile", type=Path, default=None, help="cProfile stats of a third, profiled run")
+    parser.add_argument("--keys-per-request", type=int, default=100, help="keys a request in the batched run")
+    parser.add_argument("--profile", type=Path, default=None, help="cProfile stats of a profiled one-at-a-time run")
     args = parser.parse_args()
-    print(json.dumps(measure(args.store, args.lookups, args.keyed, args.topic, args.in_flight, args.profile),
-                     indent=2))
+    print(json.dumps(measure(args.store, args.lookups, args.keyed, args.topic, args.in_flight, args.profile,
+                             args.keys_per_request), indent=2))
 
 
 if __name__ == "__main__":
