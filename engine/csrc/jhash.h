@@ -46,6 +46,28 @@ static inline uint32_t mq_java_hash_more(uint32_t h, int kind, const void *data,
     return h;
 }
 
+/* A UTF-8 lead byte as Python's strict decoder reads it: how many bytes its sequence takes (*need) and
+ * the range its second byte must fall in (*lo, *hi: no overlong forms, no surrogates, nothing past
+ * U+10FFFF); 0 for a byte that starts no multi-byte sequence (ASCII included). */
+static inline int mq_utf8_lead(uint8_t b, Py_ssize_t *need, uint8_t *lo, uint8_t *hi) {
+    *lo = 0x80u;
+    *hi = 0xBFu;
+    if (b >= 0xC2u && b <= 0xDFu) {
+        *need = 2;
+    } else if (b >= 0xE0u && b <= 0xEFu) {
+        *need = 3;
+        *lo = b == 0xE0u ? 0xA0u : 0x80u;
+        *hi = b == 0xEDu ? 0x9Fu : 0xBFu;
+    } else if (b >= 0xF0u && b <= 0xF4u) {
+        *need = 4;
+        *lo = b == 0xF0u ? 0x90u : 0x80u;
+        *hi = b == 0xF4u ? 0x8Fu : 0xBFu;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 /* One code point of UTF-8 text at ``at`` (``len`` bytes left, at least 1): its length in bytes, 0 when
  * the bytes are not UTF-8 as Python's strict decoder reads it (no overlong forms, no surrogates, nothing
  * past U+10FFFF). */
@@ -56,23 +78,11 @@ static inline Py_ssize_t mq_utf8_next(const uint8_t *at, Py_ssize_t len, uint32_
         return 1;
     }
     Py_ssize_t need;
-    uint8_t lo = 0x80u, hi = 0xBFu;  /* the second byte's range */
-    if (b >= 0xC2u && b <= 0xDFu) {
-        need = 2;
-        *cp = b & 0x1Fu;
-    } else if (b >= 0xE0u && b <= 0xEFu) {
-        need = 3;
-        *cp = b & 0x0Fu;
-        lo = b == 0xE0u ? 0xA0u : 0x80u;
-        hi = b == 0xEDu ? 0x9Fu : 0xBFu;
-    } else if (b >= 0xF0u && b <= 0xF4u) {
-        need = 4;
-        *cp = b & 0x07u;
-        lo = b == 0xF0u ? 0x90u : 0x80u;
-        hi = b == 0xF4u ? 0x8Fu : 0xBFu;
-    } else {
+    uint8_t lo, hi;  /* the second byte's range */
+    if (!mq_utf8_lead(b, &need, &lo, &hi)) {
         return 0;
     }
+    *cp = b & (need == 2 ? 0x1Fu : need == 3 ? 0x0Fu : 0x07u);
     if (len < need || at[1] < lo || at[1] > hi) {
         return 0;
     }

@@ -1,5 +1,6 @@
 /* The index probes of a key query: walks of the chains of an index file (engine/keyindex/index_file.py has
  * the byte table), every key of a page in one call. */
+#include "jhash.h"
 #include "kernels.h"
 
 #define HEADER_SIZE 40
@@ -196,8 +197,8 @@ PyObject *mq_index_probe(PyObject *self, PyObject *args) {
         if (want[i] > 0 && place[i] == file_pos) {
             int64_t next_no = 0, got = 0;
             if (walk) {
-                /* a Java hash read as the index's (index_hash: abs, Integer.MIN_VALUE as 0); one already is */
-                int64_t key_hash = hash[i] == INT32_MIN ? 0 : hash[i] < 0 ? -hash[i] : hash[i];
+                /* a Java hash read as the index's; one already is (a non-negative int32) */
+                int64_t key_hash = mq_index_hash((uint32_t)hash[i]);
                 got = walk_chain(slots.buf, slots.len / 4, entries.buf, entries.len / ENTRY_SIZE, index_count,
                                  file_begin_ms, key_hash, want[i], from[i], begin_ms, end_ms, phys_out + count,
                                  &next_no);

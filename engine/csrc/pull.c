@@ -30,19 +30,9 @@ static int code_wanted(int64_t code, const int64_t *codes, Py_ssize_t n_codes) {
 /* The length of the bytes at `at` (not UTF-8 there) that Python's decoder with errors="replace" turns
  * into one U+FFFD: a lead byte and the continuation bytes that fit it (the "maximal subpart"). */
 static Py_ssize_t bad_run(const uint8_t *at, Py_ssize_t len) {
-    uint8_t b = at[0], lo = 0x80u, hi = 0xBFu;
+    uint8_t lo, hi;
     Py_ssize_t need;
-    if (b >= 0xC2u && b <= 0xDFu) {
-        need = 2;
-    } else if (b >= 0xE0u && b <= 0xEFu) {
-        need = 3;
-        lo = b == 0xE0u ? 0xA0u : 0x80u;
-        hi = b == 0xEDu ? 0x9Fu : 0xBFu;
-    } else if (b >= 0xF0u && b <= 0xF4u) {
-        need = 4;
-        lo = b == 0xF0u ? 0x90u : 0x80u;
-        hi = b == 0xF4u ? 0x8Fu : 0xBFu;
-    } else {
+    if (!mq_utf8_lead(at[0], &need, &lo, &hi)) {
         return 1;
     }
     if (len < 2 || at[1] < lo || at[1] > hi) {
