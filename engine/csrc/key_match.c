@@ -68,11 +68,14 @@ static int holds(const uint8_t *rec, int64_t n, const Py_buffer *topic, const Py
     }
     int64_t topic_len;
     if (mq_be32(rec + 4) == MAGIC_V1) {
-        topic_len = rec[pos];
+        topic_len = (int8_t)rec[pos];  /* a signed byte, as decode_record reads it */
         pos += 1;
     } else {
         topic_len = mq_be16(rec + pos);
         pos += 2;
+    }
+    if (topic_len < 0) {  /* decode_record's "outside the record": never a slice counted from the end */
+        return 0;
     }
     int64_t start, length;
     py_slice(n, pos, pos + topic_len, &start, &length);

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from engine import _native
 from engine.log.commitlog import CommitLog
 from engine.log.host import Host
-from engine.log.record import encode_record
+from engine.log.record import SYSFLAG_POS, body_length_pos, encode_record
 from engine.lookup import _LOG_END, KEYS_PREFIX, TAKEN_COLUMNS, UNIQ_KEY_PREFIX
 from tests.oracle import lookup as oracle
 
@@ -96,6 +96,30 @@ def _holding(log: CommitLog, candidates: list[list[int]], topic: bytes, keys: li
     for key, phys_offset, file, pos, size in taken[:n_taken].tolist():
         got[key].append((phys_offset, bytes(files[file].buffer[pos:pos + size])))
     return got
+
+
+@pytest.mark.parametrize("topic", ["t" * 130, "T"])
+def test_a_negative_topic_length_is_no_record_of_the_topic(tmp_path: Path, topic: str) -> None:
+    """A record whose topic length field is negative (a signed short, or a byte over 127 for the first
+    magic) is no record of any topic, as decode_record says: a length that, counted from the record's
+    end as a Python slice would, lands on the topic's bytes once read before the record, here at the
+    very start of the mapping."""
+    log = CommitLog.open(tmp_path, FILE_SIZE)
+    try:
+        record = bytearray(encode_record(topic=topic, body=b"b", properties={"KEYS": "k"}, born_host=V4,
+                                         store_host=V4))
+        pos = body_length_pos(int.from_bytes(record[SYSFLAG_POS:SYSFLAG_POS + 4], "big", signed=True))
+        pos += 4 + int.from_bytes(record[pos:pos + 4], "big")
+        if len(topic) > 127:  # the second magic: a short, here the topic's length less the record's size
+            record[pos:pos + 2] = (len(topic) - len(record)).to_bytes(2, "big", signed=True)
+        else:  # the first: a byte, read signed
+            record[pos] = 0x80 | len(topic)
+        log.append(record, [len(record)], [0], 1_700_000_000_000)
+        stored = bytes(log.queue.files[0].buffer[:len(record)])
+        assert not oracle._holds(stored, topic.encode(), KEYS_PREFIX, b"k", True)
+        assert _holding(log, [[0]], topic.encode(), [b"k"], False, len(record)) == [[]]
+    finally:
+        log.close()
 
 
 def test_the_query_kernels_refuse_what_does_not_fit(tmp_path: Path) -> None:

@@ -160,9 +160,10 @@ def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) 
         return False
     if record[4:8] == _MAGIC_V1:
         topic_len, pos = record[pos], pos + 1
+        topic_len = topic_len - 256 if topic_len > 127 else topic_len  # a signed byte, as decode_record reads it
     else:
         (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
-    if record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
+    if topic_len < 0 or record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
         return False
     pos += topic_len
     (props_len,) = _SHORT.unpack_from(record, pos)
