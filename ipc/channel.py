@@ -137,8 +137,8 @@ class Channel:
                 raise BrokerError(CLOSED, "the client is closed")
             self._inbox.put(item)
             if not self._wake_pending:  # one wake-up for the requests of a round (a consumer's pulls)
-                self._wake_pending = True
                 self._wake()
+                self._wake_pending = True  # after the write: a write that raised leaves the next call to wake
         return future
 
     def request(self, route: str, op: str, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
