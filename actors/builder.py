@@ -6,7 +6,7 @@ from the commitlog itself (as columns, a chunk of records at a time, the way rec
 and a range it already applied is skipped. ``tick`` notices tell how far the writer has published,
 so a gap at the end is closed within a tick. The writer never waits for a builder: if one is slow or
 dead, it catches up from the files. What comes in (``Dispatch``, ``Tick``) and what goes out
-(``Arrived``, ``Indexed``) are the typed notices of ``ipc.notices``.
+(``Arrived``, ``Indexed``) are the typed notices of ``mqstore.ipc.wire.notices``.
 
 The frames one poll round drains are applied together: consecutive batches are joined into one
 (``DispatchBatch.concat``) and applied once, so a builder that fell behind pays the fixed cost of an
@@ -34,17 +34,17 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.runtime import Runtime
-from engine.batch.dispatch import DispatchBatch, Dispatched
-from engine.batch.dispatch_columns import DispatchColumns
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.keyindex.service import IndexService
-from engine.log.commitlog import CommitLog
-from engine.retention import delete_derived_below
-from ipc import schema
-from ipc.notices import Arrived, Dispatch, Indexed, Tick, TopicDeleted
-from ipc.sockets import bind, connect, recv_message
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.runtime import Runtime
+from mqstore.engine.batch.dispatch import DispatchBatch, Dispatched
+from mqstore.engine.batch.dispatch_columns import DispatchColumns
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.reclaim.retention import delete_derived_below
+from mqstore.ipc.transport.sockets import bind, connect, recv_message
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Arrived, Dispatch, Indexed, Tick, TopicDeleted
 
 log = logging.getLogger("mqstore")
 

@@ -8,9 +8,9 @@
     [supervisor] restart backoff and flapping limits
     [retention] file_reserved_hours, delete_when, disk watermarks, keep_unacked, reclaim_consumed,
                 move_stragglers_below
-                (engine.retention.RetentionPolicy)
+                (mqstore.engine.reclaim.retention.RetentionPolicy)
     [remoting]  the RocketMQ remoting front (NameServer + broker on one TCP port) for stock clients
-    [metrics]   Prometheus metrics and the dashboard on one HTTP listener (actors.metrics)
+    [metrics]   Prometheus metrics and the dashboard on one HTTP listener (mqstore.actors.metrics)
 
 Actors receive the tree as a plain dict (``to_dict``) and rebuild it (``from_dict``), so nothing but
 plain values crosses into a child process.
@@ -27,16 +27,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine import Geometry, Host, StoreConfig
-from engine.config import SettingError, check_table, shown
-from engine.retention import RetentionPolicy
-from ipc.curve import CurveError, CurveKeys, read_authorized
-from ipc.endpoints import Endpoints
+from mqstore.engine import Geometry, Host, StoreConfig
+from mqstore.engine.config import SettingError, check_table, shown
+from mqstore.engine.reclaim.retention import RetentionPolicy
+from mqstore.ipc.transport.curve import CurveError, CurveKeys, read_authorized
+from mqstore.ipc.transport.endpoints import Endpoints
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
 MAX_FETCH_BYTES = 64 * 1024 * 1024  # the most bytes a reader answers one pull with
-MAX_FETCH_COUNT = 65_536            # ... and the most messages (ipc.consumer's MAX_PULL_COUNT_LIMIT)
+MAX_FETCH_COUNT = 65_536            # ... and the most messages (mqstore.ipc.client.consumer's MAX_PULL_COUNT_LIMIT)
 
 
 class ConfigError(ValueError):
@@ -81,7 +81,7 @@ class BrokerSection:
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
     disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them
-    # ack mode (actors.reader.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
+    # ack mode (mqstore.actors.reader.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
     ack_visibility_timeout_ms: int = 30_000  # an unacked delivery is handed out again after this
     ack_max_deliveries: int = 16             # past this many deliveries a message goes to %DLQ%{group}
     # a failed delivery (nack with requeue, visibility timeout) comes back after the delay of level
@@ -91,7 +91,7 @@ class BrokerSection:
     ack_idle_flush_ms: int = 1_000           # a queue index idle this long moves its journal to segments
     ack_max_journal_entries: int = 32_768    # ... and a journal this long moves at once
     ack_max_queues: int = 256                # (group, topic, queue) indexes one reader opens for clients
-    # transactional messages (actors.transactions): RocketMQ's transactionTimeOut, transactionCheckMax,
+    # transactional messages (mqstore.actors.transactions): RocketMQ's transactionTimeOut, transactionCheckMax,
     # transactionCheckInterval
     transaction_timeout_ms: int = 6_000        # a half message unresolved this long is checked
     transaction_check_max: int = 15            # checks before it goes to TRANS_CHECK_MAX_TIME_TOPIC

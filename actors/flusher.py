@@ -7,7 +7,7 @@ durable). ASYNC_FLUSH follows RocketMQ's FlushRealTimeService: every ``interval_
 ``least_pages`` pages wait, or everything once per ``thorough_interval_ms``. A ``written`` notice
 flagged ``sync`` is flushed at once: one fsync answers every SYNC_FLUSH waiter up to that offset
 (group commit). Between flushes it faults in the commitlog pages just ahead of the writer and, with
-``spare_file``, prepares the next commitlog file under a name no reader counts (``engine.log.page_warmer``),
+``spare_file``, prepares the next commitlog file under a name no reader counts (``mqstore.engine.log.page_warmer``),
 so the writer's copies do not pay for fresh pages and its roll is one rename. The directory entry of
 a new commitlog file (created inline or renamed from the spare by the writer) is fsynced here, before
 any flushed notice covers a byte of that file. A failed fsync is
@@ -25,21 +25,21 @@ from typing import Any, TypeVar
 
 import zmq
 
-from actors.clock import monotonic_ms
-from actors.runtime import Runtime
-from engine.checkpoint import Checkpoint
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
-from engine.log.mapped_file import OS_PAGE_SIZE, file_name
-from engine.log.page_warmer import PageWarmer
-from engine.log.range_sync import RangeSync
-from engine.metafile import fsync_dir
-from ipc import schema
-from ipc.notices import Arrived, Flushed, Indexed, Written
-from ipc.sockets import bind, connect
+from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.runtime import Runtime
+from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
+from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, file_name
+from mqstore.engine.log.page_warmer import PageWarmer
+from mqstore.engine.log.range_sync import RangeSync
+from mqstore.engine.meta.checkpoint import Checkpoint
+from mqstore.engine.meta.metafile import fsync_dir
+from mqstore.ipc.transport.sockets import bind, connect
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Arrived, Flushed, Indexed, Written
 
 log = logging.getLogger("mqstore")
 Notice = TypeVar("Notice", Written, Arrived, Indexed)
-WARM_STEPS_PER_ROUND = 16  # of engine.log.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
+WARM_STEPS_PER_ROUND = 16  # of mqstore.engine.log.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
 
 
 class FileSyncer:
@@ -52,7 +52,7 @@ class FileSyncer:
 
     def sync_range(self, path: Path, size: int, start: int, end: int) -> bool:
         """Make bytes [start, end) of the file durable, and leave its other dirty pages alone
-        (``engine.log.range_sync``: the writer's pages populated ahead). A file synced to its end is
+        (``mqstore.engine.log.range_sync``: the writer's pages populated ahead). A file synced to its end is
         let go: nothing is written to it again, and retention may delete it."""
         ranged = self._ranges.get(path)
         if ranged is not None and os.fstat(ranged.fd).st_nlink == 0:  # deleted: the path may be a new file

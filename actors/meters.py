@@ -1,11 +1,11 @@
-"""What the hot actors count for the metrics (``actors.metrics``): cheap per round, never per message.
+"""What the hot actors count for the metrics (``mqstore.actors.metrics``): cheap per round, never per message.
 
 - ``TopicCounts``: messages and bytes per topic since the process started, added a batch at a time
   (the writer's dispatch batches, a reader's pull replies);
 - ``Latencies``: a histogram as bucket counts (``LATENCY_BOUNDS_S``, Prometheus' ``le`` bounds), one
   observation per request or per round, weighted by how many requests it stands for.
 
-Both travel in the stats events an actor already sends (``actors.runtime.EventReporter``) as plain
+Both travel in the stats events an actor already sends (``mqstore.actors.runtime.EventReporter``) as plain
 values (``stats``); the supervisor keeps the last of each, and the metrics actor reads them from its
 status. Counts restart from zero with the process, as a Prometheus counter may.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from engine.batch.dispatch import DispatchBatch
+from mqstore.engine.batch.dispatch import DispatchBatch
 
 # seconds: 100 us .. 10 s, the span a send or a pull answers in
 LATENCY_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,

@@ -4,7 +4,7 @@
 stderr, names the process by its role (``name_process``: the title ``ps`` shows and the kernel's
 thread name), asks the kernel to end the process with its supervisor, rebuilds the configuration from
 plain values, opens the process's ``Runtime``, ties SIGTERM and SIGINT to its stop flag, builds the
-named actor (``actors.registry``) and runs it until that flag is up. A fault exits non-zero, so the
+named actor (``mqstore.actors.registry``) and runs it until that flag is up. A fault exits non-zero, so the
 supervisor restarts the process.
 
 Importing this module imports no actor: the registry imports a kind's module when it builds one.
@@ -26,9 +26,9 @@ import multiprocess
 import psutil
 import setproctitle
 
-from actors.config import BrokerConfig, log_level
-from actors.registry import build_actor
-from actors.runtime import Runtime
+from mqstore.actors.config import BrokerConfig, log_level
+from mqstore.actors.registry import build_actor
+from mqstore.actors.runtime import Runtime
 
 log = logging.getLogger("mqstore")
 PR_SET_PDEATHSIG = 1
@@ -77,7 +77,7 @@ def on_stop_signals(stop: Callable[[], None]) -> None:
 def die_with_parent() -> None:
     """Stop (SIGTERM) when the supervisor dies, even by SIGKILL, so no actor outlives it.
 
-    The supervisor starts its actors through a fork server (``actors.supervisor``): an actor's
+    The supervisor starts its actors through a fork server (``mqstore.actors.supervisor``): an actor's
     parent is that server and the supervisor is its grandparent. The kernel sends SIGTERM when the
     parent dies (``PR_SET_PDEATHSIG``), which covers the server; the supervisor's own death is seen
     on the pipe it started the process through (``parent_process().sentinel`` reads end of file

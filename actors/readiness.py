@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from actors.clock import monotonic_ms
-from actors.config import RemotingConfig
-from ipc import remoting as rm
+from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.config import RemotingConfig
+from mqstore.ipc.remoting import codec as rm
 
 log = logging.getLogger("mqstore")
 

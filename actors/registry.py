@@ -1,6 +1,6 @@
 """Which class runs each kind of actor: the one module that knows them all.
 
-Only the supervisor's side imports it: ``actors.process.run_actor``, the entry point of every actor
+Only the supervisor's side imports it: ``mqstore.actors.process.run_actor``, the entry point of every actor
 process, builds its actor here. The runtime the actors are built on knows none of them, so no actor
 module imports its way back into the others.
 
@@ -12,56 +12,56 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from actors.runtime import Actor, Runtime
+from mqstore.actors.runtime import Actor, Runtime
 
 
 def _writer(runtime: Runtime, index: str) -> Actor:
-    from actors.writer.actor import CommitLogWriterActor
+    from mqstore.actors.writer.actor import CommitLogWriterActor
     return CommitLogWriterActor(runtime)
 
 
 def _flusher(runtime: Runtime, index: str) -> Actor:
-    from actors.flusher import FlushActor
+    from mqstore.actors.flusher import FlushActor
     return FlushActor(runtime)
 
 
 def _cqbuilder(runtime: Runtime, index: str) -> Actor:
-    from actors.builder import ConsumeQueueBuilderActor
+    from mqstore.actors.builder import ConsumeQueueBuilderActor
     return ConsumeQueueBuilderActor(runtime)
 
 
 def _indexbuilder(runtime: Runtime, index: str) -> Actor:
-    from actors.builder import IndexBuilderActor
+    from mqstore.actors.builder import IndexBuilderActor
     return IndexBuilderActor(runtime)
 
 
 def _reader(runtime: Runtime, index: str) -> Actor:
-    from actors.reader.actor import ReaderActor
+    from mqstore.actors.reader.actor import ReaderActor
     return ReaderActor(runtime, int(index))
 
 
 def _scheduler(runtime: Runtime, index: str) -> Actor:
-    from actors.scheduler.actor import SchedulerActor
+    from mqstore.actors.scheduler.actor import SchedulerActor
     return SchedulerActor(runtime)
 
 
 def _remoting(runtime: Runtime, index: str) -> Actor:
-    from actors.remoting.listener import RemotingActor
+    from mqstore.actors.remoting.listener import RemotingActor
     return RemotingActor(runtime)
 
 
 def _metrics(runtime: Runtime, index: str) -> Actor:
-    from actors.metrics.actor import MetricsActor
+    from mqstore.actors.metrics.actor import MetricsActor
     return MetricsActor(runtime)
 
 
 def _transactions(runtime: Runtime, index: str) -> Actor:
-    from actors.transactions.actor import TransactionsActor
+    from mqstore.actors.transactions.actor import TransactionsActor
     return TransactionsActor(runtime)
 
 
 def _timer(runtime: Runtime, index: str) -> Actor:
-    from actors.timer.actor import TimerActor
+    from mqstore.actors.timer.actor import TimerActor
     return TimerActor(runtime)
 
 

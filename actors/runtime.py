@@ -3,7 +3,7 @@
     name        the actor's name (``writer``, ``reader-0``, ...)
     config      the broker's configuration tree, ``endpoints`` its sockets
     ctx         the process's one ZeroMQ context
-    stopping    raised when the actor should end its loop (``actors.process`` ties SIGTERM and SIGINT to it)
+    stopping    raised when the actor should end its loop (``mqstore.actors.process`` ties SIGTERM and SIGINT to it)
     stop_fd     turns readable once ``stopping`` is raised: registered in a loop's poller, the round
                 ends then rather than at the poll's timeout (the signal handler runs inside the poll,
                 which would otherwise wait its time out)
@@ -16,8 +16,8 @@ serves ZeroMQ over TCP, and reports pushed to the supervisor's event socket (``E
 test builds one from a configuration and a context of its own; its reports go nowhere unless it
 hands a ``report`` to collect them.
 
-The runtime knows no actor: which class runs each kind is ``actors.registry``'s, and what a process
-does from start to exit (logging, dying with the supervisor, signals) is ``actors.process``'s.
+The runtime knows no actor: which class runs each kind is ``mqstore.actors.registry``'s, and what a process
+does from start to exit (logging, dying with the supervisor, signals) is ``mqstore.actors.process``'s.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from typing import Any, Protocol
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-from actors.clock import monotonic_ms
-from actors.config import BrokerConfig
-from ipc import schema
-from ipc.curve import CurveContext, start_authenticator
-from ipc.sockets import connect
+from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.config import BrokerConfig
+from mqstore.ipc.transport.curve import CurveContext, start_authenticator
+from mqstore.ipc.transport.sockets import connect
+from mqstore.ipc.wire import schema
 
 EVENTS_HWM = 1000
 

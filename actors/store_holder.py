@@ -1,7 +1,7 @@
 """Who holds a store: the supervisor takes the store's lock for the broker's whole life, and a start
 that finds it taken says by which process, before it probes ports or starts anything.
 
-The lock and the way to its holder's pid are ``engine.store_lock``'s; this module adds what a broker
+The lock and the way to its holder's pid are ``mqstore.engine.meta.store_lock``'s; this module adds what a broker
 says about it (how to stop the holder when it is a broker).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.store_lock import StoreLockedError, holder_name, lock_store
+from mqstore.engine.meta.store_lock import StoreLockedError, holder_name, lock_store
 
 
 def hold_store(store_dir: Path) -> int:

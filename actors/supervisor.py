@@ -1,6 +1,6 @@
 """The supervisor: recovers the store, launches the actors in order, watches them, restarts a dead
 one with backoff (giving up, loudly, when one flaps), serves status on its control socket (ready once
-every actor serves, ``actors.readiness``), and stops everything in order on SIGTERM / SIGINT or a
+every actor serves, ``mqstore.actors.readiness``), and stops everything in order on SIGTERM / SIGINT or a
 ``stop`` request.
 
 It holds the store's lock for the broker's whole life (offline tools then refuse to write into it),
@@ -22,22 +22,22 @@ import multiprocess
 import psutil
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.config import BrokerConfig
-from actors.process import name_process, on_stop_signals, run_actor, setup_logging
-from actors.readiness import Readiness
-from actors.store_holder import hold_store
-from engine import MessageStore
-from engine.checkpoint import Checkpoint
-from engine.config import resolve_geometry
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.keyindex.service import IndexService
-from engine.log.commitlog import CommitLog
-from engine.log.delay_table import save_delay_levels
-from engine.metafile import abort_exists, create_abort, remove_abort
-from engine.recovery import recover
-from ipc import schema
-from ipc.sockets import bind
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.process import name_process, on_stop_signals, run_actor, setup_logging
+from mqstore.actors.readiness import Readiness
+from mqstore.actors.store_holder import hold_store
+from mqstore.engine import MessageStore
+from mqstore.engine.config import resolve_geometry
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.delay.table import save_delay_levels
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.meta.checkpoint import Checkpoint
+from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
+from mqstore.engine.repair.recovery import recover
+from mqstore.ipc.transport.sockets import bind
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 
@@ -47,9 +47,9 @@ START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer", "scheduler")
 # Actors are forked from one server process that imported these once (numpy, zmq, msgpack, the
 # engine, the runtime: what every actor runs on), instead of each importing them anew: a broker's
 # start costs its actors' imports once, not a dozen times. It imports no actor's own module
-# (``actors.registry`` imports a kind's module when it builds one) and opens nothing: each actor
+# (``mqstore.actors.registry`` imports a kind's module when it builds one) and opens nothing: each actor
 # makes its own ZeroMQ context and opens its files after the fork.
-FORK_SERVER_PRELOAD = ("actors.process",)
+FORK_SERVER_PRELOAD = ("mqstore.actors.process",)
 
 
 @dataclass(slots=True)
@@ -74,7 +74,7 @@ class ActorState:
 
 class Supervisor:
     def __init__(self, config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
-        """``on_ready`` is called once, the first time every actor serves (``actors.readiness``)."""
+        """``on_ready`` is called once, the first time every actor serves (``mqstore.actors.readiness``)."""
         self.config = config
         self.store_dir = Path(config.store_dir)
         self.endpoints = config.endpoints

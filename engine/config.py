@@ -20,15 +20,15 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass,
 from pathlib import Path
 from typing import Any
 
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
-from engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
-from engine.log.delay_table import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevelError, DelayLevels, parse_delay_levels
-from engine.log.host import LOCAL_HOST, Host
-from engine.log.mapped_file_queue import infer_file_size
-from engine.log.record import DEFAULT_MAX_BODY_SIZE
-from engine.metafile import read_with_backup, write_atomic
-from engine.timer.log import DEFAULT_TIMER_LOG_FILE_SIZE
-from engine.timer.wheel import SLOTS_TOTAL
+from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
+from mqstore.engine.delay.table import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevelError, DelayLevels, parse_delay_levels
+from mqstore.engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
+from mqstore.engine.log.host import LOCAL_HOST, Host
+from mqstore.engine.log.mapped_file_queue import infer_file_size
+from mqstore.engine.log.record import DEFAULT_MAX_BODY_SIZE
+from mqstore.engine.meta.metafile import read_with_backup, write_atomic
+from mqstore.engine.timer.log import DEFAULT_TIMER_LOG_FILE_SIZE
+from mqstore.engine.timer.wheel import SLOTS_TOTAL
 
 GEOMETRY_FILE = "storeGeometry.json"
 DEFAULT_INDEX_SLOT_COUNT = 5_000_000
@@ -140,12 +140,12 @@ class StoreConfig:
     max_query_count: int = 64
     max_transfer_count: int = 32
     max_transfer_bytes: int = 256 * 1024
-    # the writer's mapping populated this far ahead of its end (engine.log.page_warmer); 0: off; None: the
+    # the writer's mapping populated this far ahead of its end (mqstore.engine.log.page_warmer); 0: off; None: the
     # writer's default, 8 MiB under ASYNC_FLUSH and off under SYNC_FLUSH
     prefault_ahead_bytes: int | None = None
-    # RocketMQ's messageDelayLevel: the delay of each level of a message's DELAY property (engine.log.delay_table)
+    # RocketMQ's messageDelayLevel: the delay of each level of a message's DELAY property (mqstore.engine.delay.table)
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
-    # RocketMQ 5's timer store (engine.timer, the timer actor), under RocketMQ's names: timerWheelEnable,
+    # RocketMQ 5's timer store (mqstore.engine.timer, the timer actor), under RocketMQ's names: timerWheelEnable,
     # timerPrecisionMs (100, 200, 500 or 1000), timerMaxDelaySec, timerRollWindowSlot (slots; a timer
     # further out is parked and put through the wheel again), mappedFileSizeTimerLog, timerFlushIntervalMs
     timer_wheel_enable: bool = True

@@ -14,23 +14,23 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from engine.batch.dispatch import DispatchBatch, DispatchRequest
-from engine.checkpoint import Checkpoint
-from engine.config import StoreConfig, resolve_geometry
-from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.keyindex.service import IndexService
-from engine.log.commitlog import CommitLog
-from engine.log.delay_table import read_delay_levels, save_delay_levels
-from engine.log.message import Message, PutResult, PutStatus
-from engine.log.msgid import UniqKeyGenerator
-from engine.log.record import Record
-from engine.log.writer import CommitLogWriter
-from engine.lookup import GetResult, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
-from engine.metafile import abort_exists, create_abort, remove_abort
-from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from engine.recovery import RecoveryResult, recover, redispatch
-from engine.retention import (
+from mqstore.engine.batch.dispatch import DispatchBatch, DispatchRequest
+from mqstore.engine.config import StoreConfig, resolve_geometry
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.delay.table import read_delay_levels, save_delay_levels
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.message import Message, PutResult, PutStatus
+from mqstore.engine.log.msgid import UniqKeyGenerator
+from mqstore.engine.log.record import Record
+from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.meta.checkpoint import Checkpoint
+from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from mqstore.engine.meta.store_lock import lock_store
+from mqstore.engine.read.lookup import GetResult, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
+from mqstore.engine.reclaim.retention import (
     CleanupDecision,
     RetentionPolicy,
     decide,
@@ -38,7 +38,7 @@ from engine.retention import (
     delete_expired_commitlog,
     disk_used_ratio,
 )
-from engine.store_lock import lock_store
+from mqstore.engine.repair.recovery import RecoveryResult, recover, redispatch
 
 _FEW_RECORDS = 4  # a write of fewer goes to the index record by record, cheaper than as a batch
 

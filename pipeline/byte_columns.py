@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from engine import _native
+from mqstore.engine import _native
 
 Array = npt.NDArray[Any]
 
@@ -20,7 +20,7 @@ class NotExact(Exception):
 
 def binary_values(buf: Array, positions: Array, lengths: Array) -> pa.Array:
     """``buf[p:p+l]`` for every (p, l) as an Arrow binary array, its buffers filled by one kernel call
-    (``engine._native.gather_spans``). The numpy gather it replaced is the oracle in
+    (``mqstore.engine._native.gather_spans``). The numpy gather it replaced is the oracle in
     ``tests/oracle/byte_columns.py``."""
     n = len(positions)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)

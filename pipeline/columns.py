@@ -1,4 +1,4 @@
-"""Commitlog records as Arrow columns: one ``pyarrow.RecordBatch`` of ``pipeline.schema.ARROW_SCHEMA``
+"""Commitlog records as Arrow columns: one ``pyarrow.RecordBatch`` of ``mqstore.pipeline.schema.ARROW_SCHEMA``
 (or of the columns a ``Projection`` names, and only those decoded) from a ``RecordLayout``, without a
 Python object per record.
 
@@ -20,12 +20,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.batch.record_columns import gather_bytes
-from engine.log.host import Host
-from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
-from pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
-from pipeline.record_layout import BORN_HOST_POS, RecordLayout
-from pipeline.schema import ARROW_SCHEMA, FULL, TIMESTAMP_MAX_MS, Projection
+from mqstore.engine.batch.record_columns import gather_bytes
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, Record
+from mqstore.pipeline.byte_columns import NotExact, as_numpy, binary_values, utf8
+from mqstore.pipeline.record_layout import BORN_HOST_POS, RecordLayout
+from mqstore.pipeline.schema import ARROW_SCHEMA, FULL, TIMESTAMP_MAX_MS, Projection
 
 Array = npt.NDArray[Any]
 _HEX_PAIRS = np.frombuffer(b"".join(b"%02X" % b for b in range(256)), dtype=np.uint8).reshape(256, 2)

@@ -6,7 +6,7 @@ reading 8 header bytes per record (one Spark task per file) and cuts each file a
 start at or past every ``split_bytes``; a task then decodes its range in full.
 
 Planner and tasks step through the log with the one rule ``next_record_pos``, which is the path
-``engine.store_files.scan_all`` (and so ``verify_store``) takes: from a record, or from a damaged
+``mqstore.engine.read.store_files.scan_all`` (and so ``verify_store``) takes: from a record, or from a damaged
 record whose length is known (a valid magic code and a TOTALSIZE between the minimum and the rest of
 the file), the next one starts TOTALSIZE bytes on; after a blank, an illegal magic code or a length
 that cannot be, the walk goes on in the next file; in the last file a damaged record followed only
@@ -23,11 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import Geometry
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file import MappedFile
-from engine.log.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, Decoded, DecodeKind, Record, decode_record, record_size
-from engine.recovery import TORN_TAIL_LOOKAHEAD
+from mqstore.engine.config import Geometry
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file import MappedFile
+from mqstore.engine.log.record import (
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    Decoded,
+    DecodeKind,
+    Record,
+    decode_record,
+    record_size,
+)
+from mqstore.engine.repair.recovery import TORN_TAIL_LOOKAHEAD
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
 NEXT_FILE = -1

@@ -4,13 +4,13 @@
     spark.readStream.format("mqstore").load(store_dir)      # follows the consume queues
     df.write.format("mqstore").option("broker", store_dir).mode("append").save()
 
-The rows are ``pipeline.schema``'s; the options are described in ``pipeline.options.ReadOptions``
-(reads), ``pipeline.stream`` (streaming) and ``pipeline.sink`` (writes). Reading never writes into
+The rows are ``mqstore.pipeline.schema``'s; the options are described in ``mqstore.pipeline.options.ReadOptions``
+(reads), ``mqstore.pipeline.stream`` (streaming) and ``mqstore.pipeline.sink`` (writes). Reading never writes into
 a store, live or not; writing goes through a running broker only.
 
 A schema given to the read or the stream (``.schema("topic STRING, body BINARY")``: any of the
 columns, in any order) makes the reader decode and yield only those columns
-(``pipeline.schema.Projection``): Spark prunes no column of a Python data source itself, and every
+(``mqstore.pipeline.schema.Projection``): Spark prunes no column of a Python data source itself, and every
 column it receives costs its JVM a conversion a row.
 
 It works on any session: register it with ``spark.dataSource.register(MqstoreDataSource)``.
@@ -35,11 +35,11 @@ import sys
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from pipeline.options import ReadOptions
-from pipeline.reader import MqstorePushdownReader, MqstoreReader
-from pipeline.schema import DATA_SOURCE_NAME, SPARK_DDL, Projection
-from pipeline.sink import make_writer
-from pipeline.stream import MqstoreStreamReader
+from mqstore.pipeline.options import ReadOptions
+from mqstore.pipeline.reader import MqstorePushdownReader, MqstoreReader
+from mqstore.pipeline.schema import DATA_SOURCE_NAME, SPARK_DDL, Projection
+from mqstore.pipeline.sink import make_writer
+from mqstore.pipeline.stream import MqstoreStreamReader
 
 FILTER_PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
 

@@ -1,4 +1,4 @@
-"""``export``: a store's table (``pipeline.schema``) written as Parquet or JSON, partitioned by topic
+"""``export``: a store's table (``mqstore.pipeline.schema``) written as Parquet or JSON, partitioned by topic
 and UTC date, through the ``mqstore`` data source. A topic list goes to the source as its
 ``topics`` option, so the other topics' files are not even read.
 """
@@ -25,7 +25,7 @@ class ExportResult:
 def read_store(spark: Any, store_dir: Path | str, *, topics: Sequence[str] | None = None,
                include_body: bool = True) -> Any:
     """The store as a DataFrame; ``topics`` is pushed to the source."""
-    from pipeline.schema import DATA_SOURCE_NAME  # here: the CLI imports this module without pyarrow
+    from mqstore.pipeline.schema import DATA_SOURCE_NAME  # here: the CLI imports this module without pyarrow
 
     store_dir = Path(store_dir)
     if not (store_dir / "commitlog").is_dir():
@@ -46,7 +46,7 @@ def export(spark: Any, store_dir: Path | str, out: Path | str, *, fmt: str = "pa
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     from pyspark.sql import functions as F
 
-    # the session runs in UTC (pipeline.session), so the date is the UTC date of the store time
+    # the session runs in UTC (mqstore.pipeline.session), so the date is the UTC date of the store time
     table = read_store(spark, store_dir, topics=topics).withColumn("date", F.to_date("store_timestamp"))
     out = Path(out)
     table.write.mode(mode).partitionBy(*PARTITION_COLUMNS).format(fmt).save(str(out))

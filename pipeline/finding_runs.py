@@ -1,4 +1,4 @@
-"""Runs of findings: consecutive missing entries reported as one finding, as ``engine.verify``
+"""Runs of findings: consecutive missing entries reported as one finding, as ``mqstore.engine.repair.verify``
 reports them ("... queue offsets 3..9", "7 in a row; the first: ..."). A Spark task sees part of the
 log, so it hands on its runs whole, and ``merge_runs`` joins those that a range boundary cut.
 """
@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.verify import Finding
+from mqstore.engine.repair.verify import Finding
 
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """Consecutive findings of one kind in one scope: ``engine.verify._Runs``' unit of report."""
+    """Consecutive findings of one kind in one scope: ``mqstore.engine.repair.verify._Runs``' unit of report."""
 
     scope: str
     first: int

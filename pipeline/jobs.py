@@ -1,7 +1,7 @@
 """The Spark jobs on a store directory, from the command line.
 
     spark-submit pipeline/jobs.py JOB STORE [options]     (the master is spark-submit's)
-    python -m pipeline.jobs JOB STORE [options] [--master URL]
+    python -m mqstore.pipeline.jobs JOB STORE [options] [--master URL]
     mqstore spark JOB STORE [options] [--master URL]
 
     export STORE --to OUT [--format parquet|json] [--topics T ...] [--mode error|overwrite|append]
@@ -30,8 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES
-from pipeline.export_job import FORMATS, MODES
+from mqstore.pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES
+from mqstore.pipeline.export_job import FORMATS, MODES
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_STATS_DIR = Path("mqstore-stats")
@@ -98,8 +98,8 @@ def run_job(args: argparse.Namespace) -> int:
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    from engine.metafile import MetafileError
-    from pipeline.session import spark_session
+    from mqstore.engine.meta.metafile import MetafileError
+    from mqstore.pipeline.session import spark_session
 
     # In a process that has a session already (a notebook, the tests), the job joins it as it is.
     spark = SparkSession.getActiveSession()
@@ -107,7 +107,7 @@ def run_job(args: argparse.Namespace) -> int:
     if spark is None:
         spark = spark_session(_master(args.master), f"mqstore-{args.job}")
     else:
-        from pipeline.datasource import MqstoreDataSource
+        from mqstore.pipeline.datasource import MqstoreDataSource
         spark.dataSource.register(MqstoreDataSource)
     try:
         handler: Handler = args.job_handler
@@ -141,8 +141,8 @@ def _master(requested: str | None) -> str:
 
 
 def _hint(exc: BaseException, args: argparse.Namespace) -> str:
-    from engine.store_lock import StoreLockedError
-    from pipeline.rebuild_job import DamagedCommitLogError
+    from mqstore.engine.meta.store_lock import StoreLockedError
+    from mqstore.pipeline.rebuild_job import DamagedCommitLogError
 
     if isinstance(exc, StoreLockedError):
         return f" (stop the broker first: mqstore stop --store {args.store})"
@@ -155,7 +155,7 @@ def _hint(exc: BaseException, args: argparse.Namespace) -> str:
 
 
 def _export(spark: Any, args: argparse.Namespace) -> int:
-    from pipeline.export_job import export
+    from mqstore.pipeline.export_job import export
 
     result = export(spark, args.store, args.out, fmt=args.format, topics=args.topics, mode=args.mode)
     print(f"exported {args.store} to {result.out} as {result.fmt}: {len(result.partitions)} topic/date partitions")
@@ -163,8 +163,8 @@ def _export(spark: Any, args: argparse.Namespace) -> int:
 
 
 def _verify(spark: Any, args: argparse.Namespace) -> int:
-    from pipeline.report import print_findings, verdict
-    from pipeline.verify_job import verify
+    from mqstore.pipeline.report import print_findings, verdict
+    from mqstore.pipeline.verify_job import verify
 
     report = verify(spark, args.store, split_bytes=args.split_bytes)
     lines = [json.dumps({"type": "finding"} | asdict(f)) for f in report.findings]
@@ -182,7 +182,7 @@ def _verify(spark: Any, args: argparse.Namespace) -> int:
 
 
 def _rebuild(spark: Any, args: argparse.Namespace) -> int:
-    from pipeline.rebuild_job import rebuild
+    from mqstore.pipeline.rebuild_job import rebuild
 
     start = time.perf_counter()
     result = rebuild(spark, args.store, split_bytes=args.split_bytes)
@@ -196,8 +196,8 @@ def _rebuild(spark: Any, args: argparse.Namespace) -> int:
 
 
 def _stats(spark: Any, args: argparse.Namespace) -> int:
-    from pipeline.report import plot_messages, print_stats
-    from pipeline.stats_job import PNG_NAME, traffic_stats, write_tables
+    from mqstore.pipeline.report import plot_messages, print_stats
+    from mqstore.pipeline.stats_job import PNG_NAME, traffic_stats, write_tables
 
     rows = traffic_stats(spark, args.store, topics=args.topics)
     csv_path, json_path = write_tables(rows, args.out)

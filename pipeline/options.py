@@ -26,8 +26,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from pipeline.record_layout import RecordLayout
-from pipeline.schema import NEVER_NULL, TIMESTAMP_MAX_MS, table_column
+from mqstore.pipeline.record_layout import RecordLayout
+from mqstore.pipeline.schema import NEVER_NULL, TIMESTAMP_MAX_MS, table_column
 
 LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1

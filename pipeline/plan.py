@@ -32,11 +32,11 @@ import numpy as np
 import numpy.typing as npt
 from pyspark.sql.datasource import InputPartition
 
-from engine.config import Geometry
-from engine.consumequeue.consume_queue import FILLER_SIZE
-from engine.log.record import BORN_HOST_POS, MAGIC_V1, MAGIC_V2, SYSFLAG_BORNHOST_V6
-from pipeline.options import Pushdown
-from pipeline.queues import LogFile, QueueFiles, QueueSpan, commitlog_files, queue_spans, read_at
+from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.log.record import BORN_HOST_POS, MAGIC_V1, MAGIC_V2, SYSFLAG_BORNHOST_V6
+from mqstore.pipeline.options import Pushdown
+from mqstore.pipeline.queues import LogFile, QueueFiles, QueueSpan, commitlog_files, queue_spans, read_at
 
 Array = npt.NDArray[Any]
 _NONE = np.iinfo(np.int64).max

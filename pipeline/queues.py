@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE
-from engine.log.mapped_file import MappedFileError
-from engine.store_files import queue_ids
+from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE
+from mqstore.engine.log.mapped_file import MappedFileError
+from mqstore.engine.read.store_files import queue_ids
 
 Array = npt.NDArray[Any]
 NATIVE_CQ_DTYPE = np.dtype([("phys_offset", "<i8"), ("size", "<i4"), ("tags_code", "<i8")])

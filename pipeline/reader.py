@@ -4,7 +4,7 @@
 filters to Spark. ``MqstorePushdownReader`` is the same reader taking the filters it enforces itself
 (and so consumes): ``topic`` = / IN, ``queue_id`` = / IN / ranges, ranges (and =) on ``queue_offset``,
 ``phys_offset`` and ``store_timestamp``. Anything else goes back to Spark. Which one a query gets is
-``pipeline.datasource``'s choice. Planning (``partitions``) runs on the driver and reads only
+``mqstore.pipeline.datasource``'s choice. Planning (``partitions``) runs on the driver and reads only
 consume-queue entries and a few record heads; ``read`` runs in the tasks and maps the files itself.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from engine.config import Geometry
-from engine.store_files import read_geometry
-from pipeline.options import Pushdown, ReadOptions
-from pipeline.plan import plan_partitions
-from pipeline.scan import ReadContext, read_partition
-from pipeline.schema import FULL, Projection
+from mqstore.engine.config import Geometry
+from mqstore.engine.read.store_files import read_geometry
+from mqstore.pipeline.options import Pushdown, ReadOptions
+from mqstore.pipeline.plan import plan_partitions
+from mqstore.pipeline.scan import ReadContext, read_partition
+from mqstore.pipeline.schema import FULL, Projection
 
 
 class StoreNotFoundError(FileNotFoundError):

@@ -1,5 +1,5 @@
 """``rebuild``: a stopped store's consume queues and index files made again from its commitlog, on
-Spark, byte for byte what ``engine.rebuild.rebuild_derived`` makes.
+Spark, byte for byte what ``mqstore.engine.repair.rebuild.rebuild_derived`` makes.
 
 1. The store lock (the engine's flock on ``{store}/lock``) is held for the whole job: a running broker
    holds it, and the job refuses.
@@ -18,7 +18,7 @@ Spark, byte for byte what ``engine.rebuild.rebuild_derived`` makes.
 6. Everything flushed, the checkpoint is written (unchanged, as the engine's close writes it) and the
    abort marker removed: the next ``MessageStore.open`` recovers normally.
 
-Each record is dispatched as ``engine.recovery.redispatch`` dispatches it: its entry carries the
+Each record is dispatched as ``mqstore.engine.repair.recovery.redispatch`` dispatches it: its entry carries the
 record's own fields (``DispatchRequest.from_record``), its index keys the offset where it lies.
 Index file names come from the clock, so only their contents, in name order, match the engine's.
 """
@@ -38,21 +38,27 @@ from typing import Any
 import numpy.typing as npt
 from pyspark import StorageLevel
 
-from engine.batch.dispatch import DispatchRequest
-from engine.checkpoint import Checkpoint
-from engine.config import Geometry
-from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.keyindex.file_names import INDEX_FILE_NAME
-from engine.keyindex.service import IndexService
-from engine.log.delay_table import parse_delay_levels, read_delay_levels
-from engine.log.record import DecodeKind
-from engine.metafile import create_abort, fsync_dir, remove_abort
-from engine.rebuild import RebuildResult
-from engine.store import wall_clock_ms
-from engine.store_files import index_paths, read_geometry
-from engine.store_lock import lock_store  # the engine's own lock: a broker and this job exclude each other
-from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges, walk_range
-from pipeline.queue_chunks import ChunkKey, QueueKey, by_queue, queue_groups, queue_rows
+from mqstore.engine.batch.dispatch import DispatchRequest
+from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.delay.table import parse_delay_levels, read_delay_levels
+from mqstore.engine.keyindex.file_names import INDEX_FILE_NAME
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.record import DecodeKind
+from mqstore.engine.meta.checkpoint import Checkpoint
+from mqstore.engine.meta.metafile import create_abort, fsync_dir, remove_abort
+from mqstore.engine.meta.store_lock import lock_store  # the engine's own lock: a broker and this job exclude each other
+from mqstore.engine.read.store_files import index_paths, read_geometry
+from mqstore.engine.repair.rebuild import RebuildResult
+from mqstore.engine.store import wall_clock_ms
+from mqstore.pipeline.commitlog_ranges import (
+    DEFAULT_SPLIT_BYTES,
+    CommitlogRange,
+    commitlog_files,
+    plan_ranges,
+    walk_range,
+)
+from mqstore.pipeline.queue_chunks import ChunkKey, QueueKey, by_queue, queue_groups, queue_rows
 
 Array = npt.NDArray[Any]
 IndexRow = tuple[str, tuple[str, ...], str | None, int, int, int]  # topic, keys, uniq key, phys, store ms, sys flag

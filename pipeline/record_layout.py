@@ -3,7 +3,7 @@ under the name the pipeline's scan and columns know it by."""
 
 from __future__ import annotations
 
-from engine.batch.record_columns import BORN_HOST_POS, RecordColumns
+from mqstore.engine.batch.record_columns import BORN_HOST_POS, RecordColumns
 
 RecordLayout = RecordColumns
 

@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.verify import Finding, VerifyReport
-from pipeline.stats_job import MINUTE_MS, MinuteStats, utc_minute
+from mqstore.engine.repair.verify import Finding, VerifyReport
+from mqstore.pipeline.stats_job import MINUTE_MS, MinuteStats, utc_minute
 
 PLOTTED_TOPICS = 10  # the busiest ones; the rest are summed as "others"
 TAGS_SHOWN = 3

@@ -24,19 +24,19 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from engine.batch.column_scan import walk
-from engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, DECODER, REASONS, REQUIRE_PROP_CRC
-from engine.config import Geometry
-from engine.consumequeue.consume_queue import FILLER_SIZE
-from engine.log.mapped_file import file_name
-from engine.log.record import DecodeKind, decode_record
-from engine.recovery import TORN_TAIL_LOOKAHEAD
-from pipeline.columns import records_to_batch, to_batch
-from pipeline.options import BATCH_BYTES, Pushdown
-from pipeline.plan import QueueSlicePartition, ScanPartition
-from pipeline.queues import QueueFiles, commitlog_min_offset
-from pipeline.record_layout import RecordLayout
-from pipeline.schema import FULL, Projection
+from mqstore.engine.batch.column_scan import walk
+from mqstore.engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, DECODER, REASONS, REQUIRE_PROP_CRC
+from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.log.mapped_file import file_name
+from mqstore.engine.log.record import DecodeKind, decode_record
+from mqstore.engine.repair.recovery import TORN_TAIL_LOOKAHEAD
+from mqstore.pipeline.columns import records_to_batch, to_batch
+from mqstore.pipeline.options import BATCH_BYTES, Pushdown
+from mqstore.pipeline.plan import QueueSlicePartition, ScanPartition
+from mqstore.pipeline.queues import QueueFiles, commitlog_min_offset
+from mqstore.pipeline.record_layout import RecordLayout
+from mqstore.pipeline.schema import FULL, Projection
 
 Array = npt.NDArray[Any]
 
@@ -87,7 +87,7 @@ def _map(path: str) -> Array:
 
 def scan_range(part: ScanPartition, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
     """The records of ``part``, a chunk of up to ``batch_rows`` at a time, each chunk walked, decoded and
-    checked by one kernel call (``engine.batch.column_scan.walk``)."""
+    checked by one kernel call (``mqstore.engine.batch.column_scan.walk``)."""
     buf = _map(part.path)
     mv = memoryview(buf)  # type: ignore[arg-type]  # numpy arrays export the buffer protocol
     crc = CHECK_CRC | (REQUIRE_PROP_CRC if ctx.geometry.prop_crc else 0) if ctx.verify_crc or part.newest else 0

@@ -51,7 +51,7 @@ COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
 # damaged, and its timestamp is null
 TIMESTAMP_MAX_MS = (1 << 63) // 1000 - 1
 # columns every row has a value in (tags, body, uniq_key may be null, and a timestamp whose milliseconds
-# cannot be one: pipeline.columns writes null there)
+# cannot be one: mqstore.pipeline.columns writes null there)
 NEVER_NULL = frozenset({"topic", "queue_id", "queue_offset", "phys_offset", "size", "flag", "sys_flag", "body_crc",
                         "keys", "properties", "born_host", "store_host", "reconsume_times", "prepared_tx_offset",
                         "msg_id"})

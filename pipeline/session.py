@@ -45,6 +45,6 @@ def spark_session(master: str = "local[*]", app_name: str = "mqstore", **conf: s
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    from pipeline.datasource import MqstoreDataSource
+    from mqstore.pipeline.datasource import MqstoreDataSource
     spark.dataSource.register(MqstoreDataSource)
     return spark

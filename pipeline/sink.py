@@ -1,6 +1,6 @@
 """The writer: ``df.write.format("mqstore").option("broker", store_dir).mode("append").save()``.
 
-Rows become messages sent to a running broker through ``ipc.client.Producer``: the writer never
+Rows become messages sent to a running broker through ``mqstore.ipc.client.api.Producer``: the writer never
 touches a store's files (the broker's commitlog writer is their one writer). Columns: ``topic``
 (string) and ``body`` (binary or string) are required; ``tags`` (string), ``keys`` (array<string>),
 ``properties`` (map<string,string>) and ``queue_id`` (int) are used when present; every other
@@ -32,8 +32,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ipc.client import Admin, BrokerError, BrokerTimeoutError, Endpoints, Producer
-from pipeline.options import OptionError, lower_keys, positive_option
+from mqstore.ipc.client.api import Admin, BrokerError, BrokerTimeoutError, Endpoints, Producer
+from mqstore.pipeline.options import OptionError, lower_keys, positive_option
 
 DEFAULT_BATCH_SIZE = 500
 DEFAULT_TIMEOUT_MS = 10_000

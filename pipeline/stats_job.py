@@ -2,7 +2,7 @@
 
 Per (topic, minute): messages, bytes (sum of record sizes), distinct keys (KEYS tokens), and the
 count per tag (``""`` for messages without tags). Written as ``stats.csv`` and ``stats.json`` by
-``write_tables``; ``pipeline.report`` prints them and plots them.
+``write_tables``; ``mqstore.pipeline.report`` prints them and plots them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.export_job import read_store
+from mqstore.pipeline.export_job import read_store
 
 MINUTE_MS = 60_000
 NO_TAG = ""

@@ -30,13 +30,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from engine.config import Geometry
-from pipeline.options import OptionError, Pushdown, ReadOptions, lower_keys, positive_option
-from pipeline.plan import QueueSlicePartition
-from pipeline.queues import QueueSpan, commitlog_min_offset, queue_spans
-from pipeline.reader import open_geometry
-from pipeline.scan import ReadContext, read_slice
-from pipeline.schema import FULL, Projection
+from mqstore.engine.config import Geometry
+from mqstore.pipeline.options import OptionError, Pushdown, ReadOptions, lower_keys, positive_option
+from mqstore.pipeline.plan import QueueSlicePartition
+from mqstore.pipeline.queues import QueueSpan, commitlog_min_offset, queue_spans
+from mqstore.pipeline.reader import open_geometry
+from mqstore.pipeline.scan import ReadContext, read_slice
+from mqstore.pipeline.schema import FULL, Projection
 
 EARLIEST, LATEST = -2, -1  # Kafka's markers inside a JSON startingOffsets
 MAX_ENTRIES_PER_PARTITION = 1 << 20

@@ -1,4 +1,4 @@
-"""``verify``: ``engine.verify.verify_store``'s checks as a Spark job, with the same findings.
+"""``verify``: ``mqstore.engine.repair.verify.verify_store``'s checks as a Spark job, with the same findings.
 
 The driver reads what is small (geometry, which queue and index files open, index headers) and plans
 record-aligned commitlog ranges. Then, in parallel:
@@ -9,7 +9,7 @@ record-aligned commitlog ranges. Then, in parallel:
    commitlog order (``verify_tasks.check_queue``): missing and mismatched consume-queue entries.
 
 Runs of missing index keys that a range boundary cut are joined on the driver, which sorts every
-finding into one report: ``engine.verify.VerifyReport``, so the two verifiers can be compared whole.
+finding into one report: ``mqstore.engine.repair.verify.VerifyReport``, so the two verifiers can be compared whole.
 Nothing is written to the store.
 """
 
@@ -23,22 +23,22 @@ from typing import Any
 import numpy as np
 from pyspark import StorageLevel
 
-from engine.config import Geometry
-from engine.keyindex.index_file import (
+from mqstore.engine.config import Geometry
+from mqstore.engine.delay.table import read_delay_levels
+from mqstore.engine.keyindex.index_file import (
     INDEX_ENTRY_DTYPE,
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
     INDEX_SLOT_SIZE,
     IndexFileError,
 )
-from engine.log.delay_table import read_delay_levels
-from engine.log.mapped_file import MappedFileError
-from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry
-from engine.verify import Finding, VerifyReport, cq_scope
-from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges
-from pipeline.finding_runs import merge_runs
-from pipeline.queue_chunks import EMPTY_ROWS, ChunkKey, QueueKey, by_queue
-from pipeline.verify_tasks import (
+from mqstore.engine.log.mapped_file import MappedFileError
+from mqstore.engine.read.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry
+from mqstore.engine.repair.verify import Finding, VerifyReport, cq_scope
+from mqstore.pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges
+from mqstore.pipeline.finding_runs import merge_runs
+from mqstore.pipeline.queue_chunks import EMPTY_ROWS, ChunkKey, QueueKey, by_queue
+from mqstore.pipeline.verify_tasks import (
     IndexFileInfo,
     RangeOutcome,
     RangeTask,
@@ -47,7 +47,7 @@ from pipeline.verify_tasks import (
     check_range,
 )
 
-# the order of engine.verify's docstring, for a report that reads the same way
+# the order of mqstore.engine.repair.verify's docstring, for a report that reads the same way
 KINDS = ("file_unreadable", "record_corrupt", "cq_entry_mismatch", "cq_entry_missing", "index_entry_unresolved",
          "index_entry_missing")
 

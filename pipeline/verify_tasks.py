@@ -1,4 +1,4 @@
-"""The executor side of the Spark verify: ``engine.verify``'s checks, cut along two axes.
+"""The executor side of the Spark verify: ``mqstore.engine.repair.verify``'s checks, cut along two axes.
 
 ``check_range`` walks one commitlog range: every record's CRCs, its index keys against the entries of
 the index files that cover it, and then every index entry whose phys offset falls in the range's
@@ -7,7 +7,7 @@ grouped by queue. ``check_queue`` gets all of one queue's records (Spark groups 
 order) and compares them with the queue's files, vectorised: a record without its entry, then every
 entry that no record confirmed.
 
-The rules, and the words of every finding, are ``engine.verify``'s (the tests compare the two
+The rules, and the words of every finding, are ``mqstore.engine.repair.verify``'s (the tests compare the two
 verifiers finding by finding); runs of missing entries are carried as ``finding_runs.Run``s so that
 runs a range boundary cut join up again on the driver.
 """
@@ -24,19 +24,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.batch.dispatch import DispatchRequest
-from engine.config import Geometry
-from engine.consumequeue.consume_queue import CQ_DTYPE, FILLER_SIZE
-from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from engine.keyindex.keys import index_hash, index_key
-from engine.log.commitlog import CommitLog
-from engine.log.delay_table import parse_delay_levels
-from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
-from engine.store_files import QueueEntries
-from engine.verify import Finding, IndexClaims, check_queue_entries, cq_scope
-from pipeline.commitlog_ranges import CommitlogRange, walk_range
-from pipeline.finding_runs import Run, RunCollector
-from pipeline.queue_chunks import ChunkKey, QueueKey, queue_groups, queue_rows
+from mqstore.engine.batch.dispatch import DispatchRequest
+from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, FILLER_SIZE
+from mqstore.engine.delay.table import parse_delay_levels
+from mqstore.engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from mqstore.engine.keyindex.keys import index_hash, index_key
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind
+from mqstore.engine.read.store_files import QueueEntries
+from mqstore.engine.repair.verify import Finding, IndexClaims, check_queue_entries, cq_scope
+from mqstore.pipeline.commitlog_ranges import CommitlogRange, walk_range
+from mqstore.pipeline.finding_runs import Run, RunCollector
+from mqstore.pipeline.queue_chunks import ChunkKey, QueueKey, queue_groups, queue_rows
 
 Array = npt.NDArray[Any]
 
@@ -66,7 +66,7 @@ class VerifyPlan:
     index_floor: int                   # the oldest index file's begin offset; -1 without index files
     index_files: tuple[IndexFileInfo, ...]
     queues: frozenset[QueueKey]        # the readable consume queues; the others count as absent
-    message_delay_level: str           # the store's delay table (engine.log.delay_table)
+    message_delay_level: str           # the store's delay table (mqstore.engine.delay.table)
 
 
 @dataclass(frozen=True, slots=True)

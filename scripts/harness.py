@@ -1,6 +1,6 @@
 """The broker-run harness: a real broker (``mqstore start``) in a subprocess, started, awaited until
 ready, watched, killed and stopped, every wait polled with a deadline. The benchmarks
-(``scripts.bench``), the survival harnesses (``scripts.survival``) and the integration tests all
+(``mqstore.scripts.bench``), the survival harnesses (``mqstore.scripts.survival``) and the integration tests all
 start their brokers with it.
 
 - ``BrokerProcess``: ``mqstore start`` on a store with the config file and start arguments given,
@@ -30,9 +30,9 @@ from typing import Any, Self
 
 import psutil
 
-from ipc.control import control_request
-from ipc.curve import CurveKeys
-from ipc.endpoints import Endpoints
+from mqstore.ipc.transport.control import control_request
+from mqstore.ipc.transport.curve import CurveKeys
+from mqstore.ipc.transport.endpoints import Endpoints
 
 ROOT = Path(__file__).resolve().parents[1]  # the child runs here: ``python -m scripts...`` imports this tree
 READY_TIMEOUT_S = 60.0
@@ -110,7 +110,7 @@ class BrokerProcess:
         config = ["--config", str(self.config_path)] if self.config_path is not None else []
         # metrics off unless the start arguments turn them on: a benchmark's broker CPU is the
         # broker's own, and brokers run side by side do not share its port
-        return [sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(self.store), *config,
+        return [sys.executable, "-m", "mqstore.scripts.cli.mqstore", "start", "--store", str(self.store), *config,
                 "--metrics", "off", *self.start_args]
 
     def launch(self) -> Self:
@@ -125,7 +125,7 @@ class BrokerProcess:
 
     def mqstore(self, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
         """Another ``mqstore`` command, as a user runs it (``--store`` is added)."""
-        return subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", *argv, "--store", str(self.store)],
+        return subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", *argv, "--store", str(self.store)],
                               capture_output=True, text=True, cwd=ROOT, timeout=timeout_s)
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> Self:
@@ -237,7 +237,8 @@ class Broker(BrokerProcess):
         if tcp_port is not None:
             extra_toml += f'\n[ipc]\ntcp_host = "127.0.0.1"\ntcp_base_port = {tcp_port}\n'
             if curve:
-                subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "keys", "--out", str(self.keys_dir)],
+                subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "keys", "--out",
+                                str(self.keys_dir)],
                                check=True, capture_output=True, cwd=ROOT)
                 extra_toml += 'curve_secret_key = "keys/server.key_secret"\ncurve_clients_dir = "keys/clients"\n'
             else:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Geometry, MessageStore, StoreConfig
+from mqstore.engine import Geometry, MessageStore, StoreConfig
 
 TINY = Geometry(commitlog_file_size=8192, cq_entries_per_file=16, index_slot_count=16, index_entry_count=64)
 

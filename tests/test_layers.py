@@ -11,14 +11,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB = set(sys.stdlib_module_names)
 ALLOWED: dict[str, set[str]] = {
-    "engine": {"engine", "numpy"},
-    "ipc": {"ipc", "engine", "zmq", "msgpack"},
-    "actors": {"actors", "engine", "ipc", "multiprocess", "psutil", "setproctitle", "zmq", "msgpack",
-               "prometheus_client"},
-    "pipeline": {"pipeline", "engine", "pyspark", "pyarrow", "numpy", "ipc", "matplotlib", "rich"},
+    "engine": {"mqstore.engine", "numpy"},
+    "ipc": {"mqstore.ipc", "mqstore.engine", "zmq", "msgpack"},
+    "actors": {"mqstore.actors", "mqstore.engine", "mqstore.ipc", "multiprocess", "psutil", "setproctitle", "zmq",
+               "msgpack", "prometheus_client"},
+    "pipeline": {"mqstore.pipeline", "mqstore.engine", "pyspark", "pyarrow", "numpy", "mqstore.ipc", "matplotlib",
+                 "rich"},
 }
+# the card's folders install under one import name: nothing imports them by their folder's name
+CARD = ("engine", "actors", "ipc", "pipeline", "scripts")
 # the engine is passive: no sockets, threads, processes or signal handling
 ENGINE_FORBIDDEN = {"socket", "threading", "multiprocessing", "subprocess", "signal", "asyncio", "logging"}
+
+
+def _top(name: str) -> str:
+    """A distribution's import name, or for the project's own, the layer (``mqstore.engine``)."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] == "mqstore" else parts[0]
 
 
 def _imports(path: Path) -> set[str]:
@@ -26,9 +35,9 @@ def _imports(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(_top(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(_top(node.module))
     return names
 
 
@@ -39,13 +48,33 @@ def test_layer_imports_only_what_it_may(layer: str) -> None:
         assert not foreign, f"{path.relative_to(ROOT)} imports {sorted(foreign)}"
 
 
+@pytest.mark.parametrize("folder", [*CARD, "tests", "mqstore"])
+def test_everything_imports_the_project_as_mqstore(folder: str) -> None:
+    """``import engine`` would work from a checkout and fail from a wheel (and shadow a user's own
+    ``engine.py``): the project is imported by its one name, ``mqstore``, everywhere, tests included."""
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        bare = {n for n in _imports(path) if n in CARD}
+        assert not bare, f"{path.relative_to(ROOT)} imports {sorted(bare)} by its folder's name"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        relative = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+        assert not relative, f"{path.relative_to(ROOT)}:{relative} imports relatively"
+
+
+def test_the_import_name_links_the_card_folders() -> None:
+    """mqstore/ holds the package's __init__ and py.typed, and one link per card folder."""
+    links = {p.name: p for p in (ROOT / "mqstore").iterdir() if p.is_symlink()}
+    assert sorted(links) == sorted(CARD)
+    assert all(links[name].resolve() == (ROOT / name).resolve() for name in CARD)
+    assert (ROOT / "mqstore" / "py.typed").is_file()
+
+
 def test_engine_is_passive() -> None:
     for path in sorted((ROOT / "engine").rglob("*.py")):
         used = _imports(path) & ENGINE_FORBIDDEN
         assert not used, f"{path.relative_to(ROOT)} imports {sorted(used)}"
 
 
-# what crosses a socket is plain data (msgpack through ipc.schema.unpack alone, JSON), never objects
+# what crosses a socket is plain data (msgpack through mqstore.ipc.wire.schema.unpack alone, JSON), never objects
 DESERIALIZERS = {"pickle", "dill", "cloudpickle", "marshal", "shelve", "jsonpickle", "yaml"}
 EVALUATORS = {"eval", "exec", "compile", "__import__"}
 OBJECT_RECEIVERS = {"recv_pyobj", "recv_serialized", "unpackb", "Unpacker"}
@@ -63,7 +92,7 @@ def test_nothing_off_a_socket_is_unpickled_or_evaluated() -> None:
                     node.func.attr if isinstance(node.func, ast.Attribute) else "")
                 assert name not in EVALUATORS, f"{where}:{node.lineno} calls {name}"
                 if name in OBJECT_RECEIVERS:
-                    assert str(where) == "ipc/schema.py", f"{where}:{node.lineno} decodes with {name}"
+                    assert str(where) == "ipc/wire/schema.py", f"{where}:{node.lineno} decodes with {name}"
                     keywords = {k.arg: k.value for k in node.keywords}
                     assert "ext_hook" not in keywords and "object_hook" not in keywords, f"{where}: hooks"
                     assert all(f"max_{kind}_len" in keywords for kind in ("bin", "str", "array", "map")), where
@@ -82,23 +111,39 @@ def _project_imports(path: Path) -> set[str]:
     return names
 
 
+_ACTOR_PACKAGES = ("writer", "reader", "remoting", "builder", "flusher", "supervisor", "metrics", "scheduler",
+                   "timer", "transactions")
+
+
+def _other_actors(own: str) -> tuple[str, ...]:
+    return tuple(f"mqstore.actors.{name}" for name in _ACTOR_PACKAGES if name != own)
+
+
 ROOMS_FORBIDDEN: dict[str, tuple[str, ...]] = {
     # RabbitMQ's queue index knows nothing of RocketMQ's files
-    "engine/ackindex": ("engine.log", "engine.batch", "engine.consumequeue", "engine.keyindex"),
+    "engine/ackindex": ("mqstore.engine.log", "mqstore.engine.batch", "mqstore.engine.consumequeue",
+                        "mqstore.engine.keyindex"),
     # the key index and the consume queues are two derived families: neither reads the other
-    "engine/keyindex": ("engine.consumequeue", "engine.ackindex"),
-    "engine/consumequeue": ("engine.keyindex", "engine.ackindex"),
+    "engine/keyindex": ("mqstore.engine.consumequeue", "mqstore.engine.ackindex"),
+    "engine/consumequeue": ("mqstore.engine.keyindex", "mqstore.engine.ackindex"),
+    # Java's semantics and the small metadata files are leaves: nothing of the store's files
+    "engine/java": ("mqstore.engine.log", "mqstore.engine.batch", "mqstore.engine.consumequeue",
+                    "mqstore.engine.keyindex", "mqstore.engine.meta", "mqstore.engine.read"),
+    "engine/meta": ("mqstore.engine.log", "mqstore.engine.batch", "mqstore.engine.consumequeue",
+                    "mqstore.engine.keyindex", "mqstore.engine.read", "mqstore.engine.repair"),
+    # the ipc rooms: the contract knows no transport, the transport no client, the remoting codec neither
+    "ipc/wire": ("mqstore.ipc.transport", "mqstore.ipc.client", "mqstore.ipc.remoting"),
+    "ipc/transport": ("mqstore.ipc.client", "mqstore.ipc.remoting"),
+    "ipc/remoting": ("mqstore.ipc.transport", "mqstore.ipc.client", "mqstore.ipc.wire"),
+    "ipc/client": ("mqstore.ipc.remoting",),
     # one package per process: an actor's package never imports another actor's
-    "actors/writer": ("actors.reader", "actors.remoting", "actors.builder", "actors.flusher", "actors.supervisor"),
-    "actors/reader": ("actors.writer", "actors.remoting", "actors.builder", "actors.flusher", "actors.supervisor"),
-    "actors/remoting": ("actors.writer", "actors.reader", "actors.builder", "actors.flusher", "actors.supervisor"),
-    "actors/metrics": ("actors.writer", "actors.reader", "actors.remoting", "actors.builder", "actors.flusher",
-                       "actors.supervisor"),
-    "actors/builder.py": ("actors.writer", "actors.reader", "actors.remoting", "actors.flusher", "actors.supervisor"),
-    "actors/flusher.py": ("actors.writer", "actors.reader", "actors.remoting", "actors.builder", "actors.supervisor"),
+    **{f"actors/{name}": _other_actors(name) for name in ("writer", "reader", "remoting", "metrics", "scheduler",
+                                                           "timer", "transactions")},
+    "actors/builder.py": _other_actors("builder"),
+    "actors/flusher.py": _other_actors("flusher"),
+    "actors/readiness.py": _other_actors(""),
     # the base every actor imports imports no actor (the supervisor owns the registry)
-    "actors/runtime.py": ("actors.writer", "actors.reader", "actors.remoting", "actors.builder", "actors.flusher",
-                          "actors.supervisor"),
+    "actors/runtime.py": _other_actors(""),
 }
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("engine", "ipc", "actors", "pipeline", "scripts", "tests")
+PACKAGES = ("mqstore", "engine", "ipc", "actors", "pipeline", "scripts", "tests")
 
 
 def test_ruff_clean() -> None:

@@ -6,5 +6,5 @@
     listener.py      the HTTP listener: /metrics, /api/status, / and the dashboard's files
     static/          the dashboard: plain HTML, one script, one stylesheet; no build step
 
-What the other actors count for it is ``actors.meters``.
+What the other actors count for it is ``mqstore.actors.meters``.
 """

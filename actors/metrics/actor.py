@@ -1,10 +1,10 @@
 """metrics: Prometheus metrics and the dashboard, served over HTTP from a process of its own.
 
 Every ``[metrics] collect_interval_ms`` the loop asks the supervisor and the other actors over the
-ops they already serve (``actors.metrics.collect``), renders the answers once as Prometheus text
-(``actors.metrics.exposition``) and JSON, and hands both to the listener (``actors.metrics.listener``),
+ops they already serve (``mqstore.actors.metrics.collect``), renders the answers once as Prometheus text
+(``mqstore.actors.metrics.exposition``) and JSON, and hands both to the listener (``mqstore.actors.metrics.listener``),
 which serves them from a thread of its own. The other actors only count what they did in the stats
-events they send anyway (``actors.meters``), so no scrape, slow or stalled, reaches a send or a pull.
+events they send anyway (``mqstore.actors.meters``), so no scrape, slow or stalled, reaches a send or a pull.
 
 The listener binds when the actor is built, before it reports running: a broker that says it is
 ready serves its metrics (``mqstore start`` refuses a port already taken). Should the port be taken
@@ -19,11 +19,11 @@ import json
 import logging
 import threading
 
-from actors.clock import monotonic_ms
-from actors.metrics.collect import Collector
-from actors.metrics.exposition import Exposition
-from actors.metrics.listener import MetricsServer, Pages
-from actors.runtime import Runtime
+from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.metrics.collect import Collector
+from mqstore.actors.metrics.exposition import Exposition
+from mqstore.actors.metrics.listener import MetricsServer, Pages
+from mqstore.actors.runtime import Runtime
 
 log = logging.getLogger("mqstore")
 

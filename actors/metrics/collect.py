@@ -4,14 +4,14 @@ ops the other actors already serve, never by touching their loops.
 - the supervisor's ``status`` (its control socket): every actor's pid, state, restarts, CPU seconds,
   RSS and last stats event (written, flushed and dispatched offsets, each builder's applied one,
   the writer's messages and bytes in per topic and send latencies, each reader's out and pull
-  latencies: ``actors.meters``);
+  latencies: ``mqstore.actors.meters``);
 - the writer's ``topics``; reader 0's ``queue_info`` per topic, ``groups`` and ``group_describe``
-  per group (consumer lag computed once, by ``engine.group_lag``); every reader's ``ack_stats``;
-- the disk the commitlog is on, against the retention watermarks (``engine.retention``).
+  per group (consumer lag computed once, by ``mqstore.engine.read.group_lag``); every reader's ``ack_stats``;
+- the disk the commitlog is on, against the retention watermarks (``mqstore.engine.reclaim.retention``).
 
 A source that does not answer within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot
 says which failed (``errors``). The snapshot is plain values: the JSON endpoint serves it as it is,
-and ``actors.metrics.exposition`` turns it into Prometheus text.
+and ``mqstore.actors.metrics.exposition`` turns it into Prometheus text.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from typing import Any
 
 import zmq
 
-from actors.clock import wall_ms
-from actors.config import BrokerConfig
-from actors.meters import LATENCY_BOUNDS_S
-from engine.retention import disk_used_ratio
-from ipc import schema
-from ipc.channel import BrokerError, BrokerTimeoutError
-from ipc.client import Admin
-from ipc.sockets import connect
+from mqstore.actors.clock import wall_ms
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.meters import LATENCY_BOUNDS_S
+from mqstore.engine.reclaim.retention import disk_used_ratio
+from mqstore.ipc.client.api import Admin
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.sockets import connect
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 

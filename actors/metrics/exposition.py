@@ -1,7 +1,7 @@
-"""A collection (``actors.metrics.collect.Snapshot``) as Prometheus text, through ``prometheus_client``.
+"""A collection (``mqstore.actors.metrics.collect.Snapshot``) as Prometheus text, through ``prometheus_client``.
 
 Every name starts with ``mqstore_``; the README's "Watching a running broker" lists them. Counters
-come from the actors' own counts (``actors.meters``), which restart from zero with an actor's
+come from the actors' own counts (``mqstore.actors.meters``), which restart from zero with an actor's
 process, as Prometheus counters may.
 """
 
@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from actors.metrics.collect import Snapshot
+from mqstore.actors.metrics.collect import Snapshot
 
 ACTOR_STATES = ("starting", "running", "stopped", "dead")
 
@@ -121,7 +121,7 @@ FILE_STATES = ("newest", "undispatched", "held", "reclaimable", "retention")
 
 
 def _file_families(files: list[dict[str, Any]]) -> Iterator[Metric]:
-    """Per commitlog file the writer described (``actors.writer.reclaimer``): what holds it."""
+    """Per commitlog file the writer described (``mqstore.actors.writer.reclaimer``): what holds it."""
     state = GaugeMetricFamily("mqstore_commitlog_file_state", "1 for what a commitlog file waits for: newest, "
                               "undispatched, held (by groups), reclaimable, retention (the clock)",
                               labels=["file", "state"])

@@ -1,7 +1,7 @@
 """The metrics actor's HTTP listener: read-only, GET (and HEAD) only, from what ``Pages`` holds.
 
-    /metrics        Prometheus text exposition (``actors.metrics.exposition``)
-    /api/status     the last collection as JSON (``actors.metrics.collect``)
+    /metrics        Prometheus text exposition (``mqstore.actors.metrics.exposition``)
+    /api/status     the last collection as JSON (``mqstore.actors.metrics.collect``)
     /               the dashboard (``static/index.html``), its script and stylesheet beside it
 
 Each connection has a thread of its own, at most ``MAX_CONNECTIONS`` at once (past that a connection

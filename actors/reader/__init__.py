@@ -12,5 +12,5 @@ offsets and the ack-mode groups, over the store mapped read-only.
     ack_queue.py     one ack-mode queue: fresh, in flight, due again, dead
     dead_letters.py  dead letters on their way to ``%DLQ%{group}`` through the writer
 
-The queue index's formats and files, and the low-water marks retention reads, are ``engine.ackindex``.
+The queue index's formats and files, and the low-water marks retention reads, are ``mqstore.engine.ackindex``.
 """

@@ -1,12 +1,12 @@
 """Ack mode inside a reader: the ``ack_pull``, ``ack``, ``nack`` and ``ack_release`` ops (wire:
-``ipc.receipts``; parsing: ``actors.reader.ack_requests``) over the queues this reader owns
-(``actors.reader.ack_queues``).
+``mqstore.ipc.wire.receipts``; parsing: ``mqstore.actors.reader.ack_requests``) over the queues this reader owns
+(``mqstore.actors.reader.ack_queues``).
 
 An ``ack_pull`` indexes what the consume-queue builder has published since (a window at a time),
 hands out at most ``prefetch`` unacked messages per consumer and queue, and parks
-(``actors.reader.long_poll.ParkedAckPulls``) when there is nothing for it, until an ``arrived``
+(``mqstore.actors.reader.long_poll.ParkedAckPulls``) when there is nothing for it, until an ``arrived``
 notice, a nack, an ack (room under the prefetch), a visibility timeout or its deadline. Dead letters
-go to ``%DLQ%{group}`` through the writer (``actors.reader.dead_letters``) and are acked only once it
+go to ``%DLQ%{group}`` through the writer (``mqstore.actors.reader.dead_letters``) and are acked only once it
 stored them. With retention's ``keep_unacked`` or ``reclaim_consumed`` the reader's low-water mark
 is written every ``LOW_WATER_MS`` (with ``reclaim_consumed``, each queue's progress in it).
 """
@@ -21,22 +21,22 @@ from typing import Any
 
 import zmq
 
-from actors.config import BrokerConfig
-from actors.meters import TopicCounts
-from actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
-from actors.reader.ack_queues import AckQueues, redelivery_delays
-from actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ack_release, parse_receipt
-from actors.reader.dead_letters import DeadLetterSender
-from actors.reader.fields import SYSTEM_ERROR
-from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
-from actors.reader.moved import MovedCopies
-from actors.reader.state import PublishedQueue, PublishedStore
-from engine.consumequeue.consume_queue import FILLER_SIZE
-from engine.log.record import Record
-from engine.lookup import TagFilter
-from engine.reclaim_move import presented
-from ipc import receipts, schema
-from ipc.messages import record_to_wire
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.meters import TopicCounts
+from mqstore.actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
+from mqstore.actors.reader.ack_queues import AckQueues, redelivery_delays
+from mqstore.actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ack_release, parse_receipt
+from mqstore.actors.reader.dead_letters import DeadLetterSender
+from mqstore.actors.reader.fields import SYSTEM_ERROR
+from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
+from mqstore.actors.reader.moved import MovedCopies
+from mqstore.actors.reader.state import PublishedQueue, PublishedStore
+from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.log.record import Record
+from mqstore.engine.read.lookup import TagFilter
+from mqstore.engine.reclaim.move import presented
+from mqstore.ipc.wire import receipts, schema
+from mqstore.ipc.wire.messages import record_to_wire
 
 log = logging.getLogger("mqstore")
 

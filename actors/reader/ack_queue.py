@@ -1,6 +1,6 @@
 """AckQueue: one ack-mode (group, topic, queue) as its owning reader holds it.
 
-The queue index (``engine.ackindex.queue_index``) is the durable part: every message handed to the group is
+The queue index (``mqstore.engine.ackindex.queue_index``) is the durable part: every message handed to the group is
 published there (seq = its consume-queue offset, msg id = its offsetMsgId bytes), every first
 delivery is recorded before the reply goes out, every ack before it is answered. What is only in
 memory is what a crash may forget without losing a message:
@@ -11,7 +11,7 @@ memory is what a crash may forget without losing a message:
   that left, or delivered-unacked recovered after a restart), handed out before ``fresh`` and
   flagged redelivered. A failed delivery (nack with requeue, a visibility timeout) waits first, as
   RocketMQ's retries wait on delay levels: after n deliveries, ``redelivery_delays_ms[n - 1]`` (the
-  delay of level 3 + n - 1, ``actors.reader.ack_queues``); it keeps its receipt (its seq), delivery
+  delay of level 3 + n - 1, ``mqstore.actors.reader.ack_queues``); it keeps its receipt (its seq), delivery
   count and redelivered flag, and the index stays the truth: a restart makes it due at once;
 - ``dead``: due for ``%DLQ%{group}`` (too many deliveries, or nack without requeue), acked only
   once the writer has stored the copy.
@@ -23,8 +23,8 @@ index does the same), and a count lost to a crash errs towards more deliveries, 
 Publishing is bounded (``PUBLISH_AHEAD``): a group with a long backlog indexes it a window at a time
 as consumers drain it, so neither the journal nor memory grows with the backlog.
 
-A message moved by ``engine.reclaim_move`` keeps its seq and its msg id (the original's offset) in
-the index; ``moved`` (``actors.reader.moved``: original offset -> where its copy is) says where it is
+A message moved by ``mqstore.engine.reclaim.move`` keeps its seq and its msg id (the original's offset) in
+the index; ``moved`` (``mqstore.actors.reader.moved``: original offset -> where its copy is) says where it is
 read from, on open and on publish, and ``relocate`` moves what is in memory when a copy appears.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.ackindex.queue_index import PublishEntry, QueueIndex
+from mqstore.engine.ackindex.queue_index import PublishEntry, QueueIndex
 
 PUBLISH_AHEAD = 2048        # fresh messages kept indexed ahead of the consumers ...
 PUBLISH_LOW = 512           # ... topped up when fewer than this are left

@@ -1,14 +1,14 @@
 """The ack-mode queues one reader owns, at ``{store}/queueindex/{group}/{topic}/{queue}/``.
 
-Ownership is ``ipc.receipts.ack_owner``: exactly one reader holds each queue index and its in-flight
-table (``actors.reader.ack_queue``), so no message is in two consumers' hands at once. A queue opens
+Ownership is ``mqstore.ipc.wire.receipts.ack_owner``: exactly one reader holds each queue index and its in-flight
+table (``mqstore.actors.reader.ack_queue``), so no message is in two consumers' hands at once. A queue opens
 on first use and recovers from its journal; a change of one that fails leaves its memory out of
 step with its files, so it is forgotten and the next use reopens and recovers it; a clean stop
 closes every queue clean.
 
 The oldest message the owned queues hold unacked, opened or not, is this reader's low-water mark
-(``engine.ackindex.low_water``), which retention's ``keep_unacked`` reads; with ``reclaim_consumed``
-the mark also carries each queue's progress (``AckProgress``), which ``engine.reclaim`` reads.
+(``mqstore.engine.ackindex.low_water``), which retention's ``keep_unacked`` reads; with ``reclaim_consumed``
+the mark also carries each queue's progress (``AckProgress``), which ``mqstore.engine.reclaim.consumed`` reads.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from actors.config import BrokerSection
-from actors.reader.ack_queue import AckQueue
-from actors.reader.ack_requests import AckKey
-from engine.ackindex.files import QueueIndexError
-from engine.ackindex.low_water import (
+from mqstore.actors.config import BrokerSection
+from mqstore.actors.reader.ack_queue import AckQueue
+from mqstore.actors.reader.ack_requests import AckKey
+from mqstore.engine.ackindex.files import QueueIndexError
+from mqstore.engine.ackindex.low_water import (
     QUEUE_INDEX_DIR,
     STRAGGLERS_LISTED,
     AckProgress,
     queue_index_keys,
     write_low_water,
 )
-from engine.log.delay_table import DelayLevels
-from ipc import receipts
+from mqstore.engine.delay.table import DelayLevels
+from mqstore.ipc.wire import receipts
 
 log = logging.getLogger("mqstore")
 
@@ -41,7 +41,7 @@ class AckQueues:
     def __init__(self, store_dir: Path, reader_index: int, cfg: BrokerSection, *, host_prefix: bytes,
                  now_ms: Callable[[], int], redelivery_delays_ms: tuple[int, ...] = (),
                  moved: Mapping[int, tuple[int, int]] | None = None) -> None:
-        """``moved``: where moved messages are now (``actors.reader.moved.MovedCopies.latest``)."""
+        """``moved``: where moved messages are now (``mqstore.actors.reader.moved.MovedCopies.latest``)."""
         self.store_dir = store_dir
         self.root = store_dir / QUEUE_INDEX_DIR
         self.reader_index = reader_index

@@ -1,4 +1,4 @@
-"""Ack-mode requests as a reader reads them (``ipc.receipts`` has the wire): every field checked,
+"""Ack-mode requests as a reader reads them (``mqstore.ipc.wire.receipts`` has the wire): every field checked,
 a bad one a ``SchemaError`` (the reader's error boundary turns it into BAD_REQUEST), except inside
 a receipt list, where one bad receipt is one BAD_REQUEST result and the others are served."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from actors.config import BrokerSection
-from actors.reader.fields import INT_MAX, LONG_MAX, MAX_PULL_COUNT, topic
-from engine.config import check_topic
-from engine.lookup import TagFilter
-from ipc import receipts, schema
+from mqstore.actors.config import BrokerSection
+from mqstore.actors.reader.fields import INT_MAX, LONG_MAX, MAX_PULL_COUNT, topic
+from mqstore.engine.config import check_topic
+from mqstore.engine.read.lookup import TagFilter
+from mqstore.ipc.wire import receipts, schema
 
 AckKey = tuple[str, str, int]  # group, topic, queue id
 MAX_RELEASE_QUEUES = 1024   # broker.max_queues' default: a topic's queues in one request

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ipc import schema
+from mqstore.ipc.wire import schema
 
 MAX_GROUPS = 100_000  # a client inventing group names costs this much memory at most
 

@@ -1,14 +1,14 @@
 """reader: pull by queue offset with a tag filter, long polling, queries, and consumer offsets.
 
 N readers may run (``reader-0`` .. ``reader-{N-1}``), each a ROUTER at ``endpoints.reader(i)``, each
-mapping the store read-only (``actors.reader.state``): they never write a commitlog, consume-queue or
+mapping the store read-only (``mqstore.actors.reader.state``): they never write a commitlog, consume-queue or
 index file, and never read past what the consume-queue builder has published.
 
-Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
+Requests (msgpack maps, ``mqstore.ipc.wire.schema``; every reply echoes ``id``)::
 
     pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw, by_bytes, trace
                     -> status, next, min, max, msgs (maps); with raw: count, cols and one part
-                    after the map, the records as stored, back to back (``ipc.messages.stored_parts``:
+                    after the map, the records as stored, back to back (``mqstore.ipc.wire.messages.stored_parts``:
                     msgpack never copies them); with trace: replied_us (the reader's wall clock
                     as it answers, microseconds)
                     capped by RocketMQ's [store] max_transfer_count / max_transfer_bytes (the
@@ -21,17 +21,18 @@ Requests (msgpack maps, ``ipc.schema``; every reply echoes ``id``)::
     view_id         msg_id                                   -> msgs ([] or [one])
     offset_by_time  topic, queue, ts_ms, upper               -> offset
     queue_info      topic                                    -> queues {"queue id": [min, max]}
-    commit_offset   group, topic, queue, offset              (reader 0 only: actors.reader.offsets)
+    commit_offset   group, topic, queue, offset              (reader 0 only: mqstore.actors.reader.offsets)
     fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
     groups, group_describe, delete_topic_offsets             groups' offsets and lag (reader 0 only)
     group_activity                                           -> groups {group: last seen ms}, now_ms
-                                                             (actors.reader.activity)
+                                                             (mqstore.actors.reader.activity)
     ack_stats                                                -> queues [{group, topic, queue, ready,
                                                              unacked, redelivered, dead}] (its ack queues)
     ping                                                     -> pid, index, readers, readable_end, parked
-    ack_pull, ack, nack, ack_release                         ack mode (actors.reader.ack_groups, ipc.receipts)
+    ack_pull, ack, nack, ack_release                         ack mode (mqstore.actors.reader.ack_groups,
+                                                                       mqstore.ipc.wire.receipts)
 
-Long polling (``actors.reader.long_poll``): a pull that finds nothing yet, with ``wait_ms > 0``, is
+Long polling (``mqstore.actors.reader.long_poll``): a pull that finds nothing yet, with ``wait_ms > 0``, is
 parked and answered as soon as an ``arrived`` notice (or a look at the files) shows its queue grew,
 or at its deadline.
 """
@@ -47,22 +48,22 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.config import MAX_FETCH_BYTES, MAX_FETCH_COUNT
-from actors.meters import Latencies, TopicCounts
-from actors.reader import fields
-from actors.reader.ack_groups import AckGroups
-from actors.reader.activity import GroupActivity
-from actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
-from actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
-from actors.reader.offsets import CommittedOffsets
-from actors.reader.state import LONG_MAX, PublishedStore
-from actors.runtime import Runtime
-from engine.lookup import GetResult, PullLimits, StoredRecords, TagFilter
-from ipc import schema
-from ipc.messages import record_to_wire, stored_parts
-from ipc.notices import Arrived
-from ipc.sockets import bind, connect, has_message, recv_routed, send_routed
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.config import MAX_FETCH_BYTES, MAX_FETCH_COUNT
+from mqstore.actors.meters import Latencies, TopicCounts
+from mqstore.actors.reader import fields
+from mqstore.actors.reader.ack_groups import AckGroups
+from mqstore.actors.reader.activity import GroupActivity
+from mqstore.actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
+from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
+from mqstore.actors.reader.offsets import CommittedOffsets
+from mqstore.actors.reader.state import LONG_MAX, PublishedStore
+from mqstore.actors.runtime import Runtime
+from mqstore.engine.read.lookup import GetResult, PullLimits, StoredRecords, TagFilter
+from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_routed, send_routed
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.messages import record_to_wire, stored_parts
+from mqstore.ipc.wire.notices import Arrived
 
 log = logging.getLogger("mqstore")
 
@@ -347,7 +348,7 @@ class ReaderActor:
 
     def _op_queue_info(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
         info = self.store.queue_info(fields.topic(message))
-        # msgpack map keys are strings on this wire (ipc.schema decodes with strict_map_key)
+        # msgpack map keys are strings on this wire (mqstore.ipc.wire.schema decodes with strict_map_key)
         return schema.ok_reply(request_id, queues={str(q): [lo, hi] for q, (lo, hi) in info.items()})
 
     def _op_ping(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
@@ -385,5 +386,5 @@ def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bo
 
 
 def _stored_reply(stored: StoredRecords) -> dict[str, Any]:
-    """``count``, ``cols`` and the records as the part after the map (``ipc.messages.stored_parts``)."""
+    """``count``, ``cols`` and the records as the part after the map (``mqstore.ipc.wire.messages.stored_parts``)."""
     return stored_parts(stored.data, stored.queue_offsets, stored.phys_offsets, stored.sizes)

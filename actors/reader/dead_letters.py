@@ -19,11 +19,11 @@ from typing import Any
 
 import zmq
 
-from actors.reader.ack_queue import DeadLetter
-from actors.reader.ack_requests import AckKey
-from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
-from ipc import receipts, schema
-from ipc.sockets import connect, waiting_replies
+from mqstore.actors.reader.ack_queue import DeadLetter
+from mqstore.actors.reader.ack_requests import AckKey
+from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
+from mqstore.ipc.transport.sockets import connect, waiting_replies
+from mqstore.ipc.wire import receipts, schema
 
 log = logging.getLogger("mqstore")
 

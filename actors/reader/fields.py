@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.reader.state import LONG_MAX
-from engine.config import check_topic
-from ipc import schema
+from mqstore.actors.reader.state import LONG_MAX
+from mqstore.engine.config import check_topic
+from mqstore.ipc.wire import schema
 
 __all__ = ["INT_MAX", "LONG_MAX", "MAX_NAME_CHARS", "MAX_PULL_COUNT", "SYSTEM_ERROR", "name", "topic"]
 

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actors.reader.ack_requests import AckKey, AckPull
-from actors.reader.state import QueueKey
-from engine.lookup import GetResult, GetStatus, PullLimits, TagFilter
+from mqstore.actors.reader.ack_requests import AckKey, AckPull
+from mqstore.actors.reader.state import QueueKey
+from mqstore.engine.read.lookup import GetResult, GetStatus, PullLimits, TagFilter
 
 MAX_PARKED = 65_536        # per table; beyond this a pull is answered at once: clients cannot make the reader hoard
 RECHECK_PARKED_MS = 2_000  # a queue waited on is read off its files this often (lost notices)

@@ -1,15 +1,15 @@
 """Where moved messages are now, as one reader learns it from the moved topic's consume queue.
 
 The writer moves the unacked messages that alone hold an old commitlog file by appending copies on
-``engine.reclaim_move.MOVED_TOPIC`` (each naming its original's offset in ``MOVED_FROM``); a queue
+``mqstore.engine.reclaim.move.MOVED_TOPIC`` (each naming its original's offset in ``MOVED_FROM``); a queue
 index keeps the original's offset in its msg ids. ``MovedCopies.latest`` maps each original offset
 to its newest copy (a message moved twice is named by its first offset in both copies), and the
-reader's ack-mode queues read a moved message there (``actors.reader.ack_queue``).
+reader's ack-mode queues read a moved message there (``mqstore.actors.reader.ack_queue``).
 
 Nothing here is written: the moved topic's consume queue is the durable record of every move, and a
 restarted reader reads it from its first live entry before it serves anything. A copy is trusted
 only when the message it copies, where it was last known, is still there and is the same message
-(``engine.reclaim_move.same_message``), or is gone (acked, or moved before this reader started and
+(``mqstore.engine.reclaim.move.same_message``), or is gone (acked, or moved before this reader started and
 read from here in order): a record a producer put on the moved topic cannot stand in for another
 message. A copy appended by a writer killed before it dispatched it is read once the consume-queue
 builder has caught up: until then its original is still where it was, since only a mark counting
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 
-from actors.reader.state import PublishedStore
-from engine.consumequeue.consume_queue import FILLER_SIZE
-from engine.log.record import Record
-from engine.reclaim_move import MOVED_QUEUE_ID, MOVED_TOPIC, origin_of, same_message
+from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.log.record import Record
+from mqstore.engine.reclaim.move import MOVED_QUEUE_ID, MOVED_TOPIC, origin_of, same_message
 
 log = logging.getLogger("mqstore")
 

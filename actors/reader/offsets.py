@@ -1,11 +1,11 @@
 """Consumer offsets as the readers serve them: ``commit_offset`` and ``fetch_offset`` over RocketMQ's
-``config/consumerOffset.json`` (``engine.offsets.ConsumerOffsets``), which reader
+``config/consumerOffset.json`` (``mqstore.engine.meta.offsets.ConsumerOffsets``), which reader
 ``OFFSET_OWNER_INDEX`` alone holds; any other reader answers ``NOT_OWNER``. The table is written
 every ``offset_persist_interval_ms`` when it changed, and at stop.
 
 The administration of groups reads and changes the same table: ``groups`` (group -> topics),
 ``group_describe`` (per queue committed offset, max offset, lag and last consume time, computed by
-``engine.group_lag``) and ``delete_topic_offsets`` (a deleted topic's offsets go with it). A reset
+``mqstore.engine.read.group_lag``) and ``delete_topic_offsets`` (a deleted topic's offsets go with it). A reset
 is ``commit_offset`` per queue, which may move an offset back.
 """
 
@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actors.reader import fields
-from actors.reader.state import PublishedStore
-from engine.group_lag import group_lags, groups_in
-from engine.lookup import GetStatus
-from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from ipc import schema
+from mqstore.actors.reader import fields
+from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from mqstore.engine.read.group_lag import group_lags, groups_in
+from mqstore.engine.read.lookup import GetStatus
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 

@@ -4,15 +4,12 @@ have published as complete.
 The consume-queue builder announces progress on ``arrived`` (each changed queue's next offset, and
 ``applied``: every commitlog byte before it is in the consume queues). A reader keeps, per queue, the
 highest next offset announced, and ``readable_end``, the highest ``applied``; no record at or past
-``readable_end`` and no entry at or past a queue's published offset is ever read.
-
-PUB/SUB drops (a reader that starts late, a full buffer), so the same facts are also read off the
-files: at start, for a queue the reader has no notice for yet, and whenever a pull finds nothing new.
-A file scan trusts an entry only when the record it points at is really there (same size, same queue
-and queue offset): the builder may be writing the very entry being read.
-
-A read-only mapping sees every file at its full size (``written_pos`` is the file's end), which is
-why nothing here relies on ``ConsumeQueue.max_queue_offset`` or ``CommitLog.max_offset``.
+``readable_end`` and no entry at or past a queue's published offset is ever read. PUB/SUB drops, so
+the same facts are also read off the files: at start, for a queue the reader has no notice for yet,
+and whenever a pull finds nothing new. A file scan trusts an entry only when the record it points at
+is really there (same size, queue and queue offset): the builder may be writing the very entry read.
+A read-only mapping sees every file at its full size, so nothing here relies on
+``ConsumeQueue.max_queue_offset`` or ``CommitLog.max_offset``.
 """
 
 from __future__ import annotations
@@ -23,13 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import Geometry
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, ConsumeQueue, CqEntries, queue_offset_by_time
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.keyindex.service import IndexService
-from engine.log.commitlog import CommitLog
-from engine.log.record import DecodeKind, Record
-from engine.lookup import (
+from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.consume_queue import (
+    CQ_ENTRY_SIZE,
+    FILLER_SIZE,
+    ConsumeQueue,
+    CqEntries,
+    queue_offset_by_time,
+)
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import DecodeKind, Record
+from mqstore.engine.meta.topics import TOPICS_FILE, TopicTable
+from mqstore.engine.read.lookup import (
     GetResult,
     GetStatus,
     PullLimits,
@@ -40,11 +44,9 @@ from engine.lookup import (
     query_keys,
     view_by_id,
 )
-from engine.topics import TOPICS_FILE, TopicTable
 
 QueueKey = tuple[str, int]
-FIRST_SCAN_ENTRIES = 64      # a scan for news usually finds a few entries: start small ...
-MAX_SCAN_ENTRIES = 4096      # ... and grow while every entry read is valid
+FIRST_SCAN_ENTRIES, MAX_SCAN_ENTRIES = 64, 4096  # a scan for news starts small, grows while every entry is valid
 LONG_MAX = (1 << 63) - 1     # Java's Long.MAX_VALUE: no offset a request or notice names is larger
 INDEX_REFRESH_MS = 1_000  # how soon a deleted or a new (not rolled to) index file is noticed
 
@@ -266,7 +268,7 @@ class PublishedStore:
 
     def pull(self, topic: str, queue_id: int, queue_offset: int, limits: PullLimits,
              tag_filter: TagFilter, *, stored: bool = False) -> GetResult:
-        """engine.lookup.get_messages over the published queue; ``stored``: the records' bytes."""
+        """mqstore.engine.read.lookup.get_messages over the published queue; ``stored``: the records' bytes."""
         view = self.published_queue(topic, queue_id)
         result = get_messages(view, self.commitlog, queue_offset, limits, tag_filter, self.readable_end,
                               stored=stored)
@@ -289,7 +291,7 @@ class PublishedStore:
 
     def query_by_key(self, topic: str, key: str, max_count: int, begin_ms: int, end_ms: int, *,
                      uniq: bool = False) -> list[Record]:
-        """engine.lookup.query_by_key, reading only what is complete (``_query_end``)."""
+        """mqstore.engine.read.lookup.query_by_key, reading only what is complete (``_query_end``)."""
         if self.index is None:
             return []
         return query_by_key(self.index, self.commitlog, topic, key, max_count, begin_ms, end_ms, uniq=uniq,
@@ -303,8 +305,8 @@ class PublishedStore:
 
     def query_keys(self, topic: str, keys: list[str], max_count: int, begin_ms: int, end_ms: int, *,
                    uniq: bool = False) -> tuple[StoredRecords, list[int]]:
-        """engine.lookup.query_keys (the records as stored, one key after another, and how many each
-        key has), reading only what is complete."""
+        """``lookup.query_keys`` (the records as stored, one key after another, and how many each key
+        has), reading only what is complete."""
         if self.index is None:
             return StoredRecords(b"", [], [], []), [0] * len(keys)
         return query_keys(self.index, self.commitlog, topic, keys, max_count, begin_ms, end_ms, uniq=uniq,
@@ -312,13 +314,10 @@ class PublishedStore:
 
     def _query_end(self, index: IndexService) -> int:
         """How far a query may read: ``readable_end``, or past it the end of the newest indexed record.
-        The index builder puts a key only once its record is written whole, so whatever the index
-        points at is complete even when this reader missed the ``arrived`` notice that would have
-        moved ``readable_end`` (a notice is sent only when the queues grow: nothing repeats it).
-
-        Index files the builder created, or retention deleted, are looked for here too. A file's
-        entries show through its mapping as they are put; the list of files is read again only when
-        the newest is full (the next one is due), when there is none, or every INDEX_REFRESH_MS."""
+        The index builder puts a key only once its record is written whole, so what the index points
+        at is complete even when this reader missed the ``arrived`` notice that would have moved
+        ``readable_end`` (nothing repeats a notice). The list of index files is read again only when
+        the newest is full, when there is none, or every INDEX_REFRESH_MS."""
         last = index.last_file
         now = self._now_ms()
         if last is None or last.is_full or now >= self._next_index_refresh_ms:

@@ -7,5 +7,5 @@ produce, consume and query over RocketMQ's TCP remoting protocol, in three rooms
                   requests an ipc client sends to the writer and the readers (``BrokerFront``)
     clients.py    the client table: consumer groups from heartbeats, orderly consumers' queue locks
 
-The wire codec is ``ipc.remoting``; nothing here touches the store's files.
+The wire codec is ``mqstore.ipc.remoting.codec``; nothing here touches the store's files.
 """

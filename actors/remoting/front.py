@@ -10,7 +10,7 @@ Departures from the Java broker, each deliberate: every topic is routed (new one
 their first send, as with autoCreateTopicEnable); a message sent back goes straight into
 ``%RETRY%{group}`` (there is no delay-level scheduler here), or ``%DLQ%{group}`` past
 ``max_reconsume_times``; END_TRANSACTION and the producers' CHECK_TRANSACTION_STATE are
-``actors.remoting.transactions``'; a batch whose messages the writer refuses in part answers with the first
+``mqstore.actors.remoting.transactions``'; a batch whose messages the writer refuses in part answers with the first
 refusal, although the others were stored.
 """
 
@@ -23,24 +23,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.config import BrokerConfig
-from actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
-from actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
-from actors.remoting.transactions import TransactionFront
-from engine.config import check_topic
-from engine.log.delay_table import parse_level
-from engine.log.host import Host
-from engine.log.msgid import offset_msg_id
-from engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_properties
-from engine.reclaim_move import MOVED_TOPIC
-from engine.timer.put_rule import TIMER_TOPIC
-from engine.topics import BROKER_MADE_PREFIXES
-from engine.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
-from ipc import remoting as rm
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel
-from ipc.messages import Outgoing, ReceivedMessage, SendResult, stored_records
-from ipc.receipts import ack_owner
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
+from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
+from mqstore.actors.remoting.transactions import TransactionFront
+from mqstore.engine.config import check_topic
+from mqstore.engine.delay.table import parse_level
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.msgid import offset_msg_id
+from mqstore.engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_properties
+from mqstore.engine.meta.topics import BROKER_MADE_PREFIXES
+from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
+from mqstore.engine.reclaim.move import MOVED_TOPIC
+from mqstore.engine.timer.put_rule import TIMER_TOPIC
+from mqstore.ipc.remoting import codec as rm
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
+from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage, SendResult, stored_records
+from mqstore.ipc.wire.receipts import ack_owner
 
 log = logging.getLogger("mqstore.remoting")
 
@@ -201,7 +201,7 @@ class BrokerFront:
     async def _send_back(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: the message at ``offset`` again, into the group's retry topic after the
         delay of level ``delayLevel`` (when the client gives one above 0) or 3 + its reconsume times,
-        through the schedule topic (``engine.delay_levels``); to ``%DLQ%{group}`` at once past the max
+        through the schedule topic (``mqstore.engine.delay.levels``); to ``%DLQ%{group}`` at once past the max
         reconsume times or for a ``delayLevel`` below 0 (RocketMQ's consumerSendMsgBack)."""
         ext = request.ext
         group = ext.get("group", "")

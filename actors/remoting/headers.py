@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import check_topic
-from ipc import remoting as rm
+from mqstore.engine.config import check_topic
+from mqstore.ipc.remoting import codec as rm
 
 LONG_MAX = (1 << 63) - 1
 

@@ -5,7 +5,7 @@ It serves both the NameServer requests and the broker requests (their codes do n
 clients keep one connection per address anyway). Each connection reads whole frames and serves each
 request in its own task, since a held pull must never block the requests behind it on the same
 socket; replies are written one whole frame at a time. What a request is answered with is
-``actors.remoting.front.BrokerFront``'s business; who is consuming is ``actors.remoting.clients``'.
+``mqstore.actors.remoting.front.BrokerFront``'s business; who is consuming is ``mqstore.actors.remoting.clients``'.
 
 A frame that lies about its length, exceeds ``max_frame_bytes`` or has a header that is not a
 command closes that connection with a log line; other clients never notice. Past
@@ -21,11 +21,11 @@ import itertools
 import logging
 from typing import Any
 
-from actors.remoting.front import BrokerFront
-from actors.remoting.headers import Peer
-from actors.runtime import Runtime
-from ipc import remoting as rm
-from ipc.channel import Channel
+from mqstore.actors.remoting.front import BrokerFront
+from mqstore.actors.remoting.headers import Peer
+from mqstore.actors.runtime import Runtime
+from mqstore.ipc.remoting import codec as rm
+from mqstore.ipc.transport.channel import Channel
 
 log = logging.getLogger("mqstore.remoting")
 

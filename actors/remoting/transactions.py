@@ -2,7 +2,7 @@
 RESUME_CHECK_HALF_MESSAGE (323) in, CHECK_TRANSACTION_STATE (39) out.
 
 END_TRANSACTION (oneway from every client) becomes the transaction actor's ``end_transaction``
-(``actors.transactions``), the one implementation of commit and rollback. The producer groups a
+(``mqstore.actors.transactions``), the one implementation of commit and rollback. The producer groups a
 client names in HEART_BEAT's ``producerDataSet`` are registered with that actor on each heartbeat,
 and this front keeps which of its connections serves each group; a ``check_transaction`` push from
 the actor goes down the newest live connection of the half's group as a oneway
@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.log.msgid import decode_offset_msg_id
-from ipc import remoting as rm
-from ipc.channel import BrokerError, BrokerTimeoutError
+from mqstore.engine.log.msgid import decode_offset_msg_id
+from mqstore.ipc.remoting import codec as rm
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
 
 log = logging.getLogger("mqstore.remoting")
 

@@ -1,9 +1,9 @@
 """scheduler's loop: delay-level messages go back to their real topics when due (RocketMQ's ScheduleMessageService).
 
-Each round: for every level whose next entry is due (``actors.scheduler.schedule``), the due entries
+Each round: for every level whose next entry is due (``mqstore.actors.scheduler.schedule``), the due entries
 in order, up to ``BATCH`` in all, go to the writer's ingress as one ``send`` (a DEALER, as any
 producer); the level's offset moves past an entry only once the writer answered PUT_OK for its copy
-(``actors.scheduler.progress``). One send is in flight at a time. A copy refused for a passing
+(``mqstore.actors.scheduler.progress``). One send is in flight at a time. A copy refused for a passing
 reason (the disk full, the writer restarting) is sent again after ``RETRY_MS``, holding its level
 back, as RocketMQ's synchronous delivery does; one refused as illegal (a real topic gone, a queue
 out of range) can never be stored and is skipped with an error in the log.
@@ -28,15 +28,15 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.runtime import Runtime
-from actors.scheduler.progress import Copy, Progress
-from actors.scheduler.schedule import Due, ScheduleQueues, reput_wire
-from engine.log.message import PutStatus
-from engine.log.record import SCHEDULE_TOPIC
-from ipc import schema
-from ipc.notices import Arrived
-from ipc.sockets import connect, waiting_replies
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.scheduler.progress import Copy, Progress
+from mqstore.actors.scheduler.schedule import Due, ScheduleQueues, reput_wire
+from mqstore.engine.log.message import PutStatus
+from mqstore.engine.log.record import SCHEDULE_TOPIC
+from mqstore.ipc.transport.sockets import connect, waiting_replies
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Arrived
 
 log = logging.getLogger("mqstore")
 

@@ -7,7 +7,7 @@ restart found), each with the real topic and queue its copy went to. The schedul
 only when ``ahead`` does not hold it with the same real topic and queue.
 
 Saved (``save``, at most every ``SAVE_INTERVAL_MS`` and on stop): first ``delayOffset.json``
-(RocketMQ's file, ``engine.delay_offsets``), then the re-put floor: a commitlog offset at or below
+(RocketMQ's file, ``mqstore.engine.delay.offsets``), then the re-put floor: a commitlog offset at or below
 every copy that offsets do not cover yet, i.e. the lowest copy held in ``ahead`` or, with none, the
 last copy the writer confirmed (every later send lands after it), or, while nothing is in flight or
 ahead, the end the consume-queue builder last announced (``idle_at``). An entry given up on (its
@@ -18,7 +18,7 @@ below every copy made since; the next start (``recover``) reads the commitlog fr
 end and puts every copy it finds (by its ``DELAY_OFFSET`` property) at or past the saved offsets
 into ``ahead``, so those entries are not sent again. A write torn between the two files leaves an
 older floor: more to read, the same answer. What is sent and unanswered when the writer dies is
-recovered the same way once the scheduler gives up waiting (``actors.scheduler.actor``).
+recovered the same way once the scheduler gives up waiting (``mqstore.actors.scheduler.actor``).
 
 The one case that can still repeat a copy: a send the writer takes after the scheduler gave up on
 it (a writer stalled longer than the reply timeout, then alive again); the scheduler's socket to the
@@ -31,10 +31,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from actors.scheduler.schedule import delay_offset_of
-from engine.delay_offsets import read_delay_offsets, read_reput_floor, write_delay_offsets, write_reput_floor
-from engine.log.commitlog import CommitLog
-from engine.log.record import DecodeKind
+from mqstore.actors.scheduler.schedule import delay_offset_of
+from mqstore.engine.delay.offsets import read_delay_offsets, read_reput_floor, write_delay_offsets, write_reput_floor
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import DecodeKind
 
 log = logging.getLogger("mqstore")
 

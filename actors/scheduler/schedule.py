@@ -1,6 +1,6 @@
 """The schedule topic's queues as the scheduler reads them: one per delay level, oldest first.
 
-An entry's tags code is its delivery time (``engine.log.delay_table``); entries of one level are in
+An entry's tags code is its delivery time (``mqstore.engine.delay.table``); entries of one level are in
 store order, so they are due in order. The consume-queue builder owns the files: they are mapped
 read-only, and an entry counts only once the record it points at says it is that entry (its topic,
 queue and queue offset): a zero or half-written entry at the end is not there yet. An entry whose
@@ -11,7 +11,7 @@ body, flag, born time and host, reconsume times and properties (``REAL_TOPIC`` a
 ``DELAY`` removed, so the writer does not schedule it again), on queue ``REAL_QID`` of topic
 ``REAL_TOPIC``; the writer stores it as a new record. The copy also carries ``DELAY_OFFSET``
 (``level:queue offset`` of its schedule entry), which is how a restart recognises the copies already
-made (``actors.scheduler.progress``).
+made (``mqstore.actors.scheduler.progress``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.batch.record_batch import CLIENT_SYS_FLAGS
-from engine.config import Geometry
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.log.commitlog import CommitLog
-from engine.log.delay_table import DelayLevels
-from engine.log.record import (
+from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
+from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.delay.table import DelayLevels
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import (
     PROP_CRC_KEY,
     PROP_DELAY,
     PROP_KEYS,

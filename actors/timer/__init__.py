@@ -1,1 +1,1 @@
-"""The ``timer`` actor: RocketMQ 5's timer messages (``actors.timer.actor``)."""
+"""The ``timer`` actor: RocketMQ 5's timer messages (``mqstore.actors.timer.actor``)."""

@@ -1,15 +1,15 @@
 """The ``timer`` actor: RocketMQ 5's timer pipeline in one process and one loop.
 
-- enqueue: the ``rmq_sys_wheel_timer`` consume queue (``actors.timer.source``) is walked from the
-  checkpoint's next queue offset into the timerlog and the wheel (``engine.timer.store``) when an
+- enqueue: the ``rmq_sys_wheel_timer`` consume queue (``mqstore.actors.timer.source``) is walked from the
+  checkpoint's next queue offset into the timerlog and the wheel (``mqstore.engine.timer.store``) when an
   ``arrived`` notice of the consume-queue builder names the timer topic, and at least every tick;
 - dequeue: each slot T is delivered once ``now >= T + P`` (P = ``timer_precision_ms``; empty slots
   are skipped in one array comparison): its records, first enqueued first, are read from the
-  commitlog and put back through the writer's ingress in batches (``actors.timer.reput``), then the
+  commitlog and put back through the writer's ingress in batches (``mqstore.actors.timer.reput``), then the
   read time moves to T + P. The loop sleeps until the next slot is due or a notice comes;
 - flush: timerlog, wheel and ``config/timercheck`` on ``timer_flush_interval_ms`` and on stop;
 - clean: every ``CLEAN_INTERVAL_MS`` the timerlog files that name only commitlog records retention
-  deleted go (``engine.timer.log``), as RocketMQ's timer store does every 30 s.
+  deleted go (``mqstore.engine.timer.log``), as RocketMQ's timer store does every 30 s.
 
 No timer lost, none delivered twice, whenever the actor (or the whole broker) is killed:
 
@@ -39,17 +39,17 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.runtime import Runtime
-from actors.timer.reput import Copy, RePutter, copies_since, copy_of
-from actors.timer.source import TimerQueue
-from engine.log.commitlog import CommitLog
-from engine.log.record import DecodeKind
-from engine.timer.put_rule import PROP_REAL_TOPIC, PROP_TIMER_OUT_MS, TIMER_TOPIC
-from engine.timer.store import TimerStore
-from engine.timer.wheel import SLOTS_TOTAL, WHEEL_FILE
-from ipc import schema
-from ipc.sockets import connect
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.timer.reput import Copy, RePutter, copies_since, copy_of
+from mqstore.actors.timer.source import TimerQueue
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import DecodeKind
+from mqstore.engine.timer.put_rule import PROP_REAL_TOPIC, PROP_TIMER_OUT_MS, TIMER_TOPIC
+from mqstore.engine.timer.store import TimerStore
+from mqstore.engine.timer.wheel import SLOTS_TOTAL, WHEEL_FILE
+from mqstore.ipc.transport.sockets import connect
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 

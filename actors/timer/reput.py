@@ -22,12 +22,12 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms
-from engine.batch.record_batch import CLIENT_SYS_FLAGS
-from engine.log.commitlog import CommitLog
-from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, DecodeKind, Record
-from engine.timer.log import TimerRecord
-from engine.timer.put_rule import (
+from mqstore.actors.clock import monotonic_ms
+from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, DecodeKind, Record
+from mqstore.engine.timer.log import TimerRecord
+from mqstore.engine.timer.put_rule import (
     PROP_REAL_QID,
     PROP_REAL_TOPIC,
     PROP_TIMER_DEQUEUE_MS,
@@ -36,8 +36,8 @@ from engine.timer.put_rule import (
     PROP_TIMER_ROLL_TIMES,
     TIMER_TOPIC,
 )
-from ipc import schema
-from ipc.sockets import connect
+from mqstore.ipc.transport.sockets import connect
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.log.commitlog import CommitLog
-from engine.log.record import DecodeKind, Record
-from engine.timer.put_rule import TIMER_TOPIC
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import DecodeKind, Record
+from mqstore.engine.timer.put_rule import TIMER_TOPIC
 
 READ_ENTRIES = 1024
 

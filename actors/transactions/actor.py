@@ -3,15 +3,15 @@
 It binds the ``transactions`` ROUTER. Requests:
 
 - ``end_transaction`` {group, queue_offset, phys_offset, state (0 unknown, 8 commit, 12 rollback),
-  from_check}: the half named is committed or rolled back (``actors.transactions.resolver``); the
+  from_check}: the half named is committed or rolled back (``mqstore.actors.transactions.resolver``); the
   ipc ``Producer`` and the remoting front (END_TRANSACTION, code 37) both send it;
 - ``register_producer`` {groups}: this connection answers checks for these producer groups
-  (``actors.transactions.producers``);
+  (``mqstore.actors.transactions.producers``);
 - ``resume_check`` {phys_offset}: a half the check service discarded goes back on the half queue
   with its check count at 0 (RESUME_CHECK_HALF_MESSAGE, code 323);
 - ``ping``.
 
-Every ``[broker] transaction_check_interval_ms`` a check run (``actors.transactions.checker``) sends
+Every ``[broker] transaction_check_interval_ms`` a check run (``mqstore.actors.transactions.checker``) sends
 ``check_transaction`` pushes to registered producers. Everything it needs to resume is in the store
 (the half and op queues, the ``CID_RMQ_SYS_TRANS`` offsets); the registrations come back with the
 producers' next heartbeat.
@@ -27,17 +27,17 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.runtime import Runtime
-from actors.transactions.broker import BrokerCalls
-from actors.transactions.checker import Checker, CheckRun, CheckSettings
-from actors.transactions.producers import ProducerTable
-from actors.transactions.resolver import EndRequest, Resolver
-from engine import transactions as tx
-from engine.log.host import Host
-from ipc import schema
-from ipc.channel import BrokerError, BrokerTimeoutError, Channel
-from ipc.sockets import bind
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.transactions.broker import BrokerCalls
+from mqstore.actors.transactions.checker import Checker, CheckRun, CheckSettings
+from mqstore.actors.transactions.producers import ProducerTable
+from mqstore.actors.transactions.resolver import EndRequest, Resolver
+from mqstore.engine.log.host import Host
+from mqstore.engine.put import transactions as tx
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
+from mqstore.ipc.transport.sockets import bind
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 

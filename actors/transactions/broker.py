@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine import transactions as tx
-from engine.log.host import Host
-from engine.log.msgid import offset_msg_id
-from engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
-from ipc import remoting
-from ipc.channel import Channel
-from ipc.messages import Outgoing, SendResult, stored_records
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.msgid import offset_msg_id
+from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
+from mqstore.engine.put import transactions as tx
+from mqstore.ipc.remoting import codec as remoting
+from mqstore.ipc.transport.channel import Channel
+from mqstore.ipc.wire.messages import Outgoing, SendResult, stored_records
 
 CALL_TIMEOUT_MS = 5_000
 PULL_BATCH = 32  # RocketMQ's checker pulls 32 at a time
@@ -59,7 +59,7 @@ class BrokerCalls:
 
     def send(self, messages: Sequence[Outgoing]) -> list[SendResult]:
         """Sends to a system topic make it first, with its one queue (a send would make it with the
-        writer's default); the half topic is the writer's to make (``engine.put_rewrite``)."""
+        writer's default); the half topic is the writer's to make (``mqstore.engine.put.rewrite``)."""
         for topic in {m.topic for m in messages if m.topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC)} - self._made:
             self._call("ingress", "create_topic", topic=topic, queues=1)
             self._made.add(topic)

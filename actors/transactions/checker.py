@@ -28,10 +28,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actors.transactions.broker import BrokerCalls, own_properties, resend
-from engine import transactions as tx
-from engine.log.record import PROP_CRC_KEY, PROP_UNIQ_KEY, Record, encode_record
-from ipc.messages import SendResult
+from mqstore.actors.transactions.broker import BrokerCalls, own_properties, resend
+from mqstore.engine.log.record import PROP_CRC_KEY, PROP_UNIQ_KEY, Record, encode_record
+from mqstore.engine.put import transactions as tx
+from mqstore.ipc.wire.messages import SendResult
 
 log = logging.getLogger("mqstore")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from ipc import schema
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 

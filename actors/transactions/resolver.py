@@ -3,8 +3,9 @@
 The request names the half message by its commitlog offset and half-queue offset and says COMMIT,
 ROLLBACK or UNKNOWN. UNKNOWN changes nothing. Otherwise the half is read back and checked: a
 producer's own end of a half past its check immunity is refused with ILLEGAL_OPERATION
-(``engine.transactions.end_too_late``), one that does not match the half it names with
-END_TRANSACTION_FAILED (``engine.transactions.end_refusal``); a commit puts it on its real topic and queue as a new
+(``mqstore.engine.put.transactions.end_too_late``), one that does not match the half it names with
+END_TRANSACTION_FAILED (``mqstore.engine.put.transactions.end_refusal``); a commit puts it on its real topic and queue
+as a new
 record, and both write the op record that resolves the half. Like RocketMQ, an end is not
 deduplicated: a second commit of one half stores the message twice (#5574), so producers answer
 once per half.
@@ -19,10 +20,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actors.transactions.broker import BrokerCalls, own_properties, resend
-from engine import transactions as tx
-from engine.log.record import Record
-from ipc.messages import Outgoing, SendResult
+from mqstore.actors.transactions.broker import BrokerCalls, own_properties, resend
+from mqstore.engine.log.record import Record
+from mqstore.engine.put import transactions as tx
+from mqstore.ipc.wire.messages import Outgoing, SendResult
 
 log = logging.getLogger("mqstore")
 

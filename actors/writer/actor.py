@@ -1,29 +1,29 @@
 """commitlog-writer's loop: the only writer of ``commitlog/``.
 
 Producers' DEALERs send requests to the ROUTER ``ingress``. Every poll round drains what waits there
-(``actors.writer.ingress`` parses each request) and appends the sends as one batch per kind, one
-copy per file (``actors.writer.sends`` for maps of messages, ``actors.writer.encoded`` for
+(``mqstore.actors.writer.ingress`` parses each request) and appends the sends as one batch per kind, one
+copy per file (``mqstore.actors.writer.sends`` for maps of messages, ``mqstore.actors.writer.encoded`` for
 producer-encoded records), then:
 
 - ASYNC_FLUSH: answers each producer at once (the bytes are in the page cache) and publishes the
   batch's DispatchRequests on ``dispatch``;
 - SYNC_FLUSH: publishes ``written`` with ``sync`` set, and answers (and dispatches) only once the
-  flush service's ``flushed`` notice covers the batch (``actors.writer.sync``); a notice that does
+  flush service's ``flushed`` notice covers the batch (``mqstore.actors.writer.sync``); a notice that does
   not come within the sync timeout answers FLUSH_DISK_TIMEOUT (the record is in the log and becomes
   visible once flushed).
 
 Every tick it publishes ``tick`` (how far builders may apply) and ``written`` (how far the log goes),
 so a dropped notice only delays, and persists new topics. On its own cadence it checks the disk:
 past the warning ratio sends are refused until usage drops, and retention deletes expired commitlog
-files, and with ``reclaim_consumed`` the files every group consumed (``actors.writer.reclaimer``);
+files, and with ``reclaim_consumed`` the files every group consumed (``mqstore.actors.writer.reclaimer``);
 with ``move_stragglers_below`` it then moves the few unacked messages that alone hold the oldest
-file (``actors.writer.mover``).
+file (``mqstore.actors.writer.mover``).
 On start it finds the log's end itself: from what the consume queues cover, records are checked
 with their CRCs, the torn tail of a killed predecessor is cut, and queue offsets continue from the
 records found.
 
-The loop owns the state the rounds share (``actors.writer.state``) and hands it to them with the
-sockets they answer and publish on (``actors.writer.outlets``).
+The loop owns the state the rounds share (``mqstore.actors.writer.state``) and hands it to them with the
+sockets they answer and publish on (``mqstore.actors.writer.outlets``).
 """
 
 from __future__ import annotations
@@ -36,31 +36,31 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.runtime import Runtime
-from actors.writer import encoded, sends
-from actors.writer.ingress import Answer, Ingress
-from actors.writer.mover import StragglerMover
-from actors.writer.outlets import Outlets, Progress
-from actors.writer.prefault import PrefaultThread, ahead_bytes_for
-from actors.writer.reclaimer import Reclaimer
-from actors.writer.state import DiskState, TopicQueues, WriterState
-from actors.writer.sync import SyncWaiters
-from engine.ackindex.low_water import unacked_low_water
-from engine.batch.dispatch import DispatchRequest
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.delay_levels import schedule_queue_count
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file import MappedFile
-from engine.log.msgid import UniqKeyGenerator
-from engine.log.record import SCHEDULE_TOPIC, DecodeKind
-from engine.log.writer import CommitLogWriter
-from engine.reclaim_move import MOVED_TOPIC
-from engine.retention import decide, delete_expired_commitlog, disk_used_ratio
-from engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
-from engine.topics import TopicTable
-from ipc import schema
-from ipc.sockets import bind, connect, recv_message
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.writer import encoded, sends
+from mqstore.actors.writer.ingress import Answer, Ingress
+from mqstore.actors.writer.mover import StragglerMover
+from mqstore.actors.writer.outlets import Outlets, Progress
+from mqstore.actors.writer.prefault import PrefaultThread, ahead_bytes_for
+from mqstore.actors.writer.reclaimer import Reclaimer
+from mqstore.actors.writer.state import DiskState, TopicQueues, WriterState
+from mqstore.actors.writer.sync import SyncWaiters
+from mqstore.engine.ackindex.low_water import unacked_low_water
+from mqstore.engine.batch.dispatch import DispatchRequest
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.delay.levels import schedule_queue_count
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file import MappedFile
+from mqstore.engine.log.msgid import UniqKeyGenerator
+from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind
+from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.reclaim.move import MOVED_TOPIC
+from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio
+from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
+from mqstore.ipc.transport.sockets import bind, connect, recv_message
+from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
 
@@ -71,7 +71,7 @@ class CommitLogWriterActor:
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
         self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.store.geometry.commitlog_file_size)
-        # a roll renames the flush service's spare (engine.log.page_warmer); adopted whatever [flush] spare_file
+        # a roll renames the flush service's spare (mqstore.engine.log.page_warmer); adopted whatever [flush] spare_file
         # says, so a spare left by an earlier run with it on is used once rather than kept as dead disk
         self.commitlog.queue.adopt_spares = True
         offsets = self._recover_tail()
@@ -86,7 +86,7 @@ class CommitLogWriterActor:
         if cfg.store.timer_wheel_enable:
             topics.create(TIMER_TOPIC, TIMER_QUEUE_COUNT)  # RocketMQ's system topic, made by the broker
         if cfg.retention.move_stragglers_below:
-            topics.create(MOVED_TOPIC, 1)  # where moved stragglers' copies go (engine.reclaim_move)
+            topics.create(MOVED_TOPIC, 1)  # where moved stragglers' copies go (mqstore.engine.reclaim.move)
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))

@@ -1,16 +1,16 @@
-"""The writer's side of producer-encoded sends (``ipc.encoded``): batch work, not message work.
+"""The writer's side of producer-encoded sends (``mqstore.ipc.wire.encoded``): batch work, not message work.
 
-A ``send_encoded`` request carries whole records and their columns (``engine.batch.record_batch``). The
-requests of one poll round are merged into one batch (``engine.batch.plan``), checked in one compiled call,
+A ``send_encoded`` request carries whole records and their columns (``mqstore.engine.batch.record_batch``). The
+requests of one poll round are merged into one batch (``mqstore.engine.batch.plan``), checked in one compiled call,
 given queues at once, appended with ``CommitLogWriter.write_batch`` (one copy per file, fields
 stamped in place) and answered with one packed row per record written; the builders learn the
 batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
 per round. A merged batch that does not hold together is taken apart: only the request at fault
 is refused. Queues are picked from the same topic table and round-robin turns as a map send's
-(``actors.writer.state.TopicQueues``). Under SYNC_FLUSH the answers and the batch wait for the flush
-(``actors.writer.sync``); while the disk is full every request is refused as SERVICE_NOT_AVAILABLE.
+(``mqstore.actors.writer.state.TopicQueues``). Under SYNC_FLUSH the answers and the batch wait for the flush
+(``mqstore.actors.writer.sync``); while the disk is full every request is refused as SERVICE_NOT_AVAILABLE.
 
-A request's records are a view of ZeroMQ's receive buffer (``ipc.schema``'s parts): a request alone
+A request's records are a view of ZeroMQ's receive buffer (``mqstore.ipc.wire.schema``'s parts): a request alone
 in its round is checked there and copied once, into the mapped file. Merging copies the records of
 a round once more, and still costs less than a check, an append and a dispatch for each request:
 replayed with prefaulted files, 4 KiB bodies in requests of 100, four a round, 6.0-6.8 us of writer
@@ -23,17 +23,17 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from actors.clock import wall_ms
-from actors.writer.outlets import Outlets
-from actors.writer.state import WriterState
-from engine.batch.key_text import KeyText
-from engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
-from engine.batch.record_batch import COLUMNS, BatchError
-from engine.config import StoreConfig
-from engine.log.message import PutStatus
-from engine.log.writer import BatchOutcome
-from ipc import schema
-from ipc.notices import Dispatch, Written
+from mqstore.actors.clock import wall_ms
+from mqstore.actors.writer.outlets import Outlets
+from mqstore.actors.writer.state import WriterState
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
+from mqstore.engine.batch.record_batch import COLUMNS, BatchError
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.log.message import PutStatus
+from mqstore.engine.log.writer import BatchOutcome
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Dispatch, Written
 
 
 @dataclass(slots=True)
@@ -67,7 +67,7 @@ def parse(message: dict[str, Any]) -> EncodedRequest:
     for name in ("topics", "tags"):
         if not all(map(isinstance, getattr(request, name), repeat(str))):
             raise schema.SchemaError(f"{name} must be strings")
-    return request  # its key text is checked with the round's batch (``engine.batch.plan.check``)
+    return request  # its key text is checked with the round's batch (``mqstore.engine.batch.plan.check``)
 
 
 def reply_fields(outcome: BatchOutcome, rows: bytes) -> dict[str, Any]:

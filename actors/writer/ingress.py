@@ -4,7 +4,7 @@
   explicit queue, a sharding key's queue, or the next queue round robin; a message refused before
   the append (a topic refused, a queue out of range) keeps its place as a refusal;
 - ``send_encoded``: records the producer encoded, kept whole for the round's merge (``EncodedSend``,
-  ``actors.writer.encoded``); it is the one request that carries frames after its map;
+  ``mqstore.actors.writer.encoded``); it is the one request that carries frames after its map;
 - ``encoding``, ``ping``, ``topics``, ``create_topic``, ``delete_topic``: answered at once
   (``Answer``), as is any request that is not a valid map (BAD_REQUEST) or names another op
   (UNKNOWN_OP). A deletion also carries a ``TopicDeleted`` notice for the consume-queue builder,
@@ -18,22 +18,22 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from actors.config import BrokerConfig
-from actors.writer.encoded import EncodedSend, encoding_fields
-from actors.writer.sends import MessageSend
-from actors.writer.state import TopicQueues
-from engine.batch.record_batch import CLIENT_SYS_FLAGS
-from engine.config import check_topic
-from engine.log.commitlog import CommitLog
-from engine.log.host import Host
-from engine.log.message import Message, PutResult, PutStatus
-from engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK
-from engine.put_rewrite import rewrite
-from engine.queue_selector import shard_hash, shard_queue
-from engine.topics import TopicError
-from ipc import schema
-from ipc.encoded import OP_ENCODING, OP_SEND_ENCODED
-from ipc.notices import TopicDeleted
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.writer.encoded import EncodedSend, encoding_fields
+from mqstore.actors.writer.sends import MessageSend
+from mqstore.actors.writer.state import TopicQueues
+from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
+from mqstore.engine.config import check_topic
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.message import Message, PutResult, PutStatus
+from mqstore.engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK
+from mqstore.engine.meta.topics import TopicError
+from mqstore.engine.put.queue_selector import shard_hash, shard_queue
+from mqstore.engine.put.rewrite import rewrite
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.encoded import OP_ENCODING, OP_SEND_ENCODED
+from mqstore.ipc.wire.notices import TopicDeleted
 
 OP_SEND = "send"
 OP_TOPICS = "topics"
@@ -168,7 +168,8 @@ class Ingress:
         return None
 
     def _queue_for(self, topic: str, raw: dict[str, Any]) -> int | PutResult:
-        """An explicit queue, a sharding key's queue, or the next queue round robin (``engine.queue_selector``)."""
+        """An explicit queue, a sharding key's queue, or the next queue round robin
+        (``mqstore.engine.put.queue_selector``)."""
         try:
             queue_count = self.queues.queue_count(topic)
         except TopicError as exc:
@@ -216,7 +217,7 @@ def _message(raw: dict[str, Any]) -> Message:
 
 def _client_sys_flag(raw: dict[str, Any]) -> int:
     """The sysFlag bits a client may set: its body is compressed, its tags are several, it is a
-    transaction's half message (``engine.transactions`` stores it as such) or its commit (the
+    transaction's half message (``mqstore.engine.put.transactions`` stores it as such) or its commit (the
     transaction actor's re-put). Rollback records are not served, and the host bits are the writer's."""
     sys_flag: int = schema.field(raw, "sys_flag", int, default=0, lo=0, hi=2**31 - 1)
     if sys_flag & ~(CLIENT_SYS_FLAGS | SYSFLAG_TX_MASK) or sys_flag & SYSFLAG_TX_MASK == SYSFLAG_TX_ROLLBACK:

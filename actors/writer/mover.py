@@ -1,14 +1,14 @@
 """Retention's ``move_stragglers_below`` inside the writer (RabbitMQ's merge): after each reclamation
 round, the oldest held commitlog file whose only holders are a few unacked messages of ack-mode
-groups (``engine.reclaim.plan_move``) has them copied to the head of the log, on
-``engine.reclaim_move.MOVED_TOPIC``.
+groups (``mqstore.engine.reclaim.consumed.plan_move``) has them copied to the head of the log, on
+``mqstore.engine.reclaim.move.MOVED_TOPIC``.
 
 The order that makes a crash at any point lose nothing:
 
 1. the copies are appended and made durable (``msync`` of their range) ...
 2. ... then dispatched like any record (under SYNC_FLUSH after the flush service's notice, in order
    with the sends held before them): the moved topic's consume queue is the record of the move;
-3. each reader reads it (``actors.reader.moved``) and reads those messages from the copies;
+3. each reader reads it (``mqstore.actors.reader.moved``) and reads those messages from the copies;
 4. its next mark counts them in the copies' file;
 5. the next reclamation round finds the old file held by nothing and deletes it.
 
@@ -24,16 +24,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from actors.clock import monotonic_ms, wall_ms
-from actors.writer.outlets import Outlets
-from actors.writer.state import WriterState
-from engine.batch.dispatch import DispatchBatch
-from engine.log.commitlog import CommitLog
-from engine.log.range_sync import RangeSync
-from engine.log.record import DecodeKind, Record
-from engine.reclaim import HeldFile, plan_move
-from engine.reclaim_move import MOVED_QUEUE_ID, copy_message
-from ipc.notices import Dispatch, Written
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.writer.outlets import Outlets
+from mqstore.actors.writer.state import WriterState
+from mqstore.engine.batch.dispatch import DispatchBatch
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.range_sync import RangeSync
+from mqstore.engine.log.record import DecodeKind, Record
+from mqstore.engine.reclaim.consumed import HeldFile, plan_move
+from mqstore.engine.reclaim.move import MOVED_QUEUE_ID, copy_message
+from mqstore.ipc.wire.notices import Dispatch, Written
 
 log = logging.getLogger("mqstore")
 

@@ -1,4 +1,4 @@
-"""The writer's way out: answers to producers on the ingress ROUTER, and its notices (``ipc.notices``):
+"""The writer's way out: answers to producers on the ingress ROUTER, and its notices (``mqstore.ipc.wire.notices``):
 ``dispatch`` and ``tick`` to the builders, ``written`` to the flush service.
 
 ``Progress`` is what the notices report and outlives a round: how far the dispatch batches published
@@ -16,9 +16,9 @@ from typing import Any
 
 import zmq
 
-from actors.meters import Latencies, TopicCounts
-from ipc import schema
-from ipc.notices import Dispatch, Tick, Written
+from mqstore.actors.meters import Latencies, TopicCounts
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Dispatch, Tick, Written
 
 log = logging.getLogger("mqstore")
 

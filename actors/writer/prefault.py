@@ -1,5 +1,5 @@
 """The commitlog writer's prefault thread: populates the writer's own mapping ahead of its written
-end (``engine.log.prefault.WriterPrefault``) beside the request loop instead of inside its appends.
+end (``mqstore.engine.log.prefault.WriterPrefault``) beside the request loop instead of inside its appends.
 
 The loop hands over a range (``hand``: its last file and written position, only when a step is due,
 so most rounds cost one comparison); the thread populates it a step (1 MiB) at a time, through a
@@ -19,8 +19,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engine.log.mapped_file import MappedFile
-from engine.log.prefault import DEFAULT_PREFAULT_AHEAD_BYTES, WriterPrefault
+from mqstore.engine.log.mapped_file import MappedFile
+from mqstore.engine.log.prefault import DEFAULT_PREFAULT_AHEAD_BYTES, WriterPrefault
 
 log = logging.getLogger("mqstore")
 
@@ -29,7 +29,7 @@ def ahead_bytes_for(configured: int | None, sync_flush: bool) -> int:
     """``[store] prefault_ahead_bytes``, or unset, the default for the flush mode: off under
     SYNC_FLUSH, where the whole-file fsync after every batch used to write the populated pages back
     (as zeros) before the writer filled them; the flush now syncs only what was written, and the
-    default waits for a measurement at 4 KiB (see ``engine.log.prefault`` for the figures)."""
+    default waits for a measurement at 4 KiB (see ``mqstore.engine.log.prefault`` for the figures)."""
     if configured is not None:
         return configured
     return 0 if sync_flush else DEFAULT_PREFAULT_AHEAD_BYTES

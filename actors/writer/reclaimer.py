@@ -1,6 +1,6 @@
 """Retention's ``reclaim_consumed`` inside the writer, on the cleanup cadence: each round deletes the
-commitlog files every group has consumed (``engine.reclaim`` decides from the durable state,
-``engine.retention.delete_consumed_commitlog`` deletes oldest first), then describes what holds the
+commitlog files every group has consumed (``mqstore.engine.reclaim.consumed`` decides from the durable state,
+``mqstore.engine.reclaim.retention.delete_consumed_commitlog`` deletes oldest first), then describes what holds the
 oldest files for the writer's status (``files``): what ``mqstore status`` and the metrics show.
 
 Without ``reclaim_consumed`` nothing is read but the files' ages: every file waits for the clock.
@@ -12,10 +12,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from actors.config import BrokerConfig
-from engine.log.commitlog import CommitLog
-from engine.reclaim import ConsumedFiles, Consumption, HeldFile, ReclaimError
-from engine.retention import delete_consumed_commitlog
+from mqstore.actors.config import BrokerConfig
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.reclaim.consumed import ConsumedFiles, Consumption, HeldFile, ReclaimError
+from mqstore.engine.reclaim.retention import delete_consumed_commitlog
 
 log = logging.getLogger("mqstore")
 

@@ -1,10 +1,10 @@
 """The writer's side of ``send`` requests (a map per message): one append per poll round.
 
-The round's requests, parsed (``actors.writer.ingress``), are appended together with
+The round's requests, parsed (``mqstore.actors.writer.ingress``), are appended together with
 ``CommitLogWriter.write`` (one copy per file) and each answered with one result per message it
 sent, in its order: a message refused before the append keeps its refusal, the others get what the
 append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched; under
-SYNC_FLUSH both wait for the flush (``actors.writer.sync``). While the disk is full every message is
+SYNC_FLUSH both wait for the flush (``mqstore.actors.writer.sync``). While the disk is full every message is
 refused as SERVICE_NOT_AVAILABLE and nothing is appended.
 """
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from actors.clock import wall_ms
-from actors.writer.outlets import Outlets
-from actors.writer.state import WriterState
-from engine.batch.dispatch import DispatchBatch
-from engine.log.message import Message, PutResult, PutStatus
-from ipc import schema
-from ipc.notices import Dispatch, Written
+from mqstore.actors.clock import wall_ms
+from mqstore.actors.writer.outlets import Outlets
+from mqstore.actors.writer.state import WriterState
+from mqstore.engine.batch.dispatch import DispatchBatch
+from mqstore.engine.log.message import Message, PutResult, PutStatus
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Dispatch, Written
 
 
 @dataclass(slots=True)
@@ -32,7 +32,7 @@ class MessageSend:
     queue_ids: list[int]
     refused: list[PutResult | None]  # one per message sent: its refusal, or None for one in ``messages``
     # the queue each message in ``messages`` was sent to, which its reply names; a message stored
-    # elsewhere (engine.put_rewrite) replies with its queue offset there, as RocketMQ's SEND does
+    # elsewhere (mqstore.engine.put.rewrite) replies with its queue offset there, as RocketMQ's SEND does
     sent_queue_ids: list[int]
 
 

@@ -1,25 +1,25 @@
 """What the writer's rounds share, each piece a small class the loop owns and hands down.
 
-- the commitlog's write path (``engine.log.writer.CommitLogWriter``): queue offsets, appends;
+- the commitlog's write path (``mqstore.engine.log.writer.CommitLogWriter``): queue offsets, appends;
 - ``TopicQueues``: the topic table and where round robin stands per topic, one for both kinds of
   send (messages as maps, producer-encoded batches);
 - ``DiskState``: the last disk check, which refuses sends while the disk is full;
-- ``SyncWaiters`` (``actors.writer.sync``): what waits for a flush under SYNC_FLUSH.
+- ``SyncWaiters`` (``mqstore.actors.writer.sync``): what waits for a flush under SYNC_FLUSH.
 
 ``WriterState`` bundles them with the broker's configuration; the sockets a round answers and
-publishes on come beside it, as ``actors.writer.outlets.Outlets``.
+publishes on come beside it, as ``mqstore.actors.writer.outlets.Outlets``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.config import BrokerConfig
-from actors.writer.sync import SyncWaiters
-from engine.log.writer import CommitLogWriter
-from engine.queue_selector import RoundRobin
-from engine.retention import CleanupDecision
-from engine.topics import TopicTable
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.writer.sync import SyncWaiters
+from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.queue_selector import RoundRobin
+from mqstore.engine.reclaim.retention import CleanupDecision
 
 
 class TopicQueues:
@@ -39,7 +39,7 @@ class TopicQueues:
 
 @dataclass(slots=True)
 class DiskState:
-    """The last disk check (``engine.retention.decide``): sends are refused while it says full."""
+    """The last disk check (``mqstore.engine.reclaim.retention.decide``): sends are refused while it says full."""
 
     decision: CleanupDecision | None = None
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import zmq
 
-from actors.clock import monotonic_ms
-from actors.writer.outlets import Outlets
-from engine.log.message import PutStatus
-from ipc import schema
-from ipc.notices import Dispatch, Flushed
+from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.writer.outlets import Outlets
+from mqstore.engine.log.message import PutStatus
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Dispatch, Flushed
 
 log = logging.getLogger("mqstore")
 

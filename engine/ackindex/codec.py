@@ -1,6 +1,6 @@
 """Byte codecs of RabbitMQ's classic (v1) queue index: the journal ``journal.jif`` and the segment
-files ``{segment}.idx``. Pure functions over bytes and records; ``engine.ackindex.queue_index`` owns the
-files, and ``engine.ackindex.slots`` combines records (the journal slot per rel_seq, and recovery's
+files ``{segment}.idx``. Pure functions over bytes and records; ``mqstore.engine.ackindex.queue_index`` owns the
+files, and ``mqstore.engine.ackindex.slots`` combines records (the journal slot per rel_seq, and recovery's
 arithmetic).
 
 Fields are packed most significant bit first and integers are big-endian unsigned (Erlang's bit

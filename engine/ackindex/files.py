@@ -1,8 +1,8 @@
 """The files of a queue index directory: names, the small JSON files, segment appends and
 deletes, the cache of parsed segment files, and recovery at open as a function returning a value.
 
-    journal.jif       the journal (engine.ackindex.codec)
-    {segment}.idx     segment files, decimal segment number (engine.ackindex.codec)
+    journal.jif       the journal (mqstore.engine.ackindex.codec)
+    {segment}.idx     segment files, decimal segment number (mqstore.engine.ackindex.codec)
 
 and two ``write_atomic`` JSON files::
 
@@ -19,7 +19,7 @@ Clean recovery (§2.2) trusts the marker when the journal is empty and the segme
 are exactly those it lists: no segment file is read. Dirty recovery (§2.3) replays the journal's
 whole records (a torn tail is ignored, §1.3) over every segment file, cuts each file back to its
 last whole record (a flush that crashed mid-append; the journal still holds those entries), and
-drops from the journal what a crashed flush had already appended (``engine.ackindex.slots``).
+drops from the journal what a crashed flush had already appended (``mqstore.engine.ackindex.slots``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.ackindex.codec import SegmentEntry, parse_journal, parse_segment
-from engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
-from engine.metafile import BACKUP_SUFFIX, TMP_SUFFIX, fsync_dir, read_with_backup, write_atomic
+from mqstore.engine.ackindex.codec import SegmentEntry, parse_journal, parse_segment
+from mqstore.engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
+from mqstore.engine.meta.metafile import BACKUP_SUFFIX, TMP_SUFFIX, fsync_dir, read_with_backup, write_atomic
 
 JOURNAL_FILE_NAME = "journal.jif"
 SEGMENT_SUFFIX = ".idx"

@@ -6,12 +6,12 @@ Every queue index lives under ``{store}/queueindex/`` (``QUEUE_INDEX_DIR``), at
     queueindex/lowwater-{reader}.json    {"phys_offset": P}
 
 ``P`` is the commitlog offset of the oldest message any group of that reader has not acked, or
-``null`` when none is unacked. The reader replaces the file with ``engine.metafile.write_atomic``
+``null`` when none is unacked. The reader replaces the file with ``mqstore.engine.meta.metafile.write_atomic``
 when its mark moves; the commitlog writer reads every reader's mark when retention runs with
 ``keep_unacked`` and keeps each file that does not end before the lowest.
 
 With retention's ``reclaim_consumed`` the mark also says, per queue, how far each group got
-(``AckProgress``), which ``engine.reclaim`` reads::
+(``AckProgress``), which ``mqstore.engine.reclaim.consumed`` reads::
 
     {"phys_offset": P, "queues": [{"group": G, "topic": T, "queue": Q, "acked_below": S,
                                    "indexed_to": I, "unacked_by_file": {"<file base>": N}}]}
@@ -19,14 +19,14 @@ With retention's ``reclaim_consumed`` the mark also says, per queue, how far eac
 ``S``: every message below queue offset ``S`` is acked (or was skipped by the group's filter);
 ``I``: the queue offsets below it were indexed (looked at); ``N``: how many messages the group
 holds unacked in the commitlog file starting at that offset, counted where each one is now (a
-message moved by ``engine.reclaim_move`` counts in its copy's file). A mark without ``queues`` says
-nothing of progress: ``engine.reclaim`` then holds the queue's every record.
+message moved by ``mqstore.engine.reclaim.move`` counts in its copy's file). A mark without ``queues`` says
+nothing of progress: ``mqstore.engine.reclaim.consumed`` then holds the queue's every record.
 
 With retention's ``move_stragglers_below`` a queue may also list where its unacked messages in its
 lowest file are, ``"stragglers": [[phys, size], ...]`` (left out when there are more than
 ``STRAGGLERS_LISTED``): what the writer copies when that file is held by nothing else.
 
-The mark is read through ``engine.metafile.read_with_backup``: ``write_atomic`` moves the old mark
+The mark is read through ``mqstore.engine.meta.metafile.read_with_backup``: ``write_atomic`` moves the old mark
 to ``.bak`` before the new one takes its place, and a reading taken between the two renames (or after
 a crash between them) finds the old mark there, never "no mark". A reader that never wrote a mark,
 or none of whose copies reads, has no unacked messages as far as ``unacked_low_water`` is concerned.
@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.metafile import MetafileError, read_with_backup, write_atomic
+from mqstore.engine.meta.metafile import MetafileError, read_with_backup, write_atomic
 
 QUEUE_INDEX_DIR = "queueindex"
 STRAGGLERS_LISTED = 1024  # unacked messages of one queue's lowest file listed in the mark, at most

@@ -9,12 +9,12 @@ journal is appended to the ``{segment}.idx`` files, which are fsynced before the
 truncated; a segment with nothing unacked has its file deleted instead. The messages stay in the
 commitlog: a publish carries the offsetMsgId bytes that point at one.
 
-Memory holds the segments with unacked messages (``engine.ackindex.segments``: unacked counts,
+Memory holds the segments with unacked messages (``mqstore.engine.ackindex.segments``: unacked counts,
 journal slots, and how a message reads back, ``redelivered`` when it was delivered before this
 open), plus the parsed files of the few segments touched last (``_SEGMENT_CACHE_COUNT``); a deliver
 or ack of a message whose publish was flushed reads its segment file once per flush. Byte layouts:
-``engine.ackindex.codec``; journal slots: ``engine.ackindex.slots``; files and recovery:
-``engine.ackindex.files``.
+``mqstore.engine.ackindex.codec``; journal slots: ``mqstore.engine.ackindex.slots``; files and recovery:
+``mqstore.engine.ackindex.files``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from engine.ackindex.codec import (
+from mqstore.engine.ackindex.codec import (
     MAX_ENTRIES_PER_SEGMENT,
     MAX_SEQ_ID,
     PubRecord,
@@ -33,7 +33,7 @@ from engine.ackindex.codec import (
     encode_journal_deliver,
     encode_journal_publish,
 )
-from engine.ackindex.files import (
+from mqstore.engine.ackindex.files import (
     JOURNAL_FILE_NAME,
     QueueIndexError,
     RecoveredState,
@@ -48,9 +48,9 @@ from engine.ackindex.files import (
     write_meta,
     write_segments,
 )
-from engine.ackindex.segments import IndexEntry, Segment
-from engine.ackindex.slots import EMPTY_SLOT, JournalSlot
-from engine.metafile import StrPath, fsync_dir
+from mqstore.engine.ackindex.segments import IndexEntry, Segment
+from mqstore.engine.ackindex.slots import EMPTY_SLOT, JournalSlot
+from mqstore.engine.meta.metafile import StrPath, fsync_dir
 
 DEFAULT_ENTRIES_PER_SEGMENT = 16384
 DEFAULT_MAX_JOURNAL_ENTRIES = 65536

@@ -2,8 +2,8 @@
 
 A segment is ``entries_per_segment`` consecutive seq_ids (``rel_seq = seq_id % entries_per_segment``).
 Memory keeps, per segment with unacked messages or unflushed journal records, its unacked count and
-its journal slots (``engine.ackindex.slots``); what its file holds comes from the cache of parsed
-segment files (``engine.ackindex.files.SegmentFileCache``), read only when a message's publish is
+its journal slots (``mqstore.engine.ackindex.slots``); what its file holds comes from the cache of parsed
+segment files (``mqstore.engine.ackindex.files.SegmentFileCache``), read only when a message's publish is
 no longer in the journal. A message reads back as file and journal show it together (``view``).
 
 A delivery recorded in the segment file below the size the file had after recovery happened before
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from engine.ackindex.codec import PubRecord
-from engine.ackindex.files import SegmentFileCache, segment_path
-from engine.ackindex.slots import EMPTY_SLOT, JournalSlot
+from mqstore.engine.ackindex.codec import PubRecord
+from mqstore.engine.ackindex.files import SegmentFileCache, segment_path
+from mqstore.engine.ackindex.slots import EMPTY_SLOT, JournalSlot
 
 
 @dataclass(frozen=True, slots=True)

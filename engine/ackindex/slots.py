@@ -4,8 +4,8 @@ Memory mirrors the journal as one ``JournalSlot`` per rel_seq of a segment, Rabb
 array: the publish if the journal holds it, and whether a delivery and an ack are. A flush appends
 each slot's records to the segment file (``JournalSlot.encode``). On a dirty open the journal's
 records are folded into slots again (``replay_journal``) and what a crashed flush had already
-appended is taken out (``journal_minus_segment``). Pure functions over ``engine.ackindex.codec``'s
-records; ``engine.ackindex.files`` runs recovery with them.
+appended is taken out (``journal_minus_segment``). Pure functions over ``mqstore.engine.ackindex.codec``'s
+records; ``mqstore.engine.ackindex.files`` runs recovery with them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.ackindex.codec import JournalKind, JournalRecord, PubRecord, SegmentEntry, encode_segment_entry
+from mqstore.engine.ackindex.codec import JournalKind, JournalRecord, PubRecord, SegmentEntry, encode_segment_entry
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 record-by-record ``CommitLog.scan``: the same records, the same blanks rolled over, the same stop.
 
 Record boundaries are a chain (each TOTALSIZE says where the next record starts): one kernel call
-(``engine._native.scan_records``) walks a chunk of it and decodes and checks every record on the way
+(``mqstore.engine._native.scan_records``) walks a chunk of it and decodes and checks every record on the way
 (layout, topic, CRCs: ``RecordColumns``); the position where the walk or a check stops is decoded by
 ``decode_record`` itself, whose verdict (and reason) is the scan's. The numpy walk the kernel replaced
 is the oracle in ``tests/oracle/batch.py``.
@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine import _native
-from engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, FIELD_COUNT, REQUIRE_PROP_CRC, RecordColumns
-from engine.log.mapped_file_queue import MappedFileQueue
-from engine.log.record import Decoded, DecodeKind, decode_record
+from mqstore.engine import _native
+from mqstore.engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, FIELD_COUNT, REQUIRE_PROP_CRC, RecordColumns
+from mqstore.engine.log.mapped_file_queue import MappedFileQueue
+from mqstore.engine.log.record import Decoded, DecodeKind, decode_record
 
 Array = npt.NDArray[Any]
 CHUNK_RECORDS = 4096  # records decoded as one chunk: their columns stay in the CPU's caches
@@ -29,7 +29,7 @@ WHY = ("full", "end", "blank", "bad")  # why a walk stopped, by the kernel's cod
 
 def walk(buf: Array, pos: int, stop_pos: int, max_rows: int, checks: int) -> tuple[RecordColumns, int, str, int]:
     """The records from ``pos`` on, decoded and checked (``RecordColumns.checked``'s ``checks``) in one
-    kernel call (``engine._native.scan_records``): (their columns, where the walk stopped, why: "full"
+    kernel call (``mqstore.engine._native.scan_records``): (their columns, where the walk stopped, why: "full"
     (``max_rows``), "end" (``stop_pos``), "blank" (a blank record's magic), "bad" (no record there, or
     one that fails the checks), the verdict's code)."""
     out = np.empty((FIELD_COUNT, max_rows), np.int64)

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.batch.key_text import BOUND, KeyText
-from engine.keyindex.keys import record_key_hashes
-from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels, tags_code_of
-from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
+from mqstore.engine.batch.key_text import BOUND, KeyText
+from mqstore.engine.delay.table import DEFAULT_DELAY_LEVELS, DelayLevels, tags_code_of
+from mqstore.engine.keyindex.keys import record_key_hashes
+from mqstore.engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK, Record
 
 Array = np.ndarray[Any, Any]
 Buffer = bytes | memoryview
@@ -72,7 +72,7 @@ class Dispatched(Protocol):
 class DispatchBatch:
     """DispatchRequests as columns (``DISPATCH_COLUMNS``, one row per record in commitlog order), the
     topic table their ``topic`` column indexes, and each record's UNIQ_KEY and index keys as key text
-    (``engine.batch.key_text``): what one writer append, or one chunk of reput, tells the builders.
+    (``mqstore.engine.batch.key_text``): what one writer append, or one chunk of reput, tells the builders.
     ``keys`` is None in a batch read off the wire by a builder that never reads keys (the consume
     queues): its key text is neither checked nor joined, and asking for it is a ValueError."""
 
@@ -150,7 +150,7 @@ class DispatchBatch:
 
     def index_keys(self) -> tuple[Array, Array]:
         """Every record's UNIQ_KEY, then its KEYS split on single spaces (empty ones dropped), hashed
-        as ``topic#key`` all at once from the key text (``engine.keyindex.keys.record_key_hashes``)."""
+        as ``topic#key`` all at once from the key text (``mqstore.engine.keyindex.keys.record_key_hashes``)."""
         keys = self.key_text()
         return record_key_hashes(self.topics, self.columns["topic"], keys.text, keys.bounds)
 

@@ -3,7 +3,7 @@ hands the consume queues (``DISPATCH_COLUMNS`` rows and their topic table) and t
 row and hash), without a Python object per record.
 
 One kernel call reads every record's topic and properties off the buffer
-(``engine._native.dispatch_keys``): TAGS, KEYS and UNIQ_KEY with ``decode_properties``' rules (a
+(``mqstore.engine._native.dispatch_keys``): TAGS, KEYS and UNIQ_KEY with ``decode_properties``' rules (a
 segment counts when its name and value are non-empty, a later one replaces an earlier one), the tags
 code and the index keys hashed as ``topic#key``. A record whose topic or those values are not ASCII
 (Java hashes UTF-16 units of the decoded text), or a delayed message (whose tags code is its
@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine import _native
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
-from engine.batch.record_columns import RecordColumns
-from engine.keyindex.keys import key_hashes, record_keys
-from engine.log.delay_table import DEFAULT_DELAY_LEVELS, DelayLevels
-from engine.log.record import SCHEDULE_TOPIC, DecodeKind, decode_record
+from mqstore.engine import _native
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
+from mqstore.engine.batch.record_columns import RecordColumns
+from mqstore.engine.delay.table import DEFAULT_DELAY_LEVELS, DelayLevels
+from mqstore.engine.keyindex.keys import key_hashes, record_keys
+from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind, decode_record
 
 Array = npt.NDArray[Any]
 _SCHEDULE = SCHEDULE_TOPIC.encode()

@@ -1,7 +1,7 @@
 """Key text: the UNIQ_KEY and KEYS of a batch's records as one UTF-8 text and the bounds of its spans.
 
 What a producer-encoded request carries beside its records, what the writer checks and passes on in
-its ``dispatch`` frame, and what the index builder hashes as ``topic#key`` (``engine.keyindex.keys``):
+its ``dispatch`` frame, and what the index builder hashes as ``topic#key`` (``mqstore.engine.keyindex.keys``):
 bytes and an int32 column, never a Python string per record.
 
     field   dtype  meaning
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import _native
+from mqstore.engine import _native
 
 Array = np.ndarray[Any, Any]
 BOUND = np.dtype("<i4")

@@ -1,13 +1,13 @@
-"""The writer's plan for a producer-encoded batch (``engine.batch.record_batch``), all columns, no messages.
+"""The writer's plan for a producer-encoded batch (``mqstore.engine.batch.record_batch``), all columns, no messages.
 
 A request carries whole records, their columns and the tables the columns index. Several requests
 of one poll round are merged into one batch (``merge``: tables joined, indices remapped), checked
 (``check``: a record carrying ``DELAY``, ``TRAN_MSG`` or a timer property is refused by the kernel,
-since only a ``send`` goes through the put rules of ``engine.put_rewrite``), given queues at once
-(``pick_queues``: explicit, or ``engine.queue_selector``'s round robin per topic or shard hash), and
+since only a ``send`` goes through the put rules of ``mqstore.engine.put.rewrite``), given queues at once
+(``pick_queues``: explicit, or ``mqstore.engine.put.queue_selector``'s round robin per topic or shard hash), and
 once ``CommitLogWriter.write_batch`` has appended them, turned into one ``DispatchBatch`` for the
 builders and one packed reply row per record (phys offset, queue id, queue offset,
-``engine.batch.record_batch.REPLY_ROW``, which ``ipc.encoded`` reads) in one compiled call
+``mqstore.engine.batch.record_batch.REPLY_ROW``, which ``mqstore.ipc.wire.encoded`` reads) in one compiled call
 (``written_rows``), the replies cut by request (``reply_rows_each``).
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import _native
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
-from engine.batch.key_text import KeyText
-from engine.batch.record_batch import (
+from mqstore.engine import _native
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
@@ -30,12 +30,12 @@ from engine.batch.record_batch import (
     CheckedBatch,
     check_batch,
 )
-from engine.config import StoreConfig, check_topic
-from engine.jhash import tags_code
-from engine.log.record import SCHEDULE_TOPIC
-from engine.log.writer import BatchOutcome
-from engine.queue_selector import QueueIds, RoundRobin, shard_queues
-from engine.topics import TopicError, TopicTable
+from mqstore.engine.config import StoreConfig, check_topic
+from mqstore.engine.java.jhash import tags_code
+from mqstore.engine.log.record import SCHEDULE_TOPIC
+from mqstore.engine.log.writer import BatchOutcome
+from mqstore.engine.meta.topics import TopicError, TopicTable
+from mqstore.engine.put.queue_selector import QueueIds, RoundRobin, shard_queues
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ def check(request: EncodedRequest, config: StoreConfig, max_messages: int) -> Ch
         raise BatchError("a record names a tag outside the batch's table")
     if SCHEDULE_TOPIC in request.topics:
         raise BatchError(f"a record names {SCHEDULE_TOPIC}: delayed messages go through send "
-                         "(ipc.client.Producer.send), where the writer stores them by their delay level")
+                         "(mqstore.ipc.client.api.Producer.send), where the writer stores them by their delay level")
     return checked
 
 

@@ -1,6 +1,6 @@
 """Record batches encoded by the producer, so the single writer does batch work, not message work.
 
-The producer encodes whole RocketMQ records (``engine.log.record``'s layout, body CRC included, the
+The producer encodes whole RocketMQ records (``mqstore.engine.log.record``'s layout, body CRC included, the
 ``__CRC32#`` tail reserved when the store seals records) with the writer's store host as store host
 (and as born host unless the message names one). What it cannot know stays zero: queue offset,
 phys offset, store time, the whole-record CRC digits, and the queue id when the writer picks it.
@@ -10,11 +10,11 @@ Beside the bytes travel per-record columns (``COLUMNS``) and the tables they ind
     size     <i4    the record's TOTALSIZE
     topic    <u2    index into the batch's topic table
     queue    <i4    a queue id; -1: round robin; -2: by shard hash
-    shard    <i4    the shard key's Java hash, signed, when queue == -2 (``engine.queue_selector``)
+    shard    <i4    the shard key's Java hash, signed, when queue == -2 (``mqstore.engine.put.queue_selector``)
     tag      <i4    index into the batch's tags table, -1 for none (the tags code is the writer's)
 
 plus one string per record for its index keys (space separated, "" for none) and one for its
-UNIQ_KEY, which travel as key text (``engine.batch.key_text``: one UTF-8 text and its int32 bounds,
+UNIQ_KEY, which travel as key text (``mqstore.engine.batch.key_text``: one UTF-8 text and its int32 bounds,
 no string per record on the wire). The writer answers with one ``REPLY_ROW`` per record written, packed the same way:
 
     field         dtype  meaning
@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from engine import _native
-from engine.log.host import Host
-from engine.log.record import (
+from mqstore.engine import _native
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import (
     SYSFLAG_COMPRESSED,
     SYSFLAG_MULTI_TAGS,
     encode_properties,
@@ -193,11 +193,11 @@ def _topic_parts(topics: tuple[str, ...]) -> tuple[bytes, np.ndarray[Any, Any]]:
     return known
 
 
-# properties the send path's put rules read (engine.put_rewrite): a producer-encoded record cannot carry them
+# properties the send path's put rules read (mqstore.engine.put.rewrite): a producer-encoded record cannot carry them
 SEND_ONLY_PROPERTIES = ("DELAY", "TRAN_MSG", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DELIVER_MS")
 SEND_ONLY_REFUSAL = ("a record carries DELAY, TRAN_MSG or a timer property (TIMER_DELAY_SEC, TIMER_DELAY_MS, "
                      "TIMER_DELIVER_MS): delayed, transactional and timer messages go through send "
-                     "(ipc.client.Producer.send), whose put rules store them where they wait")
+                     "(mqstore.ipc.client.api.Producer.send), whose put rules store them where they wait")
 _CHECK_REASONS = {
     1: "the columns are not whole rows",
     3: "a record names a topic outside the batch's table",

@@ -1,8 +1,8 @@
 """Where the fields of many commitlog records lie in a mapped file, decoded at once by a kernel.
 
-``RecordColumns.of`` is one call of ``engine._native.record_columns`` (engine/csrc/scan.c) for a whole
+``RecordColumns.of`` is one call of ``mqstore.engine._native.record_columns`` (engine/csrc/scan.c) for a whole
 batch: every field of every record as int64 columns, and how many records lead before the first
-broken one. The checks are the ones ``engine.log.record.decode_record`` makes, so a record is valid
+broken one. The checks are the ones ``mqstore.engine.log.record.decode_record`` makes, so a record is valid
 here exactly when the engine decodes it (``tests/pipeline/test_columns.py`` and
 ``tests/engine/batch/test_column_scan.py`` hold them to that); where only the exact decoder can tell,
 a record is handed to it. The numpy decoding the kernel replaced is the oracle in
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine import _native
-from engine.log.record import DecodeKind, decode_record
+from mqstore.engine import _native
+from mqstore.engine.log.record import DecodeKind, decode_record
 
 Array = npt.NDArray[Any]
 
@@ -108,7 +108,7 @@ class RecordColumns:
     @classmethod
     def checked(cls, buf: Array, starts: Array, checks: int, limit: int | None = None) -> tuple[RecordColumns, int]:
         """``of``, with ``valid_count`` cut also at the first record that fails ``checks`` (``CHECK_TOPIC``,
-        ``CHECK_CRC``, ``REQUIRE_PROP_CRC``), in one kernel call (``engine._native.record_columns``); and
+        ``CHECK_CRC``, ``REQUIRE_PROP_CRC``), in one kernel call (``mqstore.engine._native.record_columns``); and
         the verdict's code (``DECODER``: only ``decode_record`` can tell)."""
         s = np.ascontiguousarray(starts, dtype=np.int64)
         out = np.empty((FIELD_COUNT, len(s)), np.int64)

@@ -22,8 +22,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engine.log.mapped_file import MappedFile
-from engine.log.mapped_file_queue import MappedFileQueue
+from mqstore.engine.log.mapped_file import MappedFile
+from mqstore.engine.log.mapped_file_queue import MappedFileQueue
 
 CQ_ENTRY_SIZE = 20
 DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
@@ -156,7 +156,7 @@ class ConsumeQueue:
                        expired_below: int = -1, span: tuple[int, int, int, int] | None = None) -> None:
         """``append`` for consecutive entries of one batch: one copy while they fall in the current
         file and follow its end; anything else (a repeat, a new file, a gap) goes entry by entry.
-        ``span``, when the caller knows it (``engine._native.cq_entries``): the first entry's queue
+        ``span``, when the caller knows it (``mqstore.engine._native.cq_entries``): the first entry's queue
         offset, the last one's + 1, the first one's phys offset and the last one's phys end, so a
         batch that wholly continues the last file is one copy with no numpy call."""
         if span is not None:
@@ -235,7 +235,7 @@ class ConsumeQueue:
     def searched_valid_end(self) -> int:
         """``scan_valid_end`` by binary search: the builder appends in order into zeroed files, so
         each file's valid entries are a prefix of it; log n entry reads instead of a copy of the
-        last file, for a process that asks often (``engine.reclaim``)."""
+        last file, for a process that asks often (``mqstore.engine.reclaim.consumed``)."""
         self.queue.refresh()
         for mf in reversed(self.queue.files):
             lo, hi = 0, mf.file_size // CQ_ENTRY_SIZE

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from engine import _native
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
-from engine.consumequeue.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
+from mqstore.engine import _native
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
+from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
@@ -54,7 +54,7 @@ class QueueEntries:
     order (commitlog order within each): its topic code, queue id, entries ``[first, end)``, the queue
     offset of its first entry and the one after its last, its first entry's phys offset and the
     commitlog byte after its last entry's record (``QueueRun``). One kernel call
-    (``engine._native.cq_entries``)."""
+    (``mqstore.engine._native.cq_entries``)."""
 
     entries: np.ndarray[Any, Any]
     queue_offsets: np.ndarray[Any, Any]

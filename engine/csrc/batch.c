@@ -1,4 +1,4 @@
-/* The writer's kernels over a producer-encoded batch (engine.batch.record_batch): the check of every
+/* The writer's kernels over a producer-encoded batch (mqstore.engine.batch.record_batch): the check of every
  * record against its column, and the stamp of the writer's fields into the mapped file.
  *
  * The check reports what tests/oracle/record_batch.py's numpy check reports: the first of its checks
@@ -30,7 +30,7 @@
 enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, STORE_HOST, BODY_LENGTH,
        TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, SEND_ONLY_PROPERTY, BODY_CRC };
 
-/* Properties only a ``send`` may carry: the send path's put rules (engine.put_rewrite) read them and store
+/* Properties only a ``send`` may carry: the send path's put rules (mqstore.engine.put.rewrite) read them and store
  * the message elsewhere (a delay level, a transaction's half, a timer), so a producer-encoded record
  * carrying one is refused. */
 static const char *const SEND_ONLY_HEADS[] = {"DELAY\x01", "TRAN_MSG\x01", "TIMER_DELAY_SEC\x01",

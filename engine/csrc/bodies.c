@@ -1,4 +1,4 @@
-/* The bodies of a packed pull reply (ipc.messages.MessageBatch): records as stored, back to back from
+/* The bodies of a packed pull reply (mqstore.ipc.wire.messages.MessageBatch): records as stored, back to back from
  * begin, each checked as the client's decoder checks it (its size field is its packed size, its body
  * lies inside it) before its body is handed over as bytes or as a fixed-width head. */
 #include <string.h>

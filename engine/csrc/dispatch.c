@@ -1,4 +1,4 @@
-/* Dispatch rows and their hashes: Java String.hashCode of Python strings (engine/jhash.py), the topic
+/* Dispatch rows and their hashes: Java String.hashCode of Python strings (engine/java/jhash.py), the topic
  * codes, tags codes and index keys of records read off their bytes (engine/batch/dispatch_columns.py), and
  * the dispatch and reply rows of a producer-encoded batch once written (engine/batch/plan.py). */
 #include <stdlib.h>

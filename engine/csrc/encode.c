@@ -1,5 +1,5 @@
-/* The producer's kernel: a batch of records encoded from its columns (engine.batch.record_batch's
- * encode_batch), each laid out as engine.log.record encodes one, the writer's fields zero:
+/* The producer's kernel: a batch of records encoded from its columns (mqstore.engine.batch.record_batch's
+ * encode_batch), each laid out as mqstore.engine.log.record encodes one, the writer's fields zero:
  *
  *   TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET(0) PHYSOFFSET(0) SYSFLAG BORNTIMESTAMP BORNHOST
  *   STORETIMESTAMP(0) STOREHOST RECONSUMETIMES PREPAREDTXOFFSET(0) BODYLENGTH BODY TOPIC(length field

@@ -1,4 +1,4 @@
-/* The kernels engine._native exports, one line each, and the buffer helpers they share. */
+/* The kernels mqstore.engine._native exports, one line each, and the buffer helpers they share. */
 #ifndef MQSTORE_KERNELS_H
 #define MQSTORE_KERNELS_H
 
@@ -67,7 +67,7 @@ void mq_files_release(MqFiles *files);
  * in that file and size. */
 #define TAKEN_COLUMNS 5
 
-/* Whether the record at data[pos:] is one engine.log.record.decode_record(check_crc=False) decodes, none of
+/* Whether the record at data[pos:] is one mqstore.engine.log.record.decode_record(check_crc=False) decodes, none of
  * it at or past limit (engine/csrc/scan.c); when it is, where its properties lie in data. */
 int mq_record_decodes(const uint8_t *data, int64_t len, int64_t pos, int64_t limit, int64_t *props_pos,
                       int64_t *props_len);

@@ -1,4 +1,4 @@
-/* A key query's candidates compared with their keys in their stored bytes (engine/lookup.py query_keys):
+/* A key query's candidates compared with their keys in their stored bytes (engine/read/lookup.py query_keys):
  * the index stores only hashes, so each offset it gives is read and checked to be a record of the topic
  * whose KEYS (or UNIQ_KEY) property holds the key, one call for every key's candidates in every commitlog
  * file, each key taking a record once, up to its count. */

@@ -1,4 +1,4 @@
-/* A key query's answer (engine/lookup.py query_keys): the records each key took (engine/csrc/key_match.c
+/* A key query's answer (engine/read/lookup.py query_keys): the records each key took (engine/csrc/key_match.c
  * keys_holding), every key's oldest first, one key after another, copied out of the commitlog files into one
  * bytes with their columns; and the commitlog files as the kernels of a query take them, a list of buffers. */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* engine._native: the compiled per-record kernels. Each takes Python buffers (bytes, mmaps, numpy
+/* mqstore.engine._native: the compiled per-record kernels. Each takes Python buffers (bytes, mmaps, numpy
  * arrays) and loops over a whole batch in one call; the numpy/Python code each one replaced is kept
  * under tests/oracle/ as the oracle the property tests hold it to, byte for byte. */
 #define PY_SSIZE_T_CLEAN
@@ -18,7 +18,7 @@ static PyMethodDef methods[] = {
      "ValueError when a span leaves data, a length is negative, out is not the total or it passes int32."},
     {"check_batch", mq_check_batch, METH_VARARGS,
      "check_batch(records, columns, parts, part_ends, store_host, prop_crc, max_body_bytes, out) -> (code, detail):\n"
-     "every record of a producer-encoded batch against its COLUMNS row (engine.batch.record_batch); parts are the\n"
+     "every record of a producer-encoded batch against its COLUMNS row (mqstore.engine.batch.record_batch); parts are the\n"
      "topics' length fields and bytes joined, part_ends (int64) where each ends. code 0: the batch holds, and\n"
      "out (int64, 3 per record) holds each record's start, store-time position and sys flag, in three runs;\n"
      "else the first check (CHECK_REASONS' order) that any record fails, detail the lowest topic index for\n"
@@ -35,7 +35,7 @@ static PyMethodDef methods[] = {
      "then, for each group, its first record and its record count (the first groups entries of each run)."},
     {"encode_batch", mq_encode_batch, METH_VARARGS,
      "encode_batch(bodies, parts, properties, born_hosts, store_host, prop_crc, ints, sizes) -> bytes: the records\n"
-     "of a batch laid out as engine.log.record encodes them, the writer's fields zero: one per body, with its\n"
+     "of a batch laid out as mqstore.engine.log.record encodes them, the writer's fields zero: one per body, with its\n"
      "topic part (length field and bytes), its properties (bytes, the __CRC32# tail added when prop_crc) and\n"
      "born host (packed; born_hosts None: the store host). ints (int64, 5 per record, in runs): queue id, flag,\n"
      "sys flag (its host bits set here), born time, reconsume times; sizes (int64) gets each TOTALSIZE.\n"
@@ -43,11 +43,11 @@ static PyMethodDef methods[] = {
      "field out of range, TypeError for a column that is not bytes."},
     {"pack_columns", mq_pack_columns, METH_VARARGS,
      "pack_columns(sizes, topic, queue, shard, tag) -> bytes: a producer batch's COLUMNS rows\n"
-     "(engine.batch.record_batch), little-endian: size <i4 (sizes: int64), topic <u2, queue <i4, shard <i4,\n"
+     "(mqstore.engine.batch.record_batch), little-endian: size <i4 (sizes: int64), topic <u2, queue <i4, shard <i4,\n"
      "tag <i4, each of the four an int for every record or a sequence of one int per record. OverflowError\n"
      "for a value outside its field, ValueError for a sequence of another length."},
     {"uniq_keys", mq_uniq_keys, METH_VARARGS,
-     "uniq_keys(head, counter, count) -> list[str]: count UNIQ_KEYs (engine.log.msgid), each head (an ASCII str:\n"
+     "uniq_keys(head, counter, count) -> list[str]: count UNIQ_KEYs (mqstore.engine.log.msgid), each head (an ASCII str:\n"
      "the generator's prefix and month span in hex) then the 16-bit counter in four uppercase hex digits, from\n"
      "counter on, wrapping at 65536. ValueError for a head that is not ASCII, a negative count or a counter\n"
      "outside 16 bits."},
@@ -84,7 +84,7 @@ static PyMethodDef methods[] = {
      "bytes of phys offsets [file_base, file_end) written up to written_pos; the first that does not stops the\n"
      "call (other_phys: its phys offset, else None). The record is unreadable unless it lies below\n"
      "written_pos and its size field is the entry's size (8 or more) and its magic a record's; with checks\n"
-     "1 or 2, unless engine.log.record.decode_record(check_crc=False) decodes it. With checks 2, one whose TAGS\n"
+     "1 or 2, unless mqstore.engine.log.record.decode_record(check_crc=False) decodes it. With checks 2, one whose TAGS\n"
      "property (as decode_properties reads it) is none of the UTF-8 tags, tags[tag_ends[t - 1]:tag_ends[t]],\n"
      "is filtered. The rest are taken: their bytes back to back, their columns as lists. next_row: the row\n"
      "after the last one gone over. ValueError when entries are not whole rows, first_row is outside them,\n"
@@ -185,7 +185,7 @@ static PyMethodDef methods[] = {
      "offset; 20 B each). ValueError for lengths that do not fit together or a tag outside tags_codes but the last."},
     {"packed_bodies", mq_packed_bodies, METH_VARARGS,
      "packed_bodies(data, begin, sizes) -> (bodies, compressed): the records of a packed pull reply, back to\n"
-     "back in data from begin, one of each size (int64s), each checked as ipc.messages' decoder checks it: its\n"
+     "back in data from begin, one of each size (int64s), each checked as mqstore.ipc.wire.messages' decoder checks it: its\n"
      "size field equals its size and its body (BODYLENGTH read where its sys flag's host families put it) lies\n"
      "inside it. bodies: each body as stored (bytes); compressed: the indices whose sys flag has 0x1.\n"
      "ValueError with the decoder's reason for the first record that fails, or when the sizes (each at least\n"
@@ -202,7 +202,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "engine._native",
+    .m_name = "mqstore.engine._native",
     .m_doc = "mqstore's compiled per-record kernels",
     .m_size = -1,
     .m_methods = methods,

@@ -1,4 +1,4 @@
-/* The producer's UNIQ_KEYs of a batch (engine.log.msgid's UniqKeyGenerator.next_many): one id a
+/* The producer's UNIQ_KEYs of a batch (mqstore.engine.log.msgid's UniqKeyGenerator.next_many): one id a
  * record, each the batch's head (the generator's prefix and the month span, in hex) followed by its
  * 16-bit counter as four uppercase hex digits, the counter counting on from the first and wrapping at
  * 65536. One str object a record, made here without a Python frame or an intermediate string. */

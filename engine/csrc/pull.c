@@ -1,4 +1,4 @@
-/* A pull's records in one call per commitlog file (engine/lookup.py get_messages): the pass over
+/* A pull's records in one call per commitlog file (engine/read/lookup.py get_messages): the pass over
  * consume-queue entries that keeps what the tag filter and the pull's limits let through, each kept
  * entry's record checked where it is stored, and the records that hold copied out with their columns.
  * Entries are the consume queue's 20-byte rows (engine/consumequeue/consume_queue.py has the byte table),

@@ -1,7 +1,7 @@
 /* Commitlog records decoded as columns (engine/batch/record_columns.py has the fields, engine/log/record.py
  * the byte table): the layout of each record, its topic's UTF-8, its CRCs, and the walk of the chain of
  * records (each TOTALSIZE says where the next one starts). A record is accepted exactly when
- * engine.log.record.decode_record accepts it, or handed back to it (CODE_DECODER). */
+ * mqstore.engine.log.record.decode_record accepts it, or handed back to it (CODE_DECODER). */
 #include <string.h>
 
 #include "crc32.h"

@@ -1,6 +1,6 @@
 """The buckets of an IndexFile: every put and every walk of a chain.
 
-A bucket is a slot and the chain of entries it heads (``engine.keyindex.index_file`` has the byte
+A bucket is a slot and the chain of entries it heads (``mqstore.engine.keyindex.index_file`` has the byte
 table). These functions work on numpy views of a file's header, slots and entries, and are the only
 code that writes an entry or walks a chain.
 
@@ -13,13 +13,13 @@ entry of the batch in the same slot, or else the slot's value before the batch (
 is a valid entry number at the moment that key would have been put, as ``putKey`` checks it).
 
 ``select`` is ``IndexFile.selectPhyOffset``'s walk of every key's chain in one kernel call
-(``engine._native.index_select``; the numpy walk it replaced is the oracle in
+(``mqstore.engine._native.index_select``; the numpy walk it replaced is the oracle in
 ``tests/oracle/keyindex.py``). A walk starts at the key's slot or at an entry where a walk stopped
 before, and says which entry to read next (0 once the chain has ended), so a walk can be paged.
 An entry's ``prevIndex`` is always an older entry: a chain that goes up (a corrupt cycle,
 which the Java walk would follow forever) ends there, and every walk goes strictly down.
 ``probe`` is the same walk for a key query, every key placed in this file at once, its offsets
-appended to flat candidate columns (``engine._native.index_probe``; ``engine.keyindex.probe``).
+appended to flat candidate columns (``mqstore.engine._native.index_probe``; ``mqstore.engine.keyindex.probe``).
 ``has_entry`` asks whether one exact entry is reachable.
 
 Every function drops its views on the way out, even by an exception: a traceback that held them
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import _native
+from mqstore.engine import _native
 
 Array = np.ndarray[Any, Any]
 
@@ -44,7 +44,7 @@ def put(header: Array, slots: Array, entries: Array, key_hashes: Array, phys_off
         store_ms: Array) -> int:
     """Put as many keys as the file has room for, in order; returns how many went in (the rest
     belong in the next file). ``key_hashes`` are ``index_hash``es. One kernel call
-    (``engine._native.index_put``): ValueError for a negative offset or a hash that is not an
+    (``mqstore.engine._native.index_put``): ValueError for a negative offset or a hash that is not an
     ``index_hash``, before anything is written."""
     try:
         return _native.index_put(header, slots, entries, np.ascontiguousarray(key_hashes, np.int64),
@@ -86,7 +86,7 @@ def select(header: Array, slots: Array, entries: Array, key_hashes: Sequence[int
     end_ms], newest first, walking from entry ``from_nos[i]`` (0 or none given: the head of the key's
     slot); and for each, the entry to read next (0: the chain has ended). Keys are not compared (only
     hashes are stored): the caller filters collisions by reading the records. One kernel call
-    (``engine._native.index_select``) walks every key's chain."""
+    (``mqstore.engine._native.index_select``) walks every key's chain."""
     try:
         keys = array("q", key_hashes)  # int64s: for a page of a few keys cheaper than numpy's set-up
         keys.extend(max(want, 0) for want in wants)
@@ -101,7 +101,7 @@ def probe(header: Array, slots: Array, entries: Array, file_pos: int, file_count
           cand_phys: Any, count: int) -> tuple[int, int]:
     """``select``'s walk for every key of a query placed in this file (``places[i] == file_pos``, file
     ``file_pos`` of ``file_count``, newest first) and still wanting offsets, in one kernel call
-    (``engine._native.index_probe``, whose docstring is the contract): their offsets appended at row
+    (``mqstore.engine._native.index_probe``, whose docstring is the contract): their offsets appended at row
     ``count`` of the candidate columns, the keys' wants and places moved on in place; returns the new
     count and how many keys still want offsets (0 once no older file is to be walked)."""
     try:

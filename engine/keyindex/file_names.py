@@ -12,7 +12,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from engine.keyindex.index_file import TMP_SUFFIX
+from mqstore.engine.keyindex.index_file import TMP_SUFFIX
 
 INDEX_FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
 _TMP_NAME = re.compile(r"\d{17}" + re.escape(TMP_SUFFIX))

@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.keyindex import buckets
-from engine.keyindex.keys import index_hash
+from mqstore.engine.keyindex import buckets
+from mqstore.engine.keyindex.keys import index_hash
 
 INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
@@ -95,7 +95,7 @@ def index_file_size(slot_count: int, entry_count: int) -> int:
 
 class IndexFile:
     """A mapped IndexFile. Header fields live only in the mapping, so a reader sees the writer's puts;
-    the buckets' puts and probes (``engine.keyindex.buckets``) work on numpy views of it."""
+    the buckets' puts and probes (``mqstore.engine.keyindex.buckets``) work on numpy views of it."""
 
     __slots__ = (
         "_entry_count",
@@ -274,7 +274,7 @@ class IndexFile:
 
     def put_keys(self, key_hashes: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any],
                  store_ms: np.ndarray[Any, Any]) -> int:
-        """Add entries for many already hashed keys, in order (``engine.keyindex.buckets.put``); returns
+        """Add entries for many already hashed keys, in order (``mqstore.engine.keyindex.buckets.put``); returns
         how many fit (the rest belong in the next file)."""
         self._writable_map()
         return buckets.put(*self._buckets(), key_hashes, phys_offsets, store_ms)
@@ -290,7 +290,7 @@ class IndexFile:
     def select_phys_offsets_many(self, key_hashes: np.ndarray[Any, Any], wants: np.ndarray[Any, Any],
                                  begin_ms: int, end_ms: int) -> list[list[int]]:
         """``select_phys_offsets`` for many keys at once, given their ``index_hash``es, up to
-        ``wants[i]`` offsets for key i (``engine.keyindex.buckets.select``)."""
+        ``wants[i]`` offsets for key i (``mqstore.engine.keyindex.buckets.select``)."""
         return buckets.select(*self._buckets(), key_hashes, wants, begin_ms, end_ms)[0]
 
     def select_page(self, key_hashes: Sequence[int], wants: Sequence[int], from_nos: Sequence[int], begin_ms: int,
@@ -303,7 +303,7 @@ class IndexFile:
     def probe(self, file_pos: int, file_count: int, begin_ms: int, end_ms: int, hashes: Any, wants: Any, places: Any,
               from_nos: Any, cand_keys: Any, cand_phys: Any, count: int) -> tuple[int, int]:
         """This file, ``file_pos`` of a query's ``file_count`` (newest first), probed for every key of the
-        query placed in it (``engine.keyindex.buckets.probe``); ``queryOffset``'s stops: a file whose time
+        query placed in it (``mqstore.engine.keyindex.buckets.probe``); ``queryOffset``'s stops: a file whose time
         range misses [begin_ms, end_ms] is passed over, and one begun before ``begin_ms`` is the last walked."""
         return buckets.probe(*self._buckets(), file_pos, file_count, self.is_time_matched(begin_ms, end_ms),
                              self.begin_ms < begin_ms, begin_ms, end_ms, hashes, wants, places, from_nos, cand_keys,
@@ -318,7 +318,7 @@ class IndexFile:
         return self.has_hashed_entry(index_hash(key), phys_offset)
 
     def has_hashed_entry(self, key_hash: int, phys_offset: int) -> bool:
-        """``has_entry`` for a key already hashed (``index_hash``; ``engine.keyindex.buckets.has_entry``)."""
+        """``has_entry`` for a key already hashed (``index_hash``; ``mqstore.engine.keyindex.buckets.has_entry``)."""
         return buckets.has_entry(*self._buckets(), key_hash, phys_offset)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -374,7 +374,7 @@ class IndexFile:
         return self._map()
 
     def _buckets(self) -> _Views:
-        """The header, slots and entries views, for ``engine.keyindex.buckets``."""
+        """The header, slots and entries views, for ``mqstore.engine.keyindex.buckets``."""
         if self._views is None:
             raise IndexFileError(f"index file is closed: {self._path}")
         return self._views

@@ -2,13 +2,13 @@
 
 A record is indexed under its UNIQ_KEY first, then under each non-empty token of its KEYS property
 (``IndexService.buildIndex``), each as ``topic#key`` (``IndexService.buildKey``). The index stores
-only ``index_hash(topic#key)``: Java's ``String.hashCode`` (``engine.jhash``) made non-negative,
+only ``index_hash(topic#key)``: Java's ``String.hashCode`` (``mqstore.engine.java.jhash``) made non-negative,
 ``abs(hashCode)`` with Integer.MIN_VALUE (whose abs overflows) read as 0.
 
 Every path hashes keys here: the record path a key or a record at a time (``index_hash``,
 ``key_hashes``), and a ``DispatchBatch``'s many records at once from their key text
 (``record_key_hashes``: one kernel call, no string per key). Re-dispatch hashes the keys it reads off records' bytes
-in its own kernel, with the same rules (``engine.batch.dispatch_columns``).
+in its own kernel, with the same rules (``mqstore.engine.batch.dispatch_columns``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from engine import _native
-from engine.jhash import java_hash, java_hashes
+from mqstore.engine import _native
+from mqstore.engine.java.jhash import java_hash, java_hashes
 
 KEY_JOINER = "#"
 _INT_MIN = -(1 << 31)
@@ -59,8 +59,8 @@ def key_hashes(topic: str, keys: Sequence[str]) -> Array:
 
 def java_key_hashes(topic: str, keys: Sequence[str]) -> array[int]:
     """Java's hash of ``topic#key`` for each of ``keys``, in order, as int64s, in one kernel call
-    (``engine._native.java_hashes``): what a key query's probe takes, reading each as its ``index_hash``
-    (``engine._native.index_probe``)."""
+    (``mqstore.engine._native.java_hashes``): what a key query's probe takes, reading each as its ``index_hash``
+    (``mqstore.engine._native.index_probe``)."""
     prefix = f"{topic}{KEY_JOINER}"
     hashes = array("q", bytes(8 * len(keys)))
     _native.java_hashes([prefix + key for key in keys], hashes)
@@ -70,10 +70,10 @@ def java_key_hashes(topic: str, keys: Sequence[str]) -> array[int]:
 def record_key_hashes(topics: list[str], topic_codes: Array, text: bytes | memoryview,
                       bounds: Array) -> tuple[Array, Array]:
     """The index keys of many records, each given by its topic (an index into ``topics``) and its
-    UNIQ_KEY and KEYS (space separated) as key text (``engine.batch.key_text``: UTF-8 ``text`` and
+    UNIQ_KEY and KEYS (space separated) as key text (``mqstore.engine.batch.key_text``: UTF-8 ``text`` and
     its 2n + 1 int32 ``bounds``): ``key_rows`` (each key's record, ascending; a record's keys in
     ``record_keys`` order) and ``key_hashes``. One kernel call over the text as it came
-    (``engine._native.index_key_hashes``), Java's UTF-16 units of the decoded text whatever it holds."""
+    (``mqstore.engine._native.index_key_hashes``), Java's UTF-16 units of the decoded text whatever it holds."""
     n = len(topic_codes)
     capacity = n + (len(text) + n) // 2  # a UNIQ_KEY, and at most one KEYS token per two bytes
     key_rows = np.empty(capacity, np.int64)

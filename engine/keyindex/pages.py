@@ -1,11 +1,11 @@
 """A query over the index files, a page at a time: RocketMQ's ``IndexService.queryOffset``, paged.
 
-The files are walked newest first and each key's chain newest entry first (``engine.keyindex.probe``),
+The files are walked newest first and each key's chain newest entry first (``mqstore.engine.keyindex.probe``),
 up to a count of entries whose hash matches. Only hashes are stored, so colliding keys take places
 in a page; a caller still short after comparing the records' keys asks for the next page, which
 goes on where this one stopped (``IndexCursor``). Pages are cut by position in the chains, not by
 time as RocketMQ's ``queryMessage`` retries are, so no entry is skipped or visited twice, and a walk
-ends: chains only go down (``engine.keyindex.buckets``) and files only get older.
+ends: chains only go down (``mqstore.engine.keyindex.buckets``) and files only get older.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.keyindex.index_file import IndexFile
-from engine.keyindex.probe import KeyProbe
+from mqstore.engine.keyindex.index_file import IndexFile
+from mqstore.engine.keyindex.probe import KeyProbe
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ def select_pages(files: Sequence[IndexFile], key_hashes: Sequence[int], wants: S
                  after: Sequence[IndexCursor | None], begin_ms: int, end_ms: int) -> QueryPages:
     """For each key hash, a page of up to ``wants[i]`` offsets from ``after[i]`` on (None: from the
     newest entry) in ``files`` (newest first) stored in [begin_ms, end_ms]: a round of a probe
-    (``engine.keyindex.probe``, one kernel call a file for all the keys), its places turned into
+    (``mqstore.engine.keyindex.probe``, one kernel call a file for all the keys), its places turned into
     cursors. ``queryOffset``'s stops: files whose time range misses [begin_ms, end_ms] are passed
     over, and none older than a file that began before ``begin_ms`` is walked."""
     count = len(key_hashes)

@@ -7,7 +7,7 @@ offsets, newest first, to the round's candidates with a key column, and moves ea
 the entry to read next in that file, or the head of its chain in the next older one. Places are
 positions in the files as the probe found them, so a walk over several rounds neither skips nor
 repeats an entry, and it ends: chains only go down and files only get older. A query's pages
-(``engine.keyindex.pages``) are a round each, its cursors turned into places and back.
+(``mqstore.engine.keyindex.pages``) are a round each, its cursors turned into places and back.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from engine.keyindex.index_file import IndexFile
+from mqstore.engine.keyindex.index_file import IndexFile
 
 
 class KeyProbe:

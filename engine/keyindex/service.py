@@ -1,6 +1,6 @@
 """The ``{store}/index/`` directory: RocketMQ's IndexService over a list of IndexFiles.
 
-Files are named by the local time at creation (``engine.keyindex.file_names``), so name order is
+Files are named by the local time at creation (``mqstore.engine.keyindex.file_names``), so name order is
 creation order. Only the newest file is written; when it is full a new one is created, seeded with the
 previous file's end offset and end time, and the full file is flushed. Every indexed record's
 offset is >= the newest file's ``end_phys_offset``, so offsets never decrease along the list,
@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
-from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.keys import index_hashes, index_key, java_key_hashes, record_keys
-from engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
-from engine.keyindex.probe import KeyProbe
+from mqstore.engine.keyindex.file_names import index_file_names, next_index_file_name, remove_unfinished
+from mqstore.engine.keyindex.index_file import IndexFile, IndexFileError
+from mqstore.engine.keyindex.keys import index_hashes, index_key, java_key_hashes, record_keys
+from mqstore.engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
+from mqstore.engine.keyindex.probe import KeyProbe
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 # what ``build_records`` takes of a record: topic, KEYS tokens, UNIQ_KEY, phys offset, store time, sysFlag
@@ -227,7 +227,7 @@ class IndexService:
                    end_ms: int, *, after: Sequence[IndexCursor | None] | None = None) -> QueryPages:
         """``query`` for many keys of one topic at once, in their order (``max_count`` one for all, or
         one a key; ``after`` each key's cursor): each file probed for all the keys that walk it
-        together (``engine.keyindex.pages``)."""
+        together (``mqstore.engine.keyindex.pages``)."""
         counts = [max_count] * len(keys) if isinstance(max_count, int) else max_count
         return select_pages(self._files[::-1], index_hashes([index_key(topic, key) for key in keys]),
                             [min(count, self._max_msgs_num_batch) for count in counts],
@@ -240,7 +240,7 @@ class IndexService:
 
     def probe(self, topic: str, keys: Sequence[str], begin_ms: int, end_ms: int) -> KeyProbe:
         """A walk of the files as they are now, for every key of ``topic`` at once, all hashed in one call:
-        what a key query asks for candidates, a round at a time (``engine.keyindex.probe``)."""
+        what a key query asks for candidates, a round at a time (``mqstore.engine.keyindex.probe``)."""
         return KeyProbe(self._files[::-1], java_key_hashes(topic, keys), begin_ms, end_ms)
 
     # -- deleting -------------------------------------------------------------------------------

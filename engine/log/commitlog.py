@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.batch.column_scan import ColumnScan
-from engine.batch.record_batch import CheckedBatch, stamp_batch
-from engine.log.mapped_file import MappedFile
-from engine.log.mapped_file_queue import MappedFileQueue
-from engine.log.record import (
+from mqstore.engine.batch.column_scan import ColumnScan
+from mqstore.engine.batch.record_batch import CheckedBatch, stamp_batch
+from mqstore.engine.log.mapped_file import MappedFile
+from mqstore.engine.log.mapped_file_queue import MappedFileQueue
+from mqstore.engine.log.record import (
     END_FILE_MIN_BLANK_SIZE,
     Decoded,
     DecodeKind,
@@ -111,7 +111,7 @@ class CommitLog:
     def append_checked(self, records: bytes | memoryview, batch: CheckedBatch, queue_ids: np.ndarray[Any, Any],
                        queue_offsets: np.ndarray[Any, Any], store_ms: int, *, sealed: bool,
                        appended: list[np.ndarray[Any, Any]]) -> None:
-        """Append a producer-encoded batch (``engine.batch.record_batch``): one slice copy per file, then its
+        """Append a producer-encoded batch (``mqstore.engine.batch.record_batch``): one slice copy per file, then its
         fields stamped and its records sealed over the mapped bytes in one compiled loop. The phys offsets
         of each file's records reach ``appended`` as one int64 array once they are written, as ``append``'s
         reach its list."""
@@ -209,7 +209,7 @@ class CommitLog:
     def scan_columns(self, from_phys: int, to_phys: int | None = None, *, check_crc: bool = True,
                      require_prop_crc: bool = False, known: dict[int, np.ndarray[Any, Any]] | None = None,
                      ) -> ColumnScan:
-        """``scan`` by the chunk of records, as columns (``engine.batch.column_scan``): iterate it for the
+        """``scan`` by the chunk of records, as columns (``mqstore.engine.batch.column_scan``): iterate it for the
         records, then read where it ended and why. ``known`` takes the record starts an earlier scan
         of the range found (``column_scan.known_starts``) instead of walking them again."""
         end = self.max_offset if to_phys is None else to_phys

@@ -5,7 +5,7 @@ The queue's cursors are global: ``max_offset`` (written), ``flushed_where``.
 
 Only all-digit names are the queue's files; every listing (``open``, ``refresh``, ``infer_file_size``)
 goes through ``is_queue_file_name``, so a dot-name in the directory is never log data. The commitlog
-keeps its spare next file there (``SPARE_NAME``, made ready by ``engine.log.page_warmer`` in the flush
+keeps its spare next file there (``SPARE_NAME``, made ready by ``mqstore.engine.log.page_warmer`` in the flush
 service, under ``SPARE_PREPARING_NAME`` until then): a queue with ``adopt_spares`` set takes it as its
 next file with one rename instead of allocating one inline, and allocates inline when none is ready.
 """
@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from engine.log.mapped_file import MappedFile, MappedFileError, file_name
-from engine.metafile import fsync_dir
+from mqstore.engine.log.mapped_file import MappedFile, MappedFileError, file_name
+from mqstore.engine.meta.metafile import fsync_dir
 
 SPARE_NAME = ".spare"                        # a whole, zero, allocated next file, ready to adopt
 SPARE_PREPARING_NAME = ".spare.preparing"    # the same while its owner still allocates or warms it

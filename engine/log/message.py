@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine.config import check_topic
-from engine.log.host import Host
-from engine.log.record import (
+from mqstore.engine.config import check_topic
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import (
     MAX_PROPERTIES_SIZE,
     PROP_CRC_KEY,
     PROP_CRC_SIZE,

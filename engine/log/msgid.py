@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from engine import _native
-from engine.log.host import Host
+from mqstore.engine import _native
+from mqstore.engine.log.host import Host
 
 OFFSET_MSG_ID_V4_LEN = 32
 OFFSET_MSG_ID_V6_LEN = 56

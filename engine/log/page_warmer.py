@@ -40,14 +40,14 @@ that one send batch fills it outruns it, and then the writer allocates inline, a
 populated, not written (RocketMQ writes a zero every page, then may ``mlock``): written zeros would
 dirty the page cache, be written back to disk, and could make the writer wait on that writeback.
 
-Measured on the 2-core development machine (``scripts.bench.roll``, 64 MiB files, 256 KiB batches,
+Measured on the 2-core development machine (``mqstore.scripts.bench.roll``, 64 MiB files, 256 KiB batches,
 spare on and off interleaved): the writer's append that rolls took 388 us median (483 max, 28 rolls)
 adopting the spare, 3366 us median (11.9 ms max) allocating inline; a steady append took 55 us. In a
 whole broker the batch that rolls answered in 4.97 ms median with the spare, 5.66 ms without (16 MiB
 files: 3.18 and 5.35 ms; other batches 2.8 to 3.0 ms); the worst RTs of either run were the shared
 machine's noise, as large away from any roll.
 
-The writer's own mapping, populated for writing ahead of its written end, is ``engine.log.prefault``.
+The writer's own mapping, populated for writing ahead of its written end, is ``mqstore.engine.log.prefault``.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ import mmap
 import os
 from pathlib import Path
 
-from engine.log.mapped_file import OS_PAGE_SIZE
-from engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME, MappedFileQueue
+from mqstore.engine.log.mapped_file import OS_PAGE_SIZE
+from mqstore.engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME, MappedFileQueue
 
 MADV_POPULATE_READ = 22  # linux/mman.h; Python's mmap module does not name it
 DEFAULT_AHEAD_BYTES = 64 * 1024 * 1024

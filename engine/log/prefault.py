@@ -1,12 +1,12 @@
 """The writer's own mapping of the commitlog, populated for writing just ahead of its written end.
 
 Page tables belong to a mapping, not to the page cache: the pages the flush service warms
-(``engine.log.page_warmer``) are in memory, but the writer's first store to each still takes a fault
+(``mqstore.engine.log.page_warmer``) are in memory, but the writer's first store to each still takes a fault
 that maps the page writable into its own process (ext4's ``page_mkwrite`` included): about half of
 the writer's CPU per 4 KiB message. ``WriterPrefault`` populates the writer's mapping itself
 just ahead of its written end with ``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14), which takes those
 faults at once, as a store would, without storing anything. It is passive like the rest of the
-engine: the writer process drives it from a thread of its own (``actors.writer.prefault``) through libc
+engine: the writer process drives it from a thread of its own (``mqstore.actors.writer.prefault``) through libc
 ``madvise`` called with ctypes, which releases the GIL; ``mmap.madvise`` holds it for the whole
 call (measured on CPython 3.11: a spinning thread made 1% of its progress during a 256 MiB
 ``mmap.madvise``, 91% during the same call through ctypes). The caller keeps the file mapped for
@@ -18,7 +18,7 @@ dirty, so a page populated ahead is dirty zeros until the writer fills it, and a
 file (the flush service's) in between writes it back as zeros, which is what the fallocated file
 read as anyway; a SIGKILL or a crash leaves exactly the bytes it would have left without populating.
 That write-back is the cost: the page is written to disk twice, and is write-protected again, so the
-writer's store takes a (cheaper) fault after all. Measured (``scripts.bench.prefault``, 2 producers,
+writer's store takes a (cheaper) fault after all. Measured (``mqstore.scripts.bench.prefault``, 2 producers,
 batches of 100, 8 MiB ahead, on and off interleaved, medians; the 2-core machine shared with other
 work), per message:
 
@@ -41,11 +41,11 @@ catches), off by default under SYNC_FLUSH, whose fsync after every batch writes 
 populated page before the writer reaches it (42% more bytes written).
 
 Since then the flush service syncs only the commitlog bytes written since its last flush
-(``engine.log.range_sync``), not whole files: a page populated ahead is no longer written back as
+(``mqstore.engine.log.range_sync``), not whole files: a page populated ahead is no longer written back as
 zeros nor write-protected before the writer fills it, in either mode (the writer's loop took 4,846
 faults on the commitlog in 300,000 ASYNC messages of 128 B before, none after). The figures above are
 from before; the SYNC_FLUSH default, decided on them, has not been measured again at 4 KiB (at 128 B,
-``python -m scripts.bench.where --flush SYNC_FLUSH``, 2 runs each: writer 2.30 and 2.33 us a message
+``python -m mqstore.scripts.bench.where --flush SYNC_FLUSH``, 2 runs each: writer 2.30 and 2.33 us a message
 off, 2.40 and 2.60 on).
 
 A roll's new file is populated from its first page once the loop hands it over, after the batch that
@@ -59,7 +59,7 @@ import mmap
 import os
 from collections.abc import Callable
 
-from engine.log.mapped_file import OS_PAGE_SIZE, MappedFile
+from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, MappedFile
 
 MADV_POPULATE_WRITE = 23  # linux/mman.h
 DEFAULT_PREFAULT_STEP_BYTES = 1024 * 1024  # one madvise call: what a file close may wait for

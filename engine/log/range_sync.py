@@ -2,7 +2,7 @@
 through a read-only shared mapping that nothing reads or writes through.
 
 Why not ``fsync``: it writes back every dirty page of the file. The commitlog's pages just ahead of
-its writer are dirty zeros, populated for writing (``engine.log.prefault``); a whole-file fsync
+its writer are dirty zeros, populated for writing (``mqstore.engine.log.prefault``); a whole-file fsync
 writes them to disk before the writer fills them (and again once it has), and write-protects them,
 so the writer's stores fault on them after all (4,800 faults of the writer's loop in 300,000
 messages of 128 B, 2,048 pages ahead written back by each 500 ms flush). On Linux ``msync(MS_SYNC)``
@@ -23,7 +23,7 @@ import mmap
 import os
 from pathlib import Path
 
-from engine.log.mapped_file import OS_PAGE_SIZE
+from mqstore.engine.log.mapped_file import OS_PAGE_SIZE
 
 MS_SYNC = 4  # linux/mman.h (asm-generic)
 _MAP_FAILED = ctypes.c_void_p(-1).value

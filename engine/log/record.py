@@ -37,8 +37,8 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.log.host import IPV4_HOST_SIZE, IPV6_HOST_SIZE, Host
-from engine.log.msgid import offset_msg_id
+from mqstore.engine.log.host import IPV4_HOST_SIZE, IPV6_HOST_SIZE, Host
+from mqstore.engine.log.msgid import offset_msg_id
 
 MAGIC_V1 = -626843481
 MAGIC_V2 = -626843477

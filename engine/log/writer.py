@@ -13,15 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from engine import _native
-from engine.batch.dispatch import DispatchRequest
-from engine.batch.record_batch import CheckedBatch
-from engine.config import StoreConfig
-from engine.log.commitlog import CommitLog, RecordTooLargeError
-from engine.log.delay_table import tags_code_of
-from engine.log.message import Message, PutResult, PutStatus, Refusal, encode_message
-from engine.log.msgid import UniqKeyGenerator, offset_msg_id
-from engine.log.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
+from mqstore.engine import _native
+from mqstore.engine.batch.dispatch import DispatchRequest
+from mqstore.engine.batch.record_batch import CheckedBatch
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.delay.table import tags_code_of
+from mqstore.engine.log.commitlog import CommitLog, RecordTooLargeError
+from mqstore.engine.log.message import Message, PutResult, PutStatus, Refusal, encode_message
+from mqstore.engine.log.msgid import UniqKeyGenerator, offset_msg_id
+from mqstore.engine.log.record import PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
 
 MAX_QUEUE_ID = (1 << 31) - 1
 

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.log.mapped_file import MappedFile
-from engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
-from engine.log.record import BLANK_MAGIC
+from mqstore.engine.log.mapped_file import MappedFile
+from mqstore.engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
+from mqstore.engine.log.record import BLANK_MAGIC
 
 RECORD_SIZE = 52
 BLANK_SIZE = 16

@@ -1,4 +1,4 @@
-"""The timer rule of ``engine.put_rewrite``: RocketMQ 5's transform of a timer message on put.
+"""The timer rule of ``mqstore.engine.put.rewrite``: RocketMQ 5's transform of a timer message on put.
 
 A NOT / COMMIT message carrying ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS`` or ``TIMER_DELIVER_MS`` (in
 that priority), and neither ``DELAY`` > 0 (a delay level wins) nor ``TIMER_OUT_MS`` (already parked:
@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from engine.config import StoreConfig
-from engine.java_numbers import parse_long
-from engine.log.message import Message, PutResult, PutStatus
-from engine.log.record import PROP_DELAY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.java.numbers import parse_long
+from mqstore.engine.log.message import Message, PutResult, PutStatus
+from mqstore.engine.log.record import PROP_DELAY, SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 TIMER_QUEUE_COUNT = 1

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.config import StoreConfig
-from engine.jhash import java_hash
-from engine.timer.checkpoint import TimerCheckpoint
-from engine.timer.log import MAGIC_DEFAULT, MAGIC_ROLL, TimerLog, TimerRecord
-from engine.timer.wheel import TimerWheel
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.java.jhash import java_hash
+from mqstore.engine.timer.checkpoint import TimerCheckpoint
+from mqstore.engine.timer.log import MAGIC_DEFAULT, MAGIC_ROLL, TimerLog, TimerRecord
+from mqstore.engine.timer.wheel import TimerWheel
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The timer files checked read-only, for ``engine.verify``: sizes RocketMQ's, every timerlog record
+"""The timer files checked read-only, for ``mqstore.engine.repair.verify``: sizes RocketMQ's, every timerlog record
 pointing at a ``rmq_sys_wheel_timer`` record of its size (or below the commitlog's min offset,
 taken by retention), and the log ending where its records end.
 
@@ -13,13 +13,13 @@ import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file_queue import is_queue_file_name
-from engine.log.record import BLANK_MAGIC, DecodeKind
-from engine.timer.checkpoint import CHECKPOINT_FILE, CHECKPOINT_SIZE
-from engine.timer.log import BLANK_SIZE, LOG_DIR, RECORD_SIZE, TimerRecord, decode_record
-from engine.timer.put_rule import TIMER_TOPIC
-from engine.timer.wheel import WHEEL_FILE, WHEEL_FILE_SIZE
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file_queue import is_queue_file_name
+from mqstore.engine.log.record import BLANK_MAGIC, DecodeKind
+from mqstore.engine.timer.checkpoint import CHECKPOINT_FILE, CHECKPOINT_SIZE
+from mqstore.engine.timer.log import BLANK_SIZE, LOG_DIR, RECORD_SIZE, TimerRecord, decode_record
+from mqstore.engine.timer.put_rule import TIMER_TOPIC
+from mqstore.engine.timer.wheel import WHEEL_FILE, WHEEL_FILE_SIZE
 
 TimerFinding = tuple[str, str, str]
 

@@ -12,5 +12,5 @@ measured in the same run.
   ``prefault``, ``roll`` (commitlog rolls), ``remoting`` (the stock client against mqstore's),
   ``rebuild`` and ``spark_read`` (the Spark pipeline).
 
-Brokers come from ``scripts.harness``.
+Brokers come from ``mqstore.scripts.harness``.
 """

@@ -1,6 +1,6 @@
 """Ack-mode throughput next to offset mode, on one broker and one store in the same run.
 
-    python -m scripts.bench.ack [--count 20000] [--body-bytes 128] [--batch 64] [--readers 1]
+    python -m mqstore.scripts.bench.ack [--count 20000] [--body-bytes 128] [--batch 64] [--readers 1]
 
 Starts a real broker (``mqstore start``) on a fresh store in a temp dir, sends ``--count`` messages
 to a 4-queue topic, then drains that same backlog three times, each with its own group:
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipc.ack_consumer import AckConsumer
-from ipc.client import Consumer, Producer
-from scripts import harness
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.scripts import harness
 
 TOPIC = "BenchAck"
 IDLE_S = 1.0  # a consumer that gets nothing for this long is done
@@ -46,7 +46,7 @@ def produce(store: Path, count: int, body_bytes: int) -> None:
 
 
 def wait_consumable(store: Path, count: int) -> None:
-    from ipc.client import Admin
+    from mqstore.ipc.client.api import Admin
     deadline = time.monotonic() + 60
     with Admin(store) as admin:
         while sum(hi - lo for lo, hi in admin.queue_info(TOPIC).values()) < count:

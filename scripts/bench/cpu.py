@@ -20,7 +20,7 @@ def actor_cpu_s(store: Path | str) -> dict[str, float]:
     supervisor."""
     import psutil
 
-    from ipc.control import control_request
+    from mqstore.ipc.transport.control import control_request
     status = control_request(Path(store), "status")
     pids = {"supervisor": status.get("pid"), **{name: info.get("pid") for name, info in status["actors"].items()}}
     out = {}

@@ -1,8 +1,8 @@
 """The consume-queue builder's poll round, replayed offline: Python calls, numpy calls and CPU a round.
 
-    python -m scripts.bench.cq_rounds [--count 300000] [--producers 2] [--repeat 3]
+    python -m mqstore.scripts.bench.cq_rounds [--count 300000] [--producers 2] [--repeat 3]
 
-Starts a broker on a temp store (``scripts.harness``), runs ``bench load``'s workload against it (the
+Starts a broker on a temp store (``mqstore.scripts.harness``), runs ``bench load``'s workload against it (the
 suite's: ``send_encoded_columns``, batches of 100, 128 B, tags, keys on 10 %) while a subscriber
 records every frame the writer publishes on ``dispatch``, and keeps the commitlog. Then, in this
 process, a ``ConsumeQueueBuilderActor`` on a copy of that commitlog (no consume queues yet) applies
@@ -11,7 +11,7 @@ for nothing: one writer frame a round), building its ``arrived`` notice after ea
 (every Python and C call of a round, those of numpy apart), then ``--repeat`` times on fresh copies
 for CPU seconds (the best). The consume-queue files it writes are compared with the broker's, byte
 for byte. What a live round costs beyond this (wake-ups, ZeroMQ, caches gone cold between rounds)
-is ``scripts.bench.where``'s. One JSON document on stdout.
+is ``mqstore.scripts.bench.where``'s. One JSON document on stdout.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from typing import Any
 
 import zmq
 
-from actors.builder import ConsumeQueueBuilderActor, Received
-from actors.config import load_config
-from actors.runtime import Runtime
-from engine.store_files import read_geometry
-from ipc import schema
-from ipc.endpoints import Endpoints
-from ipc.sockets import connect, has_message, recv_message
-from scripts import harness
-from scripts.bench.load import Workload, run_load
+from mqstore.actors.builder import ConsumeQueueBuilderActor, Received
+from mqstore.actors.config import load_config
+from mqstore.actors.runtime import Runtime
+from mqstore.engine.read.store_files import read_geometry
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.transport.sockets import connect, has_message, recv_message
+from mqstore.ipc.wire import schema
+from mqstore.scripts import harness
+from mqstore.scripts.bench.load import Workload, run_load
 
 Frame = Received
 
@@ -121,7 +121,8 @@ def replay(store: Path, work: Path, frames: list[Frame], repeat: int) -> dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench.cq_rounds", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mqstore.scripts.bench.cq_rounds",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=300_000, help="messages in all (default 300000)")
     parser.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
     parser.add_argument("--repeat", type=int, default=3, help="timed replays, the best kept (default 3)")

@@ -1,6 +1,6 @@
 """Delay levels under load: how late 10,000 pending delayed messages come out, and how fast a backlog drains.
 
-    python -m scripts.bench.delay [--count 10000] [--levels "1s 5s 10s"] [--level 2] [--rate 10000] [--out FILE]
+    python -m mqstore.scripts.bench.delay [--count 10000] [--levels "1s 5s 10s"] [--level 2] [--rate 10000] [--out FILE]
 
 One broker (``mqstore start``, ASYNC_FLUSH, default geometry) with ``[store] message_delay_level``
 set to ``--levels``. Two runs, each of ``count`` messages of 128 bytes sent in batches of 100:
@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 import psutil
 
-from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.log.commitlog import CommitLog
-from engine.log.delay_table import parse_delay_levels
-from engine.log.record import SCHEDULE_TOPIC
-from ipc.client import Admin, Outgoing, Producer
-from scripts import harness
-from scripts.bench.suite import git_commit
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.delay.table import parse_delay_levels
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import SCHEDULE_TOPIC
+from mqstore.ipc.client.api import Admin, Outgoing, Producer
+from mqstore.scripts import harness
+from mqstore.scripts.bench.suite import git_commit
 
 BODY = b"d" * 128
 

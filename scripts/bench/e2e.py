@@ -1,11 +1,11 @@
 """End-to-end broker benchmark: one producer's throughput and the latency from send to consumable,
 in ASYNC_FLUSH and SYNC_FLUSH, next to this machine's limits measured in the same run.
 
-    python -m scripts.bench.e2e [--count 50000] [--batch 100] [--body-bytes 128] [--latency-count 2000]
+    python -m mqstore.scripts.bench.e2e [--count 50000] [--batch 100] [--body-bytes 128] [--latency-count 2000]
 
-Each mode starts a real broker (``mqstore start``, through ``scripts.harness``) on a fresh store in
+Each mode starts a real broker (``mqstore start``, through ``mqstore.scripts.harness``) on a fresh store in
 a temp dir and stops it afterwards. Latency: single sends, one at a time, each timed from before
-``send`` until a consumer already long-polling the queue receives it. Limits (``scripts.bench.limits``):
+``send`` until a consumer already long-polling the queue receives it. Limits (``mqstore.scripts.bench.limits``):
 a ZeroMQ ipc DEALER/ROUTER round trip, and the rate of small appends each followed by fdatasync (what
 SYNC_FLUSH is bounded by without group commit). Prints one JSON object.
 """
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipc.client import Consumer, Producer
-from scripts import harness
-from scripts.bench.limits import fdatasync_rate, ipc_round_trip_us
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.scripts import harness
+from mqstore.scripts.bench.limits import fdatasync_rate, ipc_round_trip_us
 
 
 def throughput(store: Path, count: int, batch: int, body_bytes: int) -> dict[str, Any]:

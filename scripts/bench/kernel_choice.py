@@ -1,10 +1,10 @@
 """How the per-record kernels are compiled, decided by measuring two means on one kernel.
 
-    python -m scripts.bench.kernel_choice [--records 100] [--body-bytes 128] [--rounds 20000]
+    python -m mqstore.scripts.bench.kernel_choice [--records 100] [--body-bytes 128] [--rounds 20000]
 
 The kernel is the writer's body-CRC check: RocketMQ's CRC (zlib's CRC-32, low 31 bits) of each body of a
 batch. Measured in one run, each in a fresh interpreter: the Python loop over ``zlib.crc32`` that the
-kernel replaced, the C extension ``engine._native`` (built by ``pip install``), and a numba ``njit``
+kernel replaced, the C extension ``mqstore.engine._native`` (built by ``pip install``), and a numba ``njit``
 (cached, nogil) version of the same loop when numba is importable (``pip install numba`` to include it:
 it is not a dependency). For each: ns per record, and what importing it costs a process (seconds to
 import and make the first call, resident memory after) — every actor process pays that at start.
@@ -43,7 +43,7 @@ def run():
     out[:] = np.array([zlib.crc32(mv[a:b]) for a, b in zip(starts.tolist(), ends.tolist())], np.int64) & 0x7FFFFFFF
 """,
     "c_extension": """
-from engine import _native
+from mqstore.engine import _native
 def run():
     _native.crc31_spans(data, starts, ends, out)
 """,

@@ -5,7 +5,7 @@ client's CPU (every thread of this process) and the readers' CPU (psutil on ever
 With ``--profile FILE``, the one-at-a-time lookups also run under cProfile, its stats written there.
 One JSON document on stdout.
 
-    python -m scripts.bench.key_lookup --store STORE [--lookups 10000] [--keyed 7500] [--topic Bench0]
+    python -m mqstore.scripts.bench.key_lookup --store STORE [--lookups 10000] [--keyed 7500] [--topic Bench0]
                                        [--in-flight 32] [--keys-per-request 100]
 
 The keys are ``k0-<n>`` for random n below ``--keyed``: what ``mqstore bench load`` keys worker 0's
@@ -25,8 +25,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from ipc.client import Admin, MessageBatch
-from scripts.bench.cpu import actor_cpu_s
+from mqstore.ipc.client.api import Admin, MessageBatch
+from mqstore.scripts.bench.cpu import actor_cpu_s
 
 WARM_LOOKUPS = 500
 

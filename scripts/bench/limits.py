@@ -3,11 +3,11 @@
     mqstore bench limits [--dir DIR] [--quick]
 
 - ``mmap_copy_mb_per_s``: a numpy copy into a fresh, fallocated shared mapping (what an append costs
-  at best; ``mmap_copy_bandwidth``, which ``scripts.bench.put_batch`` compares with too);
+  at best; ``mmap_copy_bandwidth``, which ``mqstore.scripts.bench.put_batch`` compares with too);
 - ``seq_write_fdatasync_mb_per_s``: sequential 4 MiB writes of a fresh file, then one fdatasync (what
   a flushed commitlog can take at best);
 - ``fdatasync_appends_per_s``: small appends each followed by fdatasync (a sync send without group
-  commit; ``fdatasync_rate``, which ``scripts.bench.e2e`` compares with too);
+  commit; ``fdatasync_rate``, which ``mqstore.scripts.bench.e2e`` compares with too);
 - ``ipc_batch_round_trip_us``: a ZeroMQ ipc DEALER/ROUTER round trip of one batch-sized frame
   (``ipc_round_trip_us``), and the messages/s one synchronous producer could reach with it.
 

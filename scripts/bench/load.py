@@ -33,8 +33,8 @@ from typing import Any
 import multiprocess
 import numpy as np
 
-from ipc.encoded import SendResults
-from scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
+from mqstore.ipc.wire.encoded import SendResults
+from mqstore.scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
 
 STAMP_BYTES = 8
 REPORT_EVERY_S = 1.0
@@ -146,7 +146,7 @@ def _batch_template(spec: Workload, worker: int) -> list[dict[str, Any]]:
 
 
 def producer_main(worker: int, store: str, spec: Workload, share: int | None, stats: Any, start_at: float) -> None:
-    from ipc.client import Outgoing, Producer
+    from mqstore.ipc.client.api import Outgoing, Producer
     template = _batch_template(spec, worker)
     meter = _Meter()
     rts: list[float] = []
@@ -229,7 +229,7 @@ def _done(meter: _Meter, rts: list[float], future: Future[Any], t0: float, n: in
 
 def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tuple[str, int]], stats: Any,
                   stop: Any, group: str, start_at: float) -> None:
-    from ipc.client import Consumer
+    from mqstore.ipc.client.api import Consumer
     by_topic: dict[str, list[int]] = {}
     for topic, q in assignment:
         by_topic.setdefault(topic, []).append(q)
@@ -273,7 +273,7 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
 # -- the parent -----------------------------------------------------------------------------------------
 
 def _create_topics(store: str, spec: Workload) -> None:
-    from ipc.client import Admin
+    from mqstore.ipc.client.api import Admin
     with Admin(store, timeout_ms=spec.timeout_ms) as admin:
         for topic in spec.topic_names():
             admin.create_topic(topic, spec.queues)
@@ -281,7 +281,7 @@ def _create_topics(store: str, spec: Workload) -> None:
 
 def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadResult:
     """Run the workload against the broker on ``store``; returns the summary and the latency samples."""
-    from scripts.bench.live import LiveTable
+    from mqstore.scripts.bench.live import LiveTable
     spec.validate()
     store = str(store)
     _create_topics(store, spec)

@@ -1,7 +1,7 @@
 """The writer's CPU per message with its mapping prefaulted ahead (``[store] prefault_ahead_bytes``)
 and without, interleaved in one session.
 
-    python -m scripts.bench.prefault [--pairs 3] [--body-bytes 4096 128] [--ahead-mib 8] [--duration 3]
+    python -m mqstore.scripts.bench.prefault [--pairs 3] [--body-bytes 4096 128] [--ahead-mib 8] [--duration 3]
 
 Each pair runs ``bench load``'s workload (``--flush`` mode, 2 producers, batches of 100, encoded wire)
 against two fresh brokers, prefault on and off (the order alternates between pairs). The writer's
@@ -23,10 +23,10 @@ from typing import Any
 
 import psutil
 
-from ipc.control import control_request
-from scripts import harness
-from scripts.bench.load import run_load
-from scripts.cli.bench import workload_from
+from mqstore.ipc.transport.control import control_request
+from mqstore.scripts import harness
+from mqstore.scripts.bench.load import run_load
+from mqstore.scripts.cli.bench import workload_from
 
 
 def _cpu_s(proc: psutil.Process) -> tuple[float, float, int]:

@@ -4,7 +4,7 @@ process over a broker started on a temp store, its CPU from ``time.process_time`
 the producer: the caller's, the client's I/O thread, ZeroMQ's); and ``encode_columns`` alone on the
 same batch, offline.
 
-    python -m scripts.bench.producer_cpu [--inflight 4,16] [--count 100000] [--repeat 2]
+    python -m mqstore.scripts.bench.producer_cpu [--inflight 4,16] [--count 100000] [--repeat 2]
 
 One JSON line per run. On a shared machine compare runs made back to back, alternated with the
 build they are compared with.
@@ -27,7 +27,7 @@ ENCODE_BATCHES = 5000
 
 def loop_cpu_us(store: str, inflight: int, count: int) -> dict[str, Any]:
     """CPU of ``count`` messages sent by load's producer loop, a message."""
-    from scripts.bench.load import Workload, producer_main
+    from mqstore.scripts.bench.load import Workload, producer_main
     spec = Workload(producers=1, count=count, inflight=inflight, timeout_ms=30_000).validate()
     stats: queue.Queue[Any] = queue.Queue()
     cpu_s, wall_s = time.process_time(), time.monotonic()
@@ -43,9 +43,9 @@ def loop_cpu_us(store: str, inflight: int, count: int) -> dict[str, Any]:
 
 def encode_cpu_us() -> float:
     """CPU of one ``encode_columns`` of load's batch (its bodies stamped, its keys made, as load does)."""
-    from engine.log.host import Host
-    from ipc.encoded import BatchEncoder, Encoding
-    from scripts.bench.load import Workload, _batch_template
+    from mqstore.engine.log.host import Host
+    from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
+    from mqstore.scripts.bench.load import Workload, _batch_template
     encoder = BatchEncoder(Encoding(Host("127.0.0.1", 10911), True, 4 * 1024 * 1024))
     template = _batch_template(Workload(), 0)
     bodies, tags = [m["body"] for m in template], [m.get("tags") for m in template]
@@ -59,13 +59,13 @@ def encode_cpu_us() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench.producer_cpu", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m mqstore.scripts.bench.producer_cpu", description=__doc__)
     parser.add_argument("--inflight", default="4,16", help="batch sends outstanding, a comma-separated list")
     parser.add_argument("--count", type=int, default=100_000, help="messages a run")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each inflight")
     args = parser.parse_args(argv)
-    from scripts import harness
-    from scripts.bench.load import Workload, _create_topics
+    from mqstore.scripts import harness
+    from mqstore.scripts.bench.load import Workload, _create_topics
     print(json.dumps({"encode_columns_cpu_us_per_batch": encode_cpu_us()}), flush=True)
     with tempfile.TemporaryDirectory(prefix="mqstore-producer-cpu-") as work:
         broker = harness.BrokerProcess(Path(work) / "store", "--flush", "ASYNC_FLUSH", "--remoting", "off").start()

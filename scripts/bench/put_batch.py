@@ -1,6 +1,6 @@
 """Embedded put_batch throughput next to this machine's raw mmap copy bandwidth, measured in one run.
 
-    python -m scripts.bench.put_batch [--count N] [--batch B] [--sizes 128,1024] [--dir DIR]
+    python -m mqstore.scripts.bench.put_batch [--count N] [--batch B] [--sizes 128,1024] [--dir DIR]
 
 Prints one JSON object: for each body size, messages/s and MB/s of ``MessageStore.put_batch`` (tags on
 every message, keys on 10 %, whole-record CRC on, synchronous dispatch into consume queues and index),
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import Geometry, Message, MessageStore, StoreConfig
-from scripts.bench.limits import mmap_copy_bandwidth
+from mqstore.engine import Geometry, Message, MessageStore, StoreConfig
+from mqstore.scripts.bench.limits import mmap_copy_bandwidth
 
 
 def put_batch_rate(directory: Path, body_bytes: int, count: int, batch: int) -> dict[str, float]:

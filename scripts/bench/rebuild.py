@@ -1,17 +1,17 @@
 """The Spark rebuild of consume queues and index files next to the engine's own, on one store, in one run.
 
-    python -m scripts.bench.rebuild [--count 1000000] [--master local[2]] [--dir DIR] [--split-bytes N]
+    python -m mqstore.scripts.bench.rebuild [--count 1000000] [--master local[2]] [--dir DIR] [--split-bytes N]
 
 Builds a store of COUNT messages with ``MessageStore.put_batch`` in the default geometry (1 GiB
 commitlog files, 300,000-entry consume-queue files, 5M-slot index files): 4 topics x 4 queues,
 128-byte bodies, a tag and a key on every message (so two index entries each, with UNIQ_KEY). Then,
 on that store, one after the other:
 
-1. ``engine``: ``engine.rebuild.rebuild_derived`` with the derived files in place (the open before it
+1. ``engine``: ``mqstore.engine.repair.rebuild.rebuild_derived`` with the derived files in place (the open before it
    has nothing to recover; the rebuild deletes and re-dispatches everything);
 2. ``engine_after_delete``: the same after deleting ``consumequeue/`` and ``index/``, the job's own
    starting point (the open's recovery re-dispatches everything once already, the rebuild again);
-3. ``spark``: ``pipeline.rebuild_job.rebuild`` after deleting ``consumequeue/`` and ``index/``, with the
+3. ``spark``: ``mqstore.pipeline.rebuild_job.rebuild`` after deleting ``consumequeue/`` and ``index/``, with the
    session started beforehand (its start is reported on its own).
 
 Each result is compared with the store's original derived files (consume-queue files byte for byte,
@@ -33,10 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine import Message, MessageStore
-from engine.rebuild import rebuild_derived
-from engine.store_files import index_paths
-from pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES
+from mqstore.engine import Message, MessageStore
+from mqstore.engine.read.store_files import index_paths
+from mqstore.engine.repair.rebuild import rebuild_derived
+from mqstore.pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES
 
 TOPICS = 4
 QUEUES = 4
@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split-bytes", type=int, default=DEFAULT_SPLIT_BYTES)
     parser.add_argument("--dir", type=Path, default=None, help="where to build the store (default: a temp dir)")
     args = parser.parse_args(argv)
-    from pipeline.rebuild_job import rebuild
-    from pipeline.session import spark_session
+    from mqstore.pipeline.rebuild_job import rebuild
+    from mqstore.pipeline.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="mqstore-bench-rebuild-", dir=args.dir))
     store = work / "store"

@@ -1,17 +1,17 @@
 """Disk use over time for an ack-heavy workload, with retention's ``reclaim_consumed`` on and off,
 and what moving stragglers (``move_stragglers_below``) costs when some messages are never acked.
 
-    python -m scripts.bench.reclaim [--duration-s 30] [--rate 2000] [--body-bytes 1024] [--file-mib 4]
+    python -m mqstore.scripts.bench.reclaim [--duration-s 30] [--rate 2000] [--body-bytes 1024] [--file-mib 4]
                                     [--clean-interval-ms 1000] [--stragglers-every 0] [--move-below 0.5]
                                     [--png docs/reclaim-disk.png]
 
-Per setting, a real broker (``scripts.harness``) on a fresh store in a temp dir with
+Per setting, a real broker (``mqstore.scripts.harness``) on a fresh store in a temp dir with
 ``--file-mib`` commitlog files; for ``--duration-s`` a producer sends ``--rate`` messages per second
 to a 4-queue topic while an ack-mode group (one ``AckConsumer``, every batch acked at once) and an
 offset-mode group (one ``Consumer``, committing every second) keep up with it. Every
 ``SAMPLE_S`` the bytes of the commitlog files present are sampled; after the producer stops the
 sampling goes on for ``--tail-s`` while the consumers finish. The writer's CPU seconds over the run
-(``scripts.bench.cpu``) say what the reclamation rounds cost it.
+(``mqstore.scripts.bench.cpu``) say what the reclamation rounds cost it.
 
 With ``--stragglers-every N`` the ack-mode group leaves one message in N unacked (held in flight
 for the whole run, as a forgotten message would be), and three settings run: reclamation with
@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipc.ack_consumer import AckConsumer
-from ipc.client import Consumer, Producer
-from scripts import harness
-from scripts.bench.cpu import actor_cpu_s, cpu_since
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.scripts import harness
+from mqstore.scripts.bench.cpu import actor_cpu_s, cpu_since
 
 TOPIC = "BenchReclaim"
 SAMPLE_S = 0.5

@@ -27,7 +27,7 @@ from typing import Any
 
 import multiprocess
 
-from scripts.bench.cpu import process_cpu_s
+from mqstore.scripts.bench.cpu import process_cpu_s
 
 PIPELINE = 100
 FSYNC_MODES = ("everysec", "always")

@@ -1,12 +1,12 @@
 """The same load through the stock RocketMQ client (remoting front) and through mqstore's own client.
 
-    python -m scripts.bench.remoting --count 20000 [--body-bytes 128] [--out docs/benchmarks/remoting.json]
+    python -m mqstore.scripts.bench.remoting --count 20000 [--body-bytes 128] [--out docs/benchmarks/remoting.json]
 
 One broker (``mqstore start``, ASYNC_FLUSH, the front on a free loopback port). Each side sends
 ``count`` messages one synchronous send at a time (tags on, a key each), then a consumer in a new
 group takes them all: the stock client's push consumer, mqstore's ``Consumer``. For scale, mqstore's
 batched send (100 per request) runs too. The stock client runs in its own process
-(``scripts.bench.rocketmq_peer``), timed from its first send or delivery to its last. Prints one JSON
+(``mqstore.scripts.bench.rocketmq_peer``), timed from its first send or delivery to its last. Prints one JSON
 object: each figure in msgs/s and the stock client's ratio to mqstore's for the same work.
 """
 
@@ -22,16 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipc.client import Consumer, Producer
-from scripts import harness
-from scripts.bench.suite import git_commit
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.scripts import harness
+from mqstore.scripts.bench.suite import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def stock(home: Path, *args: Any) -> dict[str, Any]:
     """Run the stock client quietly; its summary line."""
-    proc = subprocess.run([sys.executable, "-m", "scripts.bench.rocketmq_peer", *map(str, args), "--quiet"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.bench.rocketmq_peer", *map(str, args), "--quiet"],
+                          cwd=ROOT,
                           env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"the stock client failed: {proc.stderr[-2000:]}")

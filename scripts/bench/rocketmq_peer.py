@@ -2,17 +2,18 @@
 line, one JSON object per line on stdout, so tests run it in its own process (its C++ threads and
 logs stay out of pytest; ``HOME`` points its logs into the test's directory).
 
-    python -m scripts.bench.rocketmq_peer produce NS TOPIC COUNT [--big-every N] [--size N] [--forever] [--quiet]
+    python -m mqstore.scripts.bench.rocketmq_peer produce NS TOPIC COUNT [--big-every N] [--size N] [--forever]
+    [--quiet]
         [--delay-level N]
-    python -m scripts.bench.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S [--fail-every N] [--quiet]
-    python -m scripts.bench.rocketmq_peer pull NS TOPIC GROUP
+    python -m mqstore.scripts.bench.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S [--fail-every N] [--quiet]
+    python -m mqstore.scripts.bench.rocketmq_peer pull NS TOPIC GROUP
 
 Message ``i`` has key ``key-i``, tag ``Tag{i % 3}`` and body ``body-i`` (every ``--big-every``-th
 padded past 4 KiB, which the client compresses). ``--forever`` keeps sending until killed, retrying a
 message whose send raised, and prints every SEND_OK. ``--fail-every N``: the push callback answers
 RECONSUME_LATER to the first delivery of every N-th message (the client then sends it back).
 ``--size N`` pads every body to N bytes; ``--quiet`` prints one summary line instead (count, seconds
-from the first send or delivery to the last), which is what ``scripts.bench.remoting`` times.
+from the first send or delivery to the last), which is what ``mqstore.scripts.bench.remoting`` times.
 """
 
 from __future__ import annotations

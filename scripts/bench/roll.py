@@ -1,6 +1,6 @@
 """The writer's send RT around commitlog rolls, with the flush service's spare next file and without.
 
-    python -m scripts.bench.roll --dir /tmp/roll [--file-mib 64] [--files 5] [--rounds 3]
+    python -m mqstore.scripts.bench.roll --dir /tmp/roll [--file-mib 64] [--files 5] [--rounds 3]
                                  [--body-bytes 4096] [--batch 64] [--engine]
 
 Each round runs two fresh brokers one after the other, ``[flush] spare_file`` on and off (the order
@@ -31,11 +31,11 @@ from typing import Any
 
 import psutil
 
-from engine.log.mapped_file_queue import SPARE_NAME, MappedFileQueue
-from engine.log.page_warmer import PageWarmer
-from ipc.client import Producer
-from ipc.control import control_request
-from scripts import harness
+from mqstore.engine.log.mapped_file_queue import SPARE_NAME, MappedFileQueue
+from mqstore.engine.log.page_warmer import PageWarmer
+from mqstore.ipc.client.api import Producer
+from mqstore.ipc.transport.control import control_request
+from mqstore.scripts import harness
 
 WINDOW_BATCHES = 5
 SPARE_READY_S = 30.0

@@ -3,9 +3,9 @@
 ``Admin`` uses) and through the I/O thread (``Channel.call(...).result()``); wall and client CPU
 (user + system, every thread of this process) per call. One JSON document on stdout.
 
-    python -m scripts.bench.round_trip [--store STORE] [--calls 10000]
+    python -m mqstore.scripts.bench.round_trip [--store STORE] [--calls 10000]
 
-Without ``--store`` it starts a broker on a temp store (``scripts.harness``) and stops it after.
+Without ``--store`` it starts a broker on a temp store (``mqstore.scripts.harness``) and stops it after.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ipc.channel import Channel
-from ipc.endpoints import Endpoints
-from scripts.harness import BrokerProcess
+from mqstore.ipc.transport.channel import Channel
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.scripts.harness import BrokerProcess
 
 WARM_CALLS = 500
 TIMEOUT_MS = 10_000

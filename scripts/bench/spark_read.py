@@ -1,7 +1,7 @@
 """Spark read throughput of the mqstore data source on local[2]: Arrow batches vs tuples vs Spark's own
 Parquet read of the same rows, one session, one run.
 
-    python -m scripts.bench.spark_read [--messages 200000] [--rounds 3] [--no-tuples] [--dir DIR]
+    python -m mqstore.scripts.bench.spark_read [--messages 200000] [--rounds 3] [--no-tuples] [--dir DIR]
 
 Builds a store with the embedded MessageStore (128-byte bodies, tags, keys on 10 %), writes the data
 source's rows once to Parquet (snappy, Spark's default) beside it, then times, warm, a full
@@ -29,8 +29,8 @@ from typing import Any
 
 import psutil
 
-from engine import Geometry, Message, MessageStore, StoreConfig
-from pipeline.session import spark_session
+from mqstore.engine import Geometry, Message, MessageStore, StoreConfig
+from mqstore.pipeline.session import spark_session
 
 ACTIONS = ("noop", "agg")
 AGG_COLUMNS = ("size", "queue_offset")

@@ -4,7 +4,7 @@
 
 In order, on fresh stores in a temp dir (k = the core count):
 
-1. limits (``scripts.bench.limits``);
+1. limits (``mqstore.scripts.bench.limits``);
 2. ASYNC_FLUSH, 128-byte bodies, k producers, batches of 100, ``--inflight`` (32) batches outstanding
    each, tags on, keys on 10 %, for ``--seconds``; then k consumers drain what was appended
    (consumable: the consume-queue builder and readers keep up); the writer's and builders' anonymous
@@ -15,18 +15,18 @@ In order, on fresh stores in a temp dir (k = the core count):
 5. send -> consumed latency with the default configuration, open loop, k producers, k consumers:
    ASYNC_FLUSH at half and at a tenth of the rate of 2, SYNC_FLUSH at a tenth of the rate of 4, and
    ASYNC_FLUSH at half and a tenth of the rate with 4 batches in flight (rates like the runs before);
-   p50 / p99 / max and the consumed rate next to the sent rate; then ``scripts.bench.trace`` at the
+   p50 / p99 / max and the consumed rate next to the sent rate; then ``mqstore.scripts.bench.trace`` at the
    two tenth rates, for the per-hop table (where the milliseconds go);
 6. query by key through a reader, k processes, keys written in 2: one key per synchronous request,
    one key per request with several in flight, and many keys per request (``Admin.query_keys``, the
    keys gone over 10 times: once takes a tenth of a second);
-7. recovery: consume queues and index rebuilt from a commitlog (``engine.rebuild.rebuild_derived``),
+7. recovery: consume queues and index rebuilt from a commitlog (``mqstore.engine.repair.rebuild.rebuild_derived``),
    seconds per GiB from a ``--recovery-mb`` store;
 8. Spark: the data source's Arrow read on local[2] against Spark's own Parquet read of the same rows
-   (``scripts.bench.spark_read``, in a process of its own, ``--spark-messages`` rows);
-9. the Redis Streams peer (``scripts.bench.redis_peer``), everysec and always, each producer with as
+   (``mqstore.scripts.bench.spark_read``, in a process of its own, ``--spark-messages`` rows);
+9. the Redis Streams peer (``mqstore.scripts.bench.redis_peer``), everysec and always, each producer with as
    many commands outstanding as a producer of 2 (a pipeline of batch x inflight ``XADD``s);
-10. the sweep (``scripts.bench.sweep``), plotted with the latency histograms of 5.
+10. the sweep (``mqstore.scripts.bench.sweep``), plotted with the latency histograms of 5.
 
 Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
@@ -50,13 +50,13 @@ from typing import Any
 
 import multiprocess
 
-from ipc.control import control_request
-from scripts import harness
-from scripts.bench import limits as bench_limits
-from scripts.bench import redis_peer as bench_redis
-from scripts.bench import sweep as bench_sweep
-from scripts.bench import trace as bench_trace
-from scripts.bench.load import LoadResult, Workload, run_load
+from mqstore.ipc.transport.control import control_request
+from mqstore.scripts import harness
+from mqstore.scripts.bench import limits as bench_limits
+from mqstore.scripts.bench import redis_peer as bench_redis
+from mqstore.scripts.bench import sweep as bench_sweep
+from mqstore.scripts.bench import trace as bench_trace
+from mqstore.scripts.bench.load import LoadResult, Workload, run_load
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
 # send -> consumed, default configuration: (run name, flush mode, the workload of 2 or 4 whose max
@@ -145,7 +145,7 @@ def _lookups(store: str, worker: int, count: int, keyed: int, mode: str, rounds:
              out: Any) -> None:
     import random
 
-    from ipc.client import Admin
+    from mqstore.ipc.client.api import Admin
     rng = random.Random(worker)
     keys = [f"k0-{rng.randrange(keyed)}" for _ in range(count)]
     with Admin(store, timeout_ms=30_000) as admin:
@@ -173,8 +173,8 @@ def _lookups(store: str, worker: int, count: int, keyed: int, mode: str, rounds:
 def recovery_rate(work: Path, megabytes: int) -> dict[str, Any]:
     """Consume queues and index files deleted, then the store opened: its recovery rebuilds them from
     the commitlog (what a broker start does after losing them); seconds, and per GiB of records."""
-    from engine import MessageStore
-    from scripts.bench.rebuild import build_store, delete_derived
+    from mqstore.engine import MessageStore
+    from mqstore.scripts.bench.rebuild import build_store, delete_derived
     store = work / "recovery"
     build_store(store, megabytes * 1024 * 1024 // 230)  # 128-byte body + header, topic, tags, key, UNIQ_KEY
     delete_derived(store)
@@ -189,10 +189,10 @@ def recovery_rate(work: Path, megabytes: int) -> dict[str, Any]:
 
 
 def spark_read_rate(work: Path, messages: int) -> dict[str, Any]:
-    """``scripts.bench.spark_read`` in a process of its own, so its JVM goes with it: the data source's
+    """``mqstore.scripts.bench.spark_read`` in a process of its own, so its JVM goes with it: the data source's
     Arrow read against Spark's Parquet read of the same rows (every column, and the aggregate's two),
     one session, best of 3 warm rounds."""
-    proc = subprocess.run([sys.executable, "-m", "scripts.bench.spark_read", "--messages", str(messages),
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.bench.spark_read", "--messages", str(messages),
                            "--rounds", "3", "--no-tuples", "--dir", str(work)],
                           capture_output=True, text=True, check=True, timeout=600)
     return dict(json.loads(proc.stdout[proc.stdout.index("{"):]))

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from scripts import harness
-from scripts.bench.load import LoadResult, Workload, run_load
+from mqstore.scripts import harness
+from mqstore.scripts.bench.load import LoadResult, Workload, run_load
 
 
 def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload,

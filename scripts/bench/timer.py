@@ -1,6 +1,6 @@
 """Timer messages: how late they are delivered with many pending, and how fast a due slot drains.
 
-    python -m scripts.bench.timer [--count 10000] [--delay-ms 8000] [--spread-ms 5000]
+    python -m mqstore.scripts.bench.timer [--count 10000] [--delay-ms 8000] [--spread-ms 5000]
                                   [--precision-ms 1000] [--burst 10000] [--body-bytes 128]
 
 Starts a real broker (``mqstore start``, RocketMQ's geometry) on a fresh store in a temp dir, then:
@@ -34,9 +34,9 @@ from typing import Any
 
 import psutil
 
-from ipc.client import Consumer, Producer
-from ipc.messages import Outgoing
-from scripts import harness
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.ipc.wire.messages import Outgoing
+from mqstore.scripts import harness
 
 QUEUES = 4
 SEND_BATCH = 500

@@ -60,10 +60,10 @@ def listener_main(store: str, out: Any, ready: Any, stop: Any) -> None:
     """Every dispatch, flushed, arrived and indexed notice: (commitlog end it covers, when seen)."""
     import zmq
 
-    from ipc import schema
-    from ipc.endpoints import Endpoints
-    from ipc.notices import Arrived, Dispatch, Flushed, Indexed
-    from ipc.sockets import connect
+    from mqstore.ipc.transport.endpoints import Endpoints
+    from mqstore.ipc.transport.sockets import connect
+    from mqstore.ipc.wire import schema
+    from mqstore.ipc.wire.notices import Arrived, Dispatch, Flushed, Indexed
     ep = Endpoints.for_store(store)
     ctx: zmq.Context[Any] = zmq.Context()
     sockets = {
@@ -116,7 +116,7 @@ def consumer_main(store: str, out: Any, ready: Any, stop: Any) -> None:
     """Every message received: phys offset, send and store stamps, the reader's stamp of the reply
     that carried it, and when ``poll`` handed it over. The batches are kept as they came and decoded
     after the run, so the tracing costs the consumer nothing between two polls."""
-    from ipc.client import Consumer
+    from mqstore.ipc.client.api import Consumer
     taken: list[tuple[Any, int]] = []  # (batch, received_us)
     with Consumer(store, group="bench-trace", topic=TOPIC, start="latest", auto_commit=False, trace=True) as consumer:
         assert consumer.pull_trace is not None
@@ -143,7 +143,7 @@ def consumer_main(store: str, out: Any, ready: Any, stop: Any) -> None:
 
 def _send(store: Path, rate: float, seconds: float, batch: int, body_bytes: int) -> tuple[np.ndarray[Any, Any], int]:
     """Open loop at ``rate``: (phys offset, send_us, acked_us) of every message written; how many failed."""
-    from ipc.client import Producer
+    from mqstore.ipc.client.api import Producer
     rows: list[tuple[int, int, int]] = []
     filler = bytes(max(0, body_bytes - STAMP_BYTES))
     interval_s = batch / rate
@@ -212,8 +212,8 @@ def report(sent: np.ndarray[Any, Any], received: np.ndarray[Any, Any], seen: dic
 def trace_run(work: Path, rate: float, seconds: float, *, batch: int = 1, body_bytes: int = 128,
               flush: str = "ASYNC_FLUSH", config: Path | None = None) -> dict[str, Any]:
     """A broker on a fresh store under ``work``, traced at ``rate`` for ``seconds``; the report."""
-    from ipc.client import Admin
-    from scripts import harness
+    from mqstore.ipc.client.api import Admin
+    from mqstore.scripts import harness
     broker = harness.BrokerProcess(work / f"trace-{flush}-{round(rate)}", "--flush", flush, "--remoting", "off",
                                    config=config).start()
     ctx = multiprocess.get_context("spawn")

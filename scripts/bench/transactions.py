@@ -1,6 +1,6 @@
 """Transactional send + commit throughput next to plain sends, on one broker in the same run.
 
-    python -m scripts.bench.transactions [--count 2000] [--threads 1 8] [--body-bytes 128]
+    python -m mqstore.scripts.bench.transactions [--count 2000] [--threads 1 8] [--body-bytes 128]
 
 Starts a real broker (``mqstore start``) on a fresh store in a temp dir and, for each thread count,
 sends ``--count`` messages to a 4-queue topic from that many threads sharing one ``Producer``:
@@ -11,7 +11,7 @@ sends ``--count`` messages to a 4-queue topic from that many threads sharing one
   writes its op record) answered before the thread sends the next.
 
 A transactional run counts until every committed message is consumable on the real topic. Each run
-reports messages per second and the broker's CPU µs per message (``scripts.bench.cpu``, psutil: the
+reports messages per second and the broker's CPU µs per message (``mqstore.scripts.bench.cpu``, psutil: the
 actors' user + system time over the run). Prints one JSON object. Not a test: numbers depend on the machine.
 """
 
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ipc.client import Admin, Outgoing, Producer, TransactionState
-from scripts import harness
-from scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
+from mqstore.ipc.client.api import Admin, Outgoing, Producer, TransactionState
+from mqstore.scripts import harness
+from mqstore.scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
 
 
 def _threads(count: int, threads: int, send_one: Callable[[int], None]) -> None:

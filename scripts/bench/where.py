@@ -1,8 +1,8 @@
 """Where the broker's CPU goes: each actor's threads, user and system time, and wake-ups, per message.
 
-    python -m scripts.bench.where [--count 300000] [--flush ASYNC_FLUSH] [--producers 2] [--readers 2]
+    python -m mqstore.scripts.bench.where [--count 300000] [--flush ASYNC_FLUSH] [--producers 2] [--readers 2]
 
-Starts a broker on a temp store (``scripts.harness``), runs ``bench load``'s workload against it (2
+Starts a broker on a temp store (``mqstore.scripts.harness``), runs ``bench load``'s workload against it (2
 producers, ``send_encoded_columns``, batches of 100, 128 B, tags, keys on 10 %: the suite's) and reads
 every thread of every actor from ``/proc`` before and after: the user and system CPU of its main
 thread (the actor's loop), of its ZeroMQ I/O thread and of any other (the writer's prefault thread),
@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ipc.control import control_request
-from scripts import harness
-from scripts.bench.load import Workload, run_load
+from mqstore.ipc.transport.control import control_request
+from mqstore.scripts import harness
+from mqstore.scripts.bench.load import Workload, run_load
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -79,7 +79,7 @@ def where(before: dict[str, Any], after: dict[str, Any], messages: int, seconds:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench.where", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mqstore.scripts.bench.where", description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=300_000, help="messages in all (default 300000)")
     parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
                         help="the broker's flush mode (default ASYNC_FLUSH)")

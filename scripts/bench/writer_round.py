@@ -1,6 +1,6 @@
 """The writer's round replayed offline: CPU a round and a message, calls a round, and the builders' decode.
 
-    python -m scripts.bench.writer_round [--requests 5] [--rounds 1000] [--profile]
+    python -m mqstore.scripts.bench.writer_round [--requests 5] [--rounds 1000] [--profile]
 
 Builds a writer (``CommitLogWriterActor``) on a temp store, and feeds ``serve_round`` rounds of
 ``send_encoded`` requests as ``bench load`` makes them (``send_encoded_columns``, 100 messages of
@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 import zmq
 
-from actors.config import load_config
-from actors.runtime import Runtime
-from actors.writer.actor import CommitLogWriterActor
-from actors.writer.encoded import encoding_fields
-from ipc import schema
-from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
-from ipc.notices import Dispatch
+from mqstore.actors.config import load_config
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.writer.actor import CommitLogWriterActor
+from mqstore.actors.writer.encoded import encoding_fields
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
+from mqstore.ipc.wire.notices import Dispatch
 
 BATCH = 100
 

@@ -5,7 +5,7 @@
     mqstore groups list | describe GROUP | reset GROUP --topic T --to earliest|latest|TIME [--force]
 
 Against the running broker on ``--store`` when there is one: topics are the writer's
-(``config/topics.json``), offsets and lag reader 0's (``engine.group_lag`` computes the lag, for the
+(``config/topics.json``), offsets and lag reader 0's (``mqstore.engine.read.group_lag`` computes the lag, for the
 readers and for the offline path alike). ``topics list`` and ``groups list | describe`` also read a
 stopped store's files, and ``groups reset`` changes them; the topic changes need the broker's
 writer. On a running broker a reset is refused while one of the group's consumers pulled or
@@ -23,17 +23,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.group_lag import group_lags, groups_in
-from engine.log.commitlog import CommitLog
-from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
-from engine.store_files import QueueEntries, queue_ids, read_geometry
-from engine.topics import TopicTable
-from ipc.control import control_request
-from ipc.endpoints import Endpoints
-from scripts.cli.arguments import add_store, positive
-from scripts.cli.broker import broker_running
-from scripts.cli.offline import CommandError, existing_store, opened
-from scripts.cli.output import local_time, print_table
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.read.group_lag import group_lags, groups_in
+from mqstore.engine.read.store_files import QueueEntries, queue_ids, read_geometry
+from mqstore.ipc.transport.control import control_request
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.scripts.cli.arguments import add_store, positive
+from mqstore.scripts.cli.broker import broker_running
+from mqstore.scripts.cli.offline import CommandError, existing_store, opened
+from mqstore.scripts.cli.output import local_time, print_table
 
 LIVE_MS = 30_000            # a consumer that pulled or committed this recently is live (Kafka: session timeout)
 DELETE_WAIT_MS = 10_000
@@ -93,7 +93,7 @@ def _common(cmd: argparse.ArgumentParser) -> None:
 
 def _admin(store: Path) -> Any:
     """An Admin client of the broker on ``store``, with a route to each of its readers."""
-    from ipc.client import Admin
+    from mqstore.ipc.client.api import Admin
     readers = [n for n in control_request(store, "status")["actors"] if n.startswith("reader-")]
     return Admin(endpoints=Endpoints.for_store(store, max(len(readers), 1)))
 

@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from scripts.bench import limits as bench_limits
-from scripts.bench import redis_peer as bench_redis
-from scripts.cli.arguments import add_store
+from mqstore.scripts.bench import limits as bench_limits
+from mqstore.scripts.bench import redis_peer as bench_redis
+from mqstore.scripts.cli.arguments import add_store
 
 
 def add_bench_commands(commands: Any) -> None:
@@ -49,8 +49,8 @@ def add_bench_commands(commands: Any) -> None:
     bench_redis.add_arguments(redis)
     redis.set_defaults(handler=bench_redis.run)
 
-    from scripts.bench import suite as bench_suite
-    from scripts.bench import sweep as bench_sweep
+    from mqstore.scripts.bench import suite as bench_suite
+    from mqstore.scripts.bench import sweep as bench_sweep
     sweep = tools.add_parser("sweep", help="1..k producers and 1..k readers: JSON and a PNG")
     bench_sweep.add_arguments(sweep)
     sweep.set_defaults(handler=bench_sweep.run)
@@ -59,12 +59,12 @@ def add_bench_commands(commands: Any) -> None:
     bench_suite.add_arguments(suite)
     suite.set_defaults(handler=bench_suite.run)
 
-    from scripts.bench import roll as bench_roll
+    from mqstore.scripts.bench import roll as bench_roll
     roll = tools.add_parser("roll", help="send RT on commitlog rolls, the spare next file on and off")
     bench_roll.add_arguments(roll)
     roll.set_defaults(handler=bench_roll.run)
 
-    from scripts.bench import trace as bench_trace
+    from mqstore.scripts.bench import trace as bench_trace
     trace = tools.add_parser("trace", help="per-hop send -> consumed percentiles at a rate")
     bench_trace.add_arguments(trace)
     trace.set_defaults(handler=bench_trace.run)
@@ -92,7 +92,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def workload_from(args: argparse.Namespace) -> Any:
-    from scripts.bench.load import Workload
+    from mqstore.scripts.bench.load import Workload
     count = args.count if args.count is not None or args.duration is not None else 100_000
     return Workload(producers=args.producers, consumers=args.consumers, body_bytes=args.body_bytes, batch=args.batch,
                     topics=args.topics, queues=args.queues, key_share=args.key_share, tag_share=args.tag_share,
@@ -101,8 +101,8 @@ def workload_from(args: argparse.Namespace) -> Any:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from scripts import harness
-    from scripts.bench.load import run_load
+    from mqstore.scripts import harness
+    from mqstore.scripts.bench.load import run_load
     spec = workload_from(args)
     live = not args.no_live and sys.stderr.isatty()
     if not args.start:

@@ -17,15 +17,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
-from actors.store_holder import check_store_free
-from engine import StoreLockedError
-from engine.metafile import abort_exists
-from ipc.control import control_request
-from ipc.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
-from ipc.endpoints import Endpoints
-from scripts.cli.arguments import add_store, host_port, non_negative, port, positive
-from scripts.cli.output import print_reclamation
+from mqstore.actors.config import ASYNC_FLUSH, SYNC_FLUSH, ConfigError, load_config
+from mqstore.actors.store_holder import check_store_free
+from mqstore.engine import StoreLockedError
+from mqstore.engine.meta.metafile import abort_exists
+from mqstore.ipc.transport.control import control_request
+from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.scripts.cli.arguments import add_store, host_port, non_negative, port, positive
+from mqstore.scripts.cli.output import print_reclamation
 
 STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
 STOP_POLL_S = 0.02
@@ -89,7 +89,7 @@ def broker_running(store: Path) -> bool:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from actors.supervisor import serve
+    from mqstore.actors.supervisor import serve
     overrides: dict[str, dict[str, Any]] = {}
     if args.flush:
         overrides["flush"] = {"mode": args.flush}
@@ -301,7 +301,7 @@ def add_client_commands(commands: Any) -> None:
 
 def message_json(m: Any) -> dict[str, Any]:
     """A received message, JSON-ready, in the same shape as the offline query's records."""
-    from scripts.cli.output import json_body
+    from mqstore.scripts.cli.output import json_body
     body, encoding = json_body(m.body)
     return {"type": "record", "topic": m.topic, "queue_id": m.queue, "queue_offset": m.queue_offset,
             "phys_offset": m.phys_offset, "size": m.size, "flag": m.flag, "sys_flag": m.sys_flag, "tags": m.tags,
@@ -312,7 +312,7 @@ def message_json(m: Any) -> dict[str, Any]:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from ipc.client import Producer
+    from mqstore.ipc.client.api import Producer
     sent = failed = 0
     with Producer(endpoints=client_endpoints(args)) as producer:
         for start in range(0, args.count, args.batch):
@@ -332,7 +332,7 @@ def _produce(args: argparse.Namespace) -> int:
 def _consume(args: argparse.Namespace) -> int:
     if args.ack:
         return _consume_acked(args)
-    from ipc.client import Consumer
+    from mqstore.ipc.client.api import Consumer
     received = 0
     with Consumer(endpoints=client_endpoints(args), group=args.group, topic=args.topic, tags=args.tags,
                   start=args.start) as consumer:
@@ -351,7 +351,7 @@ def _consume(args: argparse.Namespace) -> int:
 
 
 def _consume_acked(args: argparse.Namespace) -> int:
-    from ipc.ack_consumer import AckConsumer
+    from mqstore.ipc.client.ack_consumer import AckConsumer
     received = 0
     with AckConsumer(endpoints=client_endpoints(args), group=args.group, topic=args.topic, tags=args.tags,
                      prefetch=args.prefetch, visibility_ms=args.visibility_ms) as consumer:
@@ -381,7 +381,7 @@ def _consume_acked(args: argparse.Namespace) -> int:
 
 def query_broker(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The offline query's questions asked of a running broker's readers."""
-    from ipc.client import Admin, Consumer
+    from mqstore.ipc.client.api import Admin, Consumer
     with Admin(args.store) as admin:
         if args.key is not None:
             found = admin.query_by_key(args.topic, args.key)

@@ -8,11 +8,11 @@ import argparse
 import time
 from typing import Any
 
-from engine import Message, PutResult
-from engine.verify import verify_store
-from scripts.cli.arguments import add_store, positive
-from scripts.cli.offline import opened, pull, verdict
-from scripts.cli.output import print_table
+from mqstore.engine import Message, PutResult
+from mqstore.engine.repair.verify import verify_store
+from mqstore.scripts.cli.arguments import add_store, positive
+from mqstore.scripts.cli.offline import opened, pull, verdict
+from mqstore.scripts.cli.output import print_table
 
 DEMO_TOPIC = "Demo"
 DEMO_QUEUES = 4

@@ -1,5 +1,5 @@
 """The ``mqstore`` command, one subcommand per thing a user does with a store or a broker; each
-module of ``scripts.cli`` adds its own to ``build_parser``.
+module of ``mqstore.scripts.cli`` adds its own to ``build_parser``.
 
     mqstore inspect | query | verify ...              offline tools on a store directory (``offline``)
     mqstore demo [--count N]                          put, get, query and verify on an embedded store (``demo``)
@@ -9,7 +9,7 @@ module of ``scripts.cli`` adds its own to ``build_parser``.
     mqstore spark export | verify | rebuild | stats   the Spark jobs (``spark``)
     mqstore bench load | limits | redis | ...         the load generator and the benchmarks (``bench``)
 
-One command-line style (``scripts.cli.arguments``): every command that touches a store takes
+One command-line style (``mqstore.scripts.cli.arguments``): every command that touches a store takes
 ``--store`` (default ``./mqstore-data``), every argument has a help text that shows its default, and
 ``mqstore --version`` says which mqstore this is.
 
@@ -27,17 +27,17 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from engine import StoreLockedError
-from engine.checkpoint import CheckpointError
-from engine.metafile import MetafileError
-from ipc.channel import BrokerError
+from mqstore.engine import StoreLockedError
+from mqstore.engine.meta.checkpoint import CheckpointError
+from mqstore.engine.meta.metafile import MetafileError
+from mqstore.ipc.transport.channel import BrokerError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GAVE_UP = 0, 1, 2, 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from scripts.cli.arguments import resolve_store
-    from scripts.cli.offline import CommandError
+    from mqstore.scripts.cli.arguments import resolve_store
+    from mqstore.scripts.cli.offline import CommandError
     args = build_parser().parse_args(argv)
     resolve_store(args)
     handler: Callable[[argparse.Namespace], int] = args.handler
@@ -51,13 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     # imported here, not at the top: a broker's actors import this module as their main one (it is
     # the supervisor's), and none of them runs a command
-    from scripts.cli.admin import add_admin_commands
-    from scripts.cli.arguments import use_formatter
-    from scripts.cli.bench import add_bench_commands
-    from scripts.cli.broker import add_broker_commands, add_client_commands
-    from scripts.cli.demo import add_demo_command
-    from scripts.cli.offline import add_offline_commands
-    from scripts.cli.spark import add_spark_commands
+    from mqstore.scripts.cli.admin import add_admin_commands
+    from mqstore.scripts.cli.arguments import use_formatter
+    from mqstore.scripts.cli.bench import add_bench_commands
+    from mqstore.scripts.cli.broker import add_broker_commands, add_client_commands
+    from mqstore.scripts.cli.demo import add_demo_command
+    from mqstore.scripts.cli.offline import add_offline_commands
+    from mqstore.scripts.cli.spark import add_spark_commands
     parser = argparse.ArgumentParser(prog="mqstore", description="A RocketMQ-compatible message store.")
     parser.add_argument("--version", action="version", version=f"mqstore {mqstore_version()}",
                         help="print mqstore's version and exit")

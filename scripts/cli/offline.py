@@ -14,17 +14,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from engine import Geometry, GetStatus, MessageStore, Record, StoreLockedError
-from engine.checkpoint import Checkpoint
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file import MappedFileError, file_name
-from engine.log.record import DecodeKind
-from engine.metafile import abort_exists
-from engine.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
-from engine.verify import VerifyReport, verify_store
-from scripts.cli.arguments import add_store, non_negative, positive
-from scripts.cli.broker import broker_running, query_broker
-from scripts.cli.output import Row, local_time, print_records, print_table, record_json
+from mqstore.engine import Geometry, GetStatus, MessageStore, Record, StoreLockedError
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file import MappedFileError, file_name
+from mqstore.engine.log.record import DecodeKind
+from mqstore.engine.meta.checkpoint import Checkpoint
+from mqstore.engine.meta.metafile import abort_exists
+from mqstore.engine.read.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
+from mqstore.engine.repair.verify import VerifyReport, verify_store
+from mqstore.scripts.cli.arguments import add_store, non_negative, positive
+from mqstore.scripts.cli.broker import broker_running, query_broker
+from mqstore.scripts.cli.output import Row, local_time, print_records, print_table, record_json
 
 PULL_BATCH = 32  # a pull reads ahead max_count entries: ask for what one pull can return
 

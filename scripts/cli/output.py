@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from engine import Record
+from mqstore.engine import Record
 
 BODY_PREVIEW_CHARS = 40
 
@@ -58,7 +58,7 @@ def local_time(value: object) -> str:
 
 
 def commitlog_file_rows(files: Sequence[dict[str, Any]]) -> list[Row]:
-    """The writer's description of its oldest commitlog files (``actors.writer.reclaimer``) as rows:
+    """The writer's description of its oldest commitlog files (``mqstore.actors.writer.reclaimer``) as rows:
     file, state, who holds it (``kind group topic/queue: messages``) and when the clock lets it go."""
     rows: list[Row] = []
     for f in files:

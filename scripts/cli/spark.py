@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pipeline.jobs import add_job_parsers, run_job
-from scripts.cli.arguments import DEFAULT_STORE
+from mqstore.pipeline.jobs import add_job_parsers, run_job
+from mqstore.scripts.cli.arguments import DEFAULT_STORE
 
 
 def add_spark_commands(commands: Any) -> None:

@@ -1,7 +1,7 @@
 """Acknowledged sends checked against a stopped broker's store: the promise every survival harness
-(``scripts.survival.chaos``, ``scripts.survival.full_disk``) and the broker's integration tests hold
+(``mqstore.scripts.survival.chaos``, ``mqstore.scripts.survival.full_disk``) and the broker's integration tests hold
 the store to. An acknowledged send is a (topic, queue, queue offset, body digest) tuple, as
-``scripts.survival.send_log`` logs each SEND_OK (the digest: ``send_log.digest``, sha256 hex)."""
+``mqstore.scripts.survival.send_log`` logs each SEND_OK (the digest: ``send_log.digest``, sha256 hex)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import MessageStore
-from scripts.survival.send_log import digest as body_digest
+from mqstore.engine import MessageStore
+from mqstore.scripts.survival.send_log import digest as body_digest
 
 
 @dataclass(slots=True)

@@ -1,10 +1,10 @@
 """Chaos harness: a broker under steady load while actors, or the whole tree, are killed, frozen
 and restarted, then every promise checked on the files.
 
-    python -m scripts.survival.chaos [--kills 100] [--interval-ms 400] [--flush SYNC_FLUSH|ASYNC_FLUSH]
+    python -m mqstore.scripts.survival.chaos [--kills 100] [--interval-ms 400] [--flush SYNC_FLUSH|ASYNC_FLUSH]
                             [--producers 3] [--max-seconds 900] [--seed 1]
 
-Load: producer processes (``scripts.survival.send_log.produce``) send batches to one topic and log every
+Load: producer processes (``mqstore.scripts.survival.send_log.produce``) send batches to one topic and log every
 outcome; one offset-mode consumer group and one ack-mode group consume it. Every ``interval_ms`` a
 random event: SIGKILL to a random actor (most often), SIGKILL to the whole tree (the supervisor;
 its actors follow it) and a fresh start, SIGSTOP then SIGCONT to a random actor, or a supervisor
@@ -15,7 +15,7 @@ The invariants (each a count in the verdict; ``ok`` when all are 0 and the targe
 reached):
 
 - ``lost`` / ``garbled``: every send answered SEND_OK is readable at the queue offset it was told,
-  with its body (``scripts.survival.ack_check.check_acked``); ``offset_reused``: no queue offset was
+  with its body (``mqstore.scripts.survival.ack_check.check_acked``); ``offset_reused``: no queue offset was
   acknowledged for two messages.
 - ``duplicated``: no body is stored twice (producers never resend, so a second copy is the store's).
 - ``consumed_unacknowledged``: what a consumer received (offset or ack mode) was acknowledged to its
@@ -48,13 +48,13 @@ from typing import Any
 
 import multiprocess
 
-from engine import MessageStore
-from engine.verify import verify_store
-from ipc.channel import BrokerError, BrokerTimeoutError
-from ipc.client import Admin
-from scripts.harness import Broker, wait_for
-from scripts.survival.ack_check import check_acked
-from scripts.survival.send_log import Logs, consume, digest, produce
+from mqstore.engine import MessageStore
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.api import Admin
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.scripts.harness import Broker, wait_for
+from mqstore.scripts.survival.ack_check import check_acked
+from mqstore.scripts.survival.send_log import Logs, consume, digest, produce
 
 TOPIC = "Chaos"
 EVENTS = (("kill_actor", 0.70), ("stop_cont", 0.15), ("kill_tree", 0.08), ("restart", 0.07))

@@ -1,10 +1,10 @@
 """Full-disk harness: a broker whose store sits on a small tmpfs, filled up in the middle of a load
 by a filler file, again and again.
 
-    python -m scripts.survival.full_disk [--cycles 6] [--size-mb 24] [--producers 2] [--max-seconds 600]
+    python -m mqstore.scripts.survival.full_disk [--cycles 6] [--size-mb 24] [--producers 2] [--max-seconds 600]
 
 Needs root (``mount -t tmpfs``). Producers (their own processes) send without pause and log every
-outcome (``scripts.survival.send_log``); an offset-mode consumer commits as it goes. Retention is configured
+outcome (``mqstore.scripts.survival.send_log``); an offset-mode consumer commits as it goes. Retention is configured
 never to delete (every disk ratio at 1.0), so the disk really runs out: commitlog, consume-queue and
 index files cannot be allocated, offset files cannot be written. Each cycle: wait for some
 acknowledged sends, write the filler until ENOSPC, wait until sends are refused, keep the disk full
@@ -35,10 +35,10 @@ from typing import Any
 
 import multiprocess
 
-from engine.verify import verify_store
-from scripts.harness import Broker, wait_for
-from scripts.survival.ack_check import check_acked
-from scripts.survival.send_log import Logs, consume, produce
+from mqstore.engine.repair.verify import verify_store
+from mqstore.scripts.harness import Broker, wait_for
+from mqstore.scripts.survival.ack_check import check_acked
+from mqstore.scripts.survival.send_log import Logs, consume, produce
 
 NO_RETENTION = """
 [retention]

@@ -1,4 +1,5 @@
-"""Logs the survival harnesses (``scripts.survival.chaos``, ``scripts.survival.full_disk``) keep of what producers
+"""Logs the survival harnesses (``mqstore.scripts.survival.chaos``, ``mqstore.scripts.survival.full_disk``) keep of
+what producers
 were told and what consumers saw, one tab-separated line per message, flushed after every batch:
 
     ok       topic queue queue_offset body_sha256 msg_id   SEND_OK reached the producer
@@ -31,9 +32,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ipc.channel import BrokerError, BrokerTimeoutError
-from ipc.client import AckConsumer, Consumer, Producer
-from ipc.receipts import Delivery
+from mqstore.ipc.client.api import AckConsumer, Consumer, Producer
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.wire.receipts import Delivery
 
 IN_DOUBT_STATUSES = frozenset({"FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
 

@@ -14,20 +14,20 @@ import numpy as np
 import pytest
 import zmq
 
-from actors.builder import BuilderActor, ConsumeQueueBuilderActor, IndexBuilderActor
-from actors.config import load_config
-from actors.runtime import Runtime
-from engine.batch.dispatch import DispatchBatch, DispatchRequest
-from engine.log.commitlog import CommitLog
-from engine.log.message import Message
-from engine.log.msgid import UniqKeyGenerator
-from engine.log.writer import CommitLogWriter
-from ipc import schema
-from ipc.notices import Dispatch
+from mqstore.actors.builder import BuilderActor, ConsumeQueueBuilderActor, IndexBuilderActor
+from mqstore.actors.config import load_config
+from mqstore.actors.runtime import Runtime
+from mqstore.engine.batch.dispatch import DispatchBatch, DispatchRequest
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.message import Message
+from mqstore.engine.log.msgid import UniqKeyGenerator
+from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Dispatch
 
 GEOMETRY = {"commitlog_file_size": 4096, "cq_entries_per_file": 8, "index_slot_count": 16, "index_entry_count": 32}
 NOW_MS = 1_700_000_123_456
-Frame = tuple[bytes, bytes, list[memoryview]]  # as a round receives a notice (actors.builder.Received)
+Frame = tuple[bytes, bytes, list[memoryview]]  # as a round receives a notice (mqstore.actors.builder.Received)
 
 
 class Written:
@@ -203,7 +203,7 @@ def test_a_round_of_one_batch_applies_the_frames_received_without_a_copy(tmp_pat
 def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window(ctx: zmq.Context[Any]) -> None:
     """Fewer, larger rounds under load: a round takes every frame already waiting, and with
     ``index_round_ms`` (the index builder's) the frames that come within that long of its first."""
-    from actors.builder import _gather_round
+    from mqstore.actors.builder import _gather_round
 
     pull = ctx.socket(zmq.PULL)
     push = ctx.socket(zmq.PUSH)

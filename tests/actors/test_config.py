@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from actors.config import SECTIONS, ConfigError, load_config, log_level
+from mqstore.actors.config import SECTIONS, ConfigError, load_config, log_level
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -140,7 +140,8 @@ def test_mqstore_start_prints_the_error_and_exits_2_without_a_traceback(
 ) -> None:
     config = tmp_path / "bad.toml"
     config.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(tmp_path / "store"),
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "start", "--store",
+                           str(tmp_path / "store"),
                            "--config", str(config)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"mqstore start: {message}"), proc.stderr
@@ -159,7 +160,8 @@ def test_mqstore_start_with_a_wrong_log_level_exits_2_without_a_traceback(tmp_pa
     """A lower-case or unknown level used to raise in logging.basicConfig, in the supervisor and in
     every actor it started."""
     env = {**os.environ, "MQSTORE_LOG_LEVEL": "loud"}
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "start", "--store", str(tmp_path / "store")],
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "start", "--store",
+                           str(tmp_path / "store")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2
     assert proc.stderr.startswith("mqstore start: MQSTORE_LOG_LEVEL must be one of"), proc.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.flusher import FileSyncer
+from mqstore.actors.flusher import FileSyncer
 
 
 def test_failed_fsync_propagates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +57,7 @@ def test_a_file_deleted_and_made_again_is_synced_through_the_new_file(tmp_path: 
 def test_a_range_is_synced_and_a_failed_msync_propagates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The commitlog's flush (``sync_range``: msync of the bytes written since the last flush) raises
     like fsync when the kernel refuses, and a file retention deleted is skipped."""
-    from engine.log import range_sync
+    from mqstore.engine.log import range_sync
 
     path = tmp_path / "00000000000000000000"
     path.write_bytes(b"x" * 16384)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import zmq
 
-from actors.config import BrokerConfig, FlushConfig
-from actors.flusher import FlushActor, fsync_dir
-from actors.runtime import Runtime
-from engine import Geometry, StoreConfig
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
+from mqstore.actors.config import BrokerConfig, FlushConfig
+from mqstore.actors.flusher import FlushActor, fsync_dir
+from mqstore.actors.runtime import Runtime
+from mqstore.engine import Geometry, StoreConfig
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
 
 FILE_SIZE = 8 * 1024 * 1024  # two of the warmer's 4 MiB steps: ahead-warming and the spare share a round
 
@@ -102,7 +102,7 @@ def test_a_new_files_name_is_made_durable_before_its_bytes_are_claimed(tmp_path:
     first.append(b"a" * 10)
     flusher = make_flusher(tmp_path)
     synced: list[int] = []
-    monkeypatch.setattr("actors.flusher.fsync_dir", lambda directory: synced.append(flusher.written_end))
+    monkeypatch.setattr("mqstore.actors.flusher.fsync_dir", lambda directory: synced.append(flusher.written_end))
     sent: list[Any] = []
     out: Any = SimpleNamespace(send_multipart=sent.append)
     flusher.sync_wanted = True

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from actors.flusher import FlushActor
-from engine.checkpoint import Checkpoint
-from engine.log.commitlog import CommitLog
-from ipc import schema
+from mqstore.actors.flusher import FlushActor
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.meta.checkpoint import Checkpoint
+from mqstore.ipc.wire import schema
 from tests.actors.test_flusher_spare import FILE_SIZE, close, make_flusher
 
 

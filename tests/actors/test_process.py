@@ -16,8 +16,8 @@ import multiprocess
 import psutil
 import pytest
 
-from actors.config import load_config
-from actors.process import run_actor
+from mqstore.actors.config import load_config
+from mqstore.actors.process import run_actor
 from tests.integration.broker import wait_for
 
 GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_slot_count": 64,
@@ -80,11 +80,12 @@ def _printed_by(code: str) -> str:
 
 
 def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
-    """A spawned process imports ``actors.process`` first: were the registry to import every actor,
+    """A spawned process imports ``mqstore.actors.process`` first: were the registry to import every actor,
     each process would load all of them (the writer, the readers, the front's asyncio) to run one."""
-    code = ("import sys; import actors.process; "
-            "print(sorted(m for m in sys.modules if m.startswith('actors.') and m not in "
-            "('actors.clock', 'actors.config', 'actors.process', 'actors.registry', 'actors.runtime')))")
+    code = ("import sys; import mqstore.actors.process; "
+            "print(sorted(m for m in sys.modules if m.startswith('mqstore.actors.') and m not in "
+            "('mqstore.actors.clock', 'mqstore.actors.config', 'mqstore.actors.process', "
+            "'mqstore.actors.registry', 'mqstore.actors.runtime')))")
     assert _printed_by(code) == "[]"
 
 
@@ -92,7 +93,8 @@ def test_the_supervisors_main_module_imports_no_command() -> None:
     """Each actor imports the supervisor's main module (``mqstore start``'s, the CLI) as its own:
     were the CLI to import its commands up front, every actor would load them (the Spark jobs'
     modules, the benchmarks) and pay for it at each start."""
-    code = ("import sys; import scripts.cli.mqstore; "
-            "print(sorted(m for m in sys.modules if m.startswith(('pipeline', 'scripts.cli.', 'scripts.bench'))"
-            " and m != 'scripts.cli.mqstore'))")
+    code = ("import sys; import mqstore.scripts.cli.mqstore; "
+            "print(sorted(m for m in sys.modules if m.startswith(('mqstore.pipeline', 'mqstore.scripts.cli.', "
+            "'mqstore.scripts.bench'))"
+            " and m != 'mqstore.scripts.cli.mqstore'))")
     assert _printed_by(code) == "[]"

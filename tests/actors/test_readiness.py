@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from actors.config import RemotingConfig
-from actors.readiness import PROBE_INTERVAL_MS, Readiness
-from ipc import remoting as rm
+from mqstore.actors.config import RemotingConfig
+from mqstore.actors.readiness import PROBE_INTERVAL_MS, Readiness
+from mqstore.ipc.remoting import codec as rm
 from tests.conftest import FakeClock
 
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import zmq
 
-from actors.config import load_config
-from actors.registry import ACTOR_KINDS, build_actor
-from actors.runtime import EventReporter, Runtime
-from actors.supervisor import START_ORDER, Supervisor
-from ipc import schema
-from ipc.sockets import bind
+from mqstore.actors.config import load_config
+from mqstore.actors.registry import ACTOR_KINDS, build_actor
+from mqstore.actors.runtime import EventReporter, Runtime
+from mqstore.actors.supervisor import START_ORDER, Supervisor
+from mqstore.ipc.transport.sockets import bind
+from mqstore.ipc.wire import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = "inproc://events"
@@ -115,8 +115,8 @@ def _imported(path: Path) -> set[str]:
 
 def test_the_runtime_imports_no_actor() -> None:
     """It used to build every actor itself, each through a lazy import of a module that imports it."""
-    actors = {name for name in _imported(ROOT / "actors" / "runtime.py") if name.startswith("actors")}
-    assert actors <= {"actors.clock", "actors.config"}
+    actors = {name for name in _imported(ROOT / "actors" / "runtime.py") if name.startswith("mqstore.actors")}
+    assert actors <= {"mqstore.actors.clock", "mqstore.actors.config"}
 
 
 def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ctx: zmq.Context[Any]) -> None:

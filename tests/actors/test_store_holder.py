@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from actors.store_holder import check_store_free, hold_store
-from engine import StoreLockedError
-from engine.store_lock import lock_holder
+from mqstore.actors.store_holder import check_store_free, hold_store
+from mqstore.engine import StoreLockedError
+from mqstore.engine.meta.store_lock import lock_holder
 
 ROOT = Path(__file__).resolve().parents[2]
-HOLD = "import sys; from pathlib import Path; from engine.store_lock import lock_store; " \
+HOLD = "import sys; from pathlib import Path; from mqstore.engine.meta.store_lock import lock_store; " \
        "lock_store(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()"
 
 

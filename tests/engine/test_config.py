@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import GEOMETRY_FILE, Geometry, GeometryError, StoreConfig, resolve_geometry
-from engine.log.host import Host
-from engine.metafile import MetafileError
+from mqstore.engine.config import GEOMETRY_FILE, Geometry, GeometryError, StoreConfig, resolve_geometry
+from mqstore.engine.log.host import Host
+from mqstore.engine.meta.metafile import MetafileError
 
 SMALL = Geometry(commitlog_file_size=64 * 1024, cq_entries_per_file=64, index_slot_count=16, index_entry_count=64)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine import Geometry, Message, MessageStore, PutResult, PutStatus, StoreConfig
-from engine.verify import verify_store
+from mqstore.engine import Geometry, Message, MessageStore, PutResult, PutStatus, StoreConfig
+from mqstore.engine.repair.verify import verify_store
 from tests.conftest import FakeClock
 
 GEOMETRY = Geometry(commitlog_file_size=64 * 1024, cq_entries_per_file=64, index_slot_count=16,

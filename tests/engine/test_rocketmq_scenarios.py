@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Host, Message, MessageStore, StoreConfig
-from engine.keyindex.service import IndexService
-from engine.metafile import abort_exists
+from mqstore.engine import Host, Message, MessageStore, StoreConfig
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.meta.metafile import abort_exists
 from tests.conftest import TINY, FakeClock
 
 OpenStore = Callable[..., MessageStore]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import (
+from mqstore.engine import (
     Geometry,
     GeometryError,
     GetStatus,
@@ -18,8 +18,8 @@ from engine import (
     StoreConfig,
     StoreLockedError,
 )
-from engine.jhash import java_hash
-from engine.metafile import abort_exists
+from mqstore.engine.java.jhash import java_hash
+from mqstore.engine.meta.metafile import abort_exists
 from tests.conftest import TINY, FakeClock
 
 OpenStore = Callable[..., MessageStore]

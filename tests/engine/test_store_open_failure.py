@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Geometry, Message, MessageStore, StoreConfig
-from engine.checkpoint import CheckpointError
-from engine.log.mapped_file import MappedFileError
+from mqstore.engine import Geometry, Message, MessageStore, StoreConfig
+from mqstore.engine.log.mapped_file import MappedFileError
+from mqstore.engine.meta.checkpoint import CheckpointError
 
 GEOMETRY = Geometry(commitlog_file_size=8 * 1024, cq_entries_per_file=16, index_slot_count=16, index_entry_count=64)
 

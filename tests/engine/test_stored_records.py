@@ -1,4 +1,4 @@
-"""A query's answer as one object (as ``engine.lookup.query_keys`` gives it; built here by the Python
+"""A query's answer as one object (as ``mqstore.engine.read.lookup.query_keys`` gives it; built here by the Python
 it replaced, ``tests/oracle/lookup.py`` ``of_keys``): every key's records, oldest first, one key after
 another, and how many each key has; ``split`` gives back each key's own, the same as building them key
 by key."""
@@ -10,8 +10,8 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.log.record import QUEUE_OFFSET_POS
-from engine.lookup import StoredRecords
+from mqstore.engine.log.record import QUEUE_OFFSET_POS
+from mqstore.engine.read.lookup import StoredRecords
 from tests.oracle.lookup import of_keys
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.topics import TopicError, TopicTable, UnknownTopicError
+from mqstore.engine.meta.topics import TopicError, TopicTable, UnknownTopicError
 
 
 def test_auto_created_topics_are_bounded_by_max_topics(tmp_path: Path) -> None:

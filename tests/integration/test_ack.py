@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import zmq
 
-from ipc import schema
-from ipc.ack_consumer import AckConsumer
-from ipc.client import Admin, Consumer, Producer
-from ipc.endpoints import Endpoints
-from ipc.receipts import NOT_OWNER, OK, UNKNOWN_RECEIPT, Delivery, ack_owner, dlq_topic
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.receipts import NOT_OWNER, OK, UNKNOWN_RECEIPT, Delivery, ack_owner, dlq_topic
 from tests.integration.broker import Broker, wait_for
 
 VISIBILITY_MS = 800

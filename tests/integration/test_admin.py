@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ipc import remoting as rm
-from ipc.channel import BrokerError
-from ipc.client import Admin, Consumer, Producer
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.remoting import codec as rm
+from mqstore.ipc.transport.channel import BrokerError
 from tests.integration.broker import Broker, free_port_range
 
 

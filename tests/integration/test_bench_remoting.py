@@ -1,10 +1,10 @@
-"""A tiny run of scripts.bench.remoting: both clients' figures are there and add up."""
+"""A tiny run of mqstore.scripts.bench.remoting: both clients' figures are there and add up."""
 
 from __future__ import annotations
 
 import pytest
 
-from scripts.bench import remoting as bench_remoting
+from mqstore.scripts.bench import remoting as bench_remoting
 
 pytest.importorskip("rocketmq.client", reason="the stock RocketMQ wheel exists for x86-64 Linux only")
 

@@ -17,11 +17,11 @@ from typing import Any
 import psutil
 import pytest
 
-from engine import MessageStore
-from engine.verify import verify_store
-from ipc.ack_consumer import AckConsumer
-from ipc.channel import BrokerTimeoutError
-from ipc.client import Admin, Consumer, Producer
+from mqstore.engine import MessageStore
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.transport.channel import BrokerTimeoutError
 from tests.integration.broker import Broker, check_acked, free_port_range, wait_for
 
 ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "scheduler", "timer", "reader-0", "transactions")
@@ -186,14 +186,14 @@ def test_long_poll_returns_on_arrival_not_at_timeout(tmp_path: Path) -> None:
 def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> None:
     import zmq
 
-    from ipc import schema
-    from ipc.sockets import connect
+    from mqstore.ipc.transport.sockets import connect
+    from mqstore.ipc.wire import schema
     with Broker(tmp_path) as broker:
         endpoints = broker.status()
         assert endpoints is not None
         ctx: zmq.Context[Any] = zmq.Context()
         try:
-            from ipc.endpoints import Endpoints
+            from mqstore.ipc.transport.endpoints import Endpoints
             ep = Endpoints.for_store(broker.store)
             for address in (ep.ingress, ep.reader(0)):
                 sock = connect(ctx, zmq.DEALER, address, rcvtimeo_ms=5000)
@@ -224,14 +224,16 @@ def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> Non
 def test_cli_status_json_and_stop(tmp_path: Path) -> None:
     broker = Broker(tmp_path).start()
     try:
-        out = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "status", "--store", str(broker.store),
+        out = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "status", "--store",
+                              str(broker.store),
                               "--json"], capture_output=True, text=True, check=True).stdout
         status = json.loads(out)
         assert set(status["actors"]) == set(ACTORS)
         for info in status["actors"].values():
             assert info["state"] == "running" and info["pid"] > 0 and "rss_bytes" in info
         assert "lag_bytes" in status["actors"]["cqbuilder"]
-        subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "stop", "--store", str(broker.store)], check=True)
+        subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "stop", "--store", str(broker.store)],
+                       check=True)
         assert broker.proc is not None
         assert broker.proc.wait(60) == 0
         broker.proc = None
@@ -352,7 +354,7 @@ def test_ready_line_comes_once_the_remoting_front_answers_route_queries(tmp_path
     """``mqstore start`` printed ``set_namesrv_addr(...)`` about two seconds before the front listened,
     and a stock client used at once failed with "No route info of this topic". The line now comes
     when every actor serves: at that moment the front answers a route query."""
-    from ipc import remoting as rm
+    from mqstore.ipc.remoting import codec as rm
     port = free_port_range(1)
     broker = Broker(tmp_path, remoting_port=port).launch()
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ipc.client import Consumer, Producer
+from mqstore.ipc.client.api import Consumer, Producer
 from tests.integration.broker import Broker
 
 BACKLOG = 2_000_000

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.config import ConfigError, load_config
-from ipc.channel import BrokerError, BrokerTimeoutError
-from ipc.client import Admin, Consumer, Producer
-from ipc.curve import CurveError, CurveKeys, generate_keys
+from mqstore.actors.config import ConfigError, load_config
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.curve import CurveError, CurveKeys, generate_keys
 from tests.integration.broker import Broker, free_port_range
 
 # what a client without an issued key sees: no reply, or (its connection torn down after each failed
@@ -25,7 +25,8 @@ REFUSED = (BrokerTimeoutError, BrokerError)
 
 def test_mqstore_keys_writes_private_z85_certificates(tmp_path: Path) -> None:
     out = tmp_path / "keys"
-    run = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "keys", "--out", str(out), "--client", "app",
+    run = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "keys", "--out", str(out), "--client",
+                          "app",
                           "--client", "ops"], capture_output=True, text=True, check=True)
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert names == ["app.key_secret", "clients/app.key", "clients/ops.key", "ops.key_secret", "server.key",
@@ -100,13 +101,15 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
                 endpoints=broker.endpoints(None), group="G2", topic="Secure", queues=[0], start="earliest",
                 timeout_ms=1500) as snoop:
             snoop.messages(1, timeout_ms=3000)
-        cli = [sys.executable, "-m", "scripts.cli.mqstore", "produce", "--store", str(broker.store), "--topic", "Cli",
+        cli = [sys.executable, "-m", "mqstore.scripts.cli.mqstore", "produce", "--store", str(broker.store),
+               "--topic", "Cli",
                "--count", "2", "--tcp", f"127.0.0.1:{broker.tcp_port}"]
         sent = subprocess.run([*cli, "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
         assert sent.returncode == 0 and "2 sent, 0 failed" in sent.stderr, sent.stderr
         keyless = subprocess.run(cli, capture_output=True, text=True, timeout=60)
         assert keyless.returncode != 0 and "sent" not in keyless.stderr, keyless.stderr
-        got = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "consume", "--store", str(broker.store),
+        got = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "consume", "--store",
+                              str(broker.store),
                               "--topic", "Cli", "--from", "earliest", "--tcp", f"127.0.0.1:{broker.tcp_port}",
                               "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
         assert got.returncode == 0 and "2 received" in got.stderr, got.stderr
@@ -118,7 +121,8 @@ def test_cli_reports_an_undeliverable_request_without_a_traceback(tmp_path: Path
     ended ``mqstore produce`` in a BrokerError traceback."""
     generate_keys(tmp_path / "keys")
     port = free_port_range(1)
-    run = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "produce", "--store", str(tmp_path / "store"),
+    run = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "produce", "--store",
+                          str(tmp_path / "store"),
                           "--topic", "T", "--tcp", f"127.0.0.1:{port}", "--keys", str(tmp_path / "keys")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr

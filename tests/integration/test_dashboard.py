@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from ipc.client import Admin, Consumer, Producer
+from mqstore.ipc.client.api import Admin, Consumer, Producer
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 CHROMIUM = "/usr/bin/chromium"

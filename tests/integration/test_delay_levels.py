@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.delay_offsets import read_delay_offsets
-from engine.log.commitlog import CommitLog
-from engine.log.record import SCHEDULE_TOPIC, Record
-from ipc.client import Admin, Consumer, Producer
-from ipc.messages import ReceivedMessage
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.delay.offsets import read_delay_offsets
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import SCHEDULE_TOPIC, Record
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.wire.messages import ReceivedMessage
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 LEVELS = "1s 2s 3s"
@@ -134,7 +134,7 @@ def test_delay_offsets_and_verify_after_a_stop(broker: Broker) -> None:
             assert saved.offsets[level] == cq.scan_valid_end()  # every entry delivered, none pending
         finally:
             cq.close()
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "verify", str(broker.store), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "verify", str(broker.store), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and json.loads(proc.stdout.splitlines()[-1])["ok"], proc.stdout + proc.stderr
     broker.start()

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import zmq
 
-from engine.jhash import java_hash
-from engine.verify import verify_store
-from ipc import schema
-from ipc.client import Admin, BrokerError, Consumer, Outgoing, Producer
-from ipc.encoded import OP_SEND_ENCODED, EncodingError, request_fields
-from scripts.survival.hostile.requests import encoded_requests
+from mqstore.engine.java.jhash import java_hash
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.api import Admin, BrokerError, Consumer, Outgoing, Producer
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.encoded import OP_SEND_ENCODED, EncodingError, request_fields
+from mqstore.scripts.survival.hostile.requests import encoded_requests
 from tests.integration.broker import Broker, wait_for
 
 
@@ -136,7 +136,7 @@ def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_
 
 
 def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goes_on(tmp_path: Path) -> None:
-    """Every shape of scripts.survival.hostile.requests.encoded_requests, alone and all in one round. All in
+    """Every shape of mqstore.scripts.survival.hostile.requests.encoded_requests, alone and all in one round. All in
     one round also pins a bug: a send_encoded whose columns were not whole rows, merged with another
     request of its round, raised ValueError in the merge and took the writer down (the round's other
     requests unanswered); the merge now refuses it like any batch that does not hold together."""

@@ -1,4 +1,4 @@
-"""The supervisor starts its actors through a fork server (``actors.supervisor``). That server dying
+"""The supervisor starts its actors through a fork server (``mqstore.actors.supervisor``). That server dying
 alone takes its actors with it (each asked the kernel for SIGTERM when its parent dies); the
 supervisor, which learns of their exits from that server, sees them all dead at once: it ends any
 that is still stopping before it starts its replacement, so no role ever runs twice."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ipc.client import Consumer, Producer
+from mqstore.ipc.client.api import Consumer, Producer
 from tests.integration.broker import Broker, wait_for
 
 

@@ -10,9 +10,9 @@ import psutil
 import pytest
 import zmq
 
-from ipc import schema
-from ipc.client import Admin, Producer
-from scripts.survival.hostile.command import main, parse_args, run
+from mqstore.ipc.client.api import Admin, Producer
+from mqstore.ipc.wire import schema
+from mqstore.scripts.survival.hostile.command import main, parse_args, run
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.metrics.listener import MAX_CONNECTIONS
-from engine import MessageStore
-from ipc.ack_consumer import AckConsumer
-from ipc.client import Admin, Consumer, Producer
+from mqstore.actors.metrics.listener import MAX_CONNECTIONS
+from mqstore.engine import MessageStore
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Admin, Consumer, Producer
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.process import thread_name
+from mqstore.actors.process import thread_name
 from tests.integration.broker import Broker
 
 

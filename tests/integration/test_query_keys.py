@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ipc import remoting as rm
-from ipc.client import Admin, BrokerError, Consumer, Producer, ReceivedMessage
+from mqstore.ipc.client.api import Admin, BrokerError, Consumer, Producer, ReceivedMessage
+from mqstore.ipc.remoting import codec as rm
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 LONG_MAX = 2 ** 62

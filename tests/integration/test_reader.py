@@ -17,13 +17,13 @@ import multiprocess
 import pytest
 import zmq
 
-from actors.config import BrokerConfig, load_config
-from actors.process import run_actor
-from engine import Geometry, Message, MessageStore, PutResult, StoreConfig
-from engine.offsets import CONSUMER_OFFSET_FILE, decode_offset_file
-from engine.topics import TopicTable
-from ipc import schema
-from ipc.client import Admin, BrokerError, Consumer, Producer, ReceivedMessage
+from mqstore.actors.config import BrokerConfig, load_config
+from mqstore.actors.process import run_actor
+from mqstore.engine import Geometry, Message, MessageStore, PutResult, StoreConfig
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, decode_offset_file
+from mqstore.engine.meta.topics import TopicTable
+from mqstore.ipc.client.api import Admin, BrokerError, Consumer, Producer, ReceivedMessage
+from mqstore.ipc.wire import schema
 from tests.integration.broker import wait_for
 
 GEOMETRY = Geometry(commitlog_file_size=8192 * 8, cq_entries_per_file=64, index_slot_count=64,

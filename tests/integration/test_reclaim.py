@@ -14,8 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ipc.ack_consumer import AckConsumer
-from ipc.client import Admin, Consumer, Producer
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Admin, Consumer, Producer
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 FILE_SIZE = 64 * 1024
@@ -85,7 +85,7 @@ def _ack_all(broker: Broker, group: str, topic: str, count: int = COUNT) -> None
 
 
 def _verify(broker: Broker) -> None:
-    done = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "verify", str(broker.store)],
+    done = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "verify", str(broker.store)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from engine.reclaim_move import MOVED_TOPIC
-from ipc.ack_consumer import AckConsumer
-from ipc.client import Consumer, Producer
-from ipc.messages import ReceivedMessage
-from ipc.receipts import Delivery, dlq_topic
+from mqstore.engine.reclaim.move import MOVED_TOPIC
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.ipc.wire.messages import ReceivedMessage
+from mqstore.ipc.wire.receipts import Delivery, dlq_topic
 from tests.integration.broker import Broker, wait_for
 from tests.integration.test_reclaim import FILE_SIZE, _body, _consume_all, _files, _persisted, _produce, _verify
 

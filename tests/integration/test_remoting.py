@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from ipc import remoting as rm
-from ipc.client import Admin, Consumer, Producer
-from scripts.bench.rocketmq_peer import body_of, digest
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.remoting import codec as rm
+from mqstore.scripts.bench.rocketmq_peer import body_of, digest
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 pytest.importorskip("rocketmq.client", reason="the stock RocketMQ wheel exists for x86-64 Linux only")
@@ -31,7 +31,7 @@ BIG_EVERY = 50  # every 50th body is 5 KiB: the client compresses it
 
 def peer(home: Path, *args: Any, timeout_s: float = 180) -> list[dict[str, Any]]:
     """Run the stock client; its JSON lines."""
-    proc = subprocess.run([sys.executable, "-m", "scripts.bench.rocketmq_peer", *map(str, args)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.bench.rocketmq_peer", *map(str, args)], cwd=ROOT,
                           env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=timeout_s)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -200,7 +200,8 @@ def test_killed_front_is_restarted_and_loses_no_acknowledged_send(tmp_path: Path
     with Broker(tmp_path, remoting_port=port, mode="SYNC_FLUSH", commitlog=1024 * 1024, cq=4096) as broker:
         log_path = tmp_path / "sends.jsonl"
         with open(log_path, "w") as out:
-            sender = subprocess.Popen([sys.executable, "-m", "scripts.bench.rocketmq_peer", "produce", ns, "Kill",
+            sender = subprocess.Popen([sys.executable, "-m", "mqstore.scripts.bench.rocketmq_peer", "produce", ns,
+                                       "Kill",
                                        "0", "--forever"], cwd=ROOT, env={**os.environ, "HOME": str(tmp_path)},
                                       stdout=out, stderr=subprocess.DEVNULL)
         try:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from engine.log.record import decode_properties
-from ipc import remoting as rm
-from ipc.client import Admin, Producer
+from mqstore.engine.log.record import decode_properties
+from mqstore.ipc.client.api import Admin, Producer
+from mqstore.ipc.remoting import codec as rm
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 LONG_MAX = 2 ** 62

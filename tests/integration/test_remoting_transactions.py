@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from engine import transactions as tx
-from engine.log.msgid import offset_msg_id
-from engine.log.record import Record, decode_record
-from ipc import remoting as rm
-from ipc.client import Admin
+from mqstore.engine.log.msgid import offset_msg_id
+from mqstore.engine.log.record import Record, decode_record
+from mqstore.engine.put import transactions as tx
+from mqstore.ipc.client.api import Admin
+from mqstore.ipc.remoting import codec as rm
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 QUICK = "transaction_timeout_ms = 300\ntransaction_check_interval_ms = 200\ntransaction_check_max = 3"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 
-from engine.consumequeue.consume_queue import ConsumeQueue
-from engine.delay_offsets import read_delay_offsets
-from engine.log.record import SCHEDULE_TOPIC
-from ipc.client import Admin, Consumer, Outgoing, Producer
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.delay.offsets import read_delay_offsets
+from mqstore.engine.log.record import SCHEDULE_TOPIC
+from mqstore.ipc.client.api import Admin, Consumer, Outgoing, Producer
 from tests.integration.broker import Broker, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def check_exactly_once(broker: Broker, topic: str) -> None:
             assert saved.offsets[level] == cq.scan_valid_end() == COUNT // LEVELS
         finally:
             cq.close()
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "verify", str(broker.store), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "verify", str(broker.store), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and json.loads(proc.stdout.splitlines()[-1])["ok"], proc.stdout + proc.stderr
 

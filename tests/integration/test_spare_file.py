@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine.log.mapped_file import file_name
-from engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
-from engine.verify import verify_store
-from ipc.client import Producer
+from mqstore.engine.log.mapped_file import file_name
+from mqstore.engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.api import Producer
 from tests.integration.broker import Broker, check_acked, wait_for
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from engine import MessageStore
-from engine.verify import verify_store
-from ipc.client import Admin, Consumer, Producer
-from ipc.messages import Outgoing, ReceivedMessage
+from mqstore.engine import MessageStore
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,8 @@ def test_the_stock_rocketmq_client_sends_a_timer_by_its_property(tmp_path: Path)
     port = free_port_range(1)
     with _broker(tmp_path, remoting_port=port) as broker:
         sent_ms = int(time.time() * 1000)
-        proc = subprocess.run([sys.executable, "-m", "scripts.bench.rocketmq_peer", "produce", f"127.0.0.1:{port}",
+        proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.bench.rocketmq_peer", "produce",
+                               f"127.0.0.1:{port}",
                                "Timed", "5", "--property", "TIMER_DELAY_MS=1500"], cwd=ROOT,
                               env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-4000:]

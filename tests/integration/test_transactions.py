@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import transactions as tx
-from engine.verify import verify_store
-from ipc.client import (
+from mqstore.engine.put import transactions as tx
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.api import (
     Admin,
     BrokerError,
     Consumer,

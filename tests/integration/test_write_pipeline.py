@@ -16,14 +16,14 @@ import multiprocess
 import pytest
 import zmq
 
-from actors.config import BrokerConfig, load_config
-from actors.process import run_actor
-from actors.supervisor import Supervisor
-from engine import MessageStore
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.verify import verify_store
-from ipc import schema
-from ipc.sockets import bind, connect
+from mqstore.actors.config import BrokerConfig, load_config
+from mqstore.actors.process import run_actor
+from mqstore.actors.supervisor import Supervisor
+from mqstore.engine import MessageStore
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.transport.sockets import bind, connect
+from mqstore.ipc.wire import schema
 from tests.integration.broker import wait_for
 
 GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_entries_per_file": 64, "index_slot_count": 64,

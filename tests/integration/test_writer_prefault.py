@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.verify import verify_store
-from ipc.client import Producer
+from mqstore.engine.repair.verify import verify_store
+from mqstore.ipc.client.api import Producer
 from tests.integration.broker import Broker, check_acked, wait_for
 from tests.integration.test_spare_file import RollingSender, actor_stat
 

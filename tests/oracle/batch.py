@@ -1,6 +1,6 @@
 """The numpy/Python decoding of commitlog records as columns that the scan kernels replaced
-(``engine._native.record_columns`` and ``scan_records``, behind ``engine.batch.record_columns`` and
-``engine.batch.column_scan``): the oracle their property tests hold them to. ``record_columns_of`` was
+(``mqstore.engine._native.record_columns`` and ``scan_records``, behind ``mqstore.engine.batch.record_columns`` and
+``mqstore.engine.batch.column_scan``): the oracle their property tests hold them to. ``record_columns_of`` was
 ``RecordColumns.of``; ``first_bad_topic`` and ``first_crc_failure`` its methods; ``walk`` the scan's
 walk of the chain of records."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.batch.record_columns import RecordColumns, gather, gather_bytes
-from engine.log.record import (
+from mqstore.engine.batch.record_columns import RecordColumns, gather, gather_bytes
+from mqstore.engine.log.record import (
     BLANK_MAGIC,
     MAGIC_V1,
     MAGIC_V2,

@@ -1,5 +1,5 @@
 """Byte ranges of a buffer as an Arrow binary array, as the data source built them before the compiled
-kernel (``engine._native.gather_spans`` in ``pipeline.byte_columns.binary_values``): short values
+kernel (``mqstore.engine._native.gather_spans`` in ``mqstore.pipeline.byte_columns.binary_values``): short values
 with one numpy index over all their bytes, longer ones described as a binary-view array pointing into
 the buffer and cast to binary by Arrow."""
 

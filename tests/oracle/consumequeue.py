@@ -1,5 +1,5 @@
 """The consume-queue entries of a batch of dispatch rows as engine/consumequeue/store.py computed them
-before the kernel (``engine._native.cq_entries``): numpy masks, a stable argsort and field copies."""
+before the kernel (``mqstore.engine._native.cq_entries``): numpy masks, a stable argsort and field copies."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.consumequeue.consume_queue import CQ_DTYPE
-from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
+from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE
+from mqstore.engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
 
 Array = np.ndarray[Any, Any]
 

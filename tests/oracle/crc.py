@@ -1,5 +1,5 @@
 """RocketMQ's CRC of many spans as the engine computed it before the compiled kernels: one zlib call
-a span (``engine._native.crc31_spans`` and the CRCs inside the batch, scan and encode kernels)."""
+a span (``mqstore.engine._native.crc31_spans`` and the CRCs inside the batch, scan and encode kernels)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""engine/batch/dispatch_columns.py before the kernel (``engine._native.dispatch_keys``): the oracle
+"""engine/batch/dispatch_columns.py before the kernel (``mqstore.engine._native.dispatch_keys``): the oracle
 of ``DispatchColumns.of``. DispatchRequests of many records at once, as columns decoded from
 ``RecordColumns``: what re-dispatch hands the consume queues (``DISPATCH_COLUMNS`` rows and their
 topic table) and the index (each key's row and hash), without a Python object per record.
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
-from engine.batch.record_columns import RecordColumns, gather, gather_bytes
-from engine.keyindex.keys import key_hashes, record_keys
-from engine.log.record import SCHEDULE_TOPIC, DecodeKind, decode_record
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
+from mqstore.engine.batch.record_columns import RecordColumns, gather, gather_bytes
+from mqstore.engine.keyindex.keys import key_hashes, record_keys
+from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind, decode_record
 from tests.oracle.jhash import as_signed, java_hashes_of_rows
 from tests.oracle.keyindex import joined_hashes
 

@@ -1,4 +1,4 @@
-"""The Java string hash as engine/jhash.py computed it before the kernels (``engine._native.java_hash``,
+"""The Java string hash as engine/java/jhash.py computed it before the kernels (``mqstore.engine._native.java_hash``,
 ``java_hashes``, ``dispatch_keys``): one string at a time in Python, and many ASCII strings at once
 with numpy, as slices of one text or as the rows of a matrix, joined from the hashes of their parts."""
 

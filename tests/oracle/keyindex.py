@@ -1,8 +1,9 @@
 """The index's code as engine/keyindex ran it before the kernels, kept as their oracle: the keys of many
-records (``engine._native.index_key_hashes``), a batch of puts into one file (``engine._native.index_put``)
-the chain walks of a query (``engine._native.index_select``, which replaced ``buckets.select``) and the
+records (``mqstore.engine._native.index_key_hashes``), a batch of puts into one file
+(``mqstore.engine._native.index_put``)
+the chain walks of a query (``mqstore.engine._native.index_select``, which replaced ``buckets.select``) and the
 walk of the files for many keys, a page each, a file at a time (``select_pages``, which a probe round,
-``engine._native.index_probe``, replaced in ``engine.keyindex.pages``)."""
+``mqstore.engine._native.index_probe``, replaced in ``mqstore.engine.keyindex.pages``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.keyindex.index_file import IndexFile
-from engine.keyindex.keys import KEY_JOINER, index_key, record_keys
-from engine.keyindex.pages import IndexCursor, QueryPages, _resume
+from mqstore.engine.keyindex.index_file import IndexFile
+from mqstore.engine.keyindex.keys import KEY_JOINER, index_key, record_keys
+from mqstore.engine.keyindex.pages import IndexCursor, QueryPages, _resume
 from tests.oracle.jhash import combine_hashes, java_hash, java_hashes, java_hashes_of_slices
 
 Array = np.ndarray[Any, Any]

@@ -1,8 +1,9 @@
 """The per-entry Python of the read paths that kernels replaced: a pull's loop over consume-queue
-entries and the records they point at (``engine._native.pull_records``; ``engine.lookup.get_messages``,
+entries and the records they point at (``mqstore.engine._native.pull_records``;
+``mqstore.engine.read.lookup.get_messages``,
 kept here whole), the comparison of a key query's candidates with the key (``matching``, which
-``engine._native.keys_holding`` replaced) and a key query's rounds of pages, comparisons and answer
-(``query_keys``, ``of_keys``: ``engine.lookup.query_keys`` as it ran before its kernels, whose index
+``mqstore.engine._native.keys_holding`` replaced) and a key query's rounds of pages, comparisons and answer
+(``query_keys``, ``of_keys``: ``mqstore.engine.read.lookup.query_keys`` as it ran before its kernels, whose index
 walks went through ``IndexService.query_many``, here the file walk it made then, ``keyindex.select_pages``):
 the oracles their property tests hold the kernels to."""
 
@@ -11,13 +12,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
-from engine.keyindex.keys import index_key
-from engine.keyindex.pages import IndexCursor, QueryPages
-from engine.keyindex.service import IndexService
-from engine.log.commitlog import CommitLog
-from engine.log.record import MAGIC_V2, QUEUE_OFFSET_POS, SYSFLAG_POS, Record, body_length_pos, decode_record
-from engine.lookup import (
+from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+from mqstore.engine.keyindex.keys import index_key
+from mqstore.engine.keyindex.pages import IndexCursor, QueryPages
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import MAGIC_V2, QUEUE_OFFSET_POS, SYSFLAG_POS, Record, body_length_pos, decode_record
+from mqstore.engine.read.lookup import (
     _MAGIC_V1,
     KEYS_PREFIX,
     MAX_FILTER_SCAN_BYTES,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import struct
 
-from engine.log.record import SYSFLAG_POS, body_length_pos
-from ipc.messages import ReplyError, _plain
+from mqstore.engine.log.record import SYSFLAG_POS, body_length_pos
+from mqstore.ipc.wire.messages import ReplyError, _plain
 
 _INT = struct.Struct(">i")
 

@@ -9,14 +9,21 @@ from typing import Any
 
 import numpy as np
 
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
-from engine.batch.key_text import KeyText
-from engine.batch.plan import EncodedRequest, _topic_refusal
-from engine.batch.record_batch import COLUMNS, QUEUE_BY_SHARD, QUEUE_ROUND_ROBIN, REPLY_ROW, BatchError, CheckedBatch
-from engine.jhash import tags_code
-from engine.log.writer import BatchOutcome
-from engine.queue_selector import QueueIds, RoundRobin, shard_queues
-from engine.topics import TopicError, TopicTable
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.batch.plan import EncodedRequest, _topic_refusal
+from mqstore.engine.batch.record_batch import (
+    COLUMNS,
+    QUEUE_BY_SHARD,
+    QUEUE_ROUND_ROBIN,
+    REPLY_ROW,
+    BatchError,
+    CheckedBatch,
+)
+from mqstore.engine.java.jhash import tags_code
+from mqstore.engine.log.writer import BatchOutcome
+from mqstore.engine.meta.topics import TopicError, TopicTable
+from mqstore.engine.put.queue_selector import QueueIds, RoundRobin, shard_queues
 
 Array = np.ndarray[Any, Any]
 

@@ -1,5 +1,5 @@
 """The numpy encode, column packing, check and stamp of producer-encoded batches that engine/csrc/encode.c and batch.c
-replaced: not a runtime path, only what the property tests hold ``engine.batch.record_batch``'s
+replaced: not a runtime path, only what the property tests hold ``mqstore.engine.batch.record_batch``'s
 kernels to, byte for byte (the same records encoded, the same verdicts and reasons, the same stamped
 files)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.batch.record_batch import (
+from mqstore.engine.batch.record_batch import (
     CLIENT_SYS_FLAGS,
     COLUMNS,
     PHYS_OFFSET_POS,
@@ -25,8 +25,8 @@ from engine.batch.record_batch import (
     PropertyPieces,
     topic_part,
 )
-from engine.log.host import Host
-from engine.log.record import (
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import (
     MAGIC_V1,
     MAGIC_V2,
     MAX_PROPERTIES_SIZE,
@@ -50,7 +50,7 @@ _STAMPED_POS = np.r_[QUEUE_ID_POS:QUEUE_ID_POS + 4, QUEUE_OFFSET_POS:PHYS_OFFSET
 
 
 def _head_dtype(born_size: int, store_size: int) -> np.dtype[Any]:
-    """``engine.log.record``'s fields from TOTALSIZE to BODYLENGTH as one packed big-endian row."""
+    """``mqstore.engine.log.record``'s fields from TOTALSIZE to BODYLENGTH as one packed big-endian row."""
     return np.dtype([("size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
                      ("queue_offset", ">i8"), ("phys_offset", ">i8"), ("sys_flag", ">i4"), ("born_ms", ">i8"),
                      ("born_host", f"S{born_size}"), ("store_ms", ">i8"), ("store_host", f"S{store_size}"),

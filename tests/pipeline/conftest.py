@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from engine import Geometry, Host, Message, MessageStore, StoreConfig
+from mqstore.engine import Geometry, Host, Message, MessageStore, StoreConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,7 @@ def spark() -> Iterator[Any]:
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime")
     os.environ.update(worker_env(os.environ))  # before the JVM starts: its workers inherit it
-    from pipeline.session import spark_session
+    from mqstore.pipeline.session import spark_session
 
     session = spark_session("local[2]", "mqstore-tests", **{
         "spark.sql.shuffle.partitions": "2",

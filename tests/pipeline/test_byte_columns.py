@@ -1,4 +1,4 @@
-"""``pipeline.byte_columns.binary_values`` (one ``engine._native.gather_spans`` call) against the numpy
+"""``mqstore.pipeline.byte_columns.binary_values`` (one ``mqstore.engine._native.gather_spans`` call) against the numpy
 gather it replaced (``tests/oracle/byte_columns.py``): the same Arrow array, byte for byte, for short
 values (the oracle's index path) and long ones (its binary-view path); spans that leave the buffer
 are refused."""
@@ -13,8 +13,8 @@ pytest.importorskip("pyarrow")
 from hypothesis import given, settings  # after the importorskip
 from hypothesis import strategies as st
 
-from engine import _native
-from pipeline.byte_columns import binary_values
+from mqstore.engine import _native
+from mqstore.pipeline.byte_columns import binary_values
 from tests.oracle.byte_columns import binary_values as oracle_binary_values
 
 

@@ -1,4 +1,4 @@
-"""The vectorised decoder against ``engine.log.record.decode_record``: same rows, same verdicts.
+"""The vectorised decoder against ``mqstore.engine.log.record.decode_record``: same rows, same verdicts.
 
 No Spark here (pyarrow and numpy only), so these run in the fast loop too.
 """
@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 
-from engine.config import Geometry  # after the importorskip
-from engine.log.host import Host
-from engine.log.record import DecodeKind, Record, decode_record, encode_record, seal_record
-from pipeline.columns import records_to_batch, to_batch
-from pipeline.options import Pushdown
-from pipeline.plan import ScanPartition
-from pipeline.record_layout import RecordLayout
-from pipeline.scan import ReadContext, scan_range
-from pipeline.schema import COLUMNS, FULL, Projection, SchemaError
+from mqstore.engine.config import Geometry  # after the importorskip
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import DecodeKind, Record, decode_record, encode_record, seal_record
+from mqstore.pipeline.columns import records_to_batch, to_batch
+from mqstore.pipeline.options import Pushdown
+from mqstore.pipeline.plan import ScanPartition
+from mqstore.pipeline.record_layout import RecordLayout
+from mqstore.pipeline.scan import ReadContext, scan_range
+from mqstore.pipeline.schema import COLUMNS, FULL, Projection, SchemaError
 
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
 

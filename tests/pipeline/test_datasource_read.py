@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine import Geometry, Message, MessageStore, StoreConfig
-from engine.config import GEOMETRY_FILE
-from engine.log.commitlog import CommitLog
-from engine.log.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
+from mqstore.engine import Geometry, Message, MessageStore, StoreConfig
+from mqstore.engine.config import GEOMETRY_FILE
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from tests.pipeline.conftest import (
     STORE_GEOMETRY,
     STORE_MESSAGES,
@@ -116,8 +116,8 @@ def test_big_files_are_cut_at_record_boundaries(spark: Any, store_dir: Path) -> 
 
 
 def test_queue_filters_are_consumed_and_read_through_consume_queues(spark: Any, store_dir: Path) -> None:
-    from pipeline.plan import QueueSlicePartition
-    from pipeline.reader import MqstorePushdownReader
+    from mqstore.pipeline.plan import QueueSlicePartition
+    from mqstore.pipeline.reader import MqstorePushdownReader
 
     df = spark.read.format("mqstore").load(str(store_dir)).filter(
         "topic = 'Orders' AND queue_id = 1 AND queue_offset >= 10 AND queue_offset < 30 AND tags = 'tag1'")
@@ -134,7 +134,7 @@ def test_queue_filters_are_consumed_and_read_through_consume_queues(spark: Any, 
     # what the tasks decode: one queue's entries 10..29, nothing else
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
-    from pipeline.options import ReadOptions
+    from mqstore.pipeline.options import ReadOptions
 
     reader = MqstorePushdownReader(ReadOptions.parse({"path": str(store_dir)}))
     left = list(reader.pushFilters([EqualTo(("topic",), "Orders"), EqualTo(("queue_id",), 1),
@@ -248,7 +248,7 @@ def test_not_a_store_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
 @pytest.mark.xfail(strict=True, reason="Spark 4.3.0 stores the read planned during filter pushdown on the "
                    "provider-scoped PythonDataSourceV2 (setReadInfo): a later scan of the same loaded DataFrame "
                    "with no pushable filter reads with the filtered plan. Fixed upstream (PythonScanBuilder keeps "
-                   "readInfo per scan); when this passes, drop the fresh-load() advice in pipeline.datasource.")
+                   "readInfo per scan); when this passes, drop the fresh-load() advice in mqstore.pipeline.datasource.")
 def test_spark_reuses_a_filtered_read_plan(spark: Any, store_dir: Path) -> None:
     df = load(spark, store_dir)
     assert df.filter("queue_id = 1").count() == STORE_MESSAGES // 4

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine import Message, MessageStore, StoreConfig
+from mqstore.engine import Message, MessageStore, StoreConfig
 from tests.pipeline.conftest import STORE_GEOMETRY, STORE_MESSAGES, STORE_QUEUES, STORE_TOPICS, write_messages
 
 pytestmark = pytest.mark.spark

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from engine import Geometry, Message, MessageStore, StoreConfig, StoreLockedError
-from engine.consumequeue.consume_queue import CQ_ENTRY_SIZE
-from engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file import file_name
-from engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
-from engine.metafile import abort_exists
-from engine.rebuild import rebuild_derived
-from engine.store_files import index_paths, read_geometry, scan_all
-from engine.verify import VerifyReport, verify_store
-from pipeline.jobs import main
-from pipeline.schema import COLUMN_NAMES
+from mqstore.engine import Geometry, Message, MessageStore, StoreConfig, StoreLockedError
+from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE
+from mqstore.engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file import file_name
+from mqstore.engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
+from mqstore.engine.meta.metafile import abort_exists
+from mqstore.engine.read.store_files import index_paths, read_geometry, scan_all
+from mqstore.engine.repair.rebuild import rebuild_derived
+from mqstore.engine.repair.verify import VerifyReport, verify_store
+from mqstore.pipeline.jobs import main
+from mqstore.pipeline.schema import COLUMN_NAMES
 from tests.pipeline.conftest import StepClock
 
 pytestmark = pytest.mark.spark
@@ -101,7 +101,7 @@ def _findings(report: VerifyReport) -> list[tuple[str, str, str]]:
 
 
 def test_export_round_trip_parquet(spark: Any, store_dir: Path, tmp_path: Path) -> None:
-    from pipeline.export_job import export
+    from mqstore.pipeline.export_job import export
 
     out = tmp_path / "export"
     result = export(spark, store_dir, out)
@@ -117,7 +117,7 @@ def test_export_round_trip_parquet(spark: Any, store_dir: Path, tmp_path: Path) 
 
 
 def test_export_json_of_one_topic(spark: Any, store_dir: Path, tmp_path: Path) -> None:
-    from pipeline.export_job import export
+    from mqstore.pipeline.export_job import export
 
     out = tmp_path / "export"
     result = export(spark, store_dir, out, fmt="json", topics=["Payments"])
@@ -131,7 +131,7 @@ def test_export_json_of_one_topic(spark: Any, store_dir: Path, tmp_path: Path) -
 @pytest.mark.parametrize("store_name", ["store_dir", "tx_store"])
 def test_verify_clean_store_agrees_with_the_engine(spark: Any, store_name: str, request: pytest.FixtureRequest
                                                    ) -> None:
-    from pipeline.verify_job import verify
+    from mqstore.pipeline.verify_job import verify
 
     store = request.getfixturevalue(store_name)
     ours, engine = verify(spark, store), verify_store(store)
@@ -185,7 +185,7 @@ def _garbage_after_last_record(store: Path) -> None:
 ], ids=lambda v: getattr(v, "__name__", "")[1:] or None)
 def test_verify_finds_planted_corruption_as_the_engine_does(spark: Any, tx_store: Path, tmp_path: Path,
                                                             plant: Callable[[Path], None], kinds: set[str]) -> None:
-    from pipeline.verify_job import verify
+    from mqstore.pipeline.verify_job import verify
 
     store = _copy(tx_store, tmp_path)
     plant(store)
@@ -219,7 +219,7 @@ def test_verify_command_reports_json_lines_and_exit_status(spark: Any, tx_store:
 @pytest.mark.parametrize(("store_name", "split_bytes"), [("store_dir", 32 * 1024), ("tx_store", SPLIT_BYTES)])
 def test_rebuild_restores_byte_identical_derived_files(spark: Any, store_name: str, split_bytes: int, tmp_path: Path,
                                                        request: pytest.FixtureRequest) -> None:
-    from pipeline.rebuild_job import rebuild
+    from mqstore.pipeline.rebuild_job import rebuild
 
     original = request.getfixturevalue(store_name)
     before = _derived(original)
@@ -241,7 +241,7 @@ def test_rebuild_restores_byte_identical_derived_files(spark: Any, store_name: s
 
 
 def test_rebuild_refuses_a_store_in_use(spark: Any, tx_store: Path, tmp_path: Path) -> None:
-    from pipeline.rebuild_job import rebuild
+    from mqstore.pipeline.rebuild_job import rebuild
 
     store = _copy(tx_store, tmp_path)
     before = _derived(store)
@@ -251,7 +251,7 @@ def test_rebuild_refuses_a_store_in_use(spark: Any, tx_store: Path, tmp_path: Pa
 
 
 def test_rebuild_refuses_a_damaged_commitlog_and_writes_nothing(spark: Any, tx_store: Path, tmp_path: Path) -> None:
-    from pipeline.rebuild_job import DamagedCommitLogError, rebuild
+    from mqstore.pipeline.rebuild_job import DamagedCommitLogError, rebuild
 
     store = _copy(tx_store, tmp_path)
     _flip_body_byte(store)
@@ -286,8 +286,8 @@ def _assert_png(path: Path) -> None:
 
 
 def test_stats_match_a_plain_count(spark: Any, tx_store: Path, tmp_path: Path) -> None:
-    from pipeline.report import plot_messages
-    from pipeline.stats_job import traffic_stats, write_tables
+    from mqstore.pipeline.report import plot_messages
+    from mqstore.pipeline.stats_job import traffic_stats, write_tables
 
     rows = traffic_stats(spark, tx_store)
     assert {(r.topic, r.minute_ms): (r.messages, r.bytes, r.keys, r.tags) for r in rows} == _plain_stats(tx_store)
@@ -301,7 +301,7 @@ def test_stats_match_a_plain_count(spark: Any, tx_store: Path, tmp_path: Path) -
 
 def test_mqstore_spark_stats_end_to_end(store_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "stats"
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "spark", "stats", str(store_dir),
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "spark", "stats", str(store_dir),
                            "--out", str(out), "--master", "local[2]"], cwd=ROOT, capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr
@@ -316,7 +316,7 @@ def test_spark_command_without_pyspark_says_what_to_install(monkeypatch: pytest.
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
-    from scripts.cli.mqstore import main as mqstore_main
+    from mqstore.scripts.cli.mqstore import main as mqstore_main
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

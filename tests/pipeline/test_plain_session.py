@@ -25,7 +25,7 @@ WHERE = "topic = 'Orders' AND queue_id = 1 AND queue_offset >= 10 AND queue_offs
 PLAIN_SESSION = f"""
 import json, sys
 from pyspark.sql import SparkSession
-from pipeline.datasource import MqstoreDataSource
+from mqstore.pipeline.datasource import MqstoreDataSource
 
 store = sys.argv[1]
 spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scripts.bench.rocketmq_peer import body_of
+from mqstore.scripts.bench.rocketmq_peer import body_of
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 pytest.importorskip("rocketmq.client", reason="the stock RocketMQ wheel exists for x86-64 Linux only")

@@ -1,4 +1,4 @@
-"""scripts.harness: the broker-run harness every benchmark, survival harness and integration test
+"""mqstore.scripts.harness: the broker-run harness every benchmark, survival harness and integration test
 starts its brokers with."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scripts.harness import Broker, BrokerProcess, free_port_range, wait_for
+from mqstore.scripts.harness import Broker, BrokerProcess, free_port_range, wait_for
 
 TINY_GEOMETRY = "[store.geometry]\ncommitlog_file_size = 65536\ncq_entries_per_file = 64\n"
 

@@ -1,7 +1,7 @@
 """Crash-consistency harness: record a store's writes, replay them cut at every write boundary and
 at bytes inside records, and check that recovery keeps exactly the whole records before the cut.
 
-    python -m scripts.survival.crash_cut [--ops 300] [--torn-per-step 2] [--seed 7] [--max-seconds 600]
+    python -m mqstore.scripts.survival.crash_cut [--ops 300] [--torn-per-step 2] [--seed 7] [--max-seconds 600]
 
 Recording (``recording``): a workload drives the real engine on a tiny-geometry store, and the
 harness snapshots the store directory after every write syscall the engine makes and after every
@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.survival.crash_cut.cuts import cuts_for
-from scripts.survival.crash_cut.oracle import check
-from scripts.survival.crash_cut.recording import record
+from mqstore.scripts.survival.crash_cut.cuts import cuts_for
+from mqstore.scripts.survival.crash_cut.oracle import check
+from mqstore.scripts.survival.crash_cut.recording import record
 
 
 def run(ops: int, torn_per_step: int, seed: int, max_seconds: float, workdir: Path) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def run(ops: int, torn_per_step: int, seed: int, max_seconds: float, workdir: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.survival.crash_cut", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mqstore.scripts.survival.crash_cut",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=300, help="workload steps to record")
     parser.add_argument("--torn-per-step", type=int, default=2, help="random torn cuts per record and step")
     parser.add_argument("--seed", type=int, default=7)

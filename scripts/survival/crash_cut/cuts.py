@@ -11,7 +11,7 @@ Each cut point is a state to recover from, written into a fresh directory:
   its size and reads zeros past the cut; a file written with write(2) (queue-index journal and
   segments, checkpoint, temp files) keeps the prefix that was written, as after a killed process or
   on a filesystem that orders data before size (the queue index has no checksum and cannot tell a
-  zero-filled tail from data: ``engine.ackindex.codec``). What one atomic syscall changed
+  zero-filled tail from data: ``mqstore.engine.ackindex.codec``). What one atomic syscall changed
   (a rename, a create, a delete) is all or nothing.
 """
 
@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.survival.crash_cut.recording import Files, Recording, Step
+from mqstore.scripts.survival.crash_cut.recording import Files, Recording, Step
 
 MAPPED_FAMILIES = ("commitlog/", "consumequeue/", "index/")
 

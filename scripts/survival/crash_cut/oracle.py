@@ -20,13 +20,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from engine import Message, MessageStore, StoreConfig
-from engine.ackindex.queue_index import QueueIndex
-from engine.log.record import END_FILE_MIN_BLANK_SIZE, DecodeKind
-from engine.offsets import CONSUMER_OFFSET_FILE, decode_offset_file
-from engine.verify import verify_store
-from scripts.survival.crash_cut.cuts import Cut, materialize, write_tree
-from scripts.survival.crash_cut.recording import (
+from mqstore.engine import Message, MessageStore, StoreConfig
+from mqstore.engine.ackindex.queue_index import QueueIndex
+from mqstore.engine.log.record import END_FILE_MIN_BLANK_SIZE, DecodeKind
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, decode_offset_file
+from mqstore.engine.repair.verify import verify_store
+from mqstore.scripts.survival.crash_cut.cuts import Cut, materialize, write_tree
+from mqstore.scripts.survival.crash_cut.recording import (
     GEOMETRY,
     QI_DIR,
     QI_OPTIONS,

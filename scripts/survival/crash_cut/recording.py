@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import Geometry, Message, MessageStore, StoreConfig
-from engine.ackindex.codec import PubRecord, encode_journal_ack, encode_journal_deliver, encode_journal_publish
-from engine.ackindex.queue_index import PublishEntry, QueueIndex
-from engine.offsets import CONSUMER_OFFSET_FILE
+from mqstore.engine import Geometry, Message, MessageStore, StoreConfig
+from mqstore.engine.ackindex.codec import PubRecord, encode_journal_ack, encode_journal_deliver, encode_journal_publish
+from mqstore.engine.ackindex.queue_index import PublishEntry, QueueIndex
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE
 
 GEOMETRY = Geometry(commitlog_file_size=4096, cq_entries_per_file=8, index_slot_count=8, index_entry_count=48)
 TOPICS = ("Orders", "Payments")

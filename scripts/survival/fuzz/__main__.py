@@ -1,8 +1,8 @@
-"""``python -m scripts.survival.fuzz``: the command (``scripts.survival.fuzz.command``)."""
+"""``python -m mqstore.scripts.survival.fuzz``: the command (``mqstore.scripts.survival.fuzz.command``)."""
 
 import sys
 
-from scripts.survival.fuzz.command import main
+from mqstore.scripts.survival.fuzz.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

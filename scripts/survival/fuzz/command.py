@@ -1,18 +1,19 @@
 """Fuzzing the decoders that take bytes from outside: no crash, no hang, a clear error.
 
-    python -m scripts.survival.fuzz [--inputs 1000000] [--seconds 3600] [--targets record wire ...] [--hang-s 10]
+    python -m mqstore.scripts.survival.fuzz [--inputs 1000000] [--seconds 3600] [--targets record wire ...] [--hang-s
+    10]
 
 Targets, each fed by hypothesis (random bytes, byte-flipped and cut copies of valid inputs,
 structured inputs), built by ``build`` from ``decoders``, ``wire`` and ``files``:
 
-- ``record``       engine.log.record.decode_record, with and without CRC checks: never raises
-- ``wire``         ipc.schema.unpack, then the same frame through the commitlog writer's request path
+- ``record``       mqstore.engine.log.record.decode_record, with and without CRC checks: never raises
+- ``wire``         mqstore.ipc.wire.schema.unpack, then the same frame through the commitlog writer's request path
                    (``_serve``: parse, validate, append, answer) and reader 0's (``_handle``): every frame
                    answered exactly once, never a SYSTEM_ERROR
 - ``remoting``     the RocketMQ remoting front's frame and batch-body decoders: only FrameError
 - ``queue_index``  the journal and segment parsers, and QueueIndex.open recovering from the bytes as a
                    journal or a segment file: only QueueIndexError
-- ``config``       actors.config.load_config on TOML text: only ConfigError
+- ``config``       mqstore.actors.config.load_config on TOML text: only ConfigError
 - ``recovery``     a small store's file (commitlog, consume queue, index, checkpoint, offsets, topics,
                    geometry) damaged in a copy, then verify_store, recovery (MessageStore.open), and
                    verify_store again: only the engine's own error types, and a clean verify after
@@ -39,10 +40,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from actors.config import ConfigError
-from engine.ackindex.files import QueueIndexError
-from scripts.survival.fuzz.decoders import check_record, check_remoting, record_seeds, remoting_seeds
-from scripts.survival.fuzz.files import (
+from mqstore.actors.config import ConfigError
+from mqstore.engine.ackindex.files import QueueIndexError
+from mqstore.scripts.survival.fuzz.decoders import check_record, check_remoting, record_seeds, remoting_seeds
+from mqstore.scripts.survival.fuzz.files import (
     STORE_ERRORS,
     ConfigTarget,
     QueueIndexTarget,
@@ -50,8 +51,8 @@ from scripts.survival.fuzz.files import (
     config_strategy,
     queue_index_seeds,
 )
-from scripts.survival.fuzz.targets import Finding, Target, bytes_like
-from scripts.survival.fuzz.wire import WireTarget, wire_strategy
+from mqstore.scripts.survival.fuzz.targets import Finding, Target, bytes_like
+from mqstore.scripts.survival.fuzz.wire import WireTarget, wire_strategy
 
 TARGETS = ("record", "wire", "remoting", "queue_index", "config", "recovery")
 WEIGHTS = {"record": 40, "wire": 25, "remoting": 10, "queue_index": 10, "config": 12, "recovery": 3}  # of --inputs
@@ -200,7 +201,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m scripts.survival.fuzz", description=(__doc__ or "").split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m mqstore.scripts.survival.fuzz",
+                                description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--inputs", type=int, default=1_000_000, help="inputs over all targets (1,000,000)")
     p.add_argument("--seconds", type=float, default=3600, help="time over all targets (3600)")
     p.add_argument("--targets", nargs="*", default=list(TARGETS), choices=TARGETS)

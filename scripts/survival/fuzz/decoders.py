@@ -1,14 +1,14 @@
-"""Fuzz targets on pure decoders: the commitlog record decoder (``engine.log.record``) and the
-RocketMQ remoting front's frame and batch-body decoders (``ipc.remoting``)."""
+"""Fuzz targets on pure decoders: the commitlog record decoder (``mqstore.engine.log.record``) and the
+RocketMQ remoting front's frame and batch-body decoders (``mqstore.ipc.remoting.codec``)."""
 
 from __future__ import annotations
 
 import contextlib
 import struct
 
-from engine import Host
-from engine.log.record import DecodeKind, decode_record, encode_blank, encode_record, seal_record
-from scripts.survival.fuzz.targets import Finding
+from mqstore.engine import Host
+from mqstore.engine.log.record import DecodeKind, decode_record, encode_blank, encode_record, seal_record
+from mqstore.scripts.survival.fuzz.targets import Finding
 
 LOCAL = Host("127.0.0.1", 10911)
 
@@ -35,7 +35,7 @@ def check_record(data: bytes) -> None:
 
 
 def remoting_seeds() -> list[bytes]:
-    from ipc.remoting import JSON_TYPE, ROCKETMQ_TYPE, RemotingCommand, encode_command
+    from mqstore.ipc.remoting.codec import JSON_TYPE, ROCKETMQ_TYPE, RemotingCommand, encode_command
     commands = [RemotingCommand(10, 7, 0, "remark", {"topic": "T", "queueId": "0", "flag": "0"}, b"body", "JAVA", 1,
                                 kind) for kind in (JSON_TYPE, ROCKETMQ_TYPE)]
     frames = [encode_command(c)[4:] for c in commands]  # without the length word, as the front reads them
@@ -45,7 +45,7 @@ def remoting_seeds() -> list[bytes]:
 
 
 def check_remoting(frame: bytes) -> None:
-    from ipc.remoting import FrameError, decode_batch, decode_command
+    from mqstore.ipc.remoting.codec import FrameError, decode_batch, decode_command
     for decode in (decode_command, decode_batch):
         with contextlib.suppress(FrameError):
             decode(frame)

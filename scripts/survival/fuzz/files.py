@@ -12,9 +12,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from actors.config import load_config
-from engine import Message, MessageStore, StoreConfig
-from engine.ackindex.codec import (
+from mqstore.actors.config import load_config
+from mqstore.engine import Message, MessageStore, StoreConfig
+from mqstore.engine.ackindex.codec import (
     PubRecord,
     encode_journal_ack,
     encode_journal_deliver,
@@ -23,16 +23,16 @@ from engine.ackindex.codec import (
     parse_journal,
     parse_segment,
 )
-from engine.ackindex.files import JOURNAL_FILE_NAME, segment_path
-from engine.ackindex.queue_index import QueueIndex
-from engine.checkpoint import CheckpointError
-from engine.config import GeometryError
-from engine.keyindex.index_file import IndexFileError
-from engine.log.mapped_file import MappedFileError
-from engine.metafile import MetafileError
-from engine.topics import TopicError
-from engine.verify import verify_store
-from scripts.survival.fuzz.targets import GEOMETRY, Finding, bytes_like
+from mqstore.engine.ackindex.files import JOURNAL_FILE_NAME, segment_path
+from mqstore.engine.ackindex.queue_index import QueueIndex
+from mqstore.engine.config import GeometryError
+from mqstore.engine.keyindex.index_file import IndexFileError
+from mqstore.engine.log.mapped_file import MappedFileError
+from mqstore.engine.meta.checkpoint import CheckpointError
+from mqstore.engine.meta.metafile import MetafileError
+from mqstore.engine.meta.topics import TopicError
+from mqstore.engine.repair.verify import verify_store
+from mqstore.scripts.survival.fuzz.targets import GEOMETRY, Finding, bytes_like
 
 
 def queue_index_seeds() -> list[bytes]:

@@ -1,4 +1,4 @@
-"""What the fuzzer (``scripts.survival.fuzz.command``) feeds, and to what: a ``Target`` per decoder
+"""What the fuzzer (``mqstore.scripts.survival.fuzz.command``) feeds, and to what: a ``Target`` per decoder
 that takes bytes from outside, and the input strategies the targets share.
 
 Each target has a hypothesis strategy (random bytes, byte-flipped and cut copies of valid inputs,
@@ -15,7 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from engine import Geometry
+from mqstore.engine import Geometry
 
 GEOMETRY = Geometry(commitlog_file_size=8 * 1024, cq_entries_per_file=16, index_slot_count=16,
                     index_entry_count=64)  # the stores targets build: files roll within a few inputs

@@ -1,4 +1,4 @@
-"""The wire fuzz target: ``ipc.schema`` and the commitlog writer's and a reader's request paths,
+"""The wire fuzz target: ``mqstore.ipc.wire.schema`` and the commitlog writer's and a reader's request paths,
 built in this process on a small store and fed a frame, a multipart message, or a round of them."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Any
 import zmq
 from hypothesis import strategies as st
 
-from actors.config import load_config
-from actors.runtime import Runtime
-from actors.writer.encoded import encoding_fields
-from engine import Message, MessageStore, StoreConfig
-from ipc import schema
-from ipc.encoded import Encoding
-from scripts.survival.fuzz.targets import GEOMETRY, Finding, bytes_like, mutated
-from scripts.survival.hostile.requests import JUNK, REQUESTS, as_request, encoded_requests, invalid_frames
+from mqstore.actors.config import load_config
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.writer.encoded import encoding_fields
+from mqstore.engine import Message, MessageStore, StoreConfig
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.encoded import Encoding
+from mqstore.scripts.survival.fuzz.targets import GEOMETRY, Finding, bytes_like, mutated
+from mqstore.scripts.survival.hostile.requests import JUNK, REQUESTS, as_request, encoded_requests, invalid_frames
 
 Frames = bytes | list[bytes] | tuple[list[bytes], ...]  # one frame, one multipart message, or a round of them
 
@@ -32,8 +32,8 @@ class WireTarget:
     round (so producer-encoded sends meet in a merge)."""
 
     def __init__(self) -> None:
-        from actors.reader.actor import ReaderActor
-        from actors.writer.actor import CommitLogWriterActor
+        from mqstore.actors.reader.actor import ReaderActor
+        from mqstore.actors.writer.actor import CommitLogWriterActor
         self.root = Path(tempfile.mkdtemp(prefix="mqstore-fuzz-wire-"))
         store = self.root / "store"
         with MessageStore.open(store, StoreConfig(geometry=GEOMETRY)) as s:

@@ -1,8 +1,8 @@
-"""``python -m scripts.survival.hostile``: the command (``scripts.survival.hostile.command``)."""
+"""``python -m mqstore.scripts.survival.hostile``: the command (``mqstore.scripts.survival.hostile.command``)."""
 
 import sys
 
-from scripts.survival.hostile.command import main
+from mqstore.scripts.survival.hostile.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

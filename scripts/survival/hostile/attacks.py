@@ -18,13 +18,13 @@ from typing import Any
 
 import zmq
 
-from ipc import schema
-from ipc.client import Admin, Producer
-from ipc.encoded import OP_ENCODING, Encoding
-from ipc.endpoints import Endpoints
-from scripts.harness import wait_for
-from scripts.survival.hostile.observers import GOOD_TOPIC
-from scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
+from mqstore.ipc.client.api import Admin, Producer
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.encoded import OP_ENCODING, Encoding
+from mqstore.scripts.harness import wait_for
+from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
+from mqstore.scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
 
 HOSTILE_TOPIC = "Hostile"
 QUIET_TOPIC = "Quiet"
@@ -214,7 +214,7 @@ class Attacks:
         send: not one may get through."""
         if self.ep.curve is None:
             return {"skipped": "the broker is not on TCP with CURVE (--tcp)"}
-        from ipc.curve import CurveContext, CurveKeys
+        from mqstore.ipc.transport.curve import CurveContext, CurveKeys
         frame = schema.pack(schema.request("send", 1, msgs=[{"topic": HOSTILE_TOPIC, "body": b"intruder"}]))
         contexts: list[zmq.Context[Any]] = []
         sockets = []

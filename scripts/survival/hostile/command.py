@@ -1,6 +1,6 @@
 """Hostile clients against a real broker, while a good producer and consumer keep working.
 
-    python -m scripts.survival.hostile [--connections 500] [--frames 200] [--seconds 3] [--rss-limit-mb 1024]
+    python -m mqstore.scripts.survival.hostile [--connections 500] [--frames 200] [--seconds 3] [--rss-limit-mb 1024]
 
 Starts ``mqstore start`` on a tiny-geometry store in a temporary directory (ipc sockets, or TCP with
 CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count and time:
@@ -39,10 +39,10 @@ from typing import Any
 
 import zmq
 
-from ipc.endpoints import Endpoints
-from scripts.harness import Broker, free_port_range, wait_for
-from scripts.survival.hostile.attacks import ATTACKS, Attacks
-from scripts.survival.hostile.observers import GoodClient, Rss
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.scripts.harness import Broker, free_port_range, wait_for
+from mqstore.scripts.survival.hostile.attacks import ATTACKS, Attacks
+from mqstore.scripts.survival.hostile.observers import GoodClient, Rss
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -120,12 +120,12 @@ def _by_actor(peaks: dict[int, int], status: dict[str, Any]) -> dict[str, float]
 
 
 def _curve_context(endpoints: Endpoints) -> zmq.Context[Any]:
-    from ipc.curve import CurveContext
+    from mqstore.ipc.transport.curve import CurveContext
     return CurveContext(endpoints.curve)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m scripts.survival.hostile", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m mqstore.scripts.survival.hostile", description=__doc__.split("\n\n")[0])
     p.add_argument("--connections", type=int, default=500)
     p.add_argument("--frames", type=int, default=200, help="frames per attack that sends many")
     p.add_argument("--flood-frames", type=int, default=40, help="big frames in the flood")

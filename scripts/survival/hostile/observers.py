@@ -12,8 +12,8 @@ from typing import Any
 
 import psutil
 
-from ipc.client import Consumer, Producer
-from ipc.endpoints import Endpoints
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.ipc.transport.endpoints import Endpoints
 
 GOOD_TOPIC = "Good"
 

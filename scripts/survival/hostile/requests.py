@@ -1,7 +1,8 @@
 """What hostile clients send: a valid request of every op the writer and readers serve, the junk
 values each field is replaced with, frames that are not valid requests at all, and producer-encoded
 sends (a map, then the records as a frame of their own) in every shape a writer must refuse.
-Shared by ``scripts.survival.hostile`` (against a running broker) and ``scripts.survival.fuzz`` (against the decoders
+Shared by ``mqstore.scripts.survival.hostile`` (against a running broker) and ``mqstore.scripts.survival.fuzz``
+(against the decoders
 alone)."""
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 
 import msgpack
 
-from engine.batch.record_batch import COLUMNS
-from ipc import schema
-from ipc.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
-from ipc.messages import Outgoing
+from mqstore.engine.batch.record_batch import COLUMNS
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
+from mqstore.ipc.wire.messages import Outgoing
 
 RECEIPT = ["G", "Good", 0, 0]
 

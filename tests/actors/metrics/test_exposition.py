@@ -7,8 +7,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.meters import LATENCY_BOUNDS_S, Latencies
-from actors.metrics.exposition import Exposition, actor_state
+from mqstore.actors.meters import LATENCY_BOUNDS_S, Latencies
+from mqstore.actors.metrics.exposition import Exposition, actor_state
 
 
 def _snapshot() -> dict[str, Any]:

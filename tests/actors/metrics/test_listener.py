@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors.metrics.listener import MAX_CONNECTIONS, MetricsServer, Pages
-from scripts.harness import wait_for
+from mqstore.actors.metrics.listener import MAX_CONNECTIONS, MetricsServer, Pages
+from mqstore.scripts.harness import wait_for
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.meters import LATENCY_BOUNDS_S, MAX_TOPICS, Latencies, TopicCounts
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
-from engine.batch.key_text import KeyText
+from mqstore.actors.meters import LATENCY_BOUNDS_S, MAX_TOPICS, Latencies, TopicCounts
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from mqstore.engine.batch.key_text import KeyText
 
 
 def _batch(rows: list[tuple[int, int]], topics: list[str]) -> DispatchBatch:

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import zmq
 
-from actors.config import load_config
-from actors.reader.ack_groups import IDLE_FLUSHES_PER_TICK, AckGroups
-from actors.reader.ack_queue import Located
-from actors.reader.state import PublishedStore
-from engine import Geometry, MessageStore, StoreConfig
-from engine.ackindex.queue_index import PublishEntry, QueueIndex
+from mqstore.actors.config import load_config
+from mqstore.actors.reader.ack_groups import IDLE_FLUSHES_PER_TICK, AckGroups
+from mqstore.actors.reader.ack_queue import Located
+from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine import Geometry, MessageStore, StoreConfig
+from mqstore.engine.ackindex.queue_index import PublishEntry, QueueIndex
 
 GEOMETRY = Geometry(commitlog_file_size=64 * 1024, cq_entries_per_file=64, index_slot_count=16, index_entry_count=64)
 

@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from actors.reader.ack_queue import OK, PUBLISH_AHEAD, PUBLISH_LOW, UNKNOWN_RECEIPT, AckQueue, Located, msg_id_prefix
-from actors.reader.ack_queues import redelivery_delays
-from engine.log.delay_table import parse_delay_levels
-from engine.log.host import Host
+from mqstore.actors.reader.ack_queue import (
+    OK,
+    PUBLISH_AHEAD,
+    PUBLISH_LOW,
+    UNKNOWN_RECEIPT,
+    AckQueue,
+    Located,
+    msg_id_prefix,
+)
+from mqstore.actors.reader.ack_queues import redelivery_delays
+from mqstore.engine.delay.table import parse_delay_levels
+from mqstore.engine.log.host import Host
 
 PREFIX = msg_id_prefix(Host("127.0.0.1", 10911).packed)
 VIS_MS = 1000

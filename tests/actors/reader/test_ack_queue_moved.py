@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.reader.ack_queue import OK, AckQueue, Located, msg_id_prefix
-from engine.log.host import Host
+from mqstore.actors.reader.ack_queue import OK, AckQueue, Located, msg_id_prefix
+from mqstore.engine.log.host import Host
 
 PREFIX = msg_id_prefix(Host("127.0.0.1", 10911).packed)
 VIS_MS = 1000

@@ -1,10 +1,10 @@
-"""Parked ack-mode pulls (actors.reader.long_poll.ParkedAckPulls): in line per queue, out by deadline."""
+"""Parked ack-mode pulls (mqstore.actors.reader.long_poll.ParkedAckPulls): in line per queue, out by deadline."""
 
 from __future__ import annotations
 
-from actors.reader.ack_requests import AckPull
-from actors.reader.long_poll import ParkedAckPull, ParkedAckPulls
-from engine.lookup import TagFilter
+from mqstore.actors.reader.ack_requests import AckPull
+from mqstore.actors.reader.long_poll import ParkedAckPull, ParkedAckPulls
+from mqstore.engine.read.lookup import TagFilter
 
 
 def _parked(consumer: str, queue_id: int, deadline_ms: int) -> ParkedAckPull:

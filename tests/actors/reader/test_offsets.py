@@ -1,13 +1,13 @@
-"""Consumer offsets as a reader serves them (actors.reader.offsets), over a store the builders left."""
+"""Consumer offsets as a reader serves them (mqstore.actors.reader.offsets), over a store the builders left."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from actors.reader.offsets import NOT_OWNER, CommittedOffsets
-from actors.reader.state import PublishedStore
-from engine import Message, MessageStore, StoreConfig
-from engine.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from mqstore.actors.reader.offsets import NOT_OWNER, CommittedOffsets
+from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine import Message, MessageStore, StoreConfig
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from tests.conftest import TINY, FakeClock
 
 

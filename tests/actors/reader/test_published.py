@@ -1,4 +1,4 @@
-"""What a reader believes is published (actors.reader.state.PublishedStore), from the builders'
+"""What a reader believes is published (mqstore.actors.reader.state.PublishedStore), from the builders'
 arrived notices and the files: a notice older than what a recheck read off the files moves nothing
 back; a queue whose files were deleted and made again is learned afresh."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from actors.reader.state import PublishedStore
-from engine import Message, MessageStore, StoreConfig
+from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine import Message, MessageStore, StoreConfig
 from tests.conftest import TINY, FakeClock
 
 

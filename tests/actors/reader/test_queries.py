@@ -1,11 +1,11 @@
-"""A reader's queries by key over the store as the builders left it (actors.reader.state)."""
+"""A reader's queries by key over the store as the builders left it (mqstore.actors.reader.state)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from actors.reader.state import PublishedStore
-from engine import Message, MessageStore, StoreConfig
+from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine import Message, MessageStore, StoreConfig
 from tests.conftest import TINY, FakeClock
 
 

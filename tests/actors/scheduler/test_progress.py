@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.scheduler.progress import Copy, Progress
-from engine import Message, MessageStore
-from engine.delay_offsets import read_delay_offsets, read_reput_floor
-from engine.log.commitlog import CommitLog
+from mqstore.actors.scheduler.progress import Copy, Progress
+from mqstore.engine import Message, MessageStore
+from mqstore.engine.delay.offsets import read_delay_offsets, read_reput_floor
+from mqstore.engine.log.commitlog import CommitLog
 
 
 def put_copy(store: MessageStore, level: int, queue_offset: int, topic: str = "Real") -> int:

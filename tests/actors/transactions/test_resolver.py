@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 
-from actors.transactions.resolver import EndRequest, Resolver
-from engine import transactions as tx
-from engine.log.host import Host
-from engine.log.record import Record, decode_record, encode_record
-from ipc.messages import Outgoing, SendResult
+from mqstore.actors.transactions.resolver import EndRequest, Resolver
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import Record, decode_record, encode_record
+from mqstore.engine.put import transactions as tx
+from mqstore.ipc.wire.messages import Outgoing, SendResult
 
 HOST = Host("127.0.0.1", 10911)
 

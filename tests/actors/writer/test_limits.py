@@ -9,10 +9,10 @@ from typing import Any
 
 import zmq
 
-from actors.config import load_config
-from actors.runtime import Runtime
-from actors.writer.actor import CommitLogWriterActor
-from ipc import schema
+from mqstore.actors.config import load_config
+from mqstore.actors.runtime import Runtime
+from mqstore.actors.writer.actor import CommitLogWriterActor
+from mqstore.ipc.wire import schema
 
 
 class QueuedIngress:

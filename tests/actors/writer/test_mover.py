@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from actors.config import SYNC_FLUSH, BrokerConfig, FlushConfig
-from actors.writer.mover import StragglerMover
-from actors.writer.state import DiskState, TopicQueues, WriterState
-from actors.writer.sync import SyncWaiters
-from engine import Geometry, Message, StoreConfig
-from engine.ackindex.low_water import AckProgress
-from engine.log.commitlog import CommitLog
-from engine.log.msgid import UniqKeyGenerator
-from engine.log.record import DecodeKind
-from engine.log.writer import CommitLogWriter
-from engine.reclaim import ACK, OFFSET, FileHold, HeldFile, Holder
-from engine.reclaim_move import MOVED_TOPIC, presented
-from engine.retention import RetentionPolicy
-from engine.topics import TopicTable
-from ipc.notices import Dispatch
+from mqstore.actors.config import SYNC_FLUSH, BrokerConfig, FlushConfig
+from mqstore.actors.writer.mover import StragglerMover
+from mqstore.actors.writer.state import DiskState, TopicQueues, WriterState
+from mqstore.actors.writer.sync import SyncWaiters
+from mqstore.engine import Geometry, Message, StoreConfig
+from mqstore.engine.ackindex.low_water import AckProgress
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.msgid import UniqKeyGenerator
+from mqstore.engine.log.record import DecodeKind
+from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.reclaim.consumed import ACK, OFFSET, FileHold, HeldFile, Holder
+from mqstore.engine.reclaim.move import MOVED_TOPIC, presented
+from mqstore.engine.reclaim.retention import RetentionPolicy
+from mqstore.ipc.wire.notices import Dispatch
 from tests.actors.writer.test_sync import _outlets
 
 FILE_SIZE = 8192

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from actors.writer.prefault import PrefaultThread, ahead_bytes_for
-from engine.log.mapped_file import MappedFile, file_name
-from engine.log.prefault import DEFAULT_PREFAULT_AHEAD_BYTES
+from mqstore.actors.writer.prefault import PrefaultThread, ahead_bytes_for
+from mqstore.engine.log.mapped_file import MappedFile, file_name
+from mqstore.engine.log.prefault import DEFAULT_PREFAULT_AHEAD_BYTES
 from tests.integration.broker import wait_for
 
 FILE_SIZE = 8 * 1024 * 1024

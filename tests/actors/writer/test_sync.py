@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import zmq
 
-from actors.writer.outlets import Outlets, Progress
-from actors.writer.sync import SyncWaiters
-from engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
-from engine.batch.key_text import KeyText
-from ipc import schema
-from ipc.notices import Dispatch, Flushed
+from mqstore.actors.writer.outlets import Outlets, Progress
+from mqstore.actors.writer.sync import SyncWaiters
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.notices import Dispatch, Flushed
 
 
 class Socket:

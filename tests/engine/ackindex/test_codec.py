@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.ackindex.codec import (
+from mqstore.engine.ackindex.codec import (
     JOURNAL_OP_SIZE,
     JOURNAL_PUB_SIZE,
     MAX_ENTRIES_PER_SEGMENT,
@@ -26,8 +26,8 @@ from engine.ackindex.codec import (
     parse_journal,
     parse_segment,
 )
-from engine.log.host import Host
-from engine.log.msgid import offset_msg_id
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.msgid import offset_msg_id
 
 # -- fixed vectors, written field by field from reference §1.3 / §1.4 ---------------------------------
 

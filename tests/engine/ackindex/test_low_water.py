@@ -1,11 +1,11 @@
-"""The readers' low-water marks (engine.ackindex.low_water): what each reader writes and what the
+"""The readers' low-water marks (mqstore.engine.ackindex.low_water): what each reader writes and what the
 commitlog writer makes of all of them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.ackindex.low_water import low_water_path, read_low_water, unacked_low_water, write_low_water
+from mqstore.engine.ackindex.low_water import low_water_path, read_low_water, unacked_low_water, write_low_water
 
 
 def test_a_mark_reads_back_as_written_and_lies_beside_the_queue_indexes(tmp_path: Path) -> None:

@@ -19,18 +19,25 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-import engine.ackindex.queue_index
-from engine.ackindex.codec import (
+import mqstore.engine.ackindex.queue_index
+from mqstore.engine.ackindex.codec import (
     JOURNAL_OP_SIZE,
     JOURNAL_PUB_SIZE,
     encode_segment_rel,
     parse_journal,
     parse_segment,
 )
-from engine.ackindex.files import CLEAN_FILE_NAME, JOURNAL_FILE_NAME, META_FILE_NAME
-from engine.ackindex.queue_index import FlushResult, IndexEntry, PublishEntry, QueueIndex, QueueIndexError, RecoveryKind
-from engine.log.host import Host
-from engine.log.msgid import decode_offset_msg_id, offset_msg_id
+from mqstore.engine.ackindex.files import CLEAN_FILE_NAME, JOURNAL_FILE_NAME, META_FILE_NAME
+from mqstore.engine.ackindex.queue_index import (
+    FlushResult,
+    IndexEntry,
+    PublishEntry,
+    QueueIndex,
+    QueueIndexError,
+    RecoveryKind,
+)
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.msgid import decode_offset_msg_id, offset_msg_id
 
 S = 16
 STORE_HOST = Host("10.0.0.5", 10911)
@@ -626,7 +633,7 @@ def test_a_failed_write_refuses_later_writes_and_never_closes_clean(
     def full_disk(fd: int, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(engine.ackindex.queue_index, "write_all", full_disk)
+    monkeypatch.setattr(mqstore.engine.ackindex.queue_index, "write_all", full_disk)
     with pytest.raises(OSError):
         publish(index, [1])
     monkeypatch.undo()
@@ -739,7 +746,7 @@ class QueueIndexMachine(RuleBasedStateMachine):
         """Any subset of the flush's segment appends and deletes reached the disk, any append may be
         torn (a prefix of it) or read back as zeros (size extended, data not written), and the
         journal was not yet truncated. Not generated: real bytes then zeros inside one record,
-        which no checksum-less format can tell from a record (see engine.ackindex.codec)."""
+        which no checksum-less format can tell from a record (see mqstore.engine.ackindex.codec)."""
         before = snapshot(self.qdir)
         self.index.flush()
         crash(self.index)

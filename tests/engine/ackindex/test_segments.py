@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.ackindex.codec import PubRecord
-from engine.ackindex.files import SegmentFileCache, segment_path
-from engine.ackindex.segments import IndexEntry, Segment
-from engine.ackindex.slots import JournalSlot
+from mqstore.engine.ackindex.codec import PubRecord
+from mqstore.engine.ackindex.files import SegmentFileCache, segment_path
+from mqstore.engine.ackindex.segments import IndexEntry, Segment
+from mqstore.engine.ackindex.slots import JournalSlot
 
 PER_SEGMENT = 8
 

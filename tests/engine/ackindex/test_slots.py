@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.ackindex.codec import (
+from mqstore.engine.ackindex.codec import (
     MAX_ENTRIES_PER_SEGMENT,
     JournalKind,
     JournalRecord,
@@ -16,9 +16,9 @@ from engine.ackindex.codec import (
     encode_segment_publish,
     parse_segment,
 )
-from engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
-from engine.log.host import Host
-from engine.log.msgid import offset_msg_id
+from mqstore.engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.msgid import offset_msg_id
 
 MSG_ID = bytes.fromhex(offset_msg_id(Host("10.0.0.5", 10911), 4096))
 PUB = PubRecord(MSG_ID, expiry_ms=12345, size_bytes=10)

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Host
-from engine.batch import record_batch
-from engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, PropertyPieces, encode_one
-from engine.log.record import decode_record, encode_properties, record_size
-from engine.log.writer import CommitLogWriter
+from mqstore.engine import Host
+from mqstore.engine.batch import record_batch
+from mqstore.engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, PropertyPieces, encode_one
+from mqstore.engine.log.record import decode_record, encode_properties, record_size
+from mqstore.engine.log.writer import CommitLogWriter
 from tests.oracle import record_batch as oracle
 from tests.oracle import writer as writer_oracle
 
@@ -193,7 +193,7 @@ def test_a_record_outside_the_file_is_not_stamped(start: int, size: int, oracle_
 
 
 def test_arguments_that_do_not_fit_are_refused_as_malformed() -> None:
-    from engine import _native
+    from mqstore.engine import _native
     out = np.empty(3, np.int64)
     with pytest.raises(ValueError, match="8 or 20 bytes"):
         _native.check_batch(b"", bytes(18), b"", np.zeros(1, np.int64), b"abc", False, 10, out)

@@ -14,16 +14,16 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.batch.column_scan import known_starts
-from engine.batch.dispatch import DispatchRequest
-from engine.batch.dispatch_columns import DispatchColumns
-from engine.consumequeue.store import ConsumeQueueStore
-from engine.keyindex.keys import index_hashes, index_key
-from engine.keyindex.service import IndexService
-from engine.log.commitlog import CommitLog
-from engine.log.host import Host
-from engine.log.record import DecodeKind, encode_record
-from engine.recovery import redispatch
+from mqstore.engine.batch.column_scan import known_starts
+from mqstore.engine.batch.dispatch import DispatchRequest
+from mqstore.engine.batch.dispatch_columns import DispatchColumns
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine.keyindex.keys import index_hashes, index_key
+from mqstore.engine.keyindex.service import IndexService
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import DecodeKind, encode_record
+from mqstore.engine.repair.recovery import redispatch
 
 FILE_SIZE = 2048
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.batch.dispatch import DispatchBatch, DispatchRequest
+from mqstore.engine.batch.dispatch import DispatchBatch, DispatchRequest
 
 TOPICS = ["T", "Orders", "Tö"]
 

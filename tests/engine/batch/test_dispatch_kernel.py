@@ -1,4 +1,4 @@
-"""Re-dispatch's kernel (``engine._native.dispatch_keys`` under ``DispatchColumns.of``) against the numpy
+"""Re-dispatch's kernel (``mqstore.engine._native.dispatch_keys`` under ``DispatchColumns.of``) against the numpy
 code it replaced (tests/oracle/dispatch.py): for records with any properties (names given twice or
 empty, KEYS with runs of spaces, text outside ASCII and outside the BMP, delayed messages, topics and
 properties past the old matrices' widths) the same rows, topics and index keys; and its refusals."""
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.batch.dispatch_columns import DispatchColumns
-from engine.batch.record_columns import RecordColumns
-from engine.log.host import Host
-from engine.log.record import encode_record
+from mqstore.engine import _native
+from mqstore.engine.batch.dispatch_columns import DispatchColumns
+from mqstore.engine.batch.record_columns import RecordColumns
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import encode_record
 from tests.engine.batch.test_column_scan import Pairs
 from tests.oracle.dispatch import DispatchColumnsOracle
 

@@ -1,4 +1,4 @@
-"""Key text (engine.batch.key_text): records' UNIQ_KEYs and KEYS as one UTF-8 text and its bounds, built
+"""Key text (mqstore.engine.batch.key_text): records' UNIQ_KEYs and KEYS as one UTF-8 text and its bounds, built
 by one kernel call from strings, joined and cut as the lists of strings it replaced were (concatenated,
 sliced), and checked off the wire: bounds that go back, leave the text or count other records, and text
 that is not UTF-8 as Python decodes it, are refused, never read past."""
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.batch.key_text import BOUND, KeyText
+from mqstore.engine import _native
+from mqstore.engine.batch.key_text import BOUND, KeyText
 
 TEXT = st.text(st.sampled_from("aZ0 #\x00\x7f\x80é\u0100\u4e2d\uffff\U00010000\U0001F600\U0010FFFF"), max_size=10)
 RECORDS = st.lists(st.tuples(TEXT, TEXT), max_size=12)

@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import StoreConfig
-from engine.batch.key_text import KeyText
-from engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
-from engine.batch.record_batch import COLUMNS, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
-from engine.log.host import Host
-from engine.log.message import PutStatus
-from engine.log.writer import BatchOutcome
-from engine.queue_selector import RoundRobin
-from engine.topics import TopicTable
-from ipc.encoded import BatchEncoder, Encoding
-from ipc.messages import Outgoing
+from mqstore.engine import StoreConfig
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
+from mqstore.engine.batch.record_batch import COLUMNS, QUEUE_ROUND_ROBIN, BatchError, CheckedBatch
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.message import PutStatus
+from mqstore.engine.log.writer import BatchOutcome
+from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.queue_selector import RoundRobin
+from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
+from mqstore.ipc.wire.messages import Outgoing
 from tests.oracle import plan as oracle
 
 ENCODER = BatchEncoder(Encoding(Host("10.0.0.7", 10911), True, 1 << 20))

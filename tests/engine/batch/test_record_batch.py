@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Geometry, Host, Message, StoreConfig
-from engine.batch.record_batch import COLUMNS, BatchError, check_batch, encode_one
-from engine.log.commitlog import CommitLog
-from engine.log.message import record_properties
-from engine.log.msgid import UniqKeyGenerator
-from engine.log.record import PROP_UNIQ_KEY, DecodeKind
-from engine.log.writer import CommitLogWriter
+from mqstore.engine import Geometry, Host, Message, StoreConfig
+from mqstore.engine.batch.record_batch import COLUMNS, BatchError, check_batch, encode_one
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.message import record_properties
+from mqstore.engine.log.msgid import UniqKeyGenerator
+from mqstore.engine.log.record import PROP_UNIQ_KEY, DecodeKind
+from mqstore.engine.log.writer import CommitLogWriter
 
 STORE = Host("10.0.0.7", 10911)
 BORN_V6 = Host("fe80::1", 4242)

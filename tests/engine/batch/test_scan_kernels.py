@@ -1,4 +1,4 @@
-"""The scan kernels (``engine._native.record_columns`` and ``scan_records``, behind ``RecordColumns`` and
+"""The scan kernels (``mqstore.engine._native.record_columns`` and ``scan_records``, behind ``RecordColumns`` and
 ``column_scan.walk``) held to the numpy decoding they replaced (``tests/oracle/batch.py``), byte for
 byte: every column of every record, how many lead before the first broken one and why, the topic and
 CRC verdicts, and where and why a walk stops; on logs of random records (IPv6 hosts, MAGIC_V2 topics,
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from engine.batch.column_scan import walk
-from engine.batch.record_columns import (
+from mqstore.engine.batch.column_scan import walk
+from mqstore.engine.batch.record_columns import (
     CHECK_CRC,
     CHECK_TOPIC,
     COLUMN_NAMES,
@@ -24,7 +24,7 @@ from engine.batch.record_columns import (
     REQUIRE_PROP_CRC,
     RecordColumns,
 )
-from engine.log.record import DecodeKind, decode_record, encode_blank, encode_record, seal_record
+from mqstore.engine.log.record import DecodeKind, decode_record, encode_blank, encode_record, seal_record
 from tests.engine.batch.test_column_scan import V4, records
 from tests.oracle import batch as oracle
 
@@ -167,7 +167,7 @@ def test_a_walk_stops_where_and_why_the_oracles_does(log: tuple[np.ndarray[Any, 
 
 
 def test_bad_arguments_are_refused() -> None:
-    from engine import _native
+    from mqstore.engine import _native
     buf = np.zeros(64, np.uint8)
     with pytest.raises(ValueError, match="starts at"):
         _native.record_columns(buf, np.array([-1], np.int64), 64, 0, np.empty(22, np.int64))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.consumequeue.consume_queue import (
+from mqstore.engine.consumequeue.consume_queue import (
     CQ_DTYPE,
     CQ_ENTRY_SIZE,
     FILLER_SIZE,
@@ -19,7 +19,7 @@ from engine.consumequeue.consume_queue import (
     decode_entry,
     encode_entry,
 )
-from engine.log.mapped_file import file_name
+from mqstore.engine.log.mapped_file import file_name
 
 TOPIC = "TopicTest"
 EPF = 5  # entries per file: 100-byte files
@@ -559,8 +559,8 @@ def test_a_batch_cut_short_between_queues_is_dispatched_again_from_its_start(tmp
     queue 1 did left queue 1 a gap, and resuming from the furthest entry (queue 0's) never filled
     it (ConsumeQueueOrderError for queue 1's next entry, in a full-disk CI run). The batch's start
     is marked, and resuming from it dispatches the batch again."""
-    from engine.batch.dispatch import DISPATCH_COLUMNS
-    from engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
+    from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS
+    from mqstore.engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
 
     rows = np.zeros(8, dtype=DISPATCH_COLUMNS)
     rows["phys_offset"] = np.arange(8) * 100
@@ -597,8 +597,8 @@ def test_a_batch_cut_short_between_queues_is_dispatched_again_from_its_start(tmp
 def test_a_mark_outlives_a_process_that_dies_mid_batch(tmp_path: Path) -> None:
     """The mark is set by a store into a mapping, no syscall: a process killed between queues
     (os._exit: no close, no cleanup) leaves it in the page cache for the next one to resume from."""
-    from engine.batch.dispatch import DISPATCH_COLUMNS
-    from engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
+    from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS
+    from mqstore.engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
 
     rows = np.zeros(4, dtype=DISPATCH_COLUMNS)
     rows["phys_offset"] = np.arange(4) * 100

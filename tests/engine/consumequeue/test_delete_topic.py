@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine import Message, MessageStore
-from engine.consumequeue.store import ConsumeQueueStore
+from mqstore.engine import Message, MessageStore
+from mqstore.engine.consumequeue.store import ConsumeQueueStore
 
 OpenStore = Callable[..., MessageStore]
 

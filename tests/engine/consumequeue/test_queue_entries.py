@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.batch.dispatch import DISPATCH_COLUMNS
-from engine.consumequeue.store import QUEUE_FIELDS, ConsumeQueueStore, QueueEntries
+from mqstore.engine import _native
+from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS
+from mqstore.engine.consumequeue.store import QUEUE_FIELDS, ConsumeQueueStore, QueueEntries
 from tests.oracle import consumequeue as oracle
 
 settings_ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

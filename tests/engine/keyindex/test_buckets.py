@@ -12,10 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.batch.dispatch import DispatchBatch, DispatchRequest
-from engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, IndexFile, index_file_size
-from engine.keyindex.keys import index_hash, index_hashes
-from engine.keyindex.service import IndexService
+from mqstore.engine.batch.dispatch import DispatchBatch, DispatchRequest
+from mqstore.engine.keyindex.index_file import (
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+    IndexFile,
+    index_file_size,
+)
+from mqstore.engine.keyindex.keys import index_hash, index_hashes
+from mqstore.engine.keyindex.service import IndexService
 from tests.conftest import FakeClock
 
 settings_ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine.keyindex.file_names import index_file_name, index_file_names, next_index_file_name, remove_unfinished
+from mqstore.engine.keyindex.file_names import (
+    index_file_name,
+    index_file_names,
+    next_index_file_name,
+    remove_unfinished,
+)
 
 T0 = 1_700_000_000_000
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.keyindex import buckets
-from engine.keyindex.index_file import (
+from mqstore.engine.keyindex import buckets
+from mqstore.engine.keyindex.index_file import (
     INDEX_ENTRY_DTYPE,
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_DTYPE,
@@ -21,7 +21,7 @@ from engine.keyindex.index_file import (
     IndexFileError,
     index_file_size,
 )
-from engine.keyindex.keys import index_hash
+from mqstore.engine.keyindex.keys import index_hash
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.batch.key_text import KeyText
-from engine.jhash import java_hash, java_hashes
-from engine.keyindex import buckets
-from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE
-from engine.keyindex.keys import record_key_hashes
+from mqstore.engine import _native
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.java.jhash import java_hash, java_hashes
+from mqstore.engine.keyindex import buckets
+from mqstore.engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE
+from mqstore.engine.keyindex.keys import record_key_hashes
 from tests.oracle import jhash as jhash_oracle
 from tests.oracle import keyindex as oracle
 

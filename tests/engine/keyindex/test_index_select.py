@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.keyindex import buckets
-from engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE
-from engine.keyindex.keys import index_hash, index_key
-from engine.keyindex.service import IndexService
+from mqstore.engine import _native
+from mqstore.engine.keyindex import buckets
+from mqstore.engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE
+from mqstore.engine.keyindex.keys import index_hash, index_key
+from mqstore.engine.keyindex.service import IndexService
 from tests.oracle import keyindex as oracle
 
 settings_ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

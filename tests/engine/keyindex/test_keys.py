@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.batch.dispatch import DispatchBatch, DispatchRequest
-from engine.batch.key_text import KeyText
-from engine.jhash import java_hash
-from engine.keyindex.keys import index_hash, index_hashes, index_key, key_hashes, record_keys
+from mqstore.engine.batch.dispatch import DispatchBatch, DispatchRequest
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.java.jhash import java_hash
+from mqstore.engine.keyindex.keys import index_hash, index_hashes, index_key, key_hashes, record_keys
 from tests.oracle.keyindex import joined_hashes
 
 settings_ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

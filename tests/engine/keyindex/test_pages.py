@@ -1,4 +1,4 @@
-"""A query's pages over the index files (``engine.keyindex.pages.select_pages``: a round of a probe, one
+"""A query's pages over the index files (``mqstore.engine.keyindex.pages.select_pages``: a round of a probe, one
 kernel call a file for every key) held to the file-by-file walk it replaced (``tests/oracle/keyindex.py``
 ``select_pages``): the same offsets and the same cursors, for pages that go on from cursors, over many
 tiny files with colliding keys ("Aa" and "BB"), time windows that skip files or stop the walk, counts
@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.keyindex.keys import index_hashes, index_key
-from engine.keyindex.pages import IndexCursor, select_pages
-from engine.keyindex.service import IndexService
+from mqstore.engine.keyindex.keys import index_hashes, index_key
+from mqstore.engine.keyindex.pages import IndexCursor, select_pages
+from mqstore.engine.keyindex.service import IndexService
 from tests.oracle import keyindex as oracle
 
 T0 = 1_700_000_000_000

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine import Message, MessageStore, Record
-from engine.keyindex.index_file import IndexFile
-from engine.keyindex.keys import index_hash
-from engine.lookup import query_by_key, query_by_keys
+from mqstore.engine import Message, MessageStore, Record
+from mqstore.engine.keyindex.index_file import IndexFile
+from mqstore.engine.keyindex.keys import index_hash
+from mqstore.engine.read.lookup import query_by_key, query_by_keys
 from tests.conftest import FakeClock
 
 OpenStore = Callable[..., MessageStore]

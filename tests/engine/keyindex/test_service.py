@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.keyindex.file_names import index_file_name
-from engine.keyindex.index_file import IndexFile, IndexFileError
-from engine.keyindex.keys import index_key
-from engine.keyindex.pages import QueryOffsetResult
-from engine.keyindex.service import IndexService
+from mqstore.engine.keyindex.file_names import index_file_name
+from mqstore.engine.keyindex.index_file import IndexFile, IndexFileError
+from mqstore.engine.keyindex.keys import index_key
+from mqstore.engine.keyindex.pages import QueryOffsetResult
+from mqstore.engine.keyindex.service import IndexService
 
 LONG_MAX = 2**63 - 1
 T0 = 1_700_000_000_000

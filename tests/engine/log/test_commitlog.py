@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.log.commitlog import CommitLog, RecordTooLargeError
-from engine.log.host import Host
-from engine.log.mapped_file import file_name
-from engine.log.msgid import offset_msg_id
-from engine.log.record import (
+from mqstore.engine.log.commitlog import CommitLog, RecordTooLargeError
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.mapped_file import file_name
+from mqstore.engine.log.msgid import offset_msg_id
+from mqstore.engine.log.record import (
     BLANK_MAGIC,
     END_FILE_MIN_BLANK_SIZE,
     PROP_CRC_SIZE,

@@ -1,4 +1,4 @@
-"""The compiled CRC loop (engine._native.crc31_spans, the CRC inside the batch, scan and encode
+"""The compiled CRC loop (mqstore.engine._native.crc31_spans, the CRC inside the batch, scan and encode
 kernels, and the subject of scripts/bench/kernel_choice) against zlib: RocketMQ's CRC is the low
 31 bits of zlib's CRC-32."""
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.log.record import body_crc
+from mqstore.engine import _native
+from mqstore.engine.log.record import body_crc
 from tests.oracle.crc import crc31_spans as oracle
 
 

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.config import StoreConfig
-from engine.jhash import java_hash
-from engine.log.delay_table import (
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.delay.table import (
     DEFAULT_DELAY_LEVELS,
     DelayLevelError,
     parse_delay_levels,
@@ -20,7 +19,8 @@ from engine.log.delay_table import (
     save_delay_levels,
     tags_code_of,
 )
-from engine.log.record import SCHEDULE_TOPIC
+from mqstore.engine.java.jhash import java_hash
+from mqstore.engine.log.record import SCHEDULE_TOPIC
 
 
 def test_the_default_table_is_rocketmqs() -> None:

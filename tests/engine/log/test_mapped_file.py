@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.log.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileError, file_name
+from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileError, file_name
 
 SMALL = 1024
 PAGES = 3 * OS_PAGE_SIZE

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.log.mapped_file import MappedFile, MappedFileError, file_name
-from engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
+from mqstore.engine.log.mapped_file import MappedFile, MappedFileError, file_name
+from mqstore.engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
 
 FILE_SIZE = 1024
 HOUR_MS = 3_600_000

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import _native
-from engine.log.host import Host
-from engine.log.msgid import (
+from mqstore.engine import _native
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.msgid import (
     MessageIdError,
     UniqKeyGenerator,
     choose_ipv4,

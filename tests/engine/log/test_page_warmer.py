@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.log.commitlog import CommitLog
-from engine.log.page_warmer import PageWarmer
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.page_warmer import PageWarmer
 
 FILE_SIZE = 1 << 20
 

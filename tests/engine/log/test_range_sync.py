@@ -1,4 +1,4 @@
-"""``engine.log.range_sync``: a byte range of a file made durable through a read-only mapping."""
+"""``mqstore.engine.log.range_sync``: a byte range of a file made durable through a read-only mapping."""
 
 import errno
 import os
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.log import range_sync
-from engine.log.range_sync import RangeSync
+from mqstore.engine.log import range_sync
+from mqstore.engine.log.range_sync import RangeSync
 
 
 def test_ranges_are_synced_and_clamped_to_the_mapping(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.batch.dispatch import DispatchRequest
-from engine.jhash import java_hash
-from engine.log.host import Host
-from engine.log.record import (
+from mqstore.engine.batch.dispatch import DispatchRequest
+from mqstore.engine.java.jhash import java_hash
+from mqstore.engine.log.host import Host
+from mqstore.engine.log.record import (
     BLANK_MAGIC,
     MAGIC_V1,
     MAGIC_V2,

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from engine import Message, MessageStore, StoreConfig
-from engine.log.commitlog import CommitLog
-from engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME, MappedFileQueue, infer_file_size
-from engine.log.page_warmer import PageWarmer
-from engine.log.record import encode_blank
-from engine.metafile import create_abort
-from engine.store_files import read_geometry
-from engine.verify import verify_store
-from pipeline.commitlog_ranges import commitlog_files
-from pipeline.queues import commitlog_files as listed_commitlog_files
+from mqstore.engine import Message, MessageStore, StoreConfig
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME, MappedFileQueue, infer_file_size
+from mqstore.engine.log.page_warmer import PageWarmer
+from mqstore.engine.log.record import encode_blank
+from mqstore.engine.meta.metafile import create_abort
+from mqstore.engine.read.store_files import read_geometry
+from mqstore.engine.repair.verify import verify_store
+from mqstore.pipeline.commitlog_ranges import commitlog_files
+from mqstore.pipeline.queues import commitlog_files as listed_commitlog_files
 from tests.conftest import TINY, FakeClock
 
 FILE_SIZE = 64 * 1024

@@ -8,8 +8,8 @@ import mmap
 import os
 from pathlib import Path
 
-from engine.log.mapped_file import OS_PAGE_SIZE, MappedFile, file_name
-from engine.log.prefault import WriterPrefault
+from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, MappedFile, file_name
+from mqstore.engine.log.prefault import WriterPrefault
 
 FILE_SIZE = 4 * 1024 * 1024
 

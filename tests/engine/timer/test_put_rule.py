@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.config import StoreConfig
-from engine.log.message import Message, PutResult, PutStatus
-from engine.put_rewrite import rewrite
-from engine.timer.put_rule import TIMER_TOPIC, TimerRule, slot_ms
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.log.message import Message, PutResult, PutStatus
+from mqstore.engine.put.rewrite import rewrite
+from mqstore.engine.timer.put_rule import TIMER_TOPIC, TimerRule, slot_ms
 
 NOW = 1_700_000_000_123
 CONFIG = StoreConfig(timer_precision_ms=1000)

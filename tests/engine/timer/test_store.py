@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.config import StoreConfig
-from engine.timer.checkpoint import TimerCheckpoint
-from engine.timer.log import BLANK_SIZE, RECORD_SIZE, TimerLog, TimerRecord, decode_record, last_unit_pos
-from engine.timer.store import TimerStore
-from engine.timer.wheel import WHEEL_FILE_SIZE, TimerWheel, TimerWheelError
+from mqstore.engine.config import StoreConfig
+from mqstore.engine.timer.checkpoint import TimerCheckpoint
+from mqstore.engine.timer.log import BLANK_SIZE, RECORD_SIZE, TimerLog, TimerRecord, decode_record, last_unit_pos
+from mqstore.engine.timer.store import TimerStore
+from mqstore.engine.timer.wheel import WHEEL_FILE_SIZE, TimerWheel, TimerWheelError
 
 P = 100
 CONFIG = StoreConfig(timer_precision_ms=P, timer_roll_window_slot=100, timer_log_file_size=4096)
@@ -134,9 +134,9 @@ def test_a_log_opened_with_another_file_size_keeps_its_own(tmp_path: Path) -> No
 
 
 def test_verify_finds_a_timer_record_that_points_at_no_timer_message(tmp_path: Path) -> None:
-    from engine import MessageStore
-    from engine.log.message import Message
-    from engine.verify import verify_store
+    from mqstore.engine import MessageStore
+    from mqstore.engine.log.message import Message
+    from mqstore.engine.repair.verify import verify_store
 
     with MessageStore.open(tmp_path) as opened:
         put = opened.put(Message("rmq_sys_wheel_timer", b"x", properties={"TIMER_OUT_MS": str(NOW)}))

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ipc.client import Admin
-from scripts.bench import limits as bench_limits
-from scripts.bench import redis_peer as bench_redis
-from scripts.bench import sweep as bench_sweep
-from scripts.bench import trace as bench_trace
-from scripts.bench.load import Workload, run_load
+from mqstore.ipc.client.api import Admin
+from mqstore.scripts.bench import limits as bench_limits
+from mqstore.scripts.bench import redis_peer as bench_redis
+from mqstore.scripts.bench import sweep as bench_sweep
+from mqstore.scripts.bench import trace as bench_trace
+from mqstore.scripts.bench.load import Workload, run_load
 from tests.integration.broker import Broker, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -57,7 +57,8 @@ def test_open_loop_rate_and_duration_bound_the_run(broker: Broker) -> None:
 
 
 def test_load_command_prints_one_json_summary(broker: Broker) -> None:
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "bench", "load", "--store", str(broker.store),
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "bench", "load", "--store",
+                           str(broker.store),
                            "--count", "500", "--batch", "25", "--consumers", "1", "--readers", "2", "--no-live"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -100,7 +101,8 @@ def test_sweep_plot_is_a_png(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "bench", "suite", "--procs", "1", "--seconds",
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "bench", "suite", "--procs", "1",
+                           "--seconds",
                            "0.5", "--lookups", "20", "--recovery-mb", "1", "--spark-messages", "2000",
                            "--redis-count", "1000", "--backlog", "300",
                            "--quick", "--out", str(out), "--name", "smoke", "--dir", str(tmp_path)],
@@ -144,7 +146,7 @@ def test_trace_stamps_every_hop_of_every_message(tmp_path: Path, flush: str) -> 
 
 
 def test_producer_cpu_reports_the_encoder_and_each_inflights_loop(capsys: pytest.CaptureFixture[str]) -> None:
-    from scripts.bench import producer_cpu
+    from mqstore.scripts.bench import producer_cpu
     assert producer_cpu.main(["--inflight", "1,4", "--count", "2000"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[0]["encode_columns_cpu_us_per_batch"] > 0

@@ -1,4 +1,4 @@
-"""``scripts.bench.cq_rounds``: recorded dispatch frames replayed through the consume-queue builder's
+"""``mqstore.scripts.bench.cq_rounds``: recorded dispatch frames replayed through the consume-queue builder's
 round on a copy of the commitlog write the files a builder wrote live, and the round is counted."""
 
 from pathlib import Path
@@ -6,9 +6,9 @@ from typing import Any
 
 import zmq
 
-from actors.builder import ConsumeQueueBuilderActor
-from actors.runtime import Runtime
-from scripts.bench.cq_rounds import replay
+from mqstore.actors.builder import ConsumeQueueBuilderActor
+from mqstore.actors.runtime import Runtime
+from mqstore.scripts.bench.cq_rounds import replay
 from tests.actors.test_builder_rounds import Written
 
 

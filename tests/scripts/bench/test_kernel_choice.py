@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scripts.bench import kernel_choice
+from mqstore.scripts.bench import kernel_choice
 
 
 def test_every_means_is_measured_or_says_why_not(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.bench import roll as bench_roll
+from mqstore.scripts.bench import roll as bench_roll
 
 
 def test_engine_mode_times_every_roll(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

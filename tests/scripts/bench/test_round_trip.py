@@ -1,6 +1,6 @@
-"""``scripts.bench.round_trip``: each path timed over exactly the calls asked for, after the warm-up."""
+"""``mqstore.scripts.bench.round_trip``: each path timed over exactly the calls asked for, after the warm-up."""
 
-from scripts.bench.round_trip import WARM_CALLS, per_call
+from mqstore.scripts.bench.round_trip import WARM_CALLS, per_call
 
 
 def test_per_call_counts_the_timed_calls_after_the_warm_up() -> None:

@@ -19,7 +19,8 @@ def test_spark_read_reports_full_and_pruned_reads(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:
         pytest.skip("Spark needs a Java runtime")
-    proc = subprocess.run([sys.executable, "-m", "scripts.bench.spark_read", "--messages", "2000", "--rounds", "1",
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.bench.spark_read", "--messages", "2000",
+                           "--rounds", "1",
                            "--no-tuples", "--dir", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                           timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]

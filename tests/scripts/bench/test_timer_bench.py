@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scripts.bench import timer
+from mqstore.scripts.bench import timer
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from scripts.bench import transactions as bench_transactions
+from mqstore.scripts.bench import transactions as bench_transactions
 
 
 def test_a_tiny_run_reports_both_paths_per_thread_count(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,9 +1,9 @@
-"""``scripts.bench.where``: thread times read off /proc, and the per-message table made of two reads."""
+"""``mqstore.scripts.bench.where``: thread times read off /proc, and the per-message table made of two reads."""
 
 import os
 import threading
 
-from scripts.bench.where import thread_times, where
+from mqstore.scripts.bench.where import thread_times, where
 
 
 def test_this_process_has_a_main_thread_and_its_other_threads_apart() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import MessageStore
-from scripts.cli.mqstore import main
+from mqstore.engine import MessageStore
+from mqstore.scripts.cli.mqstore import main
 
 OpenStore = Callable[..., MessageStore]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine import Message, MessageStore, PutResult
-from engine.log.mapped_file import file_name
-from scripts.cli.mqstore import main
+from mqstore.engine import Message, MessageStore, PutResult
+from mqstore.engine.log.mapped_file import file_name
+from mqstore.scripts.cli.mqstore import main
 
 ROOT = Path(__file__).resolve().parents[3]
 COUNT = 30
@@ -173,7 +173,8 @@ def test_verify_repair(built: tuple[Path, list[PutResult]], capsys: pytest.Captu
 
 
 def test_subprocess_entry_point(built: tuple[Path, list[PutResult]]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "verify", str(built[0]), "--json"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "verify", str(built[0]), "--json"],
+                          cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1])["records"] == COUNT

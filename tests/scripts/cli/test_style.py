@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.cli.arguments import DEFAULT_STORE
-from scripts.cli.mqstore import build_parser, main, mqstore_version
+from mqstore.scripts.cli.arguments import DEFAULT_STORE
+from mqstore.scripts.cli.mqstore import build_parser, main, mqstore_version
 
 ROOT = Path(__file__).resolve().parents[3]
 # commands that make their own scratch stores, or none: everything else touches the user's store
@@ -62,7 +62,8 @@ def test_a_leading_store_is_the_same_as_the_store_option(tmp_path: Path, capsys:
 
 
 def test_version() -> None:
-    done = subprocess.run([sys.executable, "-m", "scripts.cli.mqstore", "--version"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "--version"], capture_output=True,
+                          text=True,
                           cwd=ROOT, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"mqstore {mqstore_version()}"
     assert mqstore_version()[0].isdigit()

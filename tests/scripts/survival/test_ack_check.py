@@ -1,14 +1,14 @@
-"""scripts.survival.ack_check on a store written in process: each kind of broken promise is counted,
+"""mqstore.scripts.survival.ack_check on a store written in process: each kind of broken promise is counted,
 with an example, and retention's deletions are told apart from losses."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine import Message, MessageStore, StoreConfig
-from engine.retention import RetentionPolicy
-from scripts.survival.ack_check import check_acked
-from scripts.survival.send_log import digest
+from mqstore.engine import Message, MessageStore, StoreConfig
+from mqstore.engine.reclaim.retention import RetentionPolicy
+from mqstore.scripts.survival.ack_check import check_acked
+from mqstore.scripts.survival.send_log import digest
 from tests.conftest import TINY
 
 

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.mark.slow
 def test_fuzz_small() -> None:
     # a subprocess: the harness's hang alarm (SIGALRM) must not meet pytest-timeout's
-    proc = subprocess.run([sys.executable, "-m", "scripts.survival.fuzz", "--inputs", "4000", "--seconds", "60"],
+    proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.survival.fuzz", "--inputs", "4000", "--seconds",
+                           "60"],
                           cwd=ROOT, capture_output=True, text=True, timeout=280)
     verdict = json.loads(proc.stdout)
     assert verdict["ok"], json.dumps(verdict, indent=1)[-4000:]

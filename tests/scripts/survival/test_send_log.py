@@ -1,4 +1,4 @@
-"""The survival harnesses' logs (``scripts.survival.send_log``) against a real broker with two readers."""
+"""The survival harnesses' logs (``mqstore.scripts.survival.send_log``) against a real broker with two readers."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ipc.ack_consumer import AckConsumer
-from ipc.channel import BrokerTimeoutError
-from ipc.client import Producer
-from ipc.receipts import Delivery, ack_owner
-from scripts.survival.send_log import Logs, record_and_ack
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.api import Producer
+from mqstore.ipc.transport.channel import BrokerTimeoutError
+from mqstore.ipc.wire.receipts import Delivery, ack_owner
+from mqstore.scripts.survival.send_log import Logs, record_and_ack
 from tests.integration.broker import Broker
 from tests.integration.test_ack import receive_until
 

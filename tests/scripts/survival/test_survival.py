@@ -23,7 +23,7 @@ def _verdict(*args: str, timeout_s: int = 280) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_crash_cut_small() -> None:
-    verdict = _verdict("scripts.survival.crash_cut", "--ops", "25", "--torn-per-step", "1", "--seed", "5")
+    verdict = _verdict("mqstore.scripts.survival.crash_cut", "--ops", "25", "--torn-per-step", "1", "--seed", "5")
     assert verdict["boundary_cuts"] and verdict["torn_cuts"] and verdict["failures"] == 0
 
 
@@ -34,12 +34,12 @@ def test_full_disk_small(tmp_path: Path) -> None:
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
     subprocess.run(["umount", "-l", str(probe)], check=False)
-    verdict = _verdict("scripts.survival.full_disk", "--cycles", "2", "--size-mb", "12", "--producers", "1")
+    verdict = _verdict("mqstore.scripts.survival.full_disk", "--cycles", "2", "--size-mb", "12", "--producers", "1")
     assert verdict["cycles"] == 2 and verdict["lost"] == 0 and verdict["actor_restarts"] == 0
 
 
 @pytest.mark.slow
 def test_chaos_small() -> None:
-    verdict = _verdict("scripts.survival.chaos", "--kills", "6", "--interval-ms", "400", "--producers", "2",
+    verdict = _verdict("mqstore.scripts.survival.chaos", "--kills", "6", "--interval-ms", "400", "--producers", "2",
                        "--max-seconds", "120")
     assert verdict["kills"] == 6 and verdict["lost"] == 0 and verdict["consumed_not_stored"] == 0

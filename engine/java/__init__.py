@@ -1,0 +1,1 @@
+"""Java's semantics RocketMQ's files depend on: String.hashCode and Long.parseLong."""

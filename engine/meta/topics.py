@@ -1,0 +1,126 @@
+"""Topic configuration, ``{store}/config/topics.json``, in the shape of RocketMQ's TopicConfigManager:
+
+    {"dataVersion": {"counter": N, "stateVersion": 0, "timestamp": ms},
+     "topicConfigTable": {"Orders": {"topicName": "Orders", "readQueueNums": 4, "writeQueueNums": 4,
+                                     "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                                     "order": false}}}
+
+Written atomically (tmp, fsync, rename, ``.bak``) by its one owner, the commitlog writer, which
+defers it (``deferred``: topics made in a burst cost one write at its next ``flush``, not one each).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mqstore.engine.config import check_topic
+from mqstore.engine.meta.metafile import read_with_backup, write_atomic
+
+TOPICS_FILE = "config/topics.json"
+PERM_READ_WRITE = 6
+# topics the broker makes for itself (retry and dead-letter queues): made on first send even where
+# topics are not (RocketMQ creates them whatever autoCreateTopicEnable says)
+BROKER_MADE_PREFIXES = ("%RETRY%", "%DLQ%")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    name: str
+    queue_count: int
+    perm: int = PERM_READ_WRITE
+
+
+class TopicError(ValueError):
+    """An invalid topic name or queue count, or a new topic past the table's limit."""
+
+
+class UnknownTopicError(TopicError):
+    """A send to a topic the table does not hold, where topics are not made on first send."""
+
+
+class TopicTable:
+    def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int,
+                 max_topics: int | None = None, deferred: bool = False, auto_create: bool = True) -> None:
+        self.path = path
+        self._now_ms = now_ms
+        self.topics = topics
+        self._counter = counter
+        self.max_topics = max_topics  # new topics are refused once the table holds this many
+        self.deferred = deferred      # changes wait for flush() instead of each writing the file
+        self.auto_create = auto_create  # get_or_create makes a missing topic (RocketMQ's autoCreateTopicEnable)
+        self.dirty = False
+
+    @classmethod
+    def load(cls, store_dir: Path | str, now_ms: Callable[[], int], *, max_topics: int | None = None,
+             deferred: bool = False, auto_create: bool = True) -> TopicTable:
+        path = Path(store_dir) / TOPICS_FILE
+        loaded = read_with_backup(path, _decode)
+        topics, counter = loaded if loaded is not None else ({}, 0)
+        return cls(path, now_ms, topics, counter, max_topics, deferred, auto_create)
+
+    def get(self, name: str) -> TopicConfig | None:
+        return self.topics.get(name)
+
+    def create(self, name: str, queue_count: int) -> TopicConfig:
+        """Create or resize a topic and persist the table; queues are only ever added."""
+        reason = check_topic(name)
+        if reason is not None:
+            raise TopicError(reason)
+        if not 1 <= queue_count <= 1 << 16:
+            raise TopicError(f"queue count {queue_count} out of range")
+        current = self.topics.get(name)
+        if current is not None and current.queue_count >= queue_count:
+            return current
+        if current is None and self.max_topics is not None and len(self.topics) >= self.max_topics:
+            raise TopicError(f"topic {name!r} does not exist, and no new one is made past {self.max_topics} topics")
+        self.topics[name] = TopicConfig(name, queue_count)
+        if self.deferred:
+            self.dirty = True
+        else:
+            self.persist()
+        return self.topics[name]
+
+    def get_or_create(self, name: str, default_queue_count: int) -> TopicConfig:
+        """The topic a send goes to, made on its first send unless ``auto_create`` is off."""
+        current = self.topics.get(name)
+        if current is not None:
+            return current
+        if not self.auto_create and not name.startswith(BROKER_MADE_PREFIXES):
+            raise UnknownTopicError(f"topic {name!r} does not exist, and topics are not made on first send "
+                                    "([broker] auto_create_topics is off): create it first")
+        return self.create(name, default_queue_count)
+
+    def delete(self, name: str) -> bool:
+        """Remove a topic and persist the table at once; whether it was there."""
+        if self.topics.pop(name, None) is None:
+            return False
+        self.persist()
+        return True
+
+    def flush(self) -> None:
+        """Write the changes a deferred table holds, if any."""
+        if self.dirty:
+            self.persist()
+
+    def persist(self) -> None:
+        self._counter += 1
+        table = {name: {"topicName": name, "readQueueNums": t.queue_count, "writeQueueNums": t.queue_count,
+                        "perm": t.perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+                 for name, t in sorted(self.topics.items())}
+        doc = {"dataVersion": {"counter": self._counter, "stateVersion": 0, "timestamp": self._now_ms()},
+               "topicConfigTable": table}
+        write_atomic(self.path, json.dumps(doc, indent="\t").encode())
+        self.dirty = False
+
+
+def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int]:
+    doc: Any = json.loads(data)
+    table = doc["topicConfigTable"]
+    topics = {name: TopicConfig(name, int(entry.get("writeQueueNums", entry.get("readQueueNums", 1))),
+                                int(entry.get("perm", PERM_READ_WRITE)))
+              for name, entry in table.items()}
+    return topics, int(doc.get("dataVersion", {}).get("counter", 0))

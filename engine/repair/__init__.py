@@ -1,0 +1,1 @@
+"""A store checked and made whole from its commitlog: recovery, rebuild, verify."""

@@ -1,0 +1,238 @@
+"""AckConsumer: a consumer group in ack mode (RabbitMQ's basic.consume with manual acks, on RocketMQ
+queues): every message comes with a receipt and must be acked within the visibility timeout, or it is
+handed out again (to this consumer or another of the group) flagged ``redelivered``, with its
+``delivery_count`` one higher; after ``ack_max_deliveries`` it goes to ``%DLQ%{group}``.
+
+    with AckConsumer("mqstore-data", group="billing", topic="Orders") as consumer:
+        for d in consumer.receive(max_count=32, timeout_ms=1000):
+            handle(d.body)
+            consumer.ack(d)             # or consumer.nack(d) / consumer.nack(d, requeue=False)
+
+Several AckConsumers of one group share its queues (competing consumers): the owning reader hands
+each message to one of them at a time, at most ``prefetch`` unacked per consumer and queue. Each
+(group, topic, queue) is served by one reader (``mqstore.ipc.wire.receipts.ack_owner``); the client finds how many
+readers the broker runs from reader 0. Like ``Consumer``, each queue has at most one long-polling
+pull in flight; a reply that lands after ``receive`` returned is kept for the next ``receive``.
+``close`` gives back whatever this consumer still holds unacked, so the group need not wait out a
+visibility timeout for it (a consumer that dies without closing does make it wait).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqstore.ipc.transport.channel import (
+    BrokerError,
+    BrokerTimeoutError,
+    Channel,
+    pull_reply,
+    queue_spans,
+    resolve_endpoints,
+    wait_for_pulls,
+)
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire.messages import ReplyError
+from mqstore.ipc.wire.receipts import (
+    MAX_RECEIPTS,
+    OP_ACK,
+    OP_ACK_PULL,
+    OP_ACK_RELEASE,
+    OP_NACK,
+    Delivery,
+    Receipt,
+    ack_owner,
+)
+
+log = logging.getLogger("mqstore.client")
+
+
+
+@dataclass(slots=True)
+class _QueueState:
+    queue: int
+    route: str
+    buffered: deque[Delivery] = field(default_factory=deque)
+    unsettled: set[int] = field(default_factory=set)  # seqs handed to the application, not settled yet
+    in_flight: Future[dict[str, Any]] | None = None
+    retry_at_ms: int = 0
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def default_consumer_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class AckConsumer:
+    def __init__(self, store_dir: str | os.PathLike[str] | None = None, *, group: str, topic: str,
+                 queues: list[int] | None = None, consumer_id: str | None = None, prefetch: int | None = None,
+                 visibility_ms: int | None = None, tags: str = "*", long_poll_ms: int = 1000,
+                 endpoints: Endpoints | None = None, reader_count: int | None = None, timeout_ms: int = 3000,
+                 max_per_pull: int = 32) -> None:
+        """``prefetch`` (at most the broker's ``ack_prefetch``) and ``visibility_ms`` default to the
+        broker's settings; ``reader_count`` to what reader 0 says."""
+        if long_poll_ms < 0 or timeout_ms <= 0 or not 1 <= max_per_pull <= 1024:
+            raise ValueError("long_poll_ms >= 0, timeout_ms > 0 and 1 <= max_per_pull <= 1024")
+        if (prefetch is not None and prefetch < 1) or (visibility_ms is not None and visibility_ms < 1):
+            raise ValueError("prefetch and visibility_ms must be positive")
+        ep = resolve_endpoints(store_dir, endpoints)
+        self.group = group
+        self.topic = topic
+        self.consumer_id = consumer_id or default_consumer_id()
+        self._options: dict[str, Any] = {"tags": tags, "max": max_per_pull}
+        if prefetch is not None:
+            self._options["prefetch"] = prefetch
+        if visibility_ms is not None:
+            self._options["visibility_ms"] = visibility_ms
+        self._long_poll_ms = long_poll_ms
+        self._timeout_ms = timeout_ms
+        first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer", curve=ep.curve)
+        try:
+            if reader_count is None:
+                reader_count = int(first.request("reader0", "ping", timeout_ms=timeout_ms)["readers"])
+            if queues is None:
+                queues = sorted(queue_spans(first, "reader0", topic, timeout_ms, wait=True))
+        finally:
+            first.close()
+        if not queues:
+            raise ValueError(f"topic {topic!r} has no queues yet: create it, or name the queues")
+        self._reader_count = reader_count
+        self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(reader_count)},
+                                name="mqstore-ack-consumer", curve=ep.curve)
+        self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(queues))}
+
+    def _route(self, queue: int) -> str:
+        return f"reader{ack_owner(self.group, self.topic, queue, self._reader_count)}"
+
+    @property
+    def queues(self) -> list[int]:
+        return list(self._states)
+
+    # -- the application's side ----------------------------------------------------------------------
+
+    def receive(self, max_count: int = 32, timeout_ms: int = 1000) -> list[Delivery]:
+        """Deliveries available now, or the first to arrive within ``timeout_ms``; [] when none came.
+        Each must be acked (or nacked) within the visibility timeout."""
+        if max_count < 1:
+            raise ValueError("max_count must be at least 1")
+        deadline_ms = _now_ms() + max(0, timeout_ms)
+        while True:
+            taken = self._take(max_count)
+            if taken:
+                return taken
+            self._send_pulls()
+            now = _now_ms()
+            if now >= deadline_ms:
+                return []
+            wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
+
+    def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[str]:
+        """Ack deliveries (or receipts); one status per item, in order: ``OK``, or ``UNKNOWN_RECEIPT``
+        when the broker no longer holds it as delivered (acked already, dead-lettered)."""
+        return self._settle(OP_ACK, items)
+
+    def nack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], *, requeue: bool = True) -> list[str]:
+        """Give deliveries back: to be delivered again at once (``requeue``), or to ``%DLQ%{group}``."""
+        return self._settle(OP_NACK, items, requeue=requeue)
+
+    def close(self) -> None:
+        """Leave the group: every delivery not acked yet is handed out again at once (flagged
+        redelivered; those received but never returned by ``receive`` not counted as a delivery),
+        and the pulls waiting for this consumer are dropped, so nothing new is sent its way."""
+        try:
+            by_route: dict[str, list[_QueueState]] = {}
+            for state in self._states.values():
+                by_route.setdefault(state.route, []).append(state)
+            calls = [self._channel.call(route, OP_ACK_RELEASE, timeout_ms=self._timeout_ms, group=self.group,
+                                        topic=self.topic, consumer=self.consumer_id,
+                                        queues=[s.queue for s in states],
+                                        read=[[s.queue, seq] for s in states for seq in s.unsettled][:MAX_RECEIPTS])
+                     for route, states in by_route.items()]
+            for call in calls:
+                try:
+                    call.result()
+                except (BrokerError, BrokerTimeoutError) as exc:
+                    log.warning("could not give back this consumer's deliveries (%s): they return after the "
+                                "visibility timeout", exc)
+        finally:
+            self._channel.close()
+
+    def __enter__(self) -> AckConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _settle(self, op: str, items: Delivery | Receipt | Iterable[Delivery | Receipt],
+                **fields: Any) -> list[str]:
+        if isinstance(items, (Delivery, Receipt)):
+            items = [items]
+        batch = [_receipt(i) for i in items]
+        for r in batch:
+            state = self._states.get(r.queue)
+            if state is not None and (r.group, r.topic) == (self.group, self.topic):
+                state.unsettled.discard(r.seq)  # settled or refused: either way no longer ours to give back
+        by_route: dict[str, list[int]] = {}
+        for i, r in enumerate(batch):
+            route = f"reader{ack_owner(r.group, r.topic, r.queue, self._reader_count)}"
+            by_route.setdefault(route, []).append(i)
+        calls = {route: self._channel.call(route, op, timeout_ms=self._timeout_ms,
+                                           receipts=[batch[i].to_wire() for i in indices], **fields)
+                 for route, indices in by_route.items()}
+        results = [""] * len(batch)
+        for route, future in calls.items():
+            statuses = future.result().get("results")
+            if not isinstance(statuses, list) or len(statuses) != len(by_route[route]):
+                raise ReplyError(f"expected {len(by_route[route])} {op} results, got {statuses!r}")
+            for i, status in zip(by_route[route], statuses, strict=True):
+                results[i] = str(status)
+        return results
+
+    def _take(self, max_count: int) -> list[Delivery]:
+        taken: list[Delivery] = []
+        for state in self._states.values():
+            while state.buffered and len(taken) < max_count:
+                delivery = state.buffered.popleft()
+                state.unsettled.add(delivery.receipt.seq)
+                taken.append(delivery)
+        return taken
+
+    def _send_pulls(self) -> None:
+        now = _now_ms()
+        for state in self._states.values():
+            if state.in_flight is None and not state.buffered and now >= state.retry_at_ms:
+                state.in_flight = self._channel.call(
+                    state.route, OP_ACK_PULL, timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
+                    topic=self.topic, queue=state.queue, consumer=self.consumer_id, wait_ms=self._long_poll_ms,
+                    **self._options)
+
+    def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
+        reply = pull_reply(state, future, f"ack {self.topic}/{state.queue}")
+        if reply is None:
+            return
+        try:
+            deliveries = [Delivery.from_ack_wire(self.group, m) for m in reply["msgs"]]
+        except (KeyError, TypeError, ValueError, ReplyError) as exc:
+            raise ReplyError(f"malformed ack pull reply: {exc!r}") from None
+        state.buffered.extend(deliveries)
+
+
+def _receipt(item: Delivery | Receipt) -> Receipt:
+    if isinstance(item, Delivery):
+        return item.receipt
+    if isinstance(item, Receipt):
+        return item
+    raise TypeError(f"expected a Delivery or a Receipt, got {type(item).__name__}")

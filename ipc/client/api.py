@@ -1,0 +1,399 @@
+"""The client library applications import: ``Producer``, ``Consumer``, ``AckConsumer`` (ack mode,
+``mqstore.ipc.client.ack_consumer``), ``Admin``.
+
+Each finds the broker from its store directory (``Endpoints.for_store``: the private run dir the
+broker's ipc sockets live in) or from explicit ``endpoints``. Requests go out on DEALER sockets owned
+by one background I/O thread per client object (``mqstore.ipc.transport.channel``), or, for a call that waits for its
+reply (Admin's), on the calling thread's own; so a client object may be shared between threads.
+Every call has a timeout; a call that gets no reply raises ``BrokerTimeoutError`` (a
+``TimeoutError``), a refused request raises ``BrokerError``; expected outcomes of a send (a full
+disk, an illegal message) are ``SendResult`` statuses, not exceptions.
+
+    with Producer(store_dir) as producer:
+        result = producer.send("Orders", b"...", tags="paid", keys=["order-17"])
+    with Consumer(store_dir, group="billing", topic="Orders", tags="paid") as consumer:
+        for msg in consumer.poll(timeout_ms=1000):
+            ...
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.consumer import Consumer
+from mqstore.ipc.client.key_queries import key_query, keys_query, per_key
+from mqstore.ipc.client.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire.encoded import (
+    OP_ENCODING,
+    OP_SEND_ENCODED,
+    BatchEncoder,
+    Encoding,
+    EncodingError,
+    SendResults,
+    request_fields,
+    results_from_reply,
+)
+from mqstore.ipc.wire.messages import (
+    SERVICE_NOT_AVAILABLE,
+    MessageBatch,
+    Outgoing,
+    ReceivedMessage,
+    ReplyError,
+    SendResult,
+)
+from mqstore.ipc.wire.receipts import Delivery, Receipt
+
+if TYPE_CHECKING:
+    from mqstore.engine.batch.record_batch import EncodedBatch
+
+__all__ = [
+    "AckConsumer",
+    "Admin",
+    "BrokerError",
+    "BrokerTimeoutError",
+    "Consumer",
+    "Delivery",
+    "EncodingError",
+    "Endpoints",
+    "MessageBatch",
+    "Outgoing",
+    "Producer",
+    "Receipt",
+    "ReceivedMessage",
+    "ReplyError",
+    "SendResult",
+    "SendResults",
+    "TransactionResult",
+    "TransactionState",
+]
+
+StorePath = str | os.PathLike[str]
+DEFAULT_TIMEOUT_MS = 3000
+
+
+class Producer:
+    """Sends messages to the commitlog writer. SERVICE_NOT_AVAILABLE results (the writer is refusing
+    sends for now: a full disk, derived files behind) are retried ``retries`` times with a growing
+    pause; a timeout is not retried, since the send may have been stored."""
+
+    def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = 2, retry_backoff_ms: int = 100,
+                 heartbeat_ms: int = 30_000) -> None:
+        """``heartbeat_ms``: how often a transactional producer registers its groups again."""
+        if timeout_ms <= 0 or retries < 0 or retry_backoff_ms < 0 or heartbeat_ms <= 0:
+            raise ValueError("timeout_ms and heartbeat_ms must be positive, retries and retry_backoff_ms not negative")
+        self._timeout_ms = timeout_ms
+        self._retries = retries
+        self._backoff_ms = retry_backoff_ms
+        ep = resolve_endpoints(store_dir, endpoints)
+        self._transactions = Transactions(timeout_ms, heartbeat_ms)
+        self._channel = Channel({"ingress": [ep.ingress], "transactions": [ep.transactions]},
+                                name="mqstore-producer", curve=ep.curve, on_push=self._transactions.on_push)
+        self._transactions.channel = self._channel
+        self._encoder: BatchEncoder | None = None
+        self._encoder_lock = threading.Lock()
+
+    def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
+             properties: Mapping[str, str] | None = None, queue: int | None = None,
+             shard: str | None = None) -> SendResult:
+        return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue=queue,
+                               shard=shard).result()
+
+    def send_transactional(self, message: Outgoing, execute_local: ExecuteLocal, check_back: CheckBack, *,
+                           group: str) -> TransactionResult:
+        """A transaction's half message, the local transaction, and its end (``mqstore.ipc.client.transactions``):
+        consumers of the topic get the message once ``execute_local`` (or later ``check_back``)
+        says COMMIT, never on ROLLBACK."""
+        return self._transactions.send(lambda m: self.send_batch([m])[0], message, execute_local, check_back, group)
+
+    def end_transaction(self, half: SendResult, state: TransactionState, *, group: str) -> None:
+        """End a half sent earlier (``TransactionResult.send``) by hand: for a producer that kept the
+        half's result across a failure of its own, and knows the outcome before any check asks."""
+        self._transactions.end(group, half, state)
+
+    def send_batch(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
+        """One request for many messages (one commitlog append); one result per message, in order."""
+        return self.send_batch_async(messages).result()
+
+    def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
+                   properties: Mapping[str, str] | None = None, queue: int | None = None,
+                   shard: str | None = None, callback: Callable[[Future[SendResult]], None] | None = None
+                   ) -> Future[SendResult]:
+        """Send without waiting. ``callback(future)`` runs when the result is in, on the client's I/O
+        thread: keep it short, and never wait there for another request (that thread answers it)."""
+        message = Outgoing(topic, body, tags, tuple(keys), dict(properties or {}), queue, shard)
+        single: Future[SendResult] = Future()
+        single.set_running_or_notify_cancel()
+
+        def first(batch: Future[list[SendResult]]) -> None:
+            error = batch.exception()
+            if error is not None:
+                single.set_exception(error)
+            else:
+                single.set_result(batch.result()[0])
+
+        if callback is not None:
+            single.add_done_callback(callback)
+        self.send_batch_async([message]).add_done_callback(first)
+        return single
+
+    def send_batch_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
+        wire = [Outgoing.of(m).to_wire() for m in messages]
+        if not wire:
+            raise ValueError("send_batch needs at least one message")
+        outer: Future[list[SendResult]] = Future()
+        outer.set_running_or_notify_cancel()
+        results: list[SendResult | None] = [None] * len(wire)
+
+        def attempt(indices: list[int], tries_left: int, delay_ms: int) -> None:
+            try:
+                inner = self._channel.call("ingress", "send", timeout_ms=self._timeout_ms, delay_ms=delay_ms,
+                                           msgs=[wire[i] for i in indices])
+            except BrokerError as exc:  # closed meanwhile (this may run on the I/O thread)
+                outer.set_exception(exc)
+                return
+            inner.add_done_callback(lambda reply: on_reply(reply, indices, tries_left))
+
+        def on_reply(reply: Future[dict[str, Any]], indices: list[int], tries_left: int) -> None:
+            try:
+                raw = reply.result().get("results")
+                if not isinstance(raw, list) or len(raw) != len(indices):
+                    raise ReplyError(f"expected {len(indices)} send results, got {raw!r}")
+                parsed = [SendResult.from_wire(r) for r in raw]
+            except BaseException as exc:
+                outer.set_exception(exc)
+                return
+            again = []
+            for index, result in zip(indices, parsed, strict=True):
+                results[index] = result
+                if result.status == SERVICE_NOT_AVAILABLE:
+                    again.append(index)
+            if again and tries_left > 0:
+                attempt(again, tries_left - 1, self._backoff_ms * (self._retries - tries_left + 1))
+            else:
+                outer.set_result([r for r in results if r is not None])
+
+        attempt(list(range(len(wire))), self._retries, 0)
+        return outer
+
+    def send_encoded(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> SendResults:
+        """``send_batch`` with the records encoded here, whole (``mqstore.ipc.wire.encoded``), so the writer only
+        checks, stamps and copies them: the fast path for batches. Delayed messages, and messages
+        the store would refuse, raise EncodingError before anything is sent; nothing is retried. The
+        results are one ``SendResults`` (a sequence of ``SendResult``, made when touched; its
+        ``ok_count`` and ``columns`` read the reply as it came)."""
+        return self.send_encoded_async(messages).result()
+
+    def send_encoded_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[SendResults]:
+        if not messages:
+            raise ValueError("send_encoded needs at least one message")
+        encoder = self._batch_encoder()
+        return self._send_encoded(encoder, encoder.encode(messages))
+
+    def send_encoded_columns(self, topic: str, bodies: Sequence[bytes], *,
+                             tags: str | Sequence[str | None] | None = None,
+                             keys: Sequence[Sequence[str]] | None = None) -> SendResults:
+        """``send_encoded`` for one topic, its messages given as columns: the bodies, ``tags`` one for
+        all or one per body, ``keys`` one sequence per body. No message object is built: the
+        cheapest way to send a batch."""
+        return self.send_encoded_columns_async(topic, bodies, tags=tags, keys=keys).result()
+
+    def send_encoded_columns_async(self, topic: str, bodies: Sequence[bytes], *,
+                                   tags: str | Sequence[str | None] | None = None,
+                                   keys: Sequence[Sequence[str]] | None = None) -> Future[SendResults]:
+        if not bodies:
+            raise ValueError("send_encoded_columns needs at least one body")
+        encoder = self._batch_encoder()
+        return self._send_encoded(encoder, encoder.encode_columns(topic, bodies, tags, keys))
+
+    def _send_encoded(self, encoder: BatchEncoder, batch: EncodedBatch) -> Future[SendResults]:
+        outer: Future[SendResults] = Future()
+        outer.set_running_or_notify_cancel()
+
+        def on_reply(reply: Future[dict[str, Any]]) -> None:
+            try:
+                outer.set_result(results_from_reply(reply.result(), batch, encoder.encoding.store_host))
+            except BaseException as exc:
+                outer.set_exception(exc)
+
+        self._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=self._timeout_ms, parts=(batch.records,),
+                           **request_fields(batch)).add_done_callback(on_reply)
+        return outer
+
+    def _batch_encoder(self) -> BatchEncoder:
+        """Asks the writer how it encodes, once (never from the I/O thread: it would wait on itself)."""
+        with self._encoder_lock:
+            if self._encoder is None:
+                reply = self._channel.request("ingress", OP_ENCODING, timeout_ms=self._timeout_ms)
+                self._encoder = BatchEncoder(Encoding.from_reply(reply))
+            return self._encoder
+
+    def close(self) -> None:
+        self._channel.close()
+        self._transactions.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Admin:
+    """Topics (the writer), queries and consumer offsets (reader 0); group activity (every reader the
+    endpoints name)."""
+
+    def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        ep = resolve_endpoints(store_dir, endpoints)
+        self._timeout_ms = timeout_ms
+        self._readers = [f"reader-{i}" for i in range(len(ep.readers))]
+        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)],
+                                 **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
+                                name="mqstore-admin", curve=ep.curve)
+
+    def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
+        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once."""
+        return self._channel.request(route, op, timeout_ms=self._timeout_ms, **fields)
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> queue count."""
+        return {str(k): int(v) for k, v in self._call("ingress", "topics")["topics"].items()}
+
+    def create_topic(self, topic: str, queues: int) -> int:
+        """Create a topic (or add queues to it); returns its queue count."""
+        return int(self._call("ingress", "create_topic", topic=topic, queues=queues)["queues"])
+
+    def delete_topic(self, topic: str) -> bool:
+        """Delete a topic: its config entry at once, its consume queues by the builder soon after (its
+        records stay in the commitlog until retention); whether it existed. Asking again is harmless."""
+        return bool(self._call("ingress", "delete_topic", topic=topic)["existed"])
+
+    def groups(self) -> dict[str, list[str]]:
+        """Group -> the topics it committed offsets on."""
+        return {str(g): [str(t) for t in topics] for g, topics in self._call("reader", "groups")["groups"].items()}
+
+    def group_describe(self, group: str) -> list[dict[str, Any]]:
+        """Per queue: topic, queue, committed_offset, min_offset, max_offset, lag, last_consume_ms
+        (``mqstore.engine.read.group_lag``)."""
+        return list(self._call("reader", "group_describe", group=group)["queues"])
+
+    def group_last_seen_ms(self) -> dict[str, int]:
+        """Group -> the last time (wall ms) any reader served one of its consumers."""
+        seen: dict[str, int] = {}
+        for route in self._readers:
+            for group, ms in self._call(route, "group_activity")["groups"].items():
+                seen[str(group)] = max(seen.get(str(group), 0), int(ms))
+        return seen
+
+    def ack_stats(self) -> list[dict[str, Any]]:
+        """Every reader's open ack-mode queues: group, topic, queue, ready, unacked, redelivered, dead."""
+        return [dict(q) for route in self._readers for q in self._call(route, "ack_stats")["queues"]]
+
+    def reset_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        """``commit_offset`` as an administrator: it may move the offset back, and does not count as
+        the group's consumer being alive."""
+        self._call("reader", "commit_offset", group=group, topic=topic, queue=queue, offset=offset, admin=True)
+
+    def delete_topic_offsets(self, topic: str) -> bool:
+        """Forget every group's committed offsets on ``topic``; whether there were any."""
+        return bool(self._call("reader", "delete_topic_offsets", topic=topic)["deleted"])
+
+    def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Queue id -> (min offset, max offset) as published."""
+        return {int(q): (int(span[0]), int(span[1]))
+                for q, span in self._call("reader", "queue_info", topic=topic)["queues"].items()}
+
+    def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+                     end_ms: int | None = None) -> MessageBatch:
+        """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first:
+        every one of them, whatever other keys share its hash, but never more than the broker's
+        ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for. They come
+        packed and are decoded when touched (``query_by_key_async``'s answer); the batch equals the
+        list of the same messages."""
+        return MessageBatch.from_reply(self._call("reader", "query_key", **key_query(topic, key, max_count,
+                                                                                    begin_ms, end_ms)))
+
+    def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
+                           end_ms: int | None = None) -> Future[MessageBatch]:
+        """``query_by_key`` without waiting (several may be in flight); the messages come packed,
+        decoded when touched."""
+        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms,
+                                          **key_query(topic, key, max_count, begin_ms, end_ms)),
+                       lambda reply, batch: batch)
+
+    def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
+                   end_ms: int | None = None) -> list[MessageBatch]:
+        """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
+        in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
+        reply = self._call("reader", "query_keys", **keys_query(topic, keys, max_count, begin_ms, end_ms))
+        return per_key(len(keys), reply, MessageBatch.from_reply(reply))
+
+    def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
+                         end_ms: int | None = None) -> Future[list[MessageBatch]]:
+        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms,
+                                          **keys_query(topic, keys, max_count, begin_ms, end_ms)),
+                       lambda reply, batch: per_key(len(keys), reply, batch))
+
+    def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
+        return list(MessageBatch.from_reply(self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key,
+                                                       raw=True)))
+
+    def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
+        msgs = self._call("reader", "view_id", msg_id=msg_id)["msgs"]
+        return ReceivedMessage.from_wire(msgs[0]) if msgs else None
+
+    def offset_by_time(self, topic: str, queue: int, ts_ms: int, *, upper: bool = False) -> int:
+        """The first queue offset stored at or after ``ts_ms`` (``upper``: the last at or before)."""
+        return int(self._call("reader", "offset_by_time", topic=topic, queue=queue, ts_ms=ts_ms,
+                              upper=upper)["offset"])
+
+    def fetch_offset(self, group: str, topic: str, queue: int) -> int:
+        """The group's committed next offset, -1 when it never committed."""
+        return int(self._call("reader", "fetch_offset", group=group, topic=topic, queue=queue)["offset"])
+
+    def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+        self._call("reader", "commit_offset", group=group, topic=topic, queue=queue, offset=offset)
+
+    def ping(self) -> dict[str, Any]:
+        """Reader 0's answer: pid, readable_end, parked pulls."""
+        return self._call("reader", "ping")
+
+    def ping_writer(self) -> dict[str, Any]:
+        return self._call("ingress", "ping")
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+T = TypeVar("T")
+
+
+
+def _packed(call: Future[dict[str, Any]], then: Callable[[dict[str, Any], MessageBatch], T]) -> Future[T]:
+    """A future of ``then(reply, its packed messages)``, completed on the client's I/O thread."""
+    outer: Future[T] = Future()
+    outer.set_running_or_notify_cancel()
+
+    def done(reply: Future[dict[str, Any]]) -> None:
+        try:
+            answer = reply.result()
+            outer.set_result(then(answer, MessageBatch.from_reply(answer)))
+        except BaseException as exc:
+            outer.set_exception(exc)
+
+    call.add_done_callback(done)
+    return outer

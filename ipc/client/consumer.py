@@ -1,0 +1,301 @@
+"""Consumer: pulls a topic's queues in order, sized by bytes, kept in flight, long polling at the end.
+
+A pull asks for up to ``max_bytes_per_pull`` bytes of records (Kafka's max.partition.fetch.bytes;
+``max_per_pull`` messages is only a safety bound) and the reader answers with what it has, up to
+the broker's ``[broker] fetch_max_bytes`` / ``fetch_max_count``: these are not the RocketMQ caps
+(``[store] max_transfer_count``, 32), which stay on the remoting front's pulls. Each assigned queue
+has at most one pull in flight, always with ``wait_ms = long_poll_ms``: a reader answers at once
+when it has messages and parks the pull otherwise, so an idle consumer sends one request per queue
+per long-poll period and never spins.
+
+Prefetch (RocketMQ's pullThresholdForQueue / pullThresholdSizeForQueue, Kafka's fetch pipelining):
+a queue's next pull goes out while the application still holds earlier batches, as long as what is
+buffered plus what that pull may bring stays within ``prefetch_messages`` and ``prefetch_bytes``
+(a single record bigger than the room is still delivered, as Kafka does, so a queue never stalls).
+So the reader works, or waits parked, while the application does; its reply is taken by a later
+``poll``. What a consumer holds per queue is bounded by the two prefetch limits. Pulls of one queue
+always go to the same reader (by a hash of topic and queue), so its parked pulls are in one place.
+
+Positions: ``position(queue)`` is the next offset the application has not been given. ``commit()``
+stores positions as the group's offsets (reader 0 owns them); ``auto_commit`` does that every
+``auto_commit_interval_ms`` from ``poll`` and on ``close``: what ``poll`` returned is committed by a
+later ``poll``, so a crash redelivers at most what was last handed over (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqstore.ipc.transport.channel import Channel, pull_reply, queue_spans, resolve_endpoints, wait_for_pulls
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire import receipts
+from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage, ReplyError
+
+log = logging.getLogger("mqstore.client")
+
+START_COMMITTED = "committed"
+START_EARLIEST = "earliest"
+START_LATEST = "latest"
+# the queue is at its end (a long poll ran out): the next pull starts at the same offset
+_NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
+# Defaults, per queue. A 1 MiB pull (Kafka's max.partition.fetch.bytes) holds ~4,500 records of
+# 128-byte bodies: one pull per queue every ~130 ms keeps up with the broker's whole ASYNC rate.
+# The prefetch holds four such pulls, the one in flight included (RocketMQ's 100 MiB per queue
+# buys nothing but memory here); the counts are safety bounds that small records reach first.
+MAX_PER_PULL = 8_192
+MAX_BYTES_PER_PULL = 1 << 20
+PREFETCH_MESSAGES = 32_768
+PREFETCH_BYTES = 4 << 20
+MAX_PULL_COUNT_LIMIT = 65_536  # the most messages a consumer may ask one pull for
+TRACE_REPLIES = 1_000_000      # pull replies a tracing consumer keeps
+
+
+@dataclass(slots=True)
+class _QueueState:
+    queue: int
+    route: str
+    position: int                       # next offset not yet handed to the application
+    fetch_offset: int                   # next offset to ask a reader for
+    committed: int                      # what the group's offset is known to be
+    buffered: deque[MessageBatch] = field(default_factory=deque)  # none of them empty
+    buffered_count: int = 0             # messages in ``buffered``
+    buffered_bytes: int = 0             # their bytes as stored
+    in_flight: Future[dict[str, Any]] | None = None
+    retry_at_ms: int = 0
+
+    def hold(self, batch: MessageBatch) -> None:
+        self.buffered.append(batch)
+        self.buffered_count += len(batch)
+        self.buffered_bytes += batch.stored_bytes
+
+    def take(self) -> MessageBatch:
+        batch = self.buffered.popleft()
+        self.buffered_count -= len(batch)
+        self.buffered_bytes -= batch.stored_bytes
+        return batch
+
+    def put_back(self, batch: MessageBatch) -> None:
+        self.buffered.appendleft(batch)
+        self.buffered_count += len(batch)
+        self.buffered_bytes += batch.stored_bytes
+
+    def clear(self) -> None:
+        self.buffered.clear()
+        self.buffered_count = self.buffered_bytes = 0
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Consumer:
+    def __init__(self, store_dir: str | os.PathLike[str] | None = None, *, group: str, topic: str,
+                 queues: list[int] | None = None, tags: str = "*", start: str = START_COMMITTED,
+                 long_poll_ms: int = 1000, endpoints: Endpoints | None = None, reader_count: int = 1,
+                 auto_commit: bool = True, auto_commit_interval_ms: int = 5000, timeout_ms: int = 3000,
+                 max_per_pull: int = MAX_PER_PULL, max_bytes_per_pull: int = MAX_BYTES_PER_PULL,
+                 prefetch_messages: int = PREFETCH_MESSAGES, prefetch_bytes: int = PREFETCH_BYTES,
+                 trace: bool = False) -> None:
+        if start not in (START_COMMITTED, START_EARLIEST, START_LATEST):
+            raise ValueError(f"start must be {START_COMMITTED!r}, {START_EARLIEST!r} or {START_LATEST!r}")
+        if long_poll_ms < 0 or timeout_ms <= 0 or not 1 <= max_per_pull <= MAX_PULL_COUNT_LIMIT:
+            raise ValueError(f"long_poll_ms >= 0, timeout_ms > 0 and 1 <= max_per_pull <= {MAX_PULL_COUNT_LIMIT}")
+        if min(max_bytes_per_pull, prefetch_messages, prefetch_bytes) < 1:
+            raise ValueError("max_bytes_per_pull, prefetch_messages and prefetch_bytes must be positive")
+        ep = resolve_endpoints(store_dir, endpoints, reader_count)
+        self.group = group
+        self.topic = topic
+        self.tags = tags
+        self._long_poll_ms = long_poll_ms
+        self._timeout_ms = timeout_ms
+        # a pull never asks for more than the prefetch could hold
+        self._max_per_pull = min(max_per_pull, prefetch_messages)
+        self._max_bytes_per_pull = min(max_bytes_per_pull, prefetch_bytes)
+        self._prefetch_messages = prefetch_messages
+        self._prefetch_bytes = prefetch_bytes
+        # with trace, each pull reply that brought messages: (queue, first and last queue offset, the
+        # reader's wall clock as it answered, this process's as the reply was taken), microseconds
+        self.pull_trace: deque[tuple[int, int, int, int, int]] | None = deque(maxlen=TRACE_REPLIES) if trace else None
+        self._auto_commit = auto_commit
+        self._auto_commit_interval_ms = auto_commit_interval_ms
+        self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
+        self._reader_count = ep.reader_count
+        self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
+                                name="mqstore-consumer", curve=ep.curve)
+        try:
+            self._states = self._assign(queues, start)
+        except BaseException:
+            self._channel.close()
+            raise
+
+    def _call(self, route: str, op: str, **fields: Any) -> Future[dict[str, Any]]:
+        return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields)
+
+    def _assign(self, queues: list[int] | None, start: str) -> dict[int, _QueueState]:
+        spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=queues is None)
+        queue_ids = sorted(spans) if queues is None else sorted(set(queues))
+        if not queue_ids:
+            raise ValueError(f"topic {self.topic!r} has no queues yet: create it, or name the queues")
+        committed = {q: -1 for q in queue_ids}
+        if start == START_COMMITTED:
+            fetches = {q: self._call("reader0", "fetch_offset", group=self.group, topic=self.topic, queue=q)
+                       for q in queue_ids}
+            committed = {q: int(f.result()["offset"]) for q, f in fetches.items()}
+        states = {}
+        for q in queue_ids:
+            lo, hi = spans.get(q, (0, 0))
+            first = {START_EARLIEST: lo, START_LATEST: hi}.get(start, committed[q] if committed[q] >= 0 else lo)
+            states[q] = _QueueState(q, self._route_for(q), first, first, committed[q])
+        return states
+
+    def _route_for(self, queue: int) -> str:
+        # the same spreading as ack-mode ownership: a topic's queues go round the readers
+        return f"reader{receipts.ack_owner('', self.topic, queue, self._reader_count)}"
+
+    # -- the application's side ----------------------------------------------------------------------
+
+    @property
+    def queues(self) -> list[int]:
+        return list(self._states)
+
+    def position(self, queue: int) -> int:
+        return self._state(queue).position
+
+    def seek(self, queue: int, offset: int) -> None:
+        """Deliver ``queue`` from ``offset`` on; a pull in flight for it is abandoned."""
+        if offset < 0:
+            raise ValueError(f"offset must not be negative, got {offset}")
+        state = self._state(queue)
+        state.clear()
+        state.position = state.fetch_offset = offset
+        state.in_flight = None
+        state.retry_at_ms = 0
+
+    def poll(self, timeout_ms: int = 1000, max_count: int | None = None) -> list[ReceivedMessage]:
+        """Messages available now, or the first to arrive within ``timeout_ms``; in queue-offset order
+        within each queue. An empty list when nothing came."""
+        return list(self.poll_batch(timeout_ms, max_count))
+
+    def poll_batch(self, timeout_ms: int = 1000, max_count: int | None = None) -> MessageBatch:
+        """``poll`` as the readers answered it: a sequence whose messages are decoded when touched
+        (``bodies()`` reads only the bodies). Empty when nothing came."""
+        deadline_ms = _now_ms() + max(0, timeout_ms)
+        while True:
+            if self._auto_commit and _now_ms() >= self._next_auto_commit_ms:
+                self.commit()
+            for state in self._states.values():  # replies that came in while the application worked
+                if state.in_flight is not None and state.in_flight.done():
+                    self._on_reply(state, state.in_flight)
+            taken = self._take(max_count)
+            self._send_pulls()
+            if taken or _now_ms() >= deadline_ms:
+                return taken
+            wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
+
+    def buffered(self, queue: int) -> tuple[int, int]:
+        """Messages and bytes pulled for ``queue`` and not handed over yet: within the prefetch bounds."""
+        state = self._state(queue)
+        return state.buffered_count, state.buffered_bytes
+
+    def messages(self, max_count: int, timeout_ms: int = 1000) -> list[ReceivedMessage]:
+        """Up to ``max_count`` messages, waiting at most ``timeout_ms`` in all."""
+        deadline_ms = _now_ms() + timeout_ms
+        out: list[ReceivedMessage] = []
+        while len(out) < max_count:
+            remaining = deadline_ms - _now_ms()
+            got = self.poll(max(0, remaining), max_count - len(out))
+            out.extend(got)
+            if not got and remaining <= 0:
+                break
+        return out
+
+    def commit(self) -> None:
+        """Store every queue's position as the group's offset (reader 0)."""
+        self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
+        calls = {s.queue: (s.position, self._call("reader0", "commit_offset", group=self.group, topic=self.topic,
+                                                  queue=s.queue, offset=s.position))
+                 for s in self._states.values() if s.position != s.committed}
+        for queue, (position, future) in calls.items():
+            future.result()
+            self._states[queue].committed = position
+
+    def close(self) -> None:
+        try:
+            if self._auto_commit:
+                self.commit()
+        finally:
+            self._channel.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _state(self, queue: int) -> _QueueState:
+        try:
+            return self._states[queue]
+        except KeyError:
+            raise ValueError(f"queue {queue} is not assigned to this consumer") from None
+
+    def _take(self, max_count: int | None) -> MessageBatch:
+        taken: list[MessageBatch] = []
+        room = max_count
+        for state in self._states.values():
+            while state.buffered and (room is None or room > 0):
+                batch = state.take()
+                if room is not None and len(batch) > room:
+                    state.put_back(batch[room:])
+                    batch = batch[:room]
+                taken.append(batch)
+                state.position = batch.queue_offset(-1) + 1
+                room = None if room is None else room - len(batch)
+            if not state.buffered:
+                state.position = state.fetch_offset  # past entries the tag filter skipped, too
+        return MessageBatch.join(taken) if taken else MessageBatch.empty()
+
+    def _send_pulls(self) -> None:
+        """A pull for every queue with none in flight whose buffer has room for a whole one."""
+        now = _now_ms()
+        for state in self._states.values():
+            if (state.in_flight is None and now >= state.retry_at_ms
+                    and state.buffered_count + self._max_per_pull <= self._prefetch_messages
+                    and state.buffered_bytes + self._max_bytes_per_pull <= self._prefetch_bytes):
+                state.in_flight = self._channel.call(
+                    state.route, "pull", timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
+                    topic=self.topic, queue=state.queue, offset=state.fetch_offset, max=self._max_per_pull,
+                    max_bytes=self._max_bytes_per_pull, by_bytes=True, tags=self.tags,
+                    wait_ms=self._long_poll_ms, raw=True, trace=self.pull_trace is not None)
+
+    def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
+        if state.in_flight is not future:
+            return  # abandoned by a seek
+        reply = pull_reply(state, future, f"{self.topic}/{state.queue}")
+        if reply is None:
+            return
+        try:
+            status = str(reply["status"])
+            next_offset = int(reply["next"])
+            batch = MessageBatch.from_reply(reply)
+        except (KeyError, TypeError, ValueError, ReplyError) as exc:
+            raise ReplyError(f"malformed pull reply: {exc!r}") from None
+        if status not in _NOTHING_NEW:
+            # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
+            # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
+            state.fetch_offset = next_offset
+        if self.pull_trace is not None and batch:
+            self.pull_trace.append((state.queue, batch.queue_offset(0), batch.queue_offset(-1),
+                                    int(reply.get("replied_us", 0)), time.time_ns() // 1000))
+        batch = batch.since(state.position)
+        if batch:
+            state.hold(batch)
+        if not state.buffered:
+            state.position = state.fetch_offset

@@ -1,0 +1,37 @@
+"""Admin's key queries: the fields of a ``query_key`` and a ``query_keys`` request, and a
+``query_keys`` reply cut into one batch per key; one form for the waiting and the async calls."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from mqstore.ipc.wire.messages import MessageBatch, ReplyError
+
+LONG_MAX = (1 << 63) - 1
+
+
+def key_query(topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> dict[str, Any]:
+    """A ``query_key`` request's fields, the fewest that say it: a time range only when it is not the
+    reader's default (all of time); the messages come packed (``raw``)."""
+    fields: dict[str, Any] = {"topic": topic, "key": key, "max": max_count, "raw": True}
+    if begin_ms or end_ms is not None:
+        fields.update(begin_ms=begin_ms, end_ms=LONG_MAX if end_ms is None else end_ms)
+    return fields
+
+
+def keys_query(topic: str, keys: Sequence[str], max_count: int, begin_ms: int, end_ms: int | None
+               ) -> dict[str, Any]:
+    return {"topic": topic, "keys": list(keys), "max": max_count, "begin_ms": begin_ms,
+            "end_ms": LONG_MAX if end_ms is None else end_ms}
+
+
+def per_key(key_count: int, reply: dict[str, Any], batch: MessageBatch) -> list[MessageBatch]:
+    """A ``query_keys`` reply's messages cut into one batch per key, by its ``counts``."""
+    counts = reply.get("counts")
+    if (not isinstance(counts, list) or len(counts) != key_count
+            or not all(type(c) is int and c >= 0 for c in counts) or sum(counts) != len(batch)):
+        raise ReplyError(f"{key_count} keys, {len(batch)} messages, counts {counts!r}")
+    starts = [0, *itertools.accumulate(counts)]
+    return [batch[starts[i]:starts[i + 1]] for i in range(key_count)]

@@ -1,0 +1,36 @@
+"""The supervisor's control client: one request (``status``, ``stop``, ``ping``) to a running
+broker's control socket, found from the store directory alone.
+
+The control socket is the supervisor's REP, always an ``ipc://`` socket in the broker's private run
+directory (``mqstore.ipc.transport.endpoints``): administration never goes over TCP. A request that gets no answer
+within its timeout (no broker runs on that store, or it is stuck) raises ``ConnectionError``; the
+supervisor's reply comes back as it is, a refusal (``ok`` false) included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.transport.sockets import connect
+from mqstore.ipc.wire import schema
+
+
+def control_request(store: Path | str, op: str, *, run_dir: str | None = None,
+                    timeout_ms: int = 3000) -> dict[str, Any]:
+    """One request to the supervisor's control socket; raises ConnectionError when nobody answers."""
+    endpoints = Endpoints.for_store(store, run_dir=run_dir)
+    ctx: zmq.Context[Any] = zmq.Context()
+    try:
+        sock = connect(ctx, zmq.REQ, endpoints.control, rcvtimeo_ms=timeout_ms)
+        sock.send(schema.pack(schema.request(op, 1)))
+        try:
+            reply = schema.unpack(sock.recv())
+        except zmq.Again:
+            raise ConnectionError(f"no broker answers for {store} (is it running?)") from None
+        return reply
+    finally:
+        ctx.destroy(linger=0)

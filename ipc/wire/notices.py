@@ -1,0 +1,220 @@
+"""Notices: what one actor tells the others over PUB/SUB, one typed value per topic.
+
+A notice is two frames: its topic (``mqstore.ipc.wire.schema``'s ``TICK``, ``WRITTEN``, ...) and one msgpack map
+(``schema.pack``) that carries ``v`` (``schema.VERSION``) and the fields below, in this order. A
+notice's ``encode()`` gives the map, ``frames()`` both frames; ``decode(frame)`` takes the map and
+raises ``schema.SchemaError`` for one that is not that notice (the subscriber logs it and goes on).
+``dispatch`` alone is five frames: its topic, a small map (``schema.pack_message``, announcing 3
+parts), then the batch's columns, key text and key bounds as raw frames, which ``decode(frame,
+parts)`` reads in place, each length checked against the map's counts.
+PUB/SUB may drop a notice; what one says can be read back from the files, so a lost one only delays
+(``topic-deleted`` alone is not in the files: ``mqstore topics delete`` asks again until the queues
+are gone).
+
+| topic      | from -> to                                | map fields                                                 |
+|------------|-------------------------------------------|------------------------------------------------------------|
+| `tick`     | writer -> builders                        | `end`: every batch below it was published on `dispatch`    |
+| `written`  | writer -> flush service                   | `end` (of the commitlog), `store_ms` (of its last record), |
+|            |                                           | `sync` (a SYNC_FLUSH send waits: flush at once)            |
+| `flushed`  | flush service -> writer                   | `end`: the commitlog is durable below it                   |
+| `dispatch` | writer -> builders                        | `from`, `to` (the commitlog range), `topics`, `count`      |
+|            |                                           | (records), `key_bytes`, `parts` (3); then three frames:    |
+|            |                                           | ``DISPATCH_COLUMNS`` rows, the key text and its ``<i4``    |
+|            |                                           | bounds (UNIQ_KEYs and KEYS,
+                                                                   ``mqstore.engine.batch.key_text``)     |
+| `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
+|            |                                           | `applied` (commitlog offset), `store_ms`                   |
+| `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
+| `topic-deleted` | writer -> builders                   | `topic`, `end` (the commitlog's end when it was deleted)   |
+
+Offsets and times are signed 64-bit values, as in the files. The dispatch batch is the engine's own
+value (``mqstore.engine.batch.dispatch.DispatchBatch``): its frames carry its columns as they are, and the
+topics an ``arrived`` notice names are checked with the engine's topic rule (readers open their files
+by them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from mqstore.engine.batch.dispatch import DispatchBatch
+from mqstore.engine.config import check_topic
+from mqstore.ipc.wire import schema
+
+LONG_MAX = (1 << 63) - 1
+
+
+def _offset(message: dict[str, Any], name: str, default: Any = ...) -> int:
+    value: int = schema.field(message, name, int, default=default, lo=0, hi=LONG_MAX)
+    return value
+
+
+def _strings(message: dict[str, Any], name: str) -> list[str]:
+    values: list[Any] = schema.field(message, name, list)
+    if not all(isinstance(v, str) for v in values):
+        raise schema.SchemaError(f"field {name!r} must hold strings")
+    return values
+
+
+class Notice:
+    """What every notice has: its topic, and its two frames from its ``encode``."""
+
+    __slots__ = ()
+    TOPIC: ClassVar[bytes]
+
+    def encode(self) -> bytes:
+        raise NotImplementedError
+
+    def frames(self) -> list[bytes | memoryview]:
+        return [self.TOPIC, self.encode()]
+
+
+@dataclass(frozen=True, slots=True)
+class _End(Notice):
+    """A notice that says how far one thing reached in the commitlog, and nothing else."""
+
+    end: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "end": self.end})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Self:
+        return cls(_offset(schema.unpack(frame), "end"))
+
+
+class Tick(_End):
+    """How far builders may apply: every dispatch batch below ``end`` was published."""
+
+    __slots__ = ()
+    TOPIC: ClassVar[bytes] = schema.TICK
+
+
+@dataclass(frozen=True, slots=True)
+class Written(Notice):
+    """How far the commitlog goes; ``sync`` when a SYNC_FLUSH send waits for its flush."""
+
+    TOPIC: ClassVar[bytes] = schema.WRITTEN
+    end: int
+    store_ms: int
+    sync: bool
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "end": self.end, "store_ms": self.store_ms, "sync": self.sync})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Written:
+        message = schema.unpack(frame)
+        return cls(_offset(message, "end"), _offset(message, "store_ms", 0),
+                   schema.field(message, "sync", bool, default=False))
+
+
+class Flushed(_End):
+    """How far the commitlog is durable."""
+
+    __slots__ = ()
+    TOPIC: ClassVar[bytes] = schema.FLUSHED
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch(Notice):
+    """One append's DispatchRequests, as one batch of columns, and the commitlog range it covers
+    (``from_phys`` to ``to_phys``): a small map and the batch's three buffers as they are, not one
+    map per record nor the columns packed into the map."""
+
+    TOPIC: ClassVar[bytes] = schema.DISPATCH
+    from_phys: int
+    to_phys: int
+    batch: DispatchBatch
+
+    def frames(self) -> list[bytes | memoryview]:
+        batch = self.batch
+        columns, text, bounds = batch.wire()
+        return [self.TOPIC, *schema.pack_message(
+            {"v": schema.VERSION, "from": self.from_phys, "to": self.to_phys, "topics": batch.topics,
+             "count": len(batch), "key_bytes": len(text)}, (columns, text, bounds))]
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview, parts: Sequence[bytes | memoryview] = (), *,
+               keys: bool = True) -> Dispatch:
+        """The notice of the map ``frame`` and the frames after it, read in place (the batch's columns
+        are views of ``parts``); without ``keys`` the batch has no key text (``DispatchBatch.from_wire``)."""
+        message = schema.unpack_message(frame, parts)
+        from_phys, to_phys = _offset(message, "from"), _offset(message, "to")
+        count, key_bytes = _offset(message, "count"), _offset(message, "key_bytes")
+        topics = schema.field(message, "topics", list)
+        if len(parts) != 3:
+            raise schema.SchemaError(f"a dispatch notice is a map and 3 frames, not {len(parts)}")
+        try:
+            batch = DispatchBatch.from_wire(count, key_bytes, topics, *parts, keys=keys)
+        except (TypeError, ValueError) as exc:  # lengths, columns, key text and topics that disagree
+            raise schema.SchemaError(f"not a dispatch batch: {exc}") from None
+        return cls(from_phys, to_phys, batch)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrived(Notice):
+    """Queues that grew: each one's next queue offset, and how far the builder applied the commitlog."""
+
+    TOPIC: ClassVar[bytes] = schema.ARRIVED
+    queues: tuple[tuple[str, int, int], ...]
+    applied: int
+    store_ms: int
+
+    def encode(self) -> bytes:
+        # tuples pack as msgpack arrays, the same bytes lists give
+        return schema.pack({"v": schema.VERSION, "queues": self.queues, "applied": self.applied,
+                            "store_ms": self.store_ms})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Arrived:
+        message = schema.unpack(frame)
+        applied = _offset(message, "applied")
+        queues = schema.field(message, "queues", list)
+        if not all(isinstance(q, list) and len(q) == 3 and isinstance(q[0], str) and isinstance(q[1], int)
+                   and isinstance(q[2], int) for q in queues) \
+                or not all(check_topic(topic) is None for topic in {q[0] for q in queues}):  # once a topic
+            raise schema.SchemaError("queues must be [topic, queue id, max offset] triples")
+        return cls(tuple(map(tuple, queues)), applied, _offset(message, "store_ms", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed(Notice):
+    """Index files written since the last notice, and how far the builder applied the commitlog."""
+
+    TOPIC: ClassVar[bytes] = schema.INDEXED
+    files: tuple[str, ...]
+    applied: int
+    store_ms: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "files": self.files, "applied": self.applied,
+                            "store_ms": self.store_ms})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Indexed:
+        message = schema.unpack(frame)
+        return cls(tuple(_strings(message, "files")), _offset(message, "applied"), _offset(message, "store_ms", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleted(Notice):
+    """A topic deleted: the consume-queue builder applies the commitlog up to ``end``, then removes the
+    topic's queues."""
+
+    TOPIC: ClassVar[bytes] = schema.TOPIC_DELETED
+    topic: str
+    end: int
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "topic": self.topic, "end": self.end})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> TopicDeleted:
+        message = schema.unpack(frame)
+        topic = schema.field(message, "topic", str)
+        if check_topic(topic) is not None:
+            raise schema.SchemaError(f"not a topic name: {topic!r}")
+        return cls(topic, _offset(message, "end"))
