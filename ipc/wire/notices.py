@@ -1,6 +1,6 @@
 """Notices: what one actor tells the others over PUB/SUB, one typed value per topic.
 
-A notice is two frames: its topic (``mqstore.ipc.wire.schema``'s ``TICK``, ``WRITTEN``, ...) and one msgpack map
+A notice is two frames: its topic (``schema``'s ``TICK``, ``WRITTEN``, ...) and one msgpack map
 (``schema.pack``) that carries ``v`` (``schema.VERSION``) and the fields below, in this order. A
 notice's ``encode()`` gives the map, ``frames()`` both frames; ``decode(frame)`` takes the map and
 raises ``schema.SchemaError`` for one that is not that notice (the subscriber logs it and goes on).
@@ -20,8 +20,7 @@ are gone).
 | `dispatch` | writer -> builders                        | `from`, `to` (the commitlog range), `topics`, `count`      |
 |            |                                           | (records), `key_bytes`, `parts` (3); then three frames:    |
 |            |                                           | ``DISPATCH_COLUMNS`` rows, the key text and its ``<i4``    |
-|            |                                           | bounds (UNIQ_KEYs and KEYS,
-                                                                   ``mqstore.engine.batch.key_text``)     |
+|            |                                           | bounds (UNIQ_KEYs and KEYS, ``engine.batch.key_text``)     |
 | `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
 |            |                                           | `applied` (commitlog offset), `store_ms`                   |
 | `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
