@@ -30,11 +30,6 @@ from typing import Any
 
 from mqstore.ipc.wire.messages import ReceivedMessage, ReplyError
 
-OP_ACK_PULL = "ack_pull"
-OP_ACK = "ack"
-OP_NACK = "nack"
-OP_ACK_RELEASE = "ack_release"
-
 OK = "OK"
 NOT_OWNER = "NOT_OWNER"
 UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"

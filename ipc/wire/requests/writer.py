@@ -21,10 +21,15 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from mqstore.engine.batch.key_text import KeyText
+from mqstore.engine.batch.record_batch import EncodedBatch
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.requests.base import INT_MAX, LONG_MAX, Op, Request, optional, strings
+
+if TYPE_CHECKING:
+    from mqstore.ipc.wire.messages import Outgoing
 
 _INT_MIN = -(1 << 31)
 
@@ -49,6 +54,18 @@ class SendMessage(NamedTuple):
 
     def wire(self) -> dict[str, Any]:
         return {k: v for k, v in zip(_MESSAGE_FIELDS, self, strict=True) if v is not None}
+
+    @classmethod
+    def of(cls, message: Outgoing) -> SendMessage:
+        """A producer's message as it goes out: the same map as ``Outgoing.to_wire``."""
+        body = message.body.encode() if isinstance(message.body, str) else bytes(message.body)
+        if isinstance(message.keys, str):
+            raise TypeError("keys must be a sequence of strings, not one string")
+        host = message.born_host
+        return cls(message.topic, body, tuple(message.keys), dict(message.properties), message.flag,
+                   message.reconsume_times, message.tags, message.queue, message.shard, message.born_ms,
+                   message.sys_flag or None, message.prepared_tx_offset or None,
+                   (host[0], host[1]) if host is not None else None)
 
     @classmethod
     def decode(cls, raw: Any) -> SendMessage:
@@ -126,6 +143,12 @@ class SendEncoded(Request):
     @property
     def parts(self) -> Sequence[bytes | memoryview]:
         return (self.records,)
+
+    @classmethod
+    def of(cls, batch: EncodedBatch) -> SendEncoded:
+        """A batch's request (``mqstore.ipc.wire.encoded.BatchEncoder``); its one part is ``batch.records``."""
+        text, bounds = KeyText.of(batch.uniq_keys, batch.keys).wire()  # one compiled call, no string per record
+        return cls(batch.records, batch.columns, tuple(batch.topics), tuple(batch.tags), text, bounds)
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> SendEncoded:
