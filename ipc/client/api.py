@@ -257,9 +257,10 @@ class Admin:
                                  **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
                                 name="mqstore-admin", curve=ep.curve)
 
-    def _call(self, route: str, request: requests.Request) -> dict[str, Any]:
-        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once."""
-        return self._channel.request(route, request, timeout_ms=self._timeout_ms)
+    def _call(self, route: str, request: requests.Request | str, **fields: Any) -> dict[str, Any]:
+        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once. An
+        op and its fields, a map of no class, go through as ``Channel.request`` sends them."""
+        return self._channel.request(route, request, timeout_ms=self._timeout_ms, **fields)
 
     def topics(self) -> dict[str, int]:
         """Topic name -> queue count."""
