@@ -22,6 +22,7 @@ from typing import Any
 
 from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
 from mqstore.engine.delay.table import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevelError, DelayLevels, parse_delay_levels
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
 from mqstore.engine.log.host import LOCAL_HOST, Host
 from mqstore.engine.log.mapped_file_queue import infer_file_size
@@ -42,12 +43,12 @@ MAX_BODY_BYTES_LIMIT = 64 * 1024 * 1024
 PAGE_SIZE = 4096
 
 
-class GeometryError(ValueError):
+class GeometryError(MqstoreError, ValueError):
     """The store on disk was built with another geometry than the one asked for, or a geometry's
     value is out of range."""
 
 
-class SettingError(ValueError):
+class SettingError(MqstoreError, ValueError):
     """A setting read from a document has the wrong type, is missing, or is unknown."""
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mqstore.engine import GetResult, GetStatus, Message, MessageStore, PutResult, PutStatus, StoreConfig
+    from mqstore.engine.errors import MqstoreError
     from mqstore.engine.meta.store_lock import StoreLockedError
     from mqstore.ipc.client.api import AckConsumer, Admin, Consumer, Producer
     from mqstore.ipc.transport.exchange import BrokerError, BrokerTimeoutError
@@ -41,6 +42,7 @@ _HOMES: dict[str, str] = {
     "GetResult": "mqstore.engine",
     "GetStatus": "mqstore.engine",
     "StoreLockedError": "mqstore.engine.meta.store_lock",
+    "MqstoreError": "mqstore.engine.errors",
     "Producer": "mqstore.ipc.client.api",
     "Consumer": "mqstore.ipc.client.api",
     "AckConsumer": "mqstore.ipc.client.api",
@@ -71,6 +73,7 @@ __all__ = [
     "Message",
     "MessageBatch",
     "MessageStore",
+    "MqstoreError",
     "Producer",
     "PutResult",
     "PutStatus",

@@ -28,6 +28,7 @@ from mqstore.engine.batch.column_scan import walk
 from mqstore.engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, DECODER, REASONS, REQUIRE_PROP_CRC
 from mqstore.engine.config import Geometry
 from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import file_name
 from mqstore.engine.log.record import DecodeKind, decode_record
 from mqstore.engine.repair.recovery import TORN_TAIL_LOOKAHEAD
@@ -41,15 +42,15 @@ from mqstore.pipeline.schema import FULL, Projection
 Array = npt.NDArray[Any]
 
 
-class CorruptRecordError(RuntimeError):
+class CorruptRecordError(MqstoreError, RuntimeError):
     """A record fails its CRC or structure where more data follows (``verifyCrc``)."""
 
 
-class QueueEntryError(RuntimeError):
+class QueueEntryError(MqstoreError, RuntimeError):
     """A consume-queue entry does not point at the record it names."""
 
 
-class DataLossError(RuntimeError):
+class DataLossError(MqstoreError, RuntimeError):
     """Records a read was planned for are gone: their commitlog file was deleted (retention)."""
 
 

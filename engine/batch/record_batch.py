@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.engine import _native
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.record import (
     SYSFLAG_COMPRESSED,
@@ -147,7 +148,7 @@ def unpack_reply_rows(packed: bytes) -> tuple[list[int], list[int], list[int]]:
     return rows["phys_offset"].tolist(), rows["queue_id"].tolist(), rows["queue_offset"].tolist()
 
 
-class BatchError(ValueError):
+class BatchError(MqstoreError, ValueError):
     """A batch whose records do not match its columns: the whole request is refused."""
 
 

@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
 
@@ -333,7 +334,7 @@ class ConsumeQueue:
         return queue_offset_by_time(self, ts_ms, store_ms_at, upper=upper)
 
 
-class ConsumeQueueOrderError(RuntimeError):
+class ConsumeQueueOrderError(MqstoreError, RuntimeError):
     """An entry would be written at a position other than its queue offset: the dispatcher is broken."""
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.java.numbers import parse_int, parse_long
 from mqstore.engine.log.record import PROP_DELAY, PROP_TAGS, SCHEDULE_TOPIC
@@ -28,7 +29,7 @@ DELAY_LEVEL_FILE = "config/messageDelayLevel.json"
 UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class DelayLevelError(ValueError):
+class DelayLevelError(MqstoreError, ValueError):
     """A ``message_delay_level`` string RocketMQ would not parse."""
 
 

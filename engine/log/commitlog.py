@@ -16,6 +16,7 @@ import numpy as np
 
 from mqstore.engine.batch.column_scan import ColumnScan
 from mqstore.engine.batch.record_batch import CheckedBatch, stamp_batch
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
 from mqstore.engine.log.record import (
@@ -32,7 +33,7 @@ from mqstore.engine.log.record import (
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
 
 
-class RecordTooLargeError(ValueError):
+class RecordTooLargeError(MqstoreError, ValueError):
     """A record cannot fit even an empty commitlog file."""
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from mqstore.engine.ackindex.low_water import AckProgress, queue_index_keys, read_ack_progress
 from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, ConsumeQueue
 from mqstore.engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import MetafileError, read_with_backup
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_offset_file
 from mqstore.engine.reclaim.move import MOVED_TOPIC
@@ -50,7 +51,7 @@ _PHYS = struct.Struct(">q")  # a consume-queue entry's first field
 _FIRST_WINDOW = 64        # entries read at once looking for a holder's first live record
 
 
-class ReclaimError(Exception):
+class ReclaimError(MqstoreError):
     """The durable state cannot be read: nothing may be reclaimed this round."""
 
 

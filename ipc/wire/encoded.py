@@ -35,6 +35,7 @@ from mqstore.engine.batch.record_batch import (
     pack_columns,
     unpack_reply_rows,
 )
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.message import Refusal, record_properties
 from mqstore.engine.log.msgid import UniqKeyGenerator, offset_msg_ids
@@ -57,7 +58,7 @@ OP_ENCODING = "encoding"
 OP_SEND_ENCODED = "send_encoded"
 
 
-class EncodingError(ValueError):
+class EncodingError(MqstoreError, ValueError):
     """A message the fast path cannot carry (invalid, or delayed): send it with ``send_batch``."""
 
 
