@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.engine.ackindex.low_water import AckProgress, queue_index_keys, read_ack_progress
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, ConsumeQueue
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, entry_holds_message, entry_live
 from mqstore.engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import MetafileError, read_with_backup
@@ -233,7 +234,7 @@ def _last_phys_end(cq: ConsumeQueue) -> int:
     if end <= cq.min_queue_offset:
         return -1
     for phys, size in _entries(cq, end - 1, 1):
-        return phys + size if 0 < size != FILLER_SIZE else -1
+        return phys + size if entry_holds_message(phys, size) else -1
     return -1
 
 
@@ -244,7 +245,7 @@ def _first_live(cq: ConsumeQueue, queue_offset: int, end: int, commitlog_min: in
     while queue_offset < end:
         count = min(window, end - queue_offset)
         for i, (phys, size) in enumerate(_entries(cq, queue_offset, count)):
-            if 0 < size != FILLER_SIZE and phys >= commitlog_min:
+            if entry_live(phys, size, commitlog_min):
                 return queue_offset + i, phys
         queue_offset += count
         window *= 4

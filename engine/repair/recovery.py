@@ -20,7 +20,8 @@ import numpy as np
 from mqstore.engine.batch.column_scan import ColumnScan, known_starts
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.batch.dispatch_columns import DispatchColumns
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE, ConsumeQueue
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.entry import FILLER_SIZE
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.delay.table import DEFAULT_DELAY_LEVELS, DelayLevels
 from mqstore.engine.keyindex.service import IndexService
