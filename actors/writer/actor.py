@@ -49,7 +49,6 @@ from mqstore.actors.writer.sync import SyncWaiters
 from mqstore.engine.ackindex.low_water import unacked_low_water
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
-from mqstore.engine.delay.levels import schedule_queue_count
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.msgid import UniqKeyGenerator
@@ -82,7 +81,7 @@ class CommitLogWriterActor:
         topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True,
                                  auto_create=cfg.broker.auto_create_topics)
         # the delay levels' topic, one queue per level, made by the broker as RocketMQ's TopicConfigManager does
-        topics.create(SCHEDULE_TOPIC, schedule_queue_count(cfg.store))
+        topics.create(SCHEDULE_TOPIC, cfg.store.delay_levels.max_level)  # one queue per level
         if cfg.store.timer_wheel_enable:
             topics.create(TIMER_TOPIC, TIMER_QUEUE_COUNT)  # RocketMQ's system topic, made by the broker
         if cfg.retention.move_stragglers_below:
