@@ -56,7 +56,7 @@ from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind
 from mqstore.engine.log.writer import CommitLogWriter
 from mqstore.engine.meta.topics import TopicTable
 from mqstore.engine.reclaim.move import MOVED_TOPIC
-from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio
+from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from mqstore.ipc.transport.sockets import bind, connect, recv_message
 from mqstore.ipc.wire import schema
@@ -209,7 +209,7 @@ class CommitLogWriterActor:
         low = unacked_low_water(self.store_dir, self.rt.config.broker.readers)
         if low is None:
             return None
-        return lambda mf: mf.file_end <= low
+        return ends_by(low)
 
     def serve_round(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any],
                     written_out: zmq.Socket[Any]) -> None:

@@ -44,6 +44,7 @@ from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import MetafileError, read_with_backup
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_offset_file
 from mqstore.engine.reclaim.move import MOVED_TOPIC
+from mqstore.engine.reclaim.retention import file_may_go
 
 OFFSET = "offset"
 ACK = "ack"
@@ -83,7 +84,7 @@ class Consumption:
         return min([self.dispatched_end, *(h.phys_offset for h in self.holders)])
 
     def may_go(self, file_end: int) -> bool:
-        return file_end <= self.consumed_end
+        return file_may_go(file_end, self.consumed_end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,9 +230,8 @@ def _live_span(cq: ConsumeQueue) -> tuple[int, int]:
 
 
 def _last_phys_end(cq: ConsumeQueue) -> int:
-    end = cq.searched_valid_end()
-    cq.min_logic_pos = max(cq.min_logic_pos, cq.queue.min_offset)
-    if end <= cq.min_queue_offset:
+    lo, end = _live_span(cq)
+    if end <= lo:
         return -1
     for phys, size in _entries(cq, end - 1, 1):
         return phys + size if entry_holds_message(phys, size) else -1
