@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -36,8 +35,6 @@ GEOMETRY_FILE = "storeGeometry.json"
 DEFAULT_INDEX_SLOT_COUNT = 5_000_000
 DEFAULT_INDEX_ENTRY_COUNT = 20_000_000
 INDEX_HEADER_SIZE = 40
-MAX_TOPIC_LENGTH = 127
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 MAX_BODY_BYTES_LIMIT = 64 * 1024 * 1024
@@ -195,17 +192,6 @@ class StoreConfig:
             raise ValueError(f"timer_log_file_size must be at least {PAGE_SIZE}, got {self.timer_log_file_size}")
         if self.timer_flush_interval_ms < 1:
             raise ValueError(f"timer_flush_interval_ms must be at least 1, got {self.timer_flush_interval_ms}")
-
-
-def check_topic(topic: str) -> str | None:
-    """RocketMQ's topic rule; returns the reason a topic is refused, or None."""
-    if not topic:
-        return "topic is empty"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"topic is longer than {MAX_TOPIC_LENGTH} characters"
-    if not TOPIC_PATTERN.match(topic):
-        return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
-    return None
 
 
 def resolve_geometry(store_dir: Path, wanted: Geometry | None) -> Geometry:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqstore.engine.config import check_topic
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.names import check_topic
 from mqstore.ipc.remoting import codec as rm
 
 LONG_MAX = (1 << 63) - 1
