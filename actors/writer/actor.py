@@ -53,8 +53,8 @@ from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind
-from mqstore.engine.log.writer import CommitLogWriter
 from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
