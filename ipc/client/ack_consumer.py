@@ -182,12 +182,12 @@ class AckConsumer:
             items = [items]
         batch = [_receipt(i) for i in items]
         for r in batch:
-            state = self._states.get(r.queue)
+            state = self._states.get(r.queue_id)
             if state is not None and (r.group, r.topic) == (self.group, self.topic):
                 state.unsettled.discard(r.seq)  # settled or refused: either way no longer ours to give back
         by_route: dict[str, list[int]] = {}
         for i, r in enumerate(batch):
-            route = f"reader{ack_owner(r.group, r.topic, r.queue, self._reader_count)}"
+            route = f"reader{ack_owner(r.group, r.topic, r.queue_id, self._reader_count)}"
             by_route.setdefault(route, []).append(i)
         calls = {route: self._channel.call(route, op, timeout_ms=self._timeout_ms,
                                            receipts=[batch[i].to_wire() for i in indices], **fields)

@@ -33,15 +33,15 @@ class ReplyError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One message to send. ``queue`` picks a queue; ``shard`` picks one by hash (ordered messages);
-    with neither, the writer goes round robin."""
+    """One message to send. ``queue_id`` picks a queue; ``shard`` picks one by hash (ordered messages);
+    with neither, the writer goes round robin. Its wire map names the queue ``queue``."""
 
     topic: str
     body: bytes
     tags: str | None = None
     keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
-    queue: int | None = None
+    queue_id: int | None = None
     shard: str | None = None
     flag: int = 0
     born_ms: int | None = None
@@ -63,7 +63,7 @@ class Outgoing:
         wire: dict[str, Any] = {"topic": self.topic, "body": body, "keys": list(self.keys),
                                 "props": dict(self.properties), "flag": self.flag,
                                 "reconsume_times": self.reconsume_times}
-        optional = {"tags": self.tags, "queue": self.queue, "shard": self.shard, "born_ms": self.born_ms,
+        optional = {"tags": self.tags, "queue": self.queue_id, "shard": self.shard, "born_ms": self.born_ms,
                     "sys_flag": self.sys_flag or None, "prepared_tx_offset": self.prepared_tx_offset or None,
                     "born_host": list(self.born_host) if self.born_host is not None else None}
         wire.update({k: v for k, v in optional.items() if v is not None})
@@ -104,7 +104,7 @@ class ReceivedMessage:
     """A stored message with every field RocketMQ keeps (MessageExt)."""
 
     topic: str
-    queue: int
+    queue_id: int
     queue_offset: int
     phys_offset: int
     size: int
@@ -128,7 +128,7 @@ class ReceivedMessage:
             raise ReplyError(f"a message must be a map, got {type(raw).__name__}")
         try:
             return cls(
-                topic=str(raw["topic"]), queue=int(raw["queue"]), queue_offset=int(raw["queue_offset"]),
+                topic=str(raw["topic"]), queue_id=int(raw["queue"]), queue_offset=int(raw["queue_offset"]),
                 phys_offset=int(raw["phys_offset"]), size=int(raw["size"]), flag=int(raw["flag"]),
                 sys_flag=int(raw["sys_flag"]), tags=raw.get("tags"), keys=tuple(raw.get("keys") or ()),
                 properties=dict(raw.get("props") or {}), body=_plain(bytes(raw["body"]), int(raw["sys_flag"])),
@@ -142,7 +142,7 @@ class ReceivedMessage:
     @classmethod
     def from_record(cls, record: Record) -> ReceivedMessage:
         return cls(
-            topic=record.topic, queue=record.queue_id, queue_offset=record.queue_offset,
+            topic=record.topic, queue_id=record.queue_id, queue_offset=record.queue_offset,
             phys_offset=record.phys_offset, size=record.size, flag=record.flag, sys_flag=record.sys_flag,
             tags=record.tags, keys=tuple(record.keys), properties=record.properties,
             body=_plain(record.body, record.sys_flag), born_ms=record.born_ms,

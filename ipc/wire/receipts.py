@@ -68,11 +68,11 @@ class Receipt:
 
     group: str
     topic: str
-    queue: int
+    queue_id: int
     seq: int
 
     def to_wire(self) -> list[Any]:
-        return [self.group, self.topic, self.queue, self.seq]
+        return [self.group, self.topic, self.queue_id, self.seq]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,5 +92,5 @@ class Delivery(ReceivedMessage):
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplyError(f"malformed delivery: {exc!r}") from None
         fields = {name: getattr(message, name) for name in ReceivedMessage.__dataclass_fields__}
-        return cls(**fields, receipt=Receipt(group, message.topic, message.queue, seq), redelivered=redelivered,
+        return cls(**fields, receipt=Receipt(group, message.topic, message.queue_id, seq), redelivered=redelivered,
                    delivery_count=count)

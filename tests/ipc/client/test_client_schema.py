@@ -133,7 +133,7 @@ def put_ok(index: int) -> dict[str, Any]:
 def test_send_encodes_a_versioned_request_and_decodes_the_result(endpoints: Endpoints, broker: FakeBroker) -> None:
     with Producer(endpoints=endpoints) as producer:
         future = producer.send_async("Orders", b"\x00body", tags="paid", keys=["k1", "k2"],
-                                     properties={"color": "red"}, queue=1)
+                                     properties={"color": "red"}, queue_id=1)
         endpoint, identity, request = broker.next_request()
         assert endpoint == endpoints.ingress
         assert request["v"] == schema.VERSION and request["op"] == "send" and isinstance(request["id"], int)
