@@ -56,7 +56,7 @@ def test_topics_create_update_list_delete_round_trip(tmp_path: Path, caplog: pyt
             assert rocketmq.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nowhere"}).code == rm.TOPIC_NOT_EXIST
 
         assert _json(broker, "topics", "create", "Orders", "--queues", "2") == [
-            {"type": "topic", "topic": "Orders", "queues": 2}]
+            {"type": "topic", "topic": "Orders", "queue_count": 2}]
         assert _json(broker, "topics", "create", "Orders", "--queues", "2", code=2) == []
         assert _json(broker, "topics", "update", "Orders", "--queues", "3")[0]["queue_count"] == 3
         sent = _send(broker.store, "Orders", 9)
