@@ -20,10 +20,11 @@ from itertools import accumulate
 from typing import Any, overload
 
 from mqstore.engine import _native
+from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import Record, decode_record
 
-PUT_OK = "PUT_OK"
-SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+PUT_OK = PutStatus.PUT_OK
+SERVICE_NOT_AVAILABLE = PutStatus.SERVICE_NOT_AVAILABLE
 COMPRESSED = 0x1  # sysFlag: the body is zlib-compressed
 
 
@@ -70,12 +71,21 @@ class Outgoing:
         return wire
 
 
+def put_status(raw: str, reason: str) -> tuple[PutStatus, str]:
+    """A status off the wire, and the reason to keep with it: a status this client does not know (a
+    newer broker's) is UNKNOWN_ERROR, the broker's word for it kept at the head of the reason."""
+    try:
+        return PutStatus(raw), reason
+    except ValueError:
+        return PutStatus.UNKNOWN_ERROR, f"the broker answered {raw!r}" + (f": {reason}" if reason else "")
+
+
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    """The broker's answer to one send: the engine's ``PutResult`` fields under the same names, the
-    status as its string (what the wire carries; a map's ``queue`` is the queue id)."""
+    """The broker's answer to one send: the engine's ``PutResult`` fields under the same names and
+    its ``PutStatus`` (a map's ``queue`` is the queue id)."""
 
-    status: str
+    status: PutStatus
     msg_id: str = ""
     queue_id: int = -1
     queue_offset: int = -1
@@ -85,16 +95,17 @@ class SendResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == PUT_OK
+        return self.status == PutStatus.PUT_OK
 
     @classmethod
     def from_wire(cls, raw: Any) -> SendResult:
         if not isinstance(raw, dict) or not isinstance(raw.get("status"), str):
             raise ReplyError(f"a send result must be a map with a status, got {raw!r}")
+        status, reason = put_status(raw["status"], str(raw.get("reason") or ""))
         try:
-            return cls(raw["status"], str(raw.get("msg_id") or ""), int(raw.get("queue", -1)),
+            return cls(status, str(raw.get("msg_id") or ""), int(raw.get("queue", -1)),
                        int(raw.get("queue_offset", -1)), int(raw.get("phys_offset", -1)),
-                       raw.get("uniq_key"), str(raw.get("reason") or ""))
+                       raw.get("uniq_key"), reason)
         except (TypeError, ValueError) as exc:
             raise ReplyError(f"malformed send result {raw!r}: {exc}") from None
 

@@ -24,6 +24,7 @@ its application, not settled) count as a delivery; the others were in its buffer
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +36,31 @@ OP_ACK = "ack"
 OP_NACK = "nack"
 OP_ACK_RELEASE = "ack_release"
 
-OK = "OK"
-NOT_OWNER = "NOT_OWNER"
-UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"
-BAD_REQUEST = "BAD_REQUEST"
+
+
+class AckStatus(enum.StrEnum):
+    """One receipt's outcome of an ``ack`` or ``nack`` (see the module's docstring); a ``str``, so
+    ``status == "OK"`` holds as well."""
+
+    OK = "OK"
+    NOT_OWNER = "NOT_OWNER"
+    UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"
+    BAD_REQUEST = "BAD_REQUEST"
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> AckStatus:
+        """ReplyError for a status this client does not know: whether the receipt was settled is then
+        unknowable, and the set is this broker's own, not one that grows with RocketMQ's."""
+        try:
+            return cls(raw)
+        except ValueError:
+            raise ReplyError(f"unknown ack status {raw!r}") from None
+
+
+OK = AckStatus.OK
+NOT_OWNER = AckStatus.NOT_OWNER
+UNKNOWN_RECEIPT = AckStatus.UNKNOWN_RECEIPT
+BAD_REQUEST = AckStatus.BAD_REQUEST
 
 DLQ_PREFIX = "%DLQ%"
 MAX_RECEIPTS = 10_000  # per ack / nack request

@@ -7,6 +7,7 @@ import itertools
 
 from mqstore.actors.transactions.resolver import EndRequest, Resolver
 from mqstore.engine.log.host import Host
+from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import Record, decode_record, encode_record
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.wire.messages import Outgoing, SendResult
@@ -35,8 +36,8 @@ class FakeBroker:
 
     def send(self, messages: list[Outgoing]) -> list[SendResult]:
         self.sends.append(messages)
-        return [SendResult("MESSAGE_ILLEGAL", reason="gone") if m.topic == self.refuse_topic
-                else SendResult("PUT_OK", "ID", m.queue_id or 0, 7, 1000 + i) for i, m in enumerate(messages)]
+        return [SendResult(PutStatus.MESSAGE_ILLEGAL, reason="gone") if m.topic == self.refuse_topic
+                else SendResult(PutStatus.PUT_OK, "ID", m.queue_id or 0, 7, 1000 + i) for i, m in enumerate(messages)]
 
 
 def resolver(broker: FakeBroker) -> Resolver:

@@ -226,7 +226,8 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
     assert [r.msg_id for r in results[:2]] == offset_msg_ids(STORE, [4200, 4321])
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
     # built slot by slot, they are the SendResults __init__ builds: equal, hashed alike, as frozen
-    built = [SendResult("PUT_OK", r.msg_id, r.queue_id, r.queue_offset, r.phys_offset, r.uniq_key) for r in results[:2]]
+    built = [SendResult(PutStatus.PUT_OK, r.msg_id, r.queue_id, r.queue_offset, r.phys_offset, r.uniq_key)
+             for r in results[:2]]
     assert results[:2] == built and {hash(r) for r in results[:2]} == {hash(r) for r in built}
     with pytest.raises(AttributeError):
         results[0].status = "changed"  # type: ignore[misc]
@@ -245,7 +246,7 @@ def test_send_results_count_and_read_columns_without_a_result_object() -> None:
     assert isinstance(results, SendResults) and len(results) == 3 and results.ok_count == 2
     assert results.columns() == ([4096, 4200], [2, 0], [7, 9])
     assert results._results is None  # nothing made yet
-    assert results[2] == SendResult("SERVICE_NOT_AVAILABLE", reason="disk full")
+    assert results[2] == SendResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="disk full")
     assert results == list(results) and results[:2] == [r for r in results if r.ok]
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
     refused = results_from_reply({"results": b"", "status": "SERVICE_NOT_AVAILABLE", "reason": "full"}, batch, STORE)
