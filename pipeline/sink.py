@@ -131,7 +131,7 @@ def _messages(batch: pa.RecordBatch, columns: tuple[str, ...]) -> Iterator[dict[
         if "properties" in data and data["properties"][i]:
             message["properties"] = dict(data["properties"][i])
         if "queue_id" in data and data["queue_id"][i] is not None:
-            message["queue"] = int(data["queue_id"][i])
+            message["queue_id"] = int(data["queue_id"][i])
         yield message
 
 

@@ -163,7 +163,7 @@ class BrokerFront:
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise RequestError(rm.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
-        template = Outgoing(topic=topic, body=b"", queue=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
+        template = Outgoing(topic=topic, body=b"", queue_id=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
                             sys_flag=header_int(ext, "sysFlag", 0, lo=0),
                             born_ms=header_int(ext, "bornTimestamp", wall_ms(), lo=0), born_host=born_host,
                             reconsume_times=header_int(ext, "reconsumeTimes", 0, lo=0))
@@ -224,7 +224,7 @@ class BrokerFront:
         props.setdefault("ORIGIN_MESSAGE_ID", ext.get("originMsgId") or original.uniq_key or original.msg_id)
         props["RECONSUME_TIME"] = str(times)
         await self._call("ingress", "create_topic", topic=target, queues=await self.queue_count(target))
-        outgoing = Outgoing(topic=target, body=original.body, properties=props, queue=0, flag=original.flag,
+        outgoing = Outgoing(topic=target, body=original.body, properties=props, queue_id=0, flag=original.flag,
                             born_ms=original.born_ms, born_host=original.born_host, reconsume_times=times,
                             sys_flag=original.sys_flag & 0x3)
         code, remark, _ = await self._put([outgoing])

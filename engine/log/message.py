@@ -22,7 +22,9 @@ from mqstore.engine.log.record import (
 from mqstore.engine.names import check_topic
 
 
-class PutStatus(enum.Enum):
+class PutStatus(enum.StrEnum):
+    """A put's outcome, RocketMQ's names; a ``str``, so ``status == "PUT_OK"`` holds as well."""
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"

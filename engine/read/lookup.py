@@ -45,7 +45,9 @@ KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
 UNIQ_KEY_PREFIX = PROPERTY_SEPARATOR + PROP_UNIQ_KEY.encode() + b"\x01"
 
 
-class GetStatus(enum.Enum):
+class GetStatus(enum.StrEnum):
+    """A get's outcome, RocketMQ's names; a ``str``, so ``status == "FOUND"`` holds as well."""
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
