@@ -29,6 +29,7 @@ from typing import Any
 
 from mqstore.engine import Geometry, Host, StoreConfig
 from mqstore.engine.config import SettingError, check_table, shown
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.reclaim.retention import RetentionPolicy
 from mqstore.ipc.transport.curve import CurveError, CurveKeys, read_authorized
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -39,7 +40,7 @@ MAX_FETCH_BYTES = 64 * 1024 * 1024  # the most bytes a reader answers one pull w
 MAX_FETCH_COUNT = 65_536            # ... and the most messages (mqstore.ipc.client.consumer's MAX_PULL_COUNT_LIMIT)
 
 
-class ConfigError(ValueError):
+class ConfigError(MqstoreError, ValueError):
     """The configuration file is unreadable, or names an unknown key, or a value of another type or out of range."""
 
 

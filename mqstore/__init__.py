@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mqstore.engine.config import GeometryError, StoreConfig
+    from mqstore.engine.errors import MqstoreError
     from mqstore.engine.log.message import Message, PutResult, PutStatus
     from mqstore.engine.meta.store_lock import StoreLockedError
     from mqstore.engine.put.transactions import TransactionState
@@ -78,6 +79,7 @@ _HOMES: dict[str, str] = {
     "BrokerError": "mqstore.ipc.transport.exchange",
     "BrokerTimeoutError": "mqstore.ipc.transport.exchange",
     "StoreLockedError": "mqstore.engine.meta.store_lock",
+    "MqstoreError": "mqstore.engine.errors",
     "GeometryError": "mqstore.engine.config",
     "EncodingError": "mqstore.ipc.wire.encoded",
     "ReplyError": "mqstore.ipc.wire.messages",
@@ -104,6 +106,7 @@ __all__ = [
     "Message",
     "MessageBatch",
     "MessageStore",
+    "MqstoreError",
     "Outgoing",
     "Producer",
     "PutResult",

@@ -31,6 +31,7 @@ PUBLIC = [
     "Message",
     "MessageBatch",
     "MessageStore",
+    "MqstoreError",
     "Outgoing",
     "Producer",
     "PutResult",

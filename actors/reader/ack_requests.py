@@ -9,7 +9,7 @@ from typing import Any
 
 from mqstore.actors.config import BrokerSection
 from mqstore.actors.reader.fields import INT_MAX, LONG_MAX, MAX_PULL_COUNT, topic
-from mqstore.engine.config import check_topic
+from mqstore.engine.names import check_topic
 from mqstore.engine.read.lookup import TagFilter
 from mqstore.ipc.wire import receipts, schema
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from mqstore.actors.reader.state import LONG_MAX
-from mqstore.engine.config import check_topic
+from mqstore.engine.names import check_topic
 from mqstore.ipc.wire import schema
 
 __all__ = ["INT_MAX", "LONG_MAX", "MAX_NAME_CHARS", "MAX_PULL_COUNT", "SYSTEM_ERROR", "name", "topic"]

@@ -28,12 +28,12 @@ from mqstore.actors.config import BrokerConfig
 from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
 from mqstore.actors.remoting.transactions import TransactionFront
-from mqstore.engine.config import check_topic
 from mqstore.engine.delay.table import parse_level
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.msgid import offset_msg_id
 from mqstore.engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_properties
 from mqstore.engine.meta.topics import BROKER_MADE_PREFIXES
+from mqstore.engine.names import check_topic
 from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.timer.put_rule import TIMER_TOPIC

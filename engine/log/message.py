@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mqstore.engine.config import check_topic
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.record import (
     MAX_PROPERTIES_SIZE,
@@ -20,6 +19,7 @@ from mqstore.engine.log.record import (
     encode_record,
     is_valid_property_text,
 )
+from mqstore.engine.names import check_topic
 
 
 class PutStatus(enum.StrEnum):

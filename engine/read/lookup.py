@@ -16,7 +16,8 @@ from itertools import accumulate
 import numpy as np
 
 from mqstore.engine import _native
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, QueueView
+from mqstore.engine.consumequeue.consume_queue import QueueView
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog

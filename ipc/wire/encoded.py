@@ -3,8 +3,7 @@
 The producer asks the writer once for how it encodes (``encoding``: store host, whole-record CRC,
 body limit), then encodes every batch into one ``EncodedBatch`` (``mqstore.engine.batch.record_batch``): the
 writer checks it in one compiled call and copies it into the commitlog in one slice per file. The reply is
-packed too: one ``REPLY_ROW`` (``mqstore.engine.batch.record_batch``) per record written, and a status and
-reason for the rest.
+packed too: one ``REPLY_ROW`` (the same module's) per record written, and a status and reason for the rest.
 
     request  {op: "send_encoded", parts: 1, columns: bin, topics: [str], tags: [str], keys: bin,
               key_bounds: bin}, then the records as one frame of their own; keys and key_bounds are
@@ -35,6 +34,7 @@ from mqstore.engine.batch.record_batch import (
     pack_columns,
     unpack_reply_rows,
 )
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.message import PutStatus, Refusal, record_properties
 from mqstore.engine.log.msgid import UniqKeyGenerator, offset_msg_ids
@@ -57,7 +57,7 @@ OP_ENCODING = "encoding"
 OP_SEND_ENCODED = "send_encoded"
 
 
-class EncodingError(ValueError):
+class EncodingError(MqstoreError, ValueError):
     """A message the fast path cannot carry (invalid, or delayed): send it with ``send_batch``."""
 
 

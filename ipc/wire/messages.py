@@ -20,6 +20,7 @@ from itertools import accumulate
 from typing import Any, overload
 
 from mqstore.engine import _native
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import Record, decode_record
 
@@ -28,7 +29,7 @@ SERVICE_NOT_AVAILABLE = PutStatus.SERVICE_NOT_AVAILABLE
 COMPRESSED = 0x1  # sysFlag: the body is zlib-compressed
 
 
-class ReplyError(ValueError):
+class ReplyError(MqstoreError, ValueError):
     """A reply that does not have the shape this client expects (a broker of another version)."""
 
 

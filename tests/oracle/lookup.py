@@ -12,7 +12,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+from mqstore.engine.consumequeue.consume_queue import QueueView
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, CqEntries
 from mqstore.engine.keyindex.keys import index_key
 from mqstore.engine.keyindex.pages import IndexCursor, QueryPages
 from mqstore.engine.keyindex.service import IndexService

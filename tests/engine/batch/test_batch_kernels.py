@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from mqstore.engine import Host
 from mqstore.engine.batch import record_batch
 from mqstore.engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, PropertyPieces, encode_one
+from mqstore.engine.log import commitlog
 from mqstore.engine.log.record import decode_record, encode_properties
-from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.put.writer import CommitLogWriter
 from tests.oracle import record_batch as oracle
 from tests.oracle import writer as writer_oracle
 
@@ -167,7 +168,7 @@ def test_the_stamp_writes_the_oracles_bytes(batch: tuple[bytes, bytes, list[str]
     store_ms = data.draw(st.integers(-(1 << 62), 1 << 62))
     sizes = checked.columns["size"].astype(np.int64)
     files = [np.frombuffer(bytes(lead) + records + bytes(16), np.uint8).copy() for _ in range(2)]
-    for stamp, buf in zip((record_batch.stamp_batch, oracle.stamp_batch), files, strict=True):
+    for stamp, buf in zip((commitlog.stamp_batch, oracle.stamp_batch), files, strict=True):
         stamp(buf, checked.starts + lead, sizes, checked.store_ms_pos, queue_ids, queue_offsets, phys, store_ms,
               prop_crc)
     assert files[0].tobytes() == files[1].tobytes()
@@ -182,7 +183,7 @@ def test_a_record_outside_the_file_is_not_stamped(start: int, size: int, oracle_
     args = (np.array([start], np.int64), np.array([size + 1], np.int64), np.array([56], np.int64), one, one, one, 5,
             True)
     with pytest.raises(ValueError, match="leaves the 200-byte buffer"):
-        record_batch.stamp_batch(buf, *args)
+        commitlog.stamp_batch(buf, *args)
     assert not buf.any()
     if oracle_refuses:
         with pytest.raises(IndexError):

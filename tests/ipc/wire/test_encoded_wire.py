@@ -23,6 +23,7 @@ from mqstore.engine.batch.record_batch import (
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
     REPLY_ROW,
+    BatchOutcome,
     CheckedBatch,
     EncodedBatch,
     encode_one,
@@ -30,7 +31,6 @@ from mqstore.engine.batch.record_batch import (
 from mqstore.engine.log.message import PutResult, PutStatus, record_properties
 from mqstore.engine.log.msgid import offset_msg_ids
 from mqstore.engine.log.record import PROP_UNIQ_KEY
-from mqstore.engine.log.writer import BatchOutcome
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.encoded import (
     OP_SEND_ENCODED,
