@@ -36,6 +36,7 @@ import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.runtime import Runtime
+from mqstore.engine.batch.column_scan import scan_columns
 from mqstore.engine.batch.dispatch import DispatchBatch, Dispatched
 from mqstore.engine.batch.dispatch_columns import DispatchColumns
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
@@ -184,7 +185,7 @@ class BuilderActor:
             return False
         self.commitlog.queue.refresh()
         start = self.applied
-        scan = self.commitlog.scan_columns(self.applied, end, check_crc=False)
+        scan = scan_columns(self.commitlog, self.applied, end, check_crc=False)
         with closing(iter(scan)) as chunks:  # no view of a mapped file outlives the scan
             for chunk in chunks:
                 try:

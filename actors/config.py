@@ -29,6 +29,7 @@ from typing import Any
 
 from mqstore.engine import Geometry, Host, StoreConfig
 from mqstore.engine.config import SettingError, check_table, shown
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.reclaim.retention import RetentionPolicy
 from mqstore.ipc.transport.curve import CurveError, CurveKeys, read_authorized
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -38,7 +39,7 @@ ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
 
 
-class ConfigError(ValueError):
+class ConfigError(MqstoreError, ValueError):
     """The configuration file is unreadable, or names an unknown key, or a value of another type or out of range."""
 
 

@@ -27,7 +27,8 @@ import zmq
 
 from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.runtime import Runtime
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, cq_file_size
+from mqstore.engine.consumequeue.consume_queue import cq_file_size
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, file_name
 from mqstore.engine.log.page_warmer import PageWarmer
 from mqstore.engine.log.range_sync import RangeSync

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, DEFAULT_CQ_ENTRIES_PER_FILE
+from mqstore.engine.consumequeue.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.delay.table import DEFAULT_MESSAGE_DELAY_LEVEL, DelayLevelError, DelayLevels, parse_delay_levels
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.commitlog import DEFAULT_COMMITLOG_FILE_SIZE
 from mqstore.engine.log.host import LOCAL_HOST, Host
 from mqstore.engine.log.mapped_file_queue import infer_file_size
@@ -34,20 +35,18 @@ GEOMETRY_FILE = "storeGeometry.json"
 DEFAULT_INDEX_SLOT_COUNT = 5_000_000
 DEFAULT_INDEX_ENTRY_COUNT = 20_000_000
 INDEX_HEADER_SIZE = 40
-MAX_TOPIC_LENGTH = 127
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 MAX_BODY_BYTES_LIMIT = 64 * 1024 * 1024
 PAGE_SIZE = 4096
 
 
-class GeometryError(ValueError):
+class GeometryError(MqstoreError, ValueError):
     """The store on disk was built with another geometry than the one asked for, or a geometry's
     value is out of range."""
 
 
-class SettingError(ValueError):
+class SettingError(MqstoreError, ValueError):
     """A setting read from a document has the wrong type, is missing, or is unknown."""
 
 
@@ -193,17 +192,6 @@ class StoreConfig:
             raise ValueError(f"timer_log_file_size must be at least {PAGE_SIZE}, got {self.timer_log_file_size}")
         if self.timer_flush_interval_ms < 1:
             raise ValueError(f"timer_flush_interval_ms must be at least 1, got {self.timer_flush_interval_ms}")
-
-
-def check_topic(topic: str) -> str | None:
-    """RocketMQ's topic rule; returns the reason a topic is refused, or None."""
-    if not topic:
-        return "topic is empty"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"topic is longer than {MAX_TOPIC_LENGTH} characters"
-    if not TOPIC_PATTERN.match(topic):
-        return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
-    return None
 
 
 def resolve_geometry(store_dir: Path, wanted: Geometry | None) -> Geometry:

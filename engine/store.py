@@ -24,11 +24,11 @@ from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.message import Message, PutResult, PutStatus
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import Record
-from mqstore.engine.log.writer import CommitLogWriter
 from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.meta.store_lock import lock_store
+from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.read.lookup import GetResult, PullLimits, TagFilter, get_messages, query_by_key, view_by_id
 from mqstore.engine.reclaim.retention import (
     CleanupDecision,

@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.pipeline.record_layout import RecordLayout
 from mqstore.pipeline.schema import NEVER_NULL, TIMESTAMP_MAX_MS, table_column
 
@@ -39,7 +40,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Array = npt.NDArray[Any]
 
 
-class OptionError(ValueError):
+class OptionError(MqstoreError, ValueError):
     """An option of the mqstore data source has a value it cannot use."""
 
 

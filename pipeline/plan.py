@@ -33,7 +33,7 @@ import numpy.typing as npt
 from pyspark.sql.datasource import InputPartition
 
 from mqstore.engine.config import Geometry
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.consumequeue.entry import entry_holds_message
 from mqstore.engine.log.record import BORN_HOST_POS, MAGIC_V1, MAGIC_V2, SYSFLAG_BORNHOST_V6
 from mqstore.pipeline.options import Pushdown
 from mqstore.pipeline.queues import LogFile, QueueFiles, QueueSpan, commitlog_files, queue_spans, read_at
@@ -152,7 +152,7 @@ def plan_partitions(store_dir: Path, geometry: Geometry, pushdown: Pushdown, par
 
 
 def _live(entries: Array) -> tuple[Array, Array]:
-    ok = (entries["size"] > 0) & (entries["size"] != FILLER_SIZE) & (entries["phys_offset"] >= 0)
+    ok = entry_holds_message(entries["phys_offset"], entries["size"])
     phys, size = entries["phys_offset"][ok].astype(np.int64), entries["size"][ok].astype(np.int64)
     if len(phys) > 1 and not bool((np.diff(phys) > 0).all()):
         order = np.argsort(phys, kind="stable")  # never in a sound queue; stay correct anyway
@@ -254,7 +254,7 @@ def _slices(queue: QueueFiles, lo: int, hi: int, intervals: list[tuple[int, int]
         entries = queue.read(chunk_lo, min(chunk_lo + _COVERAGE_CHUNK, hi))
         phys, size = entries["phys_offset"].astype(np.int64), entries["size"].astype(np.int64)
         slot = np.searchsorted(starts, phys, side="right") - 1
-        wanted = (slot >= 0) & (phys < ends[np.maximum(slot, 0)]) & (size > 0) & (size != FILLER_SIZE)
+        wanted = (slot >= 0) & (phys < ends[np.maximum(slot, 0)]) & entry_holds_message(phys, size)
         hits = np.flatnonzero(wanted)
         if not len(hits):
             continue

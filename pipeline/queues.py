@@ -1,8 +1,8 @@
 """A store's files as the pipeline reads them: read-only numpy maps, nothing written, no cursor trusted.
 
 Consume queues are read as another process's files (the builder may be writing the very entry being
-read): a queue ends at its first entry that is not valid (``phys_offset >= 0 and size > 0``), as
-``ConsumeQueue.scan_valid_end`` decides, so a torn in-progress entry is never used.
+read): a queue ends at its first entry that is not valid (``mqstore.engine.consumequeue.entry``'s rule,
+the one ``ConsumeQueue.scan_valid_end`` and the reader use), so a torn in-progress entry is never used.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE
+from mqstore.engine.consumequeue.entry import CQ_DTYPE, CQ_ENTRY_SIZE, entry_live, valid_prefix
 from mqstore.engine.log.mapped_file import MappedFileError
 from mqstore.engine.read.store_files import queue_ids
 
@@ -96,8 +96,7 @@ class QueueFiles:
         """One past the last complete, valid entry (the queue's max offset as published)."""
         for file_no in range(len(self.paths) - 1, -1, -1):
             entries = self._file(file_no)
-            valid = (entries["phys_offset"] >= 0) & (entries["size"] > 0)
-            n_valid = len(valid) if bool(valid.all()) else int(np.argmin(valid))
+            n_valid = valid_prefix(entries)
             if n_valid:
                 return self.first_queue_offset + file_no * self.entries_per_file + n_valid
         return self.first_queue_offset
@@ -124,8 +123,7 @@ class QueueFiles:
             if base >= end:
                 break
             entries = self._file(file_no)[:end - base]
-            live = (entries["size"] != FILLER_SIZE) & (entries["size"] > 0) & \
-                (entries["phys_offset"] >= min_phys_offset)
+            live = entry_live(entries["phys_offset"], entries["size"], min_phys_offset)
             if bool(live.any()):
                 return base + int(np.argmax(live))
         return end

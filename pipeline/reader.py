@@ -18,6 +18,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from mqstore.engine.config import Geometry
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.read.store_files import read_geometry
 from mqstore.pipeline.options import Pushdown, ReadOptions
 from mqstore.pipeline.plan import plan_partitions
@@ -25,7 +26,7 @@ from mqstore.pipeline.scan import ReadContext, read_partition
 from mqstore.pipeline.schema import FULL, Projection
 
 
-class StoreNotFoundError(FileNotFoundError):
+class StoreNotFoundError(MqstoreError, FileNotFoundError):
     """The path given to the data source is not a store directory."""
 
 

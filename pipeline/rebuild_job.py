@@ -42,6 +42,7 @@ from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.config import Geometry
 from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
 from mqstore.engine.delay.table import parse_delay_levels, read_delay_levels
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.keyindex.file_names import INDEX_FILE_NAME
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.record import DecodeKind
@@ -68,7 +69,7 @@ STAGING_INDEX_DIR = "index.rebuilding"  # in the store: renames into index/ stay
 INDEX_BATCH_RECORDS = 65_536  # records hashed and put in one go: bounded arrays, the per-call cost spread
 
 
-class DamagedCommitLogError(RuntimeError):
+class DamagedCommitLogError(MqstoreError, RuntimeError):
     """The commitlog has records that fail their checks: not this job's to cut."""
 
 

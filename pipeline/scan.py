@@ -27,7 +27,8 @@ import pyarrow as pa
 from mqstore.engine.batch.column_scan import walk
 from mqstore.engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, DECODER, REASONS, REQUIRE_PROP_CRC
 from mqstore.engine.config import Geometry
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.consumequeue.entry import entry_holds_message
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import file_name
 from mqstore.engine.log.record import DecodeKind, decode_record
 from mqstore.engine.repair.recovery import TORN_TAIL_LOOKAHEAD
@@ -41,15 +42,15 @@ from mqstore.pipeline.schema import FULL, Projection
 Array = npt.NDArray[Any]
 
 
-class CorruptRecordError(RuntimeError):
+class CorruptRecordError(MqstoreError, RuntimeError):
     """A record fails its CRC or structure where more data follows (``verifyCrc``)."""
 
 
-class QueueEntryError(RuntimeError):
+class QueueEntryError(MqstoreError, RuntimeError):
     """A consume-queue entry does not point at the record it names."""
 
 
-class DataLossError(RuntimeError):
+class DataLossError(MqstoreError, RuntimeError):
     """Records a read was planned for are gone: their commitlog file was deleted (retention)."""
 
 
@@ -165,7 +166,7 @@ def read_slice(part: QueueSlicePartition, ctx: ReadContext) -> Iterator[pa.Recor
             _lost(ctx, f"consume queue {part.topic}/{part.queue_id} no longer holds entries {lo}..{hi - 1}")
         queue_offset = lo + np.arange(len(entries), dtype=np.int64) + max(queue.first_queue_offset - lo, 0)
         phys, size = entries["phys_offset"].astype(np.int64), entries["size"].astype(np.int64)
-        wanted = (size > 0) & (size != FILLER_SIZE) & (phys >= 0)
+        wanted = entry_holds_message(phys, size)
         if part.keep is not None:
             starts = np.array([a for a, _ in part.keep], dtype=np.int64)
             ends = np.array([b for _, b in part.keep], dtype=np.int64)

@@ -6,7 +6,7 @@ the jobs built on it. Timestamps are UTC microseconds, as Spark wants them.
 A read may ask for fewer: ``Projection.of`` turns the schema a user gives
 (``spark.read.format("mqstore").schema("topic STRING, body BINARY")``) into the columns to decode, in
 the user's order and under the user's names; a column the table does not have, or one of another
-type, is a ``SchemaError``. A Python data source gets no column pruning from Spark (4.3.0), so
+type, is a ``ProjectionError``. A Python data source gets no column pruning from Spark (4.3.0), so
 this is the way to read only some columns.
 """
 
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StructType
+
+from mqstore.engine.errors import MqstoreError
 
 DATA_SOURCE_NAME = "mqstore"
 
@@ -63,7 +65,7 @@ def table_column(name: str) -> str:
     return name.lower()
 
 
-class SchemaError(ValueError):
+class ProjectionError(MqstoreError, ValueError):
     """A schema given to the data source asks for a column the table does not have, or as another type."""
 
 
@@ -81,22 +83,23 @@ class Projection:
         order, names matched without regard to case (Spark's default), each of the table's type, NOT NULL
         only where every row has a value."""
         if not schema.fields:
-            raise SchemaError(f"the schema names no column; {DATA_SOURCE_NAME} has: {SPARK_DDL}")
+            raise ProjectionError(f"the schema names no column; {DATA_SOURCE_NAME} has: {SPARK_DDL}")
         types = {name: arrow_type for name, _, arrow_type in COLUMNS}
         columns: list[str] = []
         fields: list[pa.Field] = []
         for field in schema.fields:
             name = table_column(field.name)
             if name not in types:
-                raise SchemaError(f"{DATA_SOURCE_NAME} has no column {field.name!r}; its columns: {SPARK_DDL}")
+                raise ProjectionError(f"{DATA_SOURCE_NAME} has no column {field.name!r}; its columns: {SPARK_DDL}")
             if name in columns:
-                raise SchemaError(f"the schema names column {name!r} twice")
+                raise ProjectionError(f"the schema names column {name!r} twice")
             expected = from_arrow_type(types[name])
             if field.dataType != expected:
-                raise SchemaError(f"column {field.name!r} is {expected.simpleString()} in {DATA_SOURCE_NAME}, "
+                raise ProjectionError(f"column {field.name!r} is {expected.simpleString()} in {DATA_SOURCE_NAME}, "
                                   f"not {field.dataType.simpleString()}")
             if not field.nullable and name not in NEVER_NULL:
-                raise SchemaError(f"column {field.name!r} can be null (not every record has one): drop its NOT NULL")
+                raise ProjectionError(
+                    f"column {field.name!r} can be null (not every record has one): drop its NOT NULL")
             columns.append(name)
             fields.append(pa.field(field.name, types[name], nullable=field.nullable))
         return cls(tuple(columns), pa.schema(fields))

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.ipc.client.api import Admin, BrokerError, BrokerTimeoutError, Endpoints, Producer
 from mqstore.pipeline.options import OptionError, lower_keys, positive_option
 
@@ -50,11 +51,11 @@ _COLUMN_TYPES: dict[str, tuple[tuple[Any, ...], str]] = {
 }
 
 
-class BrokerUnavailableError(RuntimeError):
+class BrokerUnavailableError(MqstoreError, RuntimeError):
     """No broker answers for the store the writer was pointed at."""
 
 
-class SendFailedError(RuntimeError):
+class SendFailedError(MqstoreError, RuntimeError):
     """Some messages were not stored."""
 
 
@@ -130,7 +131,7 @@ def _messages(batch: pa.RecordBatch, columns: tuple[str, ...]) -> Iterator[dict[
         if "properties" in data and data["properties"][i]:
             message["properties"] = dict(data["properties"][i])
         if "queue_id" in data and data["queue_id"][i] is not None:
-            message["queue"] = int(data["queue_id"][i])
+            message["queue_id"] = int(data["queue_id"][i])
         yield message
 
 

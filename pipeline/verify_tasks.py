@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.config import Geometry
-from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, FILLER_SIZE
+from mqstore.engine.consumequeue.entry import CQ_DTYPE, entry_holds_message
 from mqstore.engine.delay.table import parse_delay_levels
 from mqstore.engine.keyindex.index_file import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from mqstore.engine.keyindex.keys import index_hash, index_key
@@ -250,7 +250,7 @@ def check_queue(key: QueueKey, rows: Array, plan: VerifyPlan, commitlog: _Commit
     at = rows["queue_offset"] - first
     inside = (rows["queue_offset"] >= first) & (rows["queue_offset"] < end)
     entry = entries[np.where(inside, at, 0)] if len(entries) else np.zeros(len(rows), dtype=CQ_DTYPE)
-    hit = inside & (entry["phys_offset"] >= 0) & (entry["size"] > 0) & (entry["size"] != FILLER_SIZE) \
+    hit = inside & entry_holds_message(entry["phys_offset"], entry["size"]) \
         & (entry["phys_offset"] == rows["phys_offset"])
     confirmed = hit & (entry["size"] == rows["size"]) & (entry["tags_code"] == rows["tags_code"])
     claimed[at[confirmed]] = True  # an entry with another size or tags code: the queue pass reports it

@@ -130,7 +130,16 @@ ROOMS_FORBIDDEN: dict[str, tuple[str, ...]] = {
     "engine/java": ("mqstore.engine.log", "mqstore.engine.batch", "mqstore.engine.consumequeue",
                     "mqstore.engine.keyindex", "mqstore.engine.meta", "mqstore.engine.read"),
     "engine/meta": ("mqstore.engine.log", "mqstore.engine.batch", "mqstore.engine.consumequeue",
-                    "mqstore.engine.keyindex", "mqstore.engine.read", "mqstore.engine.repair"),
+                    "mqstore.engine.keyindex", "mqstore.engine.read", "mqstore.engine.repair",
+                    "mqstore.engine.config"),
+    # the commitlog and its files are the lower room: a batch, the put path (the writer), the derived
+    # files and the configuration are built on them, never the other way
+    "engine/log": ("mqstore.engine.batch", "mqstore.engine.put", "mqstore.engine.config", "mqstore.engine.delay",
+                   "mqstore.engine.consumequeue", "mqstore.engine.keyindex", "mqstore.engine.store"),
+    # the leaves every room may import: the error base, the name rules, what a queue entry says
+    "engine/errors.py": ("mqstore.engine",),
+    "engine/names.py": ("mqstore.engine",),
+    "engine/consumequeue/entry.py": ("mqstore.engine",),
     # the ipc rooms: the contract knows no transport, the transport no client, the remoting codec neither
     "ipc/wire": ("mqstore.ipc.transport", "mqstore.ipc.client", "mqstore.ipc.remoting"),
     "ipc/transport": ("mqstore.ipc.client", "mqstore.ipc.remoting"),

@@ -31,6 +31,7 @@ from mqstore.ipc.client.api import Admin
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
 from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.group_lag import lag_to_wire
 from mqstore.ipc.wire.requests import Status
 
 log = logging.getLogger("mqstore")
@@ -136,7 +137,7 @@ class Collector:
 
     def _groups(self) -> dict[str, list[dict[str, Any]]]:
         names = sorted(self.admin.groups())[:MAX_GROUPS]
-        return {group: self.admin.group_describe(group) for group in names}
+        return {group: [lag_to_wire(q) for q in self.admin.group_describe(group)] for group in names}
 
     def _ack(self) -> list[dict[str, Any]]:
         return sorted(self.admin.ack_stats(), key=lambda q: (str(q["group"]), str(q["topic"]), int(q["queue"])))

@@ -31,7 +31,7 @@ from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
 from mqstore.actors.reader.moved import MovedCopies
 from mqstore.actors.reader.state import PublishedQueue, PublishedStore
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.consumequeue.entry import entry_live
 from mqstore.engine.log.record import Record
 from mqstore.engine.read.lookup import TagFilter
 from mqstore.engine.reclaim.move import presented
@@ -234,7 +234,7 @@ class AckGroups:
         commitlog_min = self.store.commitlog.min_offset
         located = [Located(start + i, phys, size)
                    for i, (phys, size, code) in enumerate(entries.tolist())
-                   if phys >= commitlog_min and 0 < size != FILLER_SIZE and (not codes or code in codes)]
+                   if entry_live(phys, size, commitlog_min) and (not codes or code in codes)]
         self.queues.guarded(key, lambda: q.publish(located, start + len(entries)))
 
     def _record(self, topic: str, queue_id: int, seq: int, phys_offset: int, size: int) -> Record | None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.engine.ackindex.queue_index import PublishEntry, QueueIndex
+from mqstore.ipc.wire.receipts import OK, UNKNOWN_RECEIPT, AckStatus
 
 PUBLISH_AHEAD = 2048        # fresh messages kept indexed ahead of the consumers ...
 PUBLISH_LOW = 512           # ... topped up when fewer than this are left
@@ -45,9 +46,6 @@ MSG_ID_PREFIX_SIZE = 8      # offsetMsgId's host part for IPv4 (address + port)
 _PHYS = struct.Struct(">q")
 Moves = Mapping[int, tuple[int, int]]  # a message's old commitlog offset -> its copy's offset and size
 _COMPACT_SLACK = 1024       # stale deadline entries tolerated beyond 3x the in-flight count
-
-OK = "OK"
-UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +251,10 @@ class AckQueue:
                 heapq.heapify(self._deadlines)
         return out
 
-    def ack(self, seqs: Iterable[int]) -> list[str]:
+    def ack(self, seqs: Iterable[int]) -> list[AckStatus]:
         """Ack delivered messages (in flight, due again, or waiting for the DLQ); one status each.
         Everything accepted is in the journal before this returns."""
-        statuses: list[str] = []
+        statuses: list[AckStatus] = []
         accepted: list[int] = []
         for seq in seqs:
             if self._forget(seq):
@@ -272,10 +270,10 @@ class AckQueue:
             self.index.ack(accepted)
         return statuses
 
-    def nack(self, seqs: Iterable[int], *, requeue: bool, now_ms: int = 0) -> list[str]:
+    def nack(self, seqs: Iterable[int], *, requeue: bool, now_ms: int = 0) -> list[AckStatus]:
         """Give delivered messages back: due again after their redelivery delay (``requeue``; past
         ``max_deliveries`` they go to the DLQ instead), or dead-lettered now."""
-        statuses: list[str] = []
+        statuses: list[AckStatus] = []
         for seq in seqs:
             flight = self.in_flight.get(seq)
             retry = self._retry_info.get(seq)

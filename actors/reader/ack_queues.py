@@ -166,4 +166,4 @@ def redelivery_delays(levels: DelayLevels, first_level: int) -> tuple[int, ...]:
     if first_level <= 0:
         return ()
     last = max(first_level, levels.max_level)
-    return tuple(levels.delay_ms(min(level, levels.max_level)) for level in range(first_level, last + 1))
+    return tuple(levels.delay_ms(level) for level in range(first_level, last + 1))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 
 from mqstore.actors.reader.state import PublishedStore
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.consumequeue.entry import entry_holds_message
 from mqstore.engine.log.record import Record
 from mqstore.engine.reclaim.move import MOVED_QUEUE_ID, MOVED_TOPIC, origin_of, same_message
 
@@ -53,7 +53,7 @@ class MovedCopies:
             if len(entries) == 0:
                 break
             for phys_offset, size, _ in entries.tolist():
-                record = store.record_at(phys_offset, size) if 0 < size != FILLER_SIZE else None
+                record = store.record_at(phys_offset, size) if entry_holds_message(phys_offset, size) else None
                 origin = origin_of(record) if record is not None else None
                 if record is None or origin is None:
                     continue

@@ -21,6 +21,7 @@ from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.read.group_lag import group_lags, groups_in
 from mqstore.engine.read.lookup import GetStatus
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.group_lag import lag_to_wire
 from mqstore.ipc.wire.requests import CommitOffset, DeleteTopicOffsets, FetchOffset, GroupDescribe, Groups
 
 log = logging.getLogger("mqstore")
@@ -71,10 +72,7 @@ class CommittedOffsets:
             return self._not_owner(request_id)
         group = request.group
         lags = group_lags(group, self.table.table, self.store.queue_info, self._store_ms_at)
-        return schema.ok_reply(request_id, group=group, queues=[
-            {"topic": q.topic, "queue": q.queue_id, "committed_offset": q.committed_offset,
-             "min_offset": q.min_queue_offset, "max_offset": q.max_queue_offset, "lag": q.lag,
-             "last_consume_ms": q.last_consume_ms} for q in lags])
+        return schema.ok_reply(request_id, group=group, queues=[lag_to_wire(q) for q in lags])
 
     def op_delete_topic_offsets(self, identity: bytes, request_id: Any, request: DeleteTopicOffsets
                                 ) -> dict[str, Any]:

@@ -21,13 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.engine.config import Geometry
-from mqstore.engine.consumequeue.consume_queue import (
-    CQ_ENTRY_SIZE,
-    FILLER_SIZE,
-    ConsumeQueue,
-    CqEntries,
-    queue_offset_by_time,
-)
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue, queue_offset_by_time
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, CqEntries, entry_live, entry_valid, valid_prefix
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
@@ -180,9 +175,10 @@ class PublishedStore:
         return grew and end > known
 
     def _proven_end(self, cq: ConsumeQueue, queue_offset: int) -> int:
-        """The commitlog end of the entry's record when the record matches it, else -1."""
+        """The commitlog end of the entry's record when the entry is valid and the record it points at
+        is really there (the builder may be writing the very entry read), else -1."""
         entry = cq.entry(queue_offset)
-        if entry is None:
+        if entry is None or not entry_valid(entry[0], entry[1]):
             return -1
         phys_offset, size, _ = entry
         if phys_offset < self.commitlog.min_offset:
@@ -203,9 +199,8 @@ class PublishedStore:
             entries = cq.read(queue_offset, MAX_SCAN_ENTRIES)
             if len(entries) == 0:
                 return queue_offset
-            valid = (entries["phys_offset"] >= 0) & (entries["size"] > 0)
-            n_valid = len(entries) if bool(valid.all()) else int(valid.argmin())
-            live = (entries["size"][:n_valid] != FILLER_SIZE) & (entries["phys_offset"][:n_valid] >= commitlog_min)
+            n_valid = valid_prefix(entries)
+            live = entry_live(entries["phys_offset"][:n_valid], entries["size"][:n_valid], commitlog_min)
             if bool(live.any()):
                 return queue_offset + int(live.argmax())
             queue_offset += n_valid
@@ -392,8 +387,8 @@ def _scan_valid(cq: ConsumeQueue, queue_offset: int) -> int:
         entries = cq.read(queue_offset, batch)
         if len(entries) == 0:
             return queue_offset
-        valid = (entries["phys_offset"] >= 0) & (entries["size"] > 0)
-        if not bool(valid.all()):
-            return queue_offset + int(valid.argmin())
-        queue_offset += len(entries)
+        n_valid = valid_prefix(entries)
+        queue_offset += n_valid
+        if n_valid < len(entries):
+            return queue_offset
         batch = min(batch * 2, MAX_SCAN_ENTRIES)

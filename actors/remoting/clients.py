@@ -14,11 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.engine.errors import MqstoreError
+
 MAX_GROUPS_PER_HEARTBEAT = 256
 MAX_CLIENTS_PER_GROUP = 4096
 
 
-class ClientBodyError(ValueError):
+class ClientBodyError(MqstoreError, ValueError):
     """A heartbeat or lock body that is not what RocketMQ clients send."""
 
 

@@ -28,12 +28,12 @@ from mqstore.actors.config import BrokerConfig
 from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
 from mqstore.actors.remoting.transactions import TransactionFront
-from mqstore.engine.config import check_topic
 from mqstore.engine.delay.table import parse_level
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.msgid import offset_msg_id
 from mqstore.engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_properties
 from mqstore.engine.meta.topics import BROKER_MADE_PREFIXES
+from mqstore.engine.names import check_topic
 from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.timer.put_rule import TIMER_TOPIC
@@ -164,7 +164,7 @@ class BrokerFront:
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise RequestError(rm.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
-        template = Outgoing(topic=topic, body=b"", queue=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
+        template = Outgoing(topic=topic, body=b"", queue_id=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
                             sys_flag=header_int(ext, "sysFlag", 0, lo=0),
                             born_ms=header_int(ext, "bornTimestamp", wall_ms(), lo=0), born_host=born_host,
                             reconsume_times=header_int(ext, "reconsumeTimes", 0, lo=0))
@@ -225,7 +225,7 @@ class BrokerFront:
         props.setdefault("ORIGIN_MESSAGE_ID", ext.get("originMsgId") or original.uniq_key or original.msg_id)
         props["RECONSUME_TIME"] = str(times)
         await self._call("ingress", requests.CreateTopic(target, await self.queue_count(target)))
-        outgoing = Outgoing(topic=target, body=original.body, properties=props, queue=0, flag=original.flag,
+        outgoing = Outgoing(topic=target, body=original.body, properties=props, queue_id=0, flag=original.flag,
                             born_ms=original.born_ms, born_host=original.born_host, reconsume_times=times,
                             sys_flag=original.sys_flag & 0x3)
         code, remark, _ = await self._put([outgoing])

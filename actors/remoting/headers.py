@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mqstore.engine.config import check_topic
+from mqstore.engine.errors import MqstoreError
+from mqstore.engine.names import check_topic
 from mqstore.ipc.remoting import codec as rm
 
 LONG_MAX = (1 << 63) - 1
 
 
-class RequestError(Exception):
+class RequestError(MqstoreError):
     """A request the front answers with ``code`` and ``remark`` instead of serving it."""
 
     def __init__(self, code: int, remark: str) -> None:

@@ -32,6 +32,7 @@ from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.scheduler.progress import Copy, Progress
 from mqstore.actors.scheduler.schedule import Due, ScheduleQueues, reput_wire
+from mqstore.engine.delay.table import queue_level
 from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import SCHEDULE_TOPIC
 from mqstore.ipc.transport.sockets import connect, waiting_replies
@@ -67,11 +68,11 @@ class SchedulerActor:
         self.levels = cfg.store.delay_levels
         self.schedule = ScheduleQueues(self.store_dir, cfg.store.geometry, self.levels)
         self.progress = Progress.load(self.store_dir, self.levels.max_level, self.schedule.commitlog)
-        for level in range(1, self.levels.max_level + 1):
+        for level in self.levels.levels:
             self.progress.clamp(level, *self.schedule.bounds(level))
         found = self.progress.recover(self.schedule.commitlog)
         log.info("delay offsets %s; %d copies found stored past them", self.progress.offsets, found)
-        self.next_look_ms = dict.fromkeys(range(1, self.levels.max_level + 1), 0)  # wall ms; 0: look now
+        self.next_look_ms = dict.fromkeys(self.levels.levels, 0)  # wall ms; 0: look now
         self.at_end: set[int] = set()  # levels whose queue ended at their last look: an arrived notice wakes them
         self.in_flight: _InFlight | None = None
         self.ids = itertools.count(1)
@@ -186,8 +187,8 @@ class SchedulerActor:
             notice = _arrived(frame)
             for topic, queue_id, _ in notice.queues if notice is not None else ():
                 # a level waiting on its head's due time keeps it: entries behind the head are due later
-                if topic == SCHEDULE_TOPIC and queue_id + 1 in self.at_end:
-                    self.next_look_ms[queue_id + 1] = now
+                if topic == SCHEDULE_TOPIC and queue_level(queue_id) in self.at_end:
+                    self.next_look_ms[queue_level(queue_id)] = now
         if newest is not None and self.in_flight is None and now >= self.idle_step_at_ms:
             notice = _arrived(newest)
             if notice is not None:

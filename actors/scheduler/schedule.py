@@ -21,8 +21,9 @@ from pathlib import Path
 
 from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
 from mqstore.engine.config import Geometry
+from mqstore.engine.consumequeue.entry import entry_valid
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
-from mqstore.engine.delay.table import DelayLevels
+from mqstore.engine.delay.table import DelayLevels, schedule_queue_id
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.record import (
     PROP_CRC_KEY,
@@ -83,21 +84,21 @@ class ScheduleQueues:
 
     def bounds(self, level: int) -> tuple[int, int]:
         """The level's first live and next queue offsets, read off the files."""
-        cq = self.queues.get(SCHEDULE_TOPIC, level - 1)
+        cq = self.queues.get(SCHEDULE_TOPIC, schedule_queue_id(level))
         if cq is None:
             return 0, 0
         return cq.min_queue_offset, cq.scan_valid_end()
 
     def scan(self, level: int, queue_offset: int, now_ms: int, limit: int) -> LevelScan:
         """Up to ``limit`` due entries of ``level`` from ``queue_offset``."""
-        cq = self.queues.get(SCHEDULE_TOPIC, level - 1)
+        cq = self.queues.get(SCHEDULE_TOPIC, schedule_queue_id(level))
         if cq is None:
             return LevelScan([], queue_offset, None, [])
         cq.queue.refresh()
         self.commitlog.queue.refresh()
         due: list[Due] = []
         gone: list[int] = []
-        delay_ms = self.levels.delay_ms(min(level, self.levels.max_level))
+        delay_ms = self.levels.delay_ms(level)
         queue_offset = max(queue_offset, cq.min_queue_offset)
         while len(due) < limit:
             entries = cq.read(queue_offset, min(READ_ENTRIES, limit - len(due)))
@@ -105,7 +106,7 @@ class ScheduleQueues:
                 return LevelScan(due, queue_offset, None, gone)
             for phys, size, deliver_ms in zip(entries["phys_offset"].tolist(), entries["size"].tolist(),
                                               entries["tags_code"].tolist(), strict=True):
-                if size <= 0 or phys < 0:
+                if not entry_valid(phys, size):
                     return LevelScan(due, queue_offset, None, gone)  # the queue's end
                 if deliver_ms > now_ms + delay_ms:
                     deliver_ms = now_ms  # a clock that went back: due now, as RocketMQ's correctDeliverTimestamp
@@ -125,7 +126,7 @@ class ScheduleQueues:
         decoded = self.commitlog.read_record(phys, check_crc=False)
         record = decoded.record
         if (decoded.kind is not DecodeKind.RECORD or record is None or record.size != size
-                or record.topic != SCHEDULE_TOPIC or record.queue_id != level - 1
+                or record.topic != SCHEDULE_TOPIC or record.queue_id != schedule_queue_id(level)
                 or record.queue_offset != queue_offset):
             return None
         return record

@@ -69,7 +69,7 @@ class TransactionsActor:
         self.router: zmq.Socket[Any] | None = None
         self.checker = Checker(self.broker, CheckSettings(cfg.broker.transaction_timeout_ms,
                                                           cfg.broker.transaction_check_max,
-                                                          cfg.retention.file_reserved_hours * 3_600_000),
+                                                          cfg.retention.reserved_ms),
                                wall_ms, self._ask)
         self.totals = CheckRun()
         self.ended = 0

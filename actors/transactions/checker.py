@@ -145,7 +145,7 @@ class Checker:
         return ops
 
     def _discard(self, half: Record) -> bool:
-        result = self.broker.send([resend(half, topic=tx.CHECK_MAX_TOPIC, queue=0)])[0]
+        result = self.broker.send([resend(half, topic=tx.CHECK_MAX_TOPIC, queue_id=0)])[0]
         if not result.ok:
             log.warning("transactions: discarding half %d failed: %s %s", half.queue_offset, result.status,
                         result.reason)
@@ -161,7 +161,7 @@ class Checker:
         return True
 
     def _reappend(self, half: Record, props: dict[str, str]) -> SendResult | None:
-        copy = self.broker.send([resend(half, topic=tx.HALF_TOPIC, queue=tx.HALF_QUEUE,
+        copy = self.broker.send([resend(half, topic=tx.HALF_TOPIC, queue_id=tx.HALF_QUEUE,
                                         properties=own_properties(props))])[0]
         if not copy.ok:
             log.warning("transactions: re-appending half %d failed: %s %s", half.queue_offset, copy.status,

@@ -51,7 +51,7 @@ class EndResult:
 
 def op_record(half_queue_offsets: list[int]) -> Outgoing:
     """The op ("d") record resolving these halves."""
-    return Outgoing(topic=tx.OP_TOPIC, body=tx.op_body(half_queue_offsets), tags=tx.OP_TAG, queue=tx.HALF_QUEUE,
+    return Outgoing(topic=tx.OP_TOPIC, body=tx.op_body(half_queue_offsets), tags=tx.OP_TAG, queue_id=tx.HALF_QUEUE,
                     properties={tx.PROP_WAIT: "false"})
 
 
@@ -91,7 +91,7 @@ class Resolver:
         again = [half for n, half, _ in commits if not committed[n].ok]
         if op_stored.ok and again:
             log.warning("transactions: %d commit(s) refused; their halves wait for a check", len(again))
-            self.broker.send([resend(half, queue=tx.HALF_QUEUE) for half in again])
+            self.broker.send([resend(half, queue_id=tx.HALF_QUEUE) for half in again])
         for n, _, _ in ended:
             result = committed.get(n)
             if result is not None and not result.ok:
@@ -132,7 +132,7 @@ class Resolver:
         if record.topic != tx.CHECK_MAX_TOPIC:
             return EndResult(False, f"the record at {phys_offset} is on {record.topic}, not {tx.CHECK_MAX_TOPIC}")
         props = own_properties(tx.resumed_properties(record.properties))
-        (copy,) = self.broker.send([resend(record, topic=tx.HALF_TOPIC, queue=tx.HALF_QUEUE, properties=props)])
+        (copy,) = self.broker.send([resend(record, topic=tx.HALF_TOPIC, queue_id=tx.HALF_QUEUE, properties=props)])
         if not copy.ok:
             return EndResult(False, f"Put message back to {tx.HALF_TOPIC} failed: {copy.status} {copy.reason}", copy)
         return EndResult(True, "", copy)
@@ -150,5 +150,5 @@ class Resolver:
     def _committed(half: Record) -> Outgoing:
         topic, queue_id = tx.real_destination(half.properties) or (half.topic, half.queue_id)
         props = own_properties(tx.committed_properties(half.properties))
-        return resend(half, topic=topic, queue=queue_id, properties=props,
+        return resend(half, topic=topic, queue_id=queue_id, properties=props,
                       sys_flag=tx.committed_sys_flag(half.sys_flag) & 0xF, prepared_tx_offset=half.phys_offset)

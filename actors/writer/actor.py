@@ -49,15 +49,14 @@ from mqstore.actors.writer.sync import SyncWaiters
 from mqstore.engine.ackindex.low_water import unacked_low_water
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
-from mqstore.engine.delay.levels import schedule_queue_count
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind
-from mqstore.engine.log.writer import CommitLogWriter
 from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.move import MOVED_TOPIC
-from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio
+from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from mqstore.ipc.transport.sockets import bind, connect, recv_message
 from mqstore.ipc.wire import schema
@@ -82,7 +81,7 @@ class CommitLogWriterActor:
         topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True,
                                  auto_create=cfg.broker.auto_create_topics)
         # the delay levels' topic, one queue per level, made by the broker as RocketMQ's TopicConfigManager does
-        topics.create(SCHEDULE_TOPIC, schedule_queue_count(cfg.store))
+        topics.create(SCHEDULE_TOPIC, cfg.store.delay_levels.max_level)  # one queue per level
         if cfg.store.timer_wheel_enable:
             topics.create(TIMER_TOPIC, TIMER_QUEUE_COUNT)  # RocketMQ's system topic, made by the broker
         if cfg.retention.move_stragglers_below:
@@ -210,7 +209,7 @@ class CommitLogWriterActor:
         low = unacked_low_water(self.store_dir, self.rt.config.broker.readers)
         if low is None:
             return None
-        return lambda mf: mf.file_end <= low
+        return ends_by(low)
 
     def serve_round(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any],
                     written_out: zmq.Socket[Any]) -> None:

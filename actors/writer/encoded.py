@@ -27,10 +27,9 @@ from mqstore.actors.writer.outlets import Outlets
 from mqstore.actors.writer.state import WriterState
 from mqstore.engine.batch.key_text import KeyText
 from mqstore.engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
-from mqstore.engine.batch.record_batch import COLUMNS, BatchError
+from mqstore.engine.batch.record_batch import COLUMNS, BatchError, BatchOutcome
 from mqstore.engine.config import StoreConfig
 from mqstore.engine.log.message import PutStatus
-from mqstore.engine.log.writer import BatchOutcome
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Written
 from mqstore.ipc.wire.requests import SendEncoded

@@ -26,12 +26,12 @@ from mqstore.actors.writer.encoded import EncodedSend, encoding_fields
 from mqstore.actors.writer.sends import MessageSend
 from mqstore.actors.writer.state import TopicQueues
 from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
-from mqstore.engine.config import check_topic
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.message import Message, PutResult, PutStatus
 from mqstore.engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK
 from mqstore.engine.meta.topics import TopicError
+from mqstore.engine.names import check_topic
 from mqstore.engine.put.queue_selector import shard_hash, shard_queue
 from mqstore.engine.put.rewrite import rewrite
 from mqstore.ipc.wire import requests, schema

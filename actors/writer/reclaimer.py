@@ -53,10 +53,9 @@ class Reclaimer:
         return deleted
 
     def _describe(self, commitlog: CommitLog, consumption: Consumption | None) -> list[dict[str, Any]]:
-        reserved_ms = self.policy.file_reserved_hours * 3_600_000
         files = commitlog.queue.files
         shown = files if len(files) <= DESCRIBED_FILES else [*files[:DESCRIBED_FILES - 1], files[-1]]
-        spans = [(mf.file_base, mf.file_end, mf.last_modified_ms() + reserved_ms) for mf in shown]
+        spans = [(mf.file_base, mf.file_end, self.policy.expires_ms(mf)) for mf in shown]
         self.held = []
         if consumption is None or self.files is None:
             return [{"file": base, "expires_ms": expires_ms, "state": "newest" if i == len(spans) - 1 else "retention",

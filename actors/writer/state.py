@@ -1,6 +1,6 @@
 """What the writer's rounds share, each piece a small class the loop owns and hands down.
 
-- the commitlog's write path (``mqstore.engine.log.writer.CommitLogWriter``): queue offsets, appends;
+- the commitlog's write path (``mqstore.engine.put.writer.CommitLogWriter``): queue offsets, appends;
 - ``TopicQueues``: the topic table and where round robin stands per topic, one for both kinds of
   send (messages as maps, producer-encoded batches);
 - ``DiskState``: the last disk check, which refuses sends while the disk is full;
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from mqstore.actors.config import BrokerConfig
 from mqstore.actors.writer.sync import SyncWaiters
-from mqstore.engine.log.writer import CommitLogWriter
 from mqstore.engine.meta.topics import TopicTable
 from mqstore.engine.put.queue_selector import RoundRobin
+from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.retention import CleanupDecision
 
 

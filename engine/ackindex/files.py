@@ -34,6 +34,7 @@ from pathlib import Path
 
 from mqstore.engine.ackindex.codec import SegmentEntry, parse_journal, parse_segment
 from mqstore.engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import BACKUP_SUFFIX, TMP_SUFFIX, fsync_dir, read_with_backup, write_atomic
 
 JOURNAL_FILE_NAME = "journal.jif"
@@ -44,7 +45,7 @@ FORMAT_VERSION = 1
 _SEGMENT_NAME = re.compile(r"^(0|[1-9][0-9]*)\.idx$")
 
 
-class QueueIndexError(Exception):
+class QueueIndexError(MqstoreError):
     """Misuse (a publish below next_seq_id, a closed index), another geometry on disk, or an index
     that refuses writes after a failed one."""
 

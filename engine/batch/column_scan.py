@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from mqstore.engine import _native
 from mqstore.engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, FIELD_COUNT, REQUIRE_PROP_CRC, RecordColumns
+from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
 from mqstore.engine.log.record import Decoded, DecodeKind, decode_record
 
@@ -148,3 +149,12 @@ class ColumnScan:
 def known_starts(scan: ColumnScan) -> dict[int, Array]:
     """Every record start ``scan`` found, one sorted array per file base."""
     return {base: np.concatenate(parts) for base, parts in scan.starts.items() if parts}
+
+
+def scan_columns(commitlog: CommitLog, from_phys: int, to_phys: int | None = None, *, check_crc: bool = True,
+                 require_prop_crc: bool = False, known: dict[int, np.ndarray[Any, Any]] | None = None) -> ColumnScan:
+    """``CommitLog.scan`` by the chunk of records, as columns: iterate it for the records, then read
+    where it ended and why. ``known`` takes the record starts an earlier scan of the range found
+    (``known_starts``) instead of walking them again."""
+    end = commitlog.max_offset if to_phys is None else to_phys
+    return ColumnScan(commitlog.queue, max(from_phys, commitlog.min_offset), end, check_crc, require_prop_crc, known)

@@ -27,14 +27,15 @@ from mqstore.engine.batch.record_batch import (
     QUEUE_ROUND_ROBIN,
     REPLY_ROW,
     BatchError,
+    BatchOutcome,
     CheckedBatch,
     check_batch,
 )
-from mqstore.engine.config import StoreConfig, check_topic
+from mqstore.engine.config import StoreConfig
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.log.record import SCHEDULE_TOPIC
-from mqstore.engine.log.writer import BatchOutcome
 from mqstore.engine.meta.topics import TopicError, TopicTable
+from mqstore.engine.names import check_topic
 from mqstore.engine.put.queue_selector import QueueIds, RoundRobin, shard_queues
 
 

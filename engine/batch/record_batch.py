@@ -39,7 +39,9 @@ from typing import Any
 import numpy as np
 
 from mqstore.engine import _native
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.host import Host
+from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import (
     SYSFLAG_COMPRESSED,
     SYSFLAG_MULTI_TAGS,
@@ -147,8 +149,19 @@ def unpack_reply_rows(packed: bytes) -> tuple[list[int], list[int], list[int]]:
     return rows["phys_offset"].tolist(), rows["queue_id"].tolist(), rows["queue_offset"].tolist()
 
 
-class BatchError(ValueError):
+class BatchError(MqstoreError, ValueError):
     """A batch whose records do not match its columns: the whole request is refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What ``write_batch`` wrote: the first ``len(phys_offsets)`` records, in order; ``failure`` says
+    why the rest were not written (PUT_OK when all were)."""
+
+    phys_offsets: np.ndarray[Any, Any]
+    queue_offsets: np.ndarray[Any, Any]
+    store_ms: int
+    failure: tuple[PutStatus, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,17 +236,3 @@ def _check_reason(code: int, detail: int, records: bytes | memoryview, columns: 
     if code == 10:
         return f"a record's topic is not {topics[detail]!r}"
     return _CHECK_REASONS[code]
-
-
-def stamp_batch(buf: Any, starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any],
-                store_ms_pos: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
-                queue_offsets: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any], store_ms: int,
-                sealed: bool) -> None:
-    """Stamp queue id, queue offset, phys offset and store time into records already copied to ``buf``
-    (a mapped file's bytes; ``starts`` are positions in it), then their whole-record CRCs: one
-    compiled loop (``_native.stamp_batch``) over the columns as int64 arrays. ValueError when a
-    record leaves ``buf``."""
-    starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets = (
-        np.ascontiguousarray(column, np.int64)
-        for column in (starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets))
-    _native.stamp_batch(buf, starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets, store_ms, sealed)

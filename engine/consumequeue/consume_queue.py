@@ -1,20 +1,12 @@
 """ConsumeQueue: per (topic, queue id), one 20-byte entry per message, in queue-offset order.
 
-Entry (big-endian), at byte ``queue_offset * 20`` of ``consumequeue/{topic}/{queueId}/``:
-
-    pos  size  field
-      0     8  phys_offset   commitlog offset of the record
-      8     4  size          the record's TOTALSIZE
-     12     8  tags_code     Java hash of TAGS (or delivery time of a delayed message)
-
-300,000 entries per file by default. An entry is valid when ``phys_offset >= 0 and size > 0``.
-A queue whose first entry has a non-zero queue offset starts with filler entries
-``[0][0x7FFFFFFF][0]`` below its min offset (RocketMQ's pre-blank).
+The entry's bytes and what an entry says (valid, a filler, live) are ``entry``'s; this module is one
+queue's files: append in order, read, find the end of the valid entries, recover, truncate, and
+delete what retention took. 300,000 entries per file by default.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -22,16 +14,23 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from mqstore.engine.consumequeue.entry import (
+    CQ_DTYPE,
+    CQ_ENTRY_SIZE,
+    ENTRY,
+    FILLER_SIZE,
+    CqEntries,
+    decode_entry,
+    encode_entry,
+    entry_live,
+    entry_valid,
+    valid_prefix,
+)
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
 
-CQ_ENTRY_SIZE = 20
 DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
-FILLER_SIZE = 0x7FFFFFFF
-CQ_DTYPE = np.dtype([("phys_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
-_ENTRY = struct.Struct(">qiq")
-
-CqEntries = npt.NDArray[np.void]
 
 
 class QueueView(Protocol):
@@ -50,15 +49,6 @@ class QueueView(Protocol):
     def read(self, queue_offset: int, max_count: int) -> CqEntries: ...
 
 
-def encode_entry(phys_offset: int, size: int, tags_code: int) -> bytes:
-    return _ENTRY.pack(phys_offset, size, tags_code)
-
-
-def decode_entry(data: bytes | memoryview) -> tuple[int, int, int]:
-    phys_offset, size, tags_code = _ENTRY.unpack(data)
-    return int(phys_offset), int(size), int(tags_code)
-
-
 def cq_file_size(entries_per_file: int) -> int:
     return entries_per_file * CQ_ENTRY_SIZE
 
@@ -67,11 +57,6 @@ def _file_entries(mf: MappedFile, count: int | None = None) -> CqEntries:
     """A copy of the file's entries (copies, so no view outlives the mapping)."""
     n = mf.file_size // CQ_ENTRY_SIZE if count is None else count
     return np.frombuffer(mf.buffer, dtype=CQ_DTYPE, count=n).copy()
-
-
-def _first_invalid(entries: CqEntries) -> int:
-    valid = (entries["phys_offset"] >= 0) & (entries["size"] > 0)
-    return len(entries) if bool(valid.all()) else int(np.argmin(valid))
 
 
 class ConsumeQueue:
@@ -227,7 +212,7 @@ class ConsumeQueue:
         cursor: how a reader in another process learns how far the builder got."""
         self.queue.refresh()
         for mf in reversed(self.queue.files):
-            n_valid = _first_invalid(_file_entries(mf))
+            n_valid = valid_prefix(_file_entries(mf))
             if n_valid:
                 return (mf.file_base + n_valid * CQ_ENTRY_SIZE) // CQ_ENTRY_SIZE
         return self.min_queue_offset
@@ -241,8 +226,8 @@ class ConsumeQueue:
             lo, hi = 0, mf.file_size // CQ_ENTRY_SIZE
             while lo < hi:
                 mid = (lo + hi) // 2
-                phys_offset, size, _ = _ENTRY.unpack_from(mf.buffer, mid * CQ_ENTRY_SIZE)
-                if phys_offset >= 0 and size > 0:
+                phys_offset, size, _ = ENTRY.unpack_from(mf.buffer, mid * CQ_ENTRY_SIZE)
+                if entry_valid(phys_offset, size):
                     lo = mid + 1
                 else:
                     hi = mid
@@ -273,7 +258,7 @@ class ConsumeQueue:
         end = files[max(0, len(files) - 3)].file_base
         for mf in files[max(0, len(files) - 3):]:
             entries = _file_entries(mf)
-            n_valid = _first_invalid(entries)
+            n_valid = valid_prefix(entries)
             end = mf.file_base + n_valid * CQ_ENTRY_SIZE
             if n_valid < len(entries):
                 break
@@ -289,7 +274,7 @@ class ConsumeQueue:
             entries = _file_entries(last, last.written_pos // CQ_ENTRY_SIZE)
             keep = int(np.searchsorted(entries["phys_offset"], phys_offset, side="left")) \
                 if len(entries) else 0
-            n_valid = min(keep, _first_invalid(entries))
+            n_valid = min(keep, valid_prefix(entries))
             if n_valid == 0 and len(self.queue.files) > 1 and last.file_base > self.min_logic_pos:
                 self.queue.files.pop()
                 last.delete()
@@ -311,7 +296,7 @@ class ConsumeQueue:
         if self.min_queue_offset >= self.max_queue_offset:
             return
         entries = self.read(self.min_queue_offset, self.max_queue_offset - self.min_queue_offset)
-        live = (entries["phys_offset"] >= min_phys_offset) & (entries["size"] != FILLER_SIZE)
+        live = entry_live(entries["phys_offset"], entries["size"], min_phys_offset)
         if bool(live.any()):
             self.min_logic_pos += int(np.argmax(live)) * CQ_ENTRY_SIZE
         else:
@@ -333,7 +318,7 @@ class ConsumeQueue:
         return queue_offset_by_time(self, ts_ms, store_ms_at, upper=upper)
 
 
-class ConsumeQueueOrderError(RuntimeError):
+class ConsumeQueueOrderError(MqstoreError, RuntimeError):
     """An entry would be written at a position other than its queue offset: the dispatcher is broken."""
 
 

@@ -34,7 +34,8 @@ import numpy as np
 
 from mqstore.engine import _native
 from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
-from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
+from mqstore.engine.consumequeue.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
+from mqstore.engine.consumequeue.entry import CQ_DTYPE
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's

@@ -9,23 +9,14 @@
 
 #include "crc32.h"
 #include "kernels.h"
+#include "record.h"
 
 #define COLUMN_ROW 18 /* COLUMNS: size <i4, topic <u2, queue <i4, shard <i4, tag <i4 */
-#define MIN_RECORD 84
-#define MAGIC_V1 (-626843481)
-#define MAGIC_V2 (-626843477)
-#define CLIENT_FLAGS 0x3   /* compressed, multi tags */
-#define BORN_V6 0x10
-#define STORE_V6 0x20
-#define SYSFLAG_POS 36
-#define STORE_HOST_POS 64 /* with a v4 born host; 12 further with a v6 one */
-#define CRC_TAIL_SIZE 20  /* __CRC32#, \x01, ten digits, \x02 */
-#define CRC_HEAD "__CRC32#\x01"
-#define CRC_HEAD_SIZE 9
-#define QUEUE_ID_POS 12
-#define QUEUE_OFFSET_POS 20
-#define PHYS_OFFSET_POS 28
-#define PHYS_END 36 /* the stamped fixed fields end here */
+#define MIN_RECORD BODY_LENGTH_POS /* the oracle's least size of a record in a batch */
+#define CLIENT_FLAGS (SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS)
+#define CRC_HEAD PROP_CRC_KEY "\x01"
+#define CRC_HEAD_SIZE (PROP_CRC_KEY_SIZE + 1)
+#define PHYS_END SYSFLAG_POS /* the stamped fixed fields end here */
 
 enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, STORE_HOST, BODY_LENGTH,
        TOPIC_WIDTH, TOPIC_BYTES, LENGTHS, CRC_TAIL, SEND_ONLY_PROPERTY, BODY_CRC };
@@ -33,27 +24,23 @@ enum { CHECK_OK, NOT_WHOLE_ROWS, SIZES, TOPIC_ID, TOTALSIZE, MAGIC, SYS_FLAGS, S
 /* Properties only a ``send`` may carry: the send path's put rules (mqstore.engine.put.rewrite) read them and store
  * the message elsewhere (a delay level, a transaction's half, a timer), so a producer-encoded record
  * carrying one is refused. */
-static const char *const SEND_ONLY_HEADS[] = {"DELAY\x01", "TRAN_MSG\x01", "TIMER_DELAY_SEC\x01",
-                                              "TIMER_DELAY_MS\x01", "TIMER_DELIVER_MS\x01"};
+static const char *const SEND_ONLY_NAMES[] = {"DELAY", "TRAN_MSG", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
+                                              "TIMER_DELIVER_MS"};
 
-/* Whether a property of ``props[0, len)`` (name \x01 value \x02 ...) is one of SEND_ONLY_HEADS: each
- * property's start is compared, the next one found by one memchr for its \x02. */
+/* Whether a property of ``props[0, len)`` (mq_property_next's: a name and a value, neither empty) is
+ * one of SEND_ONLY_NAMES. */
 static int has_send_only_property(const uint8_t *props, int64_t len) {
-    const uint8_t *end = props + len, *at = props;
-    while (at < end) {
-        if (*at == 'D' || *at == 'T') {
-            for (size_t k = 0; k < sizeof SEND_ONLY_HEADS / sizeof SEND_ONLY_HEADS[0]; k++) {
-                size_t n = strlen(SEND_ONLY_HEADS[k]);
-                if ((size_t)(end - at) >= n && memcmp(at, SEND_ONLY_HEADS[k], n) == 0) {
+    MqProperties it = {props, props + len};
+    MqProperty p;
+    while (mq_property_next(&it, &p)) {
+        if (p.name[0] == 'D' || p.name[0] == 'T') {
+            for (size_t k = 0; k < sizeof SEND_ONLY_NAMES / sizeof SEND_ONLY_NAMES[0]; k++) {
+                if ((size_t)p.name_len == strlen(SEND_ONLY_NAMES[k]) &&
+                    memcmp(p.name, SEND_ONLY_NAMES[k], (size_t)p.name_len) == 0) {
                     return 1;
                 }
             }
         }
-        const uint8_t *next = memchr(at, 2, (size_t)(end - at));
-        if (next == NULL) {
-            break;
-        }
-        at = next + 1;
     }
     return 0;
 }
@@ -88,31 +75,33 @@ typedef struct {
  * body CRC, the last and dearest. Fills the record's store-time position and sys flag. */
 static int check_record(const Batch *b, int64_t start, int64_t end, int topic, int crc, int64_t *store_ms_pos,
                         int64_t *sys_flag) {
-    uint8_t copy[128], small[CRC_TAIL_SIZE];
-    const int64_t narrow = 80 + b->host_size; /* the head up to and with BODYLENGTH, v4 born host */
-    const uint8_t *h = clipped(b->buf, b->len, start, narrow + 12, copy);
-    int32_t flags = mq_be32(h + SYSFLAG_POS), magic = mq_be32(h + 4);
-    int64_t wide = (flags & BORN_V6) ? 12 : 0;
-    *store_ms_pos = 56 + wide;
+    uint8_t copy[128], small[PROP_CRC_SIZE];
+    /* the head up to and with BODYLENGTH, with a v4 born host and this batch's store host */
+    const int64_t narrow = BODY_LENGTH_POS + BODY_LENGTH_SIZE - IPV4_HOST_SIZE + b->host_size;
+    const uint8_t *h = clipped(b->buf, b->len, start, narrow + HOST_V6_EXTRA, copy);
+    int32_t flags = mq_be32(h + SYSFLAG_POS), magic = mq_be32(h + MAGIC_POS);
+    int64_t wide = (flags & SYSFLAG_BORNHOST_V6) ? HOST_V6_EXTRA : 0;
+    *store_ms_pos = mq_record_store_ms_pos(flags);
     *sys_flag = flags;
-    if (mq_be32(h) != end - start) {
+    if (mq_be32(h + TOTALSIZE_POS) != end - start) {
         return TOTALSIZE;
     }
     if (magic != MAGIC_V1 && magic != MAGIC_V2) {
         return MAGIC;
     }
-    if ((flags & ~(CLIENT_FLAGS | BORN_V6 | STORE_V6)) != 0 || (flags & STORE_V6) != (b->host_size > 8 ? STORE_V6 : 0)) {
+    if ((flags & ~(CLIENT_FLAGS | SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) != 0 ||
+        (flags & SYSFLAG_STOREHOST_V6) != (b->host_size > IPV4_HOST_SIZE ? SYSFLAG_STOREHOST_V6 : 0)) {
         return SYS_FLAGS;
     }
     if (memcmp(h + STORE_HOST_POS + wide, b->host, (size_t)b->host_size) != 0) {
         return STORE_HOST;
     }
-    int64_t body_len = mq_be32(h + narrow - 4 + wide), body_pos = start + narrow + wide;
+    int64_t body_len = mq_be32(h + narrow - BODY_LENGTH_SIZE + wide), body_pos = start + narrow + wide;
     if (body_len < 0 || body_len > b->max_body || body_pos + body_len > end) {
         return BODY_LENGTH;
     }
     int64_t part_start = topic ? b->part_ends[topic - 1] : 0, part_len = b->part_ends[topic] - part_start;
-    if ((magic == MAGIC_V2) != (part_len > 128)) {
+    if ((magic == MAGIC_V2) != (part_len > 1 + MAX_TOPIC_SIZE_V1)) {
         return TOPIC_WIDTH;
     }
     int64_t topic_pos = body_pos + body_len;
@@ -123,21 +112,21 @@ static int check_record(const Batch *b, int64_t start, int64_t end, int topic, i
         }
     }
     int64_t props_len_pos = topic_pos + part_len;
-    const uint8_t *p = clipped(b->buf, b->len, props_len_pos, 2, copy);
-    int64_t props_len = (int16_t)((uint16_t)p[0] << 8 | p[1]);
-    if (props_len < 0 || props_len_pos + 2 + props_len != end) {
+    int64_t props_len = mq_be16(clipped(b->buf, b->len, props_len_pos, PROPERTIES_LENGTH_SIZE, copy));
+    if (props_len < 0 || props_len_pos + PROPERTIES_LENGTH_SIZE + props_len != end) {
         return LENGTHS;
     }
     if (b->prop_crc) {
-        const uint8_t *tail = clipped(b->buf, b->len, end - CRC_TAIL_SIZE, CRC_TAIL_SIZE, small);
-        if (props_len < CRC_TAIL_SIZE || memcmp(tail, CRC_HEAD, CRC_HEAD_SIZE) != 0 || tail[CRC_TAIL_SIZE - 1] != 2) {
+        const uint8_t *tail = clipped(b->buf, b->len, end - PROP_CRC_SIZE, PROP_CRC_SIZE, small);
+        if (props_len < PROP_CRC_SIZE || memcmp(tail, CRC_HEAD, CRC_HEAD_SIZE) != 0 ||
+            tail[PROP_CRC_SIZE - 1] != PROPERTY_SEPARATOR) {
             return CRC_TAIL;
         }
     }
-    if (has_send_only_property(b->buf + props_len_pos + 2, props_len)) {
+    if (has_send_only_property(b->buf + props_len_pos + PROPERTIES_LENGTH_SIZE, props_len)) {
         return SEND_ONLY_PROPERTY;
     }
-    if (crc && mq_crc31(b->buf + body_pos, (size_t)body_len) != mq_be32(h + 8)) {
+    if (crc && mq_crc31(b->buf + body_pos, (size_t)body_len) != mq_be32(h + BODY_CRC_POS)) {
         return BODY_CRC;
     }
     return CHECK_OK;
@@ -158,7 +147,7 @@ PyObject *mq_check_batch(PyObject *self, PyObject *args) {
     if (!mq_int64s(&part_ends, &topics) || !mq_int64s(&out, &out_len)) {
         goto done;
     }
-    if (host.len != 8 && host.len != 20) {
+    if (host.len != IPV4_HOST_SIZE && host.len != IPV6_HOST_SIZE) {
         PyErr_SetString(PyExc_ValueError, "a store host is 8 or 20 bytes");
         goto done;
     }
@@ -260,7 +249,7 @@ PyObject *mq_stamp_batch(PyObject *self, PyObject *args) {
     int64_t stamped_bytes = 0; /* what the loops read and write: whole records when sealed */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (starts[i] < 0 || sizes[i] < PHYS_END || sizes[i] > buf.len - starts[i] || ms_pos[i] < 0 ||
-            ms_pos[i] > sizes[i] - 8 || (sealed && sizes[i] < CRC_TAIL_SIZE)) {
+            ms_pos[i] > sizes[i] - 8 || (sealed && sizes[i] < PROP_CRC_SIZE)) {
             PyErr_Format(PyExc_ValueError, "record %zd (at %lld, %lld bytes, store time at %lld) leaves the %zd-byte "
                          "buffer or cannot hold its fields", i, (long long)starts[i], (long long)sizes[i],
                          (long long)ms_pos[i], buf.len);
@@ -283,12 +272,12 @@ PyObject *mq_stamp_batch(PyObject *self, PyObject *args) {
     }
     if (sealed) {
         for (Py_ssize_t i = 0; i < n; i++) {
-            crcs[i] = mq_crc31(base + starts[i], (size_t)(sizes[i] - CRC_TAIL_SIZE));
+            crcs[i] = mq_crc31(base + starts[i], (size_t)(sizes[i] - PROP_CRC_SIZE));
         }
         for (Py_ssize_t i = 0; i < n; i++) {
-            uint8_t *digits = base + starts[i] + sizes[i] - CRC_TAIL_SIZE + CRC_HEAD_SIZE;
+            uint8_t *digits = base + starts[i] + sizes[i] - PROP_CRC_SIZE + CRC_HEAD_SIZE;
             uint32_t crc = (uint32_t)crcs[i];
-            for (int k = 0; k < 10; k++) { /* least significant first */
+            for (int k = 0; k < PROP_CRC_DIGITS; k++) { /* least significant first */
                 digits[k] = (uint8_t)('0' + crc % 10);
                 crc /= 10;
             }

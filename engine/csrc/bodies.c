@@ -4,12 +4,9 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "record.h"
 
-#define SYSFLAG_POS 36
-#define BORN_HOST_POS 48
-#define COMPRESSED 0x1
-#define BORN_V6 0x10
-#define STORE_V6 0x20
+#define COMPRESSED SYSFLAG_COMPRESSED
 
 enum walk_fault { WALK_OK, WALK_SIZE, WALK_SHORT, WALK_BODY };
 
@@ -19,39 +16,33 @@ typedef struct {
     int64_t start, size, body_len, need;
 } walk_result;
 
-/* Each record's body position, length and sys flag into spans (3 a record), reading every field where
- * the decoder reads it: the sys flag and BODYLENGTH are read from data even when they lie past the
- * record's own end (the decoder's struct reads do), so a record too short for them fails on its body
- * bounds, or as too short when data itself ends first. */
-static walk_result walk(const uint8_t *data, Py_ssize_t data_len, int64_t begin, const int64_t *sizes,
-                        Py_ssize_t n, int64_t *spans) {
+/* Each record's body position, length and sys flag into spans (3 a record), each read from the record's
+ * own bytes (mq_record_body): a record that ends before its BODYLENGTH does is too short for its
+ * header, whatever follows it in the reply. */
+static walk_result walk(const uint8_t *data, const int64_t *sizes, Py_ssize_t n, int64_t begin, int64_t *spans) {
     walk_result r = {WALK_OK, begin, 0, 0, 0};
     for (Py_ssize_t i = 0; i < n; i++, r.start += r.size) {
         r.size = sizes[i];
-        if (mq_be32(data + r.start) != r.size) {
+        if (mq_be32(data + r.start + TOTALSIZE_POS) != r.size) {
             r.fault = WALK_SIZE;
             return r;
         }
-        if (r.start + SYSFLAG_POS + 4 > data_len) {
-            r.fault = WALK_SHORT;
-            r.need = r.start + SYSFLAG_POS + 4;
-            return r;
-        }
-        int32_t sys_flag = mq_be32(data + r.start + SYSFLAG_POS);
-        int64_t pos = r.start + BORN_HOST_POS + (sys_flag & BORN_V6 ? 20 : 8) + 8 + (sys_flag & STORE_V6 ? 20 : 8) + 12;
-        if (pos + 4 > data_len) {
-            r.fault = WALK_SHORT;
-            r.need = pos + 4;
-            return r;
-        }
-        r.body_len = mq_be32(data + pos);
-        if (r.body_len < 0 || pos + 4 + r.body_len > r.start + r.size) {
+        MqRecordFields f;
+        switch (mq_record_body(data + r.start, r.size, &f)) {
+        case RECORD_OK:
+            break;
+        case RECORD_BODY_LEN:
             r.fault = WALK_BODY;
+            r.body_len = f.body_len;
+            return r;
+        default:
+            r.fault = WALK_SHORT;
+            r.need = r.size < SYSFLAG_POS + 4 ? SYSFLAG_POS + 4 : f.body_pos;
             return r;
         }
-        spans[3 * i] = pos + 4;
-        spans[3 * i + 1] = r.body_len;
-        spans[3 * i + 2] = sys_flag;
+        spans[3 * i] = r.start + f.body_pos;
+        spans[3 * i + 1] = f.body_len;
+        spans[3 * i + 2] = f.sys_flag;
     }
     return r;
 }
@@ -79,7 +70,7 @@ static int64_t *body_spans(const Py_buffer *data, long long begin, Py_buffer *si
     }
     walk_result r;
     MQ_BEGIN_ALLOW_THREADS_IF(end - begin)
-    r = walk(data->buf, data->len, begin, s, *n, spans);
+    r = walk(data->buf, s, *n, begin, spans);
     MQ_END_ALLOW_THREADS_IF
     switch (r.fault) {
     case WALK_OK:
@@ -89,8 +80,8 @@ static int64_t *body_spans(const Py_buffer *data, long long begin, Py_buffer *si
                      (long long)r.start);
         break;
     case WALK_SHORT:
-        PyErr_Format(PyExc_ValueError, "a record too short for its header: it needs %lld bytes, the reply has %zd",
-                     (long long)r.need, data->len);
+        PyErr_Format(PyExc_ValueError, "a record too short for its header: it needs %lld bytes, its size is %lld",
+                     (long long)r.need, (long long)r.size);
         break;
     case WALK_BODY:
         PyErr_Format(PyExc_ValueError, "a body of %lld bytes outside its record", (long long)r.body_len);

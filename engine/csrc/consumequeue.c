@@ -8,6 +8,7 @@
 
 #include "bigendian.h"
 #include "dispatch.h"
+#include "record.h"
 #include "kernels.h"
 
 /* a queue's row in the queues output: topic code, queue id, its entries [first, end), the queue

@@ -7,6 +7,7 @@
 #include "dispatch.h"
 #include "jhash.h"
 #include "kernels.h"
+#include "record.h"
 
 PyObject *mq_java_hashes(PyObject *self, PyObject *args) {
     (void)self;
@@ -65,33 +66,25 @@ static int is_ascii(const uint8_t *at, Py_ssize_t len) {
     return 1;
 }
 
-/* TAGS, KEYS and UNIQ_KEY of RocketMQ's properties text: segments end at \x02, the first \x01 splits
- * name from value, a segment counts when both are non-empty, and a later one replaces an earlier. */
+/* TAGS, KEYS and UNIQ_KEY of RocketMQ's properties text (mq_property_next's rule; a later one replaces
+ * an earlier). */
 static void read_properties(const uint8_t *at, Py_ssize_t len, Span *tags, Span *keys, Span *uniq) {
     tags->len = keys->len = uniq->len = -1;
-    Py_ssize_t start = 0;
-    while (start <= len) {
-        /* memchr: the C library's search looks at a vector of bytes a step */
-        const uint8_t *sep = memchr(at + start, 2, (size_t)(len - start));
-        Py_ssize_t end = sep != NULL ? sep - at : len;
-        const uint8_t *mark = memchr(at + start, 1, (size_t)(end - start));
-        Py_ssize_t split = mark != NULL ? mark - at : end;
-        Py_ssize_t name_len = split - start, value_len = end - split - 1;
-        if (split < end && name_len > 0 && value_len > 0) {
-            Span *which = NULL;
-            if (name_len == 4 && memcmp(at + start, "TAGS", 4) == 0) {
-                which = tags;
-            } else if (name_len == 4 && memcmp(at + start, "KEYS", 4) == 0) {
-                which = keys;
-            } else if (name_len == 8 && memcmp(at + start, "UNIQ_KEY", 8) == 0) {
-                which = uniq;
-            }
-            if (which != NULL) {
-                which->at = at + split + 1;
-                which->len = value_len;
-            }
+    MqProperties it = {at, at + len};
+    MqProperty p;
+    while (mq_property_next(&it, &p)) {
+        Span *which = NULL;
+        if (p.name_len == 4 && memcmp(p.name, "TAGS", 4) == 0) {
+            which = tags;
+        } else if (p.name_len == 4 && memcmp(p.name, "KEYS", 4) == 0) {
+            which = keys;
+        } else if (p.name_len == 8 && memcmp(p.name, "UNIQ_KEY", 8) == 0) {
+            which = uniq;
         }
-        start = end + 1;
+        if (which != NULL) {
+            which->at = p.value;
+            which->len = p.value_len;
+        }
     }
 }
 

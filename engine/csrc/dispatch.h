@@ -18,9 +18,6 @@ enum {
     ROW_SIZE_BYTES = 46,
 };
 
-/* a prepared or rolled-back transaction record gets no consume-queue entry (has_queue_entry) */
-enum { SYSFLAG_TX_MASK = 0xC, SYSFLAG_TX_COMMIT = 0x8 };
-
 static inline int64_t mq_row_i64(const uint8_t *row, int field) {
     int64_t v;
     memcpy(&v, row + field, 8);

@@ -14,14 +14,9 @@
 
 #include "crc32.h"
 #include "kernels.h"
+#include "record.h"
 
-#define MAGIC_V1 (-626843481)
-#define MAGIC_V2 (-626843477)
-#define BORN_V6 0x10
-#define STORE_V6 0x20
-#define MAX_PROPERTIES 32767
-#define CRC_PLACEHOLDER "__CRC32#\x01" "0000000000\x02"
-#define CRC_TAIL_SIZE 20
+#define CRC_PLACEHOLDER PROP_CRC_KEY "\x01" "0000000000\x02" /* PROP_CRC_SIZE bytes, sealed by stamp_batch */
 #define INT_COLUMNS 5 /* queue id, flag, sys flag, born time, reconsume times */
 
 #define MAX_PROPERTY_COLUMNS 8
@@ -127,7 +122,7 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "ints holds 5 int64s a record and sizes one");
         goto done;
     }
-    if (store.len != 8 && store.len != 20) {
+    if (store.len != IPV4_HOST_SIZE && store.len != IPV6_HOST_SIZE) {
         PyErr_SetString(PyExc_ValueError, "a store host is 8 or 20 bytes");
         goto done;
     }
@@ -166,11 +161,11 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
         PyObject *h = born != NULL ? PyTuple_GET_ITEM(born, i) : NULL;
         p->born = h != NULL ? (const uint8_t *)PyBytes_AS_STRING(h) : store.buf;
         p->born_len = h != NULL ? PyBytes_GET_SIZE(h) : store.len;
-        if (p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0) > MAX_PROPERTIES) {
-            PyErr_Format(PyExc_ValueError, "properties over %d bytes", MAX_PROPERTIES);
+        if (p->props_len + (prop_crc ? PROP_CRC_SIZE : 0) > MAX_PROPERTIES_SIZE) {
+            PyErr_Format(PyExc_ValueError, "properties over %d bytes", MAX_PROPERTIES_SIZE);
             goto done;
         }
-        if (p->born_len != 8 && p->born_len != 20) {
+        if (p->born_len != IPV4_HOST_SIZE && p->born_len != IPV6_HOST_SIZE) {
             PyErr_SetString(PyExc_ValueError, "a born host is 8 or 20 bytes");
             goto done;
         }
@@ -179,8 +174,8 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_OverflowError, "a queue id, flag, reconsume count or body length is out of int32");
             goto done;
         }
-        sizes[i] = 72 + p->born_len + store.len + p->body_len + p->part_len + 2 + p->props_len +
-                   (prop_crc ? CRC_TAIL_SIZE : 0);
+        sizes[i] = mq_record_size(p->born_len, store.len, p->body_len, p->part_len,
+                                  p->props_len + (prop_crc ? PROP_CRC_SIZE : 0));
         total += sizes[i];
     }
     result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
@@ -189,13 +184,14 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
     }
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
     const uint8_t *store_host = store.buf;
-    const int64_t v6 = store.len > 8 ? STORE_V6 : 0;
+    const int64_t v6 = store.len > IPV4_HOST_SIZE ? SYSFLAG_STOREHOST_V6 : 0;
     MQ_BEGIN_ALLOW_THREADS_IF(total)
     for (Py_ssize_t i = 0; i < n; i++) {
         const Pieces *p = &pieces[i];
-        int64_t sys_flag = (sys_flags[i] & ~(int64_t)(BORN_V6 | STORE_V6)) | (p->born_len > 8 ? BORN_V6 : 0) | v6;
+        int64_t sys_flag = (sys_flags[i] & ~(int64_t)(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)) |
+                           (p->born_len > IPV4_HOST_SIZE ? SYSFLAG_BORNHOST_V6 : 0) | v6;
         out = mq_put_be(out, (uint64_t)sizes[i], 4);
-        out = mq_put_be(out, (uint32_t)(p->part_len > 128 ? MAGIC_V2 : MAGIC_V1), 4);
+        out = mq_put_be(out, (uint32_t)(p->part_len > 1 + MAX_TOPIC_SIZE_V1 ? MAGIC_V2 : MAGIC_V1), 4);
         out = mq_put_be(out, (uint32_t)mq_crc31(p->body, (size_t)p->body_len), 4);
         out = mq_put_be(out, (uint64_t)queue_ids[i], 4);
         out = mq_put_be(out, (uint64_t)flags[i], 4);
@@ -207,15 +203,15 @@ PyObject *mq_encode_batch(PyObject *self, PyObject *args) {
         out = put_bytes(out + 8, store_host, store.len);
         out = mq_put_be(out, (uint64_t)reconsume[i], 4);
         memset(out, 0, 8); /* prepared transaction offset */
-        out = mq_put_be(out + 8, (uint64_t)p->body_len, 4);
+        out = mq_put_be(out + 8, (uint64_t)p->body_len, BODY_LENGTH_SIZE);
         out = put_bytes(out, p->body, p->body_len);
         out = put_bytes(out, p->part, p->part_len);
-        out = mq_put_be(out, (uint64_t)(p->props_len + (prop_crc ? CRC_TAIL_SIZE : 0)), 2);
+        out = mq_put_be(out, (uint64_t)(p->props_len + (prop_crc ? PROP_CRC_SIZE : 0)), PROPERTIES_LENGTH_SIZE);
         for (Py_ssize_t j = 0; j < k; j++) {
             out = put_bytes(out, prop_data[j * n + i], prop_len[j * n + i]);
         }
         if (prop_crc) {
-            out = put_bytes(out, (const uint8_t *)CRC_PLACEHOLDER, CRC_TAIL_SIZE);
+            out = put_bytes(out, (const uint8_t *)CRC_PLACEHOLDER, PROP_CRC_SIZE);
         }
     }
     MQ_END_ALLOW_THREADS_IF

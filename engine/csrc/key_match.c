@@ -5,32 +5,7 @@
 #include <string.h>
 
 #include "kernels.h"
-
-#define MAGIC_V1 (-626843481)
-#define MAGIC_V2 (-626843477)
-
-/* rec[a:b] as Python slices bytes (a >= 0): its start and length. */
-static void py_slice(int64_t n, int64_t a, int64_t b, int64_t *start, int64_t *length) {
-    if (b < 0) {
-        b = b + n < 0 ? 0 : b + n;
-    }
-    a = a < n ? a : n;
-    b = b < n ? b : n;
-    *start = a;
-    *length = b > a ? b - a : 0;
-}
-
-static const uint8_t *find(const uint8_t *hay, int64_t n, const uint8_t *needle, int64_t k) {
-    if (k == 0) {
-        return hay;
-    }
-    for (int64_t i = 0; i + k <= n; i++) {
-        if (hay[i] == needle[0] && memcmp(hay + i, needle, (size_t)k) == 0) {
-            return hay + i;
-        }
-    }
-    return NULL;
-}
+#include "record.h"
 
 /* Whether the property value holds key: all of it (whole), or one of its words between single spaces. */
 static int value_holds(const uint8_t *value, int64_t n, const uint8_t *key, int64_t k, int whole) {
@@ -49,56 +24,16 @@ static int value_holds(const uint8_t *value, int64_t n, const uint8_t *key, int6
     return 0;
 }
 
-/* The record rec[0:n] (its size field already checked) is topic's and its property (prefix: 0x02, the
- * name, 0x01) holds key; a length that points past the record means it does not. */
-static int holds(const uint8_t *rec, int64_t n, const Py_buffer *topic, const Py_buffer *prefix, const uint8_t *p_key,
-                 int64_t key_len, int whole) {
-    if (n < 40) {
-        return 0;
-    }
-    int64_t sys_flag = mq_be32(rec + 36);
-    int64_t pos = 48 + (sys_flag & 0x10 ? 20 : 8) + 8 + (sys_flag & 0x20 ? 20 : 8) + 12;
-    if (pos + 4 > n) {
-        return 0;
-    }
-    int64_t body_len = mq_be32(rec + pos);
-    pos += 4 + body_len;
-    if (body_len < 0 || pos + 4 > n) {
-        return 0;
-    }
-    int64_t topic_len;
-    if (mq_be32(rec + 4) == MAGIC_V1) {
-        topic_len = (int8_t)rec[pos];  /* a signed byte, as decode_record reads it */
-        pos += 1;
-    } else {
-        topic_len = mq_be16(rec + pos);
-        pos += 2;
-    }
-    if (topic_len < 0) {  /* decode_record's "outside the record": never a slice counted from the end */
-        return 0;
-    }
-    int64_t start, length;
-    py_slice(n, pos, pos + topic_len, &start, &length);
-    if (length != topic->len || memcmp(rec + start, topic->buf, (size_t)length) != 0 || pos + topic_len + 2 > n) {
-        return 0;
-    }
-    pos += topic_len;
-    int64_t props_len = mq_be16(rec + pos);
-    py_slice(n, pos + 2, pos + 2 + props_len, &start, &length);
-    /* Python prepends the separator to the properties, so a property at their start is found too */
-    const uint8_t *props = rec + start, *p_prefix = prefix->buf;
-    int64_t k = prefix->len;
-    const uint8_t *at;
-    if (k > 0 && length >= k - 1 && memcmp(props, p_prefix + 1, (size_t)(k - 1)) == 0 && p_prefix[0] == 2) {
-        at = props + (k - 1);
-    } else if ((at = find(props, length, p_prefix, k)) != NULL) {
-        at += k;
-    } else {
-        return 0;
-    }
-    const uint8_t *end = props + length;
-    const uint8_t *value_end = memchr(at, 2, (size_t)(end - at));
-    return value_holds(at, (value_end ? value_end : end) - at, p_key, key_len, whole);
+/* The record rec[0:n] (its size field already checked) is one decode_record takes, of topic, and its
+ * property name (as mq_property_find reads the properties: the last one so named) holds key. */
+static int holds(const uint8_t *rec, int64_t n, const Py_buffer *topic, const uint8_t *name, int64_t name_len,
+                 const uint8_t *key, int64_t key_len, int whole) {
+    MqRecordFields f;
+    MqProperty property;
+    return mq_record_locate(rec, n, &f) == RECORD_OK && f.topic_len == topic->len &&
+           memcmp(rec + f.topic_pos, topic->buf, (size_t)f.topic_len) == 0 &&
+           mq_property_find(rec + f.props_pos, f.props_len, name, name_len, &property) &&
+           value_holds(property.value, property.value_len, key, key_len, whole);
 }
 
 /* Whether key k has taken the record at phys_offset already: below the lowest it took, surely not (a walk
@@ -141,6 +76,12 @@ PyObject *mq_keys_holding(PyObject *self, PyObject *args) {
     if (n_limits != n_files || n_cand_phys != n_cand || n_counts != n || n_min != n || n_places != n ||
         n_wants != n || count < 0 || count > n_cand || n_taken < 0 || n_taken > capacity || max_count < 0 || page < 0) {
         PyErr_SetString(PyExc_ValueError, "files, candidates, keys or taken rows do not fit together");
+        goto done;
+    }
+    const uint8_t *name = (const uint8_t *)prefix.buf + 1;  /* the prefix: PROPERTY_SEPARATOR, name, NAME_VALUE_SEPARATOR */
+    int64_t name_len = prefix.len - 2;
+    if (name_len < 1 || name[-1] != PROPERTY_SEPARATOR || name[name_len] != NAME_VALUE_SEPARATOR) {
+        PyErr_SetString(PyExc_ValueError, "a property prefix is its separator, its name and the name's separator");
         goto done;
     }
     const int64_t *base = file_bases.buf, *limit = limits.buf, *k_of = cand_keys.buf, *phys = cand_phys.buf;
@@ -189,9 +130,9 @@ PyObject *mq_keys_holding(PyObject *self, PyObject *args) {
         if (pos + 8 > end_pos) {
             continue;
         }
-        int64_t size = mq_be32(data + pos), magic = mq_be32(data + pos + 4);
-        if (size < 8 || size > end_pos - pos || (magic != MAGIC_V1 && magic != MAGIC_V2) ||
-            !holds(data + pos, size, &topic, &prefix, key_bytes + from, k_end[k] - from, whole) ||
+        int64_t size = mq_be32(data + pos + TOTALSIZE_POS);
+        if (size < 0 || size > end_pos - pos ||
+            !holds(data + pos, size, &topic, name, name_len, key_bytes + from, k_end[k] - from, whole) ||
             taken_before(rows, (Py_ssize_t)n_taken, lowest, k, at)) {
             continue;
         }

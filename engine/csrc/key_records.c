@@ -5,8 +5,7 @@
 #include <string.h>
 
 #include "kernels.h"
-
-#define QUEUE_OFFSET_POS 20
+#include "record.h"
 
 int mq_files(PyObject *files, Py_ssize_t n, MqFiles *out) {
     out->views = NULL;

@@ -8,10 +8,9 @@
 
 #include "jhash.h"
 #include "kernels.h"
+#include "record.h"
 
 #define CQ_ENTRY_SIZE 20
-#define MAGIC_V1 (-626843481)
-#define MAGIC_V2 (-626843477)
 #define CHECK_DECODES 1 /* the record decodes (decode_record, check_crc=False) */
 #define CHECK_TAGS 2    /* and its TAGS is one of the filter's tags (two tags may share a code) */
 
@@ -68,24 +67,17 @@ static int decodes_to(const uint8_t *value, Py_ssize_t n, const uint8_t *tag, Py
     return j == k;
 }
 
-/* Whether the properties' TAGS (decode_properties: the last segment named TAGS with a value) is one of
- * the n_tags tags, tags[ends[t - 1]:ends[t]]. */
+/* Whether the properties' TAGS (mq_property_find: the last property so named) is one of the n_tags
+ * tags, tags[ends[t - 1]:ends[t]]. */
 static int tags_wanted(const uint8_t *props, int64_t n, const uint8_t *tags, const int64_t *ends,
                        Py_ssize_t n_tags) {
-    const uint8_t *value = NULL, *end = props + n;
-    int64_t value_len = 0;
-    for (const uint8_t *segment = props; segment < end;) {
-        const uint8_t *stop = memchr(segment, 2, (size_t)(end - segment));
-        stop = stop ? stop : end;
-        if (stop - segment > 5 && memcmp(segment, "TAGS\x01", 5) == 0) {
-            value = segment + 5;
-            value_len = stop - value;
-        }
-        segment = stop + 1;
+    MqProperty value = {NULL, NULL, 0, 0};
+    if (!mq_property_find(props, n, "TAGS", 4, &value)) {
+        return 0;
     }
-    for (Py_ssize_t t = 0; value != NULL && t < n_tags; t++) {
+    for (Py_ssize_t t = 0; t < n_tags; t++) {
         int64_t start = t ? ends[t - 1] : 0;
-        if (decodes_to(value, value_len, tags + start, ends[t] - start)) {
+        if (decodes_to(value.value, value.value_len, tags + start, ends[t] - start)) {
             return 1;
         }
     }
@@ -106,10 +98,10 @@ typedef struct {
  * properties lie in the file). */
 static int record_holds(const File *f, int64_t phys_offset, int64_t size, int64_t *props_pos, int64_t *props_len) {
     int64_t pos = phys_offset - f->base;
-    if (size < 8 || pos > f->written_pos - size || mq_be32(f->data + pos) != size) {
+    if (size < MAGIC_POS + 4 || pos > f->written_pos - size || mq_be32(f->data + pos + TOTALSIZE_POS) != size) {
         return 0;
     }
-    int64_t magic = mq_be32(f->data + pos + 4);
+    int64_t magic = mq_be32(f->data + pos + MAGIC_POS);
     if (magic != MAGIC_V1 && magic != MAGIC_V2) {
         return 0;
     }

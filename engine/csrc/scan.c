@@ -6,14 +6,8 @@
 
 #include "crc32.h"
 #include "kernels.h"
+#include "record.h"
 
-#define MAGIC_V1 (-626843481)
-#define MAGIC_V2 (-626843477)
-#define BLANK_MAGIC (-875286124)
-#define BORN_HOST_POS 48
-#define BORNHOST_V6 0x10
-#define STOREHOST_V6 0x20
-#define PROP_CRC_SIZE 20 /* "__CRC32#", 0x01, ten digits least significant first, 0x02 */
 #define CHECK_TOPIC 1
 #define CHECK_CRC 2
 #define REQUIRE_PROP_CRC 4
@@ -26,8 +20,6 @@ enum { CODE_OK, CODE_MAGIC, CODE_MIN_SIZE, CODE_PAST_END, CODE_BODY_LEN, CODE_TO
 enum { F_STARTS, F_SIZE, F_VERSION, F_BODY_CRC, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHYS_OFFSET, F_SYS_FLAG,
        F_BORN_MS, F_BORN_HOST_LEN, F_STORE_MS, F_STORE_HOST_POS, F_STORE_HOST_LEN, F_RECONSUME_TIMES,
        F_PREPARED_TX_OFFSET, F_BODY_POS, F_BODY_LEN, F_TOPIC_POS, F_TOPIC_LEN, F_PROPS_POS, F_PROPS_LEN, FIELDS };
-
-static const int64_t MIN_SIZE_V1 = 84 - 16 + 8 + 8 + 4 + 1 + 2, MIN_SIZE_V2 = 84 - 16 + 8 + 8 + 4 + 2 + 2;
 
 typedef struct {
     const uint8_t *data;
@@ -48,64 +40,70 @@ static int64_t read_be(Buf b, int64_t pos, int width) {
     return (int64_t)(v << shift) >> shift;
 }
 
+/* The fields of a record mq_record_locate refused, as the oracle gathers them: each length read where
+ * the one before it puts it, within the buffer or past it (zeros), a negative one counted as empty. */
+static void gather_broken(Buf b, int64_t s, int64_t magic, MqRecordFields *f) {
+    f->version = magic == MAGIC_V2 ? 2 : 1;
+    f->sys_flag = read_be(b, s + SYSFLAG_POS, 4);
+    f->born_host_len = f->sys_flag & SYSFLAG_BORNHOST_V6 ? IPV6_HOST_SIZE : IPV4_HOST_SIZE;
+    f->store_host_len = f->sys_flag & SYSFLAG_STOREHOST_V6 ? IPV6_HOST_SIZE : IPV4_HOST_SIZE;
+    f->store_ms_pos = mq_record_store_ms_pos(f->sys_flag);
+    f->store_host_pos = f->store_ms_pos + (STORE_HOST_POS - STORE_MS_POS);
+    int64_t at = mq_record_body_length_pos(f->sys_flag);
+    f->body_pos = at + BODY_LENGTH_SIZE;
+    f->body_len = read_be(b, s + at, 4);
+    at = f->body_pos + (f->body_len > 0 ? f->body_len : 0);
+    f->topic_len = read_be(b, s + at, f->version);
+    f->topic_pos = at + f->version;
+    at = f->topic_pos + (f->topic_len > 0 ? f->topic_len : 0);
+    f->props_len = read_be(b, s + at, PROPERTIES_LENGTH_SIZE);
+    f->props_pos = at + PROPERTIES_LENGTH_SIZE;
+}
+
 /* One record's columns into row[f * stride]; its structure verdict. */
 static int decode_layout(Buf b, int64_t s, int64_t limit, int64_t *row, Py_ssize_t stride) {
-#define SET(f, v) (row[(f) * stride] = (v))
-    int64_t size = read_be(b, s, 4), magic = read_be(b, s + 4, 4), sys_flag = read_be(b, s + 36, 4);
-    int64_t version = magic == MAGIC_V2 ? 2 : 1;
-    int64_t born_len = sys_flag & BORNHOST_V6 ? 20 : 8, store_len = sys_flag & STOREHOST_V6 ? 20 : 8;
-    int64_t store_ms_pos = s + BORN_HOST_POS + born_len, store_host_pos = store_ms_pos + 8;
-    int64_t tail_pos = store_host_pos + store_len;
-    int64_t body_pos = tail_pos + 16, body_len = read_be(b, tail_pos + 12, 4);
-    int64_t topic_len_pos = body_pos + (body_len > 0 ? body_len : 0);
-    int64_t topic_len = read_be(b, topic_len_pos, version == 1 ? 1 : 2), topic_pos = topic_len_pos + version;
-    int64_t props_len_pos = topic_pos + (topic_len > 0 ? topic_len : 0), props_len = read_be(b, props_len_pos, 2);
+    int64_t size = read_be(b, s, 4), magic = read_be(b, s + MAGIC_POS, 4);
+    MqRecordFields f;
+    int code = CODE_OK;
+    if (magic != MAGIC_V1 && magic != MAGIC_V2) {
+        code = CODE_MAGIC;
+    } else if (size < (magic == MAGIC_V1 ? MIN_RECORD_SIZE_V1 : MIN_RECORD_SIZE_V2)) {
+        code = CODE_MIN_SIZE;
+    } else if (s + size > limit) {
+        code = CODE_PAST_END;
+    } else {
+        static const int codes[] = {CODE_OK, CODE_MAGIC, CODE_MIN_SIZE, CODE_BODY_LEN, CODE_TOPIC_LEN, CODE_PROPS_LEN,
+                                    CODE_TOTAL_SIZE, CODE_BODY_LEN};
+        code = codes[mq_record_locate(b.data + s, size, &f)];
+    }
+    if (code != CODE_OK) {
+        gather_broken(b, s, magic, &f);
+    }
+#define SET(c, v) (row[(c) * stride] = (v))
     SET(F_STARTS, s);
     SET(F_SIZE, size);
-    SET(F_VERSION, version);
-    SET(F_BODY_CRC, read_be(b, s + 8, 4));
-    SET(F_QUEUE_ID, read_be(b, s + 12, 4));
-    SET(F_FLAG, read_be(b, s + 16, 4));
-    SET(F_QUEUE_OFFSET, read_be(b, s + 20, 8));
-    SET(F_PHYS_OFFSET, read_be(b, s + 28, 8));
-    SET(F_SYS_FLAG, sys_flag);
-    SET(F_BORN_MS, read_be(b, s + 40, 8));
-    SET(F_BORN_HOST_LEN, born_len);
-    SET(F_STORE_MS, read_be(b, store_ms_pos, 8));
-    SET(F_STORE_HOST_POS, store_host_pos);
-    SET(F_STORE_HOST_LEN, store_len);
-    SET(F_RECONSUME_TIMES, read_be(b, tail_pos, 4));
-    SET(F_PREPARED_TX_OFFSET, read_be(b, tail_pos + 4, 8));
-    SET(F_BODY_POS, body_pos);
-    SET(F_BODY_LEN, body_len);
-    SET(F_TOPIC_POS, topic_pos);
-    SET(F_TOPIC_LEN, topic_len);
-    SET(F_PROPS_POS, props_len_pos + 2);
-    SET(F_PROPS_LEN, props_len);
+    SET(F_VERSION, f.version);
+    SET(F_BODY_CRC, read_be(b, s + BODY_CRC_POS, 4));
+    SET(F_QUEUE_ID, read_be(b, s + QUEUE_ID_POS, 4));
+    SET(F_FLAG, read_be(b, s + FLAG_POS, 4));
+    SET(F_QUEUE_OFFSET, read_be(b, s + QUEUE_OFFSET_POS, 8));
+    SET(F_PHYS_OFFSET, read_be(b, s + PHYS_OFFSET_POS, 8));
+    SET(F_SYS_FLAG, f.sys_flag);
+    SET(F_BORN_MS, read_be(b, s + BORN_MS_POS, 8));
+    SET(F_BORN_HOST_LEN, f.born_host_len);
+    SET(F_STORE_MS, read_be(b, s + f.store_ms_pos, 8));
+    SET(F_STORE_HOST_POS, s + f.store_host_pos);
+    SET(F_STORE_HOST_LEN, f.store_host_len);
+    SET(F_RECONSUME_TIMES, read_be(b, s + f.store_host_pos + f.store_host_len, 4));
+    SET(F_PREPARED_TX_OFFSET, read_be(b, s + f.store_host_pos + f.store_host_len + 4, 8));
+    SET(F_BODY_POS, s + f.body_pos);
+    SET(F_BODY_LEN, f.body_len);
+    SET(F_TOPIC_POS, s + f.topic_pos);
+    SET(F_TOPIC_LEN, f.topic_len);
+    SET(F_PROPS_POS, s + f.props_pos);
+    SET(F_PROPS_LEN, f.props_len);
 #undef SET
-    int64_t rec_end = s + size;
-    if (magic != MAGIC_V1 && magic != MAGIC_V2) {
-        return CODE_MAGIC;
-    }
-    if (size < (version == 1 ? MIN_SIZE_V1 : MIN_SIZE_V2)) {
-        return CODE_MIN_SIZE;
-    }
-    if (rec_end > limit) {
-        return CODE_PAST_END;
-    }
-    if (body_len < 0 || body_pos + body_len > rec_end) {
-        return CODE_BODY_LEN;
-    }
-    if (topic_len < 0 || topic_pos + topic_len > rec_end) {
-        return CODE_TOPIC_LEN;
-    }
-    if (props_len < 0 || props_len_pos + 2 + props_len > rec_end) {
-        return CODE_PROPS_LEN;
-    }
-    if (84 - 16 + born_len + store_len + 4 + body_len + version + topic_len + 2 + props_len != size) {
-        return CODE_TOTAL_SIZE;
-    }
-    return CODE_OK;
+    return code;
 }
 
 /* Whether bytes are UTF-8 as Python's strict decoder takes it: no overlong forms, no surrogates,
@@ -149,10 +147,8 @@ static int is_utf8(const uint8_t *p, int64_t n) {
     return 1;
 }
 
-static const uint8_t PROP_CRC_NAME[8] = {'_', '_', 'C', 'R', 'C', '3', '2', '#'};
-
 /* The CRC verdict of a record whose layout is valid: decode_record(check_crc=True)'s checks beyond
- * the layout, or CODE_DECODER for properties that name __CRC32# anywhere but in a sealed last one. */
+ * the layout, or CODE_DECODER for properties that hold PROP_CRC_KEY anywhere but in a sealed last one. */
 static int check_crcs(Buf b, const int64_t *row, Py_ssize_t stride, int require_prop_crc) {
 #define GET(f) (row[(f) * stride])
     int64_t body_pos = GET(F_BODY_POS), body_len = GET(F_BODY_LEN);
@@ -162,23 +158,25 @@ static int check_crcs(Buf b, const int64_t *row, Py_ssize_t stride, int require_
     int64_t start = GET(F_STARTS), end = start + GET(F_SIZE);
     int64_t props_pos = GET(F_PROPS_POS), props_len = GET(F_PROPS_LEN);
 #undef GET
-    const uint8_t *tail = b.data + end - PROP_CRC_SIZE;
-    if (props_len >= PROP_CRC_SIZE && memcmp(tail, PROP_CRC_NAME, 8) == 0 && tail[8] == 1 && tail[19] == 2 &&
-        (end - PROP_CRC_SIZE == props_pos || tail[-1] == 2)) {
+    const uint8_t *tail = b.data + end - PROP_CRC_SIZE, *digits = tail + PROP_CRC_KEY_SIZE + 1;
+    if (props_len >= PROP_CRC_SIZE && memcmp(tail, PROP_CRC_KEY, PROP_CRC_KEY_SIZE) == 0 &&
+        tail[PROP_CRC_KEY_SIZE] == NAME_VALUE_SEPARATOR && tail[PROP_CRC_SIZE - 1] == PROPERTY_SEPARATOR &&
+        (end - PROP_CRC_SIZE == props_pos || tail[-1] == PROPERTY_SEPARATOR)) {
         int64_t stored = 0, weight = 1;
-        for (int k = 9; k < 19; k++, weight *= 10) {
-            if (tail[k] < '0' || tail[k] > '9') {
+        for (int k = 0; k < PROP_CRC_DIGITS; k++, weight *= 10) {
+            if (digits[k] < '0' || digits[k] > '9') {
                 return CODE_RECORD_CRC;
             }
-            stored += (tail[k] - '0') * weight;
+            stored += (digits[k] - '0') * weight;
         }
         return mq_crc31(b.data + start, (size_t)(end - PROP_CRC_SIZE - start)) == stored ? CODE_OK : CODE_RECORD_CRC;
     }
     if (require_prop_crc) {
         return CODE_PROP_CRC_MISSING;
     }
-    for (int64_t at = props_pos; at + 8 <= props_pos + props_len; at++) {
-        if (b.data[at] == '_' && memcmp(b.data + at, PROP_CRC_NAME, 8) == 0) {
+    /* any PROP_CRC_KEY, even inside a value: the decoder's rule decides what it means */
+    for (int64_t at = props_pos; at + PROP_CRC_KEY_SIZE <= props_pos + props_len; at++) {
+        if (b.data[at] == PROP_CRC_KEY[0] && memcmp(b.data + at, PROP_CRC_KEY, PROP_CRC_KEY_SIZE) == 0) {
             return CODE_DECODER;
         }
     }
@@ -308,7 +306,7 @@ PyObject *mq_scan_records(PyObject *self, PyObject *args) {
             why = WHY_BLANK;
             break;
         }
-        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < MIN_SIZE_V1 || pos + size > b.len) {
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < MIN_RECORD_SIZE_V1 || pos + size > b.len) {
             why = WHY_BAD;
             break;
         }

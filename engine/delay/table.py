@@ -1,10 +1,15 @@
-"""RocketMQ's delay levels: the ``messageDelayLevel`` table and the delivery time it gives a record.
+"""RocketMQ's delay levels: the ``messageDelayLevel`` table, the level a ``DELAY`` asks for, the
+schedule queue it waits on, and the delivery time it gives a record. Every rule about levels is here;
+the put rule (``levels``), the scheduler and the ack queues' redelivery ask it.
 
 The table is a string of space-separated tokens, ``"1s 5s 10s 30s 1m ... 2h"``; token i (0-based) is
 level i + 1, its last character the unit (s, m, h, d) and the rest a whole number (RocketMQ's
-``parseDelayLevel``). A record on ``SCHEDULE_TOPIC_XXXX`` with a ``DELAY`` property gets the
-delivery time as its consume-queue tags code: store time + the level's delay, the level clamped to
-the table's last (RocketMQ's ``computeDeliverTimestamp``). Every
+``parseDelayLevel``). A ``DELAY`` property is Java's ``Integer.parseInt`` of its text (a text it
+refuses makes the message illegal); 0 or below asks for no delay, and a level past the table's last
+is its last (RocketMQ clamps, in ``transformDelayLevelMessage`` and ``computeDeliverTimestamp``).
+Level n waits on queue n - 1 of ``SCHEDULE_TOPIC_XXXX``, one queue per level. A record there with a
+``DELAY`` property gets its delivery time as its consume-queue tags code: store time + the level's
+delay. Every
 path that computes a tags code (the writer's dispatch, re-dispatch, recovery, verify, the pipeline)
 calls ``tags_code_of`` with the table of the store: the broker's ``[store] message_delay_level``,
 saved with the store (``DELAY_LEVEL_FILE``) so offline tools read the one the broker used.
@@ -18,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.java.numbers import parse_int, parse_long
 from mqstore.engine.log.record import PROP_DELAY, PROP_TAGS, SCHEDULE_TOPIC
@@ -28,7 +34,7 @@ DELAY_LEVEL_FILE = "config/messageDelayLevel.json"
 UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class DelayLevelError(ValueError):
+class DelayLevelError(MqstoreError, ValueError):
     """A ``message_delay_level`` string RocketMQ would not parse."""
 
 
@@ -41,24 +47,46 @@ class DelayLevels:
 
     @property
     def max_level(self) -> int:
+        """The table's last level, and the schedule topic's queue count (one queue per level)."""
         return len(self.delays_ms)
 
+    @property
+    def levels(self) -> range:
+        """Every level, 1..max_level."""
+        return range(1, self.max_level + 1)
+
     def delay_ms(self, level: int) -> int:
-        """The delay of ``level`` (1..max_level)."""
-        return self.delays_ms[level - 1]
+        """The delay of ``level`` (1 or above; past the table's last, the last's)."""
+        return self.delays_ms[min(level, self.max_level) - 1]
+
+    def level_of(self, delay_property: str) -> int | None:
+        """The level a ``DELAY`` property puts a message on, clamped to the table's last; 0 when it
+        asks for none (0 or below); None when Java's ``Integer.parseInt`` refuses it."""
+        level = parse_level(delay_property)
+        if level is None:
+            return None
+        return min(level, self.max_level) if level > 0 else 0
 
     def delivery_ms(self, delay_property: str, store_ms: int) -> int | None:
         """The delivery time of a schedule-topic record stored at ``store_ms``; None when its DELAY
         is not a level above 0 (its tags code is then its tags' hash)."""
-        level = parse_level(delay_property)
-        if level is None or level <= 0:
-            return None
-        return store_ms + self.delays_ms[min(level, self.max_level) - 1]
+        level = self.level_of(delay_property)
+        return store_ms + self.delay_ms(level) if level else None
 
 
 def parse_level(text: str) -> int | None:
     """Java's ``Integer.parseInt`` of a DELAY property: None where it would throw."""
     return parse_int(text)
+
+
+def schedule_queue_id(level: int) -> int:
+    """The queue of ``SCHEDULE_TOPIC_XXXX`` that ``level`` waits on."""
+    return level - 1
+
+
+def queue_level(queue_id: int) -> int:
+    """The level whose messages wait on schedule queue ``queue_id``."""
+    return queue_id + 1
 
 
 @functools.lru_cache(maxsize=8)

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.keyindex import buckets
 from mqstore.engine.keyindex.keys import index_hash
 
@@ -76,7 +77,7 @@ _HEADER_FIELDS = {name: (struct.Struct(">q" if INDEX_HEADER_DTYPE[name].itemsize
 _Views = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 
-class IndexFileError(ValueError):
+class IndexFileError(MqstoreError, ValueError):
     """An index file that does not match the expected geometry, or is used after close."""
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.engine.batch.column_scan import ColumnScan
-from mqstore.engine.batch.record_batch import CheckedBatch, stamp_batch
+from mqstore.engine import _native
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
 from mqstore.engine.log.record import (
@@ -32,7 +32,7 @@ from mqstore.engine.log.record import (
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
 
 
-class RecordTooLargeError(ValueError):
+class RecordTooLargeError(MqstoreError, ValueError):
     """A record cannot fit even an empty commitlog file."""
 
 
@@ -108,24 +108,26 @@ class CommitLog:
             view.release()
         return phys_offsets
 
-    def append_checked(self, records: bytes | memoryview, batch: CheckedBatch, queue_ids: np.ndarray[Any, Any],
-                       queue_offsets: np.ndarray[Any, Any], store_ms: int, *, sealed: bool,
-                       appended: list[np.ndarray[Any, Any]]) -> None:
-        """Append a producer-encoded batch (``mqstore.engine.batch.record_batch``): one slice copy per file, then its
-        fields stamped and its records sealed over the mapped bytes in one compiled loop. The phys offsets
-        of each file's records reach ``appended`` as one int64 array once they are written, as ``append``'s
-        reach its list."""
-        sizes = batch.columns["size"].astype(np.int64)
+    def append_checked(self, records: bytes | memoryview, batch_starts: np.ndarray[Any, Any],
+                       sizes: np.ndarray[Any, Any], batch_store_ms_pos: np.ndarray[Any, Any],
+                       queue_ids: np.ndarray[Any, Any], queue_offsets: np.ndarray[Any, Any], store_ms: int, *,
+                       sealed: bool, appended: list[np.ndarray[Any, Any]]) -> None:
+        """Append a producer-encoded batch (checked by ``mqstore.engine.batch.record_batch``: each record's
+        start in ``records``, size and store time position): one slice copy per file, then its fields
+        stamped and its records sealed over the mapped bytes in one compiled loop. The phys offsets of
+        each file's records reach ``appended`` as one int64 array once they are written, as
+        ``append``'s reach its list."""
+        sizes = sizes.astype(np.int64)
         n = len(sizes)
-        total = int(batch.starts[-1] + sizes[-1]) if n else 0
+        total = int(batch_starts[-1] + sizes[-1]) if n else 0
         index = 0
         while index < n:
             mf = self.queue.last_file_for_append(0)
-            done = int(batch.starts[index])
+            done = int(batch_starts[index])
             if total - done + END_FILE_MIN_BLANK_SIZE <= mf.free_bytes:
                 count = n - index  # the rest fits: the common case, without a search
             else:
-                ends = batch.starts[index:] + sizes[index:] - done
+                ends = batch_starts[index:] + sizes[index:] - done
                 count = int(np.searchsorted(ends + END_FILE_MIN_BLANK_SIZE, mf.free_bytes, side="right"))
             if count == 0:
                 if int(sizes[index]) + END_FILE_MIN_BLANK_SIZE > self.file_size:
@@ -135,12 +137,12 @@ class CommitLog:
                 continue
             chunk = slice(index, index + count)
             file_pos = mf.written_pos
-            end = int(batch.starts[index + count - 1] + sizes[index + count - 1])
+            end = int(batch_starts[index + count - 1] + sizes[index + count - 1])
             with memoryview(records) as view:
                 mf.buffer[file_pos:file_pos + end - done] = view[done:end]
-            starts = batch.starts[chunk] - done + file_pos
+            starts = batch_starts[chunk] - done + file_pos
             phys = starts + mf.file_base
-            stamp_batch(mf.buffer, starts, sizes[chunk], batch.store_ms_pos[chunk], queue_ids[chunk],
+            stamp_batch(mf.buffer, starts, sizes[chunk], batch_store_ms_pos[chunk], queue_ids[chunk],
                         queue_offsets[chunk], phys, store_ms, sealed)
             mf.written_pos = mf.committed_pos = file_pos + end - done
             appended.append(phys)
@@ -206,15 +208,6 @@ class CommitLog:
             else:
                 return
 
-    def scan_columns(self, from_phys: int, to_phys: int | None = None, *, check_crc: bool = True,
-                     require_prop_crc: bool = False, known: dict[int, np.ndarray[Any, Any]] | None = None,
-                     ) -> ColumnScan:
-        """``scan`` by the chunk of records, as columns (``mqstore.engine.batch.column_scan``): iterate it for the
-        records, then read where it ended and why. ``known`` takes the record starts an earlier scan
-        of the range found (``column_scan.known_starts``) instead of walking them again."""
-        end = self.max_offset if to_phys is None else to_phys
-        return ColumnScan(self.queue, max(from_phys, self.min_offset), end, check_crc, require_prop_crc, known)
-
     def file_for(self, phys_offset: int) -> MappedFile | None:
         """The file holding ``phys_offset``; None when no file does."""
         if phys_offset < 0:
@@ -232,3 +225,17 @@ def _fit(sizes: Sequence[int], start: int, free_bytes: int) -> int:
         total += size
         count += 1
     return count
+
+
+def stamp_batch(buf: Any, starts: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any],
+                store_ms_pos: np.ndarray[Any, Any], queue_ids: np.ndarray[Any, Any],
+                queue_offsets: np.ndarray[Any, Any], phys_offsets: np.ndarray[Any, Any], store_ms: int,
+                sealed: bool) -> None:
+    """Stamp queue id, queue offset, phys offset and store time into records already copied to ``buf``
+    (a mapped file's bytes; ``starts`` are positions in it), then their whole-record CRCs: one
+    compiled loop (``_native.stamp_batch``) over the columns as int64 arrays. ValueError when a
+    record leaves ``buf``."""
+    starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets = (
+        np.ascontiguousarray(column, np.int64)
+        for column in (starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets))
+    _native.stamp_batch(buf, starts, sizes, store_ms_pos, queue_ids, queue_offsets, phys_offsets, store_ms, sealed)

@@ -16,6 +16,8 @@ import mmap
 import os
 from pathlib import Path
 
+from mqstore.engine.errors import MqstoreError
+
 OS_PAGE_SIZE = 4096
 FILE_NAME_DIGITS = 20
 
@@ -41,7 +43,7 @@ def file_name(file_base: int) -> str:
     return f"{file_base:0{FILE_NAME_DIGITS}d}"
 
 
-class MappedFileError(OSError):
+class MappedFileError(MqstoreError, OSError):
     """A mapped file is missing, of the wrong size, or could not be allocated."""
 
 

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mqstore.engine.config import check_topic
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.record import (
     MAX_PROPERTIES_SIZE,
@@ -20,9 +19,12 @@ from mqstore.engine.log.record import (
     encode_record,
     is_valid_property_text,
 )
+from mqstore.engine.names import check_topic
 
 
-class PutStatus(enum.Enum):
+class PutStatus(enum.StrEnum):
+    """A put's outcome, RocketMQ's names; a ``str``, so ``status == "PUT_OK"`` holds as well."""
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"

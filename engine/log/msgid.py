@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from mqstore.engine import _native
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.host import Host
 
 OFFSET_MSG_ID_V4_LEN = 32
@@ -49,7 +50,7 @@ _CLAMP_NEGATIVE_SPAN_MS = -1_000_000
 _HEX_DIGITS = frozenset(string.hexdigits)
 
 
-class MessageIdError(ValueError):
+class MessageIdError(MqstoreError, ValueError):
     """A message id of the wrong length or with non-hex characters."""
 
 

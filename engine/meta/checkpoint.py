@@ -29,6 +29,7 @@ import os
 import struct
 from types import TracebackType
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import StrPath, write_atomic
 
 _FIELDS = struct.Struct(">qqqqq")
@@ -38,7 +39,7 @@ CHECKPOINT_FIELDS_SIZE = _FIELDS.size
 MIN_TIMESTAMP_MARGIN_MS = 3000
 
 
-class CheckpointError(Exception):
+class CheckpointError(MqstoreError):
     """The checkpoint file is malformed, or the object is used after close or read-only."""
 
 

@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
+from mqstore.engine.errors import MqstoreError
+
 T = TypeVar("T")
 StrPath = str | os.PathLike[str]
 
@@ -31,7 +33,7 @@ DEFAULT_MODE = 0o644
 _BAD_CONTENT = (ValueError, KeyError, TypeError)
 
 
-class MetafileError(Exception):
+class MetafileError(MqstoreError):
     """A metadata file has content, but neither it nor its backup parses."""
 
 

@@ -12,11 +12,13 @@ import fcntl
 import os
 from pathlib import Path
 
+from mqstore.engine.errors import MqstoreError
+
 LOCK_FILE_NAME = "lock"
 PROC_LOCKS = Path("/proc/locks")
 
 
-class StoreLockedError(RuntimeError):
+class StoreLockedError(MqstoreError, RuntimeError):
     """Another process has this store open for writing."""
 
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mqstore.engine.config import check_topic
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import read_with_backup, write_atomic
+from mqstore.engine.names import check_topic
 
 TOPICS_FILE = "config/topics.json"
 PERM_READ_WRITE = 6
@@ -34,7 +35,7 @@ class TopicConfig:
     perm: int = PERM_READ_WRITE
 
 
-class TopicError(ValueError):
+class TopicError(MqstoreError, ValueError):
     """An invalid topic name or queue count, or a new topic past the table's limit."""
 
 

@@ -200,4 +200,6 @@ def parse_op_body(body: bytes) -> list[int]:
         text = body.decode()
     except UnicodeDecodeError:
         return []
-    return [int(piece) for piece in text.split(",") if piece.strip().isdigit()]
+    pieces = (piece.strip() for piece in text.split(","))
+    # isdecimal, not isdigit: int() refuses a superscript digit, and strip() takes separators int() keeps
+    return [int(piece) for piece in pieces if piece.isdecimal()]

@@ -16,7 +16,8 @@ from itertools import accumulate
 import numpy as np
 
 from mqstore.engine import _native
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, QueueView
+from mqstore.engine.consumequeue.consume_queue import QueueView
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
@@ -44,7 +45,9 @@ KEYS_PREFIX = PROPERTY_SEPARATOR + PROP_KEYS.encode() + b"\x01"
 UNIQ_KEY_PREFIX = PROPERTY_SEPARATOR + PROP_UNIQ_KEY.encode() + b"\x01"
 
 
-class GetStatus(enum.Enum):
+class GetStatus(enum.StrEnum):
+    """A get's outcome, RocketMQ's names; a ``str``, so ``status == "FOUND"`` holds as well."""
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"

@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mqstore.engine.config import GEOMETRY_FILE, Geometry, resolve_geometry
-from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, cq_file_size
+from mqstore.engine.consumequeue.consume_queue import cq_file_size
+from mqstore.engine.consumequeue.entry import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, entry_holds_message
 from mqstore.engine.keyindex.file_names import INDEX_FILE_NAME
 from mqstore.engine.keyindex.index_file import IndexFile
 from mqstore.engine.log.commitlog import CommitLog
@@ -129,7 +130,7 @@ class QueueEntries:
         file_no, k = divmod(queue_offset - self.first_queue_offset, self.entries_per_file)
         row = self.files[file_no][k]
         phys_offset, size, tags_code = int(row["phys_offset"]), int(row["size"]), int(row["tags_code"])
-        if phys_offset < 0 or size <= 0 or size == FILLER_SIZE:
+        if not entry_holds_message(phys_offset, size):
             return None
         return phys_offset, size, tags_code
 

@@ -37,11 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.engine.ackindex.low_water import AckProgress, queue_index_keys, read_ack_progress
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, FILLER_SIZE, ConsumeQueue
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, entry_holds_message, entry_live
 from mqstore.engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import MetafileError, read_with_backup
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_offset_file
 from mqstore.engine.reclaim.move import MOVED_TOPIC
+from mqstore.engine.reclaim.retention import file_may_go
 
 OFFSET = "offset"
 ACK = "ack"
@@ -50,7 +53,7 @@ _PHYS = struct.Struct(">q")  # a consume-queue entry's first field
 _FIRST_WINDOW = 64        # entries read at once looking for a holder's first live record
 
 
-class ReclaimError(Exception):
+class ReclaimError(MqstoreError):
     """The durable state cannot be read: nothing may be reclaimed this round."""
 
 
@@ -81,7 +84,7 @@ class Consumption:
         return min([self.dispatched_end, *(h.phys_offset for h in self.holders)])
 
     def may_go(self, file_end: int) -> bool:
-        return file_end <= self.consumed_end
+        return file_may_go(file_end, self.consumed_end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,12 +230,11 @@ def _live_span(cq: ConsumeQueue) -> tuple[int, int]:
 
 
 def _last_phys_end(cq: ConsumeQueue) -> int:
-    end = cq.searched_valid_end()
-    cq.min_logic_pos = max(cq.min_logic_pos, cq.queue.min_offset)
-    if end <= cq.min_queue_offset:
+    lo, end = _live_span(cq)
+    if end <= lo:
         return -1
     for phys, size in _entries(cq, end - 1, 1):
-        return phys + size if 0 < size != FILLER_SIZE else -1
+        return phys + size if entry_holds_message(phys, size) else -1
     return -1
 
 
@@ -243,7 +245,7 @@ def _first_live(cq: ConsumeQueue, queue_offset: int, end: int, commitlog_min: in
     while queue_offset < end:
         count = min(window, end - queue_offset)
         for i, (phys, size) in enumerate(_entries(cq, queue_offset, count)):
-            if 0 < size != FILLER_SIZE and phys >= commitlog_min:
+            if entry_live(phys, size, commitlog_min):
                 return queue_offset + i, phys
         queue_offset += count
         window *= 4

@@ -8,8 +8,10 @@ When to delete commitlog files (any of):
 - past ``disk_warning_ratio`` (90 %) the store is full: sends are refused until usage drops again.
 
 Deletion never removes the newest file and never skips over a file (oldest first, stop at the first
-keeper), at most ``delete_file_batch_max`` files a round. A caller may veto a file (``is_deletable``),
-e.g. while an acknowledged-queue group still needs a message in it. Consume-queue and index files
+keeper), at most ``delete_file_batch_max`` files a round. A file expires ``file_reserved_hours`` after
+it was last written (``RetentionPolicy.expires_ms``). A caller may veto a file (``is_deletable``):
+``keep_unacked`` and ``reclaim_consumed`` both keep every file that reaches past a watermark, the first
+commitlog offset someone still needs (``ends_by``). Consume-queue and index files
 wholly below the commitlog's new minimum then go, and queue min offsets are corrected.
 
 With ``reclaim_consumed`` a file every group has consumed goes on the next round, whatever the
@@ -64,6 +66,14 @@ class RetentionPolicy:
         self.delete_hours()
         return self
 
+    @property
+    def reserved_ms(self) -> int:
+        return self.file_reserved_hours * 3_600_000
+
+    def expires_ms(self, mf: MappedFile) -> int:
+        """When the clock lets a commitlog file go: ``file_reserved_hours`` after its last write."""
+        return mf.last_modified_ms() + self.reserved_ms
+
     def delete_hours(self) -> frozenset[int]:
         hours = [h.strip() for h in self.delete_when.split(";") if h.strip()]
         if not all(h.isdecimal() and 0 <= int(h) < 24 for h in hours):
@@ -114,15 +124,26 @@ def delete_expired_commitlog(commitlog: CommitLog, policy: RetentionPolicy, deci
     """One deletion round over the oldest commitlog files; returns how many went."""
     if not decision.delete:
         return 0
-    return commitlog.queue.delete_expired_by_time(policy.file_reserved_hours * 3_600_000, now_ms,
+    return commitlog.queue.delete_expired_by_time(policy.reserved_ms, now_ms,
                                                   clean_immediately=decision.clean_immediately,
                                                   batch_max=policy.delete_file_batch_max, is_deletable=is_deletable)
+
+
+def file_may_go(file_end: int, watermark: int) -> bool:
+    """A file holds nothing anyone needs when it ends at or below ``watermark``, the first commitlog
+    offset someone still needs."""
+    return file_end <= watermark
+
+
+def ends_by(watermark: int) -> Callable[[MappedFile], bool]:
+    """The veto that keeps every file reaching past ``watermark`` (``file_may_go``)."""
+    return lambda mf: file_may_go(mf.file_end, watermark)
 
 
 def delete_consumed_commitlog(commitlog: CommitLog, policy: RetentionPolicy, consumed_end: int) -> int:
     """One reclamation round: the oldest files ending at or below ``consumed_end`` (never the newest)."""
     return commitlog.queue.delete_expired_by_time(0, 0, clean_immediately=True, batch_max=policy.delete_file_batch_max,
-                                                  is_deletable=lambda mf: mf.file_end <= consumed_end)
+                                                  is_deletable=ends_by(consumed_end))
 
 
 def delete_derived_below(min_phys_offset: int, queues: ConsumeQueueStore | None,

@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.engine.batch.column_scan import ColumnScan, known_starts
+from mqstore.engine.batch.column_scan import ColumnScan, known_starts, scan_columns
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.batch.dispatch_columns import DispatchColumns
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE, ConsumeQueue
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.entry import FILLER_SIZE
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.delay.table import DEFAULT_DELAY_LEVELS, DelayLevels
 from mqstore.engine.keyindex.service import IndexService
@@ -59,7 +60,7 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
                                 else checkpoint.min_timestamp_ms) if abnormal else \
         files[max(0, len(files) - NORMAL_RECOVERY_FILES)].file_base
 
-    scan = commitlog.scan_columns(scan_from, check_crc=check_crc, require_prop_crc=require_prop_crc)
+    scan = scan_columns(commitlog, scan_from, check_crc=check_crc, require_prop_crc=require_prop_crc)
     dispatched = None
     if not abnormal and queues.applied_end() < 0 and (index is None or not index.files):
         # nothing derived (lost, or deleted for a rebuild): no entry can point past the cut, so every
@@ -184,7 +185,7 @@ def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexServ
     to the index. Both dedup what they already hold, so running it twice over a range is harmless.
     ``known`` holds record starts a scan of the range already found. Returns how many records went
     to each."""
-    scan = commitlog.scan_columns(min(cq_from, index_from), end, check_crc=False, known=known)
+    scan = scan_columns(commitlog, min(cq_from, index_from), end, check_crc=False, known=known)
     return dispatch_chunks(scan, queues, index, cq_from, index_from, commitlog.min_offset, levels)
 
 

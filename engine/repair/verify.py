@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.config import Geometry
-from mqstore.engine.consumequeue.consume_queue import FILLER_SIZE
+from mqstore.engine.consumequeue.entry import FILLER_SIZE, entry_valid
 from mqstore.engine.delay.table import DelayLevels, read_delay_levels
 from mqstore.engine.keyindex.index_file import (
     INDEX_ENTRY_DTYPE,
@@ -316,7 +316,7 @@ def check_queue_entries(q: QueueEntries, claimed: Array, min_phys_offset: int, c
         phys, size = arr["phys_offset"][:count], arr["size"][:count]
         start = 0
         if not live:
-            skip = (size == FILLER_SIZE) | ((phys >= 0) & (phys < min_phys_offset) & (size > 0))
+            skip = (size == FILLER_SIZE) | (entry_valid(phys, size) & (phys < min_phys_offset))
             start = count if bool(skip.all()) else int(np.argmin(skip))
             live = start < count
         checked += count - start

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from mqstore.engine.errors import MqstoreError
+
 SLOT_SIZE = 32
 SLOTS_TOTAL = 7 * 86_400                 # RocketMQ's slotsTotal: TIMER_WHEEL_TTL_DAY x seconds a day
 WHEEL_SLOT_COUNT = 2 * SLOTS_TOTAL
@@ -33,7 +35,7 @@ _SLOT = struct.Struct(">qqqii")
 _SLOT_TIMES = np.dtype([("time", ">i8"), ("rest", "V24")])
 
 
-class TimerWheelError(OSError):
+class TimerWheelError(MqstoreError, OSError):
     """The wheel file has another size than RocketMQ's."""
 
 

@@ -41,7 +41,7 @@ from mqstore.ipc.transport.channel import (
 )
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.messages import ReplyError
-from mqstore.ipc.wire.receipts import MAX_RECEIPTS, Delivery, Receipt, ack_owner
+from mqstore.ipc.wire.receipts import MAX_RECEIPTS, AckStatus, Delivery, Receipt, ack_owner
 from mqstore.ipc.wire.requests import Ack, AckPull, AckRelease, Nack, Ping
 
 log = logging.getLogger("mqstore.client")
@@ -126,12 +126,13 @@ class AckConsumer:
                 return []
             wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
 
-    def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[str]:
+    def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[AckStatus]:
         """Ack deliveries (or receipts); one status per item, in order: ``OK``, or ``UNKNOWN_RECEIPT``
         when the broker no longer holds it as delivered (acked already, dead-lettered)."""
         return self._settle(items, None)
 
-    def nack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], *, requeue: bool = True) -> list[str]:
+    def nack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], *,
+             requeue: bool = True) -> list[AckStatus]:
         """Give deliveries back: to be delivered again at once (``requeue``), or to ``%DLQ%{group}``."""
         return self._settle(items, requeue)
 
@@ -164,29 +165,30 @@ class AckConsumer:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    def _settle(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], requeue: bool | None) -> list[str]:
+    def _settle(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], requeue: bool | None
+                ) -> list[AckStatus]:
         """Ack (``requeue`` None) or nack."""
         if isinstance(items, (Delivery, Receipt)):
             items = [items]
         batch = [_receipt(i) for i in items]
         for r in batch:
-            state = self._states.get(r.queue)
+            state = self._states.get(r.queue_id)
             if state is not None and (r.group, r.topic) == (self.group, self.topic):
                 state.unsettled.discard(r.seq)  # settled or refused: either way no longer ours to give back
         by_route: dict[str, list[int]] = {}
         for i, r in enumerate(batch):
-            route = f"reader{ack_owner(r.group, r.topic, r.queue, self._reader_count)}"
+            route = f"reader{ack_owner(r.group, r.topic, r.queue_id, self._reader_count)}"
             by_route.setdefault(route, []).append(i)
         calls = {route: self._channel.call(route, _settlement([batch[i].to_wire() for i in indices], requeue),
                                            timeout_ms=self._timeout_ms)
                  for route, indices in by_route.items()}
-        results = [""] * len(batch)
+        results = [AckStatus.BAD_REQUEST] * len(batch)  # every one is overwritten below
         for route, future in calls.items():
             statuses = future.result().get("results")
             if not isinstance(statuses, list) or len(statuses) != len(by_route[route]):
                 raise ReplyError(f"expected {len(by_route[route])} settle results, got {statuses!r}")
             for i, status in zip(by_route[route], statuses, strict=True):
-                results[i] = str(status)
+                results[i] = AckStatus.from_wire(status)
         return results
 
     def _take(self, max_count: int) -> list[Delivery]:

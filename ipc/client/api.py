@@ -38,6 +38,7 @@ from mqstore.ipc.wire.encoded import (
     SendResults,
     results_from_reply,
 )
+from mqstore.ipc.wire.group_lag import QueueLag, lags_from_wire
 from mqstore.ipc.wire.messages import (
     SERVICE_NOT_AVAILABLE,
     MessageBatch,
@@ -99,9 +100,9 @@ class Producer:
         self._encoder_lock = threading.Lock()
 
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
-             properties: Mapping[str, str] | None = None, queue: int | None = None,
+             properties: Mapping[str, str] | None = None, queue_id: int | None = None,
              shard: str | None = None) -> SendResult:
-        return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue=queue,
+        return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue_id=queue_id,
                                shard=shard).result()
 
     def send_transactional(self, message: Outgoing, execute_local: ExecuteLocal, check_back: CheckBack, *,
@@ -121,12 +122,12 @@ class Producer:
         return self.send_batch_async(messages).result()
 
     def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
-                   properties: Mapping[str, str] | None = None, queue: int | None = None,
+                   properties: Mapping[str, str] | None = None, queue_id: int | None = None,
                    shard: str | None = None, callback: Callable[[Future[SendResult]], None] | None = None
                    ) -> Future[SendResult]:
         """Send without waiting. ``callback(future)`` runs when the result is in, on the client's I/O
         thread: keep it short, and never wait there for another request (that thread answers it)."""
-        message = Outgoing(topic, body, tags, tuple(keys), dict(properties or {}), queue, shard)
+        message = Outgoing(topic, body, tags, tuple(keys), dict(properties or {}), queue_id, shard)
         single: Future[SendResult] = Future()
         single.set_running_or_notify_cancel()
 
@@ -280,10 +281,10 @@ class Admin:
         groups = self._call("reader", requests.Groups())["groups"]
         return {str(g): [str(t) for t in topics] for g, topics in groups.items()}
 
-    def group_describe(self, group: str) -> list[dict[str, Any]]:
-        """Per queue: topic, queue, committed_offset, min_offset, max_offset, lag, last_consume_ms
-        (``mqstore.engine.read.group_lag``)."""
-        return list(self._call("reader", requests.GroupDescribe(group))["queues"])
+    def group_describe(self, group: str) -> list[QueueLag]:
+        """Per queue: topic, queue_id, committed_offset, min_queue_offset, max_queue_offset, lag,
+        last_consume_ms (``mqstore.engine.read.group_lag``)."""
+        return lags_from_wire(self._call("reader", requests.GroupDescribe(group))["queues"])
 
     def group_last_seen_ms(self) -> dict[str, int]:
         """Group -> the last time (wall ms) any reader served one of its consumers."""
@@ -297,10 +298,10 @@ class Admin:
         """Every reader's open ack-mode queues: group, topic, queue, ready, unacked, redelivered, dead."""
         return [dict(q) for route in self._readers for q in self._call(route, requests.AckStats())["queues"]]
 
-    def reset_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
+    def reset_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
         """``commit_offset`` as an administrator: it may move the offset back, and does not count as
         the group's consumer being alive."""
-        self._call("reader", requests.CommitOffset(group, topic, queue, offset, admin=True))
+        self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset, admin=True))
 
     def delete_topic_offsets(self, topic: str) -> bool:
         """Forget every group's committed offsets on ``topic``; whether there were any."""
@@ -348,16 +349,16 @@ class Admin:
         msgs = self._call("reader", requests.ViewId(msg_id))["msgs"]
         return ReceivedMessage.from_wire(msgs[0]) if msgs else None
 
-    def offset_by_time(self, topic: str, queue: int, ts_ms: int, *, upper: bool = False) -> int:
+    def offset_by_time(self, topic: str, queue_id: int, ts_ms: int, *, upper: bool = False) -> int:
         """The first queue offset stored at or after ``ts_ms`` (``upper``: the last at or before)."""
-        return int(self._call("reader", requests.OffsetByTime(topic, queue, ts_ms, upper))["offset"])
+        return int(self._call("reader", requests.OffsetByTime(topic, queue_id, ts_ms, upper))["offset"])
 
-    def fetch_offset(self, group: str, topic: str, queue: int) -> int:
-        """The group's committed next offset, -1 when it never committed."""
-        return int(self._call("reader", requests.FetchOffset(group, topic, queue))["offset"])
+    def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The group's committed next queue offset, -1 when it never committed."""
+        return int(self._call("reader", requests.FetchOffset(group, topic, queue_id))["offset"])
 
-    def commit_offset(self, group: str, topic: str, queue: int, offset: int) -> None:
-        self._call("reader", requests.CommitOffset(group, topic, queue, offset))
+    def commit_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset))
 
     def ping(self) -> dict[str, Any]:
         """Reader 0's answer: pid, readable_end, parked pulls."""
@@ -377,7 +378,6 @@ class Admin:
 
 
 T = TypeVar("T")
-
 
 
 def _packed(call: Future[dict[str, Any]], then: Callable[[dict[str, Any], MessageBatch], T]) -> Future[T]:

@@ -16,7 +16,7 @@ So the reader works, or waits parked, while the application does; its reply is t
 ``poll``. What a consumer holds per queue is bounded by the two prefetch limits. Pulls of one queue
 always go to the same reader (by a hash of topic and queue), so its parked pulls are in one place.
 
-Positions: ``position(queue)`` is the next offset the application has not been given. ``commit()``
+Positions: ``position(queue_id)`` is the next offset the application has not been given. ``commit()``
 stores positions as the group's offsets (reader 0 owns them); ``auto_commit`` does that every
 ``auto_commit_interval_ms`` from ``poll`` and on ``close``: what ``poll`` returned is committed by a
 later ``poll``, so a crash redelivers at most what was last handed over (at-least-once).
@@ -165,16 +165,16 @@ class Consumer:
     def queues(self) -> list[int]:
         return list(self._states)
 
-    def position(self, queue: int) -> int:
-        return self._state(queue).position
+    def position(self, queue_id: int) -> int:
+        return self._state(queue_id).position
 
-    def seek(self, queue: int, offset: int) -> None:
-        """Deliver ``queue`` from ``offset`` on; a pull in flight for it is abandoned."""
-        if offset < 0:
-            raise ValueError(f"offset must not be negative, got {offset}")
-        state = self._state(queue)
+    def seek(self, queue_id: int, queue_offset: int) -> None:
+        """Deliver queue ``queue_id`` from ``queue_offset`` on; a pull in flight for it is abandoned."""
+        if queue_offset < 0:
+            raise ValueError(f"queue_offset must not be negative, got {queue_offset}")
+        state = self._state(queue_id)
         state.clear()
-        state.position = state.fetch_offset = offset
+        state.position = state.fetch_offset = queue_offset
         state.in_flight = None
         state.retry_at_ms = 0
 
@@ -199,9 +199,9 @@ class Consumer:
                 return taken
             wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
 
-    def buffered(self, queue: int) -> tuple[int, int]:
-        """Messages and bytes pulled for ``queue`` and not handed over yet: within the prefetch bounds."""
-        state = self._state(queue)
+    def buffered(self, queue_id: int) -> tuple[int, int]:
+        """Messages and bytes pulled for queue ``queue_id`` and not handed over yet: within the prefetch bounds."""
+        state = self._state(queue_id)
         return state.buffered_count, state.buffered_bytes
 
     def messages(self, max_count: int, timeout_ms: int = 1000) -> list[ReceivedMessage]:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.record import SYSFLAG_COMPRESSED, DecodeKind, Record, decode_properties, decode_record
 
 # request codes (RequestCode.java)
@@ -81,7 +82,7 @@ _LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OT
               "RUST", "NODE_JS")
 
 
-class FrameError(ValueError):
+class FrameError(MqstoreError, ValueError):
     """A frame that is not a remoting command: the connection it came on cannot be trusted further."""
 
 

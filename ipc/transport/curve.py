@@ -35,6 +35,7 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import write_atomic
 
 SERVER_NAME = "server"
@@ -48,7 +49,7 @@ KEY_FILE_MODE = 0o600
 _BANNER = "#   ZeroMQ CURVE {kind} for mqstore ({name}); Z85 keys in ZeroMQ's certificate format\n"
 
 
-class CurveError(ValueError):
+class CurveError(MqstoreError, ValueError):
     """A key file is missing, malformed, or readable by others than its owner."""
 
 

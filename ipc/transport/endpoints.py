@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.ipc.transport.curve import CurveKeys
 
 # role -> offset from the TCP base port; readers take READER_PORT_OFFSET + i
@@ -24,7 +25,7 @@ LOCAL_ONLY = ("control", "events")  # administration stays on this machine, in t
 MAX_IPC_PATH = 100  # sun_path holds 107 bytes; keep a margin
 
 
-class EndpointError(ValueError):
+class EndpointError(MqstoreError, ValueError):
     """The run directory is unusable (not private, path too long)."""
 
 

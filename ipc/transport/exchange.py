@@ -18,6 +18,7 @@ from typing import Any
 
 import zmq
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore.client")
@@ -29,7 +30,7 @@ MAX_REPLY_BYTES = 256 * 1024 * 1024
 OnPush = Callable[[str, dict[str, Any]], None]
 
 
-class BrokerError(Exception):
+class BrokerError(MqstoreError):
     """The broker refused a request (``ok: false``), or the client could not deliver it."""
 
     def __init__(self, status: str, reason: str) -> None:
@@ -38,7 +39,7 @@ class BrokerError(Exception):
         self.reason = reason
 
 
-class BrokerTimeoutError(TimeoutError):
+class BrokerTimeoutError(MqstoreError, TimeoutError):
     """No reply within the request's timeout; the request may or may not have been served."""
 
 

@@ -3,8 +3,7 @@
 The producer asks the writer once for how it encodes (``encoding``: store host, whole-record CRC,
 body limit), then encodes every batch into one ``EncodedBatch`` (``mqstore.engine.batch.record_batch``): the
 writer checks it in one compiled call and copies it into the commitlog in one slice per file. The reply is
-packed too: one ``REPLY_ROW`` (``mqstore.engine.batch.record_batch``) per record written, and a status and
-reason for the rest.
+packed too: one ``REPLY_ROW`` (the same module's) per record written, and a status and reason for the rest.
 
     request  ``mqstore.ipc.wire.requests.SendEncoded`` (``SendEncoded.of(batch)``): the columns, topics, tags and
              key text in the map, the records as one frame of their own
@@ -33,8 +32,9 @@ from mqstore.engine.batch.record_batch import (
     pack_columns,
     unpack_reply_rows,
 )
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.host import Host
-from mqstore.engine.log.message import Refusal, record_properties
+from mqstore.engine.log.message import PutStatus, Refusal, record_properties
 from mqstore.engine.log.msgid import UniqKeyGenerator, offset_msg_ids
 from mqstore.engine.log.record import (
     PROP_DELAY,
@@ -49,12 +49,12 @@ from mqstore.engine.log.record import (
 from mqstore.engine.put.queue_selector import shard_hash
 from mqstore.engine.put.transactions import PROP_TRAN_MSG
 from mqstore.engine.timer.put_rule import is_timer_message
-from mqstore.ipc.wire.messages import PUT_OK, Outgoing, SendResult
+from mqstore.ipc.wire.messages import PUT_OK, Outgoing, SendResult, put_status
 from mqstore.ipc.wire.requests import Op, SendEncoded
 
 OP_SEND_ENCODED = Op.SEND_ENCODED  # the enum's member, under the name tests and scripts import
 
-class EncodingError(ValueError):
+class EncodingError(MqstoreError, ValueError):
     """A message the fast path cannot carry (invalid, or delayed): send it with ``send_batch``."""
 
 
@@ -303,8 +303,9 @@ def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: H
     if (not isinstance(packed, bytes) or len(packed) % REPLY_ROW.itemsize
             or len(packed) // REPLY_ROW.itemsize > batch.count):
         raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
-    return SendResults(packed, batch.count, batch.uniq_keys, store_host, str(reply.get("written_status", PUT_OK)),
-                       str(reply.get("status", "UNKNOWN_ERROR")), str(reply.get("reason", "")))
+    written_status, _ = put_status(str(reply.get("written_status", PUT_OK)), "")
+    status, reason = put_status(str(reply.get("status", PutStatus.UNKNOWN_ERROR)), str(reply.get("reason", "")))
+    return SendResults(packed, batch.count, batch.uniq_keys, store_host, written_status, status, reason)
 
 
 class SendResults(Sequence[SendResult]):
@@ -316,8 +317,8 @@ class SendResults(Sequence[SendResult]):
     __slots__ = ("_count", "_host", "_packed", "_results", "reason", "status", "uniq_keys", "written",
                  "written_status")
 
-    def __init__(self, packed: bytes, count: int, uniq_keys: list[str], store_host: Host, written_status: str,
-                 status: str, reason: str) -> None:
+    def __init__(self, packed: bytes, count: int, uniq_keys: list[str], store_host: Host,
+                 written_status: PutStatus, status: PutStatus, reason: str) -> None:
         self._packed = packed
         self._host = store_host
         self._results: list[SendResult] | None = None
@@ -372,7 +373,7 @@ class SendResults(Sequence[SendResult]):
 _SEND_RESULT_SLOTS = tuple(SendResult.__dict__[f.name].__set__ for f in fields(SendResult))
 
 
-def _written_results(status: str, msg_ids: list[str], queue_ids: list[int], queue_offsets: list[int],
+def _written_results(status: PutStatus, msg_ids: list[str], queue_ids: list[int], queue_offsets: list[int],
                      phys_offsets: list[int], uniq_keys: list[str]) -> list[SendResult]:
     """``SendResult(status, msg_id, queue_id, queue_offset, phys_offset, uniq_key)`` for each record
     written, its slots set directly: a frozen dataclass's ``__init__`` goes through

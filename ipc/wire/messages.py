@@ -20,28 +20,30 @@ from itertools import accumulate
 from typing import Any, overload
 
 from mqstore.engine import _native
+from mqstore.engine.errors import MqstoreError
+from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import Record, decode_record
 
-PUT_OK = "PUT_OK"
-SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+PUT_OK = PutStatus.PUT_OK
+SERVICE_NOT_AVAILABLE = PutStatus.SERVICE_NOT_AVAILABLE
 COMPRESSED = 0x1  # sysFlag: the body is zlib-compressed
 
 
-class ReplyError(ValueError):
+class ReplyError(MqstoreError, ValueError):
     """A reply that does not have the shape this client expects (a broker of another version)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One message to send. ``queue`` picks a queue; ``shard`` picks one by hash (ordered messages);
-    with neither, the writer goes round robin."""
+    """One message to send. ``queue_id`` picks a queue; ``shard`` picks one by hash (ordered messages);
+    with neither, the writer goes round robin. Its wire map names the queue ``queue``."""
 
     topic: str
     body: bytes
     tags: str | None = None
     keys: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
-    queue: int | None = None
+    queue_id: int | None = None
     shard: str | None = None
     flag: int = 0
     born_ms: int | None = None
@@ -63,19 +65,28 @@ class Outgoing:
         wire: dict[str, Any] = {"topic": self.topic, "body": body, "keys": list(self.keys),
                                 "props": dict(self.properties), "flag": self.flag,
                                 "reconsume_times": self.reconsume_times}
-        optional = {"tags": self.tags, "queue": self.queue, "shard": self.shard, "born_ms": self.born_ms,
+        optional = {"tags": self.tags, "queue": self.queue_id, "shard": self.shard, "born_ms": self.born_ms,
                     "sys_flag": self.sys_flag or None, "prepared_tx_offset": self.prepared_tx_offset or None,
                     "born_host": list(self.born_host) if self.born_host is not None else None}
         wire.update({k: v for k, v in optional.items() if v is not None})
         return wire
 
 
+def put_status(raw: str, reason: str) -> tuple[PutStatus, str]:
+    """A status off the wire, and the reason to keep with it: a status this client does not know (a
+    newer broker's) is UNKNOWN_ERROR, the broker's word for it kept at the head of the reason."""
+    try:
+        return PutStatus(raw), reason
+    except ValueError:
+        return PutStatus.UNKNOWN_ERROR, f"the broker answered {raw!r}" + (f": {reason}" if reason else "")
+
+
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    """The broker's answer to one send: the engine's ``PutResult`` fields under the same names, the
-    status as its string (what the wire carries; a map's ``queue`` is the queue id)."""
+    """The broker's answer to one send: the engine's ``PutResult`` fields under the same names and
+    its ``PutStatus`` (a map's ``queue`` is the queue id)."""
 
-    status: str
+    status: PutStatus
     msg_id: str = ""
     queue_id: int = -1
     queue_offset: int = -1
@@ -85,16 +96,17 @@ class SendResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == PUT_OK
+        return self.status == PutStatus.PUT_OK
 
     @classmethod
     def from_wire(cls, raw: Any) -> SendResult:
         if not isinstance(raw, dict) or not isinstance(raw.get("status"), str):
             raise ReplyError(f"a send result must be a map with a status, got {raw!r}")
+        status, reason = put_status(raw["status"], str(raw.get("reason") or ""))
         try:
-            return cls(raw["status"], str(raw.get("msg_id") or ""), int(raw.get("queue", -1)),
+            return cls(status, str(raw.get("msg_id") or ""), int(raw.get("queue", -1)),
                        int(raw.get("queue_offset", -1)), int(raw.get("phys_offset", -1)),
-                       raw.get("uniq_key"), str(raw.get("reason") or ""))
+                       raw.get("uniq_key"), reason)
         except (TypeError, ValueError) as exc:
             raise ReplyError(f"malformed send result {raw!r}: {exc}") from None
 
@@ -104,7 +116,7 @@ class ReceivedMessage:
     """A stored message with every field RocketMQ keeps (MessageExt)."""
 
     topic: str
-    queue: int
+    queue_id: int
     queue_offset: int
     phys_offset: int
     size: int
@@ -128,7 +140,7 @@ class ReceivedMessage:
             raise ReplyError(f"a message must be a map, got {type(raw).__name__}")
         try:
             return cls(
-                topic=str(raw["topic"]), queue=int(raw["queue"]), queue_offset=int(raw["queue_offset"]),
+                topic=str(raw["topic"]), queue_id=int(raw["queue"]), queue_offset=int(raw["queue_offset"]),
                 phys_offset=int(raw["phys_offset"]), size=int(raw["size"]), flag=int(raw["flag"]),
                 sys_flag=int(raw["sys_flag"]), tags=raw.get("tags"), keys=tuple(raw.get("keys") or ()),
                 properties=dict(raw.get("props") or {}), body=_plain(bytes(raw["body"]), int(raw["sys_flag"])),
@@ -142,7 +154,7 @@ class ReceivedMessage:
     @classmethod
     def from_record(cls, record: Record) -> ReceivedMessage:
         return cls(
-            topic=record.topic, queue=record.queue_id, queue_offset=record.queue_offset,
+            topic=record.topic, queue_id=record.queue_id, queue_offset=record.queue_offset,
             phys_offset=record.phys_offset, size=record.size, flag=record.flag, sys_flag=record.sys_flag,
             tags=record.tags, keys=tuple(record.keys), properties=record.properties,
             body=_plain(record.body, record.sys_flag), born_ms=record.born_ms,

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from mqstore.engine.batch.dispatch import DispatchBatch
-from mqstore.engine.config import check_topic
+from mqstore.engine.names import check_topic
 from mqstore.ipc.wire import schema
 
 LONG_MAX = (1 << 63) - 1

@@ -24,16 +24,37 @@ its application, not settled) count as a delivery; the others were in its buffer
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from mqstore.ipc.wire.messages import ReceivedMessage, ReplyError
 
-OK = "OK"
-NOT_OWNER = "NOT_OWNER"
-UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"
-BAD_REQUEST = "BAD_REQUEST"
+
+class AckStatus(enum.StrEnum):
+    """One receipt's outcome of an ``ack`` or ``nack`` (see the module's docstring); a ``str``, so
+    ``status == "OK"`` holds as well."""
+
+    OK = "OK"
+    NOT_OWNER = "NOT_OWNER"
+    UNKNOWN_RECEIPT = "UNKNOWN_RECEIPT"
+    BAD_REQUEST = "BAD_REQUEST"
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> AckStatus:
+        """ReplyError for a status this client does not know: whether the receipt was settled is then
+        unknowable, and the set is this broker's own, not one that grows with RocketMQ's."""
+        try:
+            return cls(raw)
+        except ValueError:
+            raise ReplyError(f"unknown ack status {raw!r}") from None
+
+
+OK = AckStatus.OK
+NOT_OWNER = AckStatus.NOT_OWNER
+UNKNOWN_RECEIPT = AckStatus.UNKNOWN_RECEIPT
+BAD_REQUEST = AckStatus.BAD_REQUEST
 
 DLQ_PREFIX = "%DLQ%"
 MAX_RECEIPTS = 10_000  # per ack / nack request
@@ -63,11 +84,11 @@ class Receipt:
 
     group: str
     topic: str
-    queue: int
+    queue_id: int
     seq: int
 
     def to_wire(self) -> list[Any]:
-        return [self.group, self.topic, self.queue, self.seq]
+        return [self.group, self.topic, self.queue_id, self.seq]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,5 +108,5 @@ class Delivery(ReceivedMessage):
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplyError(f"malformed delivery: {exc!r}") from None
         fields = {name: getattr(message, name) for name in ReceivedMessage.__dataclass_fields__}
-        return cls(**fields, receipt=Receipt(group, message.topic, message.queue, seq), redelivered=redelivered,
+        return cls(**fields, receipt=Receipt(group, message.topic, message.queue_id, seq), redelivered=redelivered,
                    delivery_count=count)

@@ -21,6 +21,8 @@ from typing import Any
 
 import msgpack
 
+from mqstore.engine.errors import MqstoreError
+
 VERSION = 1
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_PARTS = 16
@@ -41,7 +43,7 @@ INDEXED = b"indexed"
 TOPIC_DELETED = b"topic-deleted"
 
 
-class SchemaError(ValueError):
+class SchemaError(MqstoreError, ValueError):
     """A frame that is not a valid message: the reply says why, the actor goes on."""
 
 

@@ -32,7 +32,7 @@ import psutil
 
 from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
-from mqstore.engine.delay.table import parse_delay_levels
+from mqstore.engine.delay.table import parse_delay_levels, schedule_queue_id
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.record import SCHEDULE_TOPIC
 from mqstore.ipc.client.api import Admin, Outgoing, Producer
@@ -60,7 +60,7 @@ def stored(store: Path, topic: str) -> int:
 
 def copies(store: Path, topic: str, level: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Each copy's store time and its schedule entry's delivery time, read off the files."""
-    due = ConsumeQueue.open(store / "consumequeue", SCHEDULE_TOPIC, level - 1, writable=False)
+    due = ConsumeQueue.open(store / "consumequeue", SCHEDULE_TOPIC, schedule_queue_id(level), writable=False)
     queues = ConsumeQueueStore.open(store / "consumequeue", writable=False)
     commitlog = CommitLog.open(store / "commitlog", writable=False)
     try:

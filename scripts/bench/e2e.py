@@ -52,12 +52,12 @@ def latency(store: Path, count: int, body_bytes: int) -> dict[str, Any]:
     with Producer(store, timeout_ms=30_000) as producer, \
             Consumer(store, group="bench-latency", topic="Latency", queues=[0], start="latest",
                      long_poll_ms=5000) as consumer:
-        producer.send("Latency", b"warm-up", queue=0)
+        producer.send("Latency", b"warm-up", queue_id=0)
         while not consumer.poll(1000):
             pass
         for i in range(count):
             start = time.perf_counter()
-            producer.send("Latency", os.urandom(body_bytes), queue=0)
+            producer.send("Latency", os.urandom(body_bytes), queue_id=0)
             got = consumer.poll(10_000)
             if not got:
                 raise RuntimeError(f"message {i} never became consumable")

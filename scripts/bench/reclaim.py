@@ -102,7 +102,7 @@ def run_one(root: Path, *, reclaim: bool, move_below: float, args: argparse.Name
     sent, acked, consumed = [0], [0], [0]
     with broker:
         with Producer(broker.store) as producer:  # every queue has an entry before the consumers look for them
-            producer.send_batch([{"topic": TOPIC, "body": b"first", "queue": q} for q in QUEUES])
+            producer.send_batch([{"topic": TOPIC, "body": b"first", "queue_id": q} for q in QUEUES])
         sent[0] = len(QUEUES)
         stop = threading.Event()
         workers = [threading.Thread(target=_ack, args=(broker.store, stop, acked, every)),

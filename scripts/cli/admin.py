@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.meta.topics import TopicTable
-from mqstore.engine.read.group_lag import group_lags, groups_in
+from mqstore.engine.read.group_lag import QueueLag, group_lags, groups_in
 from mqstore.engine.read.store_files import QueueEntries, queue_ids, read_geometry
 from mqstore.ipc.transport.control import control_request
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -139,7 +140,7 @@ def _topics_list(args: argparse.Namespace) -> int:
 
 
 def _topic_row(topic: str, spans: dict[int, tuple[int, int]]) -> dict[str, Any]:
-    queues = [{"queue": q, "min_offset": lo, "max_offset": hi} for q, (lo, hi) in sorted(spans.items())]
+    queues = [{"queue_id": q, "min_queue_offset": lo, "max_queue_offset": hi} for q, (lo, hi) in sorted(spans.items())]
     return {"type": "topic", "topic": topic, "queues": queues, "messages": sum(hi - lo for lo, hi in spans.values())}
 
 
@@ -156,8 +157,8 @@ def _topics_create(args: argparse.Namespace) -> int:
         print(f"mqstore topics {args.action_name}: {args.topic} keeps its {queues} queues (queues are never "
               "removed)", file=sys.stderr)
         return 1
-    _emit(args, [{"type": "topic", "topic": args.topic, "queues": queues}], "topic",
-          {"topic": lambda r: r["topic"], "queues": lambda r: r["queues"]})
+    _emit(args, [{"type": "topic", "topic": args.topic, "queue_count": queues}], "topic",
+          {"topic": lambda r: r["topic"], "queues": lambda r: r["queue_count"]})
     return 0
 
 
@@ -214,16 +215,16 @@ def _groups_describe(args: argparse.Namespace) -> int:
         queues = _offline_describe(existing_store(args.store), args.group)
     if not queues:
         raise CommandError(f"no group {args.group!r}: it never committed an offset")
-    rows = [{"type": "queue", "group": args.group, **q} for q in queues]
+    rows = [{"type": "queue", "group": args.group, **asdict(q)} for q in queues]
     _emit(args, rows, f"group {args.group}", {
-        "topic": lambda r: r["topic"], "queue": lambda r: r["queue"],
-        "committed offset": lambda r: r["committed_offset"], "max offset": lambda r: r["max_offset"],
+        "topic": lambda r: r["topic"], "queue": lambda r: r["queue_id"],
+        "committed offset": lambda r: r["committed_offset"], "max offset": lambda r: r["max_queue_offset"],
         "lag": lambda r: r["lag"],
         "last consumed": lambda r: local_time(r["last_consume_ms"])})
     return 0
 
 
-def _offline_describe(store_dir: Path, group: str) -> list[dict[str, Any]]:
+def _offline_describe(store_dir: Path, group: str) -> list[QueueLag]:
     geometry = read_geometry(store_dir)
     commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
     opened: dict[tuple[str, int], QueueEntries] = {}
@@ -243,12 +244,9 @@ def _offline_describe(store_dir: Path, group: str) -> list[dict[str, Any]]:
         return commitlog.store_ms_at(found[0]) if found is not None else -1
 
     try:
-        lags = group_lags(group, _offline_offsets(store_dir).table, spans, store_ms_at)
+        return group_lags(group, _offline_offsets(store_dir).table, spans, store_ms_at)
     finally:
         commitlog.close()
-    return [{"topic": q.topic, "queue": q.queue_id, "committed_offset": q.committed_offset,
-             "min_offset": q.min_queue_offset, "max_offset": q.max_queue_offset, "lag": q.lag,
-             "last_consume_ms": q.last_consume_ms} for q in lags]
 
 
 def _groups_reset(args: argparse.Namespace) -> int:
@@ -272,7 +270,7 @@ def _groups_reset(args: argparse.Namespace) -> int:
                      for q in store.topics().get(topic, [])}
             rows = _reset(group, topic, target, spans, lambda q, ts: store.queue_offset_by_time(topic, q, ts),
                           lambda q, offset: store.commit_offset(group, topic, q, offset))
-    _emit(args, rows, f"group {group} reset", {"topic": lambda r: r["topic"], "queue": lambda r: r["queue"],
+    _emit(args, rows, f"group {group} reset", {"topic": lambda r: r["topic"], "queue": lambda r: r["queue_id"],
                                                "committed offset": lambda r: r["committed_offset"]})
     return 0
 
@@ -287,7 +285,8 @@ def _reset(group: str, topic: str, target: str | int, spans: dict[int, tuple[int
         offset = lo if target == "earliest" else hi if target == "latest" else \
             min(max(offset_by_time(queue_id, int(target)), lo), hi)
         commit(queue_id, offset)
-        rows.append({"type": "reset", "group": group, "topic": topic, "queue": queue_id, "committed_offset": offset})
+        rows.append({"type": "reset", "group": group, "topic": topic, "queue_id": queue_id,
+                     "committed_offset": offset})
     return rows
 
 

@@ -271,8 +271,8 @@ def add_client_commands(commands: Any) -> None:
     produce.add_argument("--batch", type=positive, default=100, help="messages per request (100)")
     produce.add_argument("--tags", help="the messages' tag")
     produce.add_argument("--key-prefix", help="key of message i is PREFIX-i")
-    produce.add_argument("--queue", type=non_negative, help="send to this queue (default: round robin)")
-    produce.add_argument("--json", action="store_true", help="one JSON result per line")
+    produce.add_argument("--queue", type=non_negative, help="send to this queue id (default: round robin)")
+    produce.add_argument("--json", action="store_true", help="one JSON result per line (status, queue_id, ...)")
     produce.set_defaults(handler=_produce)
 
     consume = commands.add_parser("consume", help="pull messages from a running broker")
@@ -285,7 +285,7 @@ def add_client_commands(commands: Any) -> None:
                          help="where to start: the group's committed offsets, or each queue's first or end")
     consume.add_argument("--count", type=positive, default=10, help="stop after this many messages (10)")
     consume.add_argument("--timeout-ms", type=positive, default=3000, help="stop after this long without messages")
-    consume.add_argument("--json", action="store_true", help="one JSON message per line")
+    consume.add_argument("--json", action="store_true", help="one JSON message per line (topic, queue_id, ...)")
     consume.add_argument("--ack", action="store_true",
                          help="ack mode: each message comes with a receipt and is acked once printed")
     consume.add_argument("--visibility-ms", type=positive, help="ack mode: redeliver what is not acked within this")
@@ -303,7 +303,7 @@ def message_json(m: Any) -> dict[str, Any]:
     """A received message, JSON-ready, in the same shape as the offline query's records."""
     from mqstore.scripts.cli.output import json_body
     body, encoding = json_body(m.body)
-    return {"type": "record", "topic": m.topic, "queue_id": m.queue, "queue_offset": m.queue_offset,
+    return {"type": "record", "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
             "phys_offset": m.phys_offset, "size": m.size, "flag": m.flag, "sys_flag": m.sys_flag, "tags": m.tags,
             "keys": list(m.keys), "properties": dict(m.properties), "body": body, "encoding": encoding,
             "born_ms": m.born_ms, "born_host": f"{m.born_host[0]}:{m.born_host[1]}", "store_ms": m.store_ms,
@@ -317,11 +317,11 @@ def _produce(args: argparse.Namespace) -> int:
     with Producer(endpoints=client_endpoints(args)) as producer:
         for start in range(0, args.count, args.batch):
             batch = [{"topic": args.topic, "body": f"{args.body} {i}".encode(), "tags": args.tags,
-                      "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue": args.queue}
+                      "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue_id": args.queue}
                      for i in range(start, min(args.count, start + args.batch))]
             for result in producer.send_batch(batch):
                 if args.json:
-                    print(json.dumps({"status": result.status, "msg_id": result.msg_id, "queue": result.queue_id,
+                    print(json.dumps({"status": result.status, "msg_id": result.msg_id, "queue_id": result.queue_id,
                                       "queue_offset": result.queue_offset, "reason": result.reason}))
                 sent += result.ok
                 failed += not result.ok
@@ -342,7 +342,7 @@ def _consume(args: argparse.Namespace) -> int:
                 break
             for m in batch:
                 print(json.dumps(message_json(m)) if args.json else
-                      f"{m.topic}/{m.queue}@{m.queue_offset} tags={m.tags} keys={','.join(m.keys)} "
+                      f"{m.topic}/{m.queue_id}@{m.queue_offset} tags={m.tags} keys={','.join(m.keys)} "
                       f"{m.body[:80]!r}")
             received += len(batch)
         consumer.commit()
@@ -362,7 +362,7 @@ def _consume_acked(args: argparse.Namespace) -> int:
             for d in batch:
                 print(json.dumps({**message_json(d), "redelivered": d.redelivered,
                                   "delivery_count": d.delivery_count}) if args.json else
-                      f"{d.topic}/{d.queue}@{d.queue_offset} redelivered={d.redelivered} "
+                      f"{d.topic}/{d.queue_id}@{d.queue_offset} redelivered={d.redelivered} "
                       f"delivery_count={d.delivery_count} tags={d.tags} {d.body[:80]!r}")
             if args.settle == "ack":
                 statuses = consumer.ack(batch)

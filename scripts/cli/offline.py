@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.engine import Geometry, GetStatus, MessageStore, Record, StoreLockedError
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import MappedFileError, file_name
 from mqstore.engine.log.record import DecodeKind
@@ -29,7 +30,7 @@ from mqstore.scripts.cli.output import Row, local_time, print_records, print_tab
 PULL_BATCH = 32  # a pull reads ahead max_count entries: ask for what one pull can return
 
 
-class CommandError(Exception):
+class CommandError(MqstoreError):
     """A problem the user can fix (missing store, store in use, bad id): message, exit 2."""
 
 

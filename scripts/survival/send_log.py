@@ -108,7 +108,7 @@ def consume(store: str, log_path: str, group: str, topic: str, ack_mode: bool) -
                         while not stop.requested:
                             got = consumer.poll(500)
                             if got:
-                                log.write("".join(f"seen\t{topic}\t{m.queue}\t{m.queue_offset}\t{digest(m.body)}\t-\n"
+                                log.write("".join(f"seen\t{topic}\t{m.queue_id}\t{m.queue_offset}\t{digest(m.body)}\t-\n"
                                                   for m in got))
                                 log.flush()
             except (BrokerError, BrokerTimeoutError, ValueError, OSError) as exc:
@@ -120,11 +120,11 @@ def consume(store: str, log_path: str, group: str, topic: str, ack_mode: bool) -
 def record_and_ack(acker: AckConsumer, log: TextIO, topic: str, got: list[Delivery]) -> None:
     """Log what an ack-mode consumer received, then ack it and log the answers. The deliveries go
     to the log first: an ack that raises may have been applied, in part or in full."""
-    log.write("".join(f"received\t{topic}\t{d.queue}\t{d.queue_offset}\t{digest(d.body)}\t{d.delivery_count}\n"
+    log.write("".join(f"received\t{topic}\t{d.queue_id}\t{d.queue_offset}\t{digest(d.body)}\t{d.delivery_count}\n"
                       for d in got))
     log.flush()
     statuses = acker.ack(got)
-    log.write("".join(f"acked\t{topic}\t{d.queue}\t{d.queue_offset}\t{digest(d.body)}\t{s}\n"
+    log.write("".join(f"acked\t{topic}\t{d.queue_id}\t{d.queue_offset}\t{digest(d.body)}\t{s}\n"
                       for d, s in zip(got, statuses, strict=True)))
     log.flush()
 

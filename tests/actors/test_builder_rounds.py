@@ -21,7 +21,7 @@ from mqstore.engine.batch.dispatch import DispatchBatch, DispatchRequest
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.message import Message
 from mqstore.engine.log.msgid import UniqKeyGenerator
-from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch
 

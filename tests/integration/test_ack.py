@@ -45,7 +45,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def produce(broker: Broker, topic: str, count: int, *, queue: int | None = None) -> None:
     with Producer(broker.store) as producer:
         for start in range(0, count, 500):
-            batch = [{"topic": topic, "body": f"{topic}-{i}".encode(), "tags": "T", "queue": queue}
+            batch = [{"topic": topic, "body": f"{topic}-{i}".encode(), "tags": "T", "queue_id": queue}
                      for i in range(start, min(count, start + 500))]
             assert all(r.ok for r in producer.send_batch(batch))
 
@@ -60,7 +60,7 @@ def receive_until(consumer: AckConsumer, count: int, timeout_s: float = 30) -> l
 
 
 def positions(deliveries: list[Delivery]) -> list[tuple[int, int]]:
-    return [(d.receipt.queue, d.receipt.seq) for d in deliveries]
+    return [(d.receipt.queue_id, d.receipt.seq) for d in deliveries]
 
 
 def dead_letters(broker: Broker, group: str, expected: int, timeout_s: float = 15) -> list[Any]:
@@ -81,7 +81,7 @@ def test_ack_2000_then_restart_nothing_acked_comes_back(broker: Broker) -> None:
         got = receive_until(consumer, 2000)
         assert all(consumer.ack(got[i:i + 300]) == [OK] * len(got[i:i + 300]) for i in range(0, 2000, 300))
     assert sorted(positions(got)) == sorted((q, s) for q in range(4) for s in range(500))
-    assert all(not d.redelivered and d.delivery_count == 1 and d.body == f"Acked-{d.queue_offset * 4 + d.queue}"
+    assert all(not d.redelivered and d.delivery_count == 1 and d.body == f"Acked-{d.queue_offset * 4 + d.queue_id}"
                .encode() for d in got)
     assert broker.stop() == 0
     broker.start()
@@ -198,7 +198,7 @@ def test_competing_consumers_never_share_a_message(broker: Broker) -> None:
                     if sum(acked.values()) >= total or failures:
                         return
                 batch = consumer.receive(64, 300)
-                by_queue = Counter(d.receipt.queue for d in batch)
+                by_queue = Counter(d.receipt.queue_id for d in batch)
                 with lock:
                     if any(n > prefetch for n in by_queue.values()):
                         failures.append(f"{name} holds {by_queue} unacked, prefetch is {prefetch}")
@@ -288,7 +288,7 @@ def test_keep_unacked_holds_retention_back_until_acked(tmp_path: Path) -> None:
                                "keep_unacked = true\n")
     first_file = broker.store / "commitlog" / f"{0:020d}"
     with broker, Producer(broker.store) as producer:
-        assert all(r.ok for r in producer.send_batch([{"topic": "Kept", "body": bytes(1024), "queue": 0}] * 5))
+        assert all(r.ok for r in producer.send_batch([{"topic": "Kept", "body": bytes(1024), "queue_id": 0}] * 5))
         with AckConsumer(broker.store, group="G", topic="Kept", queues=[0], visibility_ms=60_000) as consumer:
             held = consumer.receive(5, timeout_ms=10_000)
             assert held and held[0].queue_offset == 0
@@ -296,10 +296,10 @@ def test_keep_unacked_holds_retention_back_until_acked(tmp_path: Path) -> None:
             wait_for(lambda: mark.exists() and b'"phys_offset": 0' in mark.read_bytes(), 20, "the low-water mark")
             for _ in range(4):  # the first file is now old and not the newest: only the veto keeps it
                 assert all(r.ok for r in producer.send_batch(
-                    [{"topic": "Kept", "body": bytes(1024), "queue": 0}] * 50))
+                    [{"topic": "Kept", "body": bytes(1024), "queue_id": 0}] * 50))
             for _ in range(30):  # a few cleanup rounds pass: the oldest file must survive every one
                 assert first_file.exists()
-                producer.send("Kept", bytes(1024), queue=0)
+                producer.send("Kept", bytes(1024), queue_id=0)
             assert first_file.exists()
             consumer.ack(held)
             rest = consumer.receive(500, timeout_ms=2000)

@@ -56,16 +56,16 @@ def test_topics_create_update_list_delete_round_trip(tmp_path: Path, caplog: pyt
             assert rocketmq.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nowhere"}).code == rm.TOPIC_NOT_EXIST
 
         assert _json(broker, "topics", "create", "Orders", "--queues", "2") == [
-            {"type": "topic", "topic": "Orders", "queues": 2}]
+            {"type": "topic", "topic": "Orders", "queue_count": 2}]
         assert _json(broker, "topics", "create", "Orders", "--queues", "2", code=2) == []
-        assert _json(broker, "topics", "update", "Orders", "--queues", "3")[0]["queues"] == 3
+        assert _json(broker, "topics", "update", "Orders", "--queues", "3")[0]["queue_count"] == 3
         sent = _send(broker.store, "Orders", 9)
         with rm.RemotingClient("127.0.0.1", port) as rocketmq:
             route = json.loads(rocketmq.call(rm.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"}).body)
             assert route["queueDatas"][0]["writeQueueNums"] == 3
         listed = {t["topic"]: t for t in _json(broker, "topics", "list")}
         assert listed["Orders"]["messages"] == 9
-        assert [q["max_offset"] for q in listed["Orders"]["queues"]] == [3, 3, 3]
+        assert [q["max_queue_offset"] for q in listed["Orders"]["queues"]] == [3, 3, 3]
 
         with Consumer(broker.store, group="G", topic="Orders", start="earliest", long_poll_ms=100) as consumer:
             got: list[Any] = []
@@ -118,11 +118,11 @@ def test_groups_describe_and_reset_follow_what_consumers_did(tmp_path: Path) -> 
         assert len(first) == 10
         _send(broker.store, "Orders", 4, start=10)
 
-        described = {q["queue"]: q for q in _json(broker, "groups", "describe", "G")}
+        described = {q["queue_id"]: q for q in _json(broker, "groups", "describe", "G")}
         for queue_id in (0, 1):
-            mine = [m for m in first if m.queue == queue_id]
+            mine = [m for m in first if m.queue_id == queue_id]
             q = described[queue_id]
-            assert q["committed_offset"] == 5 and q["max_offset"] == 7 and q["lag"] == 2
+            assert q["committed_offset"] == 5 and q["max_queue_offset"] == 7 and q["lag"] == 2
             assert q["last_consume_ms"] == max(m.store_ms for m in mine) > 0
         assert [g["group"] for g in _json(broker, "groups", "list")] == ["G"]
 
@@ -168,6 +168,6 @@ def test_a_topic_deleted_and_made_again_serves_only_its_new_messages(tmp_path: P
         assert [r.queue_offset for r in fresh] == [0, 1]
         got = _consume(broker.store, "H", "T", 2, start="earliest")
         assert sorted(m.body for m in got) == [b"m100", b"m101"]
-        assert [(q["committed_offset"], q["max_offset"], q["lag"]) for q in _json(broker, "groups", "describe", "H")
-                ] == [(2, 2, 0)]
+        described = _json(broker, "groups", "describe", "H")
+        assert [(q["committed_offset"], q["max_queue_offset"], q["lag"]) for q in described] == [(2, 2, 0)]
         assert broker.stop() == 0

@@ -55,7 +55,7 @@ def test_end_to_end_produce_consume_query_restart(tmp_path: Path) -> None:
             got = _consume_all(broker.store, topic, "G1", 5000)
             assert len(got) == 5000
             for queue in range(4):  # in order per queue, each queue offset once
-                offsets = [m.queue_offset for m in got if m.queue == queue]
+                offsets = [m.queue_offset for m in got if m.queue_id == queue]
                 assert offsets == list(range(len(offsets)))
         with Admin(broker.store) as admin:
             assert [m.body for m in admin.query_by_key("Orders", "key-42")] == [b"message-42" * 3]
@@ -170,13 +170,13 @@ def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
 
 def test_long_poll_returns_on_arrival_not_at_timeout(tmp_path: Path) -> None:
     with Broker(tmp_path) as broker, Producer(broker.store) as producer:
-        producer.send("Polled", b"first", queue=0)  # the topic exists, its queue 0 has one message
+        producer.send("Polled", b"first", queue_id=0)  # the topic exists, its queue 0 has one message
         with Consumer(broker.store, group="G", topic="Polled", queues=[0], start="earliest",
                       long_poll_ms=20_000) as consumer:
             assert [m.body for m in consumer.poll(10_000)] == [b"first"]
             assert consumer.poll(300) == []  # parks a 20 s pull on the empty end of the queue
             sent_at = time.monotonic()
-            producer.send("Polled", b"wake up", queue=0)
+            producer.send("Polled", b"wake up", queue_id=0)
             got = consumer.poll(15_000)
             elapsed = time.monotonic() - sent_at
         assert [m.body for m in got] == [b"wake up"]
@@ -214,7 +214,7 @@ def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> Non
             assert big_props.status == "PROPERTIES_SIZE_EXCEEDED" and big_props.reason
             bad_topic = producer.send("no spaces allowed", b"x")
             assert bad_topic.status == "MESSAGE_ILLEGAL"
-            out_of_range = producer.send("Orders", b"x", queue=4)
+            out_of_range = producer.send("Orders", b"x", queue_id=4)
             assert out_of_range.status == "MESSAGE_ILLEGAL" and "out of range" in out_of_range.reason
             assert producer.send("Orders", b"and still").ok
         status = broker.status()
@@ -249,7 +249,7 @@ def test_zeromq_over_tcp_when_configured(tmp_path: Path) -> None:
         endpoints = broker.endpoints()
         assert endpoints.ingress.startswith("tcp://127.0.0.1:") and endpoints.control.startswith("ipc://")
         with Producer(endpoints=endpoints) as producer:
-            sent = producer.send("OverTcp", b"hello", queue=0)
+            sent = producer.send("OverTcp", b"hello", queue_id=0)
             assert sent.ok
         with Consumer(endpoints=endpoints, group="G", topic="OverTcp", queues=[0], start="earliest") as consumer:
             got = consumer.messages(1, timeout_ms=10_000)

@@ -80,12 +80,12 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
     server_public = CurveKeys.for_client(broker.keys_dir).server_public
     wrong = CurveKeys(server_public, stranger.public, stranger.secret)
     with broker, Producer(endpoints=broker.endpoints()) as good:
-        assert good.send("Secure", b"first", queue=0).ok
+        assert good.send("Secure", b"first", queue_id=0).ok
         for keys in (wrong, None):
             with Producer(endpoints=broker.endpoints(keys), timeout_ms=1500, retries=0) as bad:
                 with pytest.raises(REFUSED):
-                    bad.send("Secure", b"should not be stored", queue=0)
-                assert good.send("Secure", b"still served", queue=0).ok  # while the bad one keeps trying
+                    bad.send("Secure", b"should not be stored", queue_id=0)
+                assert good.send("Secure", b"still served", queue_id=0).ok  # while the bad one keeps trying
         with Admin(endpoints=broker.endpoints()) as admin:  # a waiting call: on the caller's own CURVE socket
             assert "Secure" in admin.topics()
         with Admin(endpoints=broker.endpoints(wrong), timeout_ms=1500) as stranger_admin, pytest.raises(REFUSED):
@@ -96,7 +96,7 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
         assert bodies == [b"first", b"still served", b"still served"]
         old_pid = broker.kill("writer")  # a restarted actor starts its own authenticator with the same keys
         broker.wait_restarted("writer", old_pid)
-        assert good.send("Secure", b"after a restart", queue=1).ok
+        assert good.send("Secure", b"after a restart", queue_id=1).ok
         with pytest.raises(REFUSED), Consumer(
                 endpoints=broker.endpoints(None), group="G2", topic="Secure", queues=[0], start="earliest",
                 timeout_ms=1500) as snoop:

@@ -51,7 +51,7 @@ def _api(port: int) -> dict[str, Any]:
 
 def _send(store: Path, topic: str, count: int) -> None:
     with Producer(store) as producer:
-        results = producer.send_batch([{"topic": topic, "body": f"{topic}-{i}".encode(), "queue": i % 2}
+        results = producer.send_batch([{"topic": topic, "body": f"{topic}-{i}".encode(), "queue_id": i % 2}
                                        for i in range(count)])
     assert all(r.ok for r in results), results
 

@@ -74,11 +74,11 @@ def test_every_level_is_delivered_when_due_with_rocketmq_bytes(broker: Broker) -
         for level in (1, 2, 3, 7):  # 7 is past the table: clamped to its last level
             body = f"level-{level}".encode()
             result = producer.send("Later", body, tags="T", keys=[f"k{level}"], properties={"DELAY": str(level)},
-                                   queue=1)
+                                   queue_id=1)
             assert result.ok and result.queue_id == 1  # the queue it was sent to, as RocketMQ's reply says
             sent[body] = (min(level, 3), result.queue_offset)  # the offset in the schedule queue
         assert producer.send("Later", b"bad", properties={"DELAY": "x"}).status == "MESSAGE_ILLEGAL"
-        assert producer.send("Later", b"now", properties={"DELAY": "0"}, queue=0).ok  # not delayed
+        assert producer.send("Later", b"now", properties={"DELAY": "0"}, queue_id=0).ok  # not delayed
     copies = {m.body: m for m in consume(broker.store, "Later", 5) if m.body != b"now"}
     assert set(copies) == set(sent)
     for body, (level, queue_offset) in sent.items():
@@ -92,7 +92,7 @@ def test_every_level_is_delivered_when_due_with_rocketmq_bytes(broker: Broker) -
         assert tags_code == scheduled.store_ms + DELAYS_MS[level]  # the tags code is the delivery time
         copy = copies[body]
         # the copy: a new record on the real topic and queue, original fields, DELAY gone
-        assert (copy.topic, copy.queue, copy.tags, copy.keys) == ("Later", 1, "T", scheduled.keys and
+        assert (copy.topic, copy.queue_id, copy.tags, copy.keys) == ("Later", 1, "T", scheduled.keys and
                                                                   tuple(scheduled.keys))
         assert copy.phys_offset > phys and copy.uniq_key == scheduled.uniq_key
         assert (copy.born_ms, copy.born_host, copy.reconsume_times, copy.flag) == (

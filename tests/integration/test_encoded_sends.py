@@ -32,7 +32,7 @@ def test_encoded_batches_are_stored_like_any_send(tmp_path: Path, mode: str) -> 
         sent = []
         for b in range(12):  # ~20 KiB a batch: several rolls of the 64 KiB commitlog files
             batch = [Outgoing("Fast", f"body-{b}-{i}".encode() * 10, tags="TagA" if i % 2 else None,
-                              keys=(f"key-{b}-{i}",) if i % 5 == 0 else (), queue=1 if i == 3 else None,
+                              keys=(f"key-{b}-{i}",) if i % 5 == 0 else (), queue_id=1 if i == 3 else None,
                               shard="order-9" if i == 4 else None) for i in range(60)]
             results = producer.send_encoded(batch)
             assert all(r.ok for r in results), results[:3]
@@ -43,7 +43,7 @@ def test_encoded_batches_are_stored_like_any_send(tmp_path: Path, mode: str) -> 
         received = _drain(broker.store, "Fast", len(sent))
         assert len(received) == len(sent)
         for msg in received:
-            original = by_offset[(msg.queue, msg.queue_offset)]  # type: ignore[attr-defined]
+            original = by_offset[(msg.queue_id, msg.queue_offset)]  # type: ignore[attr-defined]
             assert msg.body == original.body and msg.tags == original.tags  # type: ignore[attr-defined]
             assert msg.keys == original.keys  # type: ignore[attr-defined]
         with Admin(broker.store) as admin:  # the index builder runs apart from the consume queues' builder

@@ -50,7 +50,7 @@ def test_reader_replies_to_a_client_that_never_reads_are_bounded_by_reader_hwm(t
     reader's queue per connection is now [broker] reader_hwm; past it replies are dropped."""
     broker = Broker(tmp_path, broker_extra="reader_hwm = 8")
     with broker, Producer(broker.store) as producer:
-        assert all(r.ok for r in producer.send_batch([{"topic": "Big", "body": bytes(60_000), "queue": 0}] * 8))
+        assert all(r.ok for r in producer.send_batch([{"topic": "Big", "body": bytes(60_000), "queue_id": 0}] * 8))
         reader = psutil.Process(broker.pid_of("reader-0"))
         before = reader.memory_info().rss
         ctx: zmq.Context[object] = zmq.Context()
@@ -80,7 +80,7 @@ def test_ack_mode_queues_a_client_opens_are_bounded_by_ack_max_queues(tmp_path: 
     past it a new one is refused with SERVICE_NOT_AVAILABLE and the open ones are served as before."""
     broker = Broker(tmp_path, broker_extra="ack_max_queues = 3")
     with broker, Producer(broker.store) as producer:
-        assert producer.send("Acked", b"m", queue=0).ok
+        assert producer.send("Acked", b"m", queue_id=0).ok
         with Admin(broker.store) as admin:  # a queue index opens once its queue is published
             wait_for(lambda: admin.queue_info("Acked").get(0, (0, 0))[1] == 1, 30, "the message published")
         ctx: zmq.Context[object] = zmq.Context()
@@ -109,5 +109,5 @@ def test_ingress_hwm_bounds_requests_not_replies(tmp_path: Path) -> None:
     though stored. Only the inbound side is bounded: the flood waits in the sender."""
     broker = Broker(tmp_path, broker_extra="ingress_hwm = 4", tcp_port=free_port_range(12))
     with broker, Producer(endpoints=broker.endpoints(), timeout_ms=20_000) as producer:
-        futures = [producer.send_async("Pipelined", bytes(2000), queue=0) for _ in range(400)]
+        futures = [producer.send_async("Pipelined", bytes(2000), queue_id=0) for _ in range(400)]
         assert [f.result().status for f in futures] == ["PUT_OK"] * 400

@@ -70,9 +70,10 @@ def test_a_packed_pull_inflates_compressed_bodies_and_filters_tags(tmp_path: Pat
     message is decoded whole or only its body read; 'Aa' and 'BB' share a tag hash."""
     with Broker(tmp_path) as broker, Producer(broker.store) as producer:
         assert all(r.ok for r in producer.send_batch(
-            [{"topic": "Orders", "body": zlib.compress(b"inflated " * 50), "sys_flag": 0x1, "tags": "Aa", "queue": 0},
-             {"topic": "Orders", "body": b"collides", "tags": "BB", "queue": 0},
-             {"topic": "Orders", "body": b"plain", "tags": "Aa", "queue": 0}]))
+            [{"topic": "Orders", "body": zlib.compress(b"inflated " * 50), "sys_flag": 0x1, "tags": "Aa",
+              "queue_id": 0},
+             {"topic": "Orders", "body": b"collides", "tags": "BB", "queue_id": 0},
+             {"topic": "Orders", "body": b"plain", "tags": "Aa", "queue_id": 0}]))
         with Consumer(broker.store, group="g", topic="Orders", queues=[0], tags="Aa", start="earliest",
                       long_poll_ms=200) as consumer:
             got: list[ReceivedMessage] = []

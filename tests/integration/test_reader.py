@@ -181,7 +181,7 @@ def test_pull_by_offset_with_a_tag_filter(built: dict[int, list[PutResult]], sta
     assert [m["queue_offset"] for m in seen] == list(range(0, 150, 2))
     first = ReceivedMessage.from_wire(seen[1])
     put = built[0][2]
-    assert (first.msg_id, first.uniq_key, first.phys_offset, first.queue) == (put.msg_id, put.uniq_key,
+    assert (first.msg_id, first.uniq_key, first.phys_offset, first.queue_id) == (put.msg_id, put.uniq_key,
                                                                                put.phys_offset, 0)
     assert first.tags == "TagA" and first.keys == ("key-0-2", "shared") and first.properties["n"] == "2"
     assert first.body == bytes([2]) * BODY_BYTES and first.store_host == ("127.0.0.1", 10911)
@@ -220,7 +220,7 @@ def test_queries_by_key_uniq_key_and_id(built: dict[int, list[PutResult]], start
     broker = start_broker()
     with Admin(endpoints=broker.config.endpoints) as admin:
         found = admin.query_by_key(TOPIC, "key-1-7")
-        assert [(m.queue, m.queue_offset) for m in found] == [(1, 7)]
+        assert [(m.queue_id, m.queue_offset) for m in found] == [(1, 7)]
         assert len(admin.query_by_key(TOPIC, "shared", max_count=1000)) == 64  # max_query_count
         assert admin.query_by_key("OtherTopic", "key-1-7") == []
         target = built[0][140]  # indexed in the second index file
@@ -255,8 +255,8 @@ def test_consumer_reads_every_queue_in_order(built: dict[int, list[PutResult]],
                   start="earliest", long_poll_ms=200) as consumer:
         assert consumer.queues == [0, 1, 2, 3]
         got = consumer.messages(85, timeout_ms=10_000)
-        assert [m.queue_offset for m in got if m.queue == 0] == list(range(1, 150, 2))
-        assert [m.queue_offset for m in got if m.queue == 1] == list(range(1, 20, 2))
+        assert [m.queue_offset for m in got if m.queue_id == 0] == list(range(1, 150, 2))
+        assert [m.queue_offset for m in got if m.queue_id == 1] == list(range(1, 20, 2))
         assert consumer.poll(timeout_ms=300) == []
         assert consumer.position(0) == 150 and consumer.position(1) == 20
     with Admin(endpoints=broker.config.endpoints) as admin:  # close committed the positions
@@ -374,7 +374,7 @@ def test_producer_to_consumer_through_the_real_actors(built: dict[int, list[PutR
             Consumer(endpoints=endpoints, group="e2e", topic=TOPIC, queues=[1], start="latest",
                      long_poll_ms=5000) as consumer:
         assert consumer.poll(timeout_ms=100) == []  # its pull is parked at the reader now
-        sent = [producer.send(TOPIC, f"hello {i}".encode(), tags="TagE", keys=[f"e2e-{i}"], queue=1)
+        sent = [producer.send(TOPIC, f"hello {i}".encode(), tags="TagE", keys=[f"e2e-{i}"], queue_id=1)
                 for i in range(5)]
         assert all(r.ok for r in sent) and [r.queue_offset for r in sent] == [20, 21, 22, 23, 24]
         got = consumer.messages(5, timeout_ms=10_000)

@@ -36,7 +36,8 @@ def _body(i: int) -> bytes:
 
 def _produce(producer: Producer, topic: str, count: int = COUNT, start: int = 0) -> None:
     for first in range(start, start + count, 50):
-        batch = [{"topic": topic, "body": _body(i), "queue": 0} for i in range(first, min(start + count, first + 50))]
+        batch = [{"topic": topic, "body": _body(i), "queue_id": 0}
+                 for i in range(first, min(start + count, first + 50))]
         assert all(r.ok for r in producer.send_batch(batch))
 
 

@@ -102,8 +102,8 @@ def _offsets_see_no_copy(broker: Broker, producer: Producer) -> None:
 def _forge_copy(producer: Producer, of: Delivery) -> None:
     """A producer's record on the moved topic naming a straggler as its original, with another body."""
     origin = f"{of.phys_offset},{of.size},{of.queue_offset},{of.store_ms},{of.sys_flag},0"
-    props = {"REAL_TOPIC": of.topic, "REAL_QID": str(of.queue), "MOVED_FROM": origin, "UNIQ_KEY": of.uniq_key or ""}
-    assert producer.send_batch([{"topic": MOVED_TOPIC, "body": b"forged", "queue": 0, "properties": props}])[0].ok
+    props = {"REAL_TOPIC": of.topic, "REAL_QID": str(of.queue_id), "MOVED_FROM": origin, "UNIQ_KEY": of.uniq_key or ""}
+    assert producer.send_batch([{"topic": MOVED_TOPIC, "body": b"forged", "queue_id": 0, "properties": props}])[0].ok
 
 
 def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_path: Path) -> None:

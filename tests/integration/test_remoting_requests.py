@@ -126,7 +126,7 @@ def test_pull_statuses_tag_filter_and_commit_flag(front: tuple[Broker, int], cli
     broker, _ = front
     with Producer(broker.store) as producer:
         results = producer.send_batch([{"topic": "Pulls", "body": f"p-{i}".encode(), "tags": "A" if i % 2 else "B",
-                                        "queue": 0} for i in range(10)])
+                                        "queue_id": 0} for i in range(10)])
     assert all(r.ok for r in results)
     records_when(client, "Pulls", 0, 10)
     tagged = pull(client, "Pulls", 0, 0, sys_flag=rm.PULL_SUBSCRIPTION, subscription="A")
@@ -155,8 +155,8 @@ def test_pulls_keep_rocketmqs_transfer_caps(front: tuple[Broker, int], client: r
     maxTransferBytesOnMessageInMemory (256 KiB), whatever the ipc consumers' byte-sized pulls take."""
     broker, _ = front
     with Producer(broker.store) as producer:
-        assert all(r.ok for r in producer.send_batch([{"topic": "Caps", "body": b"s" * 100, "queue": 0}] * 40))
-        assert all(r.ok for r in producer.send_batch([{"topic": "Caps", "body": b"b" * 16384, "queue": 1}] * 20))
+        assert all(r.ok for r in producer.send_batch([{"topic": "Caps", "body": b"s" * 100, "queue_id": 0}] * 40))
+        assert all(r.ok for r in producer.send_batch([{"topic": "Caps", "body": b"b" * 16384, "queue_id": 1}] * 20))
     records_when(client, "Caps", 0, 32)
     records_when(client, "Caps", 1, 15)
 
@@ -182,7 +182,7 @@ def test_suspended_pull_is_answered_when_a_message_arrives(front: tuple[Broker, 
     waiter.start()
     time.sleep(0.5)  # let the pull park first; were it not parked yet, it would find the message anyway
     with Producer(broker.store) as producer:
-        assert producer.send("Held", b"wake up", queue=1).ok
+        assert producer.send("Held", b"wake up", queue_id=1).ok
     waiter.join(30)
     assert replies and replies[0].code == rm.SUCCESS
     assert [r.body for r in rm.decode_records(replies[0].body)] == [b"wake up"]
@@ -191,7 +191,7 @@ def test_suspended_pull_is_answered_when_a_message_arrives(front: tuple[Broker, 
 def test_offsets_are_the_readers_table(front: tuple[Broker, int], client: rm.RemotingClient) -> None:
     broker, _ = front
     with Producer(broker.store) as producer:
-        sent = [producer.send("Offsets", f"o-{i}".encode(), queue=0) for i in range(6)]
+        sent = [producer.send("Offsets", f"o-{i}".encode(), queue_id=0) for i in range(6)]
     assert all(r.ok for r in sent)
     records_when(client, "Offsets", 0, 6)  # offsets are checked against what is consumable
     fresh = client.call(rm.QUERY_CONSUMER_OFFSET, {"consumerGroup": "NEW", "topic": "Offsets", "queueId": 0})
@@ -238,7 +238,7 @@ def test_consumer_groups_follow_heartbeats_unregister_and_closed_connections(fro
 def test_send_back_goes_to_retry_then_dead_letter_topic(front: tuple[Broker, int], client: rm.RemotingClient) -> None:
     broker, _ = front
     with Producer(broker.store) as producer:
-        original = producer.send("Orders", b"to retry", keys=["sb-1"], queue=0)
+        original = producer.send("Orders", b"to retry", keys=["sb-1"], queue_id=0)
     assert original.ok
     records_when(client, "Orders", 0, 1)  # a consumer sends back what it pulled
     sent_back_ms = int(time.time() * 1000)
@@ -266,7 +266,7 @@ def test_send_back_at_the_clients_level_or_straight_to_the_dead_letters(front: t
     """A delayLevel above 0 is the level the retry waits on; below 0 the message goes to %DLQ% at once."""
     broker, _ = front
     with Producer(broker.store) as producer:
-        first, second = (producer.send("Later", body, queue=0) for body in (b"level 4", b"no retry"))
+        first, second = (producer.send("Later", body, queue_id=0) for body in (b"level 4", b"no retry"))
     records_when(client, "Later", 0, 2)
     back = client.call(rm.CONSUMER_SEND_MSG_BACK, {"group": "SL", "delayLevel": 4, "offset": first.phys_offset})
     assert back.code == rm.SUCCESS, back.remark

@@ -60,7 +60,7 @@ def test_timer_messages_are_delivered_when_due_and_not_before(tmp_path: Path) ->
                 assert "TIMER_OUT_MS" not in m.properties  # not in the future: stored as it was sent
                 continue
             due = int(m.properties["TIMER_OUT_MS"])
-            assert m.properties["REAL_TOPIC"] == "Timed" and m.properties["REAL_QID"] == str(m.queue)
+            assert m.properties["REAL_TOPIC"] == "Timed" and m.properties["REAL_QID"] == str(m.queue_id)
             assert int(m.properties["TIMER_DEQUEUE_MS"]) >= due + PRECISION_MS
             assert m.store_ms >= due + PRECISION_MS
             assert m.properties["WAIT"] == "false"
@@ -119,7 +119,7 @@ def test_the_stored_bytes_follow_rocketmqs_timer_layout(tmp_path: Path) -> None:
     broker = _broker(tmp_path)
     with broker, Producer(broker.store) as producer:
         sent_ms = int(time.time() * 1000)
-        result = producer.send_batch([Outgoing("Timed", b"later", queue=2,
+        result = producer.send_batch([Outgoing("Timed", b"later", queue_id=2,
                                                properties={"TIMER_DELAY_SEC": "600"})])[0]
         # the reply names the queue it was sent to, as RocketMQ's does; the record is on the timer topic's one queue
         assert result.ok and result.queue_id == 2

@@ -60,7 +60,7 @@ def test_commit_is_consumed_once_and_not_before(tmp_path: Path) -> None:
                 seen_before.extend(consumer.poll(300))  # the half is stored: nothing on the real topic yet
                 return TransactionState.COMMIT
 
-            result = producer.send_transactional(Outgoing("Orders", b"paid", tags="t", keys=("o-1",), queue=2),
+            result = producer.send_transactional(Outgoing("Orders", b"paid", tags="t", keys=("o-1",), queue_id=2),
                                                   local, _never, group="pg")
             assert result.state is TransactionState.COMMIT and result.end_error == ""
             assert seen_before == []
@@ -68,13 +68,13 @@ def test_commit_is_consumed_once_and_not_before(tmp_path: Path) -> None:
             assert not consumer.poll(500)  # once
         assert [m.body for m in got] == [b"paid"]
         message = got[0]
-        assert message.queue == 2 and message.tags == "t" and message.keys == ("o-1",)
+        assert message.queue_id == 2 and message.tags == "t" and message.keys == ("o-1",)
         assert message.sys_flag & 0xC == 0x8
         assert message.properties[tx.PROP_REAL_TOPIC] == "Orders" and message.properties[tx.PROP_WAIT] == "false"
         assert message.uniq_key == result.send.uniq_key
         with Admin(broker.store) as admin:
             half = admin.view_by_id(result.send.msg_id)
-            assert half is not None and half.topic == tx.HALF_TOPIC and half.queue == 0
+            assert half is not None and half.topic == tx.HALF_TOPIC and half.queue_id == 0
             assert half.properties[tx.PROP_TRANSACTION_ID] == result.send.uniq_key
             assert half.properties[tx.PROP_REAL_QID] == "2" and half.properties[tx.PROP_PGROUP] == "pg"
             assert half.sys_flag & 0xC == 0

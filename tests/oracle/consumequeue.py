@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE
+from mqstore.engine.consumequeue.entry import CQ_DTYPE
 from mqstore.engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_MASK
 
 Array = np.ndarray[Any, Any]

@@ -12,12 +12,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE, CqEntries, QueueView
+from mqstore.engine.consumequeue.consume_queue import QueueView
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, CqEntries
 from mqstore.engine.keyindex.keys import index_key
 from mqstore.engine.keyindex.pages import IndexCursor, QueryPages
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
-from mqstore.engine.log.record import MAGIC_V2, QUEUE_OFFSET_POS, SYSFLAG_POS, Record, body_length_pos, decode_record
+from mqstore.engine.log.record import MAGIC_V2, QUEUE_OFFSET_POS, Record, decode_record, record_size
 from mqstore.engine.read.lookup import (
     _MAGIC_V1,
     KEYS_PREFIX,
@@ -33,8 +34,6 @@ from mqstore.engine.read.lookup import (
 from tests.oracle import keyindex
 
 _MAGICS = frozenset((_MAGIC_V1, MAGIC_V2.to_bytes(4, "big", signed=True)))
-_INT = struct.Struct(">i")
-_SHORT = struct.Struct(">h")
 _LONG = struct.Struct(">q")
 
 
@@ -151,30 +150,20 @@ def matching(commitlog: CommitLog, phys_offsets: Iterable[int], topic: bytes, ke
 
 
 def _holds(record: bytes, topic: bytes, prefix: bytes, key: bytes, whole: bool) -> bool:
-    """Whether the stored ``record`` is ``topic``'s and its property (``prefix``: separator, name,
-    ``\x01``) holds ``key``: as the whole value, or as one of its space-separated words."""
-    (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
-    pos = body_length_pos(sys_flag)
-    (body_len,) = _INT.unpack_from(record, pos)
-    pos += 4 + body_len
-    if body_len < 0 or pos + 4 > len(record):
+    """Whether the stored ``record`` is one ``decode_record`` takes, ``topic``'s, and its property
+    (``prefix``: separator, name, ``\x01``; the last one so named, as ``decode_properties`` keeps it)
+    holds ``key``: as the whole value, or as one of its space-separated words."""
+    decoded = decode_record(record, check_crc=False)
+    if decoded.record is None or decoded.record.topic.encode() != topic:
         return False
-    if record[4:8] == _MAGIC_V1:
-        topic_len, pos = record[pos], pos + 1
-        topic_len = topic_len - 256 if topic_len > 127 else topic_len  # a signed byte, as decode_record reads it
-    else:
-        (topic_len,), pos = _SHORT.unpack_from(record, pos), pos + 2
-    if topic_len < 0 or record[pos:pos + topic_len] != topic or pos + topic_len + 2 > len(record):
-        return False
-    pos += topic_len
-    (props_len,) = _SHORT.unpack_from(record, pos)
-    props = PROPERTY_SEPARATOR + record[pos + 2:pos + 2 + props_len]
-    at = props.find(prefix)
-    if at < 0:
-        return False
-    value_end = props.find(PROPERTY_SEPARATOR, at + len(prefix))
-    value = props[at + len(prefix):value_end if value_end >= 0 else len(props)]
-    return value == key if whole else key in value.split(b" ")
+    rec = decoded.record
+    props_len = rec.size - record_size(rec.sys_flag, len(rec.body), len(topic), 0, rec.version)
+    value = None
+    for segment in record[rec.size - props_len:].split(PROPERTY_SEPARATOR):  # the bytes, never decoded
+        name, _, text = segment.partition(b"\x01")
+        if name == prefix[1:-1] and text:
+            value = text
+    return value is not None and (value == key if whole else key in value.split(b" "))
 
 
 def query_keys(index: IndexService, commitlog: CommitLog, topic: str, keys: Sequence[str], max_count: int,

@@ -1,6 +1,7 @@
 """The Python loop that engine/csrc/bodies.c replaced (``MessageBatch.bodies``): not a runtime path, only
 what the property test holds ``_native.packed_bodies`` (and the batch's bodies through it) to, body for
-body, and refusal for refusal."""
+body, and refusal for refusal. A record's fields are read from its own bytes: one that ends before its
+BODYLENGTH does is too short for its header, whatever follows it (engine/csrc/record.h, mq_record_body)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ def bodies(data: bytes, starts: list[int], sizes: list[int]) -> list[bytes]:
         for start, size in zip(starts, sizes, strict=True):
             if _INT.unpack_from(data, start)[0] != size:
                 raise ReplyError(f"no {size}-byte record at byte {start} of a packed reply")
-            (sys_flag,) = _INT.unpack_from(data, start + SYSFLAG_POS)
-            pos = start + body_length_pos(sys_flag)
-            (body_len,) = _INT.unpack_from(data, pos)
-            if body_len < 0 or pos + 4 + body_len > start + size:
+            record = data[start:start + size]  # every field is read from the record's own bytes
+            (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POS)
+            pos = body_length_pos(sys_flag)
+            (body_len,) = _INT.unpack_from(record, pos)
+            if body_len < 0 or pos + 4 + body_len > size:
                 raise ReplyError(f"a body of {body_len} bytes outside its record")
+            pos += start
             out.append(_plain(data[pos + 4:pos + 4 + body_len], sys_flag))
     except struct.error as exc:
         raise ReplyError(f"a record too short for its header: {exc}") from None

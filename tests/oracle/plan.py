@@ -18,10 +18,10 @@ from mqstore.engine.batch.record_batch import (
     QUEUE_ROUND_ROBIN,
     REPLY_ROW,
     BatchError,
+    BatchOutcome,
     CheckedBatch,
 )
 from mqstore.engine.java.jhash import tags_code
-from mqstore.engine.log.writer import BatchOutcome
 from mqstore.engine.meta.topics import TopicError, TopicTable
 from mqstore.engine.put.queue_selector import QueueIds, RoundRobin, shard_queues
 

@@ -139,11 +139,13 @@ def _take(buf: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], width: int
 
 
 
-_SEND_ONLY_HEADS = tuple(f"{name}\x01".encode() for name in SEND_ONLY_PROPERTIES)
+_SEND_ONLY_NAMES = frozenset(name.encode() for name in SEND_ONLY_PROPERTIES)
 
 
 def _carries_send_only(props: bytes) -> bool:
-    return any(segment.startswith(_SEND_ONLY_HEADS) for segment in props.split(b"\x02"))
+    """A property ``decode_properties`` keeps (a name and a value, neither empty) is a send-only one."""
+    return any(name in _SEND_ONLY_NAMES and value
+               for name, _, value in (segment.partition(b"\x01") for segment in props.split(b"\x02")))
 
 
 def check_batch(records: bytes | memoryview, columns: bytes, topics: Sequence[str], *, store_host: Host,

@@ -25,7 +25,7 @@ from mqstore.pipeline.options import Pushdown
 from mqstore.pipeline.plan import ScanPartition
 from mqstore.pipeline.record_layout import RecordLayout
 from mqstore.pipeline.scan import ReadContext, scan_range
-from mqstore.pipeline.schema import COLUMNS, FULL, Projection, SchemaError
+from mqstore.pipeline.schema import COLUMNS, FULL, Projection, ProjectionError
 
 V4, V6 = Host("10.0.0.7", 4000), Host("2001:db8::1", 10911)
 
@@ -200,7 +200,7 @@ def test_a_schema_the_table_cannot_give_is_a_clear_error(fields: list[tuple[str,
 
     spark_types = {"string": t.StringType(), "bigint": t.LongType(), "map": t.MapType(t.StringType(), t.StringType()),
                    "array<int>": t.ArrayType(t.IntegerType()), None: None}
-    with pytest.raises(SchemaError, match=message):
+    with pytest.raises(ProjectionError, match=message):
         projection([(name, spark_types[kind]) for name, kind in fields])
 
 
@@ -208,10 +208,10 @@ def test_a_not_null_column_that_can_be_null_is_refused() -> None:
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
     assert Projection.of(StructType([StructField("size", IntegerType(), nullable=False)])).columns == ("size",)
-    with pytest.raises(SchemaError, match="'tags' can be null"):
+    with pytest.raises(ProjectionError, match="'tags' can be null"):
         Projection.of(StructType([StructField("tags", StringType(), nullable=False)]))
     # a damaged record's milliseconds may be no timestamp at all: the column is null there
-    with pytest.raises(SchemaError, match="'store_timestamp' can be null"):
+    with pytest.raises(ProjectionError, match="'store_timestamp' can be null"):
         Projection.of(StructType([StructField("store_timestamp", TimestampType(), nullable=False)]))
 
 

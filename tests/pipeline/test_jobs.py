@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mqstore.engine import Geometry, Message, MessageStore, StoreConfig, StoreLockedError
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import file_name

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mqstore.engine.config import check_topic
+from mqstore.engine.names import check_topic
 from mqstore.ipc.wire import receipts, schema
 from mqstore.ipc.wire.requests.base import INT_MAX, LONG_MAX, MAX_PULL_COUNT, Op, Request, optional, topic
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
-from mqstore.engine.config import check_topic
+from mqstore.engine.names import check_topic
 from mqstore.ipc.wire import schema
 
 INT_MAX = (1 << 31) - 1            # queue ids, flags

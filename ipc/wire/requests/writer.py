@@ -63,7 +63,7 @@ class SendMessage(NamedTuple):
             raise TypeError("keys must be a sequence of strings, not one string")
         host = message.born_host
         return cls(message.topic, body, tuple(message.keys), dict(message.properties), message.flag,
-                   message.reconsume_times, message.tags, message.queue, message.shard, message.born_ms,
+                   message.reconsume_times, message.tags, message.queue_id, message.shard, message.born_ms,
                    message.sys_flag or None, message.prepared_tx_offset or None,
                    (host[0], host[1]) if host is not None else None)
 

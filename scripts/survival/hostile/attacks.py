@@ -109,7 +109,7 @@ class Attacks:
 
     def slow_readers(self) -> dict[str, Any]:
         with Producer(endpoints=self.ep, timeout_ms=30_000) as producer:  # replies as big as a pull may be
-            producer.send_batch([{"topic": SLOW_TOPIC, "body": os.urandom(60_000), "queue": 0}] * 16)
+            producer.send_batch([{"topic": SLOW_TOPIC, "body": os.urandom(60_000), "queue_id": 0}] * 16)
         sockets = []
         sent = 0
         try:
@@ -273,7 +273,7 @@ class Attacks:
 
     def offsets_beyond_max(self) -> dict[str, Any]:
         with Producer(endpoints=self.ep) as producer:  # a queue nobody else writes: its max holds still
-            producer.send_batch([{"topic": QUIET_TOPIC, "body": b"q", "queue": 0}] * 3)
+            producer.send_batch([{"topic": QUIET_TOPIC, "body": b"q", "queue_id": 0}] * 3)
         with Admin(endpoints=self.ep) as admin:
             top = wait_for(lambda: admin.queue_info(QUIET_TOPIC).get(0, (0, 0))[1] >= 3 and 3, 10, "quiet queue")
         frames = [[schema.pack(schema.request("commit_offset", i, group="hostile", topic=QUIET_TOPIC, queue=0,

@@ -43,7 +43,7 @@ class GoodClient:
                 body = f"good-{n}".encode()
                 began = time.monotonic()
                 try:
-                    status = producer.send(GOOD_TOPIC, body, queue=0).status
+                    status = producer.send(GOOD_TOPIC, body, queue_id=0).status
                 except Exception as exc:
                     status = type(exc).__name__
                     self.errors.append(f"send: {exc}")

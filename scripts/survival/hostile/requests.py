@@ -100,7 +100,7 @@ def encoded_requests(encoding: Encoding, rng: random.Random) -> dict[str, list[b
     leave it, go back, count other records or are torn, or that is not UTF-8, junk in the map's
     fields, and parts on ops that take none."""
     batch = BatchEncoder(encoding).encode([Outgoing("Hostile", rng.randbytes(40), tags="T", keys=("k",)),
-                                           Outgoing("Hostile", b"y" * 300, queue=0)])
+                                           Outgoing("Hostile", b"y" * 300, queue_id=0)])
     fields, records = request_fields(batch), batch.records
     head = schema.request(OP_SEND_ENCODED, 1, **fields)
 

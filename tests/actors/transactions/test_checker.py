@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from mqstore.actors.transactions.checker import Checker, CheckSettings
 from mqstore.actors.transactions.resolver import ILLEGAL_OPERATION, EndRequest, Resolver
 from mqstore.engine.log.host import Host
+from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import Record, decode_record, encode_record
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.wire.messages import Outgoing, SendResult
@@ -46,7 +47,7 @@ class Queues:
     def _append(self, topic: str, body: bytes, props: dict[str, str], born_ms: int) -> SendResult:
         queue = self.queues[topic]
         queue.append(record(topic, len(queue), born_ms, props, body, store_ms=NOW + 1))
-        return SendResult("PUT_OK", "ID", 0, len(queue) - 1, 1000 * len(queue))
+        return SendResult(PutStatus.PUT_OK, "ID", 0, len(queue) - 1, 1000 * len(queue))
 
     def span(self, topic: str, queue_id: int = 0) -> tuple[int, int]:
         return 0, len(self.queues[topic])

@@ -7,6 +7,7 @@ import itertools
 
 from mqstore.actors.transactions.resolver import EndRequest, Resolver
 from mqstore.engine.log.host import Host
+from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import Record, decode_record, encode_record
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.wire.messages import Outgoing, SendResult
@@ -35,8 +36,8 @@ class FakeBroker:
 
     def send(self, messages: list[Outgoing]) -> list[SendResult]:
         self.sends.append(messages)
-        return [SendResult("MESSAGE_ILLEGAL", reason="gone") if m.topic == self.refuse_topic
-                else SendResult("PUT_OK", "ID", m.queue or 0, 7, 1000 + i) for i, m in enumerate(messages)]
+        return [SendResult(PutStatus.MESSAGE_ILLEGAL, reason="gone") if m.topic == self.refuse_topic
+                else SendResult(PutStatus.PUT_OK, "ID", m.queue_id or 0, 7, 1000 + i) for i, m in enumerate(messages)]
 
 
 def resolver(broker: FakeBroker) -> Resolver:
@@ -55,11 +56,11 @@ def test_a_round_of_ends_is_one_send_commits_first_then_one_op_record() -> None:
     assert [r.ok for r in results] == [True, True, True]
     (sent,) = broker.sends
     commit, op = sent
-    assert (commit.topic, commit.queue, commit.body, commit.tags) == ("Orders", 2, b"b3", "t")
+    assert (commit.topic, commit.queue_id, commit.body, commit.tags) == ("Orders", 2, b"b3", "t")
     assert commit.sys_flag == 0x1 | 0x8 and commit.prepared_tx_offset == 300
     assert commit.properties["WAIT"] == "false" and commit.properties["REAL_TOPIC"] == "Orders"
     assert "TAGS" not in commit.properties  # sent as the tags field
-    assert (op.topic, op.queue, op.tags, op.body) == (tx.OP_TOPIC, 0, "d", b"3,5,")
+    assert (op.topic, op.queue_id, op.tags, op.body) == (tx.OP_TOPIC, 0, "d", b"3,5,")
     assert results[1].committed is not None and results[1].committed.ok
 
 
@@ -79,5 +80,5 @@ def test_a_refused_commit_leaves_its_half_for_a_check() -> None:
     first, again = broker.sends
     assert [m.topic for m in first] == ["Orders", tx.OP_TOPIC]
     (copy,) = again
-    assert (copy.topic, copy.queue, copy.body) == (tx.HALF_TOPIC, 0, b"b3")
+    assert (copy.topic, copy.queue_id, copy.body) == (tx.HALF_TOPIC, 0, b"b3")
     assert copy.properties["PGROUP"] == "pg" and "TRANSACTION_CHECK_TIMES" not in copy.properties

@@ -19,8 +19,8 @@ from mqstore.engine.ackindex.low_water import AckProgress
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import DecodeKind
-from mqstore.engine.log.writer import CommitLogWriter
 from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.consumed import ACK, OFFSET, FileHold, HeldFile, Holder
 from mqstore.engine.reclaim.move import MOVED_TOPIC, presented
 from mqstore.engine.reclaim.retention import RetentionPolicy

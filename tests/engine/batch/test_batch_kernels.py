@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from mqstore.engine import Host
 from mqstore.engine.batch import record_batch
 from mqstore.engine.batch.record_batch import COLUMNS, BatchError, CheckedBatch, PropertyPieces, encode_one
-from mqstore.engine.log.record import decode_record, encode_properties, record_size
-from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.log import commitlog
+from mqstore.engine.log.record import decode_record, encode_properties
+from mqstore.engine.put.writer import CommitLogWriter
 from tests.oracle import record_batch as oracle
 from tests.oracle import writer as writer_oracle
 
@@ -81,13 +82,10 @@ def test_a_record_with_a_send_only_property_is_refused_like_the_oracle(
     """Delayed, transactional and timer messages take the send path, whose put rules store them where
     they wait; "TIMER_", "TIMER_DELAY", "DELAYS" and "TRAN" are no such property."""
     records, pos, held = batch[0], 0, False
-    heads = tuple(f"{name}\x01".encode() for name in record_batch.SEND_ONLY_PROPERTIES)
-    while pos < len(records):  # the generated records are whole: each one's properties region, as bytes
+    while pos < len(records):  # the generated records are whole: each one's properties as the decoder keeps them
         r = decode_record(records, pos, check_crc=False).record
         assert r is not None
-        props_size = r.size - record_size(r.sys_flag, len(r.body), len(r.topic.encode()), 0, r.version)
-        props = records[pos + r.size - props_size:pos + r.size]  # an empty value counts: its name is there
-        held = held or any(segment.startswith(heads) for segment in props.split(b"\x02"))
+        held = held or any(name in r.properties for name in record_batch.SEND_ONLY_PROPERTIES)
         pos += r.size
     assert (same_verdict(*batch) == record_batch.SEND_ONLY_REFUSAL) == held
 
@@ -170,7 +168,7 @@ def test_the_stamp_writes_the_oracles_bytes(batch: tuple[bytes, bytes, list[str]
     store_ms = data.draw(st.integers(-(1 << 62), 1 << 62))
     sizes = checked.columns["size"].astype(np.int64)
     files = [np.frombuffer(bytes(lead) + records + bytes(16), np.uint8).copy() for _ in range(2)]
-    for stamp, buf in zip((record_batch.stamp_batch, oracle.stamp_batch), files, strict=True):
+    for stamp, buf in zip((commitlog.stamp_batch, oracle.stamp_batch), files, strict=True):
         stamp(buf, checked.starts + lead, sizes, checked.store_ms_pos, queue_ids, queue_offsets, phys, store_ms,
               prop_crc)
     assert files[0].tobytes() == files[1].tobytes()
@@ -185,7 +183,7 @@ def test_a_record_outside_the_file_is_not_stamped(start: int, size: int, oracle_
     args = (np.array([start], np.int64), np.array([size + 1], np.int64), np.array([56], np.int64), one, one, one, 5,
             True)
     with pytest.raises(ValueError, match="leaves the 200-byte buffer"):
-        record_batch.stamp_batch(buf, *args)
+        commitlog.stamp_batch(buf, *args)
     assert not buf.any()
     if oracle_refuses:
         with pytest.raises(IndexError):
@@ -326,3 +324,16 @@ def test_a_column_value_outside_its_field_or_a_column_of_another_length_is_refus
         record_batch.pack_columns(np.array([-1], np.int64), topic=0, queue=0, shard=0, tag=0)
     with pytest.raises(TypeError):
         record_batch.pack_columns(sizes, topic=0, queue=0, shard=0, tag=["x", "y"])
+
+
+def test_a_send_only_name_with_an_empty_value_is_no_send_only_property() -> None:
+    """record.h's one properties rule (RocketMQ's string2messageProperties, decode_properties): a segment
+    with an empty value is no property, so ``DELAY\\x01\\x02`` asks for no delay and the batch passes; the
+    kernel once refused it by its name alone."""
+    store = STORES[0]
+    record = encode_one("A", b"body", {"DELAY": "", "TAGS": "t"}, 0, 0, 0, 1, store, store, 0, False)
+    decoded = decode_record(record, check_crc=False).record
+    assert b"DELAY\x01\x02" in record and decoded is not None and "DELAY" not in decoded.properties
+    rows = np.zeros(1, COLUMNS)
+    rows[0] = (len(record), 0, -1, 0, -1)
+    assert same_verdict(record, rows.tobytes(), ["A"], store, False) == "ok"

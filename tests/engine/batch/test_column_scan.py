@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqstore.engine.batch.column_scan import known_starts
+from mqstore.engine.batch.column_scan import known_starts, scan_columns
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.batch.dispatch_columns import DispatchColumns
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
@@ -116,8 +116,8 @@ def expected_dispatch(log: CommitLog, phys: int) -> tuple[tuple[object, ...], li
 
 def columnar(log: CommitLog, check_crc: bool, require_prop_crc: bool
              ) -> tuple[list[int], int, tuple[int, DecodeKind, str] | None, list[tuple[tuple[object, ...], list[int]]]]:
-    """The same from ``CommitLog.scan_columns``, with each record's dispatch columns."""
-    scan = log.scan_columns(0, check_crc=check_crc, require_prop_crc=require_prop_crc)
+    """The same from ``scan_columns`` over a CommitLog, with each record's dispatch columns."""
+    scan = scan_columns(log, 0, check_crc=check_crc, require_prop_crc=require_prop_crc)
     phys_offsets: list[int] = []
     dispatched: list[tuple[tuple[object, ...], list[int]]] = []
     for chunk in scan:
@@ -129,7 +129,7 @@ def columnar(log: CommitLog, check_crc: bool, require_prop_crc: bool
             dispatched.append(((phys, size, batch.topics[topic], queue_id, queue_offset, tags_code, store_ms, sys_flag),
                                [h for h, r in zip(batch.key_hashes.tolist(), keys, strict=True) if r == i]))
         del chunk
-    again = log.scan_columns(0, scan.end, check_crc=False, known=known_starts(scan))
+    again = scan_columns(log, 0, scan.end, check_crc=False, known=known_starts(scan))
     assert [p for c in again for p in (c.file_base + c.records.starts).tolist()] == phys_offsets
     stop = None if scan.stop is None else (scan.stop[0], scan.stop[1].kind, scan.stop[1].reason)
     return phys_offsets, scan.end, stop, dispatched
@@ -213,7 +213,7 @@ def test_wide_field_gathered_near_the_file_end_reads_its_own_bytes(tmp_path: Pat
         log.append(filler, [len(filler)], [0], 1)
         log.append(short, [len(short)], [0], 1)
         assert log.max_offset == FILE_SIZE - 8
-        chunks = list(log.scan_columns(0))
+        chunks = list(scan_columns(log, 0))
         batch = DispatchColumns.of(chunks[0].buf, chunks[0].records)
         assert batch.topics[batch.rows["topic"][-1]] == "Ab"
         assert batch.rows["tags_code"][-1] == expected_dispatch(log, FILE_SIZE - 8 - len(short))[0][5]

@@ -17,7 +17,7 @@ from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.message import record_properties
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import PROP_UNIQ_KEY, DecodeKind
-from mqstore.engine.log.writer import CommitLogWriter
+from mqstore.engine.put.writer import CommitLogWriter
 
 STORE = Host("10.0.0.7", 10911)
 BORN_V6 = Host("fe80::1", 4242)

@@ -9,16 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqstore.engine.consumequeue.consume_queue import (
-    CQ_DTYPE,
-    CQ_ENTRY_SIZE,
-    FILLER_SIZE,
-    ConsumeQueue,
-    ConsumeQueueOrderError,
-    cq_file_size,
-    decode_entry,
-    encode_entry,
-)
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue, ConsumeQueueOrderError, cq_file_size
+from mqstore.engine.consumequeue.entry import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, decode_entry, encode_entry
 from mqstore.engine.log.mapped_file import file_name
 
 TOPIC = "TopicTest"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from mqstore.engine import _native
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.host import Host
-from mqstore.engine.log.record import SYSFLAG_POS, body_length_pos, encode_record
+from mqstore.engine.log.record import SYSFLAG_POS, body_length_pos, decode_record, encode_record
 from mqstore.engine.read.lookup import _LOG_END, KEYS_PREFIX, TAKEN_COLUMNS, UNIQ_KEY_PREFIX
 from tests.oracle import lookup as oracle
 
@@ -161,5 +161,37 @@ def test_the_query_kernels_refuse_what_does_not_fit(tmp_path: Path) -> None:
             _native.key_records([mf.buffer], np.array([[1, 0, 0, 0, 40]], np.int64), 1, 1)
         with pytest.raises(ValueError, match="more taken rows"):
             _native.key_records([mf.buffer], np.array([[0, 0, 0, 0, 40]], np.int64), 2, 1)
+    finally:
+        log.close()
+
+
+def test_a_key_named_twice_is_held_by_the_last_keys_property(tmp_path: Path) -> None:
+    """record.h's one properties rule: a name met twice holds its last value, as decode_properties'
+    dict (and Record.keys) keeps it; the kernel once took the first ``KEYS``."""
+    log = CommitLog.open(tmp_path, FILE_SIZE)
+    try:
+        record = encode_record(topic="T", body=b"b", properties={"KEYS": "first\x02KEYS\x01last"}, born_host=V4,
+                               store_host=V4)
+        log.append(record, [len(record)], [0], 1_700_000_000_000)
+        decoded = decode_record(bytes(record), check_crc=False).record
+        assert decoded is not None and decoded.keys == ["last"]
+        assert _holding(log, [[0], [0]], b"T", [b"first", b"last"], False, len(record)) == [[], [(0, bytes(record))]]
+    finally:
+        log.close()
+
+
+def test_properties_that_pass_the_record_s_end_hold_no_key(tmp_path: Path) -> None:
+    """A record whose PROPERTIESLENGTH points past its end is one decode_record calls corrupt
+    (mq_record_locate's RECORD_PROPS_LEN): no key's, though its KEYS text is whole within it; the
+    kernel once read the properties cut at the record's end."""
+    log = CommitLog.open(tmp_path, FILE_SIZE)
+    try:
+        record = bytearray(encode_record(topic="T", body=b"b", properties={"KEYS": "k"}, born_host=V4,
+                                         store_host=V4))
+        props_len_pos = len(record) - len(b"KEYS\x01k\x02") - 2
+        record[props_len_pos:props_len_pos + 2] = (len(b"KEYS\x01k\x02") + 5).to_bytes(2, "big")
+        log.append(record, [len(record)], [0], 1_700_000_000_000)
+        assert decode_record(bytes(record), check_crc=False).record is None
+        assert _holding(log, [[0]], b"T", [b"k"], False, len(record)) == [[]]
     finally:
         log.close()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqstore.engine import _native
-from mqstore.engine.consumequeue.consume_queue import CQ_DTYPE, CqEntries
+from mqstore.engine.consumequeue.entry import CQ_DTYPE, CqEntries
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.host import Host

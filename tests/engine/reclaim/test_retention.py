@@ -10,7 +10,14 @@ import pytest
 
 from mqstore.engine import Geometry, GetStatus, Message, MessageStore, StoreConfig
 from mqstore.engine.meta.metafile import create_abort
-from mqstore.engine.reclaim.retention import RetentionPolicy, decide, disk_used_ratio
+from mqstore.engine.reclaim.retention import (
+    RetentionPolicy,
+    decide,
+    delete_consumed_commitlog,
+    delete_expired_commitlog,
+    disk_used_ratio,
+    ends_by,
+)
 from mqstore.engine.repair.verify import verify_store
 from tests.conftest import FakeClock
 
@@ -121,3 +128,28 @@ def test_young_files_stay_outside_the_delete_hour_unless_the_disk_is_full(tmp_pa
         forced = store.clean_expired(RetentionPolicy(delete_file_batch_max=2), used_ratio=0.87)
         assert forced.clean_immediately and len(store.commitlog.queue.files) == count - 2
         assert store.put(Message("Orders", b"after")).ok
+
+
+def test_one_watermark_rule_for_every_veto_and_one_expiry_for_deletion_and_status(tmp_path: Path) -> None:
+    """A file ending at the watermark may go, one byte past it stays; the veto keeps every file after
+    the first kept one; a file expires file_reserved_hours after its last write, as deletion decides."""
+    clock = FakeClock(_local_ms(13))
+    store = MessageStore.open(tmp_path / "s", StoreConfig(geometry=GEOMETRY), now_ms=clock)
+    store.put_batch([Message("Orders", bytes(300)) for _ in range(120)])
+    files = store.commitlog.queue.files
+    assert len(files) >= 5
+    second_end = files[1].file_end
+    assert [ends_by(second_end)(mf) for mf in files[:3]] == [True, True, False]
+    assert not ends_by(second_end - 1)(files[1])
+    policy = RetentionPolicy(file_reserved_hours=2)
+    for mf in files:
+        _age(mf.path, clock.now - 3 * HOUR_MS)
+    _age(files[3].path, clock.now)
+    assert policy.expires_ms(files[0]) == files[0].last_modified_ms() + 2 * HOUR_MS <= clock.now
+    assert policy.expires_ms(files[3]) > clock.now
+    # past the forcible ratio every file but the newest could go: the veto stops at the first it keeps
+    veto = decide(RetentionPolicy(), 0.95, clock.now)
+    assert delete_expired_commitlog(store.commitlog, policy, veto, clock.now, ends_by(second_end)) == 2
+    assert store.commitlog.min_offset == second_end
+    assert delete_consumed_commitlog(store.commitlog, policy, second_end) == 0  # nothing below it is left
+    store.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mqstore.engine import Message, MessageStore, PutResult
-from mqstore.engine.consumequeue.consume_queue import CQ_ENTRY_SIZE
+from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.keyindex.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from mqstore.engine.log.mapped_file import file_name
 from mqstore.engine.log.record import SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK

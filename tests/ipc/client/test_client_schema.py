@@ -19,7 +19,7 @@ import msgpack
 import pytest
 import zmq
 
-from mqstore.engine import Host, Record
+from mqstore.engine import Host, PutStatus, Record
 from mqstore.engine.log.record import encode_record
 from mqstore.ipc.client.api import (
     Admin,
@@ -133,7 +133,7 @@ def put_ok(index: int) -> dict[str, Any]:
 def test_send_encodes_a_versioned_request_and_decodes_the_result(endpoints: Endpoints, broker: FakeBroker) -> None:
     with Producer(endpoints=endpoints) as producer:
         future = producer.send_async("Orders", b"\x00body", tags="paid", keys=["k1", "k2"],
-                                     properties={"color": "red"}, queue=1)
+                                     properties={"color": "red"}, queue_id=1)
         endpoint, identity, request = broker.next_request()
         assert endpoint == endpoints.ingress
         assert request["v"] == schema.VERSION and request["op"] == "send" and isinstance(request["id"], int)
@@ -141,7 +141,7 @@ def test_send_encodes_a_versioned_request_and_decodes_the_result(endpoints: Endp
                                     "props": {"color": "red"}, "queue": 1, "flag": 0, "reconsume_times": 0}]
         broker.reply(endpoint, identity, schema.ok_reply(request["id"], results=[put_ok(7)]))
         result = future.result(WAIT_S)
-    assert result == SendResult("PUT_OK", "ID7", 1, 7, 700, "U7", "")
+    assert result == SendResult(PutStatus.PUT_OK, "ID7", 1, 7, 700, "U7", "")
     assert result.ok
 
 

@@ -23,6 +23,7 @@ from mqstore.engine.batch.record_batch import (
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
     REPLY_ROW,
+    BatchOutcome,
     CheckedBatch,
     EncodedBatch,
     encode_one,
@@ -30,7 +31,6 @@ from mqstore.engine.batch.record_batch import (
 from mqstore.engine.log.message import PutResult, PutStatus, record_properties
 from mqstore.engine.log.msgid import offset_msg_ids
 from mqstore.engine.log.record import PROP_UNIQ_KEY
-from mqstore.engine.log.writer import BatchOutcome
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.encoded import (
     OP_SEND_ENCODED,
@@ -59,7 +59,7 @@ def _body(seed: bytes, big: bool) -> bytes:
 outgoing = st.builds(
     lambda topic, body, tags, key, v6, flag, n, queue: Outgoing(
         topic, body, tags=tags, keys=(key,) if key else (), flag=flag, born_ms=NOW_MS - 5,
-        born_host=("fe80::1", 4242) if v6 else None, reconsume_times=n, queue=queue,
+        born_host=("fe80::1", 4242) if v6 else None, reconsume_times=n, queue_id=queue,
         properties={PROP_UNIQ_KEY: f"U{len(body)}-{flag}"}),
     st.sampled_from(["A", "Topic_B", "T" * 127]), st.builds(_body, st.binary(max_size=300), st.booleans()),
     st.sampled_from([None, "TagA", "x y"]), st.sampled_from(["", "k1", "order-7"]), st.booleans(),
@@ -80,7 +80,7 @@ def test_send_encoded_over_the_wire_writes_the_bytes_the_writer_would(
                                         flag=m.flag, born_ms=m.born_ms,
                                         born_host=Host(*m.born_host) if m.born_host else None,
                                         reconsume_times=m.reconsume_times) for m in messages],
-                               [m.queue or 0 for m in messages], NOW_MS)
+                               [m.queue_id or 0 for m in messages], NOW_MS)
     config = StoreConfig(geometry=Geometry(commitlog_file_size=file_size, prop_crc=prop_crc), store_host=STORE)
     encoder = BatchEncoder(Encoding(STORE, prop_crc, config.max_body_bytes))
     requests = []
@@ -92,7 +92,7 @@ def test_send_encoded_over_the_wire_writes_the_bytes_the_writer_would(
     request = requests[0] if len(requests) == 1 else merge(requests)  # a poll round's requests, merged
     checked = check(request, config, 4096)
     fast = reference_writer(root / "b", file_size, prop_crc)
-    queue_ids = np.asarray([m.queue or 0 for m in messages], np.int64)
+    queue_ids = np.asarray([m.queue_id or 0 for m in messages], np.int64)
     outcome = fast.write_batch(request.records, checked, request.topics, queue_ids, NOW_MS)
     assert outcome.phys_offsets.tolist() == [r.phys_offset for r in expected.results]
     assert outcome.queue_offsets.tolist() == [r.queue_offset for r in expected.results]
@@ -128,7 +128,7 @@ def test_parts_count_toward_the_size_limit_and_come_back_as_given() -> None:
 
 plain = st.builds(
     lambda topic, body, tags, keys, v6, queue, shard, props: {
-        "topic": topic, "body": body, "tags": tags, "keys": keys, "queue": queue, "shard": shard,
+        "topic": topic, "body": body, "tags": tags, "keys": keys, "queue_id": queue, "shard": shard,
         "born_host": ("fe80::1", 4242) if v6 else None, "properties": props},
     st.sampled_from(["A", "Topic_B", "T" * 127]), st.binary(max_size=200), st.sampled_from([None, "", "TagA", "x y"]),
     st.sampled_from([(), ("k1",), ("", "order-7", "k2")]), st.booleans(), st.sampled_from([None, 2]),
@@ -173,14 +173,15 @@ def _assert_encoded_as_encode_one(batch: EncodedBatch, messages: list[Outgoing],
     for m, row, uniq, keys in zip(messages, cols, batch.uniq_keys, batch.keys, strict=True):
         props = record_properties(m, uniq)
         assert isinstance(props, dict)
-        expected = encode_one(m.topic, m.body, props, m.queue or 0, 0, 0, 0, Host(*m.born_host) if m.born_host
+        expected = encode_one(m.topic, m.body, props, m.queue_id or 0, 0, 0, 0, Host(*m.born_host) if m.born_host
                               else STORE, STORE, 0, prop_crc)
         got = bytearray(batch.records[pos:pos + int(row["size"])])
         got[40:48] = bytes(8)
         assert m.born_ms is None and bytes(got) == expected
         assert batch.topics[row["topic"]] == m.topic and keys == " ".join(k for k in m.keys if k)
         assert (batch.tags[row["tag"]] if row["tag"] >= 0 else None) == (m.tags or None)
-        assert row["queue"] == (m.queue if m.queue is not None else QUEUE_BY_SHARD if m.shard else QUEUE_ROUND_ROBIN)
+        wanted = m.queue_id if m.queue_id is not None else QUEUE_BY_SHARD if m.shard else QUEUE_ROUND_ROBIN
+        assert row["queue"] == wanted
         pos += int(row["size"])
     assert pos == len(batch.records)
 
@@ -225,7 +226,8 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
     assert [r.msg_id for r in results[:2]] == offset_msg_ids(STORE, [4200, 4321])
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
     # built slot by slot, they are the SendResults __init__ builds: equal, hashed alike, as frozen
-    built = [SendResult("PUT_OK", r.msg_id, r.queue_id, r.queue_offset, r.phys_offset, r.uniq_key) for r in results[:2]]
+    built = [SendResult(PutStatus.PUT_OK, r.msg_id, r.queue_id, r.queue_offset, r.phys_offset, r.uniq_key)
+             for r in results[:2]]
     assert results[:2] == built and {hash(r) for r in results[:2]} == {hash(r) for r in built}
     with pytest.raises(AttributeError):
         results[0].status = "changed"  # type: ignore[misc]
@@ -244,7 +246,7 @@ def test_send_results_count_and_read_columns_without_a_result_object() -> None:
     assert isinstance(results, SendResults) and len(results) == 3 and results.ok_count == 2
     assert results.columns() == ([4096, 4200], [2, 0], [7, 9])
     assert results._results is None  # nothing made yet
-    assert results[2] == SendResult("SERVICE_NOT_AVAILABLE", reason="disk full")
+    assert results[2] == SendResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="disk full")
     assert results == list(results) and results[:2] == [r for r in results if r.ok]
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
     refused = results_from_reply({"results": b"", "status": "SERVICE_NOT_AVAILABLE", "reason": "full"}, batch, STORE)

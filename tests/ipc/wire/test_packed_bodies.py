@@ -8,6 +8,7 @@ import ipaddress
 import string
 import struct
 import zlib
+from array import array
 from functools import partial
 from typing import Any
 
@@ -135,3 +136,17 @@ def test_packed_extent_sums_and_finds_the_first_short_record() -> None:
     assert _native.packed_extent(b"") == (0, -1)
     with pytest.raises(ValueError, match="passes int64"):
         _native.packed_extent(struct.pack("<2q", 2**63 - 1, 1))
+
+
+def test_a_record_ending_before_its_body_length_is_too_short_whatever_follows_it() -> None:
+    """Every field is read from the record's own bytes (record.h's mq_record_body): a record of 50 bytes
+    has no BODYLENGTH, even with the reply's next record where it would lie; the kernel once read it
+    there and refused the body as lying outside its record."""
+    host = Host("10.0.0.1", 1)
+    whole = bytes(encode_record(topic="T", body=b"x" * 100, properties={}, born_host=host, store_host=host))
+    short = struct.pack(">i", 50) + whole[4:50]
+    data = short + whole
+    with pytest.raises(ReplyError, match="a record too short for its header"):
+        oracle.bodies(data, [0, 50], [50, len(whole)])
+    with pytest.raises(ValueError, match="a record too short for its header"):
+        _native.packed_bodies(data, 0, array("q", [50, len(whole)]))

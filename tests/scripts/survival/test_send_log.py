@@ -31,7 +31,7 @@ def test_ack_batch_whose_ack_times_out_on_one_reader_is_still_logged_as_received
     with Broker(tmp_path, readers=2) as broker:
         with Producer(broker.store) as producer:
             assert all(r.ok for r in producer.send_batch(
-                [{"topic": TOPIC, "body": f"{q}-{i}".encode(), "queue": q}
+                [{"topic": TOPIC, "body": f"{q}-{i}".encode(), "queue_id": q}
                  for q in range(QUEUES) for i in range(PER_QUEUE)]))
         frozen = ack_owner(GROUP, TOPIC, 0, 2)
         frozen_queues = {q for q in range(QUEUES) if ack_owner(GROUP, TOPIC, q, 2) == frozen}
@@ -46,7 +46,7 @@ def test_ack_batch_whose_ack_times_out_on_one_reader_is_still_logged_as_received
             finally:
                 os.kill(pid, signal.SIGCONT)
         logged = {(q, o) for _, q, o, _ in Logs.read([log_path]).ack_received}
-        assert logged == {(d.queue, d.queue_offset) for d in got}
+        assert logged == {(d.queue_id, d.queue_offset) for d in got}
 
         # the reader that was not frozen applied its acks: its messages are not handed out again
         with AckConsumer(broker.store, group=GROUP, topic=TOPIC, visibility_ms=LONG_MS) as again:
@@ -54,4 +54,4 @@ def test_ack_batch_whose_ack_times_out_on_one_reader_is_still_logged_as_received
             deadline = time.monotonic() + 2
             while time.monotonic() < deadline:
                 later += again.receive(1024, 300)
-            assert {d.queue for d in later} <= frozen_queues
+            assert {d.queue_id for d in later} <= frozen_queues

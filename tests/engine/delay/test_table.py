@@ -15,8 +15,10 @@ from mqstore.engine.delay.table import (
     DelayLevelError,
     parse_delay_levels,
     parse_level,
+    queue_level,
     read_delay_levels,
     save_delay_levels,
+    schedule_queue_id,
     tags_code_of,
 )
 from mqstore.engine.java.jhash import java_hash
@@ -49,6 +51,23 @@ def test_tags_code_is_store_time_plus_the_clamped_level(level: int, store_ms: in
     else:  # not a level (0, negative, past Java's int): the tags' hash, as for any record
         assert code == java_hash("T")
     assert tags_code_of("Other", props, store_ms, levels) == java_hash("T")
+
+
+@given(st.text(max_size=12) | st.integers(-(1 << 40), 1 << 40).map(str))
+def test_the_level_a_delay_asks_for(delay: str) -> None:
+    """One rule for the put hook and the delivery time: parsed as Java's parseInt, 0 or below is no
+    delay, past the table's last is the last; a level waits on queue level - 1."""
+    levels = parse_delay_levels("1s 5s 1m")
+    level, asked = levels.level_of(delay), parse_level(delay)
+    if asked is None:
+        assert level is None and levels.delivery_ms(delay, 1_000) is None
+    elif asked <= 0:
+        assert level == 0 and levels.delivery_ms(delay, 1_000) is None
+    else:
+        assert level == min(asked, 3) and levels.delivery_ms(delay, 1_000) == 1_000 + levels.delays_ms[level - 1]
+        assert levels.delay_ms(asked) == levels.delay_ms(level)
+        assert queue_level(schedule_queue_id(level)) == level and schedule_queue_id(1) == 0
+    assert list(levels.levels) == [1, 2, 3]
 
 
 def test_java_integer_parsing_of_delay() -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from mqstore.engine import _native
 from mqstore.engine.batch.dispatch import DispatchRequest
-from mqstore.engine.batch.record_batch import CheckedBatch
+from mqstore.engine.batch.record_batch import BatchOutcome, CheckedBatch
 from mqstore.engine.config import StoreConfig
 from mqstore.engine.delay.table import tags_code_of
 from mqstore.engine.log.commitlog import CommitLog, RecordTooLargeError
@@ -38,17 +38,6 @@ def index_keys(message: Message) -> tuple[str, ...]:
     relayed with its properties as given, as recovery reads them back from the record)."""
     own = tuple(k for k in message.keys if k)
     return own or tuple(k for k in message.properties.get(PROP_KEYS, "").split(" ") if k)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchOutcome:
-    """What ``write_batch`` wrote: the first ``len(phys_offsets)`` records, in order; ``failure`` says
-    why the rest were not written (PUT_OK when all were)."""
-
-    phys_offsets: np.ndarray[Any, Any]
-    queue_offsets: np.ndarray[Any, Any]
-    store_ms: int
-    failure: tuple[PutStatus, str]
 
 
 def _gets_queue_offset(sys_flag: int) -> bool:
@@ -120,8 +109,9 @@ class CommitLogWriter:
         appended: list[np.ndarray[Any, Any]] = []  # each file's phys offsets, once written
         failure = (PutStatus.PUT_OK, "")
         try:
-            self.commitlog.append_checked(records, batch, queue_ids, queue_offsets, now_ms,
-                                          sealed=self.config.geometry.prop_crc, appended=appended)
+            self.commitlog.append_checked(records, batch.starts, batch.columns["size"], batch.store_ms_pos, queue_ids,
+                                          queue_offsets, now_ms, sealed=self.config.geometry.prop_crc,
+                                          appended=appended)
         except RecordTooLargeError as exc:
             failure = (PutStatus.MESSAGE_ILLEGAL, str(exc))
         except OSError as exc:
