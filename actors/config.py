@@ -33,11 +33,10 @@ from mqstore.engine.errors import MqstoreError
 from mqstore.engine.reclaim.retention import RetentionPolicy
 from mqstore.ipc.transport.curve import CurveError, CurveKeys, read_authorized
 from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire.requests.base import MAX_FETCH_BYTES, MAX_FETCH_COUNT  # a pull's most, by the wire
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
-MAX_FETCH_BYTES = 64 * 1024 * 1024  # the most bytes a reader answers one pull with
-MAX_FETCH_COUNT = 65_536            # ... and the most messages (mqstore.ipc.client.consumer's MAX_PULL_COUNT_LIMIT)
 
 
 class ConfigError(MqstoreError, ValueError):

@@ -37,7 +37,7 @@ from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
 from mqstore.engine.repair.recovery import recover
 from mqstore.ipc.transport.sockets import bind
-from mqstore.ipc.wire import schema
+from mqstore.ipc.wire import requests, schema
 
 log = logging.getLogger("mqstore")
 
@@ -261,17 +261,17 @@ class Supervisor:
         try:
             message = schema.unpack(frame, max_bytes=1 << 20)
             request_id = message.get("id")
-            op = schema.field(message, "op", str)
-            if op == "status":
+            request = requests.decode_request(message, requests.SUPERVISOR)
+            if isinstance(request, requests.Status):
                 reply = schema.ok_reply(request_id, **self.status())
-            elif op == "stop":
+            elif isinstance(request, requests.Stop):
                 self.stop_requested = True
                 # the pid and store let ``mqstore stop`` wait for the exit and see how it ended
                 reply = schema.ok_reply(request_id, stopping=True, pid=os.getpid(), store=str(self.store_dir.resolve()))
-            elif op == "ping":
-                reply = schema.ok_reply(request_id, pid=os.getpid())
             else:
-                reply = schema.error_reply(request_id, schema.UNKNOWN_OP, f"the supervisor does not serve {op!r}")
+                reply = schema.ok_reply(request_id, pid=os.getpid())  # ping
+        except requests.UnknownOpError as exc:
+            reply = schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc))
         except schema.SchemaError as exc:
             reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
         control.send(schema.pack(reply))

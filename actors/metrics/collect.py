@@ -32,6 +32,7 @@ from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
 from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.group_lag import lag_to_wire
+from mqstore.ipc.wire.requests import Status
 
 log = logging.getLogger("mqstore")
 
@@ -83,7 +84,7 @@ class Collector:
         self._request_id += 1
         sock = connect(self.ctx, zmq.REQ, self.control, rcvtimeo_ms=SOURCE_TIMEOUT_MS)
         try:
-            sock.send(schema.pack(schema.request("status", self._request_id)))
+            sock.send(schema.pack(Status().encode(self._request_id)))
             reply = schema.unpack(sock.recv())
         except zmq.Again:
             raise BrokerTimeoutError("the supervisor did not answer status") from None

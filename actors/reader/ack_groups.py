@@ -25,7 +25,7 @@ from mqstore.actors.config import BrokerConfig
 from mqstore.actors.meters import TopicCounts
 from mqstore.actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
 from mqstore.actors.reader.ack_queues import AckQueues, redelivery_delays
-from mqstore.actors.reader.ack_requests import AckKey, AckPull, parse_ack_pull, parse_ack_release, parse_receipt
+from mqstore.actors.reader.ack_requests import AckKey, AckPull, parse_receipt, resolve_ack_pull
 from mqstore.actors.reader.dead_letters import DeadLetterSender
 from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
@@ -35,7 +35,7 @@ from mqstore.engine.consumequeue.entry import entry_live
 from mqstore.engine.log.record import Record
 from mqstore.engine.read.lookup import TagFilter
 from mqstore.engine.reclaim.move import presented
-from mqstore.ipc.wire import receipts, schema
+from mqstore.ipc.wire import receipts, requests, schema
 from mqstore.ipc.wire.messages import record_to_wire
 
 log = logging.getLogger("mqstore")
@@ -93,8 +93,8 @@ class AckGroups:
 
     # -- ops ---------------------------------------------------------------------------------------
 
-    def op_ack_pull(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
-        pull, wait_ms = parse_ack_pull(message, self.cfg)
+    def op_ack_pull(self, identity: bytes, request_id: Any, request: requests.AckPull) -> dict[str, Any] | None:
+        pull, wait_ms = resolve_ack_pull(request, self.cfg)
         refused = self._not_owner(request_id, pull.key)
         if refused is not None:
             return refused
@@ -108,9 +108,8 @@ class AckGroups:
             return None
         return schema.ok_reply(request_id, msgs=msgs)
 
-    def op_ack_release(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_ack_release(self, identity: bytes, request_id: Any, release: requests.AckRelease) -> dict[str, Any]:
         """A consumer closes: its parked pulls answered, its deliveries due again at once."""
-        release = parse_ack_release(message)
         keys = [(release.group, release.topic, q) for q in release.queue_ids]
         for key in keys:
             refused = self._not_owner(request_id, key)
@@ -123,13 +122,13 @@ class AckGroups:
                 self._send_reply(parked.identity, schema.ok_reply(parked.request_id, msgs=[]))
             q = self.queues.get(key, create=False)
             if q is not None:
-                read = {seq for queue_id, seq in release.read if queue_id == key[2]}
+                read = {seq for queue_id, seq in release.read or () if queue_id == key[2]}
                 released += self.queues.guarded(key, partial(q.release, release.consumer, read))
                 self._send_dead_letters(key, now)
                 self._wake(key, now)
         return schema.ok_reply(request_id, released=released)
 
-    def op_ack_stats(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_ack_stats(self, identity: bytes, request_id: Any, request: requests.AckStats) -> dict[str, Any]:
         """Per ack-mode queue this reader has open: ready, unacked, redelivered, dead (the metrics)."""
         queues = []
         for (group, topic, queue_id), q in self.queues.items():
@@ -145,17 +144,14 @@ class AckGroups:
         return schema.error_reply(request_id, receipts.NOT_OWNER,
                                   f"{'/'.join(map(str, key))} is served by reader {owner}, not {self.reader_index}")
 
-    def op_ack(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._settle(request_id, message, None)
+    def op_ack(self, identity: bytes, request_id: Any, request: requests.Ack) -> dict[str, Any]:
+        return self._settle(request_id, request.receipts, None)
 
-    def op_nack(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._settle(request_id, message, schema.field(message, "requeue", bool, default=True))
+    def op_nack(self, identity: bytes, request_id: Any, request: requests.Nack) -> dict[str, Any]:
+        return self._settle(request_id, request.receipts, request.requeue is not False)
 
-    def _settle(self, request_id: Any, message: dict[str, Any], requeue: bool | None) -> dict[str, Any]:
+    def _settle(self, request_id: Any, raw: tuple[Any, ...], requeue: bool | None) -> dict[str, Any]:
         """ack (``requeue`` None) or nack a list of receipts; one status per receipt."""
-        raw = schema.field(message, "receipts", list)
-        if len(raw) > receipts.MAX_RECEIPTS:
-            raise schema.SchemaError(f"at most {receipts.MAX_RECEIPTS} receipts per request")
         results: list[str] = [receipts.BAD_REQUEST] * len(raw)
         by_key: dict[AckKey, list[tuple[int, int]]] = {}
         for i, receipt in enumerate(raw):

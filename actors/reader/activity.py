@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mqstore.ipc.wire import schema
+from mqstore.ipc.wire import requests, schema
 
 MAX_GROUPS = 100_000  # a client inventing group names costs this much memory at most
 
@@ -22,5 +22,5 @@ class GroupActivity:
         if group and (group in self.last_seen_ms or len(self.last_seen_ms) < MAX_GROUPS):
             self.last_seen_ms[group] = self._now_ms()
 
-    def op_group_activity(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_group_activity(self, identity: bytes, request_id: Any, request: requests.GroupActivity) -> dict[str, Any]:
         return schema.ok_reply(request_id, groups=dict(self.last_seen_ms), now_ms=self._now_ms())

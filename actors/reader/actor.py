@@ -4,7 +4,8 @@ N readers may run (``reader-0`` .. ``reader-{N-1}``), each a ROUTER at ``endpoin
 mapping the store read-only (``mqstore.actors.reader.state``): they never write a commitlog, consume-queue or
 index file, and never read past what the consume-queue builder has published.
 
-Requests (msgpack maps, ``mqstore.ipc.wire.schema``; every reply echoes ``id``)::
+Requests (msgpack maps, ``mqstore.ipc.wire.schema``, each decoded once into its class of
+``mqstore.ipc.wire.requests``; every reply echoes ``id``)::
 
     pull            group, topic, queue, offset, max, max_bytes, tags, wait_ms, raw, by_bytes, trace
                     -> status, next, min, max, msgs (maps); with raw: count, cols and one part
@@ -49,27 +50,38 @@ from typing import Any
 import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
-from mqstore.actors.config import MAX_FETCH_BYTES, MAX_FETCH_COUNT
 from mqstore.actors.meters import Latencies, TopicCounts
-from mqstore.actors.reader import fields
 from mqstore.actors.reader.ack_groups import AckGroups
 from mqstore.actors.reader.activity import GroupActivity
-from mqstore.actors.reader.fields import INT_MAX, MAX_NAME_CHARS, MAX_PULL_COUNT, SYSTEM_ERROR
+from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from mqstore.actors.reader.offsets import CommittedOffsets
 from mqstore.actors.reader.state import LONG_MAX, PublishedStore
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.read.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_routed, send_routed
-from mqstore.ipc.wire import schema
+from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.messages import record_to_wire, stored_parts
 from mqstore.ipc.wire.notices import Arrived
+from mqstore.ipc.wire.requests import (
+    READER,
+    CommitOffset,
+    OffsetByTime,
+    Ping,
+    Pull,
+    QueryKey,
+    QueryKeys,
+    QueryUniq,
+    QueueInfo,
+    Request,
+    UnknownOpError,
+    ViewId,
+)
 
 log = logging.getLogger("mqstore")
 
 TOPIC_NOT_EXIST = "TOPIC_NOT_EXIST"  # RocketMQ's name for a pull of a topic that is not there
 MAX_REQUEST_BYTES = 1024 * 1024    # requests are small; a bigger frame is refused by the socket
-MAX_QUERY_KEYS = 1024               # keys in one query_keys request
 MAX_DRAIN_PER_ROUND = 1000          # requests handled before notices and deadlines get a turn
 HOUSEKEEPING_MS = 250
 REFRESH_FILES_MS = 10_000           # how often retention's deletions are noticed
@@ -91,19 +103,19 @@ class ReaderActor:
                               now_ms=monotonic_ms, delivered=self.topics_out)
         self.activity = GroupActivity(wall_ms)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
-        self._ops: dict[str, Callable[[bytes, Any, dict[str, Any]], dict[str, Any] | None]] = {
-            "pull": self._op_pull, "query_key": self._op_query_key, "query_keys": self._op_query_keys,
-            "query_uniq": self._op_query_uniq,
-            "view_id": self._op_view_id, "offset_by_time": self._op_offset_by_time,
-            "queue_info": self._op_queue_info, "commit_offset": self.offsets.op_commit_offset,
-            "fetch_offset": self.offsets.op_fetch_offset, "ping": self._op_ping,
-            "ack_pull": self.acks.op_ack_pull, "ack": self.acks.op_ack, "nack": self.acks.op_nack,
-            "ack_release": self.acks.op_ack_release, "groups": self.offsets.op_groups,
-            "group_describe": self.offsets.op_group_describe,
-            "delete_topic_offsets": self.offsets.op_delete_topic_offsets,
-            "group_activity": self.activity.op_group_activity, "ack_stats": self.acks.op_ack_stats,
+        offsets, acks = self.offsets, self.acks
+        self._ops: dict[type[Request], Callable[[bytes, Any, Any], dict[str, Any] | None]] = {
+            Pull: self._op_pull, QueryKey: self._op_query_key, QueryKeys: self._op_query_keys,
+            QueryUniq: self._op_query_uniq, ViewId: self._op_view_id, OffsetByTime: self._op_offset_by_time,
+            QueueInfo: self._op_queue_info, CommitOffset: offsets.op_commit_offset,
+            requests.FetchOffset: offsets.op_fetch_offset, Ping: self._op_ping,
+            requests.AckPull: acks.op_ack_pull, requests.Ack: acks.op_ack, requests.Nack: acks.op_nack,
+            requests.AckRelease: acks.op_ack_release, requests.Groups: offsets.op_groups,
+            requests.GroupDescribe: offsets.op_group_describe,
+            requests.DeleteTopicOffsets: offsets.op_delete_topic_offsets,
+            requests.GroupActivity: self.activity.op_group_activity, requests.AckStats: acks.op_ack_stats,
         }
-        self._consumer_ops = frozenset({"pull", "commit_offset", "ack_pull", "ack"})
+        assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------
 
@@ -245,45 +257,41 @@ class ReaderActor:
             if not isinstance(request_id, (int, str, type(None))) or isinstance(request_id, bool):
                 request_id = None
                 raise schema.SchemaError("id must be an integer or a string")
-            op = schema.field(message, "op", str)
-            handler = self._ops.get(op)
-            if handler is None:
-                return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the reader does not serve {op!r}")
-            if op in self._consumer_ops and not message.get("admin"):  # a consumer alive (group reset asks)
-                self.activity.saw(fields.name(message, "group", default=""))
-            return handler(frames[0], request_id, message)
+            request = requests.decode_request(message, READER)
+            if isinstance(request, (Pull, CommitOffset, requests.AckPull)) and not (
+                    isinstance(request, CommitOffset) and request.admin):  # a consumer alive (group reset asks)
+                self.activity.saw(request.group or "")
+            return self._ops[type(request)](frames[0], request_id, request)
+        except UnknownOpError as exc:
+            return schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc))
         except (schema.SchemaError, ValueError) as exc:
             return schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
         except Exception as exc:  # a bug or an unreadable file: the client hears of it, the log has it
             log.exception("request failed")
             return schema.error_reply(request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
-    def _op_pull(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+    def _op_pull(self, identity: bytes, request_id: Any, request: Pull) -> dict[str, Any] | None:
         started = time.perf_counter()
-        reply = self._pull_now_or_park(identity, request_id, message)
+        reply = self._pull_now_or_park(identity, request_id, request)
         if reply is not None:
             self.pull_latency.observe(time.perf_counter() - started)
         return reply
 
-    def _pull_now_or_park(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any] | None:
+    def _pull_now_or_park(self, identity: bytes, request_id: Any, request: Pull) -> dict[str, Any] | None:
         cfg = self.rt.config
-        if schema.field(message, "by_bytes", bool, default=False):
-            most_count, caps = MAX_FETCH_COUNT, (cfg.broker.fetch_max_count, cfg.broker.fetch_max_bytes)
+        if request.by_bytes:
+            caps = (cfg.broker.fetch_max_count, cfg.broker.fetch_max_bytes)
         else:
-            most_count, caps = MAX_PULL_COUNT, (cfg.store.max_transfer_count, cfg.store.max_transfer_bytes)
+            caps = (cfg.store.max_transfer_count, cfg.store.max_transfer_bytes)
+        requests.at_most("wait_ms", request.wait_ms, cfg.broker.long_poll_max_ms)
         pull = PullRequest(
-            group=fields.name(message, "group", default=""),
-            topic=fields.topic(message),
-            queue_id=schema.field(message, "queue", int, lo=0, hi=INT_MAX),
-            queue_offset=schema.field(message, "offset", int, lo=0, hi=LONG_MAX),
-            limits=PullLimits(schema.field(message, "max", int, default=32, lo=1, hi=most_count),
-                              schema.field(message, "max_bytes", int, default=cfg.store.max_transfer_bytes,
-                                           lo=1, hi=MAX_FETCH_BYTES), *caps),
-            tag_filter=TagFilter.parse(fields.name(message, "tags", default="*")),
-            raw=schema.field(message, "raw", bool, default=False),
-            trace=schema.field(message, "trace", bool, default=False),
+            group=request.group or "", topic=request.topic, queue_id=request.queue_id,
+            queue_offset=request.queue_offset,
+            limits=PullLimits(request.max_count or 32, request.max_bytes or cfg.store.max_transfer_bytes, *caps),
+            tag_filter=TagFilter.parse(request.tags if request.tags is not None else "*"),
+            raw=bool(request.raw), trace=bool(request.trace),
         )
-        wait_ms = schema.field(message, "wait_ms", int, default=0, lo=0, hi=cfg.broker.long_poll_max_ms)
+        wait_ms = request.wait_ms or 0
         result = self._pull(pull)
         # a dropped notice must not make a consumer wait: look at the files before waiting
         if is_waitable(result) and self.store.recheck(pull.topic, pull.queue_id):
@@ -301,57 +309,50 @@ class ReaderActor:
         return self.store.pull(pull.topic, pull.queue_id, pull.queue_offset, pull.limits, pull.tag_filter,
                                stored=pull.raw)
 
-    def _op_query_key(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._query(request_id, fields.topic(message), [fields.name(message, "key")], message,
-                           raw=schema.field(message, "raw", bool, default=False))
+    def _op_query_key(self, identity: bytes, request_id: Any, request: QueryKey) -> dict[str, Any]:
+        return self._query(request_id, request.topic, [request.key], request.max_count, request.begin_ms,
+                           request.end_ms, raw=bool(request.raw))
 
-    def _op_query_keys(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        keys = schema.field(message, "keys", list)
-        if not 1 <= len(keys) <= MAX_QUERY_KEYS:
-            raise schema.SchemaError(f"keys must hold 1 to {MAX_QUERY_KEYS} keys, got {len(keys)}")
-        if not all(isinstance(k, str) and len(k) <= MAX_NAME_CHARS for k in keys):
-            raise schema.SchemaError(f"keys must be strings of at most {MAX_NAME_CHARS} characters")
-        return self._query(request_id, fields.topic(message), keys, message, raw=True, counts=True)
+    def _op_query_keys(self, identity: bytes, request_id: Any, request: QueryKeys) -> dict[str, Any]:
+        return self._query(request_id, request.topic, list(request.keys), request.max_count, request.begin_ms,
+                           request.end_ms, raw=True, counts=True)
 
-    def _op_query_uniq(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        return self._query(request_id, fields.topic(message), [fields.name(message, "uniq_key")], {},
-                           raw=schema.field(message, "raw", bool, default=False), uniq=True)
+    def _op_query_uniq(self, identity: bytes, request_id: Any, request: QueryUniq) -> dict[str, Any]:
+        return self._query(request_id, request.topic, [request.uniq_key], None, None, None, raw=bool(request.raw),
+                           uniq=True)
 
-    def _query(self, request_id: Any, topic: str, keys: list[str], limits: dict[str, Any], *, raw: bool,
-               uniq: bool = False, counts: bool = False) -> dict[str, Any]:
-        """A query's reply (``limits``: max, begin_ms, end_ms): maps, or with ``raw`` the records as
-        stored (and with ``counts`` how many each key has); and how far the index goes."""
-        max_count = min(schema.field(limits, "max", int, default=self.max_query_count, lo=1, hi=MAX_PULL_COUNT),
-                        self.max_query_count)
-        begin_ms = schema.field(limits, "begin_ms", int, default=0, lo=0, hi=LONG_MAX)
-        end_ms = schema.field(limits, "end_ms", int, default=LONG_MAX, lo=0, hi=LONG_MAX)
+    def _query(self, request_id: Any, topic: str, keys: list[str], max_count: int | None, begin_ms: int | None,
+               end_ms: int | None, *, raw: bool, uniq: bool = False, counts: bool = False) -> dict[str, Any]:
+        """A query's reply: maps, or with ``raw`` the records as stored (and with ``counts`` how many
+        each key has); and how far the index goes. None: all of time, [store] max_query_count."""
+        most = min(max_count or self.max_query_count, self.max_query_count)
+        begin = begin_ms or 0
+        end = LONG_MAX if end_ms is None else end_ms
         if not raw:
-            records = self.store.query_by_key(topic, keys[0], max_count, begin_ms, end_ms, uniq=uniq)
+            records = self.store.query_by_key(topic, keys[0], most, begin, end, uniq=uniq)
             return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
-        stored, key_counts = self.store.query_keys(topic, keys, max_count, begin_ms, end_ms, uniq=uniq)
+        stored, key_counts = self.store.query_keys(topic, keys, most, begin, end, uniq=uniq)
         extra = {"counts": key_counts} if counts else {}
         return schema.ok_reply(request_id, **_stored_reply(stored), **extra, **self._index_marks())
 
-    def _op_view_id(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        found = self.store.view_by_id(fields.name(message, "msg_id"))
+    def _op_view_id(self, identity: bytes, request_id: Any, request: ViewId) -> dict[str, Any]:
+        found = self.store.view_by_id(request.msg_id)
         records = [] if found is None else [found]
-        if not schema.field(message, "raw", bool, default=False):
+        if not request.raw:
             return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
         return schema.ok_reply(request_id, **_stored_reply(self.store.stored(records)))
 
-    def _op_offset_by_time(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        queue_offset = self.store.queue_offset_by_time(
-            fields.topic(message), schema.field(message, "queue", int, lo=0, hi=INT_MAX),
-            schema.field(message, "ts_ms", int, lo=0, hi=LONG_MAX),
-            upper=schema.field(message, "upper", bool, default=False))
+    def _op_offset_by_time(self, identity: bytes, request_id: Any, request: OffsetByTime) -> dict[str, Any]:
+        queue_offset = self.store.queue_offset_by_time(request.topic, request.queue_id, request.ts_ms,
+                                                       upper=bool(request.upper))
         return schema.ok_reply(request_id, offset=queue_offset)
 
-    def _op_queue_info(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
-        info = self.store.queue_info(fields.topic(message))
+    def _op_queue_info(self, identity: bytes, request_id: Any, request: QueueInfo) -> dict[str, Any]:
+        info = self.store.queue_info(request.topic)
         # msgpack map keys are strings on this wire (mqstore.ipc.wire.schema decodes with strict_map_key)
         return schema.ok_reply(request_id, queues={str(q): [lo, hi] for q, (lo, hi) in info.items()})
 
-    def _op_ping(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def _op_ping(self, identity: bytes, request_id: Any, request: Ping) -> dict[str, Any]:
         return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readers=self.rt.config.broker.readers,
                                readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
 

@@ -24,6 +24,7 @@ from mqstore.actors.reader.ack_requests import AckKey
 from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from mqstore.ipc.transport.sockets import connect, waiting_replies
 from mqstore.ipc.wire import receipts, schema
+from mqstore.ipc.wire.requests import Send, SendMessage
 
 log = logging.getLogger("mqstore")
 
@@ -67,7 +68,7 @@ class DeadLetterSender:
         request_id = next(self._ids)
         msgs = [dead_letter_wire(key, d, record) for d, record in letters]
         try:
-            self.socket.send(schema.pack(schema.request("send", request_id, msgs=msgs)), zmq.NOBLOCK)
+            self.socket.send(schema.pack(Send(tuple(msgs)).encode(request_id)), zmq.NOBLOCK)
         except zmq.Again:
             self._retry_at[key] = now + RETRY_MS
             return
@@ -107,16 +108,13 @@ class DeadLetterSender:
         return send
 
 
-def dead_letter_wire(key: AckKey, d: DeadLetter, record: Record) -> dict[str, Any]:
+def dead_letter_wire(key: AckKey, d: DeadLetter, record: Record) -> SendMessage:
     """The original message as a send to ``%DLQ%{group}``, saying where it came from."""
     group, topic, queue_id = key
     props = {k: v for k, v in record.properties.items() if k not in (PROP_TAGS, PROP_KEYS, PROP_CRC_KEY)}
     props.update({"ORIGIN_TOPIC": topic, "ORIGIN_QUEUE": str(queue_id), "ORIGIN_OFFSET": str(d.seq),
                   "ORIGIN_MESSAGE_ID": record.msg_id, "RECONSUME_TIMES": str(d.delivery_count)})
-    wire: dict[str, Any] = {"topic": receipts.dlq_topic(group), "body": record.body, "keys": record.keys,
-                            "props": props, "queue": 0, "flag": record.flag, "born_ms": record.born_ms,
-                            "born_host": [record.born_host.ip, record.born_host.port],
-                            "reconsume_times": d.delivery_count}
-    if record.tags:
-        wire["tags"] = record.tags
-    return wire
+    return SendMessage(topic=receipts.dlq_topic(group), body=record.body, keys=tuple(record.keys), props=props,
+                       queue=0, flag=record.flag, born_ms=record.born_ms,
+                       born_host=(record.born_host.ip, record.born_host.port), reconsume_times=d.delivery_count,
+                       tags=record.tags or None)

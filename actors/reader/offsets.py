@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqstore.actors.reader import fields
 from mqstore.actors.reader.state import PublishedStore
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.read.group_lag import group_lags, groups_in
 from mqstore.engine.read.lookup import GetStatus
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.group_lag import lag_to_wire
+from mqstore.ipc.wire.requests import CommitOffset, DeleteTopicOffsets, FetchOffset, GroupDescribe, Groups
 
 log = logging.getLogger("mqstore")
 
@@ -40,12 +40,10 @@ class CommittedOffsets:
             self.table = ConsumerOffsets.load(self.path, now_ms)
         self.dirty = False
 
-    def op_commit_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_commit_offset(self, identity: bytes, request_id: Any, request: CommitOffset) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        group, topic = fields.name(message, "group"), fields.topic(message)
-        queue_id = schema.field(message, "queue", int, lo=0, hi=fields.INT_MAX)
-        next_offset = schema.field(message, "offset", int, lo=0, hi=fields.LONG_MAX)
+        group, topic, queue_id, next_offset = request.group, request.topic, request.queue_id, request.queue_offset
         max_queue_offset = self._max_queue_offset(topic, queue_id)
         if next_offset > max_queue_offset:
             self.store.recheck(topic, queue_id)  # the reader may not have heard of the newest entries
@@ -58,29 +56,29 @@ class CommittedOffsets:
         self.dirty = True
         return schema.ok_reply(request_id, offset=next_offset)
 
-    def op_fetch_offset(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_fetch_offset(self, identity: bytes, request_id: Any, request: FetchOffset) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        offset = self.table.query(fields.name(message, "group"), fields.topic(message),
-                                  schema.field(message, "queue", int, lo=0, hi=fields.INT_MAX))
+        offset = self.table.query(request.group, request.topic, request.queue_id)
         return schema.ok_reply(request_id, offset=offset)
 
-    def op_groups(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_groups(self, identity: bytes, request_id: Any, request: Groups) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
         return schema.ok_reply(request_id, groups=groups_in(self.table.table))
 
-    def op_group_describe(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_group_describe(self, identity: bytes, request_id: Any, request: GroupDescribe) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        group = fields.name(message, "group")
+        group = request.group
         lags = group_lags(group, self.table.table, self.store.queue_info, self._store_ms_at)
         return schema.ok_reply(request_id, group=group, queues=[lag_to_wire(q) for q in lags])
 
-    def op_delete_topic_offsets(self, identity: bytes, request_id: Any, message: dict[str, Any]) -> dict[str, Any]:
+    def op_delete_topic_offsets(self, identity: bytes, request_id: Any, request: DeleteTopicOffsets
+                                ) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        deleted = self.table.delete_topic(fields.topic(message))
+        deleted = self.table.delete_topic(request.topic)
         self.dirty |= deleted
         return schema.ok_reply(request_id, deleted=deleted)
 

@@ -39,6 +39,7 @@ from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.timer.put_rule import TIMER_TOPIC
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
+from mqstore.ipc.wire import requests
 from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage, SendResult, stored_records
 from mqstore.ipc.wire.receipts import ack_owner
 
@@ -115,15 +116,15 @@ class BrokerFront:
         self.clients.drop_connection(peer.connection)
         self.transactions.drop(peer.connection)
 
-    async def _call(self, route: str, op: str, timeout_ms: int = CALL_TIMEOUT_MS, **fields: Any) -> dict[str, Any]:
-        return await asyncio.wrap_future(self.channel.call(route, op, timeout_ms=timeout_ms, **fields))
+    async def _call(self, route: str, request: requests.Request, timeout_ms: int = CALL_TIMEOUT_MS) -> dict[str, Any]:
+        return await asyncio.wrap_future(self.channel.call(route, request, timeout_ms=timeout_ms))
 
     async def queue_count(self, topic: str) -> int:
         """The topic's queues as the writer has them; a new topic gets what the writer will give it."""
         now = monotonic_ms()
         if now - self._topics_at_ms >= TOPICS_CACHE_MS or topic not in self._topics:
             try:
-                reply = await self._call("ingress", "topics")
+                reply = await self._call("ingress", requests.Topics())
                 self._topics = {str(k): int(v) for k, v in reply["topics"].items()}
                 self._topics_at_ms = now
             except (BrokerError, BrokerTimeoutError):
@@ -186,7 +187,7 @@ class BrokerFront:
     async def _put(self, outgoing: list[Outgoing]) -> tuple[int, str | None, dict[str, str]]:
         timeout = self.config.flush.sync_timeout_ms + CALL_TIMEOUT_MS if self.config.sync_flush else CALL_TIMEOUT_MS
         try:
-            reply = await self._call("ingress", "send", timeout, msgs=[o.to_wire() for o in outgoing])
+            reply = await self._call("ingress", requests.Send(tuple(map(requests.SendMessage.of, outgoing))), timeout)
         except BrokerError as exc:
             return PUT_CODES.get(exc.status, rm.SYSTEM_ERROR), exc.reason, {}
         results = [SendResult.from_wire(r) for r in reply["results"]]
@@ -209,7 +210,7 @@ class BrokerFront:
         if check_topic(retry_topic) is not None:
             raise RequestError(rm.SYSTEM_ERROR, f"group {group!r} makes no valid retry topic")
         msg_id = offset_msg_id(self.store_host, header_int(ext, "offset", lo=0))
-        msgs = (await self._call("reader0", "view_id", msg_id=msg_id))["msgs"]
+        msgs = (await self._call("reader0", requests.ViewId(msg_id)))["msgs"]
         if not msgs:
             raise RequestError(rm.SYSTEM_ERROR, f"look message by offset failed, {ext.get('offset')}")
         original = ReceivedMessage.from_wire(msgs[0])
@@ -223,7 +224,7 @@ class BrokerFront:
         props.setdefault("RETRY_TOPIC", original.topic)
         props.setdefault("ORIGIN_MESSAGE_ID", ext.get("originMsgId") or original.uniq_key or original.msg_id)
         props["RECONSUME_TIME"] = str(times)
-        await self._call("ingress", "create_topic", topic=target, queues=await self.queue_count(target))
+        await self._call("ingress", requests.CreateTopic(target, await self.queue_count(target)))
         outgoing = Outgoing(topic=target, body=original.body, properties=props, queue_id=0, flag=original.flag,
                             born_ms=original.born_ms, born_host=original.born_host, reconsume_times=times,
                             sys_flag=original.sys_flag & 0x3)
@@ -251,9 +252,9 @@ class BrokerFront:
         if sys_flag & rm.PULL_SUSPEND:
             wait_ms = min(header_int(ext, "suspendTimeoutMillis", 15_000, lo=0), self.config.broker.long_poll_max_ms)
         tags = (ext.get("subscription") or "*") if sys_flag & rm.PULL_SUBSCRIPTION else "*"
-        reply = await self._call(self._reader_for(topic, queue_id), "pull", wait_ms + CALL_TIMEOUT_MS, group=group,
-                                 topic=topic, queue=queue_id, offset=offset, tags=tags, raw=True,
-                                 max=max(1, min(header_int(ext, "maxMsgNums", 32), MAX_PULL_MESSAGES)), wait_ms=wait_ms)
+        most = max(1, min(header_int(ext, "maxMsgNums", 32), MAX_PULL_MESSAGES))
+        pull = requests.Pull(group, topic, queue_id, offset, most, tags=tags, wait_ms=wait_ms, raw=True)
+        reply = await self._call(self._reader_for(topic, queue_id), pull, wait_ms + CALL_TIMEOUT_MS)
         status = str(reply["status"])
         code = PULL_CODES.get(status)
         if code is None:  # the queue is empty or unknown: Java's NO_MESSAGE_IN_QUEUE rule
@@ -302,18 +303,18 @@ class BrokerFront:
     # -- offsets -------------------------------------------------------------------------------------
 
     async def _commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        await self._call("reader0", "commit_offset", group=group, topic=topic, queue=queue_id, offset=offset)
+        await self._call("reader0", requests.CommitOffset(group, topic, queue_id, offset))
 
     async def _span(self, topic: str, queue_id: int) -> tuple[int, int]:
-        queues = (await self._call("reader0", "queue_info", topic=topic))["queues"]
+        queues = (await self._call("reader0", requests.QueueInfo(topic)))["queues"]
         span = queues.get(str(queue_id), [0, 0])
         return int(span[0]), int(span[1])
 
     async def _query_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
         topic, queue_id = header_topic(ext), header_int(ext, "queueId", lo=0)
-        offset = int((await self._call("reader0", "fetch_offset", group=ext.get("consumerGroup", ""), topic=topic,
-                                       queue=queue_id))["offset"])
+        fetch = requests.FetchOffset(str(ext.get("consumerGroup", "")), topic, queue_id)
+        offset = int((await self._call("reader0", fetch))["offset"])
         if offset < 0:
             # a new group: from the start while the queue still holds it (ConsumerManageProcessor)
             if (await self._span(topic, queue_id))[0] != 0:
@@ -338,8 +339,8 @@ class BrokerFront:
 
     async def _offset_by_time(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
-        reply = await self._call("reader0", "offset_by_time", topic=header_topic(ext),
-                                 queue=header_int(ext, "queueId", lo=0), ts_ms=header_int(ext, "timestamp", lo=0))
+        reply = await self._call("reader0", requests.OffsetByTime(header_topic(ext), header_int(ext, "queueId", lo=0),
+                                                                  header_int(ext, "timestamp", lo=0)))
         return request.reply(rm.SUCCESS, ext={"offset": reply["offset"]})
 
     # -- queries -------------------------------------------------------------------------------------
@@ -350,12 +351,11 @@ class BrokerFront:
         if not key:
             raise RequestError(rm.SYSTEM_ERROR, "the request header lacks key")
         if header_flag(ext.get("_UNIQUE_KEY_QUERY")):
-            reply = await self._call("reader0", "query_uniq", topic=topic, uniq_key=key, raw=True)
+            reply = await self._call("reader0", requests.QueryUniq(topic, key, raw=True))
         else:
-            reply = await self._call("reader0", "query_key", topic=topic, key=key, raw=True,
-                                     max=max(1, min(header_int(ext, "maxNum", 32), MAX_PULL_MESSAGES)),
-                                     begin_ms=header_int(ext, "beginTimestamp", 0, lo=0),
-                                     end_ms=header_int(ext, "endTimestamp", LONG_MAX, lo=0))
+            reply = await self._call("reader0", requests.QueryKey(
+                topic, key, max(1, min(header_int(ext, "maxNum", 32), MAX_PULL_MESSAGES)), True,
+                header_int(ext, "beginTimestamp", 0, lo=0), header_int(ext, "endTimestamp", LONG_MAX, lo=0)))
         head = {"indexLastUpdateTimestamp": reply.get("index_ms", 0), "indexLastUpdatePhyoffset": reply.get(
             "index_phys", 0)}
         if not reply["count"]:
@@ -364,7 +364,7 @@ class BrokerFront:
 
     async def _view(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         offset = header_int(request.ext, "offset", lo=0)
-        reply = await self._call("reader0", "view_id", msg_id=offset_msg_id(self.store_host, offset), raw=True)
+        reply = await self._call("reader0", requests.ViewId(offset_msg_id(self.store_host, offset), raw=True))
         if not reply["count"]:
             return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         msg_topic = request.ext.get("topic")

@@ -25,6 +25,7 @@ from typing import Any
 from mqstore.engine.log.msgid import decode_offset_msg_id
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.wire import requests
 
 log = logging.getLogger("mqstore.remoting")
 
@@ -32,13 +33,13 @@ INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"  # every Java client announces it
 REGISTER_TIMEOUT_MS = 1_000
 END_STATES = (0, 8, 12)  # unknown, commit, rollback (MessageSysFlag's transaction types)
 
-Call = Callable[..., Awaitable[dict[str, Any]]]
+Call = Callable[..., Awaitable[dict[str, Any]]]  # (route, request, timeout_ms?)
 Push = Callable[[int, rm.RemotingCommand], None]
 
 
 @dataclass(slots=True)
 class TransactionFront:
-    call: Call                      # the front's request to an actor: (route, op, **fields)
+    call: Call                      # the front's request to an actor: (route, request, timeout_ms?)
     broker_name: str
     push: Push = lambda connection, command: None   # the listener's: write a command on a connection
     groups: dict[str, dict[int, int]] = field(default_factory=dict)  # group -> connection -> heartbeat ms
@@ -56,9 +57,9 @@ class TransactionFront:
         if state == 0:
             return request.reply(rm.SUCCESS)  # logged by the client, nothing to do here
         try:
-            await self.call("transactions", "end_transaction", group=ext.get("producerGroup", ""),
-                            queue_offset=queue_offset, phys_offset=phys_offset, state=state,
-                            from_check=ext.get("fromTransactionCheck") in ("true", "1"))
+            await self.call("transactions", requests.EndTransaction(
+                str(ext.get("producerGroup", "")), queue_offset, phys_offset, state,
+                ext.get("fromTransactionCheck") in ("true", "1")))
         except BrokerError as exc:
             code = rm.ILLEGAL_OPERATION if exc.status == "ILLEGAL_OPERATION" else rm.SYSTEM_ERROR
             return request.reply(code, exc.reason)
@@ -71,7 +72,7 @@ class TransactionFront:
         except ValueError as exc:
             return request.reply(rm.SYSTEM_ERROR, f"msgId: {exc}")
         try:
-            await self.call("transactions", "resume_check", phys_offset=phys_offset)
+            await self.call("transactions", requests.ResumeCheck(phys_offset))
         except BrokerError as exc:
             return request.reply(rm.SYSTEM_ERROR, exc.reason)
         return request.reply(rm.SUCCESS)
@@ -89,7 +90,7 @@ class TransactionFront:
         for group in groups:
             self.groups.setdefault(group, {})[connection] = now_ms
         try:
-            await self.call("transactions", "register_producer", REGISTER_TIMEOUT_MS, groups=groups)
+            await self.call("transactions", requests.RegisterProducer(tuple(groups)), REGISTER_TIMEOUT_MS)
         except (BrokerError, BrokerTimeoutError) as exc:  # the actor restarting: the next heartbeat registers
             log.warning("producer groups %s not registered for checks: %s", groups, exc)
 

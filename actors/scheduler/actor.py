@@ -38,6 +38,7 @@ from mqstore.engine.log.record import SCHEDULE_TOPIC
 from mqstore.ipc.transport.sockets import connect, waiting_replies
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Arrived
+from mqstore.ipc.wire.requests import Send, SendMessage
 
 log = logging.getLogger("mqstore")
 
@@ -128,7 +129,7 @@ class SchedulerActor:
     def _send_due(self, now: int) -> None:
         """The due entries of every level that may go, up to BATCH, in one send."""
         entries: list[tuple[Due, tuple[str, int]]] = []
-        msgs: list[dict[str, Any]] = []
+        msgs: list[SendMessage] = []
         for level, look_ms in self.next_look_ms.items():
             if look_ms > now or len(msgs) >= BATCH:
                 continue
@@ -159,7 +160,7 @@ class SchedulerActor:
             return
         request_id = next(self.ids)
         try:
-            self.ingress.send(schema.pack(schema.request("send", request_id, msgs=msgs)), zmq.NOBLOCK)
+            self.ingress.send(schema.pack(Send(tuple(msgs)).encode(request_id)), zmq.NOBLOCK)
         except zmq.Again:
             for due, _ in entries:
                 self.next_look_ms[due.level] = now + RETRY_MS

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
 from mqstore.engine.config import Geometry
@@ -37,6 +36,7 @@ from mqstore.engine.log.record import (
     DecodeKind,
     Record,
 )
+from mqstore.ipc.wire.requests import SendMessage
 
 PROP_DELAY_OFFSET = "DELAY_OFFSET"
 READ_ENTRIES = 256  # entries read from a queue at a time
@@ -132,21 +132,18 @@ class ScheduleQueues:
         return record
 
 
-def reput_wire(due: Due) -> dict[str, Any] | None:
-    """The ``send`` map that puts a due message on its real topic; None for one without a real topic."""
+def reput_wire(due: Due) -> SendMessage | None:
+    """The ``send`` message that puts a due message on its real topic; None for one without a real topic."""
     real = due.real
     if real is None:
         return None
     record = due.record
     props = {k: v for k, v in record.properties.items() if k not in (PROP_TAGS, PROP_KEYS, PROP_CRC_KEY, PROP_DELAY)}
     props[PROP_DELAY_OFFSET] = f"{due.level}:{due.queue_offset}"
-    wire: dict[str, Any] = {"topic": real[0], "queue": real[1], "body": record.body, "keys": record.keys,
-                            "props": props, "flag": record.flag, "born_ms": record.born_ms,
-                            "born_host": [record.born_host.ip, record.born_host.port],
-                            "reconsume_times": record.reconsume_times, "sys_flag": record.sys_flag & CLIENT_SYS_FLAGS}
-    if record.tags:
-        wire["tags"] = record.tags
-    return wire
+    return SendMessage(topic=real[0], queue=real[1], body=record.body, keys=tuple(record.keys), props=props,
+                       flag=record.flag, born_ms=record.born_ms, born_host=(record.born_host.ip, record.born_host.port),
+                       reconsume_times=record.reconsume_times, sys_flag=record.sys_flag & CLIENT_SYS_FLAGS,
+                       tags=record.tags or None)
 
 
 def delay_offset_of(properties: dict[str, str]) -> tuple[int, int] | None:

@@ -246,7 +246,7 @@ class TimerActor:
                             timer.phys_offset)
                 continue
             batch.append(copy)
-            size += len(copy.wire["body"])
+            size += len(copy.wire.body)
             if len(batch) >= self.batch_messages or size >= self.batch_bytes:
                 if not self._put(slot_ms, batch, putter):
                     return False

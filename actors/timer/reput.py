@@ -38,6 +38,7 @@ from mqstore.engine.timer.put_rule import (
 )
 from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.requests import Ping, Send, SendMessage
 
 log = logging.getLogger("mqstore")
 
@@ -53,7 +54,7 @@ class Copy:
 
     log_pos: int
     phys_offset: int
-    wire: dict[str, Any]
+    wire: SendMessage
 
 
 def copy_of(log_pos: int, timer: TimerRecord, record: Record, now_ms: int) -> Copy | None:
@@ -73,13 +74,10 @@ def copy_of(log_pos: int, timer: TimerRecord, record: Record, now_ms: int) -> Co
         props[PROP_TIMER_DEQUEUE_MS] = str(now_ms)
     props["WAIT"] = "false"
     props[PROP_TIMER_FROM_PHYS] = str(record.phys_offset)
-    wire: dict[str, Any] = {"topic": topic, "queue": queue_id, "body": record.body, "keys": record.keys,
-                            "props": props, "flag": record.flag, "born_ms": record.born_ms,
-                            "born_host": [record.born_host.ip, record.born_host.port],
-                            "reconsume_times": record.reconsume_times,
-                            "sys_flag": record.sys_flag & CLIENT_SYS_FLAGS}
-    if record.tags:
-        wire["tags"] = record.tags
+    wire = SendMessage(topic=topic, queue=queue_id, body=record.body, keys=tuple(record.keys), props=props,
+                       flag=record.flag, born_ms=record.born_ms, born_host=(record.born_host.ip, record.born_host.port),
+                       reconsume_times=record.reconsume_times, sys_flag=record.sys_flag & CLIENT_SYS_FLAGS,
+                       tags=record.tags or None)
     return Copy(log_pos, record.phys_offset, wire)
 
 
@@ -140,14 +138,14 @@ class RePutter:
 
     def written_end(self) -> int | None:
         """The writer's commitlog end: every copy sent after this answer is stored past it."""
-        reply = self._call(schema.request("ping", next(self._ids)), REPLY_TIMEOUT_MS)
+        reply = self._call(Ping().encode(next(self._ids)), REPLY_TIMEOUT_MS)
         written = reply.get("written") if reply is not None and reply.get("ok") is True else None
         return written if isinstance(written, int) else None
 
     def put(self, copies: list[Copy]) -> list[bool] | None:
         """One ``send``: per copy, whether it is done (stored, or refused for good and dropped);
         None when no answer came in time."""
-        reply = self._call(schema.request("send", next(self._ids), msgs=[c.wire for c in copies]), REPLY_TIMEOUT_MS)
+        reply = self._call(Send(tuple(c.wire for c in copies)).encode(next(self._ids)), REPLY_TIMEOUT_MS)
         if reply is None:
             return None
         results = reply.get("results") if reply.get("ok") is True else None

@@ -37,7 +37,16 @@ from mqstore.engine.log.host import Host
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.transport.sockets import bind
-from mqstore.ipc.wire import schema
+from mqstore.ipc.wire import requests, schema
+from mqstore.ipc.wire.requests import (
+    TRANSACTIONS,
+    EndTransaction,
+    Ping,
+    RegisterProducer,
+    Request,
+    ResumeCheck,
+    UnknownOpError,
+)
 
 log = logging.getLogger("mqstore")
 
@@ -114,25 +123,27 @@ class TransactionsActor:
                     raise schema.SchemaError("expected a map frame after the identity")
                 message = schema.unpack(frames[1], max_bytes=MAX_REQUEST_BYTES)
                 request_id = message.get("id")
-                op = schema.field(message, "op", str)
-                if op == "end_transaction":
-                    ends.append((identity, request_id, _end_request(message)))
+                request = requests.decode_request(message, TRANSACTIONS)
+                if isinstance(request, EndTransaction):
+                    ends.append((identity, request_id, _end_request(request)))
                     continue
-                reply = self._handle(identity, request_id, op, message)
+                reply = self._handle(identity, request_id, request)
+            except UnknownOpError as exc:
+                reply = schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc))
             except schema.SchemaError as exc:
                 reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
             _reply(router, identity, reply)
         if not ends:
             return
         try:
-            results = self.resolver.end([request for _, _, request in ends])
+            results = self.resolver.end([end for _, _, end in ends])
         except (BrokerError, BrokerTimeoutError) as exc:
             for identity, request_id, _ in ends:
                 _reply(router, identity, schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc)))
             return
-        for (identity, request_id, request), result in zip(ends, results, strict=True):
+        for (identity, request_id, end), result in zip(ends, results, strict=True):
             if not result.ok:
-                log.warning("transactions: end of half %d refused: %s", request.tran_state_offset, result.reason)
+                log.warning("transactions: end of half %d refused: %s", end.tran_state_offset, result.reason)
                 _reply(router, identity, schema.error_reply(request_id, result.status or END_FAILED, result.reason))
                 continue
             self.ended += 1
@@ -140,36 +151,26 @@ class TransactionsActor:
             _reply(router, identity, schema.ok_reply(request_id, msg_id=committed.msg_id if committed else "",
                                                      phys_offset=committed.phys_offset if committed else -1))
 
-    def _handle(self, identity: bytes, request_id: Any, op: str, message: dict[str, Any]) -> dict[str, Any]:
-        if op == "register_producer":
-            groups = schema.field(message, "groups", list)
-            if not all(isinstance(g, str) and g for g in groups):
-                raise schema.SchemaError("groups must be non-empty strings")
-            self.producers.register(identity, groups, monotonic_ms())
+    def _handle(self, identity: bytes, request_id: Any, request: Request) -> dict[str, Any]:
+        if isinstance(request, RegisterProducer):
+            self.producers.register(identity, list(request.groups), monotonic_ms())
             return schema.ok_reply(request_id)
-        if op == "resume_check":
-            phys_offset = schema.field(message, "phys_offset", int, lo=0)
+        if isinstance(request, ResumeCheck):
             try:
-                result = self.resolver.resume(phys_offset)
+                result = self.resolver.resume(request.phys_offset)
             except (BrokerError, BrokerTimeoutError) as exc:
                 return schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc))
             if not result.ok or result.committed is None:
                 return schema.error_reply(request_id, RESUME_FAILED, result.reason)
             return schema.ok_reply(request_id, queue_offset=result.committed.queue_offset,
                                    phys_offset=result.committed.phys_offset)
-        if op == "ping":
-            return schema.ok_reply(request_id, pid=os.getpid())
-        return schema.error_reply(request_id, schema.UNKNOWN_OP, f"the transactions actor does not serve {op!r}")
+        assert isinstance(request, Ping), request
+        return schema.ok_reply(request_id, pid=os.getpid())
 
 
-def _end_request(message: dict[str, Any]) -> EndRequest:
-    try:
-        state = tx.TransactionState(schema.field(message, "state", int))
-    except ValueError:
-        raise schema.SchemaError("state must be 0 (unknown), 8 (commit) or 12 (rollback)") from None
-    return EndRequest(schema.field(message, "group", str), schema.field(message, "queue_offset", int, lo=0),
-                      schema.field(message, "phys_offset", int, lo=0), state,
-                      schema.field(message, "from_check", bool, default=False))
+def _end_request(request: EndTransaction) -> EndRequest:
+    return EndRequest(request.group, request.queue_offset, request.phys_offset, tx.TransactionState(request.state),
+                      bool(request.from_check))
 
 
 def _reply(router: zmq.Socket[Any], identity: bytes, reply: dict[str, Any]) -> None:

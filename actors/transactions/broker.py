@@ -17,6 +17,7 @@ from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.remoting import codec as remoting
 from mqstore.ipc.transport.channel import Channel
+from mqstore.ipc.wire import requests
 from mqstore.ipc.wire.messages import Outgoing, SendResult, stored_records
 
 CALL_TIMEOUT_MS = 5_000
@@ -30,40 +31,40 @@ class BrokerCalls:
         self.group = group
         self._made: set[str] = set()  # system topics made by this process (with one queue, as RocketMQ's)
 
-    def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
-        return self.channel.call(route, op, timeout_ms=CALL_TIMEOUT_MS, **fields).result()
+    def _call(self, route: str, request: requests.Request) -> dict[str, Any]:
+        return self.channel.call(route, request, timeout_ms=CALL_TIMEOUT_MS).result()
 
     def record_at(self, phys_offset: int) -> Record | None:
         """The record at a commitlog offset, as stored; None when the readers do not have it (yet)."""
-        reply = self._call("reader", "view_id", msg_id=offset_msg_id(self.store_host, phys_offset), raw=True)
+        reply = self._call("reader", requests.ViewId(offset_msg_id(self.store_host, phys_offset), raw=True))
         if not reply.get("count"):
             return None
         return remoting.decode_records(bytes(stored_records(reply)[0]))[0]
 
     def span(self, topic: str, queue_id: int = 0) -> tuple[int, int]:
-        queues = self._call("reader", "queue_info", topic=topic)["queues"]
+        queues = self._call("reader", requests.QueueInfo(topic))["queues"]
         low, high = queues.get(str(queue_id), [0, 0])
         return int(low), int(high)
 
     def pull(self, topic: str, queue_offset: int, count: int = PULL_BATCH) -> list[Record]:
         """Up to ``count`` records of the topic's queue 0 from ``queue_offset``, as stored."""
-        reply = self._call("reader", "pull", group=self.group, topic=topic, queue=0, offset=queue_offset, tags="*",
-                           raw=True, max=count, wait_ms=0)
+        reply = self._call("reader", requests.Pull(self.group, topic, 0, queue_offset, count, tags="*", wait_ms=0,
+                                                   raw=True))
         return remoting.decode_records(bytes(stored_records(reply)[0])) if reply.get("count") else []
 
     def offset(self, topic: str) -> int:
-        return int(self._call("reader", "fetch_offset", group=self.group, topic=topic, queue=0)["offset"])
+        return int(self._call("reader", requests.FetchOffset(self.group, topic, 0))["offset"])
 
     def commit_offset(self, topic: str, queue_offset: int) -> None:
-        self._call("reader", "commit_offset", group=self.group, topic=topic, queue=0, offset=queue_offset)
+        self._call("reader", requests.CommitOffset(self.group, topic, 0, queue_offset))
 
     def send(self, messages: Sequence[Outgoing]) -> list[SendResult]:
         """Sends to a system topic make it first, with its one queue (a send would make it with the
         writer's default); the half topic is the writer's to make (``mqstore.engine.put.rewrite``)."""
         for topic in {m.topic for m in messages if m.topic in (tx.OP_TOPIC, tx.CHECK_MAX_TOPIC)} - self._made:
-            self._call("ingress", "create_topic", topic=topic, queues=1)
+            self._call("ingress", requests.CreateTopic(topic, 1))
             self._made.add(topic)
-        reply = self._call("ingress", "send", msgs=[m.to_wire() for m in messages])
+        reply = self._call("ingress", requests.Send(tuple(map(requests.SendMessage.of, messages))))
         return [SendResult.from_wire(r) for r in reply["results"]]
 
 

@@ -41,17 +41,8 @@ from mqstore.ipc.transport.channel import (
 )
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.messages import ReplyError
-from mqstore.ipc.wire.receipts import (
-    MAX_RECEIPTS,
-    OP_ACK,
-    OP_ACK_PULL,
-    OP_ACK_RELEASE,
-    OP_NACK,
-    AckStatus,
-    Delivery,
-    Receipt,
-    ack_owner,
-)
+from mqstore.ipc.wire.receipts import MAX_RECEIPTS, AckStatus, Delivery, Receipt, ack_owner
+from mqstore.ipc.wire.requests import Ack, AckPull, AckRelease, Nack, Ping
 
 log = logging.getLogger("mqstore.client")
 
@@ -91,17 +82,14 @@ class AckConsumer:
         self.group = group
         self.topic = topic
         self.consumer_id = consumer_id or default_consumer_id()
-        self._options: dict[str, Any] = {"tags": tags, "max": max_per_pull}
-        if prefetch is not None:
-            self._options["prefetch"] = prefetch
-        if visibility_ms is not None:
-            self._options["visibility_ms"] = visibility_ms
+        self._tags, self._max_per_pull = tags, max_per_pull
+        self._prefetch, self._visibility_ms = prefetch, visibility_ms
         self._long_poll_ms = long_poll_ms
         self._timeout_ms = timeout_ms
         first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer", curve=ep.curve)
         try:
             if reader_count is None:
-                reader_count = int(first.request("reader0", "ping", timeout_ms=timeout_ms)["readers"])
+                reader_count = int(first.request("reader0", Ping(), timeout_ms=timeout_ms)["readers"])
             if queues is None:
                 queues = sorted(queue_spans(first, "reader0", topic, timeout_ms, wait=True))
         finally:
@@ -141,12 +129,12 @@ class AckConsumer:
     def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[AckStatus]:
         """Ack deliveries (or receipts); one status per item, in order: ``OK``, or ``UNKNOWN_RECEIPT``
         when the broker no longer holds it as delivered (acked already, dead-lettered)."""
-        return self._settle(OP_ACK, items)
+        return self._settle(items, None)
 
     def nack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], *,
              requeue: bool = True) -> list[AckStatus]:
         """Give deliveries back: to be delivered again at once (``requeue``), or to ``%DLQ%{group}``."""
-        return self._settle(OP_NACK, items, requeue=requeue)
+        return self._settle(items, requeue)
 
     def close(self) -> None:
         """Leave the group: every delivery not acked yet is handed out again at once (flagged
@@ -156,11 +144,10 @@ class AckConsumer:
             by_route: dict[str, list[_QueueState]] = {}
             for state in self._states.values():
                 by_route.setdefault(state.route, []).append(state)
-            calls = [self._channel.call(route, OP_ACK_RELEASE, timeout_ms=self._timeout_ms, group=self.group,
-                                        topic=self.topic, consumer=self.consumer_id,
-                                        queues=[s.queue for s in states],
-                                        read=[[s.queue, seq] for s in states for seq in s.unsettled][:MAX_RECEIPTS])
-                     for route, states in by_route.items()]
+            calls = [self._channel.call(route, AckRelease(
+                self.group, self.topic, self.consumer_id, tuple(s.queue for s in states),
+                tuple((s.queue, seq) for s in states for seq in s.unsettled)[:MAX_RECEIPTS]),
+                timeout_ms=self._timeout_ms) for route, states in by_route.items()]
             for call in calls:
                 try:
                     call.result()
@@ -178,8 +165,9 @@ class AckConsumer:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    def _settle(self, op: str, items: Delivery | Receipt | Iterable[Delivery | Receipt],
-                **fields: Any) -> list[AckStatus]:
+    def _settle(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], requeue: bool | None
+                ) -> list[AckStatus]:
+        """Ack (``requeue`` None) or nack."""
         if isinstance(items, (Delivery, Receipt)):
             items = [items]
         batch = [_receipt(i) for i in items]
@@ -191,14 +179,14 @@ class AckConsumer:
         for i, r in enumerate(batch):
             route = f"reader{ack_owner(r.group, r.topic, r.queue_id, self._reader_count)}"
             by_route.setdefault(route, []).append(i)
-        calls = {route: self._channel.call(route, op, timeout_ms=self._timeout_ms,
-                                           receipts=[batch[i].to_wire() for i in indices], **fields)
+        calls = {route: self._channel.call(route, _settlement([batch[i].to_wire() for i in indices], requeue),
+                                           timeout_ms=self._timeout_ms)
                  for route, indices in by_route.items()}
         results = [AckStatus.BAD_REQUEST] * len(batch)  # every one is overwritten below
         for route, future in calls.items():
             statuses = future.result().get("results")
             if not isinstance(statuses, list) or len(statuses) != len(by_route[route]):
-                raise ReplyError(f"expected {len(by_route[route])} {op} results, got {statuses!r}")
+                raise ReplyError(f"expected {len(by_route[route])} settle results, got {statuses!r}")
             for i, status in zip(by_route[route], statuses, strict=True):
                 results[i] = AckStatus.from_wire(status)
         return results
@@ -217,9 +205,9 @@ class AckConsumer:
         for state in self._states.values():
             if state.in_flight is None and not state.buffered and now >= state.retry_at_ms:
                 state.in_flight = self._channel.call(
-                    state.route, OP_ACK_PULL, timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
-                    topic=self.topic, queue=state.queue, consumer=self.consumer_id, wait_ms=self._long_poll_ms,
-                    **self._options)
+                    state.route, AckPull(self.group, self.topic, state.queue, self.consumer_id, self._long_poll_ms,
+                                         self._tags, self._max_per_pull, self._prefetch, self._visibility_ms),
+                    timeout_ms=self._long_poll_ms + self._timeout_ms)
 
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
         reply = pull_reply(state, future, f"ack {self.topic}/{state.queue}")
@@ -238,3 +226,7 @@ def _receipt(item: Delivery | Receipt) -> Receipt:
     if isinstance(item, Receipt):
         return item
     raise TypeError(f"expected a Delivery or a Receipt, got {type(item).__name__}")
+
+
+def _settlement(receipts: list[list[Any]], requeue: bool | None) -> Ack | Nack:
+    return Ack(tuple(receipts)) if requeue is None else Nack(tuple(receipts), requeue)

@@ -30,14 +30,12 @@ from mqstore.ipc.client.key_queries import key_query, keys_query, per_key
 from mqstore.ipc.client.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire import requests
 from mqstore.ipc.wire.encoded import (
-    OP_ENCODING,
-    OP_SEND_ENCODED,
     BatchEncoder,
     Encoding,
     EncodingError,
     SendResults,
-    request_fields,
     results_from_reply,
 )
 from mqstore.ipc.wire.group_lag import QueueLag, lags_from_wire
@@ -146,7 +144,7 @@ class Producer:
         return single
 
     def send_batch_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
-        wire = [Outgoing.of(m).to_wire() for m in messages]
+        wire = [requests.SendMessage.of(Outgoing.of(m)) for m in messages]
         if not wire:
             raise ValueError("send_batch needs at least one message")
         outer: Future[list[SendResult]] = Future()
@@ -155,8 +153,8 @@ class Producer:
 
         def attempt(indices: list[int], tries_left: int, delay_ms: int) -> None:
             try:
-                inner = self._channel.call("ingress", "send", timeout_ms=self._timeout_ms, delay_ms=delay_ms,
-                                           msgs=[wire[i] for i in indices])
+                inner = self._channel.call("ingress", requests.Send(tuple(wire[i] for i in indices)),
+                                           timeout_ms=self._timeout_ms, delay_ms=delay_ms)
             except BrokerError as exc:  # closed meanwhile (this may run on the I/O thread)
                 outer.set_exception(exc)
                 return
@@ -224,15 +222,15 @@ class Producer:
             except BaseException as exc:
                 outer.set_exception(exc)
 
-        self._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=self._timeout_ms, parts=(batch.records,),
-                           **request_fields(batch)).add_done_callback(on_reply)
+        call = self._channel.call("ingress", requests.SendEncoded.of(batch), timeout_ms=self._timeout_ms)
+        call.add_done_callback(on_reply)
         return outer
 
     def _batch_encoder(self) -> BatchEncoder:
         """Asks the writer how it encodes, once (never from the I/O thread: it would wait on itself)."""
         with self._encoder_lock:
             if self._encoder is None:
-                reply = self._channel.request("ingress", OP_ENCODING, timeout_ms=self._timeout_ms)
+                reply = self._channel.request("ingress", requests.Encoding(), timeout_ms=self._timeout_ms)
                 self._encoder = BatchEncoder(Encoding.from_reply(reply))
             return self._encoder
 
@@ -260,58 +258,59 @@ class Admin:
                                  **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
                                 name="mqstore-admin", curve=ep.curve)
 
-    def _call(self, route: str, op: str, **fields: Any) -> dict[str, Any]:
-        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once."""
-        return self._channel.request(route, op, timeout_ms=self._timeout_ms, **fields)
+    def _call(self, route: str, request: requests.Request | str, **fields: Any) -> dict[str, Any]:
+        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once. An
+        op and its fields, a map of no class, go through as ``Channel.request`` sends them."""
+        return self._channel.request(route, request, timeout_ms=self._timeout_ms, **fields)
 
     def topics(self) -> dict[str, int]:
         """Topic name -> queue count."""
-        return {str(k): int(v) for k, v in self._call("ingress", "topics")["topics"].items()}
+        return {str(k): int(v) for k, v in self._call("ingress", requests.Topics())["topics"].items()}
 
     def create_topic(self, topic: str, queues: int) -> int:
         """Create a topic (or add queues to it); returns its queue count."""
-        return int(self._call("ingress", "create_topic", topic=topic, queues=queues)["queues"])
+        return int(self._call("ingress", requests.CreateTopic(topic, queues))["queues"])
 
     def delete_topic(self, topic: str) -> bool:
         """Delete a topic: its config entry at once, its consume queues by the builder soon after (its
         records stay in the commitlog until retention); whether it existed. Asking again is harmless."""
-        return bool(self._call("ingress", "delete_topic", topic=topic)["existed"])
+        return bool(self._call("ingress", requests.DeleteTopic(topic))["existed"])
 
     def groups(self) -> dict[str, list[str]]:
         """Group -> the topics it committed offsets on."""
-        return {str(g): [str(t) for t in topics] for g, topics in self._call("reader", "groups")["groups"].items()}
+        groups = self._call("reader", requests.Groups())["groups"]
+        return {str(g): [str(t) for t in topics] for g, topics in groups.items()}
 
     def group_describe(self, group: str) -> list[QueueLag]:
         """Per queue: topic, queue_id, committed_offset, min_queue_offset, max_queue_offset, lag,
         last_consume_ms (``mqstore.engine.read.group_lag``)."""
-        return lags_from_wire(self._call("reader", "group_describe", group=group)["queues"])
+        return lags_from_wire(self._call("reader", requests.GroupDescribe(group))["queues"])
 
     def group_last_seen_ms(self) -> dict[str, int]:
         """Group -> the last time (wall ms) any reader served one of its consumers."""
         seen: dict[str, int] = {}
         for route in self._readers:
-            for group, ms in self._call(route, "group_activity")["groups"].items():
+            for group, ms in self._call(route, requests.GroupActivity())["groups"].items():
                 seen[str(group)] = max(seen.get(str(group), 0), int(ms))
         return seen
 
     def ack_stats(self) -> list[dict[str, Any]]:
         """Every reader's open ack-mode queues: group, topic, queue, ready, unacked, redelivered, dead."""
-        return [dict(q) for route in self._readers for q in self._call(route, "ack_stats")["queues"]]
+        return [dict(q) for route in self._readers for q in self._call(route, requests.AckStats())["queues"]]
 
     def reset_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
         """``commit_offset`` as an administrator: it may move the offset back, and does not count as
         the group's consumer being alive."""
-        self._call("reader", "commit_offset", group=group, topic=topic, queue=queue_id, offset=queue_offset,
-                   admin=True)
+        self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset, admin=True))
 
     def delete_topic_offsets(self, topic: str) -> bool:
         """Forget every group's committed offsets on ``topic``; whether there were any."""
-        return bool(self._call("reader", "delete_topic_offsets", topic=topic)["deleted"])
+        return bool(self._call("reader", requests.DeleteTopicOffsets(topic))["deleted"])
 
     def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
         """Queue id -> (min offset, max offset) as published."""
         return {int(q): (int(span[0]), int(span[1]))
-                for q, span in self._call("reader", "queue_info", topic=topic)["queues"].items()}
+                for q, span in self._call("reader", requests.QueueInfo(topic))["queues"].items()}
 
     def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> MessageBatch:
@@ -320,56 +319,53 @@ class Admin:
         ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for. They come
         packed and are decoded when touched (``query_by_key_async``'s answer); the batch equals the
         list of the same messages."""
-        return MessageBatch.from_reply(self._call("reader", "query_key", **key_query(topic, key, max_count,
-                                                                                    begin_ms, end_ms)))
+        return MessageBatch.from_reply(self._call("reader", key_query(topic, key, max_count, begin_ms, end_ms)))
 
     def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                            end_ms: int | None = None) -> Future[MessageBatch]:
         """``query_by_key`` without waiting (several may be in flight); the messages come packed,
         decoded when touched."""
-        return _packed(self._channel.call("reader", "query_key", timeout_ms=self._timeout_ms,
-                                          **key_query(topic, key, max_count, begin_ms, end_ms)),
+        return _packed(self._channel.call("reader", key_query(topic, key, max_count, begin_ms, end_ms),
+                                          timeout_ms=self._timeout_ms),
                        lambda reply, batch: batch)
 
     def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                    end_ms: int | None = None) -> list[MessageBatch]:
         """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
         in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
-        reply = self._call("reader", "query_keys", **keys_query(topic, keys, max_count, begin_ms, end_ms))
+        reply = self._call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms))
         return per_key(len(keys), reply, MessageBatch.from_reply(reply))
 
     def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                          end_ms: int | None = None) -> Future[list[MessageBatch]]:
-        return _packed(self._channel.call("reader", "query_keys", timeout_ms=self._timeout_ms,
-                                          **keys_query(topic, keys, max_count, begin_ms, end_ms)),
+        return _packed(self._channel.call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms),
+                                          timeout_ms=self._timeout_ms),
                        lambda reply, batch: per_key(len(keys), reply, batch))
 
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
-        return list(MessageBatch.from_reply(self._call("reader", "query_uniq", topic=topic, uniq_key=uniq_key,
-                                                       raw=True)))
+        return list(MessageBatch.from_reply(self._call("reader", requests.QueryUniq(topic, uniq_key, raw=True))))
 
     def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
-        msgs = self._call("reader", "view_id", msg_id=msg_id)["msgs"]
+        msgs = self._call("reader", requests.ViewId(msg_id))["msgs"]
         return ReceivedMessage.from_wire(msgs[0]) if msgs else None
 
     def offset_by_time(self, topic: str, queue_id: int, ts_ms: int, *, upper: bool = False) -> int:
         """The first queue offset stored at or after ``ts_ms`` (``upper``: the last at or before)."""
-        return int(self._call("reader", "offset_by_time", topic=topic, queue=queue_id, ts_ms=ts_ms,
-                              upper=upper)["offset"])
+        return int(self._call("reader", requests.OffsetByTime(topic, queue_id, ts_ms, upper))["offset"])
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The group's committed next queue offset, -1 when it never committed."""
-        return int(self._call("reader", "fetch_offset", group=group, topic=topic, queue=queue_id)["offset"])
+        return int(self._call("reader", requests.FetchOffset(group, topic, queue_id))["offset"])
 
     def commit_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
-        self._call("reader", "commit_offset", group=group, topic=topic, queue=queue_id, offset=queue_offset)
+        self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset))
 
     def ping(self) -> dict[str, Any]:
         """Reader 0's answer: pid, readable_end, parked pulls."""
-        return self._call("reader", "ping")
+        return self._call("reader", requests.Ping())
 
     def ping_writer(self) -> dict[str, Any]:
-        return self._call("ingress", "ping")
+        return self._call("ingress", requests.Ping())
 
     def close(self) -> None:
         self._channel.close()

@@ -36,6 +36,7 @@ from mqstore.ipc.transport.channel import Channel, pull_reply, queue_spans, reso
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import receipts
 from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage, ReplyError
+from mqstore.ipc.wire.requests import CommitOffset, FetchOffset, Pull, Request
 
 log = logging.getLogger("mqstore.client")
 
@@ -134,8 +135,8 @@ class Consumer:
             self._channel.close()
             raise
 
-    def _call(self, route: str, op: str, **fields: Any) -> Future[dict[str, Any]]:
-        return self._channel.call(route, op, timeout_ms=self._timeout_ms, **fields)
+    def _call(self, route: str, request: Request) -> Future[dict[str, Any]]:
+        return self._channel.call(route, request, timeout_ms=self._timeout_ms)
 
     def _assign(self, queues: list[int] | None, start: str) -> dict[int, _QueueState]:
         spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=queues is None)
@@ -144,7 +145,7 @@ class Consumer:
             raise ValueError(f"topic {self.topic!r} has no queues yet: create it, or name the queues")
         committed = {q: -1 for q in queue_ids}
         if start == START_COMMITTED:
-            fetches = {q: self._call("reader0", "fetch_offset", group=self.group, topic=self.topic, queue=q)
+            fetches = {q: self._call("reader0", FetchOffset(self.group, self.topic, q))
                        for q in queue_ids}
             committed = {q: int(f.result()["offset"]) for q, f in fetches.items()}
         states = {}
@@ -218,8 +219,7 @@ class Consumer:
     def commit(self) -> None:
         """Store every queue's position as the group's offset (reader 0)."""
         self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
-        calls = {s.queue: (s.position, self._call("reader0", "commit_offset", group=self.group, topic=self.topic,
-                                                  queue=s.queue, offset=s.position))
+        calls = {s.queue: (s.position, self._call("reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
                  for s in self._states.values() if s.position != s.committed}
         for queue, (position, future) in calls.items():
             future.result()
@@ -270,10 +270,10 @@ class Consumer:
                     and state.buffered_count + self._max_per_pull <= self._prefetch_messages
                     and state.buffered_bytes + self._max_bytes_per_pull <= self._prefetch_bytes):
                 state.in_flight = self._channel.call(
-                    state.route, "pull", timeout_ms=self._long_poll_ms + self._timeout_ms, group=self.group,
-                    topic=self.topic, queue=state.queue, offset=state.fetch_offset, max=self._max_per_pull,
-                    max_bytes=self._max_bytes_per_pull, by_bytes=True, tags=self.tags,
-                    wait_ms=self._long_poll_ms, raw=True, trace=self.pull_trace is not None)
+                    state.route, Pull(self.group, self.topic, state.queue, state.fetch_offset, self._max_per_pull,
+                                      self._max_bytes_per_pull, True, self.tags, self._long_poll_ms, True,
+                                      self.pull_trace is not None),
+                    timeout_ms=self._long_poll_ms + self._timeout_ms)
 
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
         if state.in_flight is not future:

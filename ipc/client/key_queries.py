@@ -1,4 +1,4 @@
-"""Admin's key queries: the fields of a ``query_key`` and a ``query_keys`` request, and a
+"""Admin's key queries: a ``query_key`` and a ``query_keys`` request, and a
 ``query_keys`` reply cut into one batch per key; one form for the waiting and the async calls."""
 
 from __future__ import annotations
@@ -8,23 +8,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from mqstore.ipc.wire.messages import MessageBatch, ReplyError
+from mqstore.ipc.wire.requests import QueryKey, QueryKeys
 
 LONG_MAX = (1 << 63) - 1
 
 
-def key_query(topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> dict[str, Any]:
-    """A ``query_key`` request's fields, the fewest that say it: a time range only when it is not the
+def key_query(topic: str, key: str, max_count: int, begin_ms: int, end_ms: int | None) -> QueryKey:
+    """A ``query_key`` request, the fewest fields that say it: a time range only when it is not the
     reader's default (all of time); the messages come packed (``raw``)."""
-    fields: dict[str, Any] = {"topic": topic, "key": key, "max": max_count, "raw": True}
     if begin_ms or end_ms is not None:
-        fields.update(begin_ms=begin_ms, end_ms=LONG_MAX if end_ms is None else end_ms)
-    return fields
+        return QueryKey(topic, key, max_count, True, begin_ms, LONG_MAX if end_ms is None else end_ms)
+    return QueryKey(topic, key, max_count, True)
 
 
-def keys_query(topic: str, keys: Sequence[str], max_count: int, begin_ms: int, end_ms: int | None
-               ) -> dict[str, Any]:
-    return {"topic": topic, "keys": list(keys), "max": max_count, "begin_ms": begin_ms,
-            "end_ms": LONG_MAX if end_ms is None else end_ms}
+def keys_query(topic: str, keys: Sequence[str], max_count: int, begin_ms: int, end_ms: int | None) -> QueryKeys:
+    return QueryKeys(topic, tuple(keys), max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
 
 
 def per_key(key_count: int, reply: dict[str, Any], batch: MessageBatch) -> list[MessageBatch]:

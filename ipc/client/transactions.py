@@ -33,6 +33,7 @@ from mqstore.engine.log.record import PROP_UNIQ_KEY, decode_record
 from mqstore.engine.put.transactions import PROP_PGROUP, PROP_TRAN_MSG, TransactionState
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage, SendResult
+from mqstore.ipc.wire.requests import EndTransaction, RegisterProducer
 
 __all__ = ["CheckBack", "ExecuteLocal", "TransactionResult", "TransactionState", "Transactions"]
 
@@ -101,7 +102,7 @@ class Transactions:
             known = group in self._check_backs
             self._check_backs[group] = check_back
         if not known:
-            self.channel.call(ROUTE, "register_producer", timeout_ms=self._timeout_ms, groups=[group]).result()
+            self.channel.call(ROUTE, RegisterProducer((group,)), timeout_ms=self._timeout_ms).result()
         if first:
             self._heartbeat()
 
@@ -111,8 +112,8 @@ class Transactions:
         with self._lock:
             groups = list(self._check_backs)
         try:
-            call = self.channel.call(ROUTE, "register_producer", timeout_ms=self._timeout_ms,
-                                     delay_ms=self._heartbeat_ms, groups=groups)
+            call = self.channel.call(ROUTE, RegisterProducer(tuple(groups)), timeout_ms=self._timeout_ms,
+                                     delay_ms=self._heartbeat_ms)
         except BrokerError:
             return  # closed
         call.add_done_callback(self._heartbeat)
@@ -120,9 +121,8 @@ class Transactions:
     def _end(self, group: str, queue_offset: int, phys_offset: int, state: TransactionState,
              from_check: bool) -> Future[dict[str, Any]]:
         assert self.channel is not None
-        return self.channel.call(ROUTE, "end_transaction", timeout_ms=self._timeout_ms, group=group,
-                                 queue_offset=queue_offset, phys_offset=phys_offset, state=int(state),
-                                 from_check=from_check)
+        return self.channel.call(ROUTE, EndTransaction(group, queue_offset, phys_offset, int(state), from_check),
+                                 timeout_ms=self._timeout_ms)
 
     def on_push(self, route: str, push: dict[str, Any]) -> None:
         """A push on the I/O thread: a check is handed to the checks' thread."""

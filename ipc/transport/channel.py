@@ -49,6 +49,7 @@ from mqstore.ipc.transport.exchange import BrokerTimeoutError as BrokerTimeoutEr
 from mqstore.ipc.transport.exchange import decode_reply, outcome, send_request, timed_out
 from mqstore.ipc.transport.sockets import connect, recv_message
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.requests import QueueInfo, Request
 
 log = logging.getLogger("mqstore.client")
 
@@ -119,18 +120,21 @@ class Channel:
 
     # -- callers' side -------------------------------------------------------------------------------
 
-    def call(self, route: str, op: str, *, timeout_ms: int, delay_ms: int = 0,
+    def call(self, route: str, op: str | Request, *, timeout_ms: int, delay_ms: int = 0,
              parts: Sequence[bytes | memoryview] = (), **fields: Any) -> Future[dict[str, Any]]:
-        """Send ``op`` on ``route``; the future holds the ok reply, or raises BrokerError or
-        BrokerTimeoutError. ``delay_ms`` holds the send back (retry backoff); the timeout counts from
-        the send. ``parts`` follow the map as frames of their own, without a copy."""
+        """Send a request (``mqstore.ipc.wire.requests``; or an op and its fields, a map of no class)
+        on ``route``; the future holds the ok reply, or raises BrokerError or BrokerTimeoutError.
+        ``delay_ms`` holds the send back (retry backoff); the timeout counts from the send. ``parts``
+        (a request's own, or those given) follow the map as frames of their own, without a copy."""
+        if isinstance(op, Request):
+            parts = op.parts
         if route not in self._routes:
             raise ValueError(f"unknown route {route!r}")
         if len(parts) > schema.MAX_PARTS:
             raise ValueError(f"a request carries at most {schema.MAX_PARTS} parts")
         future: Future[dict[str, Any]] = Future()
         request_id = next(self._ids)
-        item = _Outgoing(_now_ms() + max(0, delay_ms), request_id, route, schema.request(op, request_id, **fields),
+        item = _Outgoing(_now_ms() + max(0, delay_ms), request_id, route, _message(op, request_id, fields),
                          timeout_ms, future, tuple(parts))
         with self._lock:
             if self._closed:
@@ -141,17 +145,19 @@ class Channel:
                 self._wake_pending = True  # after the write: a write that raised leaves the next call to wake
         return future
 
-    def request(self, route: str, op: str, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
+    def request(self, route: str, op: str | Request, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
                 **fields: Any) -> dict[str, Any]:
         """``call(...).result()`` made on the calling thread's own socket (``mqstore.ipc.transport.caller_sockets``):
         the ok reply, or BrokerError or BrokerTimeoutError; for a caller that waits at once."""
+        if isinstance(op, Request):
+            parts = op.parts
         if route not in self._routes:
             raise ValueError(f"unknown route {route!r}")
         if len(parts) > schema.MAX_PARTS:
             raise ValueError(f"a request carries at most {schema.MAX_PARTS} parts")
         if self._closed:
             raise BrokerError(CLOSED, "the client is closed")
-        return self._callers.request(route, schema.request(op, next(self._ids), **fields), parts, timeout_ms)
+        return self._callers.request(route, _message(op, next(self._ids), fields), parts, timeout_ms)
 
     def close(self) -> None:
         """Stop the I/O thread and close the callers' sockets; requests still waiting fail with
@@ -292,7 +298,7 @@ def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int, *, wa
     once per tick, so a topic's first send can be answered a moment before the readers see it."""
     deadline_ms = _now_ms() + timeout_ms
     while True:
-        reply = channel.request(route, "queue_info", topic=topic, timeout_ms=timeout_ms)
+        reply = channel.request(route, QueueInfo(topic), timeout_ms=timeout_ms)
         spans = {int(q): (int(s[0]), int(s[1])) for q, s in reply["queues"].items()}
         if spans or not wait or _now_ms() >= deadline_ms:
             return spans
@@ -332,3 +338,12 @@ def pull_reply(state: PullState, future: Future[Any], what: str) -> dict[str, An
         log.warning("%s: pull refused (%s); backing off", what, exc)
         state.retry_at_ms = _now_ms() + PULL_ERROR_BACKOFF_MS
     return None
+
+
+def _message(op: str | Request, request_id: int, fields: dict[str, Any]) -> dict[str, Any]:
+    """A request's map: a class's own encoding, or an op and its fields."""
+    if isinstance(op, Request):
+        if fields:
+            raise TypeError(f"a {type(op).__name__} carries its fields; got {sorted(fields)} besides")
+        return op.encode(request_id)
+    return schema.request(op, request_id, **fields)

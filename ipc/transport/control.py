@@ -17,16 +17,18 @@ import zmq
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.requests import SUPERVISOR, Request
 
 
-def control_request(store: Path | str, op: str, *, run_dir: str | None = None,
+def control_request(store: Path | str, op: str | Request, *, run_dir: str | None = None,
                     timeout_ms: int = 3000) -> dict[str, Any]:
     """One request to the supervisor's control socket; raises ConnectionError when nobody answers."""
     endpoints = Endpoints.for_store(store, run_dir=run_dir)
     ctx: zmq.Context[Any] = zmq.Context()
     try:
         sock = connect(ctx, zmq.REQ, endpoints.control, rcvtimeo_ms=timeout_ms)
-        sock.send(schema.pack(schema.request(op, 1)))
+        sock.send(schema.pack(_request(op).encode(1) if isinstance(op, Request) or op in SUPERVISOR.ops
+                              else schema.request(op, 1)))  # an op it does not serve: to hear its refusal
         try:
             reply = schema.unpack(sock.recv())
         except zmq.Again:
@@ -34,3 +36,8 @@ def control_request(store: Path | str, op: str, *, run_dir: str | None = None,
         return reply
     finally:
         ctx.destroy(linger=0)
+
+
+def _request(op: str | Request) -> Request:
+    """The supervisor's request of an op it serves, by its class or its name (``status``, ``stop``, ``ping``)."""
+    return op if isinstance(op, Request) else SUPERVISOR.ops[op]()

@@ -5,9 +5,8 @@ body limit), then encodes every batch into one ``EncodedBatch`` (``mqstore.engin
 writer checks it in one compiled call and copies it into the commitlog in one slice per file. The reply is
 packed too: one ``REPLY_ROW`` (the same module's) per record written, and a status and reason for the rest.
 
-    request  {op: "send_encoded", parts: 1, columns: bin, topics: [str], tags: [str], keys: bin,
-              key_bounds: bin}, then the records as one frame of their own; keys and key_bounds are
-              the records' UNIQ_KEYs and KEYS as key text (``mqstore.engine.batch.key_text``)
+    request  ``mqstore.ipc.wire.requests.SendEncoded`` (``SendEncoded.of(batch)``): the columns, topics, tags and
+             key text in the map, the records as one frame of their own
     reply    {ok: true, results: bin (REPLY_ROW rows), status: str, reason: str}
 
 The records never pass through msgpack: each body is copied once, when the batch is joined, and
@@ -23,7 +22,6 @@ from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, overload
 
-from mqstore.engine.batch.key_text import KeyText
 from mqstore.engine.batch.record_batch import (
     QUEUE_BY_SHARD,
     QUEUE_ROUND_ROBIN,
@@ -52,10 +50,9 @@ from mqstore.engine.put.queue_selector import shard_hash
 from mqstore.engine.put.transactions import PROP_TRAN_MSG
 from mqstore.engine.timer.put_rule import is_timer_message
 from mqstore.ipc.wire.messages import PUT_OK, Outgoing, SendResult, put_status
+from mqstore.ipc.wire.requests import Op, SendEncoded
 
-OP_ENCODING = "encoding"
-OP_SEND_ENCODED = "send_encoded"
-
+OP_SEND_ENCODED = Op.SEND_ENCODED  # the enum's member, under the name tests and scripts import
 
 class EncodingError(MqstoreError, ValueError):
     """A message the fast path cannot carry (invalid, or delayed): send it with ``send_batch``."""
@@ -296,9 +293,8 @@ def _queue_and_shard(queue: int | None, shard: str | None) -> tuple[int, int]:
 
 
 def request_fields(batch: EncodedBatch) -> dict[str, Any]:
-    """The request's map; its one part is ``batch.records``."""
-    text, bounds = KeyText.of(batch.uniq_keys, batch.keys).wire()  # one compiled call, no string packed per record
-    return {"columns": batch.columns, "topics": batch.topics, "tags": batch.tags, "keys": text, "key_bounds": bounds}
+    """``SendEncoded.of(batch)``'s map after ``v``, ``op`` and ``id``; its one part is ``batch.records``."""
+    return dict(list(SendEncoded.of(batch).encode(None).items())[3:])
 
 
 def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> SendResults:

@@ -31,12 +31,6 @@ from typing import Any
 
 from mqstore.ipc.wire.messages import ReceivedMessage, ReplyError
 
-OP_ACK_PULL = "ack_pull"
-OP_ACK = "ack"
-OP_NACK = "nack"
-OP_ACK_RELEASE = "ack_release"
-
-
 
 class AckStatus(enum.StrEnum):
     """One receipt's outcome of an ``ack`` or ``nack`` (see the module's docstring); a ``str``, so

@@ -1,9 +1,12 @@
 """Wire messages: msgpack maps, version 1, one map per ZeroMQ frame, optionally followed by binary parts.
 
 Every request carries ``v`` (schema version), ``op`` and a client-chosen ``id`` echoed in the reply.
-Replies carry ``ok``; a refused request gets ``ok: false`` with a ``status`` and a ``reason``. Nothing
-is ever unpickled: decoding accepts msgpack's plain types only, with size limits, and a frame that is
-not a map of the expected shape is a ``SchemaError`` that the receiving actor turns into a reply.
+Its fields are one typed value of ``mqstore.ipc.wire.requests`` (the ``Op`` enum, one frozen class
+per op), whose ``encode`` builds the map and whose decoder, called once where the request comes in,
+gives the class back. Replies carry ``ok`` (``ok_reply``); a refused request gets ``ok: false`` with a
+``status`` and a ``reason`` (``error_reply``). Nothing is ever unpickled: decoding accepts msgpack's
+plain types only, with size limits, and a frame that is not a map of the expected shape is a
+``SchemaError`` naming the field, which the receiving actor turns into a BAD_REQUEST reply.
 
 Internal notices between actors (PUB/SUB) are two frames: a topic (``b"dispatch"``, ``b"tick"``,
 ``b"written"``, ``b"flushed"``, ``b"arrived"``, ``b"indexed"``) and a msgpack map, each a typed value

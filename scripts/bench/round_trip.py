@@ -21,6 +21,7 @@ from typing import Any
 
 from mqstore.ipc.transport.channel import Channel
 from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire.requests import Ping
 from mqstore.scripts.harness import BrokerProcess
 
 WARM_CALLS = 500
@@ -46,9 +47,9 @@ def measure(store: Path, calls: int) -> dict[str, Any]:
     ep = Endpoints.for_store(str(store), 1)
     channel = Channel({"writer": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-round-trip", curve=ep.curve)
     try:
-        return {route: {"caller_thread": per_call(lambda r=route: channel.request(r, "ping", timeout_ms=TIMEOUT_MS),
+        return {route: {"caller_thread": per_call(lambda r=route: channel.request(r, Ping(), timeout_ms=TIMEOUT_MS),
                                                   calls),
-                        "io_thread": per_call(lambda r=route: channel.call(r, "ping", timeout_ms=TIMEOUT_MS).result(),
+                        "io_thread": per_call(lambda r=route: channel.call(r, Ping(), timeout_ms=TIMEOUT_MS).result(),
                                               calls)}
                 for route in ("writer", "reader")}
     finally:

@@ -32,8 +32,9 @@ from mqstore.actors.runtime import Runtime
 from mqstore.actors.writer.actor import CommitLogWriterActor
 from mqstore.actors.writer.encoded import encoding_fields
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.encoded import OP_SEND_ENCODED, BatchEncoder, Encoding, request_fields
+from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
 from mqstore.ipc.wire.notices import Dispatch
+from mqstore.ipc.wire.requests import SendEncoded
 
 BATCH = 100
 
@@ -81,8 +82,7 @@ def main() -> int:
         batch = encoders[worker].encode_columns(
             "BenchTopic0", [bytes(128)] * BATCH, tags=["TagA" if i % 2 else "TagB" for i in range(BATCH)],
             keys=[(f"k{worker}-{next(seq)}",) if keyed[i] else () for i in range(BATCH)])
-        frames = schema.pack_message(schema.request(OP_SEND_ENCODED, next(seq), **request_fields(batch)),
-                                     (batch.records,))
+        frames = SendEncoded.of(batch).frames(next(seq))
         return [f"peer{worker}".encode(), *map(bytes, frames)]
 
     sent: list[list[bytes]] = []

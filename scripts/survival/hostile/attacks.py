@@ -20,8 +20,8 @@ import zmq
 
 from mqstore.ipc.client.api import Admin, Producer
 from mqstore.ipc.transport.endpoints import Endpoints
-from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.encoded import OP_ENCODING, Encoding
+from mqstore.ipc.wire import requests, schema
+from mqstore.ipc.wire.encoded import Encoding
 from mqstore.scripts.harness import wait_for
 from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
 from mqstore.scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
@@ -250,9 +250,9 @@ class Attacks:
         return out
 
     def _writer_encoding(self) -> Encoding:
-        """How the writer encodes records, as it answers every producer that asks (``OP_ENCODING``)."""
+        """How the writer encodes records, as it answers every producer that asks (``Op.ENCODING``)."""
         with dealer(self.ctx, self.ep.ingress) as sock:
-            sock.send(schema.pack(schema.request(OP_ENCODING, 1)))
+            sock.send(schema.pack(requests.Encoding().encode(1)))
             if not sock.poll(10_000):
                 raise TimeoutError("the writer did not say how it encodes")
             return Encoding.from_reply(schema.unpack(sock.recv()))

@@ -8,6 +8,7 @@ from mqstore.actors.reader.offsets import NOT_OWNER, CommittedOffsets
 from mqstore.actors.reader.state import PublishedStore
 from mqstore.engine import Message, MessageStore, StoreConfig
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from mqstore.ipc.wire.requests import CommitOffset, FetchOffset
 from tests.conftest import TINY, FakeClock
 
 
@@ -25,10 +26,10 @@ def test_reader_0_commits_up_to_the_queue_end_and_persists_when_changed(tmp_path
     published = _published(store_dir, clock)
     try:
         offsets = CommittedOffsets(store_dir, 0, published, clock)
-        fetch = {"group": "g", "topic": "Orders", "queue": 0}
+        fetch = FetchOffset("g", "Orders", 0)
         assert offsets.op_fetch_offset(b"c", 1, fetch)["offset"] == -1
-        assert offsets.op_commit_offset(b"c", 2, {**fetch, "offset": 5})["ok"]
-        beyond = offsets.op_commit_offset(b"c", 3, {**fetch, "offset": 6})
+        assert offsets.op_commit_offset(b"c", 2, CommitOffset("g", "Orders", 0, 5))["ok"]
+        beyond = offsets.op_commit_offset(b"c", 3, CommitOffset("g", "Orders", 0, 6))
         assert (beyond["ok"], beyond["status"]) == (False, "OFFSET_OVERFLOW_BADLY")
         assert offsets.op_fetch_offset(b"c", 4, fetch)["offset"] == 5
         path = store_dir / CONSUMER_OFFSET_FILE
@@ -49,8 +50,8 @@ def test_other_readers_send_offsets_to_reader_0(tmp_path: Path) -> None:
         path = store_dir / CONSUMER_OFFSET_FILE
         before = path.read_bytes()
         offsets = CommittedOffsets(store_dir, 1, published, clock)
-        for reply in (offsets.op_fetch_offset(b"c", 1, {"group": "g", "topic": "Orders", "queue": 0}),
-                      offsets.op_commit_offset(b"c", 2, {"group": "g", "topic": "Orders", "queue": 0, "offset": 1})):
+        for reply in (offsets.op_fetch_offset(b"c", 1, FetchOffset("g", "Orders", 0)),
+                      offsets.op_commit_offset(b"c", 2, CommitOffset("g", "Orders", 0, 1))):
             assert (reply["ok"], reply["status"]) == (False, NOT_OWNER)
         offsets.persist(final=True)
         assert path.read_bytes() == before

@@ -1,0 +1,93 @@
+"""The request contract: one ``Op`` for every op an actor serves, one frozen class per op (its
+fields, their types and the wire's limits), and one decoder per actor, called once where a request
+comes in (``decode_request``); the actors handle these classes, never a map.
+
+| module       | ops                                                                             |
+|--------------|---------------------------------------------------------------------------------|
+| ``writer``   | send, send_encoded, encoding, topics, create_topic, delete_topic (and ping)     |
+| ``reader``   | pull, query_key, query_keys, query_uniq, view_id, offset_by_time, queue_info,   |
+|              | commit_offset, fetch_offset, groups, group_describe, delete_topic_offsets,      |
+|              | group_activity, ack_stats (and ping)                                            |
+| ``acks``     | ack_pull, ack, nack, ack_release (served by the readers)                        |
+| ``control``  | ping; status, stop (the supervisor); end_transaction, register_producer,         |
+|              | resume_check (the transactions actor)                                           |
+
+A client sends ``request.frames(request_id)`` (or hands the request to ``Channel.call``); the bytes
+are those the maps of ``schema.request`` gave before the classes, which a property test holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckRelease, Nack
+from mqstore.ipc.wire.requests.base import Op, Request, UnknownOpError, at_most
+from mqstore.ipc.wire.requests.control import EndTransaction, Ping, RegisterProducer, ResumeCheck, Status, Stop
+from mqstore.ipc.wire.requests.reader import (
+    AckStats,
+    CommitOffset,
+    DeleteTopicOffsets,
+    FetchOffset,
+    GroupActivity,
+    GroupDescribe,
+    Groups,
+    OffsetByTime,
+    Pull,
+    QueryKey,
+    QueryKeys,
+    QueryUniq,
+    QueueInfo,
+    ViewId,
+)
+from mqstore.ipc.wire.requests.writer import (
+    CreateTopic,
+    DeleteTopic,
+    Encoding,
+    Send,
+    SendEncoded,
+    SendMessage,
+    Topics,
+)
+
+__all__ = ["READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckPull", "AckRelease", "AckStats",
+           "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
+           "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "Nack", "OffsetByTime", "Op", "Ping", "Pull",
+           "QueryKey", "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Send",
+           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId",
+           "at_most", "decode_request"]
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The ops one actor serves, by their wire string, and its name for an UNKNOWN_OP reply."""
+
+    actor: str
+    ops: dict[str, type[Request]]
+
+    @classmethod
+    def of(cls, actor: str, *classes: type[Request]) -> Served:
+        return cls(actor, {c.OP.value: c for c in classes})
+
+
+WRITER = Served.of("writer", Send, SendEncoded, Encoding, Ping, Topics, CreateTopic, DeleteTopic)
+READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, OffsetByTime, QueueInfo, CommitOffset,
+                   FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
+                   GroupActivity, AckStats)
+TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
+SUPERVISOR = Served.of("supervisor", Status, Stop, Ping)
+
+
+def decode_request(message: dict[str, Any], served: Served) -> Request:
+    """The request of an unpacked map (``schema.unpack``), among the ops one actor ``served``
+    (``WRITER``, ``READER``, ...): ``UnknownOpError`` for another op, ``schema.SchemaError`` naming
+    the field for a map that is not that op's. Only ``send_encoded`` may carry frames after its map."""
+    op = message.get("op")
+    if type(op) is not str:
+        op = schema.field(message, "op", str)  # the SchemaError that says what it is
+    cls = served.ops.get(op)
+    if cls is None:
+        raise UnknownOpError(op, served.actor)
+    if "parts" in message and cls is not SendEncoded:
+        raise schema.SchemaError(f"{op!r} takes no frames after its map, got {len(message['parts'])}")
+    return cls.decode(message)
