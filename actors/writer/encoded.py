@@ -1,7 +1,7 @@
 """The writer's side of producer-encoded sends (``mqstore.ipc.wire.encoded``): batch work, not message work.
 
 A ``send_encoded`` request carries whole records and their columns (``mqstore.engine.batch.record_batch``). The
-requests of one poll round are merged into one batch (``mqstore.engine.batch.plan``), checked in one compiled call,
+requests of one poll round are merged into one batch (``mqstore.engine.put.plan``), checked in one compiled call,
 given queues at once, appended with ``CommitLogWriter.write_batch`` (one copy per file, fields
 stamped in place) and answered with one packed row per record written; the builders learn the
 batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
@@ -26,10 +26,10 @@ from mqstore.actors.clock import wall_ms
 from mqstore.actors.writer.outlets import Outlets
 from mqstore.actors.writer.state import WriterState
 from mqstore.engine.batch.key_text import KeyText
-from mqstore.engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from mqstore.engine.batch.record_batch import COLUMNS, BatchError, BatchOutcome
 from mqstore.engine.config import StoreConfig
 from mqstore.engine.log.message import PutStatus
+from mqstore.engine.put.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Written
 from mqstore.ipc.wire.requests import SendEncoded
@@ -62,7 +62,7 @@ def engine_request(request: SendEncoded) -> EncodedRequest:
         keys = KeyText.unchecked(request.keys, request.key_bounds)
     except ValueError as exc:
         raise schema.SchemaError(str(exc)) from None
-    # its key text is checked with the round's batch (``mqstore.engine.batch.plan.check``)
+    # its key text is checked with the round's batch (``mqstore.engine.put.plan.check``)
     return EncodedRequest(request.records, request.columns, list(request.topics), list(request.tags), keys)
 
 

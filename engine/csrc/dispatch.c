@@ -1,6 +1,6 @@
 /* Dispatch rows and their hashes: Java String.hashCode of Python strings (engine/java/jhash.py), the topic
  * codes, tags codes and index keys of records read off their bytes (engine/batch/dispatch_columns.py), and
- * the dispatch and reply rows of a producer-encoded batch once written (engine/batch/plan.py). */
+ * the dispatch and reply rows of a producer-encoded batch once written (engine/put/plan.py). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,7 +210,7 @@ done:
     return result;
 }
 
-/* ---- the rows of a producer-encoded batch once written (engine/batch/plan.py written_rows) ---- */
+/* ---- the rows of a producer-encoded batch once written (engine/put/plan.py written_rows) ---- */
 
 #define COLUMN_ROW 18   /* COLUMNS: size <i4, topic <u2, queue <i4, shard <i4, tag <i4 */
 #define REPLY_ROW_SIZE 20 /* REPLY_ROW: phys_offset <i8, queue_id <i4, queue_offset <i8 */

@@ -1,4 +1,4 @@
-"""engine/batch/plan.py's ``merge`` and ``pick_queues`` as they were, a dozen numpy calls a request
+"""engine/put/plan.py's ``merge`` and ``pick_queues`` as they were, a dozen numpy calls a request
 and a topic, and its dispatch and reply rows as numpy wrote them column by column: the oracle the
 writer's round-wide versions and the ``written_rows`` kernel are held to (the same columns and tables,
 the same queue ids and round-robin turns, the same batches refused, the same row bytes)."""
@@ -11,7 +11,6 @@ import numpy as np
 
 from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
 from mqstore.engine.batch.key_text import KeyText
-from mqstore.engine.batch.plan import EncodedRequest, _topic_refusal
 from mqstore.engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
@@ -23,6 +22,7 @@ from mqstore.engine.batch.record_batch import (
 )
 from mqstore.engine.java.jhash import tags_code
 from mqstore.engine.meta.topics import TopicError, TopicTable
+from mqstore.engine.put.plan import EncodedRequest, _topic_refusal
 from mqstore.engine.put.queue_selector import QueueIds, RoundRobin, shard_queues
 
 Array = np.ndarray[Any, Any]

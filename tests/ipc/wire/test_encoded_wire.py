@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from mqstore.actors.writer.encoded import parse
 from mqstore.engine import Geometry, Host, Message, StoreConfig
 from mqstore.engine.batch.key_text import KeyText
-from mqstore.engine.batch.plan import EncodedRequest, check, merge, reply_rows_each, written_rows
 from mqstore.engine.batch.record_batch import (
     COLUMNS,
     QUEUE_BY_SHARD,
@@ -31,6 +30,7 @@ from mqstore.engine.batch.record_batch import (
 from mqstore.engine.log.message import PutResult, PutStatus, record_properties
 from mqstore.engine.log.msgid import offset_msg_ids
 from mqstore.engine.log.record import PROP_UNIQ_KEY
+from mqstore.engine.put.plan import EncodedRequest, check, merge, reply_rows_each, written_rows
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.encoded import (
     OP_SEND_ENCODED,

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from mqstore.engine import StoreConfig
 from mqstore.engine.batch.key_text import KeyText
-from mqstore.engine.batch.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from mqstore.engine.batch.record_batch import COLUMNS, QUEUE_ROUND_ROBIN, BatchError, BatchOutcome, CheckedBatch
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.message import PutStatus
 from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from mqstore.engine.put.queue_selector import RoundRobin
 from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
 from mqstore.ipc.wire.messages import Outgoing

@@ -1,4 +1,4 @@
-"""The writer's plan for a producer-encoded batch (``mqstore.engine.batch.record_batch``), all columns, no messages.
+"""The writer's plan for a producer-encoded batch (``engine.batch.record_batch``): all columns, no messages.
 
 A request carries whole records, their columns and the tables the columns index. Several requests
 of one poll round are merged into one batch (``merge``: tables joined, indices remapped), checked
