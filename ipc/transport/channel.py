@@ -126,12 +126,7 @@ class Channel:
         on ``route``; the future holds the ok reply, or raises BrokerError or BrokerTimeoutError.
         ``delay_ms`` holds the send back (retry backoff); the timeout counts from the send. ``parts``
         (a request's own, or those given) follow the map as frames of their own, without a copy."""
-        if isinstance(op, Request):
-            parts = op.parts
-        if route not in self._routes:
-            raise ValueError(f"unknown route {route!r}")
-        if len(parts) > schema.MAX_PARTS:
-            raise ValueError(f"a request carries at most {schema.MAX_PARTS} parts")
+        parts = self._parts(route, op, parts)
         future: Future[dict[str, Any]] = Future()
         request_id = next(self._ids)
         item = _Outgoing(_now_ms() + max(0, delay_ms), request_id, route, _message(op, request_id, fields),
@@ -145,16 +140,22 @@ class Channel:
                 self._wake_pending = True  # after the write: a write that raised leaves the next call to wake
         return future
 
-    def request(self, route: str, op: str | Request, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
-                **fields: Any) -> dict[str, Any]:
-        """``call(...).result()`` made on the calling thread's own socket (``mqstore.ipc.transport.caller_sockets``):
-        the ok reply, or BrokerError or BrokerTimeoutError; for a caller that waits at once."""
+    def _parts(self, route: str, op: str | Request, parts: Sequence[bytes | memoryview]
+               ) -> Sequence[bytes | memoryview]:
+        """The frames after a request's map (a typed request's own), once its route and count are checked."""
         if isinstance(op, Request):
             parts = op.parts
         if route not in self._routes:
             raise ValueError(f"unknown route {route!r}")
         if len(parts) > schema.MAX_PARTS:
             raise ValueError(f"a request carries at most {schema.MAX_PARTS} parts")
+        return parts
+
+    def request(self, route: str, op: str | Request, *, timeout_ms: int, parts: Sequence[bytes | memoryview] = (),
+                **fields: Any) -> dict[str, Any]:
+        """``call(...).result()`` made on the calling thread's own socket (``mqstore.ipc.transport.caller_sockets``):
+        the ok reply, or BrokerError or BrokerTimeoutError; for a caller that waits at once."""
+        parts = self._parts(route, op, parts)
         if self._closed:
             raise BrokerError(CLOSED, "the client is closed")
         return self._callers.request(route, _message(op, next(self._ids), fields), parts, timeout_ms)
