@@ -37,7 +37,7 @@ from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
 from mqstore.engine.repair.recovery import recover
 from mqstore.ipc.transport.sockets import bind
-from mqstore.ipc.wire import requests, schema
+from mqstore.ipc.wire import replies, requests, schema
 
 log = logging.getLogger("mqstore")
 
@@ -263,20 +263,20 @@ class Supervisor:
             request_id = message.get("id")
             request = requests.decode_request(message, requests.SUPERVISOR)
             if isinstance(request, requests.Status):
-                reply = schema.ok_reply(request_id, **self.status())
+                reply = self.status().encode(request_id)
             elif isinstance(request, requests.Stop):
                 self.stop_requested = True
                 # the pid and store let ``mqstore stop`` wait for the exit and see how it ended
-                reply = schema.ok_reply(request_id, stopping=True, pid=os.getpid(), store=str(self.store_dir.resolve()))
+                reply = replies.StopReply(True, os.getpid(), str(self.store_dir.resolve())).encode(request_id)
             else:
-                reply = schema.ok_reply(request_id, pid=os.getpid())  # ping
+                reply = replies.PingReply(os.getpid()).encode(request_id)
         except requests.UnknownOpError as exc:
             reply = schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc))
         except schema.SchemaError as exc:
             reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
         control.send(schema.pack(reply))
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> replies.StatusReply:
         written = int(self.actors["writer"].stats.get("written", 0)) if "writer" in self.actors else 0
         waiting = self.readiness.waiting_for(self.actors)
         actors = {}
@@ -297,11 +297,10 @@ class Supervisor:
             if "applied" in actor.stats:
                 info["lag_bytes"] = max(0, written - int(actor.stats["applied"]))
             actors[actor.name] = info
-        return {"store": str(self.store_dir), "pid": os.getpid(), "flush_mode": self.config.flush.mode,
-                "written": written, "flushed": self.actors["flusher"].stats.get("flushed", 0)
-                if "flusher" in self.actors else 0, "recovery": self.recovery_summary, "actors": actors,
-                "ready": not waiting, "waiting_for": waiting,
-                **({"metrics_url": self.config.metrics.url} if self.config.metrics.enabled else {})}
+        flushed = int(self.actors["flusher"].stats.get("flushed", 0)) if "flusher" in self.actors else 0
+        return replies.StatusReply(str(self.store_dir), os.getpid(), self.config.flush.mode, written, flushed,
+                                   self.recovery_summary, actors, not waiting, waiting,
+                                   self.config.metrics.url if self.config.metrics.enabled else None)
 
     # -- stop --------------------------------------------------------------------------------------
 

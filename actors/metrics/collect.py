@@ -140,7 +140,7 @@ class Collector:
         return {group: [lag_to_wire(q) for q in self.admin.group_describe(group)] for group in names}
 
     def _ack(self) -> list[dict[str, Any]]:
-        return sorted(self.admin.ack_stats(), key=lambda q: (str(q["group"]), str(q["topic"]), int(q["queue"])))
+        return [q.wire() for q in sorted(self.admin.ack_stats(), key=lambda q: (q.group, q.topic, q.queue_id))]
 
     def _topics(self, topics_in: dict[str, list[int]], topics_out: dict[str, list[int]]) -> dict[str, Any]:
         topics: dict[str, Any] = {}

@@ -37,6 +37,7 @@ from mqstore.engine.read.lookup import TagFilter
 from mqstore.engine.reclaim.move import presented
 from mqstore.ipc.wire import receipts, requests, schema
 from mqstore.ipc.wire.messages import record_to_wire
+from mqstore.ipc.wire.replies import AckPullReply, AckQueueStats, AckStatsReply, ReleaseReply, SettleReply
 
 log = logging.getLogger("mqstore")
 
@@ -106,7 +107,7 @@ class AckGroups:
         if not msgs and wait_ms > 0 and not self.parked.full:
             self.parked.park(ParkedAckPull(identity, request_id, pull, now + wait_ms))
             return None
-        return schema.ok_reply(request_id, msgs=msgs)
+        return AckPullReply(msgs).encode(request_id)
 
     def op_ack_release(self, identity: bytes, request_id: Any, release: requests.AckRelease) -> dict[str, Any]:
         """A consumer closes: its parked pulls answered, its deliveries due again at once."""
@@ -119,14 +120,14 @@ class AckGroups:
         released = 0
         for key in keys:
             for parked in self.parked.take_consumer(key, release.consumer):
-                self._send_reply(parked.identity, schema.ok_reply(parked.request_id, msgs=[]))
+                self._send_reply(parked.identity, AckPullReply([]).encode(parked.request_id))
             q = self.queues.get(key, create=False)
             if q is not None:
                 read = {seq for queue_id, seq in release.read or () if queue_id == key[2]}
                 released += self.queues.guarded(key, partial(q.release, release.consumer, read))
                 self._send_dead_letters(key, now)
                 self._wake(key, now)
-        return schema.ok_reply(request_id, released=released)
+        return ReleaseReply(released).encode(request_id)
 
     def op_ack_stats(self, identity: bytes, request_id: Any, request: requests.AckStats) -> dict[str, Any]:
         """Per ack-mode queue this reader has open: ready, unacked, redelivered, dead (the metrics)."""
@@ -134,8 +135,8 @@ class AckGroups:
         for (group, topic, queue_id), q in self.queues.items():
             view = self.store.published_queue(topic, queue_id)
             counts = q.counts(view.max_queue_offset if view is not None else 0)
-            queues.append({"group": group, "topic": topic, "queue": queue_id, **counts})
-        return schema.ok_reply(request_id, queues=queues)
+            queues.append(AckQueueStats(group, topic, queue_id, **counts))
+        return AckStatsReply(tuple(queues)).encode(request_id)
 
     def _not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
         owner = self.queues.owner(key)
@@ -178,7 +179,7 @@ class AckGroups:
             if q is not None:
                 self._send_dead_letters(key, now)
                 self._wake(key, now)  # a requeue made messages available, an ack made room
-        return schema.ok_reply(request_id, results=results)
+        return SettleReply(results).encode(request_id)
 
     # -- serving a pull ----------------------------------------------------------------------------
 
@@ -267,7 +268,7 @@ class AckGroups:
                 continue
             if msgs:
                 self.parked.unpark(key, seq)
-                self._send_reply(parked.identity, schema.ok_reply(parked.request_id, msgs=msgs))
+                self._send_reply(parked.identity, AckPullReply(msgs).encode(parked.request_id))
 
     def on_grew(self, topic: str, queue_id: int) -> None:
         """An ``arrived`` notice (or a file check) says the queue grew."""
@@ -295,7 +296,7 @@ class AckGroups:
                 flushes += 1  # each writes segment files: many at once would stall every client
                 self.queues.guarded(key, q.index.flush)
         for parked in self.parked.expired(now):
-            self._send_reply(parked.identity, schema.ok_reply(parked.request_id, msgs=[]))
+            self._send_reply(parked.identity, AckPullReply([]).encode(parked.request_id))
         if now >= self._recheck_at:
             self._recheck_at = now + RECHECK_PARKED_MS
             for key in self.parked.waited_on():
@@ -325,7 +326,7 @@ class AckGroups:
     def close(self) -> None:
         """On stop: parked pulls answered empty, every queue closed clean."""
         for parked in self.parked.drain():
-            self._send_reply(parked.identity, schema.ok_reply(parked.request_id, msgs=[]))
+            self._send_reply(parked.identity, AckPullReply([]).encode(parked.request_id))
         self.queues.close()
 
     # -- dead letters ------------------------------------------------------------------------------

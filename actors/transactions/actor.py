@@ -37,7 +37,7 @@ from mqstore.engine.log.host import Host
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.transport.sockets import bind
-from mqstore.ipc.wire import requests, schema
+from mqstore.ipc.wire import replies, requests, schema
 from mqstore.ipc.wire.requests import (
     TRANSACTIONS,
     EndTransaction,
@@ -53,6 +53,7 @@ log = logging.getLogger("mqstore")
 MAX_REQUEST_BYTES = 1024 * 1024
 END_FAILED = "END_TRANSACTION_FAILED"
 RESUME_FAILED = "RESUME_CHECK_FAILED"
+NOT_COMMITTED = replies.EndTransactionReply("", -1)  # a rollback, or a state left unknown
 
 
 class TransactionsActor:
@@ -148,13 +149,13 @@ class TransactionsActor:
                 continue
             self.ended += 1
             committed = result.committed
-            _reply(router, identity, schema.ok_reply(request_id, msg_id=committed.msg_id if committed else "",
-                                                     phys_offset=committed.phys_offset if committed else -1))
+            ended = replies.EndTransactionReply(committed.msg_id, committed.phys_offset) if committed else NOT_COMMITTED
+            _reply(router, identity, ended.encode(request_id))
 
     def _handle(self, identity: bytes, request_id: Any, request: Request) -> dict[str, Any]:
         if isinstance(request, RegisterProducer):
             self.producers.register(identity, list(request.groups), monotonic_ms())
-            return schema.ok_reply(request_id)
+            return replies.RegisterProducerReply().encode(request_id)
         if isinstance(request, ResumeCheck):
             try:
                 result = self.resolver.resume(request.phys_offset)
@@ -162,10 +163,10 @@ class TransactionsActor:
                 return schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, str(exc))
             if not result.ok or result.committed is None:
                 return schema.error_reply(request_id, RESUME_FAILED, result.reason)
-            return schema.ok_reply(request_id, queue_offset=result.committed.queue_offset,
-                                   phys_offset=result.committed.phys_offset)
+            resumed = result.committed
+            return replies.ResumeCheckReply(resumed.queue_offset, resumed.phys_offset).encode(request_id)
         assert isinstance(request, Ping), request
-        return schema.ok_reply(request_id, pid=os.getpid())
+        return replies.PingReply(os.getpid()).encode(request_id)
 
 
 def _end_request(request: EndTransaction) -> EndRequest:

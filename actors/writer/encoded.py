@@ -32,6 +32,7 @@ from mqstore.engine.log.message import PutStatus
 from mqstore.engine.put.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Written
+from mqstore.ipc.wire.replies import EncodingReply, SendEncodedReply
 from mqstore.ipc.wire.requests import SendEncoded
 
 
@@ -44,11 +45,9 @@ class EncodedSend:
     request: SendEncoded  # its records a view of ZeroMQ's buffer
 
 
-def encoding_fields(config: StoreConfig) -> dict[str, Any]:
+def encoding_reply(config: StoreConfig) -> EncodingReply:
     """What a producer needs to encode records for this writer."""
-    host = config.store_host
-    return {"store_host": [host.ip, host.port], "prop_crc": config.geometry.prop_crc,
-            "max_body_bytes": config.max_body_bytes}
+    return EncodingReply(config.store_host, config.geometry.prop_crc, config.max_body_bytes)
 
 
 def parse(message: dict[str, Any]) -> EncodedRequest:
@@ -66,9 +65,9 @@ def engine_request(request: SendEncoded) -> EncodedRequest:
     return EncodedRequest(request.records, request.columns, list(request.topics), list(request.tags), keys)
 
 
-def reply_fields(outcome: BatchOutcome, rows: bytes) -> dict[str, Any]:
+def send_reply(outcome: BatchOutcome, rows: bytes) -> SendEncodedReply:
     status, reason = outcome.failure
-    return {"results": rows, "status": status.value, "reason": reason, "written_status": "PUT_OK"}
+    return SendEncodedReply(rows, status.value, reason)
 
 
 def write_round(state: WriterState, outlets: Outlets, sends: list[EncodedSend]) -> None:
@@ -78,9 +77,9 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[EncodedSend]) 
     cfg = state.config
     if state.disk.full:
         for send in sends:
-            outlets.reply(send.identity, schema.ok_reply(
-                send.request_id, results=b"", status=PutStatus.SERVICE_NOT_AVAILABLE.value, written_status="PUT_OK",
-                reason=f"disk {state.disk.used_ratio:.0%} used: sends are refused until space returns"))
+            refused = SendEncodedReply(b"", PutStatus.SERVICE_NOT_AVAILABLE.value,
+                                       f"disk {state.disk.used_ratio:.0%} used: sends are refused until space returns")
+            outlets.reply(send.identity, refused.encode(send.request_id))
         return
     groups: list[list[tuple[bytes, Any, EncodedRequest]]] = [[]]
     rows = 0
@@ -135,8 +134,8 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
             outlets.dispatch(notice)
     counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
     for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True):
-        fields = reply_fields(outcome, rows)
+        reply = send_reply(outcome, rows)
         if sync:
-            state.waiters.hold_packed(end, identity, request_id, fields)
+            state.waiters.hold(end, identity, request_id, reply)
         else:
-            outlets.reply(identity, schema.ok_reply(request_id, **fields))
+            outlets.reply(identity, reply.encode(request_id))

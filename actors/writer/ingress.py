@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqstore.actors.config import BrokerConfig
-from mqstore.actors.writer.encoded import EncodedSend, encoding_fields
+from mqstore.actors.writer.encoded import EncodedSend, encoding_reply
 from mqstore.actors.writer.sends import MessageSend
 from mqstore.actors.writer.state import TopicQueues
 from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
@@ -36,6 +36,7 @@ from mqstore.engine.put.queue_selector import shard_hash, shard_queue
 from mqstore.engine.put.rewrite import rewrite
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.notices import TopicDeleted
+from mqstore.ipc.wire.replies import CreateTopicReply, DeleteTopicReply, TopicsReply, WriterPingReply
 from mqstore.ipc.wire.requests import (
     WRITER,
     CreateTopic,
@@ -102,12 +103,12 @@ class Ingress:
     def _admin(self, request: Request, request_id: Any) -> dict[str, Any]:
         broker = self.config.broker
         if isinstance(request, Encoding):
-            return schema.ok_reply(request_id, **encoding_fields(self.config.store))
+            return encoding_reply(self.config.store).encode(request_id)
         if isinstance(request, Ping):
-            return schema.ok_reply(request_id, pid=os.getpid(), written=self.commitlog.max_offset)
+            return WriterPingReply(os.getpid(), self.commitlog.max_offset).encode(request_id)
         if isinstance(request, Topics):
             topics = self.queues.table.topics.values()
-            return schema.ok_reply(request_id, topics={t.name: t.queue_count for t in topics})
+            return TopicsReply({t.name: t.queue_count for t in topics}).encode(request_id)
         assert isinstance(request, CreateTopic), request
         requests.at_most("queues", request.queues, broker.max_queues)
         queues = broker.default_queues if request.queues is None else request.queues
@@ -116,7 +117,7 @@ class Ingress:
             self.queues.table.flush()  # an explicit queue count is written before it is confirmed
         except TopicError as exc:
             return schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, str(exc))
-        return schema.ok_reply(request_id, topic=topic.name, queues=topic.queue_count)
+        return CreateTopicReply(topic.name, topic.queue_count).encode(request_id)
 
     def _delete_topic(self, identity: bytes, request: DeleteTopic, request_id: Any) -> Answer:
         """Forget the topic (its table entry and queue offsets) and tell the builder to remove its
@@ -134,7 +135,7 @@ class Ingress:
         for key in [k for k in self.next_queue_offsets if k[0] == name]:
             del self.next_queue_offsets[key]
         end = self.commitlog.max_offset
-        return Answer(identity, schema.ok_reply(request_id, topic=name, existed=existed, phys_offset=end),
+        return Answer(identity, DeleteTopicReply(name, existed, end).encode(request_id),
                       TopicDeleted(name, end))
 
     def _messages(self, request: Send) -> tuple[list[Message], list[int], list[PutResult | None], list[int]]:

@@ -18,8 +18,8 @@ from mqstore.actors.writer.outlets import Outlets
 from mqstore.actors.writer.state import WriterState
 from mqstore.engine.batch.dispatch import DispatchBatch
 from mqstore.engine.log.message import Message, PutResult, PutStatus
-from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Written
+from mqstore.ipc.wire.replies import SendReply
 
 
 @dataclass(slots=True)
@@ -52,7 +52,7 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
         for send in sends:
             fields = [result_fields(r) if r is not None else {"status": PutStatus.SERVICE_NOT_AVAILABLE.value,
                                                                "reason": reason} for r in send.refused]
-            outlets.reply(send.identity, schema.ok_reply(send.request_id, results=fields))
+            outlets.reply(send.identity, SendReply(fields).encode(send.request_id))
         return
     messages = [m for send in sends for m in send.messages]
     queue_ids = [q for send in sends for q in send.queue_ids]
@@ -68,13 +68,14 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
         sent = iter(send.sent_queue_ids)
         fields = [result_fields(r) if r is not None else result_fields(next(results), next(sent))
                   for r in send.refused]
-        replies.append((send.identity, send.request_id, fields))
+        replies.append((send.identity, send.request_id, SendReply(fields)))
     if cfg.sync_flush and outcome.requests:
         outlets.written(Written(end, outcome.store_ms, True))
-        state.waiters.hold_results(end, replies)
+        for identity, request_id, reply in replies:
+            state.waiters.hold(end, identity, request_id, reply)
         state.waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
     else:  # the builders first: a consumer waits on them, a producer only on its answer
         if outcome.requests:
             outlets.dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
-        for identity, request_id, fields in replies:
-            outlets.reply(identity, schema.ok_reply(request_id, results=fields))
+        for identity, request_id, reply in replies:
+            outlets.reply(identity, reply.encode(request_id))

@@ -21,9 +21,9 @@ import zmq
 
 from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.writer.outlets import Outlets
-from mqstore.engine.log.message import PutStatus
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Flushed
+from mqstore.ipc.wire.replies import SendEncodedReply, SendReply
 
 log = logging.getLogger("mqstore")
 
@@ -34,8 +34,7 @@ class PendingSync:
     deadline_ms: int
     identity: bytes
     request_id: Any
-    results: list[dict[str, Any]]
-    packed: dict[str, Any] | None = None  # an encoded send's reply fields (results are then empty)
+    reply: SendReply | SendEncodedReply
     held_s: float = field(default_factory=time.perf_counter)  # from here to its answer: its send latency
 
 
@@ -64,15 +63,9 @@ class SyncWaiters:
             except schema.SchemaError:
                 log.warning("ignoring a malformed flushed notice")
 
-    def hold_results(self, end: int, replies: list[tuple[bytes, Any, list[dict[str, Any]]]]) -> None:
-        """A round of sends: each request's results wait for the flush to reach ``end``."""
-        deadline = monotonic_ms() + self.timeout_ms
-        for identity, request_id, fields in replies:
-            self.pending.append(PendingSync(end, deadline, identity, request_id, fields))
-
-    def hold_packed(self, end: int, identity: bytes, request_id: Any, packed: dict[str, Any]) -> None:
-        """An encoded send's reply waits for the flush to reach ``end``."""
-        self.pending.append(PendingSync(end, monotonic_ms() + self.timeout_ms, identity, request_id, [], packed))
+    def hold(self, end: int, identity: bytes, request_id: Any, reply: SendReply | SendEncodedReply) -> None:
+        """A send's reply waits for the flush to reach ``end``."""
+        self.pending.append(PendingSync(end, monotonic_ms() + self.timeout_ms, identity, request_id, reply))
 
     def hold_dispatch(self, notice: Dispatch) -> None:
         self.undispatched.append(notice)
@@ -84,16 +77,8 @@ class SyncWaiters:
         now = monotonic_ms()
         while self.pending and (self.pending[0].end <= self.flushed_end or self.pending[0].deadline_ms <= now):
             p = self.pending.popleft()
-            if p.end > self.flushed_end:
-                for fields in p.results:
-                    if fields["status"] == PutStatus.PUT_OK.value:
-                        fields["status"] = PutStatus.FLUSH_DISK_TIMEOUT.value
-                if p.packed is not None:
-                    p.packed["written_status"] = PutStatus.FLUSH_DISK_TIMEOUT.value
-            if p.packed is not None:
-                outlets.reply(p.identity, schema.ok_reply(p.request_id, **p.packed))
-            else:
-                outlets.reply(p.identity, schema.ok_reply(p.request_id, results=p.results))
+            reply = p.reply.flush_timed_out() if p.end > self.flushed_end else p.reply
+            outlets.reply(p.identity, reply.encode(p.request_id))
             outlets.progress.send_latency.observe(time.perf_counter() - p.held_s)
 
     def drain(self, outlets: Outlets, flushed_in: zmq.Socket[Any]) -> None:

@@ -30,7 +30,7 @@ from mqstore.ipc.client.key_queries import key_query, keys_query, per_key
 from mqstore.ipc.client.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
-from mqstore.ipc.wire import requests
+from mqstore.ipc.wire import replies, requests
 from mqstore.ipc.wire.encoded import (
     BatchEncoder,
     Encoding,
@@ -162,9 +162,9 @@ class Producer:
 
         def on_reply(reply: Future[dict[str, Any]], indices: list[int], tries_left: int) -> None:
             try:
-                raw = reply.result().get("results")
-                if not isinstance(raw, list) or len(raw) != len(indices):
-                    raise ReplyError(f"expected {len(indices)} send results, got {raw!r}")
+                raw = replies.SendReply.decode(reply.result()).results
+                if len(raw) != len(indices):
+                    raise ReplyError(f"expected {len(indices)} send results, got {len(raw)}")
                 parsed = [SendResult.from_wire(r) for r in raw]
             except BaseException as exc:
                 outer.set_exception(exc)
@@ -231,7 +231,7 @@ class Producer:
         with self._encoder_lock:
             if self._encoder is None:
                 reply = self._channel.request("ingress", requests.Encoding(), timeout_ms=self._timeout_ms)
-                self._encoder = BatchEncoder(Encoding.from_reply(reply))
+                self._encoder = BatchEncoder(Encoding.of(replies.EncodingReply.decode(reply)))
             return self._encoder
 
     def close(self) -> None:
@@ -265,16 +265,16 @@ class Admin:
 
     def topics(self) -> dict[str, int]:
         """Topic name -> queue count."""
-        return {str(k): int(v) for k, v in self._call("ingress", requests.Topics())["topics"].items()}
+        return replies.TopicsReply.decode(self._call("ingress", requests.Topics())).topics
 
     def create_topic(self, topic: str, queues: int) -> int:
         """Create a topic (or add queues to it); returns its queue count."""
-        return int(self._call("ingress", requests.CreateTopic(topic, queues))["queues"])
+        return replies.CreateTopicReply.decode(self._call("ingress", requests.CreateTopic(topic, queues))).queues
 
     def delete_topic(self, topic: str) -> bool:
         """Delete a topic: its config entry at once, its consume queues by the builder soon after (its
         records stay in the commitlog until retention); whether it existed. Asking again is harmless."""
-        return bool(self._call("ingress", requests.DeleteTopic(topic))["existed"])
+        return replies.DeleteTopicReply.decode(self._call("ingress", requests.DeleteTopic(topic))).existed
 
     def groups(self) -> dict[str, list[str]]:
         """Group -> the topics it committed offsets on."""
@@ -294,9 +294,10 @@ class Admin:
                 seen[str(group)] = max(seen.get(str(group), 0), int(ms))
         return seen
 
-    def ack_stats(self) -> list[dict[str, Any]]:
-        """Every reader's open ack-mode queues: group, topic, queue, ready, unacked, redelivered, dead."""
-        return [dict(q) for route in self._readers for q in self._call(route, requests.AckStats())["queues"]]
+    def ack_stats(self) -> list[replies.AckQueueStats]:
+        """Every reader's open ack-mode queues: group, topic, queue_id, ready, unacked, redelivered, dead."""
+        return [q for route in self._readers
+                for q in replies.AckStatsReply.decode(self._call(route, requests.AckStats())).queues]
 
     def reset_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
         """``commit_offset`` as an administrator: it may move the offset back, and does not count as

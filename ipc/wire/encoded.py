@@ -49,7 +49,8 @@ from mqstore.engine.log.record import (
 from mqstore.engine.put.queue_selector import shard_hash
 from mqstore.engine.put.transactions import PROP_TRAN_MSG
 from mqstore.engine.timer.put_rule import is_timer_message
-from mqstore.ipc.wire.messages import PUT_OK, Outgoing, SendResult, put_status
+from mqstore.ipc.wire.messages import PUT_OK, Outgoing, ReplyError, SendResult, put_status
+from mqstore.ipc.wire.replies import EncodingReply, SendEncodedReply
 from mqstore.ipc.wire.requests import Op, SendEncoded
 
 OP_SEND_ENCODED = Op.SEND_ENCODED  # the enum's member, under the name tests and scripts import
@@ -67,9 +68,8 @@ class Encoding:
     max_body_bytes: int
 
     @classmethod
-    def from_reply(cls, reply: dict[str, Any]) -> Encoding:
-        ip, port = reply["store_host"]
-        return cls(Host(str(ip), int(port)), bool(reply["prop_crc"]), int(reply["max_body_bytes"]))
+    def of(cls, reply: EncodingReply) -> Encoding:
+        return cls(reply.store_host, reply.prop_crc, reply.max_body_bytes)
 
 
 _NO_PROPERTIES: Mapping[str, str] = {}
@@ -299,12 +299,12 @@ def request_fields(batch: EncodedBatch) -> dict[str, Any]:
 
 def results_from_reply(reply: dict[str, Any], batch: EncodedBatch, store_host: Host) -> SendResults:
     """The batch's results: PUT_OK with its offsets for the records written, the reply's status after."""
-    packed = reply.get("results")
-    if (not isinstance(packed, bytes) or len(packed) % REPLY_ROW.itemsize
-            or len(packed) // REPLY_ROW.itemsize > batch.count):
-        raise ValueError(f"malformed send_encoded reply: {reply!r}"[:200])
-    written_status, _ = put_status(str(reply.get("written_status", PUT_OK)), "")
-    status, reason = put_status(str(reply.get("status", PutStatus.UNKNOWN_ERROR)), str(reply.get("reason", "")))
+    sent = SendEncodedReply.decode(reply)
+    packed = sent.results
+    if len(packed) % REPLY_ROW.itemsize or len(packed) // REPLY_ROW.itemsize > batch.count:
+        raise ReplyError(f"malformed send_encoded reply: {len(packed)} bytes of rows for {batch.count} records")
+    written_status, _ = put_status(sent.written_status, "")
+    status, reason = put_status(sent.status, sent.reason)
     return SendResults(packed, batch.count, batch.uniq_keys, store_host, written_status, status, reason)
 
 

@@ -30,7 +30,7 @@ import zmq
 from mqstore.actors.config import load_config
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.writer.actor import CommitLogWriterActor
-from mqstore.actors.writer.encoded import encoding_fields
+from mqstore.actors.writer.encoded import encoding_reply
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
 from mqstore.ipc.wire.notices import Dispatch
@@ -73,7 +73,7 @@ def main() -> int:
     config = load_config(work / "store", broker={}, store={"geometry": {"commitlog_file_size": 256 << 20}})
     (work / "store").mkdir()
     writer = CommitLogWriterActor(Runtime("writer", config, zmq.Context()))
-    encoders = [BatchEncoder(Encoding.from_reply(encoding_fields(config.store))) for _ in range(2)]
+    encoders = [BatchEncoder(Encoding.of(encoding_reply(config.store))) for _ in range(2)]
     rng = np.random.default_rng(1)
     seq = itertools.count()
 

@@ -24,8 +24,9 @@ from mqstore.engine.meta.metafile import abort_exists
 from mqstore.ipc.transport.control import control_request
 from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
 from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire.replies import StatusReply, StopReply
 from mqstore.scripts.cli.arguments import add_store, host_port, non_negative, port, positive
-from mqstore.scripts.cli.output import print_reclamation
+from mqstore.scripts.cli.output import print_status, status_json
 
 STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
 STOP_POLL_S = 0.02
@@ -171,32 +172,16 @@ def _status(args: argparse.Namespace) -> int:
     except ConnectionError as exc:
         print(f"mqstore status: {exc}", file=sys.stderr)
         return 2
-    waiting = reply.get("waiting_for", [])
+    status = StatusReply.decode(reply)
     if args.json:
-        print(json.dumps(reply))
+        print(json.dumps(status_json(reply)))
     else:
-        _print_status(reply)
-    if not reply.get("ready"):
-        print(f"mqstore status: not ready, waiting for {'; '.join(waiting) or 'the actors'}", file=sys.stderr)
+        print_status(reply)
+    if not status.ready:
+        print(f"mqstore status: not ready, waiting for {'; '.join(status.waiting_for) or 'the actors'}",
+              file=sys.stderr)
         return 1
     return 0
-
-
-def _print_status(reply: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title=f"broker on {reply['store']} (pid {reply['pid']}, {reply['flush_mode']}), "
-                        f"written {reply['written']}, flushed {reply['flushed']}")
-    for column in ("actor", "pid", "state", "restarts", "cpu %", "rss MiB", "lag bytes"):
-        table.add_column(column)
-    for name, info in reply["actors"].items():
-        table.add_row(name, str(info.get("pid")), str(info.get("state")), str(info.get("restarts")),
-                      f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
-                      str(info.get("lag_bytes", "")))
-    Console().print(table)
-    print_reclamation(reply["actors"].get("writer", {}))
-    if reply.get("metrics_url"):
-        Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -207,7 +192,8 @@ def _stop(args: argparse.Namespace) -> int:
     except ConnectionError as exc:
         print(f"mqstore stop: {exc}", file=sys.stderr)
         return 2
-    pid, store = int(reply["pid"]), reply["store"]
+    stopping = StopReply.decode(reply)
+    pid, store = stopping.pid, stopping.store
     if args.no_wait:
         print(f"mqstore stop: the broker (pid {pid}) is stopping; not waiting for it", file=sys.stderr)
         return 0

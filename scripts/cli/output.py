@@ -57,6 +57,34 @@ def local_time(value: object) -> str:
     return datetime.fromtimestamp(value / 1000).isoformat(sep=" ", timespec="milliseconds")
 
 
+def print_status(reply: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"broker on {reply['store']} (pid {reply['pid']}, {reply['flush_mode']}), "
+                        f"written {reply['written']}, flushed {reply['flushed']}")
+    for column in ("actor", "pid", "state", "restarts", "cpu %", "rss MiB", "lag bytes"):
+        table.add_column(column)
+    for name, info in reply["actors"].items():
+        table.add_row(name, str(info.get("pid")), str(info.get("state")), str(info.get("restarts")),
+                      f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
+                      str(info.get("lag_bytes", "")))
+    Console().print(table)
+    print_reclamation(reply["actors"].get("writer", {}))
+    if reply.get("metrics_url"):
+        Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
+
+
+def status_json(reply: dict[str, Any]) -> dict[str, Any]:
+    """``mqstore status --json``: the supervisor's reply, each holder of a commitlog file naming its
+    queue ``queue_id`` as every other JSON output does (the wire says ``queue``)."""
+    writer = reply.get("actors", {}).get("writer")
+    if not writer or not writer.get("files"):
+        return reply
+    files = [{**f, "held_by": [{("queue_id" if k == "queue" else k): v for k, v in h.items()} for h in f["held_by"]]}
+             for f in writer["files"]]
+    return {**reply, "actors": {**reply["actors"], "writer": {**writer, "files": files}}}
+
+
 def commitlog_file_rows(files: Sequence[dict[str, Any]]) -> list[Row]:
     """The writer's description of its oldest commitlog files (``mqstore.actors.writer.reclaimer``) as rows:
     file, state, who holds it (``kind group topic/queue: messages``) and when the clock lets it go."""

@@ -8,6 +8,7 @@ writer's status says per file what holds it, and ``mqstore verify`` stays clean.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import urllib.request
@@ -135,6 +136,8 @@ def test_a_group_that_has_not_consumed_holds_the_files_in_the_status_and_the_met
         assert [(h["kind"], h["group"], h["topic"], h["queue"]) for h in first["held_by"]] == [
             ("offset", "Idle", "Idle", 0)]
         held = first["held_by"][0]["messages"]
+        as_json = json.loads(broker.mqstore("status", "--json").stdout)["actors"]["writer"]["files"][0]["held_by"]
+        assert [(h["kind"], h["group"], h["topic"], h["queue_id"]) for h in as_json] == [("offset", "Idle", "Idle", 0)]
         sample = (f'mqstore_commitlog_file_held_messages{{file="{0:020d}",group="Idle",kind="offset",queue="0",'
                   f'topic="Idle"}} {float(held)}')
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mqstore.actors.config import load_config
 from mqstore.actors.runtime import Runtime
-from mqstore.actors.writer.encoded import encoding_fields
+from mqstore.actors.writer.encoded import encoding_reply
 from mqstore.engine import Message, MessageStore, StoreConfig
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.encoded import Encoding
@@ -46,7 +46,7 @@ class WireTarget:
         self.reader = ReaderActor(Runtime("reader-0", config, self.ctx), 0)
         self.reader.acks.start(lambda identity, reply: None)
         self.reader.store.learn_from_files()
-        self.encoding = Encoding.from_reply(encoding_fields(config.store))
+        self.encoding = Encoding.of(encoding_reply(config.store))
         self.replies: list[list[bytes]] = []
         self._waiting: list[list[bytes]] = []  # the messages waiting, each its frames
         self._current: list[bytes] = []

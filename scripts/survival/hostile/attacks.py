@@ -22,6 +22,7 @@ from mqstore.ipc.client.api import Admin, Producer
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.encoded import Encoding
+from mqstore.ipc.wire.replies import EncodingReply
 from mqstore.scripts.harness import wait_for
 from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
 from mqstore.scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
@@ -255,7 +256,7 @@ class Attacks:
             sock.send(schema.pack(requests.Encoding().encode(1)))
             if not sock.poll(10_000):
                 raise TimeoutError("the writer did not say how it encodes")
-            return Encoding.from_reply(schema.unpack(sock.recv()))
+            return Encoding.of(EncodingReply.decode(schema.unpack(sock.recv())))
 
     def wrong_types(self) -> dict[str, Any]:
         by_op: dict[tuple[str, str], list[dict[str, Any]]] = {}

@@ -15,7 +15,7 @@ import zmq
 from mqstore.actors.config import load_config
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.writer.actor import CommitLogWriterActor
-from mqstore.actors.writer.encoded import EncodedSend, encoding_fields
+from mqstore.actors.writer.encoded import EncodedSend, encoding_reply
 from mqstore.actors.writer.ingress import Answer
 from mqstore.actors.writer.sends import MessageSend
 from mqstore.engine.log.message import PutStatus
@@ -98,7 +98,7 @@ def test_a_queue_out_of_range_is_refused_alone(writer: CommitLogWriterActor) -> 
 
 
 def test_a_send_encoded_keeps_its_decoded_request_for_the_round(writer: CommitLogWriterActor) -> None:
-    encoder = BatchEncoder(Encoding.from_reply(encoding_fields(writer.rt.config.store)))
+    encoder = BatchEncoder(Encoding.of(encoding_reply(writer.rt.config.store)))
     request = requests.SendEncoded.of(encoder.encode_columns("Enc", [b"a", b"b"], tags="t"))
     parsed = parse(writer, request, request_id=3)
     assert isinstance(parsed, EncodedSend) and parsed.request == request and parsed.request_id == 3
@@ -134,7 +134,7 @@ def test_refusals_name_the_field(writer: CommitLogWriterActor, message: dict[str
 
 
 def test_a_round_appends_both_kinds_of_send_and_answers_each(writer: CommitLogWriterActor) -> None:
-    encoder = BatchEncoder(Encoding.from_reply(encoding_fields(writer.rt.config.store)))
+    encoder = BatchEncoder(Encoding.of(encoding_reply(writer.rt.config.store)))
     encoded = requests.SendEncoded.of(encoder.encode_columns("Round", [b"e1", b"e2"]))
     frames = [[b"p1", *map(bytes, send(SendMessage("Round", b"m", queue=1)).frames(1))],
               [b"p2", *map(bytes, encoded.frames(2))],

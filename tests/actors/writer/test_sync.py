@@ -14,6 +14,7 @@ from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
 from mqstore.engine.batch.key_text import KeyText
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Flushed
+from mqstore.ipc.wire.replies import SendEncodedReply, SendReply
 
 
 class Socket:
@@ -59,9 +60,10 @@ def test_a_flush_releases_batches_then_answers_up_to_its_end() -> None:
     log: list[tuple[str, Any]] = []
     outlets, progress = _outlets(log)
     waiters = SyncWaiters(timeout_ms=60_000)
-    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}]), (b"b", 2, [{"status": "PUT_OK"}])])
+    waiters.hold(100, b"a", 1, SendReply([{"status": "PUT_OK"}]))
+    waiters.hold(100, b"b", 2, SendReply([{"status": "PUT_OK"}]))
     waiters.hold_dispatch(_dispatch(0, 100))
-    waiters.hold_packed(200, b"c", 3, {"results": b"", "status": "PUT_OK", "written_status": "PUT_OK"})
+    waiters.hold(200, b"c", 3, SendEncodedReply(b"", "PUT_OK", ""))
     waiters.hold_dispatch(_dispatch(100, 200))
     assert len(waiters) == 3
     waiters.release(outlets)
@@ -81,8 +83,8 @@ def test_an_answer_past_its_deadline_is_a_flush_timeout_and_its_batch_still_wait
     log: list[tuple[str, Any]] = []
     outlets, progress = _outlets(log)
     waiters = SyncWaiters(timeout_ms=0)  # every deadline is now
-    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}, {"status": "MESSAGE_ILLEGAL"}])])
-    waiters.hold_packed(100, b"b", 2, {"results": b"", "status": "PUT_OK", "written_status": "PUT_OK"})
+    waiters.hold(100, b"a", 1, SendReply([{"status": "PUT_OK"}, {"status": "MESSAGE_ILLEGAL"}]))
+    waiters.hold(100, b"b", 2, SendEncodedReply(b"", "PUT_OK", ""))
     waiters.hold_dispatch(_dispatch(0, 100))
     waiters.release(outlets)
     replies = [schema.unpack(frames[1]) for name, frames in log if name == "reply"]
@@ -96,7 +98,7 @@ def test_drain_on_stop_waits_for_the_flush_within_the_sync_timeout() -> None:
     log: list[tuple[str, Any]] = []
     outlets, progress = _outlets(log)
     waiters = SyncWaiters(timeout_ms=60_000)
-    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}])])
+    waiters.hold(100, b"a", 1, SendReply([{"status": "PUT_OK"}]))
     waiters.hold_dispatch(_dispatch(0, 100))
     flushed_in: Any = Socket([[schema.FLUSHED, Flushed(100).encode()]])
     waiters.drain(outlets, flushed_in)
@@ -108,7 +110,7 @@ def test_drain_on_stop_without_a_flush_times_out_and_leaves_the_batch_to_the_bui
     log: list[tuple[str, Any]] = []
     outlets, progress = _outlets(log)
     waiters = SyncWaiters(timeout_ms=0)  # the flush service is gone: no waiting past the timeout
-    waiters.hold_results(100, [(b"a", 1, [{"status": "PUT_OK"}])])
+    waiters.hold(100, b"a", 1, SendReply([{"status": "PUT_OK"}]))
     waiters.hold_dispatch(_dispatch(0, 100))
     waiters.drain(outlets, Socket())  # type: ignore[arg-type]
     assert [schema.unpack(frames[1])["results"] for _, frames in log] == [[{"status": "FLUSH_DISK_TIMEOUT"}]]

@@ -42,6 +42,7 @@ from mqstore.ipc.wire.encoded import (
     results_from_reply,
 )
 from mqstore.ipc.wire.messages import Outgoing, SendResult
+from mqstore.ipc.wire.replies import SendEncodedReply
 from tests.engine.batch.test_record_batch import NOW_MS, STORE, reference_writer
 
 
@@ -218,7 +219,7 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
     _, replies = written_rows(request, checked, np.array([1, 3, 1, 2], np.int64), outcome)
     packed = reply_rows_each(replies, [1, 3])[1]  # a request of three records after one of one
     assert len(packed) == 2 * REPLY_ROW.itemsize
-    results = results_from_reply({"results": packed, "status": "SERVICE_NOT_AVAILABLE", "reason": "disk full"},
+    results = results_from_reply(SendEncodedReply(packed, "SERVICE_NOT_AVAILABLE", "disk full").encode(1),
                                  batch, STORE)
     assert [(r.status, r.phys_offset, r.queue_id, r.queue_offset) for r in results] == [
         ("PUT_OK", 4200, 3, 0), ("PUT_OK", 4321, 1, 8), ("SERVICE_NOT_AVAILABLE", -1, -1, -1),
@@ -233,7 +234,7 @@ def test_reply_rows_the_writer_packs_are_the_results_the_producer_reads() -> Non
         results[0].status = "changed"  # type: ignore[misc]
     assert {f.name for f in fields(SendResult)} == {f.name for f in fields(PutResult)}
     with pytest.raises(ValueError, match="malformed"):
-        results_from_reply({"results": packed[:-1]}, batch, STORE)
+        results_from_reply(SendEncodedReply(packed[:-1], "PUT_OK", "").encode(1), batch, STORE)
 
 
 def test_send_results_count_and_read_columns_without_a_result_object() -> None:
@@ -241,7 +242,7 @@ def test_send_results_count_and_read_columns_without_a_result_object() -> None:
     its SendResults only when a caller touches one, and is then the list it stands for."""
     batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x%d" % i) for i in range(3)])
     packed = np.array([(4096, 2, 7), (4200, 0, 9)], REPLY_ROW).tobytes()
-    results = results_from_reply({"results": packed, "status": "SERVICE_NOT_AVAILABLE", "reason": "disk full"},
+    results = results_from_reply(SendEncodedReply(packed, "SERVICE_NOT_AVAILABLE", "disk full").encode(1),
                                  batch, STORE)
     assert isinstance(results, SendResults) and len(results) == 3 and results.ok_count == 2
     assert results.columns() == ([4096, 4200], [2, 0], [7, 9])
@@ -249,7 +250,7 @@ def test_send_results_count_and_read_columns_without_a_result_object() -> None:
     assert results[2] == SendResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="disk full")
     assert results == list(results) and results[:2] == [r for r in results if r.ok]
     assert [r.uniq_key for r in results[:2]] == batch.uniq_keys[:2]
-    refused = results_from_reply({"results": b"", "status": "SERVICE_NOT_AVAILABLE", "reason": "full"}, batch, STORE)
+    refused = results_from_reply(SendEncodedReply(b"", "SERVICE_NOT_AVAILABLE", "full").encode(1), batch, STORE)
     assert refused.ok_count == 0 and [r.status for r in refused] == ["SERVICE_NOT_AVAILABLE"] * 3
 
 
@@ -262,7 +263,6 @@ def test_ok_count_is_the_number_of_results_that_are_ok(count: int, written: int,
     batch = BatchEncoder(Encoding(STORE, False, 1 << 20)).encode([Outgoing("T", b"x")] * count)
     written = min(written, count)
     packed = np.array([(4096 + 100 * i, 0, i) for i in range(written)], REPLY_ROW).tobytes()
-    results = results_from_reply({"results": packed, "written_status": written_status, "status": status,
-                                  "reason": "why"}, batch, STORE)
+    results = results_from_reply(SendEncodedReply(packed, status, "why", written_status).encode(1), batch, STORE)
     assert results.ok_count == sum(r.ok for r in results) and len(results) == count
     assert [r.status for r in results] == [written_status] * written + [status] * (count - written)

@@ -12,6 +12,7 @@ import pytest
 
 from mqstore.engine import MessageStore
 from mqstore.scripts.cli.mqstore import main
+from mqstore.scripts.cli.output import status_json
 
 OpenStore = Callable[..., MessageStore]
 
@@ -75,3 +76,17 @@ def test_start_with_the_metrics_port_taken_says_so_and_starts_nothing(tmp_path: 
     err = capsys.readouterr().err
     assert f"cannot serve metrics on 127.0.0.1:{port}" in err and "--metrics off" in err
     assert not (tmp_path / "store" / "commitlog").exists()
+
+
+def test_status_json_names_each_holders_queue_queue_id() -> None:
+    """``mqstore status --json`` showed a commitlog file's holders with ``queue`` where every other JSON
+    output says ``queue_id``; the rest of the reply is as the supervisor sent it."""
+    holder = {"kind": "offset", "group": "G", "topic": "T", "queue": 2, "messages": 5}
+    reply = {"v": 1, "id": 1, "ok": True, "actors": {"writer": {"pid": 7, "files": [
+        {"file": 0, "state": "held", "held_by": [holder], "more_holders": 0}]}, "reader-0": {"pid": 8}}}
+    shown = status_json(reply)
+    assert shown["actors"]["writer"]["files"][0]["held_by"] == [
+        {"kind": "offset", "group": "G", "topic": "T", "queue_id": 2, "messages": 5}]
+    assert {**shown, "actors": {}} == {**reply, "actors": {}} and shown["actors"]["reader-0"] == {"pid": 8}
+    assert holder["queue"] == 2  # the reply itself is left as it came
+    assert status_json({"v": 1, "actors": {"reader-0": {}}}) == {"v": 1, "actors": {"reader-0": {}}}

@@ -1,0 +1,41 @@
+"""The reply contract: one frozen class per reply shape, the answers to the requests of
+``mqstore.ipc.wire.requests``. An actor builds one and sends ``reply.encode(request_id)``; a client
+decodes the map it got back with ``ReplyCls.decode(map)``, which raises ``ReplyError`` naming the
+field. A refusal stays one map for every op (``schema.error_reply``).
+
+| module       | replies                                                                          |
+|--------------|----------------------------------------------------------------------------------|
+| ``writer``   | send, send_encoded, encoding, ping, topics, create_topic, delete_topic           |
+| ``acks``     | ack_pull, ack / nack, ack_release, ack_stats (served by the readers)             |
+| ``control``  | ping, status, stop (the supervisor); end_transaction, register_producer,         |
+|              | resume_check (the transactions actor)                                            |
+
+The bytes are those the maps of ``schema.ok_reply`` gave before the classes, which a property test holds.
+"""
+
+from __future__ import annotations
+
+from mqstore.ipc.wire.replies.acks import AckPullReply, AckQueueStats, AckStatsReply, ReleaseReply, SettleReply
+from mqstore.ipc.wire.replies.base import Reply, ReplyError
+from mqstore.ipc.wire.replies.control import (
+    EndTransactionReply,
+    PingReply,
+    RegisterProducerReply,
+    ResumeCheckReply,
+    StatusReply,
+    StopReply,
+)
+from mqstore.ipc.wire.replies.writer import (
+    CreateTopicReply,
+    DeleteTopicReply,
+    EncodingReply,
+    SendEncodedReply,
+    SendReply,
+    TopicsReply,
+    WriterPingReply,
+)
+
+__all__ = ["AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply", "DeleteTopicReply",
+           "EncodingReply", "EndTransactionReply", "PingReply", "RegisterProducerReply", "ReleaseReply", "Reply",
+           "ReplyError", "ResumeCheckReply", "SendEncodedReply", "SendReply", "SettleReply", "StatusReply",
+           "StopReply", "TopicsReply", "WriterPingReply"]

@@ -1,0 +1,151 @@
+"""The reply contract (mqstore.ipc.wire.replies): every class encodes to the bytes the actors sent before
+the classes (``schema.pack(schema.ok_reply(id, **fields))``, the fields in the order each actor
+wrote them), decodes back from them, and refuses a bad map with a ReplyError that names the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mqstore.engine.log.host import Host
+from mqstore.ipc.wire import replies, schema
+from mqstore.ipc.wire.replies import Reply, ReplyError
+
+NAMES = st.text(max_size=20)
+INTS = st.integers(-(1 << 63), (1 << 63) - 1)
+COUNTS = st.integers(0, (1 << 31) - 1)
+IDS = st.one_of(st.integers(0, 1 << 40), st.text(max_size=8))
+STATUSES = st.sampled_from(["PUT_OK", "FLUSH_DISK_TIMEOUT", "SERVICE_NOT_AVAILABLE", "MESSAGE_ILLEGAL"])
+RESULT_MAPS = st.one_of(  # ``actors.writer.sends.result_fields``: a refusal, or where the message went
+    st.fixed_dictionaries({"status": STATUSES, "reason": NAMES}),
+    st.fixed_dictionaries({"status": STATUSES, "msg_id": NAMES, "queue": COUNTS, "queue_offset": INTS,
+                           "phys_offset": INTS, "uniq_key": st.one_of(st.none(), NAMES)}))
+STATS = st.dictionaries(NAMES, st.one_of(INTS, NAMES, st.booleans()), max_size=4)
+QUEUE_STATS = st.builds(replies.AckQueueStats, NAMES, NAMES, COUNTS, COUNTS, COUNTS, COUNTS, COUNTS)
+
+STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
+    replies.SendReply: st.builds(replies.SendReply, st.lists(RESULT_MAPS, max_size=4)),
+    replies.SendEncodedReply: st.builds(replies.SendEncodedReply, st.binary(max_size=48), STATUSES, NAMES, STATUSES),
+    replies.EncodingReply: st.builds(replies.EncodingReply, st.builds(Host, st.sampled_from(["127.0.0.1", "::1"]),
+                                                                      st.integers(0, 65535)),
+                                     st.booleans(), COUNTS),
+    replies.WriterPingReply: st.builds(replies.WriterPingReply, COUNTS, INTS),
+    replies.TopicsReply: st.builds(replies.TopicsReply, st.dictionaries(NAMES, COUNTS, max_size=4)),
+    replies.CreateTopicReply: st.builds(replies.CreateTopicReply, NAMES, COUNTS),
+    replies.DeleteTopicReply: st.builds(replies.DeleteTopicReply, NAMES, st.booleans(), INTS),
+    replies.PingReply: st.builds(replies.PingReply, COUNTS),
+    replies.StatusReply: st.builds(replies.StatusReply, NAMES, COUNTS, NAMES, INTS, INTS,
+                                   st.dictionaries(NAMES, st.one_of(INTS, st.booleans()), max_size=3),
+                                   st.dictionaries(NAMES, STATS, max_size=3), st.booleans(),
+                                   st.lists(NAMES, max_size=3), st.one_of(st.none(), NAMES)),
+    replies.StopReply: st.builds(replies.StopReply, st.booleans(), COUNTS, NAMES),
+    replies.EndTransactionReply: st.builds(replies.EndTransactionReply, NAMES, INTS),
+    replies.RegisterProducerReply: st.just(replies.RegisterProducerReply()),
+    replies.ResumeCheckReply: st.builds(replies.ResumeCheckReply, INTS, INTS),
+    replies.AckPullReply: st.builds(replies.AckPullReply, st.lists(STATS, max_size=3)),
+    replies.SettleReply: st.builds(replies.SettleReply, st.lists(NAMES, max_size=4)),
+    replies.ReleaseReply: st.builds(replies.ReleaseReply, COUNTS),
+    replies.AckStatsReply: st.builds(replies.AckStatsReply, st.lists(QUEUE_STATS, max_size=3).map(tuple)),
+}
+EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
+
+
+def todays_fields(reply: Reply) -> dict[str, Any]:
+    """The fields each actor handed ``schema.ok_reply`` before the classes, in its order."""
+    match reply:
+        case replies.SendReply(results):
+            return {"results": results}
+        case replies.SendEncodedReply(rows, status, reason, written_status):  # ``encoded.reply_fields``
+            return {"results": rows, "status": status, "reason": reason, "written_status": written_status}
+        case replies.EncodingReply(host, prop_crc, max_body_bytes):  # ``encoded.encoding_fields``
+            return {"store_host": [host.ip, host.port], "prop_crc": prop_crc, "max_body_bytes": max_body_bytes}
+        case replies.WriterPingReply(pid, written):
+            return {"pid": pid, "written": written}
+        case replies.TopicsReply(topics):
+            return {"topics": topics}
+        case replies.CreateTopicReply(topic, queues):
+            return {"topic": topic, "queues": queues}
+        case replies.DeleteTopicReply(topic, existed, phys_offset):
+            return {"topic": topic, "existed": existed, "phys_offset": phys_offset}
+        case replies.PingReply(pid):
+            return {"pid": pid}
+        case replies.StatusReply():  # ``Supervisor.status``
+            r = reply
+            return {"store": r.store, "pid": r.pid, "flush_mode": r.flush_mode, "written": r.written,
+                    "flushed": r.flushed, "recovery": r.recovery, "actors": r.actors, "ready": r.ready,
+                    "waiting_for": r.waiting_for, **({"metrics_url": r.metrics_url} if r.metrics_url is not None
+                                                     else {})}
+        case replies.StopReply(stopping, pid, store):
+            return {"stopping": stopping, "pid": pid, "store": store}
+        case replies.EndTransactionReply(msg_id, phys_offset):
+            return {"msg_id": msg_id, "phys_offset": phys_offset}
+        case replies.RegisterProducerReply():
+            return {}
+        case replies.ResumeCheckReply(queue_offset, phys_offset):
+            return {"queue_offset": queue_offset, "phys_offset": phys_offset}
+        case replies.AckPullReply(msgs):
+            return {"msgs": msgs}
+        case replies.SettleReply(results):
+            return {"results": results}
+        case replies.ReleaseReply(released):
+            return {"released": released}
+        case replies.AckStatsReply(queues):  # ``AckGroups.op_ack_stats``: the queue's counts after its name
+            return {"queues": [{"group": q.group, "topic": q.topic, "queue": q.queue_id, "ready": q.ready,
+                                "unacked": q.unacked, "redelivered": q.redelivered, "dead": q.dead} for q in queues]}
+    raise AssertionError(f"no map of today for {reply!r}")
+
+
+def test_every_reply_class_has_a_strategy() -> None:
+    exported = {getattr(replies, name) for name in replies.__all__}
+    assert {c for c in exported if isinstance(c, type) and issubclass(c, Reply) and c is not Reply} == set(STRATEGIES)
+
+
+@given(EVERY_REPLY, IDS)
+def test_every_reply_encodes_to_todays_bytes_and_decodes_back(reply: Reply, request_id: Any) -> None:
+    frame = schema.pack(reply.encode(request_id))
+    assert frame == schema.pack(schema.ok_reply(request_id, **todays_fields(reply)))
+    message = schema.unpack(frame)
+    assert message["id"] == request_id and message["ok"] is True
+    assert type(reply).decode(message) == reply
+
+
+def test_flush_timed_out_sends_say_so_only_where_they_were_ok() -> None:
+    sent = replies.SendReply([{"status": "PUT_OK", "queue": 1}, {"status": "MESSAGE_ILLEGAL", "reason": "r"}])
+    assert sent.flush_timed_out().results == [{"status": "FLUSH_DISK_TIMEOUT", "queue": 1},
+                                              {"status": "MESSAGE_ILLEGAL", "reason": "r"}]
+    assert sent.results[0]["status"] == "PUT_OK"  # the reply held is not changed under its holder
+    encoded = replies.SendEncodedReply(b"", "SERVICE_NOT_AVAILABLE", "full")
+    assert encoded.flush_timed_out() == replies.SendEncodedReply(b"", "SERVICE_NOT_AVAILABLE", "full",
+                                                                 "FLUSH_DISK_TIMEOUT")
+
+
+def test_an_ack_queues_stats_name_its_queue_queue_id_here_and_queue_on_the_wire() -> None:
+    stats = replies.AckQueueStats("g", "T", 3, 1, 2, 0, 0)
+    assert stats.queue_id == 3 and stats.wire()["queue"] == 3 and "queue_id" not in stats.wire()
+
+
+@pytest.mark.parametrize(("cls", "fields", "named"), [
+    (replies.SendReply, {"results": {"status": "PUT_OK"}}, "field 'results' must be a list of send result maps"),
+    (replies.SendReply, {"results": [1]}, "field 'results' must be a list"),
+    (replies.SendEncodedReply, {"results": b"", "status": "PUT_OK", "reason": ""}, "missing field 'written_status'"),
+    (replies.SendEncodedReply, {"results": "", "status": "PUT_OK", "reason": "", "written_status": "PUT_OK"},
+     "field 'results' must be bytes, got str"),
+    (replies.EncodingReply, {"store_host": ["h"], "prop_crc": True, "max_body_bytes": 1}, "field 'store_host'"),
+    (replies.EncodingReply, {"store_host": ["h", 1], "prop_crc": 1, "max_body_bytes": 1}, "field 'prop_crc'"),
+    (replies.TopicsReply, {"topics": {"T": True}}, "field 'topics' must map names to int"),
+    (replies.CreateTopicReply, {"topic": "T", "queues": True}, "field 'queues' must be int, got a boolean"),
+    (replies.DeleteTopicReply, {"topic": "T", "existed": True}, "missing field 'phys_offset'"),
+    (replies.StatusReply, {"store": "s", "pid": 1, "flush_mode": "m", "written": 0, "flushed": 0, "recovery": {},
+                           "actors": {"writer": 1}, "ready": True, "waiting_for": []}, "field 'actors' must map"),
+    (replies.StopReply, {"stopping": True, "pid": "1", "store": "s"}, "field 'pid' must be int, got str"),
+    (replies.SettleReply, {"results": ["OK", 1]}, "field 'results' must hold strings"),
+    (replies.AckStatsReply, {"queues": [{"group": "g", "topic": "T", "queue": 0, "ready": 0, "unacked": 0,
+                                         "redelivered": 0}]}, "missing field 'dead'"),
+    (replies.AckPullReply, {}, "field 'msgs'"),
+])
+def test_a_bad_field_is_refused_by_name(cls: type[Reply], fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(ReplyError, match=named):
+        cls.decode(schema.unpack(schema.pack(schema.ok_reply(1, **fields))))
