@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mqstore.ipc.wire import requests, schema
+from mqstore.ipc.wire import requests
+from mqstore.ipc.wire.replies import GroupActivityReply
 
 MAX_GROUPS = 100_000  # a client inventing group names costs this much memory at most
 
@@ -23,4 +24,4 @@ class GroupActivity:
             self.last_seen_ms[group] = self._now_ms()
 
     def op_group_activity(self, identity: bytes, request_id: Any, request: requests.GroupActivity) -> dict[str, Any]:
-        return schema.ok_reply(request_id, groups=dict(self.last_seen_ms), now_ms=self._now_ms())
+        return GroupActivityReply(dict(self.last_seen_ms), self._now_ms()).encode(request_id)

@@ -60,8 +60,8 @@ from mqstore.actors.reader.state import LONG_MAX, PublishedStore
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.read.lookup import GetResult, PullLimits, StoredRecords, TagFilter
 from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_routed, send_routed
-from mqstore.ipc.wire import requests, schema
-from mqstore.ipc.wire.messages import record_to_wire, stored_parts
+from mqstore.ipc.wire import replies, requests, schema
+from mqstore.ipc.wire.messages import pack_columns, record_to_wire
 from mqstore.ipc.wire.notices import Arrived
 from mqstore.ipc.wire.requests import (
     READER,
@@ -328,53 +328,52 @@ class ReaderActor:
         most = min(max_count or self.max_query_count, self.max_query_count)
         begin = begin_ms or 0
         end = LONG_MAX if end_ms is None else end_ms
+        index_ms, index_phys = self._index_marks()
         if not raw:
             records = self.store.query_by_key(topic, keys[0], most, begin, end, uniq=uniq)
-            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records], **self._index_marks())
+            return replies.MessagesReply([record_to_wire(r) for r in records], index_ms, index_phys).encode(request_id)
         stored, key_counts = self.store.query_keys(topic, keys, most, begin, end, uniq=uniq)
-        extra = {"counts": key_counts} if counts else {}
-        return schema.ok_reply(request_id, **_stored_reply(stored), **extra, **self._index_marks())
+        return replies.PackedRecordsReply(*_packed(stored), key_counts if counts else None, index_ms,
+                                          index_phys).encode(request_id)
 
     def _op_view_id(self, identity: bytes, request_id: Any, request: ViewId) -> dict[str, Any]:
         found = self.store.view_by_id(request.msg_id)
         records = [] if found is None else [found]
         if not request.raw:
-            return schema.ok_reply(request_id, msgs=[record_to_wire(r) for r in records])
-        return schema.ok_reply(request_id, **_stored_reply(self.store.stored(records)))
+            return replies.MessagesReply([record_to_wire(r) for r in records]).encode(request_id)
+        return replies.PackedRecordsReply(*_packed(self.store.stored(records))).encode(request_id)
 
     def _op_offset_by_time(self, identity: bytes, request_id: Any, request: OffsetByTime) -> dict[str, Any]:
         queue_offset = self.store.queue_offset_by_time(request.topic, request.queue_id, request.ts_ms,
                                                        upper=bool(request.upper))
-        return schema.ok_reply(request_id, offset=queue_offset)
+        return replies.OffsetReply(queue_offset).encode(request_id)
 
     def _op_queue_info(self, identity: bytes, request_id: Any, request: QueueInfo) -> dict[str, Any]:
-        info = self.store.queue_info(request.topic)
-        # msgpack map keys are strings on this wire (mqstore.ipc.wire.schema decodes with strict_map_key)
-        return schema.ok_reply(request_id, queues={str(q): [lo, hi] for q, (lo, hi) in info.items()})
+        return replies.QueueInfoReply(dict(self.store.queue_info(request.topic))).encode(request_id)
 
     def _op_ping(self, identity: bytes, request_id: Any, request: Ping) -> dict[str, Any]:
-        return schema.ok_reply(request_id, pid=os.getpid(), index=self.index, readers=self.rt.config.broker.readers,
-                               readable_end=self.store.readable_end, parked=len(self.parked) + self.acks.parked_count)
+        return replies.ReaderPingReply(os.getpid(), self.index, self.rt.config.broker.readers, self.store.readable_end,
+                                       len(self.parked) + self.acks.parked_count).encode(request_id)
 
     def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
+        replied_us = time.time_ns() // 1000 if pull.trace else None
         if pull.raw:  # one blob and its columns: nothing per message on either side
-            stored = result.stored or StoredRecords(b"", [], [], [])
-            records = _stored_reply(stored)
+            stored = result.stored or _NONE_STORED
             if stored.sizes:
                 self.topics_out.add(pull.topic, len(stored), len(stored.data))
-        else:
-            records = {"msgs": [record_to_wire(r) for r in result.messages]}
-            if result.messages:
-                self.topics_out.add(pull.topic, len(result.messages), sum(r.size for r in result.messages))
-        if pull.trace:
-            records["replied_us"] = time.time_ns() // 1000
-        return schema.ok_reply(request_id, status=result.status.value, next=result.next_queue_offset,
-                               min=result.min_queue_offset, max=result.max_queue_offset, **records)
+            return replies.PackedPullReply(result.status.value, result.next_queue_offset, result.min_queue_offset,
+                                           result.max_queue_offset, *_packed(stored), replied_us).encode(request_id)
+        if result.messages:
+            self.topics_out.add(pull.topic, len(result.messages), sum(r.size for r in result.messages))
+        return replies.PullReply(result.status.value, result.next_queue_offset, result.min_queue_offset,
+                                 result.max_queue_offset, [record_to_wire(r) for r in result.messages], replied_us
+                                 ).encode(request_id)
 
-    def _index_marks(self) -> dict[str, int]:
-        """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset)."""
+    def _index_marks(self) -> tuple[int | None, int | None]:
+        """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset);
+        None without an index."""
         last = self.store.index.last_file if self.store.index is not None else None
-        return {"index_ms": last.end_ms, "index_phys": last.end_phys_offset} if last is not None else {}
+        return (last.end_ms, last.end_phys_offset) if last is not None else (None, None)
 
 
 def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bool) -> bool:
@@ -386,6 +385,9 @@ def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bo
     return wanted
 
 
-def _stored_reply(stored: StoredRecords) -> dict[str, Any]:
-    """``count``, ``cols`` and the records as the part after the map (``mqstore.ipc.wire.messages.stored_parts``)."""
-    return stored_parts(stored.data, stored.queue_offsets, stored.phys_offsets, stored.sizes)
+_NONE_STORED = StoredRecords(b"", [], [], [])
+
+
+def _packed(stored: StoredRecords) -> tuple[int, bytes, bytes]:
+    """A packed reply's ``count``, ``cols`` and records (``mqstore.ipc.wire.messages.stored_parts``' fields)."""
+    return len(stored.sizes), pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes), stored.data

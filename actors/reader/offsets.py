@@ -21,7 +21,7 @@ from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.read.group_lag import group_lags, groups_in
 from mqstore.engine.read.lookup import GetStatus
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.group_lag import lag_to_wire
+from mqstore.ipc.wire.replies import DeleteTopicOffsetsReply, GroupDescribeReply, GroupsReply, OffsetReply
 from mqstore.ipc.wire.requests import CommitOffset, DeleteTopicOffsets, FetchOffset, GroupDescribe, Groups
 
 log = logging.getLogger("mqstore")
@@ -54,25 +54,24 @@ class CommittedOffsets:
                                       f"{max_queue_offset}")
         self.table.commit(group, topic, queue_id, next_offset)
         self.dirty = True
-        return schema.ok_reply(request_id, offset=next_offset)
+        return OffsetReply(next_offset).encode(request_id)
 
     def op_fetch_offset(self, identity: bytes, request_id: Any, request: FetchOffset) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
         offset = self.table.query(request.group, request.topic, request.queue_id)
-        return schema.ok_reply(request_id, offset=offset)
+        return OffsetReply(offset).encode(request_id)
 
     def op_groups(self, identity: bytes, request_id: Any, request: Groups) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        return schema.ok_reply(request_id, groups=groups_in(self.table.table))
+        return GroupsReply(groups_in(self.table.table)).encode(request_id)
 
     def op_group_describe(self, identity: bytes, request_id: Any, request: GroupDescribe) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        group = request.group
-        lags = group_lags(group, self.table.table, self.store.queue_info, self._store_ms_at)
-        return schema.ok_reply(request_id, group=group, queues=[lag_to_wire(q) for q in lags])
+        lags = group_lags(request.group, self.table.table, self.store.queue_info, self._store_ms_at)
+        return GroupDescribeReply(request.group, tuple(lags)).encode(request_id)
 
     def op_delete_topic_offsets(self, identity: bytes, request_id: Any, request: DeleteTopicOffsets
                                 ) -> dict[str, Any]:
@@ -80,7 +79,7 @@ class CommittedOffsets:
             return self._not_owner(request_id)
         deleted = self.table.delete_topic(request.topic)
         self.dirty |= deleted
-        return schema.ok_reply(request_id, deleted=deleted)
+        return DeleteTopicOffsetsReply(deleted).encode(request_id)
 
     def _store_ms_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
         view = self.store.published_queue(topic, queue_id)

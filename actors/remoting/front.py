@@ -39,8 +39,8 @@ from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.timer.put_rule import TIMER_TOPIC
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
-from mqstore.ipc.wire import requests
-from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage, SendResult, stored_records
+from mqstore.ipc.wire import replies, requests
+from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage, SendResult
 from mqstore.ipc.wire.receipts import ack_owner
 
 log = logging.getLogger("mqstore.remoting")
@@ -210,7 +210,7 @@ class BrokerFront:
         if check_topic(retry_topic) is not None:
             raise RequestError(rm.SYSTEM_ERROR, f"group {group!r} makes no valid retry topic")
         msg_id = offset_msg_id(self.store_host, header_int(ext, "offset", lo=0))
-        msgs = (await self._call("reader0", requests.ViewId(msg_id)))["msgs"]
+        msgs = replies.MessagesReply.decode(await self._call("reader0", requests.ViewId(msg_id))).msgs
         if not msgs:
             raise RequestError(rm.SYSTEM_ERROR, f"look message by offset failed, {ext.get('offset')}")
         original = ReceivedMessage.from_wire(msgs[0])
@@ -254,16 +254,17 @@ class BrokerFront:
         tags = (ext.get("subscription") or "*") if sys_flag & rm.PULL_SUBSCRIPTION else "*"
         most = max(1, min(header_int(ext, "maxMsgNums", 32), MAX_PULL_MESSAGES))
         pull = requests.Pull(group, topic, queue_id, offset, most, tags=tags, wait_ms=wait_ms, raw=True)
-        reply = await self._call(self._reader_for(topic, queue_id), pull, wait_ms + CALL_TIMEOUT_MS)
-        status = str(reply["status"])
+        reply = replies.PackedPullReply.decode(await self._call(self._reader_for(topic, queue_id), pull,
+                                                                wait_ms + CALL_TIMEOUT_MS))
+        status = reply.status
         code = PULL_CODES.get(status)
         if code is None:  # the queue is empty or unknown: Java's NO_MESSAGE_IN_QUEUE rule
             code = rm.PULL_NOT_FOUND if offset == 0 else rm.PULL_OFFSET_MOVED
-        body = bytes(stored_records(reply)[0])
+        body = bytes(reply.records)
         if code == rm.SUCCESS and not body:
             code = rm.PULL_RETRY_IMMEDIATELY  # never FOUND without records: the client throws on that
-        head = {"suggestWhichBrokerId": "0", "nextBeginOffset": reply["next"], "minOffset": reply["min"],
-                "maxOffset": reply["max"]}
+        head = {"suggestWhichBrokerId": "0", "nextBeginOffset": reply.next_queue_offset,
+                "minOffset": reply.min_queue_offset, "maxOffset": reply.max_queue_offset}
         return request.reply(code, None if code == rm.SUCCESS else status, head, body if code == rm.SUCCESS else b"")
 
     # -- consumers -----------------------------------------------------------------------------------
@@ -306,15 +307,14 @@ class BrokerFront:
         await self._call("reader0", requests.CommitOffset(group, topic, queue_id, offset))
 
     async def _span(self, topic: str, queue_id: int) -> tuple[int, int]:
-        queues = (await self._call("reader0", requests.QueueInfo(topic)))["queues"]
-        span = queues.get(str(queue_id), [0, 0])
-        return int(span[0]), int(span[1])
+        queues = replies.QueueInfoReply.decode(await self._call("reader0", requests.QueueInfo(topic))).queues
+        return queues.get(queue_id, (0, 0))
 
     async def _query_offset(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         ext = request.ext
         topic, queue_id = header_topic(ext), header_int(ext, "queueId", lo=0)
         fetch = requests.FetchOffset(str(ext.get("consumerGroup", "")), topic, queue_id)
-        offset = int((await self._call("reader0", fetch))["offset"])
+        offset = replies.OffsetReply.decode(await self._call("reader0", fetch)).offset
         if offset < 0:
             # a new group: from the start while the queue still holds it (ConsumerManageProcessor)
             if (await self._span(topic, queue_id))[0] != 0:
@@ -341,7 +341,7 @@ class BrokerFront:
         ext = request.ext
         reply = await self._call("reader0", requests.OffsetByTime(header_topic(ext), header_int(ext, "queueId", lo=0),
                                                                   header_int(ext, "timestamp", lo=0)))
-        return request.reply(rm.SUCCESS, ext={"offset": reply["offset"]})
+        return request.reply(rm.SUCCESS, ext={"offset": replies.OffsetReply.decode(reply).offset})
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -350,25 +350,27 @@ class BrokerFront:
         topic, key = header_topic(ext), ext.get("key", "")
         if not key:
             raise RequestError(rm.SYSTEM_ERROR, "the request header lacks key")
+        query: requests.QueryUniq | requests.QueryKey
         if header_flag(ext.get("_UNIQUE_KEY_QUERY")):
-            reply = await self._call("reader0", requests.QueryUniq(topic, key, raw=True))
+            query = requests.QueryUniq(topic, key, raw=True)
         else:
-            reply = await self._call("reader0", requests.QueryKey(
+            query = requests.QueryKey(
                 topic, key, max(1, min(header_int(ext, "maxNum", 32), MAX_PULL_MESSAGES)), True,
-                header_int(ext, "beginTimestamp", 0, lo=0), header_int(ext, "endTimestamp", LONG_MAX, lo=0)))
-        head = {"indexLastUpdateTimestamp": reply.get("index_ms", 0), "indexLastUpdatePhyoffset": reply.get(
-            "index_phys", 0)}
-        if not reply["count"]:
+                header_int(ext, "beginTimestamp", 0, lo=0), header_int(ext, "endTimestamp", LONG_MAX, lo=0))
+        reply = replies.PackedRecordsReply.decode(await self._call("reader0", query))
+        head = {"indexLastUpdateTimestamp": reply.index_ms or 0, "indexLastUpdatePhyoffset": reply.index_phys or 0}
+        if not reply.record_count:
             return request.reply(rm.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", head)
-        return request.reply(rm.SUCCESS, None, head, bytes(stored_records(reply)[0]))
+        return request.reply(rm.SUCCESS, None, head, bytes(reply.records))
 
     async def _view(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         offset = header_int(request.ext, "offset", lo=0)
-        reply = await self._call("reader0", requests.ViewId(offset_msg_id(self.store_host, offset), raw=True))
-        if not reply["count"]:
+        reply = replies.PackedRecordsReply.decode(
+            await self._call("reader0", requests.ViewId(offset_msg_id(self.store_host, offset), raw=True)))
+        if not reply.record_count:
             return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         msg_topic = request.ext.get("topic")
-        body = bytes(stored_records(reply)[0])
+        body = bytes(reply.records)
         if msg_topic and rm.decode_records(body)[0].topic != msg_topic:
             return request.reply(rm.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return request.reply(rm.SUCCESS, body=body)

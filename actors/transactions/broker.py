@@ -17,8 +17,8 @@ from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.remoting import codec as remoting
 from mqstore.ipc.transport.channel import Channel
-from mqstore.ipc.wire import requests
-from mqstore.ipc.wire.messages import Outgoing, SendResult, stored_records
+from mqstore.ipc.wire import replies, requests
+from mqstore.ipc.wire.messages import Outgoing, SendResult
 
 CALL_TIMEOUT_MS = 5_000
 PULL_BATCH = 32  # RocketMQ's checker pulls 32 at a time
@@ -36,24 +36,22 @@ class BrokerCalls:
 
     def record_at(self, phys_offset: int) -> Record | None:
         """The record at a commitlog offset, as stored; None when the readers do not have it (yet)."""
-        reply = self._call("reader", requests.ViewId(offset_msg_id(self.store_host, phys_offset), raw=True))
-        if not reply.get("count"):
-            return None
-        return remoting.decode_records(bytes(stored_records(reply)[0]))[0]
+        reply = replies.PackedRecordsReply.decode(
+            self._call("reader", requests.ViewId(offset_msg_id(self.store_host, phys_offset), raw=True)))
+        return remoting.decode_records(bytes(reply.records))[0] if reply.record_count else None
 
     def span(self, topic: str, queue_id: int = 0) -> tuple[int, int]:
-        queues = self._call("reader", requests.QueueInfo(topic))["queues"]
-        low, high = queues.get(str(queue_id), [0, 0])
-        return int(low), int(high)
+        queues = replies.QueueInfoReply.decode(self._call("reader", requests.QueueInfo(topic))).queues
+        return queues.get(queue_id, (0, 0))
 
     def pull(self, topic: str, queue_offset: int, count: int = PULL_BATCH) -> list[Record]:
         """Up to ``count`` records of the topic's queue 0 from ``queue_offset``, as stored."""
-        reply = self._call("reader", requests.Pull(self.group, topic, 0, queue_offset, count, tags="*", wait_ms=0,
-                                                   raw=True))
-        return remoting.decode_records(bytes(stored_records(reply)[0])) if reply.get("count") else []
+        reply = replies.PackedPullReply.decode(self._call(
+            "reader", requests.Pull(self.group, topic, 0, queue_offset, count, tags="*", wait_ms=0, raw=True)))
+        return remoting.decode_records(bytes(reply.records)) if reply.record_count else []
 
     def offset(self, topic: str) -> int:
-        return int(self._call("reader", requests.FetchOffset(self.group, topic, 0))["offset"])
+        return replies.OffsetReply.decode(self._call("reader", requests.FetchOffset(self.group, topic, 0))).offset
 
     def commit_offset(self, topic: str, queue_offset: int) -> None:
         self._call("reader", requests.CommitOffset(self.group, topic, 0, queue_offset))

@@ -42,6 +42,7 @@ from mqstore.ipc.transport.channel import (
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.messages import ReplyError
 from mqstore.ipc.wire.receipts import MAX_RECEIPTS, AckStatus, Delivery, Receipt, ack_owner
+from mqstore.ipc.wire.replies import ReaderPingReply
 from mqstore.ipc.wire.requests import Ack, AckPull, AckRelease, Nack, Ping
 
 log = logging.getLogger("mqstore.client")
@@ -89,7 +90,7 @@ class AckConsumer:
         first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer", curve=ep.curve)
         try:
             if reader_count is None:
-                reader_count = int(first.request("reader0", Ping(), timeout_ms=timeout_ms)["readers"])
+                reader_count = ReaderPingReply.decode(first.request("reader0", Ping(), timeout_ms=timeout_ms)).readers
             if queues is None:
                 queues = sorted(queue_spans(first, "reader0", topic, timeout_ms, wait=True))
         finally:

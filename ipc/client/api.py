@@ -38,7 +38,7 @@ from mqstore.ipc.wire.encoded import (
     SendResults,
     results_from_reply,
 )
-from mqstore.ipc.wire.group_lag import QueueLag, lags_from_wire
+from mqstore.ipc.wire.group_lag import QueueLag
 from mqstore.ipc.wire.messages import (
     SERVICE_NOT_AVAILABLE,
     MessageBatch,
@@ -278,20 +278,20 @@ class Admin:
 
     def groups(self) -> dict[str, list[str]]:
         """Group -> the topics it committed offsets on."""
-        groups = self._call("reader", requests.Groups())["groups"]
-        return {str(g): [str(t) for t in topics] for g, topics in groups.items()}
+        return replies.GroupsReply.decode(self._call("reader", requests.Groups())).groups
 
     def group_describe(self, group: str) -> list[QueueLag]:
         """Per queue: topic, queue_id, committed_offset, min_queue_offset, max_queue_offset, lag,
         last_consume_ms (``mqstore.engine.read.group_lag``)."""
-        return lags_from_wire(self._call("reader", requests.GroupDescribe(group))["queues"])
+        return list(replies.GroupDescribeReply.decode(self._call("reader", requests.GroupDescribe(group))).queues)
 
     def group_last_seen_ms(self) -> dict[str, int]:
         """Group -> the last time (wall ms) any reader served one of its consumers."""
         seen: dict[str, int] = {}
         for route in self._readers:
-            for group, ms in self._call(route, requests.GroupActivity())["groups"].items():
-                seen[str(group)] = max(seen.get(str(group), 0), int(ms))
+            for group, ms in replies.GroupActivityReply.decode(self._call(route, requests.GroupActivity())
+                                                               ).groups.items():
+                seen[group] = max(seen.get(group, 0), ms)
         return seen
 
     def ack_stats(self) -> list[replies.AckQueueStats]:
@@ -306,12 +306,11 @@ class Admin:
 
     def delete_topic_offsets(self, topic: str) -> bool:
         """Forget every group's committed offsets on ``topic``; whether there were any."""
-        return bool(self._call("reader", requests.DeleteTopicOffsets(topic))["deleted"])
+        return replies.DeleteTopicOffsetsReply.decode(self._call("reader", requests.DeleteTopicOffsets(topic))).deleted
 
     def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
         """Queue id -> (min offset, max offset) as published."""
-        return {int(q): (int(span[0]), int(span[1]))
-                for q, span in self._call("reader", requests.QueueInfo(topic))["queues"].items()}
+        return replies.QueueInfoReply.decode(self._call("reader", requests.QueueInfo(topic))).queues
 
     def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> MessageBatch:
@@ -320,7 +319,7 @@ class Admin:
         ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for. They come
         packed and are decoded when touched (``query_by_key_async``'s answer); the batch equals the
         list of the same messages."""
-        return MessageBatch.from_reply(self._call("reader", key_query(topic, key, max_count, begin_ms, end_ms)))
+        return _records(self._call("reader", key_query(topic, key, max_count, begin_ms, end_ms))).batch()
 
     def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
                            end_ms: int | None = None) -> Future[MessageBatch]:
@@ -328,35 +327,35 @@ class Admin:
         decoded when touched."""
         return _packed(self._channel.call("reader", key_query(topic, key, max_count, begin_ms, end_ms),
                                           timeout_ms=self._timeout_ms),
-                       lambda reply, batch: batch)
+                       lambda reply: reply.batch())
 
     def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                    end_ms: int | None = None) -> list[MessageBatch]:
         """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
         in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
-        reply = self._call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms))
-        return per_key(len(keys), reply, MessageBatch.from_reply(reply))
+        return per_key(len(keys), _records(self._call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms))))
 
     def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
                          end_ms: int | None = None) -> Future[list[MessageBatch]]:
         return _packed(self._channel.call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms),
                                           timeout_ms=self._timeout_ms),
-                       lambda reply, batch: per_key(len(keys), reply, batch))
+                       lambda reply: per_key(len(keys), reply))
 
     def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
-        return list(MessageBatch.from_reply(self._call("reader", requests.QueryUniq(topic, uniq_key, raw=True))))
+        return list(_records(self._call("reader", requests.QueryUniq(topic, uniq_key, raw=True))).batch())
 
     def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
-        msgs = self._call("reader", requests.ViewId(msg_id))["msgs"]
+        msgs = replies.MessagesReply.decode(self._call("reader", requests.ViewId(msg_id))).msgs
         return ReceivedMessage.from_wire(msgs[0]) if msgs else None
 
     def offset_by_time(self, topic: str, queue_id: int, ts_ms: int, *, upper: bool = False) -> int:
         """The first queue offset stored at or after ``ts_ms`` (``upper``: the last at or before)."""
-        return int(self._call("reader", requests.OffsetByTime(topic, queue_id, ts_ms, upper))["offset"])
+        return replies.OffsetReply.decode(self._call("reader", requests.OffsetByTime(topic, queue_id, ts_ms, upper))
+                                          ).offset
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The group's committed next queue offset, -1 when it never committed."""
-        return int(self._call("reader", requests.FetchOffset(group, topic, queue_id))["offset"])
+        return replies.OffsetReply.decode(self._call("reader", requests.FetchOffset(group, topic, queue_id))).offset
 
     def commit_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
         self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset))
@@ -381,15 +380,18 @@ class Admin:
 T = TypeVar("T")
 
 
-def _packed(call: Future[dict[str, Any]], then: Callable[[dict[str, Any], MessageBatch], T]) -> Future[T]:
-    """A future of ``then(reply, its packed messages)``, completed on the client's I/O thread."""
+def _records(message: dict[str, Any]) -> replies.PackedRecordsReply:
+    return replies.PackedRecordsReply.decode(message)
+
+
+def _packed(call: Future[dict[str, Any]], then: Callable[[replies.PackedRecordsReply], T]) -> Future[T]:
+    """A future of ``then(the packed reply)``, completed on the client's I/O thread."""
     outer: Future[T] = Future()
     outer.set_running_or_notify_cancel()
 
     def done(reply: Future[dict[str, Any]]) -> None:
         try:
-            answer = reply.result()
-            outer.set_result(then(answer, MessageBatch.from_reply(answer)))
+            outer.set_result(then(_records(reply.result())))
         except BaseException as exc:
             outer.set_exception(exc)
 

@@ -36,6 +36,7 @@ from mqstore.ipc.transport.channel import Channel, pull_reply, queue_spans, reso
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import receipts
 from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage, ReplyError
+from mqstore.ipc.wire.replies import OffsetReply, PackedPullReply
 from mqstore.ipc.wire.requests import CommitOffset, FetchOffset, Pull, Request
 
 log = logging.getLogger("mqstore.client")
@@ -147,7 +148,7 @@ class Consumer:
         if start == START_COMMITTED:
             fetches = {q: self._call("reader0", FetchOffset(self.group, self.topic, q))
                        for q in queue_ids}
-            committed = {q: int(f.result()["offset"]) for q, f in fetches.items()}
+            committed = {q: OffsetReply.decode(f.result()).offset for q, f in fetches.items()}
         states = {}
         for q in queue_ids:
             lo, hi = spans.get(q, (0, 0))
@@ -282,18 +283,18 @@ class Consumer:
         if reply is None:
             return
         try:
-            status = str(reply["status"])
-            next_offset = int(reply["next"])
-            batch = MessageBatch.from_reply(reply)
-        except (KeyError, TypeError, ValueError, ReplyError) as exc:
+            pulled = PackedPullReply.decode(reply)
+            batch = pulled.batch()
+        except ReplyError as exc:
             raise ReplyError(f"malformed pull reply: {exc!r}") from None
+        status, next_offset = pulled.status, pulled.next_queue_offset
         if status not in _NOTHING_NEW:
             # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
             # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
             state.fetch_offset = next_offset
         if self.pull_trace is not None and batch:
             self.pull_trace.append((state.queue, batch.queue_offset(0), batch.queue_offset(-1),
-                                    int(reply.get("replied_us", 0)), time.time_ns() // 1000))
+                                    pulled.replied_us or 0, time.time_ns() // 1000))
         batch = batch.since(state.position)
         if batch:
             state.hold(batch)

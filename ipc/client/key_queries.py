@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
 
 from mqstore.ipc.wire.messages import MessageBatch, ReplyError
+from mqstore.ipc.wire.replies import PackedRecordsReply
 from mqstore.ipc.wire.requests import QueryKey, QueryKeys
 
 LONG_MAX = (1 << 63) - 1
@@ -25,11 +25,10 @@ def keys_query(topic: str, keys: Sequence[str], max_count: int, begin_ms: int, e
     return QueryKeys(topic, tuple(keys), max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
 
 
-def per_key(key_count: int, reply: dict[str, Any], batch: MessageBatch) -> list[MessageBatch]:
+def per_key(key_count: int, reply: PackedRecordsReply) -> list[MessageBatch]:
     """A ``query_keys`` reply's messages cut into one batch per key, by its ``counts``."""
-    counts = reply.get("counts")
-    if (not isinstance(counts, list) or len(counts) != key_count
-            or not all(type(c) is int and c >= 0 for c in counts) or sum(counts) != len(batch)):
+    batch, counts = reply.batch(), reply.counts
+    if counts is None or len(counts) != key_count or sum(counts) != len(batch):
         raise ReplyError(f"{key_count} keys, {len(batch)} messages, counts {counts!r}")
     starts = [0, *itertools.accumulate(counts)]
     return [batch[starts[i]:starts[i + 1]] for i in range(key_count)]

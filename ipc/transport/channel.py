@@ -49,6 +49,7 @@ from mqstore.ipc.transport.exchange import BrokerTimeoutError as BrokerTimeoutEr
 from mqstore.ipc.transport.exchange import decode_reply, outcome, send_request, timed_out
 from mqstore.ipc.transport.sockets import connect, recv_message
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.replies import QueueInfoReply
 from mqstore.ipc.wire.requests import QueueInfo, Request
 
 log = logging.getLogger("mqstore.client")
@@ -300,7 +301,7 @@ def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int, *, wa
     deadline_ms = _now_ms() + timeout_ms
     while True:
         reply = channel.request(route, QueueInfo(topic), timeout_ms=timeout_ms)
-        spans = {int(q): (int(s[0]), int(s[1])) for q, s in reply["queues"].items()}
+        spans = QueueInfoReply.decode(reply).queues
         if spans or not wait or _now_ms() >= deadline_ms:
             return spans
         time.sleep(TOPIC_POLL_S)

@@ -222,7 +222,12 @@ class MessageBatch(Sequence[ReceivedMessage]):
     @classmethod
     def from_reply(cls, reply: Mapping[str, Any]) -> MessageBatch:
         """A packed reply's records and columns (``stored_records``); raises ReplyError when they disagree."""
-        data, cols, count = stored_records(reply)
+        return cls.from_packed(*stored_records(reply))
+
+    @classmethod
+    def from_packed(cls, data: bytes | memoryview, cols: bytes, count: int) -> MessageBatch:
+        """Records as stored, back to back, and their column block (``pack_columns``) of ``count``
+        records; raises ReplyError when they disagree."""
         columns = _int64s(cols)
         sizes = columns[2 * count:]
         try:

@@ -9,6 +9,8 @@ field. A refusal stays one map for every op (``schema.error_reply``).
 | ``acks``     | ack_pull, ack / nack, ack_release, ack_stats (served by the readers)             |
 | ``control``  | ping, status, stop (the supervisor); end_transaction, register_producer,         |
 |              | resume_check (the transactions actor)                                            |
+| ``reader``   | pull (maps or packed), query_key / query_keys / query_uniq / view_id, offsets,   |
+|              | queue_info, groups, group_describe, group_activity, ping (the readers)           |
 
 The bytes are those the maps of ``schema.ok_reply`` gave before the classes, which a property test holds.
 """
@@ -25,6 +27,19 @@ from mqstore.ipc.wire.replies.control import (
     StatusReply,
     StopReply,
 )
+from mqstore.ipc.wire.replies.reader import (
+    DeleteTopicOffsetsReply,
+    GroupActivityReply,
+    GroupDescribeReply,
+    GroupsReply,
+    MessagesReply,
+    OffsetReply,
+    PackedPullReply,
+    PackedRecordsReply,
+    PullReply,
+    QueueInfoReply,
+    ReaderPingReply,
+)
 from mqstore.ipc.wire.replies.writer import (
     CreateTopicReply,
     DeleteTopicReply,
@@ -35,7 +50,9 @@ from mqstore.ipc.wire.replies.writer import (
     WriterPingReply,
 )
 
-__all__ = ["AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply", "DeleteTopicReply",
-           "EncodingReply", "EndTransactionReply", "PingReply", "RegisterProducerReply", "ReleaseReply", "Reply",
+__all__ = ["AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply", "DeleteTopicOffsetsReply",
+           "DeleteTopicReply", "EncodingReply", "EndTransactionReply", "GroupActivityReply", "GroupDescribeReply",
+           "GroupsReply", "MessagesReply", "OffsetReply", "PackedPullReply", "PackedRecordsReply", "PingReply",
+           "PullReply", "QueueInfoReply", "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply",
            "ReplyError", "ResumeCheckReply", "SendEncodedReply", "SendReply", "SettleReply", "StatusReply",
            "StopReply", "TopicsReply", "WriterPingReply"]

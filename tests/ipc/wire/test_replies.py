@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqstore.engine.log.host import Host
+from mqstore.engine.read.group_lag import QueueLag
 from mqstore.ipc.wire import replies, schema
 from mqstore.ipc.wire.replies import Reply, ReplyError
 
@@ -25,6 +26,11 @@ RESULT_MAPS = st.one_of(  # ``actors.writer.sends.result_fields``: a refusal, or
                            "phys_offset": INTS, "uniq_key": st.one_of(st.none(), NAMES)}))
 STATS = st.dictionaries(NAMES, st.one_of(INTS, NAMES, st.booleans()), max_size=4)
 QUEUE_STATS = st.builds(replies.AckQueueStats, NAMES, NAMES, COUNTS, COUNTS, COUNTS, COUNTS, COUNTS)
+GET_STATUSES = st.sampled_from(["FOUND", "NO_NEW_MESSAGE", "NO_MATCHED_MESSAGE", "OFFSET_OVERFLOW_ONE"])
+OPTIONAL_INTS = st.one_of(st.none(), INTS)
+PACKED = st.integers(0, 4).flatmap(  # count, a column block of three int64s per record, the records
+    lambda n: st.tuples(st.just(n), st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=64)))
+LAGS = st.builds(QueueLag, NAMES, COUNTS, INTS, INTS, INTS, INTS, INTS)
 
 STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.SendReply: st.builds(replies.SendReply, st.lists(RESULT_MAPS, max_size=4)),
@@ -49,6 +55,23 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.SettleReply: st.builds(replies.SettleReply, st.lists(NAMES, max_size=4)),
     replies.ReleaseReply: st.builds(replies.ReleaseReply, COUNTS),
     replies.AckStatsReply: st.builds(replies.AckStatsReply, st.lists(QUEUE_STATS, max_size=3).map(tuple)),
+    replies.PullReply: st.builds(replies.PullReply, GET_STATUSES, INTS, INTS, INTS, st.lists(STATS, max_size=3),
+                                 OPTIONAL_INTS),
+    replies.PackedPullReply: st.builds(lambda status, lo, hi, nxt, packed, replied: replies.PackedPullReply(
+        status, nxt, lo, hi, *packed, replied), GET_STATUSES, INTS, INTS, INTS, PACKED, OPTIONAL_INTS),
+    replies.MessagesReply: st.builds(replies.MessagesReply, st.lists(STATS, max_size=3), OPTIONAL_INTS, OPTIONAL_INTS),
+    replies.PackedRecordsReply: st.builds(lambda packed, counts, marks: replies.PackedRecordsReply(
+        *packed, counts, *marks), PACKED, st.one_of(st.none(), st.lists(COUNTS, max_size=4)),
+        st.one_of(st.just((None, None)), st.tuples(INTS, INTS))),
+    replies.OffsetReply: st.builds(replies.OffsetReply, INTS),
+    replies.QueueInfoReply: st.builds(replies.QueueInfoReply, st.dictionaries(st.integers(0, 1023),
+                                                                              st.tuples(INTS, INTS), max_size=4)),
+    replies.GroupsReply: st.builds(replies.GroupsReply, st.dictionaries(NAMES, st.lists(NAMES, max_size=3),
+                                                                        max_size=3)),
+    replies.GroupDescribeReply: st.builds(replies.GroupDescribeReply, NAMES, st.lists(LAGS, max_size=3).map(tuple)),
+    replies.DeleteTopicOffsetsReply: st.builds(replies.DeleteTopicOffsetsReply, st.booleans()),
+    replies.GroupActivityReply: st.builds(replies.GroupActivityReply, st.dictionaries(NAMES, INTS, max_size=3), INTS),
+    replies.ReaderPingReply: st.builds(replies.ReaderPingReply, COUNTS, COUNTS, COUNTS, INTS, COUNTS),
 }
 EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
 
@@ -95,7 +118,46 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
         case replies.AckStatsReply(queues):  # ``AckGroups.op_ack_stats``: the queue's counts after its name
             return {"queues": [{"group": q.group, "topic": q.topic, "queue": q.queue_id, "ready": q.ready,
                                 "unacked": q.unacked, "redelivered": q.redelivered, "dead": q.dead} for q in queues]}
+        case replies.PullReply(status, next_offset, lo, hi, msgs, replied_us):  # ``ReaderActor._pull_reply``
+            return {"status": status, "next": next_offset, "min": lo, "max": hi, "msgs": msgs,
+                    **({"replied_us": replied_us} if replied_us is not None else {})}
+        case replies.PackedPullReply(status, next_offset, lo, hi, count, cols, records, replied_us):
+            return {"status": status, "next": next_offset, "min": lo, "max": hi, "count": count, "cols": cols,
+                    "parts": [records], **({"replied_us": replied_us} if replied_us is not None else {})}
+        case replies.MessagesReply(msgs, index_ms, index_phys):  # ``ReaderActor._query``, ``_op_view_id``
+            return {"msgs": msgs, **marks(index_ms, index_phys)}
+        case replies.PackedRecordsReply(count, cols, records, counts, index_ms, index_phys):
+            return {"count": count, "cols": cols, "parts": [records],
+                    **({"counts": counts} if counts is not None else {}), **marks(index_ms, index_phys)}
+        case replies.OffsetReply(offset):
+            return {"offset": offset}
+        case replies.QueueInfoReply(queues):
+            return {"queues": {str(q): [lo, hi] for q, (lo, hi) in queues.items()}}
+        case replies.GroupsReply(groups):
+            return {"groups": groups}
+        case replies.GroupDescribeReply(group, lags):  # ``lag_to_wire``: the names the wire always had
+            return {"group": group, "queues": [{"topic": q.topic, "queue": q.queue_id,
+                                                "committed_offset": q.committed_offset,
+                                                "min_offset": q.min_queue_offset, "max_offset": q.max_queue_offset,
+                                                "lag": q.lag, "last_consume_ms": q.last_consume_ms} for q in lags]}
+        case replies.DeleteTopicOffsetsReply(deleted):
+            return {"deleted": deleted}
+        case replies.GroupActivityReply(groups, now_ms):
+            return {"groups": groups, "now_ms": now_ms}
+        case replies.ReaderPingReply(pid, index, readers, readable_end, parked):
+            return {"pid": pid, "index": index, "readers": readers, "readable_end": readable_end, "parked": parked}
     raise AssertionError(f"no map of today for {reply!r}")
+
+
+def marks(index_ms: int | None, index_phys: int | None) -> dict[str, int]:
+    """The index's marks as the reader added them: both, after the rest, when the store has an index."""
+    return {k: v for k, v in (("index_ms", index_ms), ("index_phys", index_phys)) if v is not None}
+
+
+def frames(message: dict[str, Any]) -> list[bytes | memoryview]:
+    """What the reader sends of a map: its ``parts`` (the records) as frames after it (``ReaderActor._send``)."""
+    parts = message.pop("parts", ())
+    return schema.pack_message(message, parts)
 
 
 def test_every_reply_class_has_a_strategy() -> None:
@@ -105,9 +167,9 @@ def test_every_reply_class_has_a_strategy() -> None:
 
 @given(EVERY_REPLY, IDS)
 def test_every_reply_encodes_to_todays_bytes_and_decodes_back(reply: Reply, request_id: Any) -> None:
-    frame = schema.pack(reply.encode(request_id))
-    assert frame == schema.pack(schema.ok_reply(request_id, **todays_fields(reply)))
-    message = schema.unpack(frame)
+    sent = frames(reply.encode(request_id))
+    assert sent == frames(schema.ok_reply(request_id, **todays_fields(reply)))
+    message = schema.unpack_message(sent[0], sent[1:])
     assert message["id"] == request_id and message["ok"] is True
     assert type(reply).decode(message) == reply
 
@@ -145,6 +207,22 @@ def test_an_ack_queues_stats_name_its_queue_queue_id_here_and_queue_on_the_wire(
     (replies.AckStatsReply, {"queues": [{"group": "g", "topic": "T", "queue": 0, "ready": 0, "unacked": 0,
                                          "redelivered": 0}]}, "missing field 'dead'"),
     (replies.AckPullReply, {}, "field 'msgs'"),
+    (replies.PullReply, {"status": "FOUND", "next": "1", "min": 0, "max": 0, "msgs": []}, "field 'next' must be int"),
+    (replies.PullReply, {"status": "FOUND", "next": 1, "min": 0, "max": 0}, "field 'msgs'"),
+    (replies.PackedPullReply, {"status": "FOUND", "next": 1, "min": 0, "max": True, "count": 0, "cols": b""},
+     "field 'max' must be int, got a boolean"),
+    (replies.PackedPullReply, {"status": "FOUND", "next": 1, "min": 0, "max": 0, "count": 1, "cols": b""},
+     "one part, its records"),
+    (replies.MessagesReply, {"msgs": [], "index_ms": "0"}, "field 'index_ms' must be int"),
+    (replies.PackedRecordsReply, {"count": 0, "cols": b"", "counts": [-1]}, "field 'counts'"),
+    (replies.OffsetReply, {}, "missing field 'offset'"),
+    (replies.QueueInfoReply, {"queues": {"0": [1]}}, "field 'queues' must map queue ids to \\[min, max\\]"),
+    (replies.QueueInfoReply, {"queues": {"q": [0, 1]}}, "field 'queues' must map queue ids"),
+    (replies.GroupsReply, {"groups": {"g": [1]}}, "field 'groups' must map groups to lists of topics"),
+    (replies.GroupDescribeReply, {"group": "g", "queues": [{"topic": "T"}]}, "field 'queues'"),
+    (replies.DeleteTopicOffsetsReply, {"deleted": 1}, "field 'deleted' must be bool"),
+    (replies.GroupActivityReply, {"groups": {"g": 1}}, "missing field 'now_ms'"),
+    (replies.ReaderPingReply, {"pid": 1, "index": 0, "readers": 1, "readable_end": 0}, "missing field 'parked'"),
 ])
 def test_a_bad_field_is_refused_by_name(cls: type[Reply], fields: dict[str, Any], named: str) -> None:
     with pytest.raises(ReplyError, match=named):
