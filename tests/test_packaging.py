@@ -62,19 +62,21 @@ def test_the_wheel_holds_mqstore_alone(wheel: Path) -> None:
 def test_installed_mqstore_imports_by_its_one_name(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+    # -I: neither PYTHONPATH (the Spark tests put the checkout on it for their workers) nor the
+    # current folder reaches sys.path, as for an application that only installed the wheel
+    python = [str(venv / "bin" / "python"), "-I"]
+    proc = subprocess.run([*python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                            "--disable-pip-version-check", str(wheel)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     elsewhere = tmp_path / "elsewhere"  # not the checkout: nothing on sys.path but the venv
     elsewhere.mkdir()
     code = ("import mqstore, pathlib; root = pathlib.Path(mqstore.__file__).parent; "
             "print(mqstore.__version__, (root / 'py.typed').is_file(), sorted(mqstore.__all__)[:2])")
-    done = subprocess.run([str(python), "-c", code], cwd=elsewhere, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([*python, "-c", code], cwd=elsewhere, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     version, typed, _ = done.stdout.split(" ", 2)
     assert version != "0+unknown" and typed == "True"
     for card in CARD:
-        bare = subprocess.run([str(python), "-c", f"import {card}"], cwd=elsewhere, capture_output=True, text=True,
+        bare = subprocess.run([*python, "-c", f"import {card}"], cwd=elsewhere, capture_output=True, text=True,
                               timeout=60)
         assert bare.returncode != 0 and f"No module named '{card}'" in bare.stderr, (card, bare.stderr)

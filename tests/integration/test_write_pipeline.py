@@ -43,10 +43,12 @@ class Pipeline:
         self.events = bind(self.ctx, zmq.PULL, self.config.endpoints.events)
         self.mp = multiprocess.get_context("spawn")
         self.procs: dict[str, Any] = {}
+        self._seen: list[dict[str, Any]] = []
         for name in ("flusher", "cqbuilder", "indexbuilder", "writer"):
             self.start(name)
         self.producer = connect(self.ctx, zmq.DEALER, self.config.endpoints.ingress, rcvtimeo_ms=10_000)
         self.wait_written()
+        self.wait_running(tuple(self.procs))
 
     def start(self, name: str) -> None:
         proc = self.mp.Process(target=run_actor, args=(name, self.config.to_dict()))
@@ -60,8 +62,21 @@ class Pipeline:
     def wait_written(self) -> None:
         wait_for(lambda: self.request("ping", 0).get("ok"), 30, "the writer")
 
+    def wait_running(self, names: tuple[str, ...]) -> None:
+        """Until each actor said it runs: its SIGTERM handler is set then, so a stop is a clean one
+        (a slow start under load would otherwise take the signal's default and exit -15)."""
+        running: set[str] = set()
+
+        def all_running() -> bool:
+            events = self.events_seen()
+            running.update(e["actor"] for e in events if e.get("state") == "running")
+            self._seen += events  # kept for the next events_seen
+            return running >= set(names)
+
+        wait_for(all_running, 30, f"{names} running")
+
     def events_seen(self) -> list[dict[str, Any]]:
-        seen = []
+        seen, self._seen = self._seen, []
         while self.events.poll(0):
             seen.append(schema.unpack(self.events.recv()))
         return seen
