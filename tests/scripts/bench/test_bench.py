@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +23,12 @@ from tests.integration.broker import Broker, wait_for
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Broker:
-    b = Broker(tmp_path, readers=2).start()
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the load runs, each on topics of its own prefix (Smoke, Paced, the CLI's Bench)."""
+    b = Broker(tmp_path_factory.mktemp("bench"), readers=2).start()
     yield b
-    b.stop()
+    assert b.stop() == 0
 
 
 def _stored(store: Path, topics: list[str]) -> int:
