@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import mmap
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,3 +63,19 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def populate_read(tmp_path: Path) -> None:
+    """Skips a test of the page warmer's real work where the kernel refuses ``MADV_POPULATE_READ``
+    (Linux 5.14+) on a read-only file mapping under tmp_path: the warmer turns itself off there."""
+    from mqstore.engine.log.page_warmer import MADV_POPULATE_READ
+
+    probe = tmp_path / "populate-read-probe"
+    probe.write_bytes(bytes(4096))
+    with probe.open("rb") as f, mmap.mmap(f.fileno(), 4096, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
+        try:
+            mm.madvise(MADV_POPULATE_READ, 0, 4096)
+        except OSError as exc:
+            pytest.skip(f"this kernel refuses madvise(MADV_POPULATE_READ): {exc}")
+    probe.unlink()

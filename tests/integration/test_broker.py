@@ -1,5 +1,6 @@
 """The whole broker as users run it: ``mqstore start`` with its supervisor and every actor as real
-processes, driven through the client library, killed with SIGKILL, checked on the files."""
+processes, driven through the client library, killed with SIGKILL, checked on the files. Tests that
+neither kill, stop nor configure it share one broker (``shared_broker``), each on its own topic."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,12 @@ from mqstore.ipc.transport.channel import BrokerTimeoutError
 from tests.integration.broker import Broker, check_acked, free_port_range, wait_for
 
 ACTORS = ("writer", "flusher", "cqbuilder", "indexbuilder", "scheduler", "timer", "reader-0", "transactions")
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    with Broker(tmp_path_factory.mktemp("shared")) as broker:
+        yield broker
 
 
 def _batch(start: int, n: int, topics: tuple[str, ...] = ("Orders", "Payments")) -> list[dict[str, Any]]:
@@ -168,8 +177,8 @@ def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
     assert verify_store(broker.store).ok
 
 
-def test_long_poll_returns_on_arrival_not_at_timeout(tmp_path: Path) -> None:
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+def test_long_poll_returns_on_arrival_not_at_timeout(shared_broker: Broker) -> None:
+    with nullcontext(shared_broker) as broker, Producer(broker.store) as producer:
         producer.send("Polled", b"first", queue_id=0)  # the topic exists, its queue 0 has one message
         with Consumer(broker.store, group="G", topic="Polled", queues=[0], start="earliest",
                       long_poll_ms=20_000) as consumer:
@@ -183,12 +192,12 @@ def test_long_poll_returns_on_arrival_not_at_timeout(tmp_path: Path) -> None:
         assert elapsed < 10, f"the parked pull answered after {elapsed:.1f} s: at its timeout, not on arrival"
 
 
-def test_bad_input_through_the_broker_and_it_still_serves(tmp_path: Path) -> None:
+def test_bad_input_through_the_broker_and_it_still_serves(shared_broker: Broker) -> None:
     import zmq
 
     from mqstore.ipc.transport.sockets import connect
     from mqstore.ipc.wire import schema
-    with Broker(tmp_path) as broker:
+    with nullcontext(shared_broker) as broker:  # the shared one: neither started nor stopped here
         endpoints = broker.status()
         assert endpoints is not None
         ctx: zmq.Context[Any] = zmq.Context()

@@ -1,9 +1,10 @@
-"""Query by key through a reader: one key at a time, several in flight, and many keys in one request."""
+"""Query by key through a reader: one key at a time, several in flight, and many keys in one request.
+The tests share one broker, its remoting front on, each test on its own topic."""
 
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,8 +15,14 @@ from tests.integration.broker import Broker, free_port_range, wait_for
 LONG_MAX = 2 ** 62
 
 
-def test_many_keys_in_one_request_answer_what_one_key_at_a_time_does(tmp_path: Path) -> None:
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer, Admin(broker.store) as admin:
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    with Broker(tmp_path_factory.mktemp("keys"), remoting_port=free_port_range(1)) as running:
+        yield running
+
+
+def test_many_keys_in_one_request_answer_what_one_key_at_a_time_does(broker: Broker) -> None:
+    with Producer(broker.store) as producer, Admin(broker.store) as admin:
         results = producer.send_batch([{"topic": "Orders", "body": f"m{i}".encode(), "keys": [f"k{i % 50}"]}
                                        for i in range(200)] + [{"topic": "Orders", "body": b"aa", "keys": ["Aa"]},
                                                                {"topic": "Orders", "body": b"bb", "keys": ["BB"]}])
@@ -42,7 +49,7 @@ def test_many_keys_in_one_request_answer_what_one_key_at_a_time_does(tmp_path: P
         assert admin.ping()["pid"]  # the reader still serves
 
 
-def test_query_by_key_misses_messages_when_keys_collide(tmp_path: Path) -> None:
+def test_query_by_key_misses_messages_when_keys_collide(broker: Broker) -> None:
     """3,000 messages, 143 under four keys of one String.hashCode, 33 of them 'AaBB': the readers'
     queries (one key, many keys, and RocketMQ's QUERY_MESSAGE through the remoting front) answered a
     few of the 33, the colliding keys having taken the index's 64 places."""
@@ -51,30 +58,31 @@ def test_query_by_key_misses_messages_when_keys_collide(tmp_path: Path) -> None:
     for j in range(143):
         keys[j * 21] = "AaBB" if j % 13 in (0, 4, 8) else colliding[j % 3]
     wanted = {key: [f"m{i}".encode() for i, k in enumerate(keys) if k == key] for key in ("AaBB", *colliding)}
-    port = free_port_range(1)
-    with (Broker(tmp_path, remoting_port=port) as broker, Producer(broker.store) as producer,
-          Admin(broker.store) as admin, rm.RemotingClient("127.0.0.1", port) as client):
+    port = broker.remoting_port
+    assert port is not None
+    with (Producer(broker.store) as producer, Admin(broker.store) as admin,
+          rm.RemotingClient("127.0.0.1", port) as client):
         for start in range(0, 3000, 500):
-            assert all(r.ok for r in producer.send_batch([{"topic": "Orders", "body": f"m{i}".encode(),
+            assert all(r.ok for r in producer.send_batch([{"topic": "Hashed", "body": f"m{i}".encode(),
                                                            "keys": [keys[i]]} for i in range(start, start + 500)]))
-        wait_for(lambda: len(admin.query_by_key("Orders", "k2999")) == 1, 30, "the index builder to index them all")
-        assert [m.body for m in admin.query_by_key("Orders", "AaBB", max_count=1000)] == wanted["AaBB"]
-        assert [b.bodies() for b in admin.query_keys("Orders", list(wanted), max_count=1000)] == list(wanted.values())
-        reply = client.call(rm.QUERY_MESSAGE, {"topic": "Orders", "key": "AaBB", "maxNum": 64, "beginTimestamp": 0,
+        wait_for(lambda: len(admin.query_by_key("Hashed", "k2999")) == 1, 30, "the index builder to index them all")
+        assert [m.body for m in admin.query_by_key("Hashed", "AaBB", max_count=1000)] == wanted["AaBB"]
+        assert [b.bodies() for b in admin.query_keys("Hashed", list(wanted), max_count=1000)] == list(wanted.values())
+        reply = client.call(rm.QUERY_MESSAGE, {"topic": "Hashed", "key": "AaBB", "maxNum": 64, "beginTimestamp": 0,
                                                "endTimestamp": LONG_MAX})
         assert reply.code == rm.SUCCESS and [r.body for r in rm.decode_records(reply.body)] == wanted["AaBB"]
 
 
-def test_a_packed_pull_inflates_compressed_bodies_and_filters_tags(tmp_path: Path) -> None:
+def test_a_packed_pull_inflates_compressed_bodies_and_filters_tags(broker: Broker) -> None:
     """A body a RocketMQ client compressed (sysFlag 0x1) reaches the application inflated, whether the
     message is decoded whole or only its body read; 'Aa' and 'BB' share a tag hash."""
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+    with Producer(broker.store) as producer:
         assert all(r.ok for r in producer.send_batch(
-            [{"topic": "Orders", "body": zlib.compress(b"inflated " * 50), "sys_flag": 0x1, "tags": "Aa",
+            [{"topic": "Packed", "body": zlib.compress(b"inflated " * 50), "sys_flag": 0x1, "tags": "Aa",
               "queue_id": 0},
-             {"topic": "Orders", "body": b"collides", "tags": "BB", "queue_id": 0},
-             {"topic": "Orders", "body": b"plain", "tags": "Aa", "queue_id": 0}]))
-        with Consumer(broker.store, group="g", topic="Orders", queues=[0], tags="Aa", start="earliest",
+             {"topic": "Packed", "body": b"collides", "tags": "BB", "queue_id": 0},
+             {"topic": "Packed", "body": b"plain", "tags": "Aa", "queue_id": 0}]))
+        with Consumer(broker.store, group="g", topic="Packed", queues=[0], tags="Aa", start="earliest",
                       long_poll_ms=200) as consumer:
             got: list[ReceivedMessage] = []
 

@@ -10,6 +10,8 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,14 @@ def _broker(root: Path, **kwargs: Any) -> Broker:
     return Broker(root, extra_toml=TIMER_TOML, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def timer_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One timer broker for the tests that neither kill, stop nor read the wheel's own queue, each on
+    its own topic."""
+    with _broker(tmp_path_factory.mktemp("timers")) as broker:
+        yield broker
+
+
 def _consume(store: Path, topic: str, expected: int, timeout_s: float = 60) -> list[ReceivedMessage]:
     got: list[ReceivedMessage] = []
     # the real queues exist only once a copy lands there: name them all
@@ -43,8 +53,8 @@ def _consume(store: Path, topic: str, expected: int, timeout_s: float = 60) -> l
     return got
 
 
-def test_timer_messages_are_delivered_when_due_and_not_before(tmp_path: Path) -> None:
-    with _broker(tmp_path) as broker, Producer(broker.store) as producer:
+def test_timer_messages_are_delivered_when_due_and_not_before(timer_broker: Broker) -> None:
+    with nullcontext(timer_broker) as broker, Producer(broker.store) as producer:
         now = int(time.time() * 1000)
         sends = [Outgoing("Timed", f"ms-{i}".encode(), properties={"TIMER_DELAY_MS": str(300 + 50 * i)})
                  for i in range(10)]
@@ -66,16 +76,16 @@ def test_timer_messages_are_delivered_when_due_and_not_before(tmp_path: Path) ->
             assert m.properties["WAIT"] == "false"
 
 
-def test_illegal_timers_are_refused_with_a_reason_and_the_broker_runs_on(tmp_path: Path) -> None:
-    with _broker(tmp_path) as broker, Producer(broker.store) as producer:
+def test_illegal_timers_are_refused_with_a_reason_and_the_broker_runs_on(timer_broker: Broker) -> None:
+    with nullcontext(timer_broker) as broker, Producer(broker.store) as producer:
         results = producer.send_batch([
-            Outgoing("Timed", b"far", properties={"TIMER_DELAY_SEC": str(3601)}),
-            Outgoing("Timed", b"nan", properties={"TIMER_DELAY_MS": "soon"}),
-            Outgoing("Timed", b"ok", properties={"TIMER_DELAY_MS": "200"}),
+            Outgoing("Illegal", b"far", properties={"TIMER_DELAY_SEC": str(3601)}),
+            Outgoing("Illegal", b"nan", properties={"TIMER_DELAY_MS": "soon"}),
+            Outgoing("Illegal", b"ok", properties={"TIMER_DELAY_MS": "200"}),
         ])
         assert [r.status for r in results] == ["MESSAGE_ILLEGAL", "MESSAGE_ILLEGAL", "PUT_OK"]
         assert "maximum delay" in results[0].reason and "TIMER_DELAY_MS" in results[1].reason
-        assert [m.body for m in _consume(broker.store, "Timed", 1)] == [b"ok"]
+        assert [m.body for m in _consume(broker.store, "Illegal", 1)] == [b"ok"]
 
 
 def _delivered(broker: Broker) -> int:
