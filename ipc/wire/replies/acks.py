@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, strings
+from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, maps, strings
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,10 +27,7 @@ class AckPullReply(Reply):
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> AckPullReply:
-        msgs = message.get("msgs")
-        if type(msgs) is not list or not all(type(m) is dict for m in msgs):
-            raise ReplyError(f"reply: field 'msgs' must be a list of delivery maps, got {msgs!r}"[:200])
-        return cls(msgs)
+        return cls(maps(message, "msgs", "delivery"))
 
 
 @dataclass(frozen=True, slots=True)

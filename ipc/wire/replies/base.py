@@ -61,6 +61,14 @@ def strings(message: dict[str, Any], name: str) -> list[str]:
     return values
 
 
+def maps(message: dict[str, Any], name: str, what: str) -> list[dict[str, Any]]:
+    """A list of maps (``what`` they are: send results, messages, deliveries), each read by its user."""
+    values = message.get(name)
+    if type(values) is not list or not all(type(v) is dict for v in values):
+        raise ReplyError(f"reply: field {name!r} must be a list of {what} maps, got {values!r}"[:200])
+    return values
+
+
 def mapping_of(message: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> dict[str, Any]:
     """A map from names to values of ``kind`` (topics' queue counts, actors' stats, ...)."""
     values: dict[Any, Any] = field(message, name, dict)

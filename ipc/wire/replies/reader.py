@@ -33,16 +33,13 @@ from mqstore.engine.read.group_lag import QueueLag
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.group_lag import lag_to_wire, lags_from_wire
 from mqstore.ipc.wire.messages import MessageBatch, stored_records
-from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, mapping_of
+from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, mapping_of, maps
 
 _VERSION = schema.VERSION
 
 
 def _msgs(message: dict[str, Any]) -> list[dict[str, Any]]:
-    msgs = message.get("msgs")
-    if type(msgs) is not list or not all(type(m) is dict for m in msgs):
-        raise ReplyError(f"reply: field 'msgs' must be a list of message maps, got {msgs!r}"[:200])
-    return msgs
+    return maps(message, "msgs", "message")
 
 
 def _packed(message: dict[str, Any]) -> tuple[int, bytes, bytes | memoryview]:

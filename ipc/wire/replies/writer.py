@@ -21,7 +21,7 @@ from typing import Any
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.message import PutStatus
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, mapping_of
+from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, mapping_of, maps
 
 _PUT_OK = PutStatus.PUT_OK.value
 _TIMED_OUT = PutStatus.FLUSH_DISK_TIMEOUT.value
@@ -41,10 +41,7 @@ class SendReply(Reply):
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> SendReply:
-        results = message.get("results")
-        if type(results) is not list or not all(type(r) is dict for r in results):
-            raise ReplyError(f"reply: field 'results' must be a list of send result maps, got {results!r}"[:200])
-        return cls(results)
+        return cls(maps(message, "results", "send result"))
 
 
 @dataclass(frozen=True, slots=True)
