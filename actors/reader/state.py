@@ -84,7 +84,7 @@ class PublishedStore:
         self.readable_end = self.commitlog.min_offset
         self._commitlog_min = self.commitlog.min_offset
         self._topics = TopicTable.load(store_dir, now_ms)
-        self._topics_mtime_ns = self._topics_stamp()
+        self._topics_seen = self._topics_stamp()
         self._now_ms = now_ms
         self._next_index_refresh_ms = 0
         self.deleted_topics: set[str] = set()  # seen deleted under this reader, until made again
@@ -364,18 +364,21 @@ class PublishedStore:
             return []
         return [int(p.name) for p in topic_dir.iterdir() if p.is_dir() and p.name.isdigit()]
 
-    def _topics_stamp(self) -> int:
+    def _topics_stamp(self) -> tuple[int, int, int]:
+        """Which topics.json is there: the writer replaces it whole (a new file each time), so its
+        inode and size tell two writes apart even within one tick of the clock that stamps mtime."""
         try:
-            return os.stat(self.store_dir / TOPICS_FILE).st_mtime_ns
+            st = os.stat(self.store_dir / TOPICS_FILE)
         except FileNotFoundError:
-            return 0
+            return (0, 0, 0)
+        return (st.st_mtime_ns, st.st_ino, st.st_size)
 
     def _topic_table(self) -> TopicTable:
         """topics.json, re-read when the writer replaced it."""
         stamp = self._topics_stamp()
-        if stamp != self._topics_mtime_ns:
+        if stamp != self._topics_seen:
             self._topics = TopicTable.load(self.store_dir, self._now_ms)
-            self._topics_mtime_ns = stamp
+            self._topics_seen = stamp
         return self._topics
 
 

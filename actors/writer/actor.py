@@ -167,10 +167,7 @@ class CommitLogWriterActor:
         end = self.commitlog.max_offset
         waiters = self.state.waiters
         outlets.tick(end, bool(waiters))
-        try:
-            self.state.queues.table.flush()
-        except OSError:
-            log.exception("cannot persist topics; retrying")  # the table stays dirty: the next tick tries
+        self.state.queues.persist()
         self.rt.report("running", written=end, flushed=waiters.flushed_end, dispatched=self.progress.dispatched_end,
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
                        prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
@@ -240,6 +237,7 @@ class CommitLogWriterActor:
             else:
                 message_sends.append(request)
                 count += len(request.messages)
+        self.state.queues.persist()  # the topics this round's sends made, before any of them is answered
         if message_sends:
             sends.write_round(self.state, outlets, message_sends)
         if encoded_sends:

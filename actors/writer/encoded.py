@@ -116,6 +116,7 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     queues = state.queues
     checked = check(request, cfg.store, cfg.broker.max_batch_messages)
     queue_ids = pick_queues(request, checked, queues.table, queues.default_queues, queues.round_robin)
+    queues.persist()  # a topic made here is on disk before it is answered
     commitlog = state.writer.commitlog
     start = commitlog.max_offset
     outcome = state.writer.write_batch(request.records, checked, request.topics, queue_ids, wall_ms())

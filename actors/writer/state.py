@@ -12,6 +12,7 @@ publishes on come beside it, as ``mqstore.actors.writer.outlets.Outlets``.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from mqstore.actors.config import BrokerConfig
@@ -20,6 +21,8 @@ from mqstore.engine.meta.topics import TopicTable
 from mqstore.engine.put.queue_selector import RoundRobin
 from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.retention import CleanupDecision
+
+log = logging.getLogger("mqstore")
 
 
 class TopicQueues:
@@ -35,6 +38,16 @@ class TopicQueues:
     def queue_count(self, topic: str) -> int:
         """Raises TopicError for a topic refused, OSError when a new one cannot be persisted."""
         return self.table.get_or_create(topic, self.default_queues).queue_count
+
+    def persist(self) -> None:
+        """Write the topics made since the last write, if any: each tick, and before a round answers
+        the sends that made them, so a client acting on the answer (a consumer asking the readers for
+        the topic's queues) finds every queue configured, not only those whose files the builder has
+        made so far. A write that fails is logged and left to the next tick."""
+        try:
+            self.table.flush()
+        except OSError:
+            log.exception("cannot persist topics; retrying")  # the table stays dirty
 
 
 @dataclass(slots=True)

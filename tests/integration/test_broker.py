@@ -23,7 +23,7 @@ import pytest
 from mqstore.engine import MessageStore
 from mqstore.engine.repair.verify import verify_store
 from mqstore.ipc.client.ack_consumer import AckConsumer
-from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.ipc.client.api import Admin, Consumer, Outgoing, Producer
 from mqstore.ipc.transport.channel import BrokerTimeoutError
 from tests.integration.broker import Broker, check_acked, free_port_range, wait_for
 
@@ -354,6 +354,34 @@ def test_consumer_made_right_after_a_topics_first_send_waits_for_the_readers_to_
             with consumer:
                 got = wait_for(lambda: consumer.receive(1, timeout_ms=200), 10, "the first message, acked mode")
                 assert [d.body for d in got] == [b"first"]
+
+
+def test_a_consumer_made_right_after_a_topics_first_send_is_assigned_every_queue_not_only_those_built(
+        tmp_path: Path) -> None:
+    """Seen as a Consumer that stopped at 40 of 53 messages with all four queues stored: it was made
+    after the first sends to a new topic were answered, before the writer's tick wrote the topic into
+    topics.json, while the consume-queue builder had made the files of three of its queues. The
+    readers answered those three, and the consumer kept to them for good. The writer now writes a
+    topic it made before answering the sends that made it, by either send path, so the readers know
+    every queue of it from then on. (The builder is held, so no queue has files yet, and the tick is
+    long, so topics.json is not written by it meanwhile.)"""
+    with Broker(tmp_path, broker_extra="tick_interval_ms = 1500") as broker:
+        topics = broker.store / "config" / "topics.json"
+        builder = broker.kill("cqbuilder", signal.SIGSTOP)
+        try:
+            with Producer(broker.store) as producer, Admin(broker.store) as admin:
+                assert producer.send("Warm", b"x").ok
+                wait_for(lambda: topics.exists() and "Warm" in topics.read_text(), 10, "Warm in topics.json")
+                assert producer.send("ByMap", b"first").ok  # the writer has just written topics.json, at
+                assert producer.send_encoded([Outgoing("Encoded", b"first")])[0].ok  # the latest: no tick for 1.5 s
+                assert sorted(admin.queue_info("ByMap")) == [0, 1, 2, 3]
+                assert sorted(admin.queue_info("Encoded")) == [0, 1, 2, 3]
+        finally:
+            os.kill(builder, signal.SIGCONT)
+        for topic in ("ByMap", "Encoded"):
+            with Consumer(broker.store, group="eager", topic=topic, start="earliest") as consumer:
+                assert consumer.queues == [0, 1, 2, 3]
+                assert [m.body for m in consumer.messages(1, timeout_ms=10_000)] == [b"first"]
 
 
 # -- mqstore start / status / stop as a new user runs them ------------------------------------------

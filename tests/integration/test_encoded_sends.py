@@ -1,10 +1,12 @@
 """Producer-encoded sends through a real broker: what ``send_encoded`` stores is what ``send_batch``
 would have stored, consumable, queryable and verified clean after the stop, in both flush modes and
-across commitlog rolls; a batch that does not hold together is refused whole."""
+across commitlog rolls; a batch that does not hold together is refused whole. Beside the flush modes'
+own brokers, the tests share one (each on its own topics), stopped and verified once they are done."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,17 @@ from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.encoded import OP_SEND_ENCODED, EncodingError, request_fields
 from mqstore.scripts.survival.hostile.requests import encoded_requests
 from tests.integration.broker import Broker, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the tests that need no flush mode or geometry of their own: what they stored,
+    refused requests and all, is verified clean after its stop."""
+    with Broker(tmp_path_factory.mktemp("encoded")) as running:
+        yield running
+        assert running.stop() == 0
+    report = verify_store(running.store)
+    assert report.ok, report
 
 
 def _drain(store: Path, topic: str, count: int) -> list[object]:
@@ -57,8 +70,8 @@ def test_encoded_batches_are_stored_like_any_send(tmp_path: Path, mode: str) -> 
     assert report.ok, report
 
 
-def test_columns_are_stored_like_the_same_messages(tmp_path: Path) -> None:
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+def test_columns_are_stored_like_the_same_messages(broker: Broker) -> None:
+    with Producer(broker.store) as producer:
         bodies = [f"col-{i}".encode() * 20 for i in range(50)]
         keys = [(f"ck-{i}",) if i % 7 == 0 else () for i in range(50)]
         results = producer.send_encoded_columns("Cols", bodies, tags=["TagA" if i % 2 else None for i in range(50)],
@@ -73,49 +86,47 @@ def test_columns_are_stored_like_the_same_messages(tmp_path: Path) -> None:
         with Admin(broker.store) as admin:
             found = wait_for(lambda: admin.query_by_key("Cols", "ck-14"), 30, "ck-14 to be indexed")
             assert [m.body for m in found] == [bodies[14]]
-        assert broker.stop() == 0
-    assert verify_store(broker.store).ok
 
 
-def test_a_broken_batch_is_refused_whole_and_nothing_is_written(tmp_path: Path) -> None:
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
-        assert producer.send_encoded([Outgoing("Fast", b"first")])[0].ok
+def test_a_broken_batch_is_refused_whole_and_nothing_is_written(broker: Broker) -> None:
+    with Producer(broker.store) as producer:
+        assert producer.send_encoded([Outgoing("Torn", b"first")])[0].ok
         encoder = producer._batch_encoder()
-        batch = encoder.encode([Outgoing("Fast", b"x" * 50), Outgoing("Fast", b"y" * 50)])
+        batch = encoder.encode([Outgoing("Torn", b"x" * 50), Outgoing("Torn", b"y" * 50)])
         records = bytearray(batch.records)
         records[records.index(b"y" * 50) + 7] ^= 0xFF  # the second body: its CRC no longer matches
         with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL"):
             producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=3000, parts=(bytes(records),),
                                    **request_fields(batch)).result()
         with pytest.raises(EncodingError):
-            producer.send_encoded([Outgoing("Fast", b"later", properties={"DELAY": "3"})])
-        assert producer.send_encoded([Outgoing("Fast", b"after")])[0].queue_offset == 0  # queue 1: round robin
+            producer.send_encoded([Outgoing("Torn", b"later", properties={"DELAY": "3"})])
+        assert producer.send_encoded([Outgoing("Torn", b"after")])[0].queue_offset == 0  # queue 1: round robin
         with Admin(broker.store) as admin:
-            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 2, 30, "two stored")
+            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Torn").values()) == 2, 30, "two stored")
 
 
-def test_send_only_properties_are_refused_on_the_encoded_path_by_client_and_writer(tmp_path: Path) -> None:
+def test_send_only_properties_are_refused_on_the_encoded_path_by_client_and_writer(broker: Broker) -> None:
     """DELAY, TRAN_MSG and the timer properties are read by the send path's put rules, which store the
     message where it waits: ipc's encoder refuses them, and a producer that encodes such a record
     itself is refused by the writer's batch check with the reason, so none bypasses its rule."""
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+    with Producer(broker.store) as producer:
         for name, value in (("DELAY", "3"), ("TRAN_MSG", "true"), ("TIMER_DELAY_MS", "100")):
             with pytest.raises(EncodingError):
-                producer.send_encoded([Outgoing("Fast", b"x", properties={name: value, "PGROUP": "pg"})])
+                producer.send_encoded([Outgoing("Rule", b"x", properties={name: value, "PGROUP": "pg"})])
             stand_in = "X" * len(name)  # the same length: the forged batch still holds together
-            batch = producer._batch_encoder().encode([Outgoing("Fast", b"x", properties={stand_in: value})])
+            batch = producer._batch_encoder().encode([Outgoing("Rule", b"x", properties={stand_in: value})])
             forged = bytes(batch.records).replace(f"{stand_in}\x01".encode(), f"{name}\x01".encode())
             assert forged != bytes(batch.records)
             with pytest.raises(BrokerError, match="MESSAGE_ILLEGAL: a record carries DELAY, TRAN_MSG or a timer"):
                 producer._channel.call("ingress", OP_SEND_ENCODED, timeout_ms=10_000, parts=(forged,),
                                        **request_fields(batch)).result()
-        assert producer.send_encoded([Outgoing("Fast", b"after")])[0].ok
+        assert producer.send_encoded([Outgoing("Rule", b"after")])[0].ok
         with Admin(broker.store) as admin:
-            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Fast").values()) == 1, 30, "one stored")
+            wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Rule").values()) == 1, 30, "one stored")
 
 
-def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_path: Path) -> None:
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(broker: Broker) -> None:
+    with Producer(broker.store) as producer:
         encoder = producer._batch_encoder()
         broken = encoder.encode([Outgoing("Round", b"z" * 40)])
         records = bytearray(broken.records)
@@ -131,16 +142,14 @@ def test_one_broken_request_in_a_round_is_refused_and_the_others_are_stored(tmp_
         with Admin(broker.store) as admin:  # consumable once the consume-queue builder has applied them
             wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Round").values()) == 5 * 9, 30, "Round")
             wait_for(lambda: sum(hi - lo for lo, hi in admin.queue_info("Other").values()) == 5, 30, "Other")
-        assert broker.stop() == 0
-    assert verify_store(broker.store).ok
 
 
-def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goes_on(tmp_path: Path) -> None:
+def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goes_on(broker: Broker) -> None:
     """Every shape of mqstore.scripts.survival.hostile.requests.encoded_requests, alone and all in one round. All in
     one round also pins a bug: a send_encoded whose columns were not whole rows, merged with another
     request of its round, raised ValueError in the merge and took the writer down (the round's other
     requests unanswered); the merge now refuses it like any batch that does not hold together."""
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer:
+    with Producer(broker.store) as producer:
         encoding = producer._batch_encoder().encoding
         writer_pid = broker.pid_of("writer")
         shapes = encoded_requests(encoding, random.Random(7))
@@ -181,11 +190,9 @@ def test_malformed_multipart_sends_are_answered_with_a_reason_and_the_writer_goe
             ctx.term()
         assert producer.send_encoded([Outgoing("Fast", b"after")])[0].ok
         assert broker.pid_of("writer") == writer_pid  # never restarted
-        assert broker.stop() == 0
-    assert verify_store(broker.store).ok
 
 
-def test_a_shard_key_hashing_to_int_min_lands_in_one_queue_by_either_send_path(tmp_path: Path) -> None:
+def test_a_shard_key_hashing_to_int_min_lands_in_one_queue_by_either_send_path(broker: Broker) -> None:
     """The writer picked abs(hash) % n and the producer's encoder sent abs(hash) & 0x7FFFFFFF: for a
     key whose Java hash is -2**31 that is 0, so with a queue count that is not a power of two the same
     key went to one queue through ``send`` and to another through ``send_encoded``. RocketMQ's
@@ -193,7 +200,7 @@ def test_a_shard_key_hashing_to_int_min_lands_in_one_queue_by_either_send_path(t
     so queue 2 of 3; -2147483648 % 5 == -3, so queue 3 of 5."""
     key = "polygenelubricants"
     assert java_hash(key) == -2**31
-    with Broker(tmp_path) as broker, Producer(broker.store) as producer, Admin(broker.store) as admin:
+    with Producer(broker.store) as producer, Admin(broker.store) as admin:
         for topic, queues, rocketmq_queue in (("Three", 3, 2), ("Five", 5, 3)):
             assert admin.create_topic(topic, queues) == queues
             by_map = producer.send(topic, b"map", shard=key)
@@ -203,5 +210,3 @@ def test_a_shard_key_hashing_to_int_min_lands_in_one_queue_by_either_send_path(t
             wait_for(lambda t=topic, q=rocketmq_queue: admin.queue_info(t).get(q) == (0, 2), 30,
                      f"both sends in queue {rocketmq_queue} of {topic}")
             assert sum(hi - lo for lo, hi in admin.queue_info(topic).values()) == 2
-        assert broker.stop() == 0
-    assert verify_store(broker.store).ok
