@@ -1,0 +1,92 @@
+"""Progress made durable only after the data it counts, through a real broker under ASYNC_FLUSH.
+
+The flush service here flushes only when 64 pages wait (and its thorough flush never comes), so a few
+small messages stay in the page cache until a large one pushes the flush past them. A power cut in
+between keeps the files the progress is in and loses the copies: the progress must not count them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from mqstore.actors.flushed import FlushedFollower
+from mqstore.engine.delay.offsets import read_delay_offsets, read_reput_floor
+from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.ipc.wire.messages import ReceivedMessage
+from tests.integration.broker import Broker, wait_for
+
+LEVELS_TOML = '\n[store]\nmessage_delay_level = "1s 2s 3s"\n'
+# flushed only when 64 pages (256 KiB) wait: a large send is what moves the flush
+LAZY_FLUSH = "[flush]\ninterval_ms = 50\nleast_pages = 64\nthorough_interval_ms = 3600000\n"
+LARGE_BODY = b"x" * (320 * 1024)
+
+
+def lazy_flush_broker(root: Path, extra_toml: str = "") -> Broker:
+    broker = Broker(root, commitlog=1024 * 1024, cq=4096, extra_toml=extra_toml)
+    config = broker.root / "broker.toml"
+    config.write_text(config.read_text().replace("[flush]\n", LAZY_FLUSH, 1))
+    return broker
+
+
+def actor_report(broker: Broker, actor: str) -> dict[str, Any]:
+    status = broker.status()
+    assert status is not None
+    report: dict[str, Any] = status["actors"][actor]
+    return report
+
+
+@contextmanager
+def flush_watch(broker: Broker) -> Iterator[FlushedFollower]:
+    """The flush service's ``flushed`` notices, as the broker's actors get them."""
+    ctx = zmq.Context()
+    follower = FlushedFollower(ctx, broker.endpoints().flushed)
+    try:
+        yield follower
+    finally:
+        follower.close()
+        ctx.term()
+
+
+def flushed_end(follower: FlushedFollower) -> int:
+    """How far the commitlog is flushed now: a notice published after this call began (one comes
+    every flush round)."""
+    follower.drain()
+    assert follower.socket.poll(10_000), "no flushed notice"
+    return follower.drain()
+
+
+def copies(store: Path, topic: str, count: int) -> list[ReceivedMessage]:
+    got: list[ReceivedMessage] = []
+    with Consumer(store, group=f"Check_{topic}", topic=topic, queues=[0], start="earliest") as consumer:
+        wait_for(lambda: got.extend(consumer.poll(200)) or len(got) >= count, 30, f"{count} copies on {topic}")
+    assert len(got) == count
+    return got
+
+
+def scheduler_passed(broker: Broker, count: int) -> bool:
+    offsets = actor_report(broker, "scheduler").get("offsets")
+    return offsets is not None and offsets[0] == count
+
+
+def test_delay_offsets_are_saved_only_once_their_copies_are_flushed(tmp_path: Path) -> None:
+    with lazy_flush_broker(tmp_path, LEVELS_TOML) as broker, flush_watch(broker) as flushed, \
+            Producer(broker.store) as producer:
+        for n in (1, 2):
+            assert producer.send("Later", f"delayed-{n}".encode(), properties={"DELAY": "1"}, queue_id=0).ok
+            wait_for(lambda n=n: scheduler_passed(broker, n), 30, f"the scheduler past entry {n - 1}")
+        first, second = copies(broker.store, "Later", 2)
+        # the scheduler's round that sent the second copy came a level's delay after the first was
+        # stored, past the save interval: without the flush's say, it saved the first then
+        assert flushed_end(flushed) <= first.phys_offset, "the flush moved without a large send"
+        assert read_delay_offsets(broker.store).offsets.get(1, 0) == 0
+        assert read_reput_floor(broker.store) is not None and read_reput_floor(broker.store) <= first.phys_offset
+
+        assert producer.send("Bulk", LARGE_BODY).ok  # 80 pages: the next flush round covers the copies
+        wait_for(lambda: read_delay_offsets(broker.store).offsets.get(1, 0) == 2, 30, "delayOffset.json at 2")
+        assert flushed_end(flushed) > second.phys_offset
+        assert broker.stop() == 0
