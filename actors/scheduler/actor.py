@@ -33,7 +33,7 @@ from typing import Any
 import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
-from mqstore.actors.flushed import FlushedFollower
+from mqstore.actors.flushed import FlushedFollower, sync_commitlog
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.scheduler.progress import Copy, Progress
 from mqstore.actors.scheduler.schedule import Due, ScheduleQueues, reput_wire
@@ -72,6 +72,7 @@ class SchedulerActor:
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
         self.levels = cfg.store.delay_levels
+        self.geometry = cfg.store.geometry
         self.schedule = ScheduleQueues(self.store_dir, cfg.store.geometry, self.levels)
         self.progress = Progress.load(self.store_dir, self.levels.max_level, self.schedule.commitlog)
         for level in self.levels.levels:
@@ -123,8 +124,11 @@ class SchedulerActor:
                 self.rt.report("running", delivered=self.delivered,
                                offsets=[self.progress.offsets[level] for level in sorted(self.progress.offsets)])
         finally:
-            # what the flush has not reached stays unsaved: the next start finds those copies stored
+            # the flush service stops after this actor: the copies it has not flushed are synced here,
+            # so the offsets saved count every copy stored
             self.progress.on_flushed(flushed.drain())
+            self.progress.on_flushed(sync_commitlog(self.store_dir / "commitlog", self.geometry.commitlog_file_size,
+                                                    self.progress.gate.flushed_end, self.progress.stored_end))
             self.progress.save(wall_ms(), monotonic_ms(), force=True)
             flushed.close()
             self.rt.report("stopped", force=True, delivered=self.delivered)
