@@ -16,7 +16,8 @@ import zmq
 
 from mqstore.actors.flushed import FlushedFollower
 from mqstore.engine.delay.offsets import read_delay_offsets, read_reput_floor
-from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.engine.meta.metafile import create_abort
+from mqstore.ipc.client.api import Admin, Consumer, Producer
 from mqstore.ipc.wire.messages import ReceivedMessage
 from tests.integration.broker import Broker, wait_for
 
@@ -89,4 +90,36 @@ def test_delay_offsets_are_saved_only_once_their_copies_are_flushed(tmp_path: Pa
         assert producer.send("Bulk", LARGE_BODY).ok  # 80 pages: the next flush round covers the copies
         wait_for(lambda: read_delay_offsets(broker.store).offsets.get(1, 0) == 2, 30, "delayOffset.json at 2")
         assert flushed_end(flushed) > second.phys_offset
+        assert broker.stop() == 0
+
+
+def test_a_group_committed_past_a_lost_tail_reads_the_sends_after_recovery(tmp_path: Path) -> None:
+    """A power cut took the last records of a queue after a group committed past them (the commit is
+    checked against the page cache). After recovery the group's offset is at the recovered end, and
+    the messages sent after it, at the offsets the lost ones had, are all consumed: none skipped."""
+    broker = Broker(tmp_path, commitlog=1024 * 1024, cq=4096)
+    with broker, Producer(broker.store) as producer:
+        results = [producer.send("Cut", f"m-{i}".encode(), queue_id=0) for i in range(9)]
+        assert [r.queue_offset for r in results] == list(range(9))
+        with Consumer(broker.store, group="G", topic="Cut", queues=[0], start="earliest") as consumer:
+            got: list[ReceivedMessage] = []
+            wait_for(lambda: got.extend(consumer.poll(200)) or len(got) >= 9, 30, "9 messages")
+            consumer.commit()
+        assert broker.stop() == 0
+    # the power cut: the last four records never reached the disk, and the store did not stop cleanly
+    cut = results[5].phys_offset
+    with open(broker.store / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(cut)
+        f.write(bytes(results[8].phys_offset + 4096 - cut))
+    create_abort(broker.store, 1)
+    with broker, Producer(broker.store) as producer:
+        with Admin(broker.store) as admin:
+            assert admin.fetch_offset("G", "Cut", 0) == 5  # at the recovered end, not past it
+        # as many as were lost and one more: the group's old offset 9 is inside them
+        after = [producer.send("Cut", f"after-{i}".encode(), queue_id=0) for i in range(5)]
+        assert [r.queue_offset for r in after] == [5, 6, 7, 8, 9]
+        got = []
+        with Consumer(broker.store, group="G", topic="Cut", queues=[0]) as consumer:
+            wait_for(lambda: got.extend(consumer.poll(200)) or len(got) >= 5, 30, "the 5 messages sent after recovery")
+        assert [m.body for m in got] == [f"after-{i}".encode() for i in range(5)]
         assert broker.stop() == 0
