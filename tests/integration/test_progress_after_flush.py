@@ -17,6 +17,7 @@ import zmq
 from mqstore.actors.flushed import FlushedFollower
 from mqstore.engine.delay.offsets import read_delay_offsets, read_reput_floor
 from mqstore.engine.meta.metafile import create_abort
+from mqstore.engine.timer.checkpoint import TimerCheckpoint
 from mqstore.ipc.client.api import Admin, Consumer, Producer
 from mqstore.ipc.wire.messages import ReceivedMessage
 from tests.integration.broker import Broker, wait_for
@@ -122,4 +123,30 @@ def test_a_group_committed_past_a_lost_tail_reads_the_sends_after_recovery(tmp_p
         with Consumer(broker.store, group="G", topic="Cut", queues=[0]) as consumer:
             wait_for(lambda: got.extend(consumer.poll(200)) or len(got) >= 5, 30, "the 5 messages sent after recovery")
         assert [m.body for m in got] == [f"after-{i}".encode() for i in range(5)]
+        assert broker.stop() == 0
+
+
+def test_the_timer_marks_a_slot_delivered_on_disk_only_once_its_copy_is_flushed(tmp_path: Path) -> None:
+    """``config/timercheck`` is a mapping the kernel may write back at any moment: the slot a copy was
+    delivered for may be marked there only once the commitlog holds the copy durably."""
+    with lazy_flush_broker(tmp_path, "\n[store]\ntimer_precision_ms = 100\n") as broker, \
+            flush_watch(broker) as flushed, Producer(broker.store) as producer:
+        assert producer.send("Timed", b"t", properties={"TIMER_DELAY_MS": "300"}, queue_id=0).ok
+        wait_for(lambda: actor_report(broker, "timer").get("delivered", 0) >= 1, 30, "the timer's copy")
+        (copy,) = copies(broker.store, "Timed", 1)
+        due_ms = int(copy.properties["TIMER_OUT_MS"])
+        # a later round of the loop, which wrote the mark into the mapping before this fix
+        read_ms = actor_report(broker, "timer")["read_ms"]
+        wait_for(lambda: actor_report(broker, "timer")["read_ms"] > read_ms, 30, "a later timer round")
+        assert flushed_end(flushed) <= copy.phys_offset, "the flush moved without a large send"
+        checkpoint = TimerCheckpoint.open(broker.store)
+        try:
+            assert checkpoint.last_read_ms <= due_ms and checkpoint.delivered_slot_ms < 0
+            assert 0 <= checkpoint.in_flight_phys <= copy.phys_offset  # where a restart looks for the copy
+
+            assert producer.send("Bulk", LARGE_BODY).ok  # the next flush round covers the copy
+            wait_for(lambda: checkpoint.last_read_ms > due_ms, 30, "the slot marked delivered in timercheck")
+            assert flushed_end(flushed) > copy.phys_offset
+        finally:
+            checkpoint.close()
         assert broker.stop() == 0
