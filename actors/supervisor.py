@@ -35,6 +35,7 @@ from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
+from mqstore.engine.meta.offsets import clamp_to_queue_ends
 from mqstore.engine.repair.recovery import recover
 from mqstore.ipc.transport.sockets import bind
 from mqstore.ipc.wire import replies, requests, schema
@@ -114,6 +115,11 @@ class Supervisor:
                              check_crc=self.config.store.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
                              levels=self.config.store.delay_levels)
             save_delay_levels(self.store_dir, self.config.store.delay_levels)  # what offline tools read
+            # before the writer reuses the offsets of a lost tail: no group stays past its queue's end
+            for key, queue_id, was, now in clamp_to_queue_ends(
+                    self.store_dir, {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}, wall_ms):
+                log.warning("consumer offset of %s queue %d was %d, past the recovered end: now %d",
+                            key, queue_id, was, now)
             commitlog.queue.flush_all()
             queues.flush(0)
             if index is not None:

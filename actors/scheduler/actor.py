@@ -13,6 +13,10 @@ No busy loop: the actor sleeps in one poll until the earliest due time among the
 every ``RECHECK_MS``, since PUB/SUB may drop a notice. Entries become due on the wall clock (their
 tags code is a wall-clock delivery time), never before it.
 
+A copy answered PUT_OK or FLUSH_DISK_TIMEOUT is in the log: the level moves past it in memory at
+once (a retry would store it twice), and the progress that counts it reaches ``delayOffset.json``
+only once a ``flushed`` notice says the commitlog is durable past it (``mqstore.actors.flushed``).
+
 A send unanswered for ``REPLY_TIMEOUT_MS`` (the writer died with it) is given up: the socket is
 closed without linger (a send queued for the dead writer is never delivered to the next one), the
 commitlog is read from the re-put floor for copies already stored, and the rest is sent again.
@@ -29,6 +33,7 @@ from typing import Any
 import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.flushed import FlushedFollower, sync_commitlog
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.scheduler.progress import Copy, Progress
 from mqstore.actors.scheduler.schedule import Due, ScheduleQueues, reput_wire
@@ -50,7 +55,8 @@ NOTICE_GAP_MS = 25       # new entries are due a level's delay later: noticing t
 IDLE_STEP_MS = 100       # how often an idle scheduler moves its re-put floor up to the dispatched end
 _SCHEDULE_NAME = SCHEDULE_TOPIC.encode()
 _PERMANENT = (PutStatus.MESSAGE_ILLEGAL.value, PutStatus.PROPERTIES_SIZE_EXCEEDED.value)
-_STORED = (PutStatus.PUT_OK.value, PutStatus.FLUSH_DISK_TIMEOUT.value)  # a flush timeout's record is in the log
+# a flush timeout's record is in the log: counted stored (never sent again), saved once flushed
+_STORED = (PutStatus.PUT_OK.value, PutStatus.FLUSH_DISK_TIMEOUT.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,7 @@ class SchedulerActor:
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
         self.levels = cfg.store.delay_levels
+        self.geometry = cfg.store.geometry
         self.schedule = ScheduleQueues(self.store_dir, cfg.store.geometry, self.levels)
         self.progress = Progress.load(self.store_dir, self.levels.max_level, self.schedule.commitlog)
         for level in self.levels.levels:
@@ -86,13 +93,20 @@ class SchedulerActor:
         self.poller = zmq.Poller()
         self.poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once, not in up to a second
         self._connect_ingress()
+        flushed = FlushedFollower(self.rt.ctx, self.rt.endpoints.flushed)
         quiet_until = 0  # monotonic ms: notices wait in their socket until then
         try:
             while not self.rt.stopping:
                 if self.in_flight is None:
                     self._send_due(wall_ms())
                 # saved while the writer stores the send (its fsyncs overlap the round trip, not the next round)
+                self.progress.on_flushed(flushed.drain())
                 self.progress.save(wall_ms(), monotonic_ms())
+                # a state waiting for the flush: the next flushed notice wakes the loop to write it
+                if self.progress.gate and flushed.socket not in self.poller:
+                    self.poller.register(flushed.socket, zmq.POLLIN)
+                elif not self.progress.gate and flushed.socket in self.poller:
+                    self.poller.unregister(flushed.socket)
                 gap_ms = quiet_until - monotonic_ms()
                 if gap_ms <= 0 and arrived_in not in self.poller:
                     self.poller.register(arrived_in, zmq.POLLIN)
@@ -110,7 +124,13 @@ class SchedulerActor:
                 self.rt.report("running", delivered=self.delivered,
                                offsets=[self.progress.offsets[level] for level in sorted(self.progress.offsets)])
         finally:
+            # the flush service stops after this actor: the copies it has not flushed are synced here,
+            # so the offsets saved count every copy stored
+            self.progress.on_flushed(flushed.drain())
+            self.progress.on_flushed(sync_commitlog(self.store_dir / "commitlog", self.geometry.commitlog_file_size,
+                                                    self.progress.gate.flushed_end, self.progress.stored_end))
             self.progress.save(wall_ms(), monotonic_ms(), force=True)
+            flushed.close()
             self.rt.report("stopped", force=True, delivered=self.delivered)
             self.schedule.close()
 

@@ -13,6 +13,12 @@ last copy the writer confirmed (every later send lands after it), or, while noth
 ahead, the end the consume-queue builder last announced (``idle_at``). An entry given up on (its
 record gone with retention, a copy refused for good) is passed in order like a delivered one.
 
+Data first, then the mark: a copy answered PUT_OK under ASYNC_FLUSH (or FLUSH_DISK_TIMEOUT) is in the
+page cache, not on the disk, so a state that counts it waits in memory (``mqstore.actors.flushed``) and
+reaches the files only once the flush service says the commitlog is durable past every copy it
+counts (``on_flushed``). Delivery goes on meanwhile; a power cut loses at most copies the saved
+offsets do not count, and those entries are delivered again after it.
+
 A SIGKILL at any instant leaves the file's offsets at or behind the truth, and the floor at or
 below every copy made since; the next start (``recover``) reads the commitlog from the floor to its
 end and puts every copy it finds (by its ``DELAY_OFFSET`` property) at or past the saved offsets
@@ -31,6 +37,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqstore.actors.flushed import DurableGate
 from mqstore.actors.scheduler.schedule import delay_offset_of
 from mqstore.engine.delay.offsets import read_delay_offsets, read_reput_floor, write_delay_offsets, write_reput_floor
 from mqstore.engine.log.commitlog import CommitLog
@@ -52,6 +59,16 @@ class Copy:
     phys_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """A state to write: the offsets, the floor below every copy they do not count, its data version."""
+
+    offsets: dict[int, int]
+    floor: int
+    counter: int
+    now_ms: int
+
+
 @dataclass(slots=True)
 class Progress:
     store_dir: Path
@@ -64,6 +81,8 @@ class Progress:
     dirty: bool = False
     next_save_ms: int = 0
     saved_floor: int = 0
+    stored_end: int = 0  # past the first byte of every copy counted: the commitlog durable to here first
+    gate: DurableGate[Saved] = field(default_factory=DurableGate)
 
     @classmethod
     def load(cls, store_dir: Path, max_level: int, commitlog: CommitLog) -> Progress:
@@ -128,6 +147,7 @@ class Progress:
         """The entry's copy is stored (``copy``), or it is given up on (None): the level moves past it."""
         if copy is not None:
             self.last_copy_phys = max(self.last_copy_phys, copy.phys_offset)
+            self.stored_end = max(self.stored_end, copy.phys_offset + 1)
         if queue_offset < self.offsets[level]:
             return
         if queue_offset != self.offsets[level]:
@@ -146,15 +166,22 @@ class Progress:
         lows = [c.phys_offset for level in self.ahead.values() for c in level.values() if c is not None]
         return min(lows) if lows else self.last_copy_phys
 
-    def save(self, now_ms: int, mono_ms: int, *, force: bool = False) -> None:
-        if not self.dirty or (not force and mono_ms < self.next_save_ms):
-            return
-        if self.updates >= VERSION_STEP or self.counter == 0:
-            self.counter += 1
-            self.updates = 0
-        write_delay_offsets(self.store_dir, self.offsets, self.counter, now_ms)
-        self.saved_floor = self.floor()
-        write_reput_floor(self.store_dir, self.saved_floor)
-        self.dirty = False
-        self.next_save_ms = mono_ms + SAVE_INTERVAL_MS
+    def on_flushed(self, flushed_end: int) -> None:
+        """The commitlog is durable below ``flushed_end``."""
+        self.gate.on_flushed(flushed_end)
 
+    def save(self, now_ms: int, mono_ms: int, *, force: bool = False) -> None:
+        """The current state waits for the flush (at most every ``SAVE_INTERVAL_MS``, or now with
+        ``force``); the newest state the flush covers is written."""
+        if self.dirty and (force or mono_ms >= self.next_save_ms):
+            if self.updates >= VERSION_STEP or self.counter == 0:
+                self.counter += 1
+                self.updates = 0
+            self.gate.offer(self.stored_end, Saved(dict(self.offsets), self.floor(), self.counter, now_ms))
+            self.dirty = False
+            self.next_save_ms = mono_ms + SAVE_INTERVAL_MS
+        saved = self.gate.take()
+        if saved is not None:
+            write_delay_offsets(self.store_dir, saved.offsets, saved.counter, saved.now_ms)
+            write_reput_floor(self.store_dir, saved.floor)
+            self.saved_floor = saved.floor

@@ -22,12 +22,14 @@ No timer lost, none delivered twice, whenever the actor (or the whole broker) is
   every record of the slot is done does the read time move past it. Each copy carries
   ``TIMER_FROM_PHYS_OFFSET``, the offset of its timer record. After a kill (or a send the writer
   never answered) the commitlog from ``in_flight_phys`` on is read for
-  those names: the copies found are not sent again, the rest are. The checkpoint's fields are stores
-  into its mapping, so a SIGKILL leaves them as written; only a machine crash can lose the last
-  ``timer_flush_interval_ms`` of them. The read happens only once the writer has appended whatever
-  was sent before (two pings, ``_settled_end``): a batch unanswered in time may yet be written, and
-  one a killed actor left in the writer's socket is written within a writer round, long before the
-  restarted actor's first batch settles; until it is read, ``in_flight_phys`` stays set.
+  those names: the copies found are not sent again, the rest are. These fields live in memory
+  (``mqstore.actors.timer.delivery``) and reach the checkpoint's mapping only once the commitlog is
+  flushed past the copies they count, with a floor at or below every copy they do not: a SIGKILL or
+  a power cut leaves an older state, and the copies made since are found from its floor. The read
+  happens only once the writer has appended whatever was sent before (two pings, ``_settled_end``):
+  a batch unanswered in time may yet be written, and one a killed actor left in the writer's socket
+  is written within a writer round, long before the restarted actor's first batch settles; until it
+  is read, ``in_flight_phys`` stays set.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ from typing import Any
 import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.flushed import FlushedFollower, sync_commitlog
 from mqstore.actors.runtime import Runtime
+from mqstore.actors.timer.delivery import Delivery
 from mqstore.actors.timer.reput import Copy, RePutter, copies_since, copy_of
 from mqstore.actors.timer.source import TimerQueue
 from mqstore.engine.log.commitlog import CommitLog
@@ -73,6 +77,7 @@ class TimerActor:
         self.queue = TimerQueue(self.store_dir, cfg.geometry.cq_entries_per_file, self.commitlog)
         self.config = cfg
         self._store: TimerStore | None = None  # the timer files, made when the first timer comes
+        self._delivery: Delivery | None = None  # the dequeue's progress, made with the files
         broker = runtime.config.broker
         self.batch_messages = min(BATCH_MESSAGES, broker.max_batch_messages)  # a send the writer takes whole
         self.batch_bytes = min(BATCH_BYTES, broker.max_request_bytes // 2)
@@ -84,6 +89,12 @@ class TimerActor:
         if self._store is None:
             raise RuntimeError("the timer files are not open")
         return self._store
+
+    @property
+    def delivery(self) -> Delivery:
+        if self._delivery is None:
+            raise RuntimeError("the timer files are not open")
+        return self._delivery
 
     def close(self) -> None:
         if self._store is not None:
@@ -122,6 +133,9 @@ class TimerActor:
         checkpoint.next_queue_offset = next_offset
         if checkpoint.in_flight_phys >= 0:
             self.already = copies_since(self.commitlog, checkpoint.in_flight_phys)
+        # every copy the last run made is for a slot due by now: until those are delivered again, the
+        # floor a written state carries stays at or below the copies found
+        self._delivery = Delivery(checkpoint, floor_now + self.precision_ms)
         log.info("timer: reading slot %d, enqueuing from queue offset %d, %d copies found stored",
                  checkpoint.last_read_ms, next_offset, len(self.already))
 
@@ -135,6 +149,7 @@ class TimerActor:
         poller.register(arrived, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
+        flushed = FlushedFollower(self.rt.ctx, self.rt.endpoints.flushed)
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_flush = monotonic_ms() + self.flush_interval_ms
         next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
@@ -149,8 +164,12 @@ class TimerActor:
                 if woken or now >= next_tick:
                     next_tick = now + tick_ms  # a dropped notice costs at most a tick
                 opened = self._store is not None
-                if opened and wall_ms() >= self.store.checkpoint.last_read_ms + self.precision_ms:
+                if opened and wall_ms() >= self.delivery.last_read_ms + self.precision_ms:
                     self.dequeue(putter)
+                if opened:  # the progress waits for the flush past its copies, then goes to the mapping
+                    self.delivery.stored_end = max(self.delivery.stored_end, putter.stored_end)
+                    self.delivery.offer()
+                    self.delivery.on_flushed(flushed.drain())
                 if opened and monotonic_ms() >= next_flush:
                     next_flush = monotonic_ms() + self.flush_interval_ms
                     self.store.flush(wall_ms())
@@ -158,7 +177,7 @@ class TimerActor:
                     next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
                     self.clean()
                 self.rt.report("running", **self.stats())
-                due_in = self.store.checkpoint.last_read_ms + self.precision_ms - wall_ms() if opened else tick_ms
+                due_in = self.delivery.last_read_ms + self.precision_ms - wall_ms() if opened else tick_ms
                 wait_ms = max(0, min(next_tick - monotonic_ms(), due_in))
                 gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
                 if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap
@@ -170,9 +189,18 @@ class TimerActor:
                 if noticed:
                     last_notice = monotonic_ms()
         finally:
-            if self._store is not None:
+            if self._store is not None and self._delivery is not None:
+                # the flush service stops after this actor: the last copies are synced here first
+                delivery = self._delivery
+                delivery.stored_end = max(delivery.stored_end, putter.stored_end)
+                delivery.offer()
+                delivery.on_flushed(flushed.drain())
+                file_size = self.config.geometry.commitlog_file_size
+                delivery.on_flushed(sync_commitlog(self.store_dir / "commitlog", file_size, delivery.gate.flushed_end,
+                                                   delivery.stored_end))
                 self._store.flush(wall_ms())
             self.rt.report("stopped", force=True, **self.stats())
+            flushed.close()
             putter.close()
             arrived.close(linger=0)
             self.close()
@@ -188,7 +216,7 @@ class TimerActor:
         if self._store is None:
             return {"enqueued": 0, "read_ms": 0, "delivered": self.delivered}
         checkpoint = self.store.checkpoint
-        return {"enqueued": checkpoint.next_queue_offset, "read_ms": checkpoint.last_read_ms,
+        return {"enqueued": checkpoint.next_queue_offset, "read_ms": self.delivery.last_read_ms,
                 "delivered": self.delivered}
 
     def enqueue(self) -> int:
@@ -216,7 +244,7 @@ class TimerActor:
 
     def dequeue(self, putter: RePutter) -> None:
         """Deliver every slot that is due, in time order."""
-        checkpoint = self.store.checkpoint
+        checkpoint = self.delivery
         due_end = (wall_ms() - self.precision_ms) // self.precision_ms * self.precision_ms + self.precision_ms
         while checkpoint.last_read_ms < due_end and not self.rt.stopping:
             slot_ms = self.store.wheel.next_busy(checkpoint.last_read_ms, due_end)
@@ -227,7 +255,7 @@ class TimerActor:
 
     def deliver_slot(self, slot_ms: int, putter: RePutter) -> bool:
         """Put every record of the slot not delivered yet; False when stopping or the writer is away."""
-        checkpoint = self.store.checkpoint
+        checkpoint = self.delivery
         delivered_pos = checkpoint.delivered_pos if checkpoint.delivered_slot_ms == slot_ms else -1
         now = wall_ms()
         batch: list[Copy] = []
@@ -256,7 +284,7 @@ class TimerActor:
     def _put(self, slot_ms: int, batch: list[Copy], putter: RePutter) -> bool:
         """Put ``batch`` until every copy is done, then record it delivered; False when stopping or
         the writer does not answer (the checkpoint then says where to look for what it stored)."""
-        checkpoint = self.store.checkpoint
+        checkpoint = self.delivery
         last_pos = batch[-1].log_pos
         if checkpoint.in_flight_phys >= 0:  # an earlier batch went unanswered: read what it stored, once settled
             if _settled_end(putter) is None:
@@ -283,7 +311,7 @@ class TimerActor:
                 _wait(RETRY_MS)
         checkpoint.delivered_pos = last_pos
         checkpoint.delivered_slot_ms = slot_ms
-        checkpoint.in_flight_phys = -1
+        checkpoint.batch_done(written)
         return True
 
 

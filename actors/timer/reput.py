@@ -45,6 +45,8 @@ log = logging.getLogger("mqstore")
 REPLY_TIMEOUT_MS = 5_000
 FRESH_MS = 1_000
 PUT_OK = "PUT_OK"
+FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, not flushed in time: done (a retry would store it twice)
+STORED = (PUT_OK, FLUSH_DISK_TIMEOUT)
 DROPPED = ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED")  # RocketMQ retries neither
 
 
@@ -102,6 +104,7 @@ class RePutter:
         self._ids = itertools.count(1)
         self._stopping = stopping
         self._stored_phys = -1     # the last copy the writer stored: every later send is stored past it
+        self.stored_end = 0        # past the first byte of every copy stored
         self._stored_at_ms = 0
 
     def lower_bound(self, now_ms: int) -> int | None:
@@ -158,8 +161,9 @@ class RePutter:
             if status in DROPPED:
                 log.warning("timer: dropping the message at commitlog offset %d: %s (%s)", copy.phys_offset,
                             status, result.get("reason"))
-            done.append(status == PUT_OK or status in DROPPED)
+            done.append(status in STORED or status in DROPPED)
             phys = result.get("phys_offset") if isinstance(result, dict) else None
-            if status == PUT_OK and isinstance(phys, int) and phys > self._stored_phys:
+            if status in STORED and isinstance(phys, int) and phys > self._stored_phys:
                 self._stored_phys, self._stored_at_ms = phys, monotonic_ms()
+                self.stored_end = max(self.stored_end, phys + 1)
         return done

@@ -23,6 +23,14 @@ no line break before an integer key, only before the closing brace)::
 No trailing newline. Unquoted integer keys are not JSON, so reading quotes them first; files
 written by other tools with quoted keys (``{"0":12}``) read the same. The file is replaced
 atomically with a ``.bak`` of the previous version (``mqstore.engine.meta.metafile``).
+
+A commit is checked against the queue as readers see it, which under ASYNC_FLUSH includes entries
+of records not flushed yet; a power cut can take those records and leave the offset past the
+recovered queue. Left there, the group would skip the messages sent after recovery at the offsets
+the lost ones had (a pull beyond the end is moved to the end, RocketMQ's OFFSET_OVERFLOW_BADLY, and
+one within the new messages reads on from there). So recovery brings every committed offset back to
+its queue's recovered end before any actor starts (``clamp_to_queue_ends``); RocketMQ leaves it to
+the pull's correction.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -216,8 +225,33 @@ class ConsumerOffsets:
         return encode_offset_file(self._table, counter=counter, state_version=self._state_version,
                                   timestamp_ms=timestamp_ms)
 
+    def clamp(self, queue_ends: Mapping[tuple[str, int], int]) -> list[tuple[str, int, int, int]]:
+        """Every offset past its queue's end (``queue_ends``: topic, queue id -> next queue offset; a
+        queue absent has none) brought back to it; returns (topic@group, queue id, was, now) of each."""
+        moved = []
+        for key, queues in self._table.items():
+            topic = key.partition(TOPIC_GROUP_SEPARATOR)[0]
+            for queue_id, next_offset in queues.items():
+                end = queue_ends.get((topic, queue_id), 0)
+                if next_offset > end:
+                    queues[queue_id] = end
+                    moved.append((key, queue_id, next_offset, end))
+        return moved
+
     def persist(self, path: StrPath) -> None:
         """Write the whole table atomically with the next data version; OSErrors propagate."""
         counter = self._counter + 1
         write_atomic(path, self.encode(counter=counter, timestamp_ms=self._now_ms()))
         self._counter = counter
+
+
+def clamp_to_queue_ends(store_dir: StrPath, queue_ends: Mapping[tuple[str, int], int],
+                        now_ms: Callable[[], int]) -> list[tuple[str, int, int, int]]:
+    """Recovery's part: the store's committed offsets brought back to the recovered queue ends
+    (``ConsumerOffsets.clamp``), the file written (atomically) only when one moved."""
+    path = Path(store_dir) / CONSUMER_OFFSET_FILE
+    offsets = ConsumerOffsets.load(path, now_ms)
+    moved = offsets.clamp(queue_ends)
+    if moved:
+        offsets.persist(path)
+    return moved

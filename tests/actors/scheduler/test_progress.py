@@ -29,6 +29,7 @@ def test_in_order_ahead_and_floor(tmp_path: Path) -> None:
         progress.delivered(1, 0, Copy("Real", 0, 700))
         assert progress.offsets[1] == 2 and not progress.ahead[1] and progress.floor() == 700
         progress.delivered(2, 0, None)  # given up on: passed
+        progress.on_flushed(701)
         progress.save(1, 0)
         assert read_delay_offsets(tmp_path).offsets == {1: 2, 2: 1, 3: 0} and read_reput_floor(tmp_path) == 700
         commitlog.close()
@@ -41,6 +42,7 @@ def test_a_restart_counts_the_copies_stored_after_the_last_save(tmp_path: Path) 
         first = Progress.load(tmp_path, 2, commitlog)
         phys = put_copy(store, 1, 0)
         first.delivered(1, 0, Copy("Real", 0, phys))
+        first.on_flushed(phys + 1)
         first.save(1, 0)
         # then, unsaved when the process is killed: copies of 1:1 and 1:3 (1:2 refused), and a
         # record that names a schedule entry but went elsewhere (a dead letter keeps its properties)
@@ -69,6 +71,46 @@ def test_entries_given_up_out_of_order_are_passed_and_an_idle_floor_moves_on(tmp
         assert progress.offsets[1] == 2 and not progress.ahead[1]
         progress.idle_at(100 << 20)
         assert progress.floor() == 100 << 20 and progress.dirty
+        progress.on_flushed(301)
         progress.save(1, 0)
         assert read_reput_floor(tmp_path) == 100 << 20
+        commitlog.close()
+
+
+def test_progress_waits_for_the_flush_past_its_copies(tmp_path: Path) -> None:
+    """ASYNC_FLUSH: a PUT_OK copy is in the page cache only. The offsets that count it reach the disk
+    once the commitlog is flushed past it, never before (a power cut would keep the mark and lose the
+    copy); delivery goes on meanwhile, and the newest state the flush covers is the one written."""
+    with MessageStore.open(tmp_path) as store:
+        commitlog = CommitLog.open(tmp_path / "commitlog", store.config.geometry.commitlog_file_size, writable=False)
+        progress = Progress.load(tmp_path, 1, commitlog)
+        first, second = put_copy(store, 1, 0), put_copy(store, 1, 1)
+        progress.on_flushed(first)  # durable up to the first copy's first byte: not past it
+        progress.delivered(1, 0, Copy("Real", 0, first))
+        progress.save(1, 0)
+        assert read_delay_offsets(tmp_path).offsets.get(1, 0) == 0 and read_reput_floor(tmp_path) == 0
+        progress.delivered(1, 1, Copy("Real", 0, second))  # delivery goes on in memory
+        progress.save(2, 10_000)
+        assert progress.offsets[1] == 2 and read_delay_offsets(tmp_path).offsets.get(1, 0) == 0
+        progress.on_flushed(second)  # past the first copy only: the state that counts it alone
+        progress.save(3, 10_001)
+        assert read_delay_offsets(tmp_path).offsets == {1: 1} and read_reput_floor(tmp_path) == first
+        progress.on_flushed(second + 1)
+        progress.save(4, 10_002, force=True)  # a stop writes only what the flush covers: here all
+        assert read_delay_offsets(tmp_path).offsets == {1: 2} and read_reput_floor(tmp_path) == second
+        commitlog.close()
+
+
+def test_a_stop_before_the_flush_leaves_the_copies_to_the_next_start(tmp_path: Path) -> None:
+    """A stop (or a kill) with copies the flush has not reached saves nothing that counts them; the
+    next start reads them off the commitlog from the saved floor, so none is sent twice."""
+    with MessageStore.open(tmp_path) as store:
+        commitlog = CommitLog.open(tmp_path / "commitlog", store.config.geometry.commitlog_file_size, writable=False)
+        progress = Progress.load(tmp_path, 1, commitlog)
+        phys = put_copy(store, 1, 0)
+        progress.delivered(1, 0, Copy("Real", 0, phys))
+        progress.save(1, 0, force=True)
+        assert read_delay_offsets(tmp_path).offsets.get(1, 0) == 0 and read_reput_floor(tmp_path) <= phys
+        again = Progress.load(tmp_path, 1, commitlog)
+        assert again.recover(commitlog) == 1 and again.already_stored(1, 0, ("Real", 0))
         commitlog.close()

@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqstore.engine.meta.metafile import MetafileError
-from mqstore.engine.meta.offsets import ConsumerOffsets, decode_offset_file, encode_offset_file
+from mqstore.engine.meta.offsets import (
+    CONSUMER_OFFSET_FILE,
+    ConsumerOffsets,
+    clamp_to_queue_ends,
+    decode_offset_file,
+    encode_offset_file,
+)
 
 
 class FakeClock:
@@ -246,3 +252,24 @@ def test_encode_decode_round_trip(
     decoded = decode_offset_file(offsets.encode(counter=counter, timestamp_ms=timestamp_ms))
     assert decoded.table == offsets.table
     assert (decoded.counter, decoded.timestamp_ms) == (counter, timestamp_ms)
+
+
+def test_offsets_past_the_recovered_queue_ends_are_brought_back(tmp_path: Path) -> None:
+    """A power cut took a tail the offsets had been committed into: recovery brings them back to the
+    queue ends, so the sends after it (at the lost offsets) are consumed, not skipped."""
+    offsets = ConsumerOffsets(FakeClock(1))
+    offsets.commit("G", "T", 0, 9)   # past the end: 5 entries survived
+    offsets.commit("G", "T", 1, 3)   # within it
+    offsets.commit("H", "T", 0, 5)   # at it
+    offsets.commit("G", "Gone", 0, 2)  # a queue nothing of survived
+    path = tmp_path / CONSUMER_OFFSET_FILE
+    offsets.persist(path)
+    ends = {("T", 0): 5, ("T", 1): 4}
+    moved = clamp_to_queue_ends(tmp_path, ends, FakeClock(2))
+    assert sorted(moved) == [("Gone@G", 0, 2, 0), ("T@G", 0, 9, 5)]
+    again = ConsumerOffsets.load(path, FakeClock(3))
+    assert again.query("G", "T", 0) == 5 and again.query("G", "T", 1) == 3 and again.query("H", "T", 0) == 5
+    assert again.query("G", "Gone", 0) == 0 and again.counter == offsets.counter + 1
+    before = path.read_bytes()
+    assert clamp_to_queue_ends(tmp_path, ends, FakeClock(4)) == []  # none moved: not rewritten
+    assert path.read_bytes() == before
