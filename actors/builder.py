@@ -62,7 +62,7 @@ class BuilderActor:
         self.store_dir = Path(runtime.config.store_dir)
         self.geometry = runtime.config.store.geometry
         self.commitlog = CommitLog.open(self.store_dir / "commitlog", self.geometry.commitlog_file_size,
-                                        writable=False)
+                                        writable=False, open_files=runtime.open_files)
         self.applied = 0     # every record before this commitlog offset is applied
         self.store_ms = 0    # store time of the last record applied
 
@@ -240,7 +240,8 @@ class ConsumeQueueBuilderActor(BuilderActor):
 
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
-        self.queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", self.geometry.cq_entries_per_file)
+        self.queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", self.geometry.cq_entries_per_file,
+                                             open_files=runtime.open_files)
         self.changed: dict[tuple[str, int], int] = {}
 
     def resume_from(self) -> int:

@@ -80,6 +80,11 @@ class BrokerSection:
                                         # consume-queue builder waits for none: a consumer waits on it
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
+    # store files (descriptors and mappings) each process keeps open between sweeps, beyond those its
+    # round uses (mqstore.engine.log.open_files); 0: no bound. A file unused for a sweep period, or
+    # deleted, is let go at the next sweep
+    open_files_max: int = 256
+    open_files_sweep_ms: int = 2_000
     disk_check_interval_ms: int = 1_000  # how soon a full disk stops sends, and a freed one resumes them
     # ack mode (mqstore.actors.reader.ack_groups): RocketMQ's maxReconsumeTimes, RabbitMQ's journal size
     ack_visibility_timeout_ms: int = 30_000  # an unacked delivery is handed out again after this

@@ -30,6 +30,7 @@ from mqstore.actors.runtime import Runtime
 from mqstore.engine.consumequeue.consume_queue import cq_file_size
 from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, file_name
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.page_warmer import PageWarmer
 from mqstore.engine.log.range_sync import RangeSync
 from mqstore.engine.meta.checkpoint import Checkpoint
@@ -43,58 +44,87 @@ Notice = TypeVar("Notice", Written, Arrived, Indexed)
 WARM_STEPS_PER_ROUND = 16  # of mqstore.engine.log.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
 
 
-class FileSyncer:
-    """Descriptors (and the commitlog's range mappings) kept open per file, so each flush is just
-    fsync or msync calls."""
+class _Synced:
+    """A file the flush service syncs, held in the process's open files: its descriptor, or for a
+    commitlog file its range mapping (which holds a descriptor of its own)."""
 
-    def __init__(self) -> None:
-        self._fds: dict[Path, int] = {}
-        self._ranges: dict[Path, RangeSync] = {}
+    def __init__(self, held: dict[Path, _Synced], path: Path, fd: int, ranged: RangeSync | None) -> None:
+        self._held = held
+        self.path = path
+        self.fd = fd
+        self.ranged = ranged
+        self.used = True
+
+    def release(self) -> bool:
+        if self.fd >= 0:
+            if self.ranged is not None:
+                self.ranged.close()
+            else:
+                os.close(self.fd)
+            self.fd = -1
+        if self._held.get(self.path) is self:
+            del self._held[self.path]
+        return True
+
+    def deleted(self) -> bool:
+        return self.fd < 0 or os.fstat(self.fd).st_nlink == 0
+
+
+class FileSyncer:
+    """Descriptors (and the commitlog's range mappings) kept open per file while it is synced, so
+    each flush is just fsync or msync calls; let go when idle or deleted (``open_files``' sweep), and
+    a commitlog file at once when synced to its end."""
+
+    def __init__(self, open_files: OpenFiles | None = None) -> None:
+        self.open_files = open_files if open_files is not None else OpenFiles()
+        self._fds: dict[Path, _Synced] = {}
+        self._ranges: dict[Path, _Synced] = {}
+
+    def _held(self, table: dict[Path, _Synced], path: Path) -> _Synced | None:
+        held = table.get(path)
+        if held is not None and held.deleted():  # unlinked: the path may name a new file by now
+            self.open_files.closed(held)
+            held.release()
+            held = None
+        return held
 
     def sync_range(self, path: Path, size: int, start: int, end: int) -> bool:
         """Make bytes [start, end) of the file durable, and leave its other dirty pages alone
         (``mqstore.engine.log.range_sync``: the writer's pages populated ahead). A file synced to its end is
         let go: nothing is written to it again, and retention may delete it."""
-        ranged = self._ranges.get(path)
-        if ranged is not None and os.fstat(ranged.fd).st_nlink == 0:  # deleted: the path may be a new file
-            ranged.close()
-            del self._ranges[path]
-            ranged = None
-        if ranged is None:
+        held = self._held(self._ranges, path)
+        if held is None:
             try:
                 ranged = RangeSync(path, size)
             except FileNotFoundError:
                 return False  # deleted by retention
-            self._ranges[path] = ranged
-        ranged.sync(start, end)  # an error here propagates: the actor dies rather than claim durability
+            held = self._ranges[path] = _Synced(self._ranges, path, ranged.fd, ranged)
+            self.open_files.opened(held)
+        assert held.ranged is not None
+        held.used = True
+        held.ranged.sync(start, end)  # an error here propagates: the actor dies rather than claim durability
         if end >= size:
-            ranged.close()
-            del self._ranges[path]
+            self.open_files.closed(held)
+            held.release()
         return True
 
     def fsync(self, path: Path) -> bool:
-        fd = self._fds.get(path)
-        if fd is not None and os.fstat(fd).st_nlink == 0:
-            # unlinked (retention, or a deleted topic's queue): the path may name a new file by now
-            os.close(fd)
-            del self._fds[path]
-            fd = None
-        if fd is None:
+        held = self._held(self._fds, path)
+        if held is None:
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 return False  # not created yet, or deleted by retention
-            self._fds[path] = fd
-        os.fsync(fd)  # an error here propagates: the actor dies rather than claim durability
+            held = self._fds[path] = _Synced(self._fds, path, fd, None)
+            self.open_files.opened(held)
+        held.used = True
+        os.fsync(held.fd)  # an error here propagates: the actor dies rather than claim durability
         return True
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-        for ranged in self._ranges.values():
-            ranged.close()
-        self._ranges.clear()
+        for held in [*self._fds.values(), *self._ranges.values()]:
+            self.open_files.closed(held)
+            held.release()
 
 
 def _nothing() -> None:
@@ -109,7 +139,7 @@ class FlushActor:
         self.file_size = cfg.store.geometry.commitlog_file_size
         self.cq_file_size = cq_file_size(cfg.store.geometry.cq_entries_per_file)
         self.checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
-        self.syncer = FileSyncer()
+        self.syncer = FileSyncer(runtime.open_files)
         self.written_end = 0
         self.written_store_ms = 0
         self.flushed_end = -1  # unknown until the first flush, which covers every file
@@ -120,7 +150,8 @@ class FlushActor:
         self.index_files: set[str] = set()
         self.index_store_ms = 0
         self.last_thorough_ms = monotonic_ms()
-        self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file)
+        self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file,
+                                 open_files=runtime.open_files)
         self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
         self.checkpoint_due_ms = 0  # the commitlog's flush writes the checkpoint from then on
         self._commitlog_path = (-1, self.store_dir)  # the last commitlog file flushed: its base and path

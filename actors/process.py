@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
@@ -116,13 +117,48 @@ def _stop_when_gone(supervisor: Any) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+DESCRIPTORS_BESIDE_FILES = 256  # sockets, pipes, logs and metadata files beside the store files a process holds
+
+
+def raise_open_files_limit(config: BrokerConfig) -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard one (what ``ulimit -n`` allows without privileges)
+    and warn plainly when it is too low for the store files this process may hold: every commitlog,
+    consume-queue and index file found when the set of open files is unbounded, else its bound.
+    Returns the limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            log.warning("cannot raise the open files limit from %d to %d", soft, hard)
+    bound = config.broker.open_files_max or _store_file_count(config.store_dir)
+    needed = bound + DESCRIPTORS_BESIDE_FILES
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("the open files limit (ulimit -n) is %d, and this process may need %d for the store %s "
+                    "(broker.open_files_max = %d): raise the hard limit or lower broker.open_files_max",
+                    soft, needed, config.store_dir, config.broker.open_files_max)
+    return int(soft)
+
+
+def _store_file_count(store_dir: str) -> int:
+    count = 0
+    for family in ("commitlog", "consumequeue", "index"):
+        for _, _, names in os.walk(os.path.join(store_dir, family)):
+            count += len(names)
+    return count
+
+
 def run_actor(name: str, config_dict: dict[str, Any]) -> None:
     """Process entry point: build the actor and run it until SIGTERM; a fault exits non-zero so the
     supervisor restarts the process."""
     setup_logging(name)
     die_with_parent()
     name_process(name, str(config_dict["store_dir"]))
-    runtime = Runtime.open(name, BrokerConfig.from_dict(config_dict))
+    config = BrokerConfig.from_dict(config_dict)
+    raise_open_files_limit(config)
+    runtime = Runtime.open(name, config)
     on_stop_signals(runtime.request_stop)
     try:
         actor = build_actor(name, runtime)

@@ -7,7 +7,10 @@
     stop_fd     turns readable once ``stopping`` is raised: registered in a loop's poller, the round
                 ends then rather than at the poll's timeout (the signal handler runs inside the poll,
                 which would otherwise wait its time out)
-    report      how the actor tells the supervisor how it is doing (a ``Report``)
+    report      how the actor tells the supervisor how it is doing (a ``Report``); every actor reports
+                between its rounds, so a report also sweeps ``open_files`` when a sweep is due
+    open_files  the process's bounded set of open store files (``mqstore.engine.log.open_files``),
+                handed to whatever opens store files in it
     close       stops what ``open`` started and destroys the context
 
 ``Runtime.open`` builds the one a supervised process runs with: a context made after the process
@@ -32,6 +35,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.config import BrokerConfig
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.ipc.transport.curve import CurveContext, start_authenticator
 from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
@@ -81,7 +85,9 @@ class Runtime:
         self.config = config
         self.endpoints = config.endpoints
         self.ctx = ctx
-        self.report = report
+        self._report = report
+        self.open_files = OpenFiles(config.broker.open_files_max)
+        self._next_sweep_ms = monotonic_ms() + config.broker.open_files_sweep_ms
         self.stopping = False
         self._authenticator = authenticator
         self.stop_fd, self._stop_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -99,6 +105,15 @@ class Runtime:
             ctx.destroy(linger=0)
             raise
         return cls(name, config, ctx, report, authenticator)
+
+    def report(self, state: str, *, force: bool = False, **stats: Any) -> None:
+        """Tell the supervisor (``Report``); between two rounds, where no view of a mapped file is out
+        but a borrowed one, let go of the open files idle or deleted since the last sweep."""
+        now = monotonic_ms()
+        if now >= self._next_sweep_ms:
+            self._next_sweep_ms = now + self.config.broker.open_files_sweep_ms
+            self.open_files.sweep()
+        self._report(state, force=force, **stats)
 
     def request_stop(self) -> None:
         """Raise the stop flag: the actor ends its loop at the end of the round it is in."""

@@ -94,7 +94,7 @@ class ReaderActor:
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
         self.store = PublishedStore(self.store_dir, cfg.store.geometry, index_enabled=cfg.store.index_enabled,
-                                    now_ms=wall_ms)
+                                    now_ms=wall_ms, open_files=runtime.open_files)
         self.parked = ParkedPulls()
         self.offsets = CommittedOffsets(self.store_dir, index, self.store, wall_ms)
         self.max_query_count = cfg.store.max_query_count

@@ -26,6 +26,7 @@ from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, CqEntries, entry_li
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.record import DecodeKind, Record
 from mqstore.engine.meta.topics import TOPICS_FILE, TopicTable
 from mqstore.engine.read.lookup import (
@@ -72,11 +73,12 @@ class PublishedQueue:
 
 class PublishedStore:
     def __init__(self, store_dir: Path, geometry: Geometry, *, index_enabled: bool,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], open_files: OpenFiles | None = None) -> None:
         self.store_dir = store_dir
-        self.commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
+        self.commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False,
+                                        open_files=open_files)
         self.queues = ConsumeQueueStore.open(store_dir / "consumequeue", geometry.cq_entries_per_file,
-                                             writable=False)
+                                             writable=False, open_files=open_files)
         self.index = IndexService.open(store_dir / "index", geometry.index_slot_count, geometry.index_entry_count,
                                        now_ms, writable=False) if index_enabled else None
         self.published: dict[QueueKey, int] = {}   # next queue offset the builder has published

@@ -73,7 +73,7 @@ class SchedulerActor:
         self.store_dir = Path(cfg.store_dir)
         self.levels = cfg.store.delay_levels
         self.geometry = cfg.store.geometry
-        self.schedule = ScheduleQueues(self.store_dir, cfg.store.geometry, self.levels)
+        self.schedule = ScheduleQueues(self.store_dir, cfg.store.geometry, self.levels, runtime.open_files)
         self.progress = Progress.load(self.store_dir, self.levels.max_level, self.schedule.commitlog)
         for level in self.levels.levels:
             self.progress.clamp(level, *self.schedule.bounds(level))

@@ -25,6 +25,7 @@ from mqstore.engine.consumequeue.entry import entry_valid
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.delay.table import DelayLevels, schedule_queue_id
 from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.record import (
     PROP_CRC_KEY,
     PROP_DELAY,
@@ -73,10 +74,13 @@ class LevelScan:
 
 
 class ScheduleQueues:
-    def __init__(self, store_dir: Path, geometry: Geometry, levels: DelayLevels) -> None:
+    def __init__(self, store_dir: Path, geometry: Geometry, levels: DelayLevels,
+                 open_files: OpenFiles | None = None) -> None:
         self.levels = levels
-        self.commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
-        self.queues = ConsumeQueueStore.open(store_dir / "consumequeue", geometry.cq_entries_per_file, writable=False)
+        self.commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False,
+                                        open_files=open_files)
+        self.queues = ConsumeQueueStore.open(store_dir / "consumequeue", geometry.cq_entries_per_file, writable=False,
+                                             open_files=open_files)
 
     def close(self) -> None:
         self.queues.close()

@@ -73,7 +73,8 @@ class TimerActor:
         self.store_dir = Path(runtime.config.store_dir)
         self.precision_ms = cfg.timer_precision_ms
         self.flush_interval_ms = cfg.timer_flush_interval_ms
-        self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.geometry.commitlog_file_size, writable=False)
+        self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.geometry.commitlog_file_size, writable=False,
+                                        open_files=runtime.open_files)
         self.queue = TimerQueue(self.store_dir, cfg.geometry.cq_entries_per_file, self.commitlog)
         self.config = cfg
         self._store: TimerStore | None = None  # the timer files, made when the first timer comes

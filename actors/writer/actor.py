@@ -69,13 +69,15 @@ class CommitLogWriterActor:
         self.rt = runtime
         cfg = runtime.config
         self.store_dir = Path(cfg.store_dir)
-        self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.store.geometry.commitlog_file_size)
+        self.commitlog = CommitLog.open(self.store_dir / "commitlog", cfg.store.geometry.commitlog_file_size,
+                                        open_files=runtime.open_files)
         # a roll renames the flush service's spare (mqstore.engine.log.page_warmer); adopted whatever [flush] spare_file
         # says, so a spare left by an earlier run with it on is used once rather than kept as dead disk
         self.commitlog.queue.adopt_spares = True
         offsets = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.prefault = PrefaultThread(ahead_bytes_for(cfg.store.prefault_ahead_bytes, cfg.sync_flush))
+        runtime.open_files.guard = self.prefault.paused  # no file is unmapped under the prefault thread
         # deferred: a burst of new topics costs one topics.json write per tick, not one each (a topic
         # lost with a crash comes back on its next send; its queues and their files are on disk)
         topics = TopicTable.load(self.store_dir, wall_ms, max_topics=cfg.broker.max_topics, deferred=True,
@@ -93,7 +95,7 @@ class CommitLogWriterActor:
         self.progress = Progress(self.commitlog.max_offset)
         self.next_disk_check_ms = 0
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
-        self.reclaimer = Reclaimer(cfg)
+        self.reclaimer = Reclaimer(cfg, runtime.open_files)
         self.mover = StragglerMover(self.state) if cfg.retention.move_stragglers_below else None
 
     def _recover_tail(self) -> dict[tuple[str, int], int]:

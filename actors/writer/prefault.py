@@ -41,7 +41,7 @@ class PrefaultThread:
         and ``paused`` cost next to nothing."""
         self.prefault = WriterPrefault(ahead_bytes)
         self._wake = threading.Condition()
-        self._busy = threading.Lock()
+        self._busy = threading.RLock()  # the writer's loop may let a file go (open files' eviction) inside paused()
         self._target: MappedFile | None = None
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="commitlog-prefault", daemon=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from mqstore.actors.config import BrokerConfig
 from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.reclaim.consumed import ConsumedFiles, Consumption, HeldFile, ReclaimError
 from mqstore.engine.reclaim.retention import delete_consumed_commitlog
 
@@ -24,11 +25,11 @@ LISTED_HOLDERS = 8  # holders listed per file in the status (the most messages f
 
 
 class Reclaimer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, open_files: OpenFiles | None = None) -> None:
         self.policy = config.retention
         geometry = config.store.geometry
-        self.files = ConsumedFiles(Path(config.store_dir), geometry.cq_entries_per_file, config.broker.readers) \
-            if self.policy.reclaim_consumed else None
+        self.files = ConsumedFiles(Path(config.store_dir), geometry.cq_entries_per_file, config.broker.readers,
+                                   open_files) if self.policy.reclaim_consumed else None
         self.rounds = 0
         self.report: list[dict[str, Any]] = []
         self.held: list[HeldFile] = []  # what the last round said holds each file (the mover reads it)

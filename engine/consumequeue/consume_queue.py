@@ -29,6 +29,7 @@ from mqstore.engine.consumequeue.entry import (
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
+from mqstore.engine.log.open_files import OpenFiles
 
 DEFAULT_CQ_ENTRIES_PER_FILE = 300_000
 
@@ -69,10 +70,11 @@ class ConsumeQueue:
 
     @classmethod
     def open(cls, root: Path | str, topic: str, queue_id: int,
-             entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *, writable: bool = True) -> ConsumeQueue:
+             entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *, writable: bool = True,
+             open_files: OpenFiles | None = None) -> ConsumeQueue:
         directory = Path(root) / topic / str(queue_id)
         cq = cls(topic, queue_id, MappedFileQueue.open(directory, cq_file_size(entries_per_file),
-                                                       writable=writable))
+                                                       writable=writable, open_files=open_files))
         if cq.queue.files:
             cq.min_logic_pos = cq.queue.min_offset
         return cq

@@ -36,6 +36,7 @@ from mqstore.engine import _native
 from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
 from mqstore.engine.consumequeue.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 from mqstore.engine.consumequeue.entry import CQ_DTYPE
+from mqstore.engine.log.open_files import OpenFiles
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
@@ -75,10 +76,11 @@ class QueueEntries:
 
 
 class ConsumeQueueStore:
-    def __init__(self, root: Path, entries_per_file: int, writable: bool) -> None:
+    def __init__(self, root: Path, entries_per_file: int, writable: bool, open_files: OpenFiles | None = None) -> None:
         self.root = root
         self.entries_per_file = entries_per_file
         self.writable = writable
+        self.open_files = open_files  # shared by every queue's files
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._mark_map: mmap.mmap | None = None  # the mark file, mapped once a batch has marked it
         self._predecessor_cleared = False  # a mark left by an earlier process removed (or none found)
@@ -86,9 +88,9 @@ class ConsumeQueueStore:
 
     @classmethod
     def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
-             writable: bool = True) -> ConsumeQueueStore:
+             writable: bool = True, open_files: OpenFiles | None = None) -> ConsumeQueueStore:
         """Open every queue directory; directory names that are not queue ids are skipped."""
-        store = cls(Path(root), entries_per_file, writable)
+        store = cls(Path(root), entries_per_file, writable, open_files)
         if writable:
             store.root.mkdir(parents=True, exist_ok=True)
         try:
@@ -163,7 +165,8 @@ class ConsumeQueueStore:
     def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
         cq = self.queues.get((topic, queue_id))
         if cq is None and (create or (self.root / topic / str(queue_id)).is_dir()):
-            cq = ConsumeQueue.open(self.root, topic, queue_id, self.entries_per_file, writable=self.writable)
+            cq = ConsumeQueue.open(self.root, topic, queue_id, self.entries_per_file, writable=self.writable,
+                                   open_files=self.open_files)
             self.queues[(topic, queue_id)] = cq
         return cq
 

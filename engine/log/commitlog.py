@@ -18,6 +18,7 @@ from mqstore.engine import _native
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.record import (
     END_FILE_MIN_BLANK_SIZE,
     Decoded,
@@ -42,8 +43,8 @@ class CommitLog:
 
     @classmethod
     def open(cls, directory: Path | str, file_size: int = DEFAULT_COMMITLOG_FILE_SIZE, *,
-             writable: bool = True) -> CommitLog:
-        return cls(MappedFileQueue.open(directory, file_size, writable=writable))
+             writable: bool = True, open_files: OpenFiles | None = None) -> CommitLog:
+        return cls(MappedFileQueue.open(directory, file_size, writable=writable, open_files=open_files))
 
     def close(self) -> None:
         self.queue.close()

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.log.open_files import OpenFiles
 
 OS_PAGE_SIZE = 4096
 FILE_NAME_DIGITS = 20
@@ -48,59 +49,109 @@ class MappedFileError(MqstoreError, OSError):
 
 
 class MappedFile:
-    def __init__(self, path: Path, file_base: int, file_size: int, fd: int, mm: mmap.mmap,
-                 written_pos: int, writable: bool) -> None:
+    """With ``open_files`` the mapping is made on first use and may be let go between uses (idle,
+    deleted, or over the set's bound: ``mqstore.engine.log.open_files``); ``buffer`` maps it again.
+    Without, it is mapped from open to close. The descriptor is closed once mapped: the mapping
+    holds its own."""
+
+    def __init__(self, path: Path, file_base: int, file_size: int, inode: int, mm: mmap.mmap | None,
+                 written_pos: int, writable: bool, open_files: OpenFiles | None = None) -> None:
         self.path = path
         self.file_base = file_base
         self.file_size = file_size
-        self._fd = fd
-        self._inode = os.fstat(fd).st_ino  # an open file's inode never changes: ``replaced`` stats the path only
+        self._inode = inode  # an open file's inode never changes: ``replaced`` stats the path only
         self._mm: mmap.mmap | None = mm
+        self._closed = False
+        self.used = True
+        self.gone = False  # found deleted (or replaced) after it was opened: never mapped again
+        self.open_files = open_files
         self.written_pos = written_pos
         self.committed_pos = written_pos
         self.flushed_pos = written_pos
         self.writable = writable
+        if mm is not None and open_files is not None:
+            open_files.opened(self)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: Path, file_size: int) -> MappedFile:
+    def create(cls, path: Path, file_size: int, open_files: OpenFiles | None = None) -> MappedFile:
         """Allocate and map a new, empty file; raises OSError (ENOSPC) before anything is mapped."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.posix_fallocate(fd, 0, file_size)
             mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            inode = os.fstat(fd).st_ino
         except BaseException:
-            os.close(fd)
             path.unlink(missing_ok=True)
             raise
-        mf = cls(path, int(path.name), file_size, fd, mm, 0, True)
+        finally:
+            os.close(fd)
+        mf = cls(path, int(path.name), file_size, inode, mm, 0, True, open_files)
         mf.flushed_pos = mf.committed_pos = 0
         return mf
 
     @classmethod
-    def open(cls, path: Path, file_size: int, *, writable: bool = True) -> MappedFile:
-        """Map an existing file; like RocketMQ's load, every cursor starts at the file's end and
-        recovery trims them."""
-        actual = path.stat().st_size
-        if actual != file_size:
-            raise MappedFileError(f"{path}: size {actual} differs from the store's file size {file_size}")
-        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+    def open(cls, path: Path, file_size: int, *, writable: bool = True,
+             open_files: OpenFiles | None = None) -> MappedFile:
+        """Map an existing file (with ``open_files``: on first use); like RocketMQ's load, every
+        cursor starts at the file's end and recovery trims them."""
+        st = path.stat()
+        if st.st_size != file_size:
+            raise MappedFileError(f"{path}: size {st.st_size} differs from the store's file size {file_size}")
+        mf = cls(path, int(path.name), file_size, st.st_ino, None, file_size, writable, open_files)
+        if open_files is None:
+            mf._map()
+        return mf
+
+    def _map(self) -> mmap.mmap:
+        if self._closed:
+            raise MappedFileError(f"{self.path} is closed")
         try:
-            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-            mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, prot)
-        except BaseException:
+            fd = os.open(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
+        except FileNotFoundError:
+            self.gone = True
+            raise MappedFileError(f"{self.path} was deleted") from None
+        try:
+            if os.fstat(fd).st_ino != self._inode:
+                self.gone = True
+                raise MappedFileError(f"{self.path} was deleted and made again")
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if self.writable else 0)
+            mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, prot)
+        finally:
             os.close(fd)
-            raise
-        return cls(path, int(path.name), file_size, fd, mm, file_size, writable)
+        self._mm = mm
+        if self.open_files is not None:
+            self.open_files.opened(self)
+        return mm
+
+    def release(self) -> bool:
+        """Unmap until the next use; False while a view of the mapping is out (borrowed)."""
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                return False
+            self._mm = None
+        return True
+
+    def deleted(self) -> bool:
+        """Whether the path no longer names this file; remembered in ``gone``."""
+        if not self.gone:
+            self.gone = self.replaced()
+        return self.gone
+
+    @property
+    def mapped(self) -> bool:
+        return self._mm is not None
 
     def close(self) -> None:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._closed = True
+        if self.open_files is not None:
+            self.open_files.closed(self)
 
     def delete(self) -> None:
         self.close()
@@ -108,21 +159,24 @@ class MappedFile:
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._closed
 
     def replaced(self) -> bool:
         """Whether the file at this path is no longer the one mapped (deleted, or deleted and made again)."""
         try:
-            return self.closed or os.stat(self.path).st_ino != self._inode
+            return self._closed or os.stat(self.path).st_ino != self._inode
         except FileNotFoundError:
             return True
 
     @property
     def buffer(self) -> mmap.mmap:
-        """The mapping itself, for zero-copy views; release every view before ``close``."""
-        if self._mm is None:
-            raise MappedFileError(f"{self.path} is closed")
-        return self._mm
+        """The mapping itself, for zero-copy views; release every view before ``close``. With
+        ``open_files``, use it within the round that asked for it (mqstore.engine.log.open_files)."""
+        mm = self._mm
+        if mm is None:
+            mm = self._map()
+        self.used = True
+        return mm
 
     # -- cursors -----------------------------------------------------------------------------------
 
@@ -191,13 +245,17 @@ class MappedFile:
         page_end = min(self.file_size, -(-pos // OS_PAGE_SIZE) * OS_PAGE_SIZE)
         self.buffer[pos:page_end] = bytes(page_end - pos)
         self.buffer.flush()
-        if page_end < self.file_size:
-            length = self.file_size - page_end
-            if not _punch_hole(self._fd, page_end, length):
-                for start in range(page_end, self.file_size, ZERO_CHUNK):  # no hole punching here
-                    os.pwrite(self._fd, bytes(min(ZERO_CHUNK, self.file_size - start)), start)
-            os.posix_fallocate(self._fd, page_end, length)  # ENOSPC here leaves a readable, sparse tail
-        os.fsync(self._fd)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            if page_end < self.file_size:
+                length = self.file_size - page_end
+                if not _punch_hole(fd, page_end, length):
+                    for start in range(page_end, self.file_size, ZERO_CHUNK):  # no hole punching here
+                        os.pwrite(fd, bytes(min(ZERO_CHUNK, self.file_size - start)), start)
+                os.posix_fallocate(fd, page_end, length)  # ENOSPC here leaves a readable, sparse tail
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         self.set_positions(pos)
 
     def last_modified_ms(self) -> int:

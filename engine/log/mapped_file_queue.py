@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mqstore.engine.log.mapped_file import MappedFile, MappedFileError, file_name
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.meta.metafile import fsync_dir
 
 SPARE_NAME = ".spare"                        # a whole, zero, allocated next file, ready to adopt
@@ -39,19 +40,25 @@ def infer_file_size(directory: Path) -> int | None:
 
 
 class MappedFileQueue:
-    def __init__(self, directory: Path, file_size: int, files: list[MappedFile], writable: bool) -> None:
+    def __init__(self, directory: Path, file_size: int, files: list[MappedFile], writable: bool,
+                 open_files: OpenFiles | None = None) -> None:
         self.directory = directory
         self.file_size = file_size
         self.files = files
         self.writable = writable
+        self.open_files = open_files  # the process's bounded set of open files (None: every file stays mapped)
+        if open_files is not None:
+            open_files.watch(self)
         self.flushed_where = 0
         self.adopt_spares = False  # set by the one writer of a family whose files someone prepares
         self.spares_adopted = 0
 
     @classmethod
-    def open(cls, directory: Path | str, file_size: int, *, writable: bool = True) -> MappedFileQueue:
-        """Map every file in ``directory`` (created when missing). A zero-length last file, left by a
-        crash during creation, is removed; any other size mismatch is an error."""
+    def open(cls, directory: Path | str, file_size: int, *, writable: bool = True,
+             open_files: OpenFiles | None = None) -> MappedFileQueue:
+        """Map every file in ``directory`` (created when missing; with ``open_files``, each on first
+        use). A zero-length last file, left by a crash during creation, is removed; any other size
+        mismatch is an error."""
         directory = Path(directory)
         if writable:
             directory.mkdir(parents=True, exist_ok=True)
@@ -65,7 +72,7 @@ class MappedFileQueue:
         files: list[MappedFile] = []
         try:
             for path in paths:
-                files.append(MappedFile.open(path, file_size, writable=writable))
+                files.append(MappedFile.open(path, file_size, writable=writable, open_files=open_files))
         except BaseException:
             for mf in files:
                 mf.close()
@@ -75,7 +82,7 @@ class MappedFileQueue:
                 for mf in files:
                     mf.close()
                 raise MappedFileError(f"{directory}: files {prev.path.name} and {cur.path.name} are not adjacent")
-        queue = cls(directory, file_size, files, writable)
+        queue = cls(directory, file_size, files, writable, open_files)
         queue.flushed_where = queue.max_offset
         return queue
 
@@ -98,11 +105,18 @@ class MappedFileQueue:
             try:
                 if path.stat().st_size != self.file_size:
                     break  # still being allocated by its writer
-                self.files.append(MappedFile.open(path, self.file_size, writable=self.writable))
+                self.files.append(MappedFile.open(path, self.file_size, writable=self.writable,
+                                                  open_files=self.open_files))
             except FileNotFoundError:
                 break  # listed, then removed by its writer (a file it could not allocate on a full disk)
             changed = True
         return changed
+
+    def forget_gone(self) -> None:
+        """Drop the leading files found deleted (``MappedFile.gone``): what ``refresh`` does, told by
+        the process's open files instead of a listing."""
+        while self.files and self.files[0].gone:
+            self.files.pop(0).close()
 
     # -- cursors -----------------------------------------------------------------------------------
 
@@ -133,7 +147,7 @@ class MappedFileQueue:
         path = self.directory / file_name(file_base)
         mf = self._adopt_spare(path) if self.adopt_spares else None
         if mf is None:
-            mf = MappedFile.create(path, self.file_size)
+            mf = MappedFile.create(path, self.file_size, self.open_files)
         self.files.append(mf)
         return mf
 
@@ -156,7 +170,7 @@ class MappedFileQueue:
         except FileNotFoundError:
             return None
         try:
-            mf = MappedFile.open(path, self.file_size, writable=True)
+            mf = MappedFile.open(path, self.file_size, writable=True, open_files=self.open_files)
         except BaseException:
             path.unlink(missing_ok=True)
             raise

@@ -58,6 +58,7 @@ from pathlib import Path
 
 from mqstore.engine.log.mapped_file import OS_PAGE_SIZE
 from mqstore.engine.log.mapped_file_queue import SPARE_NAME, SPARE_PREPARING_NAME, MappedFileQueue
+from mqstore.engine.log.open_files import OpenFiles
 
 MADV_POPULATE_READ = 22  # linux/mman.h; Python's mmap module does not name it
 DEFAULT_AHEAD_BYTES = 64 * 1024 * 1024
@@ -66,11 +67,12 @@ DEFAULT_STEP_BYTES = 4 * 1024 * 1024
 
 class PageWarmer:
     def __init__(self, directory: Path, file_size: int, ahead_bytes: int = DEFAULT_AHEAD_BYTES,
-                 step_bytes: int = DEFAULT_STEP_BYTES, *, spare: bool = False) -> None:
+                 step_bytes: int = DEFAULT_STEP_BYTES, *, spare: bool = False,
+                 open_files: OpenFiles | None = None) -> None:
         """``spare``: also prepare the next file (this process must then be the only one doing so)."""
         self.directory = directory
         self.file_size = file_size
-        self.queue = MappedFileQueue.open(directory, file_size, writable=False)
+        self.queue = MappedFileQueue.open(directory, file_size, writable=False, open_files=open_files)
         self.ahead_bytes = ahead_bytes
         self.step_bytes = step_bytes
         self.warmed_to = 0

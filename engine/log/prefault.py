@@ -102,8 +102,8 @@ class WriterPrefault:
         """Populate at most one step of ``mf``'s mapping in [written_pos, written_pos + ahead);
         returns the bytes advised (0: nothing left to do, or populating is off). ``mf`` must stay
         mapped until this returns."""
-        if not self.enabled or mf.closed:
-            return 0
+        if not self.enabled or mf.closed or not mf.mapped:
+            return 0  # unmapped meanwhile (idle: the process's open files let it go); never mapped from here
         if mf is not self.file:
             self.file, self.populated_pos = mf, 0
         start = max(self.populated_pos, written_pos - written_pos % OS_PAGE_SIZE)

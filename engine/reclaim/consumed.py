@@ -41,6 +41,7 @@ from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
 from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE, entry_holds_message, entry_live
 from mqstore.engine.consumequeue.store import NO_BATCH, ConsumeQueueStore
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.meta.metafile import MetafileError, read_with_backup
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, decode_offset_file
 from mqstore.engine.reclaim.move import MOVED_TOPIC
@@ -110,10 +111,12 @@ class HeldFile:
 class ConsumedFiles:
     """Read-only maps of the consume queues, kept between rounds (only new and deleted ones change)."""
 
-    def __init__(self, store_dir: Path, entries_per_file: int, reader_count: int) -> None:
+    def __init__(self, store_dir: Path, entries_per_file: int, reader_count: int,
+                 open_files: OpenFiles | None = None) -> None:
         self.store_dir = store_dir
         self.reader_count = reader_count
-        self.queues = ConsumeQueueStore(store_dir / "consumequeue", entries_per_file, writable=False)
+        self.queues = ConsumeQueueStore(store_dir / "consumequeue", entries_per_file, writable=False,
+                                        open_files=open_files)
         self.queues.refresh()  # so that the first read's dispatched end already covers them
 
     def close(self) -> None:

@@ -49,7 +49,7 @@ def test_a_file_deleted_and_made_again_is_synced_through_the_new_file(tmp_path: 
         assert syncer.fsync(path) is False  # gone, and its descriptor with it
         path.write_bytes(b"new")
         assert syncer.fsync(path)
-        assert os.fstat(syncer._fds[path]).st_ino == path.stat().st_ino
+        assert os.fstat(syncer._fds[path].fd).st_ino == path.stat().st_ino
     finally:
         syncer.close()
 
@@ -106,3 +106,62 @@ def test_a_file_synced_to_its_end_is_let_go(tmp_path: Path) -> None:
         assert path not in syncer._ranges
     finally:
         syncer.close()
+
+
+def _held_deleted(directory: Path) -> list[str]:
+    """This process's descriptors of deleted files in ``directory``."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:
+            continue
+    return [link for link in links if link.startswith(str(directory)) and link.endswith("(deleted)")]
+
+
+def test_deleted_files_are_held_open(tmp_path: Path) -> None:
+    """A consume-queue or index file synced once and then deleted by retention is never asked for
+    again: its descriptor (and a commitlog file's range mapping) goes at the next sweep, not when the
+    same path is synced again, so its blocks are freed."""
+    from mqstore.engine.log.open_files import OpenFiles
+
+    queue_file, commitlog_file = tmp_path / "00000000000000000000", tmp_path / "00000000000000008192"
+    queue_file.write_bytes(b"x" * 4096)
+    commitlog_file.write_bytes(b"x" * 8192)
+    open_files = OpenFiles()
+    syncer = FileSyncer(open_files)
+    try:
+        assert syncer.fsync(queue_file)
+        assert syncer.sync_range(commitlog_file, 8192, 0, 4096)  # not to its end: kept for the next flush
+        queue_file.unlink()
+        commitlog_file.unlink()
+        assert len(_held_deleted(tmp_path)) == 2
+        assert open_files.sweep() == 2
+        assert _held_deleted(tmp_path) == []
+        assert len(open_files) == 0 and not syncer._fds and not syncer._ranges
+    finally:
+        syncer.close()
+
+
+def test_idle_descriptors_are_let_go_and_taken_again(tmp_path: Path) -> None:
+    """The flush service holds descriptors only for the files it syncs now: one not synced between two
+    sweeps is closed, and synced again through a new descriptor."""
+    from mqstore.engine.log.open_files import OpenFiles
+
+    paths = [tmp_path / f"{n:020d}" for n in range(4)]
+    for path in paths:
+        path.write_bytes(b"x")
+    open_files = OpenFiles(max_open=2)
+    syncer = FileSyncer(open_files)
+    try:
+        for path in paths:
+            assert syncer.fsync(path)
+        assert len(open_files) == 4  # each used in this round: none evicted under it
+        open_files.sweep()
+        assert syncer.fsync(paths[0])
+        open_files.sweep()
+        assert list(syncer._fds) == [paths[0]] and len(open_files) == 1
+        assert syncer.fsync(paths[3])
+    finally:
+        syncer.close()
+    assert len(open_files) == 0

@@ -98,3 +98,37 @@ def test_the_supervisors_main_module_imports_no_command() -> None:
             "'mqstore.scripts.bench'))"
             " and m != 'mqstore.scripts.cli.mqstore'))")
     assert _printed_by(code) == "[]"
+
+
+_LIMITS = """
+import logging, resource, sys
+from pathlib import Path
+from mqstore.actors.config import BrokerConfig
+from mqstore.actors.process import raise_open_files_limit
+logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(message)s")
+resource.setrlimit(resource.RLIMIT_NOFILE, (100, int(sys.argv[3])))
+config = BrokerConfig.from_dict({"store_dir": sys.argv[1], "broker": {"open_files_max": int(sys.argv[2])}})
+print(raise_open_files_limit(config), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_one_and_a_low_one_is_said_plainly(tmp_path: Path) -> None:
+    """An actor starts with the soft RLIMIT_NOFILE raised to the hard one; when even that is below
+    what the store found may need (its files, with no bound on the open ones), it says so at start."""
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "consumequeue" / "T" / "0").mkdir(parents=True)
+    for n in range(400):
+        (tmp_path / "consumequeue" / "T" / "0" / f"{n:020d}").touch()
+
+    def run(open_files_max: int, hard: int) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-c", _LIMITS, str(tmp_path), str(open_files_max), str(hard)],
+                              capture_output=True, text=True, cwd=root, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+        assert done.returncode == 0, done.stderr
+        return done
+
+    bounded = run(64, 4096)
+    assert bounded.stdout.split() == ["4096", "4096"] and "WARNING" not in bounded.stderr
+    unbounded = run(0, 512)
+    assert unbounded.stdout.split() == ["512", "512"]
+    assert "the open files limit (ulimit -n) is 512, and this process may need 656" in unbounded.stderr
