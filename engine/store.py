@@ -69,8 +69,13 @@ class MessageStore:
 
     @classmethod
     def open(cls, path: Path | str, config: StoreConfig | None = None, *,
-             now_ms: Callable[[], int] = wall_clock_ms) -> MessageStore:
-        """Create or recover the store at ``path``; its geometry is read from disk when it exists."""
+             now_ms: Callable[[], int] = wall_clock_ms, last_stop_clean: bool | None = None) -> MessageStore:
+        """Create or recover the store at ``path``; its geometry is read from disk when it exists.
+
+        ``last_stop_clean``: None reads it off the abort marker. True is for a caller that knows every
+        process that wrote the store stopped without the machine going down (the supervisor's
+        catch-up after its actors stopped): recovery is normal, and the marker it left stays in place
+        until ``close`` removes it, so a crash during this open still reads as abnormal next time."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         lock_fd = lock_store(path)
@@ -92,7 +97,7 @@ class MessageStore:
                 opened.callback(index.close)
             checkpoint = Checkpoint.open(path / "checkpoint")
             opened.callback(checkpoint.close)
-            abnormal = abort_exists(path)
+            abnormal = abort_exists(path) if last_stop_clean is None else not last_stop_clean
             result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
                              check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
                              levels=config.delay_levels)
