@@ -25,7 +25,7 @@ from mqstore.engine.log.message import Message, PutResult, PutStatus
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import Record
 from mqstore.engine.meta.checkpoint import Checkpoint
-from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
+from mqstore.engine.meta.metafile import abort_exists, create_abort, make_dirs, remove_abort
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.meta.store_lock import lock_store
 from mqstore.engine.put.writer import CommitLogWriter
@@ -77,7 +77,7 @@ class MessageStore:
         catch-up after its actors stopped): recovery is normal, and the marker it left stays in place
         until ``close`` removes it, so a crash during this open still reads as abnormal next time."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
+        make_dirs(path)
         lock_fd = lock_store(path)
         with ExitStack() as opened:  # a part that fails to open (a damaged file) closes the ones before it
             opened.callback(os.close, lock_fd)

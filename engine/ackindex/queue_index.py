@@ -50,7 +50,7 @@ from mqstore.engine.ackindex.files import (
 )
 from mqstore.engine.ackindex.segments import IndexEntry, Segment
 from mqstore.engine.ackindex.slots import EMPTY_SLOT, JournalSlot
-from mqstore.engine.meta.metafile import StrPath, fsync_dir
+from mqstore.engine.meta.metafile import StrPath, fsync_dir, make_dirs
 
 DEFAULT_ENTRIES_PER_SEGMENT = 16384
 DEFAULT_MAX_JOURNAL_ENTRIES = 65536
@@ -108,9 +108,7 @@ class QueueIndex:
         if max_journal_entries < 1 or embed_threshold_bytes < 0:
             raise ValueError("max_journal_entries must be positive and embed_threshold_bytes not negative")
         path = Path(os.path.abspath(os.fspath(directory)))
-        if not path.is_dir():
-            path.mkdir(parents=True, exist_ok=True)
-            fsync_dir(path.parent)
+        make_dirs(path)  # group, topic and queue directories: each name durable
         created, meta_next_seq_id = load_meta(path, entries_per_segment)
         # gone before anything is written: a crash from here on must read as dirty
         marker = take_marker(path)
