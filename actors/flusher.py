@@ -10,7 +10,9 @@ flagged ``sync`` is flushed at once: one fsync answers every SYNC_FLUSH waiter u
 ``spare_file``, prepares the next commitlog file under a name no reader counts (``mqstore.engine.log.page_warmer``),
 so the writer's copies do not pay for fresh pages and its roll is one rename. The directory entry of
 a new commitlog file (created inline or renamed from the spare by the writer) is fsynced here, before
-any flushed notice covers a byte of that file. A failed fsync is
+any flushed notice covers a byte of that file (the ``commitlog`` directory's own name is made durable
+where it is made), and so are those of new consume-queue files, their queue and topic directories,
+and new index files, before the checkpoint counts them. A failed fsync is
 fatal: the process exits, the supervisor restarts it, and no SYNC_FLUSH send is acknowledged for
 data not known durable.
 """
@@ -34,7 +36,7 @@ from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.page_warmer import PageWarmer
 from mqstore.engine.log.range_sync import RangeSync
 from mqstore.engine.meta.checkpoint import Checkpoint
-from mqstore.engine.meta.metafile import fsync_dir
+from mqstore.engine.meta.metafile import DirectorySync, fsync_dir
 from mqstore.ipc.transport.sockets import bind, connect
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Arrived, Flushed, Indexed, Written
@@ -153,6 +155,7 @@ class FlushActor:
         self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file,
                                  open_files=runtime.open_files)
         self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
+        self.dirs = DirectorySync(self.store_dir)  # names of the files (and directories) others made
         self.checkpoint_due_ms = 0  # the commitlog's flush writes the checkpoint from then on
         self._commitlog_path = (-1, self.store_dir)  # the last commitlog file flushed: its base and path
 
@@ -319,6 +322,7 @@ class FlushActor:
             for n in range(first, last + 1):
                 self.syncer.fsync(root / topic / str(queue_id) / file_name(n * self.cq_file_size))
                 between()
+            self.dirs.sync(root / topic / str(queue_id))  # a file or the queue made since: its name
             self.queue_flushed[(topic, queue_id)] = max_offset
         if store_ms:
             self.checkpoint.logics_msg_ms = store_ms
@@ -331,6 +335,7 @@ class FlushActor:
         for name in sorted(self.index_files):
             self.syncer.fsync(self.store_dir / "index" / name)
             between()
+        self.dirs.sync(self.store_dir / "index")
         self.index_files.clear()
         if store_ms:
             self.checkpoint.index_msg_ms = store_ms

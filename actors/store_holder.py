@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mqstore.engine.meta.metafile import make_dirs
 from mqstore.engine.meta.store_lock import StoreLockedError, holder_name, lock_store
 
 
 def hold_store(store_dir: Path) -> int:
     """Take the store's lock (making the directory when missing); the descriptor holds it until
     closed. Raises StoreLockedError naming the holder when another process has it."""
-    store_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(store_dir)
     try:
         return lock_store(store_dir)
     except StoreLockedError:

@@ -34,7 +34,7 @@ from mqstore.engine.delay.table import save_delay_levels
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.meta.checkpoint import Checkpoint
-from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
+from mqstore.engine.meta.metafile import abort_exists, create_abort
 from mqstore.engine.meta.offsets import clamp_to_queue_ends
 from mqstore.engine.repair.recovery import recover
 from mqstore.ipc.transport.sockets import bind
@@ -342,20 +342,16 @@ class Supervisor:
 
     def _finish(self, clean: bool) -> None:
         """Bring the derived files level with the commitlog (what builders had not applied when they
-        stopped), flush, and remove the abort marker: the next start recovers normally."""
+        stopped), flush, and only then remove the abort marker: the next start recovers normally."""
         if self.gave_up:
             log.error("abort marker kept: the next start recovers abnormally")
             return
-        remove_abort(self.store_dir)
         self._unlock()
-        try:
-            with MessageStore.open(self.store_dir) as store:
-                log.info("stopped; derived files caught up (%d records re-dispatched)",
-                         store.recovery.cq_redispatched)
-        except Exception:
-            # the marker must come back: derived files may lag, the next start must recover them
-            create_abort(self.store_dir, os.getpid())
-            raise
+        # the marker stays through the catch-up open (its close removes it): a crash during the open
+        # leaves it, and the next start recovers abnormally
+        with MessageStore.open(self.store_dir, last_stop_clean=True) as store:
+            log.info("stopped; derived files caught up (%d records re-dispatched)",
+                     store.recovery.cq_redispatched)
         if not clean:
             log.warning("an actor did not exit cleanly; recovery on stop repaired what it left")
 

@@ -25,7 +25,7 @@ from mqstore.engine.log.message import Message, PutResult, PutStatus
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import Record
 from mqstore.engine.meta.checkpoint import Checkpoint
-from mqstore.engine.meta.metafile import abort_exists, create_abort, remove_abort
+from mqstore.engine.meta.metafile import abort_exists, create_abort, make_dirs, remove_abort
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.engine.meta.store_lock import lock_store
 from mqstore.engine.put.writer import CommitLogWriter
@@ -69,10 +69,15 @@ class MessageStore:
 
     @classmethod
     def open(cls, path: Path | str, config: StoreConfig | None = None, *,
-             now_ms: Callable[[], int] = wall_clock_ms) -> MessageStore:
-        """Create or recover the store at ``path``; its geometry is read from disk when it exists."""
+             now_ms: Callable[[], int] = wall_clock_ms, last_stop_clean: bool | None = None) -> MessageStore:
+        """Create or recover the store at ``path``; its geometry is read from disk when it exists.
+
+        ``last_stop_clean``: None reads it off the abort marker. True is for a caller that knows every
+        process that wrote the store stopped without the machine going down (the supervisor's
+        catch-up after its actors stopped): recovery is normal, and the marker it left stays in place
+        until ``close`` removes it, so a crash during this open still reads as abnormal next time."""
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
+        make_dirs(path)
         lock_fd = lock_store(path)
         with ExitStack() as opened:  # a part that fails to open (a damaged file) closes the ones before it
             opened.callback(os.close, lock_fd)
@@ -92,7 +97,7 @@ class MessageStore:
                 opened.callback(index.close)
             checkpoint = Checkpoint.open(path / "checkpoint")
             opened.callback(checkpoint.close)
-            abnormal = abort_exists(path)
+            abnormal = abort_exists(path) if last_stop_clean is None else not last_stop_clean
             result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
                              check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
                              levels=config.delay_levels)

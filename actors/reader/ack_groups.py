@@ -66,7 +66,8 @@ class AckGroups:
                                 host_prefix=msg_id_prefix(config.store.store_host.packed), now_ms=now_ms,
                                 redelivery_delays_ms=redelivery_delays(config.store.delay_levels,
                                                                        config.broker.ack_retry_first_level),
-                                moved=self.moves.latest if self.moves is not None else None)
+                                moved=self.moves.latest if self.moves is not None else None,
+                                holds=self._holds)
         self.parked = ParkedAckPulls()
         self.scan_filters: dict[AckKey, TagFilter] = {}  # the filter of each queue's latest pull
         self.dead_letters: DeadLetterSender | None = None
@@ -237,6 +238,14 @@ class AckGroups:
                    for i, (phys, size, code) in enumerate(entries.tolist())
                    if entry_live(phys, size, commitlog_min) and (not codes or code in codes)]
         self.queues.guarded(key, lambda: q.publish(located, start + len(entries)))
+
+    def _holds(self, key: AckKey, seq: int, phys_offset: int, size: int) -> bool:
+        """Whether the commitlog holds message ``seq`` of the queue at ``phys_offset`` (or a copy moved
+        from there): what an index replays after a crash must name a message, not a torn page."""
+        if self.moves is not None and self.moves.where(phys_offset) is not None:
+            return True
+        record = self.store.record_at(phys_offset, size)
+        return record is not None and (record.topic, record.queue_id, record.queue_offset) == (key[1], key[2], seq)
 
     def _record(self, topic: str, queue_id: int, seq: int, phys_offset: int, size: int) -> Record | None:
         """The message at ``phys_offset`` as it was stored (a moved one: its copy, presented as the

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.engine.ackindex.files import PublishCheck
 from mqstore.engine.ackindex.queue_index import PublishEntry, QueueIndex
 from mqstore.ipc.wire.receipts import OK, UNKNOWN_RECEIPT, AckStatus
 
@@ -91,7 +92,7 @@ def msg_id_prefix(packed_host: bytes) -> bytes:
     return packed_host[-MSG_ID_PREFIX_SIZE:]
 
 
-def _phys_offset(msg_id: bytes) -> int:
+def phys_offset_of(msg_id: bytes) -> int:
     """The commitlog offset a publish's msg id points at: the 8 bytes after the host part."""
     phys_offset: int = _PHYS.unpack_from(msg_id, MSG_ID_PREFIX_SIZE)[0]
     return phys_offset
@@ -123,8 +124,9 @@ class AckQueue:
 
     @classmethod
     def open(cls, directory: Path, *, host_prefix: bytes, max_deliveries: int, max_journal_entries: int,
-             redelivery_delays_ms: tuple[int, ...] = (), moved: Moves | None = None) -> AckQueue:
-        index = QueueIndex.open(directory, max_journal_entries=max_journal_entries)
+             redelivery_delays_ms: tuple[int, ...] = (), moved: Moves | None = None,
+             check_publish: PublishCheck | None = None) -> AckQueue:
+        index = QueueIndex.open(directory, max_journal_entries=max_journal_entries, check_publish=check_publish)
         try:
             return cls(index, host_prefix, max_deliveries, redelivery_delays_ms, moved)
         except BaseException:
@@ -136,7 +138,7 @@ class AckQueue:
         per_segment = self.index.entries_per_segment
         for num in self.index.segment_numbers:
             for entry in self.index.read(num * per_segment, (num + 1) * per_segment):
-                phys_offset, size = self._where(_phys_offset(entry.msg_id), entry.size_bytes)
+                phys_offset, size = self._where(phys_offset_of(entry.msg_id), entry.size_bytes)
                 if entry.delivered:
                     self._retry_info[entry.seq_id] = (phys_offset, size, 1)
                     self._retry.append(entry.seq_id)
@@ -179,7 +181,7 @@ class AckQueue:
             return min((phys for phys, _ in self.unacked_located().values()), default=None)
         seq = self.index.lowest_unacked_seq_id()
         entries = self.index.read(seq, seq + 1)
-        return self._where(_phys_offset(entries[0].msg_id), entries[0].size_bytes)[0] if entries else None
+        return self._where(phys_offset_of(entries[0].msg_id), entries[0].size_bytes)[0] if entries else None
 
     def unacked_located(self) -> dict[int, tuple[int, int]]:
         """seq -> (commitlog offset, size) of every message indexed and not acked: fresh, in flight,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from mqstore.actors.config import BrokerSection
-from mqstore.actors.reader.ack_queue import AckQueue
+from mqstore.actors.reader.ack_queue import AckQueue, phys_offset_of
 from mqstore.actors.reader.ack_requests import AckKey
 from mqstore.engine.ackindex.files import QueueIndexError
 from mqstore.engine.ackindex.low_water import (
@@ -40,8 +40,11 @@ T = TypeVar("T")
 class AckQueues:
     def __init__(self, store_dir: Path, reader_index: int, cfg: BrokerSection, *, host_prefix: bytes,
                  now_ms: Callable[[], int], redelivery_delays_ms: tuple[int, ...] = (),
-                 moved: Mapping[int, tuple[int, int]] | None = None) -> None:
-        """``moved``: where moved messages are now (``mqstore.actors.reader.moved.MovedCopies.latest``)."""
+                 moved: Mapping[int, tuple[int, int]] | None = None,
+                 holds: Callable[[AckKey, int, int, int], bool] | None = None) -> None:
+        """``moved``: where moved messages are now (``mqstore.actors.reader.moved.MovedCopies.latest``).
+        ``holds(key, seq, phys_offset, size)``: whether the commitlog holds the queue's message ``seq``
+        there; a queue's recovery replays its journal only up to a publish that fails it (a torn page)."""
         self.store_dir = store_dir
         self.root = store_dir / QUEUE_INDEX_DIR
         self.reader_index = reader_index
@@ -50,6 +53,7 @@ class AckQueues:
         self.now_ms = now_ms
         self.redelivery_delays_ms = redelivery_delays_ms
         self.moved = moved
+        self.holds = holds
         self._open: dict[AckKey, AckQueue] = {}
         self._last_op_ms: dict[AckKey, int] = {}
         self._low_water: tuple[int | None, list[AckProgress] | None] | None = None  # the mark last written
@@ -75,9 +79,12 @@ class AckQueues:
         directory = self.root / key[0] / key[1] / str(key[2])
         if not create and not directory.is_dir():
             return None
+        holds = self.holds
         q = AckQueue.open(directory, host_prefix=self.host_prefix, max_deliveries=self.cfg.ack_max_deliveries,
                           max_journal_entries=self.cfg.ack_max_journal_entries,
-                          redelivery_delays_ms=self.redelivery_delays_ms, moved=self.moved)
+                          redelivery_delays_ms=self.redelivery_delays_ms, moved=self.moved,
+                          check_publish=None if holds is None else
+                          lambda seq, pub: holds(key, seq, phys_offset_of(pub.msg_id), pub.size_bytes))
         log.info("ack mode: opened %s/%s/%d (%s recovery): %d unacked, %d due again", *key,
                  q.index.recovery.kind.name.lower(), q.index.unacked_count, q.retry_count)
         self._open[key] = q

@@ -45,6 +45,8 @@ does). Neither format has a checksum (RabbitMQ's v2 index added one): corruption
 or zeroed tail is not detected. In particular a record whose first bytes reached the disk and whose
 rest reads back as zeros (a power cut at a sector boundary, on a filesystem that exposes unwritten
 sectors inside the file size) parses as a different record; a process crash cannot produce that.
+Recovery checks each journal publish against the message store for that reason
+(``mqstore.engine.ackindex.files``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,16 @@ are exactly those it lists: no segment file is read. Dirty recovery (§2.3) repl
 whole records (a torn tail is ignored, §1.3) over every segment file, cuts each file back to its
 last whole record (a flush that crashed mid-append; the journal still holds those entries), and
 drops from the journal what a crashed flush had already appended (``mqstore.engine.ackindex.slots``).
+
+The journal is never fsynced and has no checksum (RabbitMQ's format): after a power cut a page lost
+between pages that survived reads back as zeros, and the record it cuts through can parse whole, a
+publish naming another message or another seq_id. So a dirty recovery given ``check_publish`` (the
+owner's look into the message store: does the commitlog hold this seq_id's message where the
+publish says?) replays the journal only up to the first publish that fails it: what follows is
+taken for a torn page like a torn tail is. Losing those records costs at most redeliveries (acks,
+deliveries) and publishes the owner derives again from the consume queue (``next_seq_id`` is not
+moved by anything past the cut); taking a torn publish would deliver, or drop as gone, the wrong
+message.
 """
 
 from __future__ import annotations
@@ -29,10 +39,19 @@ import json
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqstore.engine.ackindex.codec import SegmentEntry, parse_journal, parse_segment
+from mqstore.engine.ackindex.codec import (
+    JournalKind,
+    JournalParse,
+    PubRecord,
+    SegmentEntry,
+    decode_journal_record,
+    parse_journal,
+    parse_segment,
+)
 from mqstore.engine.ackindex.slots import JournalSlot, journal_minus_segment, replay_journal
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import BACKUP_SUFFIX, TMP_SUFFIX, fsync_dir, read_with_backup, write_atomic
@@ -43,6 +62,7 @@ META_FILE_NAME = "queue_index.json"
 CLEAN_FILE_NAME = "clean.json"
 FORMAT_VERSION = 1
 _SEGMENT_NAME = re.compile(r"^(0|[1-9][0-9]*)\.idx$")
+PublishCheck = Callable[[int, PubRecord], bool]  # (seq_id, publish) -> the message store holds it so
 
 
 class QueueIndexError(MqstoreError):
@@ -63,6 +83,7 @@ class Recovery:
     journal_record_count: int = 0  # whole journal records replayed
     ignored_journal_bytes: int = 0  # the torn tail after them
     repaired_segment_count: int = 0  # segment files cut back to their last whole record
+    rejected_publish: bool = False  # replay stopped at a publish the message store does not hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +237,8 @@ def take_marker(directory: Path) -> _Marker | None:
 
 
 def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, created: bool,
-            meta_next_seq_id: int, marker: _Marker | None) -> RecoveredState:
+            meta_next_seq_id: int, marker: _Marker | None, check_publish: PublishCheck | None = None
+            ) -> RecoveredState:
     on_disk = segment_numbers_on_disk(directory)
     if marker is None:
         reason = "no clean marker"
@@ -229,12 +251,28 @@ def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, cre
         next_seq_id = max(marker.next_seq_id, meta_next_seq_id)
         return RecoveredState(Recovery(RecoveryKind.CLEAN), next_seq_id, segments, needs_flush=False)
     return _recover_dirty(directory, entries_per_segment, journal_bytes, on_disk, meta_next_seq_id,
-                          Recovery(RecoveryKind.CREATED, "") if created else Recovery(RecoveryKind.DIRTY, reason))
+                          Recovery(RecoveryKind.CREATED, "") if created else Recovery(RecoveryKind.DIRTY, reason),
+                          check_publish)
+
+
+def replayable_journal(journal_bytes: bytes, check_publish: PublishCheck | None) -> tuple[JournalParse, bool]:
+    """The journal's whole records up to its torn tail, and up to the first publish ``check_publish``
+    rejects (see the module docstring); with whether one was rejected."""
+    parsed = parse_journal(journal_bytes)
+    if check_publish is None:
+        return parsed, False
+    pos = 0
+    for count, record in enumerate(parsed.records):
+        if record.kind is JournalKind.PUBLISH and record.pub is not None and not check_publish(record.seq_id,
+                                                                                               record.pub):
+            return JournalParse(parsed.records[:count], pos, parsed.stop), True
+        pos += decode_journal_record(journal_bytes, pos).size
+    return parsed, False
 
 
 def _recover_dirty(directory: Path, entries_per_segment: int, journal_bytes: bytes, on_disk: set[int],
-                   meta_next_seq_id: int, outline: Recovery) -> RecoveredState:
-    parsed = parse_journal(journal_bytes)
+                   meta_next_seq_id: int, outline: Recovery, check_publish: PublishCheck | None) -> RecoveredState:
+    parsed, rejected = replayable_journal(journal_bytes, check_publish)
     by_segment, max_pub_seq_id = replay_journal(parsed.records, entries_per_segment)
     next_seq_id = max(meta_next_seq_id, max_pub_seq_id + 1)
     repaired_count = 0
@@ -257,7 +295,7 @@ def _recover_dirty(directory: Path, entries_per_segment: int, journal_bytes: byt
         if unacked_count or slots or segment_path(directory, num).exists():
             segments.append(RecoveredSegment(num, unacked_count, slots))
     recovery = Recovery(outline.kind, outline.reason, len(parsed.records),
-                        len(journal_bytes) - parsed.valid_bytes, repaired_count)
+                        len(journal_bytes) - parsed.valid_bytes, repaired_count, rejected)
     return RecoveredState(recovery, next_seq_id, segments, needs_flush=True)
 
 

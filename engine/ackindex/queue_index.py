@@ -35,6 +35,7 @@ from mqstore.engine.ackindex.codec import (
 )
 from mqstore.engine.ackindex.files import (
     JOURNAL_FILE_NAME,
+    PublishCheck,
     QueueIndexError,
     RecoveredState,
     Recovery,
@@ -50,7 +51,7 @@ from mqstore.engine.ackindex.files import (
 )
 from mqstore.engine.ackindex.segments import IndexEntry, Segment
 from mqstore.engine.ackindex.slots import EMPTY_SLOT, JournalSlot
-from mqstore.engine.meta.metafile import StrPath, fsync_dir
+from mqstore.engine.meta.metafile import StrPath, fsync_dir, make_dirs
 
 DEFAULT_ENTRIES_PER_SEGMENT = 16384
 DEFAULT_MAX_JOURNAL_ENTRIES = 65536
@@ -98,19 +99,20 @@ class QueueIndex:
 
     @classmethod
     def open(cls, directory: StrPath, *, entries_per_segment: int = DEFAULT_ENTRIES_PER_SEGMENT,
-             max_journal_entries: int = DEFAULT_MAX_JOURNAL_ENTRIES, embed_threshold_bytes: int = 0) -> QueueIndex:
+             max_journal_entries: int = DEFAULT_MAX_JOURNAL_ENTRIES, embed_threshold_bytes: int = 0,
+             check_publish: PublishCheck | None = None) -> QueueIndex:
         """Open or create the index in ``directory`` and recover it (see the module docstring).
 
         ``embed_threshold_bytes``: a publish's body shorter than this is kept in the index; 0 never.
+        ``check_publish``: a dirty recovery replays the journal up to the first publish it rejects
+        (``mqstore.engine.ackindex.files``: a torn page can parse as a publish).
         """
         if not 1 <= entries_per_segment <= MAX_ENTRIES_PER_SEGMENT:
             raise ValueError(f"entries_per_segment must be 1..{MAX_ENTRIES_PER_SEGMENT}, got {entries_per_segment}")
         if max_journal_entries < 1 or embed_threshold_bytes < 0:
             raise ValueError("max_journal_entries must be positive and embed_threshold_bytes not negative")
         path = Path(os.path.abspath(os.fspath(directory)))
-        if not path.is_dir():
-            path.mkdir(parents=True, exist_ok=True)
-            fsync_dir(path.parent)
+        make_dirs(path)  # group, topic and queue directories: each name durable
         created, meta_next_seq_id = load_meta(path, entries_per_segment)
         # gone before anything is written: a crash from here on must read as dirty
         marker = take_marker(path)
@@ -121,7 +123,8 @@ class QueueIndex:
         try:
             if journal_bytes is None:
                 fsync_dir(path)
-            index._apply(recover(path, entries_per_segment, journal_bytes or b"", created, meta_next_seq_id, marker))
+            index._apply(recover(path, entries_per_segment, journal_bytes or b"", created, meta_next_seq_id, marker,
+                                 check_publish))
         except BaseException:
             os.close(fd)
             raise

@@ -37,6 +37,7 @@ from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
 from mqstore.engine.consumequeue.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 from mqstore.engine.consumequeue.entry import CQ_DTYPE
 from mqstore.engine.log.open_files import OpenFiles
+from mqstore.engine.meta.metafile import DirectorySync
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
@@ -85,6 +86,7 @@ class ConsumeQueueStore:
         self._mark_map: mmap.mmap | None = None  # the mark file, mapped once a batch has marked it
         self._predecessor_cleared = False  # a mark left by an earlier process removed (or none found)
         self._mark_path = root / DISPATCHING_NAME
+        self._dir_sync = DirectorySync(root.parent)  # queue directories and files made, for ``flush``
 
     @classmethod
     def open(cls, root: Path | str, entries_per_file: int = DEFAULT_CQ_ENTRIES_PER_FILE, *,
@@ -167,6 +169,8 @@ class ConsumeQueueStore:
         if cq is None and (create or (self.root / topic / str(queue_id)).is_dir()):
             cq = ConsumeQueue.open(self.root, topic, queue_id, self.entries_per_file, writable=self.writable,
                                    open_files=self.open_files)
+            if self.writable:
+                cq.queue.dir_sync = self._dir_sync
             self.queues[(topic, queue_id)] = cq
         return cq
 

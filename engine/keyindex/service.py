@@ -21,6 +21,7 @@ from mqstore.engine.keyindex.index_file import IndexFile, IndexFileError
 from mqstore.engine.keyindex.keys import index_hashes, index_key, java_key_hashes, record_keys
 from mqstore.engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
 from mqstore.engine.keyindex.probe import KeyProbe
+from mqstore.engine.meta.metafile import make_dirs
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
 # what ``build_records`` takes of a record: topic, KEYS tokens, UNIQ_KEY, phys offset, store time, sysFlag
@@ -86,7 +87,7 @@ class IndexService:
             raise ValueError(f"max_msgs_num_batch must be positive, got {max_msgs_num_batch}")
         path = Path(index_dir)
         if writable:
-            path.mkdir(parents=True, exist_ok=True)
+            make_dirs(path)
             remove_unfinished(path)
         files: list[IndexFile] = []
         try:

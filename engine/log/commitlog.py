@@ -29,6 +29,7 @@ from mqstore.engine.log.record import (
     seal_record,
     store_ms_pos,
 )
+from mqstore.engine.meta.metafile import DirectorySync, make_dirs
 
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
 
@@ -44,7 +45,12 @@ class CommitLog:
     @classmethod
     def open(cls, directory: Path | str, file_size: int = DEFAULT_COMMITLOG_FILE_SIZE, *,
              writable: bool = True, open_files: OpenFiles | None = None) -> CommitLog:
-        return cls(MappedFileQueue.open(directory, file_size, writable=writable, open_files=open_files))
+        if writable:
+            make_dirs(directory)  # its name durable before any file in it is counted flushed
+        queue = MappedFileQueue.open(directory, file_size, writable=writable, open_files=open_files)
+        if writable:
+            queue.dir_sync = DirectorySync(queue.directory.parent)
+        return cls(queue)
 
     def close(self) -> None:
         self.queue.close()

@@ -1,7 +1,9 @@
 """An ordered run of equal-size mapped files addressed by one global offset (RocketMQ's MappedFileQueue).
 
 File ``N`` holds offsets ``[base_N, base_N + file_size)`` and is named by ``base_N`` in 20 digits.
-The queue's cursors are global: ``max_offset`` (written), ``flushed_where``.
+The queue's cursors are global: ``max_offset`` (written), ``flushed_where``. With ``dir_sync`` set,
+``flush`` also makes the directory entries of files made since durable (and the directory's own, up to
+the store): a process that flushes its own files this way counts them durable only after their names.
 
 Only all-digit names are the queue's files; every listing (``open``, ``refresh``, ``infer_file_size``)
 goes through ``is_queue_file_name``, so a dot-name in the directory is never log data. The commitlog
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from mqstore.engine.log.mapped_file import MappedFile, MappedFileError, file_name
 from mqstore.engine.log.open_files import OpenFiles
-from mqstore.engine.meta.metafile import fsync_dir
+from mqstore.engine.meta.metafile import DirectorySync, fsync_dir
 
 SPARE_NAME = ".spare"                        # a whole, zero, allocated next file, ready to adopt
 SPARE_PREPARING_NAME = ".spare.preparing"    # the same while its owner still allocates or warms it
@@ -52,6 +54,7 @@ class MappedFileQueue:
         self.flushed_where = 0
         self.adopt_spares = False  # set by the one writer of a family whose files someone prepares
         self.spares_adopted = 0
+        self.dir_sync: DirectorySync | None = None  # set by an owner that flushes through ``flush``
 
     @classmethod
     def open(cls, directory: Path | str, file_size: int, *, writable: bool = True,
@@ -214,6 +217,8 @@ class MappedFileQueue:
         if mf is None:
             return self.flushed_where
         mf.flush(least_pages)
+        if self.dir_sync is not None:  # a file made since the last flush: its name, before anyone counts it
+            self.dir_sync.sync(self.directory)
         self.flushed_where = mf.file_base + mf.flushed_pos
         return self.flushed_where
 

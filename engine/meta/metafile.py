@@ -8,6 +8,10 @@ crash. A crash between the two renames leaves no ``name`` but an intact ``name.b
 ``read_with_backup`` falls back to it. A leftover ``name.tmp`` is never read: it may be torn.
 Files no reader falls back for (``mqstore.ipc.transport.curve``'s key files) skip the backup: one rename replaces them.
 
+A name survives a power cut only once its directory is fsynced, and a new directory's only once its
+parent is: ``make_dirs`` creates directories that way, and ``DirectorySync`` lets the process that owns
+a file family's durability make the entries of files others created durable, once per change.
+
 The abort marker ``{store}/abort`` holds the PID of the running store as text. Its presence at start
 means the last stop was not clean (RocketMQ: ``lastExitOK = !exists(abort)``), so what matters for
 durability is the directory entry, and both creating and removing it fsync the directory.
@@ -16,7 +20,9 @@ durability is the directory entry, and both creating and removing it fsync the d
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from mqstore.engine.errors import MqstoreError
@@ -46,6 +52,70 @@ def fsync_dir(dir_path: StrPath) -> None:
         os.close(fd)
 
 
+# Directory times come from a coarse clock (a kernel tick; a second on some filesystems): a change in
+# the same tick as the one seen may leave the time as it was, so only a time older than this is trusted
+# to change with the next entry made or removed.
+DIR_TIME_TRUST_NS = 2_000_000_000
+
+
+def make_dirs(dir_path: StrPath, mode: int = 0o777) -> None:
+    """``os.makedirs``, with each directory it makes durable (its parent fsynced) before returning."""
+    made: list[str] = []
+    path = os.path.abspath(os.fspath(dir_path))
+    while not os.path.isdir(path):
+        made.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for path in reversed(made):
+        try:
+            os.mkdir(path, mode)
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+        fsync_dir(os.path.dirname(path))
+
+
+class DirectorySync:
+    """The entries of directories under ``root`` made durable for files another process creates
+    (consume-queue files and their queue and topic directories, index files), by the process that
+    owns their durability, before anything that counts them durable (the checkpoint).
+
+    ``sync(directory)`` fsyncs ``directory`` when an entry in it may have changed since its last
+    fsync here, and the directories above it up to ``root`` the same way (a new directory's name is
+    in its parent). A directory's inode and modification time, recorded before its fsync, tell: both
+    unchanged means no entry was made, renamed or removed since. A time within
+    ``DIR_TIME_TRUST_NS`` of the fsync is not recorded, so the directory is fsynced again next time.
+    Costs one ``stat`` a call while nothing changes, one directory fsync per change."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._synced: dict[Path, tuple[int, int]] = {}  # directory -> (inode, mtime_ns) at its last fsync
+        self.sync_count = 0
+
+    def sync(self, directory: Path) -> bool:
+        """Make every entry of ``directory`` durable, and its own name up to ``root``; False when it
+        does not exist (removed, or not made yet)."""
+        try:
+            st = os.stat(directory)
+        except FileNotFoundError:
+            self._synced.pop(directory, None)
+            return False
+        seen = (st.st_ino, st.st_mtime_ns)
+        if self._synced.get(directory) == seen:
+            return True
+        if directory != self.root and self.root in directory.parents:
+            self.sync(directory.parent)
+        fsync_dir(directory)
+        self.sync_count += 1
+        if time.time_ns() - st.st_mtime_ns > DIR_TIME_TRUST_NS:
+            self._synced[directory] = seen
+        else:
+            self._synced.pop(directory, None)
+        return True
+
+
 def _write_file_synced(path: str, data: bytes, mode: int | None = None) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, DEFAULT_MODE if mode is None else mode)
     try:
@@ -62,14 +132,6 @@ def _write_file_synced(path: str, data: bytes, mode: int | None = None) -> None:
         os.close(fd)
 
 
-def _ensure_dir(dir_path: str) -> None:
-    if os.path.isdir(dir_path):
-        return
-    os.makedirs(dir_path, exist_ok=True)
-    # The new directory's own entry must survive too, or the file inside it is lost with it.
-    fsync_dir(os.path.dirname(dir_path) or ".")
-
-
 def write_atomic(path: StrPath, data: bytes, *, mode: int | None = None, keep_backup: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash at any instant leaves a whole file behind.
 
@@ -83,7 +145,7 @@ def write_atomic(path: StrPath, data: bytes, *, mode: int | None = None, keep_ba
     """
     target = os.path.abspath(os.fspath(path))
     dir_path = os.path.dirname(target)
-    _ensure_dir(dir_path)
+    make_dirs(dir_path)
     tmp_path = target + TMP_SUFFIX
     _write_file_synced(tmp_path, data, mode)
     if keep_backup and os.path.exists(target):
@@ -133,7 +195,7 @@ def abort_path(store_dir: StrPath) -> str:
 def create_abort(store_dir: StrPath, pid: int) -> None:
     """Write ``{store}/abort`` holding ``pid`` as decimal text, durably (file and directory)."""
     store = os.path.abspath(os.fspath(store_dir))
-    _ensure_dir(store)
+    make_dirs(store)
     _write_file_synced(abort_path(store), str(pid).encode("ascii"))
     fsync_dir(store)
 

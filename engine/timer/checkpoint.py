@@ -22,6 +22,8 @@ import os
 import struct
 from pathlib import Path
 
+from mqstore.engine.meta.metafile import fsync_dir, make_dirs
+
 CHECKPOINT_FILE = "config/timercheck"
 CHECKPOINT_SIZE = 4096
 _LONG = struct.Struct(">q")
@@ -50,12 +52,13 @@ class TimerCheckpoint:
     @classmethod
     def open(cls, store_dir: Path) -> TimerCheckpoint:
         path = Path(store_dir) / CHECKPOINT_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             created = os.fstat(fd).st_size == 0
             if os.fstat(fd).st_size < CHECKPOINT_SIZE:
                 os.posix_fallocate(fd, 0, CHECKPOINT_SIZE)
+                fsync_dir(path.parent)  # its name, before any flush counts the progress in it durable
             mm = mmap.mmap(fd, CHECKPOINT_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)

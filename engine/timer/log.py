@@ -37,6 +37,7 @@ import numpy as np
 from mqstore.engine.log.mapped_file import MappedFile
 from mqstore.engine.log.mapped_file_queue import MappedFileQueue, infer_file_size
 from mqstore.engine.log.record import BLANK_MAGIC
+from mqstore.engine.meta.metafile import DirectorySync
 
 RECORD_SIZE = 52
 BLANK_SIZE = 16
@@ -96,7 +97,9 @@ class TimerLog:
     def open(cls, store_dir: Path, file_size: int) -> TimerLog:
         """The files found keep their own size (a store made with another one is read as it is)."""
         directory = Path(store_dir) / LOG_DIR
-        return cls(MappedFileQueue.open(directory, infer_file_size(directory) or file_size))
+        queue = MappedFileQueue.open(directory, infer_file_size(directory) or file_size)
+        queue.dir_sync = DirectorySync(Path(store_dir))  # a rolled timerlog file's name before the checkpoint
+        return cls(queue)
 
     def close(self) -> None:
         self.queue.close()

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.meta.metafile import fsync_dir
 
 SLOT_SIZE = 32
 SLOTS_TOTAL = 7 * 86_400                 # RocketMQ's slotsTotal: TIMER_WHEEL_TTL_DAY x seconds a day
@@ -71,6 +72,7 @@ class TimerWheel:
             size = os.fstat(fd).st_size
             if size == 0:
                 os.posix_fallocate(fd, 0, WHEEL_FILE_SIZE)
+                fsync_dir(path.parent)  # its name, before any flush counts the slots in it durable
             elif size != WHEEL_FILE_SIZE:
                 raise TimerWheelError(f"{path}: {size} bytes, a timer wheel has {WHEEL_FILE_SIZE}")
             mm = mmap.mmap(fd, WHEEL_FILE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)

@@ -36,7 +36,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from mqstore.engine.errors import MqstoreError
-from mqstore.engine.meta.metafile import write_atomic
+from mqstore.engine.meta.metafile import make_dirs, write_atomic
 
 SERVER_NAME = "server"
 CLIENTS_DIR = "clients"
@@ -128,7 +128,7 @@ def generate_keys(out_dir: Path | str, clients: Iterable[str] = (DEFAULT_CLIENT,
     """A server keypair (kept when one exists: clients already trust it) and one keypair per client;
     returns the files written."""
     out = Path(out_dir)
-    (out / CLIENTS_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_dirs(out / CLIENTS_DIR, mode=0o700)  # each directory made durable, before the key files in it
     os.chmod(out, 0o700)
     written: list[Path] = []
     server_secret = out / f"{SERVER_NAME}{SECRET_SUFFIX}"
