@@ -12,7 +12,7 @@ import pytest
 
 from mqstore.engine import MessageStore, StoreLockedError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOLD = "import sys; from pathlib import Path; from mqstore.engine.meta.store_lock import lock_store; " \
        "lock_store(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()"
 
