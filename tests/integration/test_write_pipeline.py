@@ -276,6 +276,42 @@ def test_sync_flush_acknowledges_only_after_the_flush(sync_pipeline: Pipeline) -
     wait_for(lambda: _queue_ends(p)[("Orders", 0)] == 3, 10, "the entry after the flush")
 
 
+def test_sync_flush_restarted_writer_publishes_the_unflushed_tail_only_once_flushed(
+        sync_pipeline: Pipeline) -> None:
+    """A writer killed while its appended records wait for a flush leaves them in the log; the writer
+    that replaces it finds them on start, and must not let the builders apply them (a consumer would
+    read records a power cut can still take) until the flush service says they are durable."""
+    p = sync_pipeline
+    first = _send(p, 3)
+    applied = first[-1]["phys_offset"] + 1
+    p.wait_applied(applied, ("cqbuilder",))
+    flusher_pid = p.procs["flusher"].pid
+    os.kill(flusher_pid, signal.SIGSTOP)
+    try:
+        p.producer.send(schema.pack(schema.request("send", 42, msgs=[{"topic": "Orders", "body": b"tail",
+                                                                       "queue": 0}])))
+        wait_for(lambda: _writer_report(p, p.procs["writer"].pid, lambda e: e["written"] > applied), 30,
+                 "the writer to append the tail")
+        p.procs["writer"].kill()
+        p.procs["writer"].join()
+        p.start("writer")
+        report = wait_for(lambda: _writer_report(p, p.procs["writer"].pid), 30, "the new writer's first tick")
+        assert report["written"] > applied, report
+        assert report["dispatched"] < report["written"], f"the unflushed tail was published to the builders: {report}"
+        assert _queue_ends(p)[("Orders", 0)] == 2
+    finally:
+        os.kill(flusher_pid, signal.SIGCONT)
+    wait_for(lambda: _queue_ends(p)[("Orders", 0)] == 3, 30, "the tail's entry once flushed")
+
+
+def _writer_report(p: Pipeline, pid: int, wanted: Any = lambda e: True) -> dict[str, Any] | None:
+    """The writer process ``pid``'s first tick report (``written``, ``dispatched``) that ``wanted`` accepts."""
+    for event in p.events_seen():
+        if event.get("actor") == "writer" and event.get("pid") == pid and "dispatched" in event and wanted(event):
+            return event
+    return None
+
+
 def test_sync_flush_times_out_without_a_flush(tmp_path: Path) -> None:
     p = Pipeline(tmp_path / "store", "SYNC_FLUSH", sync_timeout_ms=1500)
     try:
