@@ -129,6 +129,9 @@ class FlushActor:
         self.index_store_ms = 0
         self.index_chain = Chain()
         self.index_sweep_due = False
+        self.sweeps = 0  # sweeps of the consume queues: one per builder or service start, or notice lost
+        self.queues_applied = 0  # how far the consume-queue builder's notices say it applied the commitlog
+        self.queues_durable = 0  # the consume queues' entries of every record below it are synced
         self.last_thorough_ms = monotonic_ms()
         self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file)
         self.dir_synced_file = -1  # the newest commitlog file whose directory entry is known durable
@@ -178,7 +181,8 @@ class FlushActor:
                     next_index = now + flush.index_interval_ms
                 self._warm(serve_sync)
                 self.rt.report("running", flushed=self.flushed_end, written=self.written_end,
-                               spares_prepared=self.warmer.spares_prepared)
+                               spares_prepared=self.warmer.spares_prepared, sweeps=self.sweeps,
+                               queues_durable=self.queues_durable)
             self._drain(written_in, Written.decode, self._on_written)
             self._drain(arrived_in, Arrived.decode, self._on_arrived)
             self._drain(indexed_in, Indexed.decode, self._on_indexed)
@@ -234,6 +238,7 @@ class FlushActor:
     def _on_arrived(self, notice: Arrived) -> None:
         if not self.cq_chain.follows(notice.epoch, notice.seq):
             self.cq_sweep_due = True
+        self.queues_applied = max(self.queues_applied, notice.applied)
         for topic, queue_id, max_offset in notice.queues:
             key = (topic, queue_id)
             if max_offset < self.queue_max.get(key, 0):
@@ -291,15 +296,17 @@ class FlushActor:
         """fsync every consume-queue file written since the last flush (a queue seen for the first
         time has all its files synced once: cheap for clean files, and nothing is missed), or every
         file there is when a notice may be missing; then the checkpoint's consume-queue time."""
-        store_ms = self.cq_store_ms
+        store_ms, applied = self.cq_store_ms, self.queues_applied
         root = self.store_dir / "consumequeue"
         swept = self.cq_sweep_due
         if swept:
             self.cq_sweep_due = False
             self._sweep_queues(root, between)
+            self.sweeps += 1
         dirty = [(key, m) for key, m in self.queue_max.items() if m > self.queue_flushed.get(key, 0)
                  or key not in self.queue_flushed]
         if not dirty and not swept:
+            self.queues_durable = applied
             return
         for (topic, queue_id), max_offset in dirty:
             first = self.queue_flushed.get((topic, queue_id), 0) * CQ_ENTRY_SIZE // self.cq_file_size
@@ -308,6 +315,7 @@ class FlushActor:
                 self.syncer.fsync(root / topic / str(queue_id) / file_name(n * self.cq_file_size))
                 between()
             self.queue_flushed[(topic, queue_id)] = max_offset
+        self.queues_durable = applied
         if store_ms:
             self.checkpoint.logics_msg_ms = store_ms
             self.checkpoint.flush()

@@ -312,6 +312,38 @@ def _writer_report(p: Pipeline, pid: int, wanted: Any = lambda e: True) -> dict[
     return None
 
 
+def test_a_restarted_consume_queue_builder_makes_the_flush_service_sync_every_queue(
+        sync_pipeline: Pipeline) -> None:
+    """The flush service follows the builder's numbered notices through real sockets: its first
+    notice, then the first of a builder restarted (whose predecessor may have written entries it never
+    announced), each cost one sweep of every queue; notices that follow each other cost none."""
+    p = sync_pipeline
+    sweeps = _flusher_sweeps(p, 0, 1)
+    assert _flusher_sweeps(p, 100, sweeps) == sweeps
+    p.procs["cqbuilder"].kill()
+    p.procs["cqbuilder"].join()
+    p.start("cqbuilder")
+    assert _flusher_sweeps(p, 200, sweeps + 1) == sweeps + 1
+
+
+def _flusher_sweeps(p: Pipeline, first: int, at_least: int) -> int:
+    """Send until the flush service reports the consume-queue entry of the first send synced (a
+    notice sent before it subscribed is lost: PUB/SUB), and its sweep count by then."""
+    seen = {"sweeps": 0, "queues_durable": 0}
+    sent: list[int] = []
+
+    def reported() -> bool:
+        for event in p.events_seen():
+            if event.get("actor") == "flusher" and "sweeps" in event:
+                seen.update(sweeps=event["sweeps"], queues_durable=event["queues_durable"])
+        if sent and seen["queues_durable"] > sent[0] and seen["sweeps"] >= at_least:
+            return True
+        sent.append(_send(p, 1, first + len(sent))[0]["phys_offset"])
+        return False
+    wait_for(reported, 30, f"the flush service to sync the queues after {at_least} sweep(s)")
+    return seen["sweeps"]
+
+
 def test_sync_flush_times_out_without_a_flush(tmp_path: Path) -> None:
     p = Pipeline(tmp_path / "store", "SYNC_FLUSH", sync_timeout_ms=1500)
     try:
