@@ -27,6 +27,7 @@ newest index file's end offset.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -65,6 +66,10 @@ class BuilderActor:
                                         writable=False, open_files=runtime.open_files)
         self.applied = 0     # every record before this commitlog offset is applied
         self.store_ms = 0    # store time of the last record applied
+        # this process's notices are numbered (``mqstore.ipc.wire.notices.Chain``): the flush service
+        # syncs only the files they name, and must learn when one was lost or a predecessor's never sent
+        self.epoch = secrets.randbits(62) + 1
+        self.seq = -1
 
     # subclasses: where to resume, how to apply, what to announce
     def resume_from(self) -> int:
@@ -75,6 +80,11 @@ class BuilderActor:
 
     def notice(self) -> Arrived | Indexed:
         raise NotImplementedError
+
+    def numbered(self) -> tuple[int, int]:
+        """The next notice's epoch and seq."""
+        self.seq += 1
+        return self.epoch, self.seq
 
     def close(self) -> None:
         self.commitlog.close()
@@ -264,7 +274,7 @@ class ConsumeQueueBuilderActor(BuilderActor):
     def notice(self) -> Arrived:
         queues = tuple((topic, queue_id, max_offset) for (topic, queue_id), max_offset in self.changed.items())
         self.changed.clear()
-        return Arrived(queues, self.applied, self.store_ms)
+        return Arrived(queues, self.applied, self.store_ms, *self.numbered())
 
     def close(self) -> None:
         self.queues.close()
@@ -302,7 +312,7 @@ class IndexBuilderActor(BuilderActor):
     def notice(self) -> Indexed:
         files = tuple(sorted(self.files))
         self.files.clear()
-        return Indexed(files, self.applied, self.store_ms)
+        return Indexed(files, self.applied, self.store_ms, *self.numbered())
 
     def close(self) -> None:
         self.index.close()

@@ -12,7 +12,11 @@ so the writer's copies do not pay for fresh pages and its roll is one rename. Th
 a new commitlog file (created inline or renamed from the spare by the writer) is fsynced here, before
 any flushed notice covers a byte of that file (the ``commitlog`` directory's own name is made durable
 where it is made), and so are those of new consume-queue files, their queue and topic directories,
-and new index files, before the checkpoint counts them. A failed fsync is
+and new index files, before the checkpoint counts them. Consume-queue and index files are synced as
+the builders' notices name them; those notices are numbered (``mqstore.ipc.wire.notices.Chain``), and
+the first one this service receives, one after a gap, or one from a restarted builder makes it sync
+every file of that family first (a sweep): the checkpoint's consume-queue and index times move only
+past entries known durable, whatever notices PUB/SUB lost. A failed fsync is
 fatal: the process exits, the supervisor restarts it, and no SYNC_FLUSH send is acknowledged for
 data not known durable.
 """
@@ -31,7 +35,9 @@ from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.consumequeue.consume_queue import cq_file_size
 from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
+from mqstore.engine.keyindex.file_names import index_file_names
 from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, file_name
+from mqstore.engine.log.mapped_file_queue import is_queue_file_name
 from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.page_warmer import PageWarmer
 from mqstore.engine.log.range_sync import RangeSync
@@ -39,7 +45,7 @@ from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import DirectorySync, fsync_dir
 from mqstore.ipc.transport.sockets import bind, connect
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.notices import Arrived, Flushed, Indexed, Written
+from mqstore.ipc.wire.notices import Arrived, Chain, Flushed, Indexed, Written
 
 log = logging.getLogger("mqstore")
 Notice = TypeVar("Notice", Written, Arrived, Indexed)
@@ -149,8 +155,15 @@ class FlushActor:
         self.queue_flushed: dict[tuple[str, int], int] = {}  # queue -> offset flushed up to
         self.queue_max: dict[tuple[str, int], int] = {}      # queue -> offset the builder reached
         self.cq_store_ms = 0
+        self.cq_chain = Chain()
+        self.cq_sweep_due = False  # a notice may be missing: every consume-queue file is synced next
         self.index_files: set[str] = set()
         self.index_store_ms = 0
+        self.index_chain = Chain()
+        self.index_sweep_due = False
+        self.sweeps = 0  # sweeps of the consume queues: one per builder or service start, or notice lost
+        self.queues_applied = 0  # how far the consume-queue builder's notices say it applied the commitlog
+        self.queues_durable = 0  # the consume queues' entries of every record below it are synced
         self.last_thorough_ms = monotonic_ms()
         self.warmer = PageWarmer(self.store_dir / "commitlog", self.file_size, spare=cfg.flush.spare_file,
                                  open_files=runtime.open_files)
@@ -202,7 +215,8 @@ class FlushActor:
                     next_index = now + flush.index_interval_ms
                 self._warm(serve_sync)
                 self.rt.report("running", flushed=self.flushed_end, written=self.written_end,
-                               spares_prepared=self.warmer.spares_prepared)
+                               spares_prepared=self.warmer.spares_prepared, sweeps=self.sweeps,
+                               queues_durable=self.queues_durable)
             self._drain(written_in, Written.decode, self._on_written)
             self._drain(arrived_in, Arrived.decode, self._on_arrived)
             self._drain(indexed_in, Indexed.decode, self._on_indexed)
@@ -256,6 +270,9 @@ class FlushActor:
             self.sync_wanted = True
 
     def _on_arrived(self, notice: Arrived) -> None:
+        if not self.cq_chain.follows(notice.epoch, notice.seq):
+            self.cq_sweep_due = True
+        self.queues_applied = max(self.queues_applied, notice.applied)
         for topic, queue_id, max_offset in notice.queues:
             key = (topic, queue_id)
             if max_offset < self.queue_max.get(key, 0):
@@ -266,6 +283,8 @@ class FlushActor:
         self.cq_store_ms = max(self.cq_store_ms, notice.store_ms)
 
     def _on_indexed(self, notice: Indexed) -> None:
+        if not self.index_chain.follows(notice.epoch, notice.seq):
+            self.index_sweep_due = True
         self.index_files.update(notice.files)
         self.index_store_ms = max(self.index_store_ms, notice.store_ms)
 
@@ -309,12 +328,19 @@ class FlushActor:
 
     def _flush_queues(self, between: Callable[[], None] = _nothing) -> None:
         """fsync every consume-queue file written since the last flush (a queue seen for the first
-        time has all its files synced once: cheap for clean files, and nothing is missed)."""
-        store_ms = self.cq_store_ms
+        time has all its files synced once: cheap for clean files, and nothing is missed), or every
+        file there is when a notice may be missing; then the checkpoint's consume-queue time."""
+        store_ms, applied = self.cq_store_ms, self.queues_applied
         root = self.store_dir / "consumequeue"
+        swept = self.cq_sweep_due
+        if swept:
+            self.cq_sweep_due = False
+            self._sweep_queues(root, between)
+            self.sweeps += 1
         dirty = [(key, m) for key, m in self.queue_max.items() if m > self.queue_flushed.get(key, 0)
                  or key not in self.queue_flushed]
-        if not dirty:
+        if not dirty and not swept:
+            self.queues_durable = applied
             return
         for (topic, queue_id), max_offset in dirty:
             first = self.queue_flushed.get((topic, queue_id), 0) * CQ_ENTRY_SIZE // self.cq_file_size
@@ -324,11 +350,27 @@ class FlushActor:
                 between()
             self.dirs.sync(root / topic / str(queue_id))  # a file or the queue made since: its name
             self.queue_flushed[(topic, queue_id)] = max_offset
+        self.queues_durable = applied
         if store_ms:
             self.checkpoint.logics_msg_ms = store_ms
             self.checkpoint.flush()
 
+    def _sweep_queues(self, root: Path, between: Callable[[], None]) -> None:
+        """fsync every file of every queue. Each queue then counts as synced up to where the notices
+        took it, or, where the files go further, to its newest file's first entry: that file is synced
+        again once notices name entries past it."""
+        for key, bases in _queue_files(root):
+            for base in bases:
+                self.syncer.fsync(root / key[0] / str(key[1]) / file_name(base))
+                between()
+            self.dirs.sync(root / key[0] / str(key[1]))  # and the names of its files and directories
+            synced = max(self.queue_max.get(key, 0), bases[-1] // CQ_ENTRY_SIZE)
+            self.queue_max[key] = self.queue_flushed[key] = synced
+
     def _flush_index(self, between: Callable[[], None] = _nothing) -> None:
+        if self.index_sweep_due:  # a notice may be missing: every index file, named or not
+            self.index_sweep_due = False
+            self.index_files.update(index_file_names(self.store_dir / "index"))
         if not self.index_files:
             return
         store_ms = self.index_store_ms
@@ -340,3 +382,24 @@ class FlushActor:
         if store_ms:
             self.checkpoint.index_msg_ms = store_ms
             self.checkpoint.flush()
+
+
+def _queue_files(root: Path) -> list[tuple[tuple[str, int], list[int]]]:
+    """Every queue under ``consumequeue/`` that has files, with its files' base byte offsets, in
+    order; a queue or topic deleted meanwhile is left out (nothing of it needs to be durable)."""
+    found = []
+    for topic_dir in _listed(root):
+        for queue_dir in _listed(topic_dir):
+            if queue_dir.name.isdigit():
+                bases = sorted(int(p.name) for p in _listed(queue_dir) if is_queue_file_name(p.name))
+                if bases:
+                    found.append(((topic_dir.name, int(queue_dir.name)), bases))
+    return found
+
+
+def _listed(directory: Path) -> list[Path]:
+    """A directory's entries, in order; none for one gone (or a file: the store's marks)."""
+    try:
+        return sorted(directory.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []

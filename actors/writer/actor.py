@@ -20,7 +20,9 @@ with ``move_stragglers_below`` it then moves the few unacked messages that alone
 file (``mqstore.actors.writer.mover``).
 On start it finds the log's end itself: from what the consume queues cover, records are checked
 with their CRCs, the torn tail of a killed predecessor is cut, and queue offsets continue from the
-records found.
+records found. Under SYNC_FLUSH the records found past what the queues cover are that predecessor's,
+maybe never flushed: the builders may apply them only once the flush service says they are durable
+(``SyncWaiters.hold_tail``). Under ASYNC_FLUSH they are published at once, as any send is.
 
 The loop owns the state the rounds share (``mqstore.actors.writer.state``) and hands it to them with the
 sockets they answer and publish on (``mqstore.actors.writer.outlets``).
@@ -74,7 +76,7 @@ class CommitLogWriterActor:
         # a roll renames the flush service's spare (mqstore.engine.log.page_warmer); adopted whatever [flush] spare_file
         # says, so a spare left by an earlier run with it on is used once rather than kept as dead disk
         self.commitlog.queue.adopt_spares = True
-        offsets = self._recover_tail()
+        offsets, applied_end = self._recover_tail()
         uniq = UniqKeyGenerator.for_this_process(wall_ms, cfg.store.store_host.packed[:-4])
         self.prefault = PrefaultThread(ahead_bytes_for(cfg.store.prefault_ahead_bytes, cfg.sync_flush))
         runtime.open_files.guard = self.prefault.paused  # no file is unmapped under the prefault thread
@@ -93,13 +95,17 @@ class CommitLogWriterActor:
                                  SyncWaiters(cfg.flush.sync_timeout_ms))
         self.ingress = Ingress(cfg, self.state.queues, self.commitlog, self.state.writer.next_queue_offsets)
         self.progress = Progress(self.commitlog.max_offset)
+        if cfg.sync_flush and self.commitlog.max_offset > applied_end:
+            self.progress.dispatched_end = applied_end
+            self.state.waiters.hold_tail(self.commitlog.max_offset)
         self.next_disk_check_ms = 0
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
         self.reclaimer = Reclaimer(cfg, runtime.open_files)
         self.mover = StragglerMover(self.state) if cfg.retention.move_stragglers_below else None
 
-    def _recover_tail(self) -> dict[tuple[str, int], int]:
-        """The log's true end and every queue's next offset, whatever a killed writer left."""
+    def _recover_tail(self) -> tuple[dict[tuple[str, int], int], int]:
+        """The log's true end and every queue's next offset, whatever a killed writer left; and
+        where the scan started, how far the consume queues cover."""
         geometry = self.rt.config.store.geometry
         queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", geometry.cq_entries_per_file,
                                         writable=False)
@@ -107,7 +113,7 @@ class CommitLogWriterActor:
             offsets, covered = queues.published_state()
         finally:
             queues.close()
-        end = max(covered, self.commitlog.min_offset)
+        end = applied_end = max(covered, self.commitlog.min_offset)
         for phys, decoded in self.commitlog.scan(end, require_prop_crc=geometry.prop_crc, read_body=False):
             if decoded.kind is DecodeKind.RECORD and decoded.record is not None:
                 end = phys + decoded.size
@@ -120,7 +126,7 @@ class CommitLogWriterActor:
         if self.commitlog.queue.files:
             self.commitlog.queue.truncate_after(end)
         log.info("commitlog ends at %d; %d queues", end, len(offsets))
-        return offsets
+        return offsets, applied_end
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -168,7 +174,7 @@ class CommitLogWriterActor:
     def _tick(self, outlets: Outlets) -> None:
         end = self.commitlog.max_offset
         waiters = self.state.waiters
-        outlets.tick(end, bool(waiters))
+        outlets.tick(end, waiters.flush_wanted)
         self.state.queues.persist()
         self.rt.report("running", written=end, flushed=waiters.flushed_end, dispatched=self.progress.dispatched_end,
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,

@@ -7,6 +7,11 @@ no builder makes a record visible before it is durable. A ``flushed`` notice tha
 releases the batches first, then the answers, in the order they were written; an answer that waited
 past the sync timeout is sent as FLUSH_DISK_TIMEOUT (the record is in the log and becomes visible
 once flushed). ``flushed`` notices come in either flush mode: ``flushed_end`` is reported on every tick.
+
+A writer that starts after a crash of its predecessor finds records past what the builders applied:
+the tail that writer appended and held for its flush, maybe never synced. Under SYNC_FLUSH it is
+held here too (``hold_tail``): ``tick`` lets the builders read it from the commitlog only once a
+``flushed`` notice covers it, so no consumer sees a record a power cut could still take.
 """
 
 from __future__ import annotations
@@ -46,10 +51,21 @@ class SyncWaiters:
         self.flushed_end = 0
         self.pending: deque[PendingSync] = deque()
         self.undispatched: deque[Dispatch] = deque()
+        self.tail_end = 0  # a recovered tail below it waits for its flush before builders may apply it
 
     def __len__(self) -> int:
         """Answers waiting for a flush."""
         return len(self.pending)
+
+    @property
+    def flush_wanted(self) -> bool:
+        """Whether something waits for a flush: the flush service is asked to flush at once."""
+        return bool(self.pending) or self.tail_end > 0
+
+    def hold_tail(self, end: int) -> None:
+        """The records up to ``end``, found on start past what the builders applied, are published
+        to them only once flushed."""
+        self.tail_end = end
 
     def on_flushed(self, flushed_in: zmq.Socket[Any]) -> None:
         """Take every ``flushed`` notice waiting on the socket."""
@@ -72,6 +88,9 @@ class SyncWaiters:
 
     def release(self, outlets: Outlets) -> None:
         """Publish and answer what the flush covers, time out what waited too long."""
+        if 0 < self.tail_end <= self.flushed_end:  # before any batch: they all come after it
+            outlets.progress.dispatched_end = max(outlets.progress.dispatched_end, self.tail_end)
+            self.tail_end = 0
         while self.undispatched and self.undispatched[0].to_phys <= self.flushed_end:
             outlets.dispatch(self.undispatched.popleft())
         now = monotonic_ms()

@@ -22,9 +22,16 @@ are gone).
 |            |                                           | ``DISPATCH_COLUMNS`` rows, the key text and its ``<i4``    |
 |            |                                           | bounds (UNIQ_KEYs and KEYS, ``engine.batch.key_text``)     |
 | `arrived`  | consume-queue builder -> readers, flusher | `queues` ([topic, queue id, next queue offset] triples),   |
-|            |                                           | `applied` (commitlog offset), `store_ms`                   |
-| `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`  |
+|            |                                           | `applied` (commitlog offset), `store_ms`, `epoch`, `seq`   |
+| `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`, |
+|            |                                           | `epoch`, `seq`                                             |
 | `topic-deleted` | writer -> builders                   | `topic`, `end` (the commitlog's end when it was deleted)   |
+
+A builder's notices are numbered: ``epoch`` is drawn at random when its process starts and ``seq``
+counts its notices from 0, so the flush service, which syncs only the files the notices name, sees a
+notice lost (a gap in ``seq``) or a builder restarted (another ``epoch``: what its predecessor wrote
+after its last notice was never named) and syncs every file of the family instead (``Chain``). A map
+without them reads as epoch 0, seq 0: never a chain, so always a sweep.
 
 Offsets and times are signed 64-bit values, as in the files. The dispatch batch is the engine's own
 value (``mqstore.engine.batch.dispatch.DispatchBatch``): its frames carry its columns as they are, and the
@@ -161,11 +168,13 @@ class Arrived(Notice):
     queues: tuple[tuple[str, int, int], ...]
     applied: int
     store_ms: int
+    epoch: int = 0  # the builder process's, drawn at its start
+    seq: int = 0    # this notice's number among the builder process's notices
 
     def encode(self) -> bytes:
         # tuples pack as msgpack arrays, the same bytes lists give
         return schema.pack({"v": schema.VERSION, "queues": self.queues, "applied": self.applied,
-                            "store_ms": self.store_ms})
+                            "store_ms": self.store_ms, "epoch": self.epoch, "seq": self.seq})
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Arrived:
@@ -176,7 +185,8 @@ class Arrived(Notice):
                    and isinstance(q[2], int) for q in queues) \
                 or not all(check_topic(topic) is None for topic in {q[0] for q in queues}):  # once a topic
             raise schema.SchemaError("queues must be [topic, queue id, max offset] triples")
-        return cls(tuple(map(tuple, queues)), applied, _offset(message, "store_ms", 0))
+        return cls(tuple(map(tuple, queues)), applied, _offset(message, "store_ms", 0), _offset(message, "epoch", 0),
+                   _offset(message, "seq", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,15 +197,34 @@ class Indexed(Notice):
     files: tuple[str, ...]
     applied: int
     store_ms: int
+    epoch: int = 0
+    seq: int = 0
 
     def encode(self) -> bytes:
         return schema.pack({"v": schema.VERSION, "files": self.files, "applied": self.applied,
-                            "store_ms": self.store_ms})
+                            "store_ms": self.store_ms, "epoch": self.epoch, "seq": self.seq})
 
     @classmethod
     def decode(cls, frame: bytes | memoryview) -> Indexed:
         message = schema.unpack(frame)
-        return cls(tuple(_strings(message, "files")), _offset(message, "applied"), _offset(message, "store_ms", 0))
+        return cls(tuple(_strings(message, "files")), _offset(message, "applied"), _offset(message, "store_ms", 0),
+                   _offset(message, "epoch", 0), _offset(message, "seq", 0))
+
+
+class Chain:
+    """One family's numbered notices (``Arrived`` or ``Indexed``) as a subscriber receives them."""
+
+    __slots__ = ("epoch", "seq")
+
+    def __init__(self) -> None:
+        self.epoch = self.seq = -1  # nothing received yet
+
+    def follows(self, epoch: int, seq: int) -> bool:
+        """Whether this notice comes right after the last one received from the same builder process:
+        False for the first one, after a gap, from a builder restarted, or from one that numbers none."""
+        continues = epoch != 0 and epoch == self.epoch and seq == self.seq + 1
+        self.epoch, self.seq = epoch, seq
+        return continues
 
 
 @dataclass(frozen=True, slots=True)

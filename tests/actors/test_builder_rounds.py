@@ -229,3 +229,30 @@ def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window
     finally:
         push.close(linger=0)
         pull.close(linger=0)
+
+
+def test_notices_are_numbered_per_builder_process(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
+    """The flush service tells a lost notice or a restarted builder by the numbers (epoch, seq)."""
+    from mqstore.ipc.wire.notices import Chain
+
+    written = Written(tmp_path / "store")
+    frames = [written.append(10 * b, 10) for b in range(2)]
+    for cls in (ConsumeQueueBuilderActor, IndexBuilderActor):
+        first, restarted = _builder(cls, written, ctx), _builder(cls, written, ctx)
+        try:
+            chain = Chain()
+            assert first._on_round([frames[0]])
+            assert not chain.follows(*_numbers(first))
+            assert first._on_round([frames[1]])
+            assert chain.follows(*_numbers(first))
+            assert not chain.follows(*_numbers(restarted))  # its predecessor's last entries were never named
+            assert chain.follows(*_numbers(restarted))
+        finally:
+            first.close()
+            restarted.close()
+    written.commitlog.close()
+
+
+def _numbers(builder: BuilderActor) -> tuple[int, int]:
+    notice = builder.notice()
+    return notice.epoch, notice.seq

@@ -276,6 +276,74 @@ def test_sync_flush_acknowledges_only_after_the_flush(sync_pipeline: Pipeline) -
     wait_for(lambda: _queue_ends(p)[("Orders", 0)] == 3, 10, "the entry after the flush")
 
 
+def test_sync_flush_restarted_writer_publishes_the_unflushed_tail_only_once_flushed(
+        sync_pipeline: Pipeline) -> None:
+    """A writer killed while its appended records wait for a flush leaves them in the log; the writer
+    that replaces it finds them on start, and must not let the builders apply them (a consumer would
+    read records a power cut can still take) until the flush service says they are durable."""
+    p = sync_pipeline
+    first = _send(p, 3)
+    applied = first[-1]["phys_offset"] + 1
+    p.wait_applied(applied, ("cqbuilder",))
+    flusher_pid = p.procs["flusher"].pid
+    os.kill(flusher_pid, signal.SIGSTOP)
+    try:
+        p.producer.send(schema.pack(schema.request("send", 42, msgs=[{"topic": "Orders", "body": b"tail",
+                                                                       "queue": 0}])))
+        wait_for(lambda: _writer_report(p, p.procs["writer"].pid, lambda e: e["written"] > applied), 30,
+                 "the writer to append the tail")
+        p.procs["writer"].kill()
+        p.procs["writer"].join()
+        p.start("writer")
+        report = wait_for(lambda: _writer_report(p, p.procs["writer"].pid), 30, "the new writer's first tick")
+        assert report["written"] > applied, report
+        assert report["dispatched"] < report["written"], f"the unflushed tail was published to the builders: {report}"
+        assert _queue_ends(p)[("Orders", 0)] == 2
+    finally:
+        os.kill(flusher_pid, signal.SIGCONT)
+    wait_for(lambda: _queue_ends(p)[("Orders", 0)] == 3, 30, "the tail's entry once flushed")
+
+
+def _writer_report(p: Pipeline, pid: int, wanted: Any = lambda e: True) -> dict[str, Any] | None:
+    """The writer process ``pid``'s first tick report (``written``, ``dispatched``) that ``wanted`` accepts."""
+    for event in p.events_seen():
+        if event.get("actor") == "writer" and event.get("pid") == pid and "dispatched" in event and wanted(event):
+            return event
+    return None
+
+
+def test_a_restarted_consume_queue_builder_makes_the_flush_service_sync_every_queue(
+        sync_pipeline: Pipeline) -> None:
+    """The flush service follows the builder's numbered notices through real sockets: its first
+    notice, then the first of a builder restarted (whose predecessor may have written entries it never
+    announced), each cost one sweep of every queue; notices that follow each other cost none."""
+    p = sync_pipeline
+    sweeps = _flusher_sweeps(p, 0, 1)
+    assert _flusher_sweeps(p, 100, sweeps) == sweeps
+    p.procs["cqbuilder"].kill()
+    p.procs["cqbuilder"].join()
+    p.start("cqbuilder")
+    assert _flusher_sweeps(p, 200, sweeps + 1) == sweeps + 1
+
+
+def _flusher_sweeps(p: Pipeline, first: int, at_least: int) -> int:
+    """Send until the flush service reports the consume-queue entry of the first send synced (a
+    notice sent before it subscribed is lost: PUB/SUB), and its sweep count by then."""
+    seen = {"sweeps": 0, "queues_durable": 0}
+    sent: list[int] = []
+
+    def reported() -> bool:
+        for event in p.events_seen():
+            if event.get("actor") == "flusher" and "sweeps" in event:
+                seen.update(sweeps=event["sweeps"], queues_durable=event["queues_durable"])
+        if sent and seen["queues_durable"] > sent[0] and seen["sweeps"] >= at_least:
+            return True
+        sent.append(_send(p, 1, first + len(sent))[0]["phys_offset"])
+        return False
+    wait_for(reported, 30, f"the flush service to sync the queues after {at_least} sweep(s)")
+    return seen["sweeps"]
+
+
 def test_sync_flush_times_out_without_a_flush(tmp_path: Path) -> None:
     p = Pipeline(tmp_path / "store", "SYNC_FLUSH", sync_timeout_ms=1500)
     try:

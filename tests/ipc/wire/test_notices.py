@@ -44,8 +44,9 @@ notices = st.one_of(
     st.builds(Written, offsets, offsets, st.booleans()),
     st.builds(Flushed, offsets),
     st.builds(Arrived, st.lists(st.tuples(topics, st.integers(0, 2**31 - 1), offsets), max_size=5).map(tuple),
+              offsets, offsets, offsets, offsets),
+    st.builds(Indexed, st.lists(st.from_regex(r"[0-9]{17}", fullmatch=True), max_size=3).map(tuple), offsets, offsets,
               offsets, offsets),
-    st.builds(Indexed, st.lists(st.from_regex(r"[0-9]{17}", fullmatch=True), max_size=3).map(tuple), offsets, offsets),
     st.builds(TopicDeleted, topics, offsets),
 )
 
@@ -99,10 +100,13 @@ def test_wire_maps_are_those_actors_sent_before_the_notices_were_typed() -> None
     assert Written(9, 1_700_000_000_000, True).frames() == [
         b"written", pack({"v": 1, "end": 9, "store_ms": 1_700_000_000_000, "sync": True})]
     assert Flushed(5).frames() == [b"flushed", pack({"v": 1, "end": 5})]
-    assert Arrived((("T", 1, 3), ("U", 0, 8)), 400, 12).frames() == [
-        b"arrived", pack({"v": 1, "queues": [["T", 1, 3], ["U", 0, 8]], "applied": 400, "store_ms": 12})]
-    assert Indexed(("20240101000000000",), 400, 12).frames() == [
-        b"indexed", pack({"v": 1, "files": ["20240101000000000"], "applied": 400, "store_ms": 12})]
+    # a builder's notices are numbered since (epoch, seq): maps without them read as unnumbered
+    assert Arrived((("T", 1, 3), ("U", 0, 8)), 400, 12, 77, 5).frames() == [
+        b"arrived", pack({"v": 1, "queues": [["T", 1, 3], ["U", 0, 8]], "applied": 400, "store_ms": 12,
+                          "epoch": 77, "seq": 5})]
+    assert Indexed(("20240101000000000",), 400, 12, 77, 5).frames() == [
+        b"indexed", pack({"v": 1, "files": ["20240101000000000"], "applied": 400, "store_ms": 12,
+                          "epoch": 77, "seq": 5})]
     batch = DispatchBatch.from_requests([DispatchRequest("T", 1, 0, 100, 5, 12, 0, ("a", "b"), "U1", 0),
                                          DispatchRequest("U", 0, 100, 90, 6, 13, 4, (), None, 0)])
     # a map, then the columns, the keys as key text (mqstore.engine.batch.key_text: the records' UNIQ_KEY and KEYS
@@ -134,6 +138,8 @@ MALFORMED: list[tuple[type[Any], dict[str, Any]]] = [
     (Arrived, {"v": 1, "queues": "T", "applied": 1}),
     (Arrived, {"v": 1, "queues": []}),
     (Indexed, {"v": 1, "files": [7], "applied": 1}),
+    (Arrived, {"v": 1, "queues": [], "applied": 1, "epoch": -1}),
+    (Indexed, {"v": 1, "files": [], "applied": 1, "seq": "1"}),
 ]  # a dispatch notice is a map and its frames: the next test changes each of them
 
 
