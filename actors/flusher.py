@@ -35,9 +35,9 @@ from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.consumequeue.consume_queue import cq_file_size
 from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
+from mqstore.engine.consumequeue.store import queue_files
 from mqstore.engine.keyindex.file_names import index_file_names
 from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, file_name
-from mqstore.engine.log.mapped_file_queue import is_queue_file_name
 from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.page_warmer import PageWarmer
 from mqstore.engine.log.range_sync import RangeSync
@@ -359,7 +359,7 @@ class FlushActor:
         """fsync every file of every queue. Each queue then counts as synced up to where the notices
         took it, or, where the files go further, to its newest file's first entry: that file is synced
         again once notices name entries past it."""
-        for key, bases in _queue_files(root):
+        for key, bases in queue_files(root):
             for base in bases:
                 self.syncer.fsync(root / key[0] / str(key[1]) / file_name(base))
                 between()
@@ -383,23 +383,3 @@ class FlushActor:
             self.checkpoint.index_msg_ms = store_ms
             self.checkpoint.flush()
 
-
-def _queue_files(root: Path) -> list[tuple[tuple[str, int], list[int]]]:
-    """Every queue under ``consumequeue/`` that has files, with its files' base byte offsets, in
-    order; a queue or topic deleted meanwhile is left out (nothing of it needs to be durable)."""
-    found = []
-    for topic_dir in _listed(root):
-        for queue_dir in _listed(topic_dir):
-            if queue_dir.name.isdigit():
-                bases = sorted(int(p.name) for p in _listed(queue_dir) if is_queue_file_name(p.name))
-                if bases:
-                    found.append(((topic_dir.name, int(queue_dir.name)), bases))
-    return found
-
-
-def _listed(directory: Path) -> list[Path]:
-    """A directory's entries, in order; none for one gone (or a file: the store's marks)."""
-    try:
-        return sorted(directory.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []

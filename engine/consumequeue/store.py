@@ -36,6 +36,7 @@ from mqstore.engine import _native
 from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchRequest
 from mqstore.engine.consumequeue.consume_queue import DEFAULT_CQ_ENTRIES_PER_FILE, ConsumeQueue
 from mqstore.engine.consumequeue.entry import CQ_DTYPE
+from mqstore.engine.log.mapped_file_queue import is_queue_file_name
 from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.meta.metafile import DirectorySync
 
@@ -285,3 +286,24 @@ class ConsumeQueueStore:
             cq.queue.delete_all()
             cq.close()
         self.queues.clear()
+
+
+def queue_files(root: Path) -> list[tuple[tuple[str, int], list[int]]]:
+    """Every queue under ``consumequeue/`` that has files, with its files' base byte offsets, in
+    order; a queue or topic deleted meanwhile is left out (nothing of it needs to be durable)."""
+    found = []
+    for topic_dir in _listed(root):
+        for queue_dir in _listed(topic_dir):
+            if queue_dir.name.isdigit():
+                bases = sorted(int(p.name) for p in _listed(queue_dir) if is_queue_file_name(p.name))
+                if bases:
+                    found.append(((topic_dir.name, int(queue_dir.name)), bases))
+    return found
+
+
+def _listed(directory: Path) -> list[Path]:
+    """A directory's entries, in order; none for one gone (or a file: the store's marks)."""
+    try:
+        return sorted(directory.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
