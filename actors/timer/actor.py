@@ -14,8 +14,11 @@
 No timer lost, none delivered twice, whenever the actor (or the whole broker) is killed:
 
 - enqueue: a record is appended before its slot points at it and before the checkpoint's next queue
-  offset moves; recovery re-points slots from the log and takes the queue offset after the entry of
-  the last record's commitlog offset, so an entry is enqueued once, whatever was cut.
+  offset moves, which waits in memory until the commitlog and the timerlog are flushed past the
+  records it counts (``mqstore.actors.timer.enqueued``); recovery cuts the log at the first record
+  whose message the commitlog does not hold (a power cut), re-points slots from the log and takes
+  the queue offset after the last record's, the checkpoint's kept within the timer queue's
+  recovered end, so an entry is enqueued once, whatever was cut.
 - dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (where the batch can be
   stored from at the earliest: the last copy stored, or the writer's end from a ping); once the
   writer answered PUT_OK it holds the slot and the last timerlog offset delivered, and only once
