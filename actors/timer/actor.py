@@ -14,8 +14,11 @@
 No timer lost, none delivered twice, whenever the actor (or the whole broker) is killed:
 
 - enqueue: a record is appended before its slot points at it and before the checkpoint's next queue
-  offset moves; recovery re-points slots from the log and takes the queue offset after the entry of
-  the last record's commitlog offset, so an entry is enqueued once, whatever was cut.
+  offset moves, which waits in memory until the commitlog and the timerlog are flushed past the
+  records it counts (``mqstore.actors.timer.enqueued``); recovery cuts the log at the first record
+  whose message the commitlog does not hold (a power cut), re-points slots from the log and takes
+  the queue offset after the last record's, the checkpoint's kept within the timer queue's
+  recovered end, so an entry is enqueued once, whatever was cut.
 - dequeue: before a batch is sent the checkpoint holds ``in_flight_phys`` (where the batch can be
   stored from at the earliest: the last copy stored, or the writer's end from a ping); once the
   writer answered PUT_OK it holds the slot and the last timerlog offset delivered, and only once
@@ -45,10 +48,11 @@ from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.flushed import FlushedFollower, sync_commitlog
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.timer.delivery import Delivery
+from mqstore.actors.timer.enqueued import Enqueued
 from mqstore.actors.timer.reput import Copy, RePutter, copies_since, copy_of
 from mqstore.actors.timer.source import TimerQueue
 from mqstore.engine.log.commitlog import CommitLog
-from mqstore.engine.log.record import DecodeKind
+from mqstore.engine.timer.claim import claim_problem, claimed_in
 from mqstore.engine.timer.put_rule import PROP_REAL_TOPIC, PROP_TIMER_OUT_MS, TIMER_TOPIC
 from mqstore.engine.timer.store import TimerStore
 from mqstore.engine.timer.wheel import SLOTS_TOTAL, WHEEL_FILE
@@ -79,6 +83,7 @@ class TimerActor:
         self.config = cfg
         self._store: TimerStore | None = None  # the timer files, made when the first timer comes
         self._delivery: Delivery | None = None  # the dequeue's progress, made with the files
+        self._enqueued: Enqueued | None = None  # the enqueue's, likewise
         broker = runtime.config.broker
         self.batch_messages = min(BATCH_MESSAGES, broker.max_batch_messages)  # a send the writer takes whole
         self.batch_bytes = min(BATCH_BYTES, broker.max_request_bytes // 2)
@@ -90,6 +95,12 @@ class TimerActor:
         if self._store is None:
             raise RuntimeError("the timer files are not open")
         return self._store
+
+    @property
+    def enqueued(self) -> Enqueued:
+        if self._enqueued is None:
+            raise RuntimeError("the timer files are not open")
+        return self._enqueued
 
     @property
     def delivery(self) -> Delivery:
@@ -127,11 +138,19 @@ class TimerActor:
         checkpoint.last_read_ms = max(checkpoint.last_read_ms,
                                       floor_now - (SLOTS_TOTAL - BLANK_SLOTS) * self.precision_ms)
         self.commitlog.queue.refresh()
-        last_phys = self.store.recover()
-        found = self.queue.queue_offset_of(last_phys) if last_phys >= 0 else None
-        next_offset = max(checkpoint.next_queue_offset, found + 1 if found is not None else 0,
-                          self.queue.min_queue_offset)
-        checkpoint.next_queue_offset = next_offset
+        last_phys = self.store.recover(claimed_in(self.commitlog, self.precision_ms))
+        last = self.queue.record_at(last_phys) if last_phys >= 0 else None
+        found = last.queue_offset if last is not None else \
+            self.queue.queue_offset_of(last_phys) if last_phys >= 0 else None
+        # the checkpoint's offset, brought back to the queue's recovered end (a power cut may have
+        # taken records it counted, whose offsets the sends after recovery take again), and never
+        # below the entry of the last record in the timerlog
+        next_offset = max(min(checkpoint.next_queue_offset, self.queue.end_queue_offset()),
+                          found + 1 if found is not None else 0, self.queue.min_queue_offset)
+        if next_offset < checkpoint.next_queue_offset:
+            checkpoint.next_queue_offset = next_offset  # lower is always safe to keep
+        self._enqueued = Enqueued(next_offset, last.phys_offset + last.size if last is not None else 0)
+        self._enqueued.offer(self.store.log.end_pos)
         if checkpoint.in_flight_phys >= 0:
             self.already = copies_since(self.commitlog, checkpoint.in_flight_phys)
         # every copy the last run made is for a slot due by now: until those are delivered again, the
@@ -170,10 +189,12 @@ class TimerActor:
                 if opened:  # the progress waits for the flush past its copies, then goes to the mapping
                     self.delivery.stored_end = max(self.delivery.stored_end, putter.stored_end)
                     self.delivery.offer()
-                    self.delivery.on_flushed(flushed.drain())
+                    flushed_end = flushed.drain()
+                    self.delivery.on_flushed(flushed_end)
+                    self.enqueued.on_flushed(flushed_end)
                 if opened and monotonic_ms() >= next_flush:
                     next_flush = monotonic_ms() + self.flush_interval_ms
-                    self.store.flush(wall_ms())
+                    self.store.flush(wall_ms(), self.enqueued.take())
                 if opened and monotonic_ms() >= next_clean:
                     next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
                     self.clean()
@@ -190,16 +211,19 @@ class TimerActor:
                 if noticed:
                     last_notice = monotonic_ms()
         finally:
-            if self._store is not None and self._delivery is not None:
-                # the flush service stops after this actor: the last copies are synced here first
-                delivery = self._delivery
+            if self._store is not None and self._delivery is not None and self._enqueued is not None:
+                # the flush service stops after this actor: the last copies and timer records are synced here first
+                delivery, enqueued = self._delivery, self._enqueued
                 delivery.stored_end = max(delivery.stored_end, putter.stored_end)
                 delivery.offer()
-                delivery.on_flushed(flushed.drain())
+                enqueued.offer(self._store.log.end_pos)
+                flushed_end = max(flushed.drain(), delivery.gate.flushed_end, enqueued.gate.flushed_end)
                 file_size = self.config.geometry.commitlog_file_size
-                delivery.on_flushed(sync_commitlog(self.store_dir / "commitlog", file_size, delivery.gate.flushed_end,
-                                                   delivery.stored_end))
-                self._store.flush(wall_ms())
+                flushed_end = max(flushed_end, sync_commitlog(self.store_dir / "commitlog", file_size, flushed_end,
+                                                              max(delivery.stored_end, enqueued.needed_end)))
+                delivery.on_flushed(flushed_end)
+                enqueued.on_flushed(flushed_end)
+                self._store.flush(wall_ms(), enqueued.take())
             self.rt.report("stopped", force=True, **self.stats())
             flushed.close()
             putter.close()
@@ -216,16 +240,15 @@ class TimerActor:
     def stats(self) -> dict[str, Any]:
         if self._store is None:
             return {"enqueued": 0, "read_ms": 0, "delivered": self.delivered}
-        checkpoint = self.store.checkpoint
-        return {"enqueued": checkpoint.next_queue_offset, "read_ms": self.delivery.last_read_ms,
+        return {"enqueued": self.enqueued.next_queue_offset, "read_ms": self.delivery.last_read_ms,
                 "delivered": self.delivered}
 
     def enqueue(self) -> int:
         """Walk the timer topic's queue into the wheel; how many entries were enqueued."""
-        checkpoint = self.store.checkpoint
+        enqueued = self.enqueued
         count = 0
         while True:
-            start = checkpoint.next_queue_offset
+            start = enqueued.next_queue_offset
             for queue_offset, record in self.queue.records(start):
                 out_ms = record.properties.get(PROP_TIMER_OUT_MS, "")
                 if out_ms.lstrip("-").isdigit():
@@ -234,13 +257,16 @@ class TimerActor:
                                            record.properties.get(PROP_REAL_TOPIC), wall_ms())
                     except OSError as exc:  # a timerlog file the full disk refused: the next tick tries again
                         log.warning("timer: cannot enqueue (%s); retrying", exc)
+                        enqueued.offer(self.store.log.end_pos)
                         return count
                 else:
                     log.warning("timer: the message at commitlog offset %d has no TIMER_OUT_MS; skipped",
                                 record.phys_offset)
-                checkpoint.next_queue_offset = queue_offset + 1
+                enqueued.counted(queue_offset + 1, record.phys_offset + record.size)
                 count += 1
-            if checkpoint.next_queue_offset == start:
+            if enqueued.next_queue_offset == start:
+                if count:  # the checkpoint gets it once the commitlog is flushed past the records
+                    enqueued.offer(self.store.log.end_pos)
                 return count
 
     def dequeue(self, putter: RePutter) -> None:
@@ -265,9 +291,10 @@ class TimerActor:
             if log_pos <= delivered_pos or timer.phys_offset in self.already:
                 continue
             decoded = self.commitlog.read_record(timer.phys_offset, check_crc=False)
-            if decoded.kind is not DecodeKind.RECORD or decoded.record is None:
-                log.warning("timer: no message at commitlog offset %d (%s); skipped", timer.phys_offset,
-                            decoded.reason or decoded.kind.value)
+            problem = claim_problem(timer, decoded, self.precision_ms)
+            if problem or decoded.record is None:
+                log.warning("timer: not the timer message at commitlog offset %d (%s); skipped", timer.phys_offset,
+                            problem)
                 continue
             copy = copy_of(log_pos, timer, decoded.record, now)
             if copy is None:

@@ -71,25 +71,52 @@ class TimerQueue:
             return None
         return record
 
+    def record_at(self, phys_offset: int) -> Record | None:
+        """The timer topic's record at ``phys_offset``, if the commitlog holds one there."""
+        self.commitlog.queue.refresh()
+        decoded = self.commitlog.read_record(phys_offset, check_crc=False, read_body=False)
+        record = decoded.record
+        return record if decoded.kind is DecodeKind.RECORD and record is not None and record.topic == TIMER_TOPIC \
+            else None
+
+    def _phys_at(self, cq: ConsumeQueue, queue_offset: int) -> int | None:
+        entry = cq.entry(queue_offset)
+        return entry[0] if entry is not None and entry[1] > 0 else None
+
+    def _end(self, cq: ConsumeQueue) -> tuple[int, int]:
+        """A range [lo, hi] holding the queue offset past the last entry written (gallop)."""
+        lo = hi = cq.min_queue_offset
+        step = 1
+        while self._phys_at(cq, hi) is not None:
+            lo, hi = hi, hi + step
+            step *= 2
+        return lo, hi
+
+    def end_queue_offset(self) -> int:
+        """The queue offset past the last entry written: where the writer's next send goes."""
+        cq = self._queue()
+        if cq is None:
+            return 0
+        lo, hi = self._end(cq)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._phys_at(cq, mid) is not None:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def queue_offset_of(self, phys_offset: int) -> int | None:
         """The queue offset of the entry pointing at ``phys_offset``, if the queue holds one."""
         cq = self._queue()
         if cq is None:
             return None
-        def phys_at(queue_offset: int) -> int | None:
-            entry = cq.entry(queue_offset)
-            return entry[0] if entry is not None and entry[1] > 0 else None
-
-        lo = hi = cq.min_queue_offset
-        step = 1
-        while phys_at(hi) is not None:  # gallop to past the last entry written
-            lo, hi = hi, hi + step
-            step *= 2
+        lo, hi = self._end(cq)
         while lo < hi:  # the first entry at or past phys_offset
             mid = (lo + hi) // 2
-            found = phys_at(mid)
+            found = self._phys_at(cq, mid)
             if found is not None and found < phys_offset:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo if phys_at(lo) == phys_offset else None
+        return lo if self._phys_at(cq, lo) == phys_offset else None

@@ -128,24 +128,27 @@ class TimerLog:
         pos = log_pos - mf.file_base
         return decode_record(mf.buffer[pos:pos + RECORD_SIZE])
 
-    def recover(self, from_pos: int, visit: Callable[[int, TimerRecord], None]) -> int:
+    def recover(self, from_pos: int, visit: Callable[[int, TimerRecord], bool]) -> int:
         """Hand every record from the start of the file holding ``from_pos`` to ``visit``, up to the
-        first that is not one, and cut the log there (a record cut by a kill, stale bytes after it);
-        the end it leaves."""
+        first that is not one or that ``visit`` refuses, and cut the log there (a record cut by a
+        kill, stale bytes after it, a record naming a message the commitlog lost); the end it leaves."""
         files = self.queue.files
         end = files[0].file_base if files else 0
         index = max(0, min(len(files) - 1, (from_pos - end) // self.queue.file_size)) if files else 0
         for mf in files[index:]:
             pos = 0
+            refused = False
             while pos + RECORD_SIZE <= mf.file_size:
                 record = decode_record(mf.buffer[pos:pos + RECORD_SIZE])
                 if record is None:
                     break
-                visit(mf.file_base + pos, record)
+                if not visit(mf.file_base + pos, record):
+                    refused = True
+                    break
                 pos += RECORD_SIZE
             end = mf.file_base + pos
             blank = _BLANK.unpack_from(mf.buffer, pos) if pos + BLANK_SIZE <= mf.file_size else None
-            if blank is None or blank[2] != BLANK_MAGIC or blank[0] != mf.file_size - pos:
+            if refused or blank is None or blank[2] != BLANK_MAGIC or blank[0] != mf.file_size - pos:
                 break
             end = mf.file_end
         self.queue.truncate_after(end)

@@ -8,19 +8,22 @@ loop and no clock of its own: the timer actor passes ``now_ms`` in.
   the timer topic again then. The record is appended before the slot points at it.
 - ``slot_records``: a due slot's records, first enqueued first (the chain from its newest record).
 - ``recover``: the log is scanned from the file before its flushed end; each record re-points its
-  slot (a kill between the append and the slot leaves the slot behind), the cut tail is dropped,
-  and the commitlog offset of the last record says how far the timer topic's queue was enqueued.
+  slot (a kill between the append and the slot leaves the slot behind), the cut tail is dropped
+  (and the records naming messages the commitlog does not hold, ``mqstore.engine.timer.claim``),
+  slots pointing past the cut are re-pointed, and the commitlog offset of the last record says how
+  far the timer topic's queue was enqueued.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mqstore.engine.config import StoreConfig
 from mqstore.engine.java.jhash import java_hash
 from mqstore.engine.timer.checkpoint import TimerCheckpoint
-from mqstore.engine.timer.log import MAGIC_DEFAULT, MAGIC_ROLL, TimerLog, TimerRecord
+from mqstore.engine.timer.log import MAGIC_DEFAULT, MAGIC_ROLL, RECORD_SIZE, TimerLog, TimerRecord
 from mqstore.engine.timer.wheel import TimerWheel
 
 
@@ -31,6 +34,15 @@ class Placed:
     log_pos: int
     slot_ms: int
     rolled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueMark:
+    """The enqueue's progress: the next timer-topic queue offset to enqueue, and the timerlog end
+    holding every record enqueued before it."""
+
+    next_queue_offset: int
+    log_pos: int
 
 
 class TimerStore:
@@ -103,35 +115,76 @@ class TimerStore:
 
     # -- recovery ----------------------------------------------------------------------------------
 
-    def recover(self) -> int:
-        """Revise the wheel from the log and cut the log's torn tail; the commitlog offset of the
-        last record (-1 when the log is empty)."""
+    def recover(self, claimed: Callable[[TimerRecord], bool]) -> int:
+        """Revise the wheel from the log and cut the log where its records end: at a torn record, or
+        at the first whose message is not the one it names (``claimed``: the kernel wrote the
+        timerlog back and a power cut lost the commitlog bytes it points at). Records name commitlog
+        offsets in the timer queue's order, so every record after that one is cut too; the queue
+        walk enqueues their messages again where the commitlog still holds them. A slot left
+        pointing past the cut is re-pointed at its last record before it, or emptied. Returns the
+        commitlog offset of the last record (-1 when the log is empty)."""
         last_phys = -1
+        firsts: dict[int, int] = {}  # slot time -> its first record scanned
 
-        def revise(log_pos: int, record: TimerRecord) -> None:
+        def revise(log_pos: int, record: TimerRecord) -> bool:
             nonlocal last_phys
+            if not claimed(record):
+                return False
             last_phys = record.phys_offset
             if record.slot_ms < self.checkpoint.last_read_ms:
-                return  # delivered: its ring index may hold a later slot now
+                return True  # delivered: its ring index may hold a later slot now
             slot = self.wheel.get(record.slot_ms)
+            firsts.setdefault(record.slot_ms, log_pos)
             if slot.empty:
                 self.wheel.put(record.slot_ms, log_pos, log_pos, 1)
-            elif log_pos > slot.last_pos:
-                self.wheel.put(record.slot_ms, slot.first_pos, log_pos, slot.num + 1, slot.magic)
+            else:  # the last record scanned is the newest: a last_pos past it was cut off
+                self.wheel.put(record.slot_ms, slot.first_pos, log_pos, slot.num + (log_pos > slot.last_pos),
+                               slot.magic)
+            return True
 
         from_pos = max(0, self.checkpoint.log_flushed_pos - self.log.queue.file_size)
-        self.log.recover(from_pos, revise)
+        end = self.log.recover(from_pos, revise)
+        for slot_ms in self.wheel.pointing_past(end, self.checkpoint.last_read_ms):
+            slot = self.wheel.get(slot_ms)
+            if slot_ms in firsts:
+                self.wheel.put(slot_ms, min(slot.first_pos, firsts[slot_ms]), slot.last_pos, slot.num, slot.magic)
+            else:
+                self._repoint(slot_ms, slot.first_pos, end)
+        self.checkpoint.log_flushed_pos = min(self.checkpoint.log_flushed_pos, end)
         self._wheel_written = True
         return last_phys
+
+    def _repoint(self, slot_ms: int, first_pos: int, end: int) -> None:
+        """Point the slot at its last record in [first_pos, end), found by reading forward from its
+        first (RocketMQ's recovery re-scans from a slot's firstPos); empty it when none is there."""
+        file_size = self.log.queue.file_size
+        last, num, log_pos = -1, 0, first_pos
+        while 0 <= log_pos < end:
+            record = self.log.read(log_pos)
+            if record is None:  # a file's blank: the next record opens the next file
+                log_pos += file_size - log_pos % file_size
+                continue
+            if record.slot_ms == slot_ms:
+                last, num = log_pos, num + 1
+            log_pos += RECORD_SIZE
+        if last < 0:
+            self.wheel.clear(slot_ms)
+        else:
+            self.wheel.put(slot_ms, first_pos, last, num)
 
     def delete_expired(self, commitlog_min: int) -> int:
         """Drop the timerlog files that only name commitlog records below ``commitlog_min``."""
         return self.log.delete_expired(commitlog_min)
 
-    def flush(self, now_ms: int) -> None:
-        """Log, wheel, then the checkpoint naming the log's flushed end (RocketMQ's order)."""
-        self.checkpoint.log_flushed_pos = self.log.flush()
+    def flush(self, now_ms: int, enqueued: EnqueueMark | None = None) -> None:
+        """Log, wheel, then the checkpoint (RocketMQ's order). ``enqueued``, the enqueue's progress
+        once the commitlog is durable past the records it counts, reaches the checkpoint's mapping
+        only here, behind the log and wheel flush that make the records it counts durable."""
+        log_end = self.log.flush()
         if self._wheel_written:
             self.wheel.flush()
             self._wheel_written = False
+        if enqueued is not None:
+            self.checkpoint.next_queue_offset = enqueued.next_queue_offset
+            self.checkpoint.log_flushed_pos = min(enqueued.log_pos, log_end)
         self.checkpoint.flush(now_ms)

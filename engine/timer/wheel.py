@@ -34,6 +34,7 @@ WHEEL_FILE_SIZE = WHEEL_SLOT_COUNT * SLOT_SIZE
 WHEEL_FILE = "timerwheel"
 _SLOT = struct.Struct(">qqqii")
 _SLOT_TIMES = np.dtype([("time", ">i8"), ("rest", "V24")])
+_SLOTS = np.dtype([("time", ">i8"), ("first", ">i8"), ("last", ">i8"), ("rest", "V8")])
 
 
 class TimerWheelError(MqstoreError, OSError):
@@ -99,6 +100,20 @@ class TimerWheel:
     def put(self, time_ms: int, first_pos: int, last_pos: int, num: int, magic: int = 0) -> None:
         _SLOT.pack_into(self._mm, self.index(time_ms) * SLOT_SIZE, time_ms // self.precision_ms, first_pos,
                         last_pos, num, magic)
+
+    def clear(self, time_ms: int) -> None:
+        """Empty the slot of ``time_ms``."""
+        _SLOT.pack_into(self._mm, self.index(time_ms) * SLOT_SIZE, -1, -1, -1, 0, 0)
+
+    def pointing_past(self, end_pos: int, from_ms: int) -> list[int]:
+        """The times of the slots at or after ``from_ms`` whose first or last record offset is at or
+        past timerlog offset ``end_pos``: records a recovery cut off."""
+        view: Any = np.frombuffer(self._mm, _SLOTS, count=WHEEL_SLOT_COUNT)
+        hits = np.flatnonzero((view["time"] >= from_ms // self.precision_ms)
+                              & ((view["first"] >= end_pos) | (view["last"] >= end_pos)))
+        times = [int(t) * self.precision_ms for t in view["time"][hits]]
+        del view
+        return times
 
     def next_busy(self, from_ms: int, to_ms: int) -> int:
         """The first slot time in [from_ms, to_ms) whose slot holds records, else ``to_ms``: a

@@ -4,6 +4,7 @@ checkpoint, enqueue, a due slot's records, and recovery after a kill at any poin
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from mqstore.engine.timer.wheel import WHEEL_FILE_SIZE, TimerWheel, TimerWheelEr
 P = 100
 CONFIG = StoreConfig(timer_precision_ms=P, timer_roll_window_slot=100, timer_log_file_size=4096)
 NOW = 1_700_000_000_000
+ALL_CLAIMED: Callable[[TimerRecord], bool] = lambda record: True  # noqa: E731  every message still there
 
 
 def _store(tmp_path: Path) -> TimerStore:
@@ -102,7 +104,7 @@ def test_recovery_repoints_a_slot_the_kill_left_behind_and_cuts_a_torn_record(tm
     mf.buffer[pos + RECORD_SIZE + 4:pos + 2 * RECORD_SIZE] = TimerRecord(-1, 1, NOW, 900, 30, 5, 0).encode()[4:]
     store.close()
     reopened = TimerStore.open(tmp_path, CONFIG)
-    assert reopened.recover() == 20  # the last record's commitlog offset: enqueued up to there
+    assert reopened.recover(ALL_CLAIMED) == 20  # the last record's commitlog offset: enqueued up to there
     assert [r.phys_offset for _, r in reopened.slot_records(NOW + 500)] == [10, 20]
     assert reopened.slot_records(NOW + 900) == []
     assert reopened.log.end_pos == 2 * RECORD_SIZE
@@ -204,6 +206,51 @@ def test_a_slot_whose_chain_runs_into_a_deleted_file_reads_what_is_left_and_reco
     assert [r.phys_offset for _, r in store.slot_records(NOW + 500)] == [100 + per_file + i for i in range(3)]
     store.close()
     reopened = TimerStore.open(tmp_path, CONFIG)
-    assert reopened.recover() == 100 + per_file + 2
+    assert reopened.recover(ALL_CLAIMED) == 100 + per_file + 2
     assert reopened.log.end_pos == 4096 + 3 * RECORD_SIZE
     reopened.close()
+
+
+def test_recovery_cuts_the_log_at_the_first_record_naming_a_lost_message_and_repoints_its_slot(tmp_path: Path) -> None:
+    """The kernel wrote the timerlog and the wheel back, the power cut lost the commitlog past 25:
+    records naming messages past it are cut, and slots pointing at them point at what is left."""
+    store = _store(tmp_path)
+    for phys, out_ms in ((10, NOW + 500), (20, NOW + 500), (30, NOW + 500), (40, NOW + 900)):
+        store.enqueue(phys, 5, out_ms, "T", NOW)
+    store.close()
+    reopened = TimerStore.open(tmp_path, CONFIG)
+    assert reopened.recover(lambda record: record.phys_offset < 25) == 20
+    assert reopened.log.end_pos == 2 * RECORD_SIZE
+    assert [r.phys_offset for _, r in reopened.slot_records(NOW + 500)] == [10, 20]
+    assert reopened.wheel.get(NOW + 900).empty and reopened.wheel.next_busy(NOW + 600, NOW + 10_000) == NOW + 10_000
+    reopened.enqueue(50, 5, NOW + 500, "T", NOW)  # the offsets after recovery, enqueued again
+    assert [r.phys_offset for _, r in reopened.slot_records(NOW + 500)] == [10, 20, 50]
+    reopened.close()
+
+
+def test_a_slot_whose_records_before_the_scan_survive_is_repointed_at_its_last_one(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    per_file = (CONFIG.timer_log_file_size - BLANK_SIZE) // RECORD_SIZE
+    store.enqueue(1, 5, NOW + 500, "T", NOW)
+    for i in range(per_file + 5):  # into the second file, another slot
+        store.enqueue(2 + i, 5, NOW + 700, "T", NOW)
+    store.enqueue(10_000, 5, NOW + 500, "T", NOW)  # its message lost
+    store.checkpoint.log_flushed_pos = 2 * CONFIG.timer_log_file_size  # the scan starts at the second file
+    store.close()
+    reopened = TimerStore.open(tmp_path, CONFIG)
+    assert reopened.recover(lambda record: record.phys_offset < 10_000) == 2 + per_file + 4
+    assert [r.phys_offset for _, r in reopened.slot_records(NOW + 500)] == [1]
+    assert len(reopened.slot_records(NOW + 700)) == per_file + 5
+    reopened.close()
+
+
+def test_the_enqueue_mark_reaches_the_checkpoint_only_with_the_flush_after_its_records(tmp_path: Path) -> None:
+    from mqstore.engine.timer.store import EnqueueMark
+
+    store = _store(tmp_path)
+    store.enqueue(10, 5, NOW + 500, "T", NOW)
+    store.flush(NOW)  # no mark the commitlog's flush covers: the enqueue's fields stay
+    assert (store.checkpoint.next_queue_offset, store.checkpoint.log_flushed_pos) == (0, 0)
+    store.flush(NOW, EnqueueMark(1, RECORD_SIZE))
+    assert (store.checkpoint.next_queue_offset, store.checkpoint.log_flushed_pos) == (1, RECORD_SIZE)
+    store.close()
