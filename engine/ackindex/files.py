@@ -6,10 +6,13 @@ deletes, the cache of parsed segment files, and recovery at open as a function r
 
 and two ``write_atomic`` JSON files::
 
-    queue_index.json  {"version": 1, "entries_per_segment": E, "next_seq_id": N}
+    queue_index.json  {"version": 1, "entries_per_segment": E, "next_seq_id": N,
+                       "flushing": [[segment, size_bytes], ...]}
                       E is the geometry, fixed at creation: opening with another E is an error.
                       N is next_seq_id as of the last flush; it keeps the next seq_id when the
                       flush deleted or never wrote every file that showed it.
+                      "flushing" (absent when empty) names the segment files a flush is appending
+                      to, with the size each had before: written before the appends, cleared after.
     clean.json        the clean-shutdown marker (RabbitMQ's recovery terms, reference §2.1):
                       {"version": 1, "next_seq_id": N, "segments": [[segment, unacked_count], ...]}
                       written by a clean close after its flush, deleted at open before anything
@@ -20,6 +23,16 @@ are exactly those it lists: no segment file is read. Dirty recovery (§2.3) repl
 whole records (a torn tail is ignored, §1.3) over every segment file, cuts each file back to its
 last whole record (a flush that crashed mid-append; the journal still holds those entries), and
 drops from the journal what a crashed flush had already appended (``mqstore.engine.ackindex.slots``).
+
+A power cut between a flush's append and its fsync keeps any part of the append, the rest reading
+back as zeros, and the record the loss cuts through can parse whole: a publish naming another
+message, or a 2-byte delivery naming another rel_seq (read positionally, an ack of a message never
+acked). Nothing in the format tells such a record from a whole one, and the commitlog cannot either
+(a message retention deleted fails that check too). So a flush first fsyncs the journal, then
+records in queue_index.json how long each file it appends to is ("flushing"), and only then
+appends; a dirty recovery cuts every file named there back to that length, and the journal, which
+holds every record the append carried, replays them again. A flush that completed clears the list
+before the journal is truncated.
 
 The journal is never fsynced and has no checksum (RabbitMQ's format): after a power cut a page lost
 between pages that survived reads back as zeros, and the record it cuts through can parse whole, a
@@ -39,7 +52,7 @@ import json
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +96,7 @@ class Recovery:
     journal_record_count: int = 0  # whole journal records replayed
     ignored_journal_bytes: int = 0  # the torn tail after them
     repaired_segment_count: int = 0  # segment files cut back to their last whole record
+    interrupted_appends: int = 0  # segment files cut back to their length before an interrupted flush
     rejected_publish: bool = False  # replay stopped at a publish the message store does not hold
 
 
@@ -181,27 +195,58 @@ def segment_numbers_on_disk(directory: Path) -> set[int]:
     return {int(m.group(1)) for name in os.listdir(directory) if (m := _SEGMENT_NAME.match(name))}
 
 
-def load_meta(directory: Path, entries_per_segment: int) -> tuple[bool, int]:
-    """(created, next_seq_id as of the last flush); creates the file for a new index."""
+@dataclass(frozen=True, slots=True)
+class Meta:
+    created: bool
+    next_seq_id: int  # as of the last flush
+    flushing: dict[int, int]  # segment -> its file's size before the flush that did not complete
 
-    def parse(data: bytes) -> tuple[int, int]:
+
+def load_meta(directory: Path, entries_per_segment: int) -> Meta:
+    """queue_index.json as the last flush left it; creates the file for a new index."""
+
+    def parse(data: bytes) -> tuple[int, int, dict[int, int]]:
         doc = json.loads(data)
-        return int(doc["entries_per_segment"]), int(doc["next_seq_id"])
+        flushing = {int(num): int(size) for num, size in doc.get("flushing", [])}
+        return int(doc["entries_per_segment"]), int(doc["next_seq_id"]), flushing
 
     found = read_with_backup(directory / META_FILE_NAME, parse)
     if found is None:
         write_meta(directory, entries_per_segment, 0)
-        return True, 0
-    stored_entries_per_segment, next_seq_id = found
+        return Meta(True, 0, {})
+    stored_entries_per_segment, next_seq_id, flushing = found
     if stored_entries_per_segment != entries_per_segment:
         raise QueueIndexError(f"{directory}: created with entries_per_segment={stored_entries_per_segment}, "
                               f"opened with {entries_per_segment}")
-    return False, next_seq_id
+    return Meta(False, next_seq_id, flushing)
 
 
-def write_meta(directory: Path, entries_per_segment: int, next_seq_id: int) -> None:
-    doc = {"version": FORMAT_VERSION, "entries_per_segment": entries_per_segment, "next_seq_id": next_seq_id}
+def write_meta(directory: Path, entries_per_segment: int, next_seq_id: int,
+               flushing: dict[int, int] | None = None) -> None:
+    doc: dict[str, object] = {"version": FORMAT_VERSION, "entries_per_segment": entries_per_segment,
+                              "next_seq_id": next_seq_id}
+    if flushing:
+        doc["flushing"] = [[num, size] for num, size in sorted(flushing.items())]
     write_atomic(directory / META_FILE_NAME, json.dumps(doc).encode())
+
+
+def mark_appends(directory: Path, entries_per_segment: int, journal_fd: int, meta_next_seq_id: int,
+                 nums: Iterable[int]) -> None:
+    """Before a flush appends to the files of segments ``nums``: the journal durable, then the files'
+    sizes in queue_index.json (see the module docstring)."""
+    os.fsync(journal_fd)
+    write_meta(directory, entries_per_segment, meta_next_seq_id, segment_sizes(directory, nums))
+
+
+def segment_sizes(directory: Path, nums: Iterable[int]) -> dict[int, int]:
+    """The size of each segment's file, 0 for none."""
+    sizes = {}
+    for num in nums:
+        try:
+            sizes[num] = os.stat(segment_path(directory, num)).st_size
+        except FileNotFoundError:
+            sizes[num] = 0
+    return sizes
 
 
 def write_marker(directory: Path, next_seq_id: int, unacked_counts: dict[int, int]) -> None:
@@ -236,11 +281,14 @@ def take_marker(directory: Path) -> _Marker | None:
         return None
 
 
-def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, created: bool,
-            meta_next_seq_id: int, marker: _Marker | None, check_publish: PublishCheck | None = None
-            ) -> RecoveredState:
+def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, meta: Meta,
+            marker: _Marker | None, check_publish: PublishCheck | None = None) -> RecoveredState:
+    interrupted = _cut_interrupted_appends(directory, meta.flushing)
+    meta_next_seq_id = meta.next_seq_id
     on_disk = segment_numbers_on_disk(directory)
-    if marker is None:
+    if meta.flushing:
+        reason = "a segment flush was interrupted"
+    elif marker is None:
         reason = "no clean marker"
     elif journal_bytes:
         reason = "journal not empty"
@@ -250,9 +298,26 @@ def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, cre
         segments = [RecoveredSegment(num, marker.unacked_counts[num], {}) for num in sorted(on_disk)]
         next_seq_id = max(marker.next_seq_id, meta_next_seq_id)
         return RecoveredState(Recovery(RecoveryKind.CLEAN), next_seq_id, segments, needs_flush=False)
-    return _recover_dirty(directory, entries_per_segment, journal_bytes, on_disk, meta_next_seq_id,
-                          Recovery(RecoveryKind.CREATED, "") if created else Recovery(RecoveryKind.DIRTY, reason),
+    outline = Recovery(RecoveryKind.CREATED) if meta.created else \
+        Recovery(RecoveryKind.DIRTY, reason, interrupted_appends=interrupted)
+    return _recover_dirty(directory, entries_per_segment, journal_bytes, on_disk, meta_next_seq_id, outline,
                           check_publish)
+
+
+def _cut_interrupted_appends(directory: Path, flushing: dict[int, int]) -> int:
+    """Cut each segment file a flush was appending to back to its size before that flush (see the
+    module docstring); how many had more. The cuts are durable before anything reads the files."""
+    cut = 0
+    for num, size in sorted(flushing.items()):
+        path = segment_path(directory, num)
+        try:
+            if os.stat(path).st_size <= size:
+                continue
+        except FileNotFoundError:
+            continue
+        _cut_segment(path, size)
+        cut += 1
+    return cut
 
 
 def replayable_journal(journal_bytes: bytes, check_publish: PublishCheck | None) -> tuple[JournalParse, bool]:
@@ -295,7 +360,8 @@ def _recover_dirty(directory: Path, entries_per_segment: int, journal_bytes: byt
         if unacked_count or slots or segment_path(directory, num).exists():
             segments.append(RecoveredSegment(num, unacked_count, slots))
     recovery = Recovery(outline.kind, outline.reason, len(parsed.records),
-                        len(journal_bytes) - parsed.valid_bytes, repaired_count, rejected)
+                        len(journal_bytes) - parsed.valid_bytes, repaired_count, outline.interrupted_appends,
+                        rejected)
     return RecoveredState(recovery, next_seq_id, segments, needs_flush=True)
 
 

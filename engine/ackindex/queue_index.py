@@ -6,7 +6,8 @@ deliver -> ack. Each event is appended to ``journal.jif`` with one ``write`` per
 (``segment = seq_id // entries_per_segment``). When more than ``max_journal_entries`` records are
 unflushed, when the owner calls ``flush`` (the queue went idle) and on a clean ``close``, the
 journal is appended to the ``{segment}.idx`` files, which are fsynced before the journal is
-truncated; a segment with nothing unacked has its file deleted instead. The messages stay in the
+truncated; a segment with nothing unacked has its file deleted instead (before the appends, the
+journal is fsynced and the files' sizes recorded: ``mqstore.engine.ackindex.files``). The messages stay in the
 commitlog: a publish carries the offsetMsgId bytes that point at one.
 
 Memory holds the segments with unacked messages (``mqstore.engine.ackindex.segments``: unacked counts,
@@ -42,6 +43,7 @@ from mqstore.engine.ackindex.files import (
     RecoveryKind,
     SegmentFileCache,
     load_meta,
+    mark_appends,
     recover,
     take_marker,
     write_all,
@@ -113,18 +115,17 @@ class QueueIndex:
             raise ValueError("max_journal_entries must be positive and embed_threshold_bytes not negative")
         path = Path(os.path.abspath(os.fspath(directory)))
         make_dirs(path)  # group, topic and queue directories: each name durable
-        created, meta_next_seq_id = load_meta(path, entries_per_segment)
+        meta = load_meta(path, entries_per_segment)
         # gone before anything is written: a crash from here on must read as dirty
         marker = take_marker(path)
         journal_path = path / JOURNAL_FILE_NAME
         journal_bytes = journal_path.read_bytes() if journal_path.exists() else None
         fd = os.open(journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        index = cls(path, entries_per_segment, max_journal_entries, embed_threshold_bytes, fd, meta_next_seq_id)
+        index = cls(path, entries_per_segment, max_journal_entries, embed_threshold_bytes, fd, meta.next_seq_id)
         try:
             if journal_bytes is None:
                 fsync_dir(path)
-            index._apply(recover(path, entries_per_segment, journal_bytes or b"", created, meta_next_seq_id, marker,
-                                 check_publish))
+            index._apply(recover(path, entries_per_segment, journal_bytes or b"", meta, marker, check_publish))
         except BaseException:
             os.close(fd)
             raise
@@ -375,8 +376,10 @@ class QueueIndex:
             elif seg.slots:
                 appends[num] = seg.encode_slots()
         try:
+            if appends:  # a power cut may tear them: recovery cuts them off and replays the journal
+                mark_appends(self._dir, self._entries_per_segment, fd, self._meta_next_seq_id, appends)
             deleted = write_segments(self._dir, appends, emptied)
-            if self._next_seq_id != self._meta_next_seq_id:
+            if appends or self._next_seq_id != self._meta_next_seq_id:
                 # before the journal goes: it may be the last place that shows the next seq_id
                 write_meta(self._dir, self._entries_per_segment, self._next_seq_id)
                 self._meta_next_seq_id = self._next_seq_id

@@ -16,7 +16,14 @@ A deleted topic (``delete_topic``) takes its queues' entries with it, and with t
 furthest byte any queue covered: dispatch would resume below it and make the topic again from its
 old records. So the deletion records how far the queues were applied, ``consumequeue/.applied_floor``
 (8 bytes, little-endian), and ``applied_end`` never resumes below it. An abnormal recovery still
-re-dispatches from its checkpoint, as RocketMQ's does.
+re-dispatches from its checkpoint, as RocketMQ's does. The floor is written whole and durably (a
+renamed file, its directory fsynced) before the topic goes: a power cut that kept the removal and
+lost the floor would let a normal start dispatch the topic again.
+
+The topic's directory is first renamed to a name no topic has (``.deleted-{topic}``) and the
+renaming made durable, then removed: a power cut during the removal keeps any subset of its
+unlinks, and a queue with some of its files back and others gone is one ``open`` refuses (files
+not adjacent). A leftover is removed at the next writable open.
 """
 
 from __future__ import annotations
@@ -38,10 +45,11 @@ from mqstore.engine.consumequeue.consume_queue import DEFAULT_CQ_ENTRIES_PER_FIL
 from mqstore.engine.consumequeue.entry import CQ_DTYPE
 from mqstore.engine.log.mapped_file_queue import is_queue_file_name
 from mqstore.engine.log.open_files import OpenFiles
-from mqstore.engine.meta.metafile import DirectorySync
+from mqstore.engine.meta.metafile import DirectorySync, fsync_dir, write_atomic
 
 DISPATCHING_NAME = ".dispatching"  # where the batch being written starts (a file: never a topic)
 FLOOR_NAME = ".applied_floor"      # every record below it is applied, or was a deleted topic's
+DELETED_PREFIX = ".deleted-"       # a deleted topic's directory while it is removed
 _MARK = struct.Struct("<q")
 NO_BATCH = -1
 _CLEARED = _MARK.pack(NO_BATCH)
@@ -99,6 +107,10 @@ class ConsumeQueueStore:
         try:
             if store.root.is_dir():
                 for topic_dir in sorted(p for p in store.root.iterdir() if p.is_dir()):
+                    if topic_dir.name.startswith(DELETED_PREFIX):
+                        if writable:
+                            _remove_deleted(topic_dir)
+                        continue
                     for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
                         if queue_dir.name.isdigit():
                             store.get(topic_dir.name, int(queue_dir.name), create=True)
@@ -142,11 +154,7 @@ class ConsumeQueueStore:
         return _MARK.unpack(data)[0] if len(data) == _MARK.size else -1
 
     def _set_floor(self, phys_offset: int) -> None:
-        fd = os.open(self.root / FLOOR_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, _MARK.pack(phys_offset), 0)
-        finally:
-            os.close(fd)
+        write_atomic(self.root / FLOOR_NAME, _MARK.pack(phys_offset), keep_backup=False)
 
     def _mark(self, phys_offset: int) -> None:
         if self._mark_map is None:
@@ -229,7 +237,7 @@ class ConsumeQueueStore:
         if not self.root.is_dir():
             return
         for topic_dir in self.root.iterdir():
-            if topic_dir.is_dir():
+            if topic_dir.is_dir() and not topic_dir.name.startswith(DELETED_PREFIX):
                 for queue_dir in topic_dir.iterdir():
                     if queue_dir.name.isdigit() and (topic_dir.name, int(queue_dir.name)) not in self.queues:
                         self.get(topic_dir.name, int(queue_dir.name), create=True)
@@ -278,7 +286,12 @@ class ConsumeQueueStore:
             return False
         if applied_end > self.applied_floor():
             self._set_floor(applied_end)  # first: a crash before the removal leaves the queues, not a gap
-        shutil.rmtree(topic_dir)
+        deleted_dir = self.root / f"{DELETED_PREFIX}{topic}"
+        if deleted_dir.exists():
+            shutil.rmtree(deleted_dir)  # a topic of this name deleted before, its removal cut short
+        topic_dir.rename(deleted_dir)
+        fsync_dir(self.root)
+        _remove_deleted(deleted_dir)
         return True
 
     def delete_all(self) -> None:
@@ -288,11 +301,18 @@ class ConsumeQueueStore:
         self.queues.clear()
 
 
+def _remove_deleted(deleted_dir: Path) -> None:
+    shutil.rmtree(deleted_dir)
+    fsync_dir(deleted_dir.parent)
+
+
 def queue_files(root: Path) -> list[tuple[tuple[str, int], list[int]]]:
     """Every queue under ``consumequeue/`` that has files, with its files' base byte offsets, in
     order; a queue or topic deleted meanwhile is left out (nothing of it needs to be durable)."""
     found = []
     for topic_dir in _listed(root):
+        if topic_dir.name.startswith(DELETED_PREFIX):
+            continue
         for queue_dir in _listed(topic_dir):
             if queue_dir.name.isdigit():
                 bases = sorted(int(p.name) for p in _listed(queue_dir) if is_queue_file_name(p.name))

@@ -257,8 +257,7 @@ class MappedFileQueue:
             expired = now_ms >= mf.last_modified_ms() + expired_ms
             if not (expired or clean_immediately) or (is_deletable is not None and not is_deletable(mf)):
                 break
-            mf.delete()
-            self.files.remove(mf)
+            self._delete_leading(mf)
             deleted += 1
         return deleted
 
@@ -268,10 +267,17 @@ class MappedFileQueue:
         for mf in list(self.files[:-1]):
             if last_unit_value(mf) >= offset:
                 break
-            mf.delete()
-            self.files.remove(mf)
+            self._delete_leading(mf)
             deleted += 1
         return deleted
+
+    def _delete_leading(self, mf: MappedFile) -> None:
+        """Delete the first file, durably before the next: a power cut keeps any subset of unsynced
+        unlinks, and a later file gone with an earlier one back leaves files ``open`` refuses as not
+        adjacent."""
+        mf.delete()
+        self.files.remove(mf)
+        fsync_dir(self.directory)
 
     def delete_all(self) -> None:
         for mf in self.files:

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from mqstore.engine.config import GEOMETRY_FILE, Geometry, resolve_geometry
 from mqstore.engine.consumequeue.consume_queue import cq_file_size
 from mqstore.engine.consumequeue.entry import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, entry_holds_message
+from mqstore.engine.consumequeue.store import DELETED_PREFIX
 from mqstore.engine.keyindex.file_names import INDEX_FILE_NAME
 from mqstore.engine.keyindex.index_file import IndexFile
 from mqstore.engine.log.commitlog import CommitLog
@@ -78,7 +79,8 @@ def queue_ids(store_dir: Path) -> list[tuple[str, int]]:
     if not root.is_dir():
         return []
     return sorted((topic_dir.name, int(queue_dir.name))
-                  for topic_dir in root.iterdir() if topic_dir.is_dir()
+                  for topic_dir in root.iterdir()
+                  if topic_dir.is_dir() and not topic_dir.name.startswith(DELETED_PREFIX)
                   for queue_dir in topic_dir.iterdir() if queue_dir.is_dir() and queue_dir.name.isdigit())
 
 

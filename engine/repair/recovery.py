@@ -6,7 +6,8 @@ Either way: scan records with their CRCs up to the first bad one, cut the commit
 consume-queue and index entries pointing at or past the cut, then dispatch again every record the
 derived files lack. When there are no derived files at all (lost, or deleted for a rebuild) nothing
 can point past the cut, so the records are dispatched as the CRC scan passes them: one pass over the
-bytes instead of two.
+bytes instead of two. After a crash, a queue found short of entries below where re-dispatch starts
+(a checkpoint written wrong) moves the start back a commitlog file at a time.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from mqstore.engine.batch.column_scan import ColumnScan, known_starts, scan_columns
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.batch.dispatch_columns import DispatchColumns
-from mqstore.engine.consumequeue.consume_queue import ConsumeQueue
+from mqstore.engine.consumequeue.consume_queue import ConsumeQueue, ConsumeQueueOrderError
 from mqstore.engine.consumequeue.entry import FILLER_SIZE
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.delay.table import DEFAULT_DELAY_LEVELS, DelayLevels
@@ -88,10 +89,28 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
         if abnormal:
             cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from, levels))
         index_from = index.truncate_after(end) if index is not None else end
-        dispatched = redispatch(commitlog, queues, index, cq_from, index_from, end, known_starts(scan), levels)
+        dispatched = _redispatch_back_to_fit(commitlog, queues, index, cq_from, index_from, end, known_starts(scan),
+                                             levels, abnormal)
     cq_count, index_count = dispatched
     queues.correct_min_offsets(commitlog.min_offset)
     return RecoveryResult(abnormal, scan_from, end, torn_bytes, stop_reason, cq_count, index_count)
+
+
+def _redispatch_back_to_fit(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None,
+                            cq_from: int, index_from: int, end: int, known: dict[int, np.ndarray[Any, Any]] | None,
+                            levels: DelayLevels, abnormal: bool) -> tuple[int, int]:
+    """``redispatch``; after a crash, a queue short of entries below ``cq_from`` (a checkpoint that
+    says more was synced than was: written wrong, or by an older version) refuses a record whose
+    queue offset is past its end. Start again a commitlog file earlier, down to the first: the
+    queues skip what they hold, and the store opens with nothing lost."""
+    while True:
+        try:
+            return redispatch(commitlog, queues, index, cq_from, index_from, end, known, levels)
+        except ConsumeQueueOrderError:
+            earlier = [mf.file_base for mf in commitlog.queue.files if mf.file_base < cq_from]
+            if not abnormal or not earlier:
+                raise
+            cq_from, known = earlier[-1], None
 
 
 def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from_phys: int,
