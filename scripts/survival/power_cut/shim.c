@@ -57,7 +57,7 @@
 #define EV_FLAG_SIZE 2
 #define EV_FLAG_DIR 4
 #define EV_HEAD_SIZE 56
-#define COPY_CHUNK (1 << 20)
+#define COPY_CHUNK (64 << 10) /* under malloc's mmap threshold: no fresh pages to fault in per sync */
 
 struct ev_head {
     uint32_t len;
@@ -265,27 +265,74 @@ static int all_zero(const char *p, size_t n) {
     return 1;
 }
 
-/* Copy [start, end) of src (a descriptor open for reading, or NULL and memory at mem) into the
- * inode's copy; when whole, the copy is first cut to end. Zeros past the copy's old end stay holes. */
+/* The copy being brought up to date, and what it held before. */
+struct copy {
+    int fd;
+    off_t old_end;
+    char *src_buf, *old_buf; /* COPY_CHUNK each */
+};
+
+/* Copy [pos, end) of src (a descriptor, or memory at mem for pos) into the copy, writing only the
+ * chunks that differ from what it holds: a sync dirties no page of the copy it did not change. */
+static void copy_data(struct copy *c, int src, const char *mem, off_t pos, off_t end) {
+    const off_t first = pos;
+    while (pos < end) {
+        size_t want = (size_t)(end - pos) < COPY_CHUNK ? (size_t)(end - pos) : COPY_CHUNK;
+        const char *chunk = mem ? mem + (pos - first) : c->src_buf;
+        ssize_t got = mem ? (ssize_t)want : pread(src, c->src_buf, want, pos);
+        if (got <= 0) return;
+        size_t held = pos < c->old_end ? (size_t)(c->old_end - pos) : 0;
+        if (held > (size_t)got) held = (size_t)got;
+        int same = all_zero(chunk + held, (size_t)got - held) &&
+                   (held == 0 || (pread(c->fd, c->old_buf, held, pos) == (ssize_t)held &&
+                                  memcmp(chunk, c->old_buf, held) == 0));
+        if (!same && pwrite(c->fd, chunk, (size_t)got, pos) != got) return;
+        pos += got;
+    }
+}
+
+/* [pos, end) of the source is a hole: the copy reads zeros there too. */
+static void copy_hole(struct copy *c, off_t pos, off_t end) {
+    if (end > c->old_end) end = c->old_end;
+    if (pos >= end) return;
+    if (fallocate(c->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, pos, end - pos) == 0) return;
+    memset(c->src_buf, 0, COPY_CHUNK);
+    for (; pos < end; pos += COPY_CHUNK) {
+        size_t n = (size_t)(end - pos) < COPY_CHUNK ? (size_t)(end - pos) : COPY_CHUNK;
+        if (pwrite(c->fd, c->src_buf, n, pos) != (ssize_t)n) return;
+    }
+}
+
+/* Copy [start, end) of src (a descriptor open for reading, or -1 and memory at mem) into the inode's
+ * copy at the same offsets; when whole, the copy is first cut to end and the source's holes (and
+ * unwritten extents with nothing cached) are skipped with SEEK_DATA. */
 static void copy_range(int src, const char *mem, uint64_t dev, uint64_t ino, off_t start, off_t end, int whole) {
     char path[PATH_MAX];
     struct stat st;
+    struct copy c;
     copy_name(path, sizeof path, dev, ino);
-    int dst = real_open()(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (dst < 0) return;
-    off_t old_end = fstat(dst, &st) == 0 ? st.st_size : 0;
-    if (whole && real_ftruncate()(dst, end) == 0 && end < old_end) old_end = end;
-    char *buf = mem ? NULL : malloc(COPY_CHUNK);
-    for (off_t pos = start; pos < end && (mem || buf);) {
-        size_t want = (size_t)(end - pos) < COPY_CHUNK ? (size_t)(end - pos) : COPY_CHUNK;
-        const char *chunk = mem ? mem + (pos - start) : buf;
-        ssize_t got = mem ? (ssize_t)want : pread(src, buf, want, pos);
-        if (got <= 0) break;
-        if (!(pos >= old_end && all_zero(chunk, (size_t)got)) && pwrite(dst, chunk, (size_t)got, pos) != got) break;
-        pos += got;
+    c.fd = real_open()(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (c.fd < 0) return;
+    c.old_end = fstat(c.fd, &st) == 0 ? st.st_size : 0;
+    if (whole && real_ftruncate()(c.fd, end) == 0 && end < c.old_end) c.old_end = end;
+    c.src_buf = malloc(COPY_CHUNK);
+    c.old_buf = malloc(COPY_CHUNK);
+    if (c.src_buf && c.old_buf) {
+        for (off_t pos = start; pos < end;) {
+            off_t data = whole ? lseek(src, pos, SEEK_DATA) : pos;
+            if (data < 0) data = errno == ENXIO ? end : pos; /* ENXIO: holes to the end */
+            if (data > end) data = end;
+            copy_hole(&c, pos, data);
+            if (data >= end) break;
+            off_t hole = whole ? lseek(src, data, SEEK_HOLE) : end;
+            if (hole <= data || hole > end) hole = end;
+            copy_data(&c, src, mem ? mem + (data - start) : NULL, data, hole);
+            pos = hole;
+        }
     }
-    free(buf);
-    close(dst);
+    free(c.src_buf);
+    free(c.old_buf);
+    close(c.fd);
 }
 
 /* A descriptor for reading fd's file (fd may be write-only); the caller closes it when != fd. */

@@ -202,6 +202,30 @@ def test_a_resized_map_and_the_engines_range_sync_and_sync_file_range_are_follow
     assert tree.durable() == {"grown": bytes(grown), "ranged": bytes(ranged), "sfr": b"s" * 4096 + b"t" * 4096}
 
 
+def test_a_synced_hole_and_a_synced_shrink_reach_the_durable_copy(tree: Tree) -> None:
+    tree.run("""
+        from mqstore.engine.log.mapped_file import _punch_hole
+        for name in ("holed", "shrunk"):
+            write_file(name, b"d" * 4 * 4096)
+        sync_dir()
+        fd = os.open(os.path.join(ROOT, "holed"), os.O_RDWR)
+        assert _punch_hole(fd, 4096, 2 * 4096)
+        os.fsync(fd)
+        os.close(fd)
+        fd = os.open(os.path.join(ROOT, "shrunk"), os.O_RDWR)
+        os.ftruncate(fd, 4096 + 100)
+        os.fdatasync(fd)
+        os.ftruncate(fd, 4 * 4096)  # grown again with zeros, not synced
+        os.close(fd)
+    """)
+    tree.cut()
+    assert tree.durable() == {"holed": b"d" * 4096 + bytes(2 * 4096) + b"d" * 4096, "shrunk": b"d" * (4096 + 100)}
+    for files, _ in tree.crashes():
+        shrunk = files["shrunk"]
+        assert shrunk is not None
+        assert_sectors(shrunk, b"d" * (4096 + 100), b"d" * (4096 + 100) + bytes(3 * 4096 - 100))
+
+
 @pytest.mark.parametrize("call", ["replace", "rename"])
 @pytest.mark.parametrize("dir_synced", [False, True])
 def test_rename_over_is_durable_only_after_the_directory_sync(tree: Tree, call: str, dir_synced: bool) -> None:
