@@ -32,11 +32,18 @@ class ShimBuildError(RuntimeError):
 
 
 def cache_dir() -> Path:
+    """``$MQSTORE_POWERCUT_CACHE``, else the user's cache directory, else one in the temp directory
+    (a CI runner's home may be read-only)."""
     chosen = os.environ.get(CACHE_ENV)
     if chosen:
         return Path(chosen)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mqstore" / "power_cut"
+    preferred = Path(base) / "mqstore" / "power_cut"
+    try:
+        preferred.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return Path(tempfile.gettempdir()) / f"mqstore-power-cut-{os.getuid()}"
+    return preferred
 
 
 def build() -> Path:

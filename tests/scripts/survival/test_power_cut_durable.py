@@ -1,9 +1,13 @@
-"""The power-cut record's format: the shim's C table is the reader's, and a log cut inside a record
-reads up to it."""
+"""The power-cut record's format (the shim's C table is the reader's; a log cut inside a record reads up
+to it) and the recorder's build."""
 
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from mqstore.scripts.survival.power_cut import durable, shim
 from mqstore.scripts.survival.power_cut.durable import Kind
@@ -26,3 +30,19 @@ def test_a_record_cut_inside_an_event_reads_up_to_it() -> None:
     assert durable.decode_events(raw) == [event, event]
     for cut in range(len(raw) // 2, len(raw)):
         assert durable.decode_events(raw[:cut]) == [event]
+
+
+def test_build_reuses_the_library_and_says_when_gcc_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert shim.build() == shim.build()
+    monkeypatch.setenv(shim.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(shim.ShimBuildError, match="gcc not found"):
+        shim.build()
+
+
+def test_an_unwritable_cache_falls_back_to_the_temp_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "file").write_bytes(b"")
+    monkeypatch.delenv(shim.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    assert shim.cache_dir().parent == Path(tempfile.gettempdir())

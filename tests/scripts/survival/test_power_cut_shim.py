@@ -389,12 +389,3 @@ def test_baseline_makes_what_was_there_durable(tree: Tree) -> None:
         assert kept is not None
         assert_sectors(kept, b"k" * 5000, b"changed" + b"k" * 4993)
         assert info.unrecorded == ()
-
-
-def test_build_reuses_the_library_and_says_when_gcc_is_missing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert shim.build() == shim.build()
-    monkeypatch.setenv(shim.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(shim.ShimBuildError, match="gcc not found"):
-        shim.build()
