@@ -307,6 +307,8 @@ def _check_specials(final: Log, kept_digests: Counter[str], journal: Journal, sy
 def describe(info: Any) -> Any:
     """An image's description (the recorder's ``ImageInfo``) as JSON can hold it."""
     import dataclasses
+    if callable(getattr(info, "describe", None)):
+        return info.describe()
     if dataclasses.is_dataclass(info) and not isinstance(info, type):
         return {k: describe(v) for k, v in dataclasses.asdict(info).items()}
     if isinstance(info, dict):
