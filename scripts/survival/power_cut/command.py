@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.scripts.survival.power_cut.cut import CutCopy, Recorder, cut, recorder_named, shim_available
 from mqstore.scripts.survival.power_cut.oracle import CHECKS, Findings, Log, check_image, describe
 
@@ -69,7 +70,11 @@ def run(images: int, modes: tuple[str, ...], seed: int, per_cut: int, recorder: 
         per_mode[mode]["cuts"] += 1
         durable_dir = root / "durable"
         recorder.durable_image(copy.record, copy.live, durable_dir)
-        durable = Log.scan(durable_dir)
+        try:
+            durable = Log.scan(durable_dir)
+        except (MqstoreError, OSError, ValueError) as exc:
+            errors.append(f"{root}: its durable image's commitlog cannot be read: {exc}")
+            continue
         keep = False
         for kind, image_seed, path, chosen in images_of(copy, per_cut, recorder, rng):
             findings = check_image(path, durable, durable_dir, copy.journal, mode, root / f"check-{path.name}")

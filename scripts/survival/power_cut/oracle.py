@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.record import SCHEDULE_TOPIC, DecodeKind
 from mqstore.engine.repair.verify import verify_store
@@ -151,7 +152,10 @@ def check_image(image: Path, durable: Log, durable_dir: Path, journal: Journal, 
                 work: Path) -> Findings:
     """Recover a copy of ``image`` in ``work`` with a broker, and check it (module docstring)."""
     findings = Findings()
-    awaited = _awaited(journal, mode, Log.scan(image))
+    try:
+        awaited = _awaited(journal, mode, Log.scan(image))
+    except (MqstoreError, OSError, ValueError):  # a commitlog its broker may refuse: await every send
+        awaited = _awaited(journal, SYNC_FLUSH, Log([], 0))
     store = work / "store"
     shutil.copytree(image, store)
     broker = broker_for(work, mode, store=store)
