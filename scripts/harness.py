@@ -103,6 +103,7 @@ class BrokerProcess:
         self.start_args = start_args
         self.config_path = config.absolute() if config is not None else None
         self.log_path = log_path
+        self.extra_env: dict[str, str] = {}  # added to this process's environment for the broker's tree
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start_argv(self) -> list[str]:
@@ -115,12 +116,13 @@ class BrokerProcess:
 
     def launch(self) -> Self:
         """``mqstore start`` in the background, not waiting for anything."""
+        env = {**os.environ, **self.extra_env}
         if self.log_path is None:
             self.proc = subprocess.Popen(self.start_argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         cwd=ROOT)
+                                         cwd=ROOT, env=env)
         else:
             with open(self.log_path, "ab") as log:  # the child writes it through its own descriptor
-                self.proc = subprocess.Popen(self.start_argv(), stdout=log, stderr=log, cwd=ROOT)
+                self.proc = subprocess.Popen(self.start_argv(), stdout=log, stderr=log, cwd=ROOT, env=env)
         return self
 
     def mqstore(self, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
