@@ -54,6 +54,7 @@ def test_the_wheel_holds_mqstore_alone(wheel: Path) -> None:
     assert "mqstore/py.typed" in names
     assert any(n.startswith("mqstore/engine/_native.") and n.endswith(".so") for n in names)
     assert "mqstore/actors/metrics/static/index.html" in names
+    assert "mqstore/scripts/survival/power_cut/shim.c" in names  # the power-cut recorder, built on demand
     assert not any(n.startswith("mqstore/tests/") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "mqstore = mqstore.scripts.cli.mqstore:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
