@@ -128,7 +128,8 @@ class RemotingConfig:
     host: str = "127.0.0.1"
     port: int = 10911                   # RocketMQ's broker port; the NameServer requests share it
     advertise_host: str = ""            # the address clients dial (routes, STOREHOST); default: host
-    allow_non_loopback: bool = False    # the remoting wire has no authentication: local unless asked
+    acl_file: str = ""                  # RocketMQ's plain_acl.yml: requests signed and checked (actors.remoting.acl)
+    allow_non_loopback: bool = False    # without acl_file the wire has no authentication: local unless asked
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
     max_frame_bytes: int = 16 * 1024 * 1024   # NettyDecoder's frameMaxLength
@@ -244,9 +245,10 @@ class BrokerConfig:
         except ValueError:
             raise ConfigError("[remoting] host and advertise_host must be IPv4 addresses (RocketMQ's V1 "
                               "records, which C++ clients decode, hold IPv4 hosts only)") from None
-        if remoting.enabled and not loopback and not remoting.allow_non_loopback:
+        if remoting.enabled and not loopback and not remoting.acl_file and not remoting.allow_non_loopback:
             raise ConfigError(f"[remoting] host {remoting.host!r} is not a loopback address and the remoting "
-                              "wire has no authentication: set allow_non_loopback = true to serve it anyway")
+                              "wire has no authentication: set acl_file (RocketMQ's plain_acl.yml), or "
+                              "allow_non_loopback = true to serve it unauthenticated anyway")
         _at_least(1, "remoting", remoting, "max_frame_bytes", "max_connections", "max_inflight_per_connection",
                   "max_consumer_groups", "client_expire_ms")
 
@@ -333,13 +335,24 @@ def load_config(store_dir: Path | str, path: Path | str | None = None, **overrid
             value = raw.get("ipc", {}).get(key)
             if isinstance(value, str) and value:
                 raw["ipc"][key] = str(Path(path).parent / Path(value).expanduser())
+        acl_file = raw.get("remoting", {}).get("acl_file")
+        if isinstance(acl_file, str) and acl_file:
+            raw["remoting"]["acl_file"] = str(Path(path).parent / Path(acl_file).expanduser())
     raw["store_dir"] = str(Path(store_dir))
     try:
-        return BrokerConfig.from_dict(raw)
+        config = BrokerConfig.from_dict(raw)
     except ConfigError:
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+    if config.remoting.enabled and config.remoting.acl_file:
+        # read once here, so a broken file stops the start; the front rereads it as it changes
+        from mqstore.actors.remoting.acl_file import AclFileError, read_acl
+        try:
+            read_acl(config.remoting.acl_file)
+        except AclFileError as exc:
+            raise ConfigError(f"[remoting] {exc}") from None
+    return config
 
 
 def _at_least(minimum: int, name: str, section: Any, *keys: str) -> None:

@@ -45,9 +45,14 @@ def _actor_families(status: dict[str, Any]) -> Iterator[Metric]:
         for s in ACTOR_STATES:
             state.add_metric([name, s], 1.0 if current == s else 0.0)
         up.add_metric([name], 1.0 if current == "running" else 0.0)
+    denied = CounterMetricFamily("mqstore_remoting_acl_denied", "Requests the remoting front's ACL refused, by "
+                                 "reason (unsigned, unknown_account, signature, admin, permission, no_rules)",
+                                 labels=["reason"])
+    for reason, count in sorted(status.get("actors", {}).get("remoting", {}).get("acl_denied", {}).items()):
+        denied.add_metric([str(reason)], float(count))
     ready = GaugeMetricFamily("mqstore_broker_ready", "1 once every actor serves", value=float(bool(
         status.get("ready"))))
-    yield from (cpu, rss, restarts, state, up, ready)
+    yield from (cpu, rss, restarts, state, up, denied, ready)
 
 
 def _topic_families(topics: dict[str, Any]) -> Iterator[Metric]:

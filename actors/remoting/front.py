@@ -25,6 +25,7 @@ from typing import Any
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config import BrokerConfig
+from mqstore.actors.remoting.acl import AccessControl, StoredMessages
 from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
 from mqstore.actors.remoting.transactions import TransactionFront
@@ -83,6 +84,8 @@ class BrokerFront:
         self._topics: dict[str, int] = {}
         self._topics_at_ms = -TOPICS_CACHE_MS
         self.transactions = TransactionFront(self._call, self.remoting.broker_name)
+        self.acl = (AccessControl(self.remoting.acl_file, StoredMessages(self._call, self.store_host))
+                    if self.remoting.acl_file else None)
         self._handlers: dict[int, Callable[[rm.RemotingCommand, Peer], Awaitable[rm.RemotingCommand]]] = {
             rm.GET_ROUTEINFO_BY_TOPIC: self._route, rm.SEND_MESSAGE: self._send, rm.SEND_MESSAGE_V2: self._send,
             rm.SEND_BATCH_MESSAGE: self._send, rm.PULL_MESSAGE: self._pull, rm.HEART_BEAT: self._heartbeat,
@@ -97,10 +100,13 @@ class BrokerFront:
         }
 
     async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
-        handler = self._handlers.get(request.code)
-        if handler is None:
-            return request.reply(rm.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
         try:
+            refusal = None if self.acl is None else await self.acl.check(request, peer)
+            if refusal is not None:
+                return request.reply(rm.NO_PERMISSION, refusal)
+            handler = self._handlers.get(request.code)
+            if handler is None:
+                return request.reply(rm.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
             return await handler(request, peer)
         except RequestError as exc:
             return request.reply(exc.code, exc.remark)
@@ -110,6 +116,10 @@ class BrokerFront:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
         except rm.FrameError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
+
+    def acl_denied(self) -> dict[str, int]:
+        """Requests the ACL refused, by reason (none without an ACL file)."""
+        return {} if self.acl is None else dict(self.acl.denied)
 
     def connection_closed(self, peer: Peer) -> None:
         """A closed connection takes its clients with it (the Java broker's channel close)."""

@@ -81,7 +81,7 @@ class RemotingActor:
             while not self.rt.stopping:
                 await asyncio.sleep(STOP_POLL_S)
                 self.rt.report("running", connections=len(self._writers), requests=self.requests,
-                               bad_frames=self.bad_frames)
+                               bad_frames=self.bad_frames, acl_denied=self.front.acl_denied())
         finally:
             server.close()
             for writer in list(self._writers):

@@ -24,6 +24,7 @@ from typing import Any
 
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.record import SYSFLAG_COMPRESSED, DecodeKind, Record, decode_properties, decode_record
+from mqstore.ipc.remoting.signature import Credentials, signed
 
 # request codes (RequestCode.java)
 SEND_MESSAGE = 10
@@ -272,16 +273,19 @@ def plain_body(record: Record) -> bytes:
 
 
 class RemotingClient:
-    """One connection, one request at a time: ``call`` sends a command and returns its response."""
+    """One connection, one request at a time: ``call`` sends a command and returns its response, signed
+    with ``credentials`` when given (``mqstore.ipc.remoting.signature``)."""
 
-    def __init__(self, host: str, port: int, *, timeout_s: float = 10.0) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+    def __init__(self, host: str, port: int, *, timeout_s: float = 10.0, credentials: Credentials | None = None,
+                 source_ip: str | None = None) -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout_s,
+                                              source_address=None if source_ip is None else (source_ip, 0))
+        self.credentials = credentials
         self._opaques = itertools.count(1)
         self.requests: list[RemotingCommand] = []  # what the broker asked (CHECK_TRANSACTION_STATE), unread
 
     def call(self, code: int, ext: Mapping[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
-        request = RemotingCommand(code, next(self._opaques), 0, None, {k: str(v) for k, v in (ext or {}).items()},
-                                  body)
+        request = self._request(code, 0, ext, body)
         self._sock.sendall(encode_command(request))
         while True:
             reply = self._next()
@@ -289,9 +293,14 @@ class RemotingClient:
                 return reply
 
     def oneway(self, code: int, ext: Mapping[str, Any] | None = None, body: bytes = b"") -> None:
-        request = RemotingCommand(code, next(self._opaques), FLAG_ONEWAY, None,
-                                  {k: str(v) for k, v in (ext or {}).items()}, body)
-        self._sock.sendall(encode_command(request))
+        self._sock.sendall(encode_command(self._request(code, FLAG_ONEWAY, ext, body)))
+
+    def _request(self, code: int, flag: int, ext: Mapping[str, Any] | None, body: bytes) -> RemotingCommand:
+        request = RemotingCommand(code, next(self._opaques), flag, None, {k: str(v) for k, v in (ext or {}).items()},
+                                  body)
+        if self.credentials is not None:
+            request.ext = signed(request.ext, body, self.credentials, request.version)
+        return request
 
     def next_request(self) -> RemotingCommand:
         """The broker's next request to this client, waiting for it up to the socket's timeout."""

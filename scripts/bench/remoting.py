@@ -1,13 +1,15 @@
 """The same load through the stock RocketMQ client (remoting front) and through mqstore's own client.
 
-    python -m mqstore.scripts.bench.remoting --count 20000 [--body-bytes 128] [--out docs/benchmarks/remoting.json]
+    python -m mqstore.scripts.bench.remoting --count 20000 [--body-bytes 128] [--acl] [--out FILE.json]
 
 One broker (``mqstore start``, ASYNC_FLUSH, the front on a free loopback port). Each side sends
 ``count`` messages one synchronous send at a time (tags on, a key each), then a consumer in a new
 group takes them all: the stock client's push consumer, mqstore's ``Consumer``. For scale, mqstore's
 batched send (100 per request) runs too. The stock client runs in its own process
 (``mqstore.scripts.bench.rocketmq_peer``), timed from its first send or delivery to its last. Prints one JSON
-object: each figure in msgs/s and the stock client's ratio to mqstore's for the same work.
+object: each figure in msgs/s and the stock client's ratio to mqstore's for the same work. ``--acl``
+gives the front an ACL file (``[remoting] acl_file``) and the stock client an account that signs
+every request: what the ACL costs, against a run without.
 """
 
 from __future__ import annotations
@@ -73,15 +75,34 @@ def own_consume(store: Path, topic: str, count: int) -> dict[str, Any]:
         return rate(count, time.perf_counter() - start)
 
 
-def run(count: int, body_bytes: int) -> dict[str, Any]:
+ACL_FILE = """\
+accounts:
+  - accessKey: bench-client
+    secretKey: bench-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: [Stock=PUB|SUB]
+    groupPerms: [CG_bench=SUB]
+"""
+ACCOUNT = ("--access-key", "bench-client", "--secret-key", "bench-secret")
+
+
+def run(count: int, body_bytes: int, acl: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mqbench-") as tmp:
         root = Path(tmp)
         port = harness.free_port_range(1)
         ns = f"127.0.0.1:{port}"
-        broker = harness.BrokerProcess(root / "store", "--remoting", "on", "--remoting-port", str(port)).start()
+        config = None
+        if acl:
+            (root / "plain_acl.yml").write_text(ACL_FILE)
+            config = root / "broker.toml"
+            config.write_text('[remoting]\nacl_file = "plain_acl.yml"\n')
+        broker = harness.BrokerProcess(root / "store", "--remoting", "on", "--remoting-port", str(port),
+                                       config=config).start()
+        account = ACCOUNT if acl else ()
         try:
-            stock_send = stock(root, "produce", ns, "Stock", count, "--size", body_bytes)
-            stock_push = stock(root, "push", ns, "Stock", "CG_bench", count, 600)
+            stock_send = stock(root, "produce", ns, "Stock", count, "--size", body_bytes, *account)
+            stock_push = stock(root, "push", ns, "Stock", "CG_bench", count, 600, *account)
             own_sync = own_send(root / "store", "Own", count, body_bytes, 1)
             own_batched = own_send(root / "store", "OwnBatch", count, body_bytes, 100)
             own_pull = own_consume(root / "store", "Own", count)
@@ -90,7 +111,7 @@ def run(count: int, body_bytes: int) -> dict[str, Any]:
     stock_send_rate = rate(stock_send["count"], stock_send["elapsed_s"])
     stock_push_rate = rate(stock_push["count"], stock_push["elapsed_s"])
     return {
-        "commit": git_commit(), "cpus": os.cpu_count(), "count": count, "body_bytes": body_bytes,
+        "commit": git_commit(), "cpus": os.cpu_count(), "count": count, "body_bytes": body_bytes, "acl": acl,
         "send_one_at_a_time": {"rocketmq_client": stock_send_rate, "mqstore_client": own_sync,
                                "ratio_rocketmq_to_mqstore": round(stock_send_rate["msgs_per_s"]
                                                                   / max(1, own_sync["msgs_per_s"]), 3)},
@@ -106,9 +127,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--body-bytes", type=int, default=128)
+    parser.add_argument("--acl", action="store_true", help="the front checks RocketMQ's ACL; the client signs")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
-    result = json.dumps(run(args.count, args.body_bytes), indent=2)
+    result = json.dumps(run(args.count, args.body_bytes, args.acl), indent=2)
     print(result)
     if args.out:
         args.out.write_text(result + "\n")

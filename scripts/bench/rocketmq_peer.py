@@ -8,6 +8,10 @@ logs stay out of pytest; ``HOME`` points its logs into the test's directory).
     python -m mqstore.scripts.bench.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S [--fail-every N] [--quiet]
     python -m mqstore.scripts.bench.rocketmq_peer pull NS TOPIC GROUP
 
+Each takes ``--access-key AK --secret-key SK`` to sign its requests (the broker's ACL,
+``set_session_credentials``). ``produce --give-up-after N`` stops after N sends in a row raised (a refused
+client), printing each error and a last line ``{"gave_up": true}``.
+
 Message ``i`` has key ``key-i``, tag ``Tag{i % 3}`` and body ``body-i`` (every ``--big-every``-th
 padded past 4 KiB, which the client compresses). ``--forever`` keeps sending until killed, retrying a
 message whose send raised, and prints every SEND_OK. ``--fail-every N``: the push callback answers
@@ -47,8 +51,9 @@ def produce(args: argparse.Namespace) -> None:
     from rocketmq.client import Message, Producer
     producer = Producer(f"PG_{args.topic}", timeout=3000)
     producer.set_namesrv_addr(args.ns)
+    _credentials(producer, args)
     producer.start()
-    i = failed = 0
+    i = failed = in_a_row = 0
     started = time.perf_counter()
     while args.forever or i < args.count:
         message = Message(args.topic)
@@ -65,8 +70,13 @@ def produce(args: argparse.Namespace) -> None:
         except Exception as exc:  # the client gave up after its retries: say so, send it again
             emit(i=i, error=str(exc)[:200])
             failed += 1
+            in_a_row += 1
+            if args.give_up_after and in_a_row >= args.give_up_after:
+                emit(gave_up=True)
+                break
             time.sleep(0.2)
             continue
+        in_a_row = 0
         if not args.quiet:
             emit(i=i, status=result.status.name, msg_id=result.msg_id, offset=result.offset, digest=digest(body))
         i += 1
@@ -74,6 +84,11 @@ def produce(args: argparse.Namespace) -> None:
     producer.shutdown()
     if args.quiet:
         emit(summary=True, count=i, failed=failed, elapsed_s=elapsed)
+
+
+def _credentials(client: Any, args: argparse.Namespace) -> None:
+    if args.access_key is not None:
+        client.set_session_credentials(args.access_key, args.secret_key or "", "ALIYUN")
 
 
 def _received(msg: Any) -> dict[str, Any]:
@@ -109,6 +124,7 @@ def push(args: argparse.Namespace) -> None:
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.ns)
     consumer.set_thread_count(2)
+    _credentials(consumer, args)
     consumer.subscribe(args.topic, lambda msg: None)
     # the wrapper's own callback turns an exception into a ctypes error (and an undefined status), so
     # a failure is answered with RECONSUME_LATER through the C callback itself
@@ -130,6 +146,7 @@ def pull(args: argparse.Namespace) -> None:
     from rocketmq.client import PullConsumer
     consumer = PullConsumer(args.group)
     consumer.set_namesrv_addr(args.ns)
+    _credentials(consumer, args)
     consumer.start()
     for msg in consumer.pull(args.topic):
         emit(**_received(msg))
@@ -150,6 +167,7 @@ def main() -> None:
     p.add_argument("--delay-level", type=int, default=0, help="each message's delay level (DELAY), 0: none")
     p.add_argument("--property", action="append", default=[], metavar="NAME=VALUE",
                    help="a property on every message (e.g. TIMER_DELAY_MS=3000: a timed send)")
+    p.add_argument("--give-up-after", type=int, default=0, help="stop after this many failed sends in a row")
     p.set_defaults(run=produce)
     c = sub.add_parser("push")
     c.add_argument("ns")
@@ -166,6 +184,9 @@ def main() -> None:
     q.add_argument("topic")
     q.add_argument("group")
     q.set_defaults(run=pull)
+    for command in (p, c, q):
+        command.add_argument("--access-key", help="sign requests as this account (the broker's ACL)")
+        command.add_argument("--secret-key")
     args = parser.parse_args()
     args.run(args)
 

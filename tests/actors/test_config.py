@@ -166,3 +166,21 @@ def test_mqstore_start_with_a_wrong_log_level_exits_2_without_a_traceback(tmp_pa
     assert proc.returncode == 2
     assert proc.stderr.startswith("mqstore start: MQSTORE_LOG_LEVEL must be one of"), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_remoting_front_goes_off_loopback_only_with_an_acl_file_or_when_told_plainly(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="set acl_file"):
+        load_toml(tmp_path, '[remoting]\nenabled = true\nhost = "0.0.0.0"\n')
+    assert load_toml(tmp_path, '[remoting]\nenabled = true\nhost = "0.0.0.0"\nallow_non_loopback = true\n')
+    (tmp_path / "acl").mkdir()
+    (tmp_path / "acl" / "plain_acl.yml").write_text("accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n")
+    config = load_toml(tmp_path, '[remoting]\nenabled = true\nhost = "0.0.0.0"\nacl_file = "acl/plain_acl.yml"\n')
+    assert config.remoting.acl_file == str(tmp_path / "acl" / "plain_acl.yml")  # relative to the config file
+
+
+def test_an_acl_file_that_does_not_read_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "plain_acl.yml").write_text("accounts:\n  - accessKey: short\n    secretKey: 12345678\n")
+    with pytest.raises(ConfigError, match=r"^\[remoting\] ACL file .*longer than 6"):
+        load_toml(tmp_path, '[remoting]\nenabled = true\nacl_file = "plain_acl.yml"\n')
+    with pytest.raises(ConfigError, match=r"^\[remoting\] cannot read ACL file"):
+        load_toml(tmp_path, '[remoting]\nenabled = true\nacl_file = "missing.yml"\n')

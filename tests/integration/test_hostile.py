@@ -26,7 +26,7 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     attacks = verdict["attacks"]
     assert set(attacks) == {"oversized_frames", "big_frame_flood", "slow_readers", "connection_flood",
                             "ack_group_flood", "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types",
-                            "offsets_beyond_max", "remoting_garbage"}
+                            "offsets_beyond_max", "remoting_garbage", "remoting_acl"}
     assert set(attacks["remoting_garbage"]["answered"]["outcomes"]) == {"closed", "held_open"}  # never answered
     assert attacks["topic_flood"]["answered"]["replies"] == {"OK:PUT_OK": 40}
     assert "skipped" in attacks["bad_key_flood"]["answered"]  # ipc sockets: no keys to get wrong
@@ -36,6 +36,18 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     assert set(attacks["invalid_msgpack"]["answered"]["reader"]) <= {"BAD_REQUEST", "OK", "UNKNOWN_OP"}
     assert attacks["oversized_frames"]["answered"]["body_past_max_message_size"] == {"OK:MESSAGE_ILLEGAL": 1}
     assert verdict["restarts"] == {} and verdict["good_caught_up"]
+
+
+@pytest.mark.slow
+def test_acl_attacks_are_refused_while_a_signed_client_is_served(tmp_path: Path) -> None:
+    verdict = run(parse_args(["--attacks", "remoting_acl", "--frames", "30", "--seconds", "1.5",
+                              "--dir", str(tmp_path)]))
+    assert verdict["ok"], verdict["findings"]
+    acl = verdict["attacks"]["remoting_acl"]["answered"]
+    calls = {name: answers for name, answers in acl["attacks"].items() if not name.endswith("_oneway")}
+    assert len(calls) == 7 and all(answers == {"NO_PERMISSION": 3} for answers in calls.values())
+    assert acl["attacks"]["anonymous_end_transaction_oneway"] == {"oneway_sent": 3, "answered": 0}
+    assert acl["legit_sends_ok"] == acl["legit_pulled"] == 25 and not acl["legit_failures"]
 
 
 def test_hostile_cli_rejects_unknown_attacks() -> None:

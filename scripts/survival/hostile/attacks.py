@@ -24,6 +24,7 @@ from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.encoded import Encoding
 from mqstore.ipc.wire.replies import EncodingReply
 from mqstore.scripts.harness import wait_for
+from mqstore.scripts.survival.hostile.acl_attacks import AclAttacks
 from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
 from mqstore.scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
 
@@ -210,6 +211,10 @@ class Attacks:
                 conn.close()
         return {"connections": self.args.frames, "outcomes": dict(outcomes)}
 
+    def remoting_acl(self) -> dict[str, Any]:
+        """The remoting front's ACL (``mqstore.scripts.survival.hostile.acl_attacks``)."""
+        return AclAttacks(self.remoting_port or 0, self.args, self.findings).run()
+
     def bad_key_flood(self) -> dict[str, Any]:
         """Over TCP: connections with keys the broker never issued, and with none, each sending a
         send: not one may get through."""
@@ -287,4 +292,5 @@ class Attacks:
 
 
 ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "ack_group_flood",
-           "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max", "remoting_garbage")
+           "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max", "remoting_garbage",
+           "remoting_acl")

@@ -18,6 +18,8 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
                            producer-encoded sends in every malformed multipart shape
 - ``wrong_types``          every field of every request given values of the wrong type or range
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
+- ``remoting_acl``         the front with an ACL file: anonymous, wrong-secret and forged-account requests
+                           (``acl_attacks``) while a signed client sends and pulls
 
 Prints one JSON verdict: per attack what the broker answered (reply statuses counted), whether the
 good client was served meanwhile (its sends during the attack all PUT_OK, none waiting longer than
@@ -41,6 +43,7 @@ import zmq
 
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.scripts.harness import Broker, free_port_range, wait_for
+from mqstore.scripts.survival.hostile import acl_attacks
 from mqstore.scripts.survival.hostile.attacks import ATTACKS, Attacks
 from mqstore.scripts.survival.hostile.observers import GoodClient, Rss
 
@@ -50,9 +53,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     broker_extra = (f"max_request_bytes = {args.max_request_bytes}\ningress_hwm = {args.ingress_hwm}\n"
                     f"reader_hwm = {args.reader_hwm}\nack_max_queues = {args.ack_max_queues}")
     ports = free_port_range(13)  # 12 for ZeroMQ over TCP (9 roles, readers), the last for the remoting front
+    acl = acl_attacks.broker_toml(root) if "remoting_acl" in args.attacks else ""
     broker = Broker(root, broker_extra=broker_extra, tcp_port=ports if args.tcp else None,
-                    extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n",
-                    remoting_port=ports + 12 if "remoting_garbage" in args.attacks else None)
+                    extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n{acl}",
+                    remoting_port=ports + 12 if {"remoting_garbage", "remoting_acl"} & set(args.attacks) else None)
     verdict: dict[str, Any] = {"attacks": {}, "tcp": args.tcp, "config": {
         "max_request_bytes": args.max_request_bytes, "ingress_hwm": args.ingress_hwm, "reader_hwm": args.reader_hwm,
         "max_body_bytes": args.max_message_bytes, "ack_max_queues": args.ack_max_queues}}

@@ -18,7 +18,9 @@ def _snapshot() -> dict[str, Any]:
     return {
         "status": {"ready": True, "actors": {
             "writer": {"pid": 10, "state": "running", "restarts_total": 2, "cpu_s": 1.5, "rss_bytes": 1000},
-            "reader-0": {"pid": 11, "state": "dead (exit 1), restart in 100 ms", "restarts_total": 0}}},
+            "reader-0": {"pid": 11, "state": "dead (exit 1), restart in 100 ms", "restarts_total": 0},
+            "remoting": {"pid": 12, "state": "running", "restarts_total": 0,
+                         "acl_denied": {"signature": 4, "permission": 2}}}},
         "topics": {"Orders": {"queue_count": 2, "queues": {"0": [0, 5], "1": [2, 7]}, "messages_in": 12,
                               "bytes_in": 1200, "messages_out": 3, "bytes_out": 300}},
         "offsets": {"written": 5000, "flushed": 4000, "dispatched": 5000, "applied": {"cqbuilder": 4500}},
@@ -55,6 +57,8 @@ def test_every_figure_of_the_snapshot_is_exposed_under_its_name() -> None:
     assert got[("mqstore_disk_used_ratio", ())] == 0.5
     assert got[("mqstore_metrics_collect_errors_total", ())] == 3
     assert got[("mqstore_broker_ready", ())] == 1
+    assert got[("mqstore_remoting_acl_denied_total", (("reason", "signature"),))] == 4
+    assert got[("mqstore_remoting_acl_denied_total", (("reason", "permission"),))] == 2
     assert all(line.startswith(("# HELP mqstore_", "# TYPE mqstore_", "mqstore_"))
                for line in text.decode().splitlines())
 
