@@ -7,9 +7,10 @@ many bytes of half-read frames the front may hold at once.
   When the table is full a newcomer is not simply refused, which would let whoever holds the most
   idle sockets lock everyone else out: the address holding the most connections gives one up, its
   longest-idle connection (one with a request in flight only when it has no idle one), provided that
-  address holds more than the newcomer's would once admitted. A newcomer from an address already
-  among the largest holders is refused. So an address with few connections always gets in, and
-  filling the table takes as many addresses as it has places, each holding an equal share.
+  address holds more than the newcomer's would once admitted; otherwise the longest-idle connection
+  of any address gives way (a RocketMQ client reconnects on its next request). Only when every
+  connection has a request in flight and no address holds more than its share is a newcomer
+  refused. So idle sockets, however many and from however many addresses, never keep a client out.
 - **Frame bytes**: a frame's body is read only once its length is reserved from ``max_read_bytes``
   in all and ``max_read_bytes_per_address`` per address; frames up to ``SMALL_FRAME_BYTES``
   (heartbeats, pulls, most sends) need no reservation, so they never wait behind large ones. The
@@ -71,13 +72,15 @@ class Door:
         if len(self.open) < self.max_connections:
             return True, None
         biggest, held = max(self.by_address.items(), key=lambda item: item[1])
-        if held <= self.by_address[ip] + 1:
+        if held > self.by_address[ip] + 1:
+            candidates = [c for c in self.open.values() if c.peer.ip == biggest]
+        else:
+            candidates = [c for c in self.open.values() if c.idle]
+        if not candidates:
             self.refused += 1
             return False, None
-        candidates = [c for c in self.open.values() if c.peer.ip == biggest]
-        victim = min(candidates, key=lambda c: (not c.idle, c.active_ms))
         self.evicted += 1
-        return True, victim
+        return True, min(candidates, key=lambda c: (not c.idle, c.active_ms))
 
     def enter(self, connection: Connection) -> None:
         self.open[connection.peer.connection] = connection
