@@ -8,9 +8,9 @@ many bytes of half-read frames the front may hold at once.
   idle sockets lock everyone else out: the address holding the most connections gives one up, its
   longest-idle connection (one with a request in flight only when it has no idle one), provided that
   address holds more than the newcomer's would once admitted; otherwise the longest-idle connection
-  of any address gives way (a RocketMQ client reconnects on its next request). Only when every
-  connection has a request in flight and no address holds more than its share is a newcomer
-  refused. So idle sockets, however many and from however many addresses, never keep a client out.
+  of any address gives way, if quiet for ``SETTLED_IDLE_MS`` (a RocketMQ client reconnects on its
+  next request). Only when no connection is that quiet and no address holds more than its share is a
+  newcomer refused. So idle sockets, however many and from however many addresses, never keep a client out.
 - **Frame bytes**: a frame's body is read only once its length is reserved from ``max_read_bytes``
   in all and ``max_read_bytes_per_address`` per address; frames up to ``SMALL_FRAME_BYTES``
   (heartbeats, pulls, most sends) need no reservation, so they never wait behind large ones. The
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from mqstore.actors.remoting.headers import Peer
 
 SMALL_FRAME_BYTES = 64 * 1024
+SETTLED_IDLE_MS = 1_000  # a client between two requests is not idle: only one quiet this long gives way
 FD_RESERVE = 128  # descriptors the front keeps for its store sockets, logs and the accept itself
 
 
@@ -64,7 +65,7 @@ class Door:
         self.evicted = 0
         self._waiters: list[asyncio.Future[None]] = []
 
-    def admit(self, ip: str) -> tuple[bool, Connection | None]:
+    def admit(self, ip: str, now_ms: int) -> tuple[bool, Connection | None]:
         """Whether a newcomer from ``ip`` may come in, and the connection to close for it (if any)."""
         if self.by_address[ip] >= self.max_per_address:
             self.refused += 1
@@ -75,7 +76,7 @@ class Door:
         if held > self.by_address[ip] + 1:
             candidates = [c for c in self.open.values() if c.peer.ip == biggest]
         else:
-            candidates = [c for c in self.open.values() if c.idle]
+            candidates = [c for c in self.open.values() if c.idle and now_ms - c.active_ms >= SETTLED_IDLE_MS]
         if not candidates:
             self.refused += 1
             return False, None

@@ -107,7 +107,7 @@ class RemotingActor:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername: Any = writer.get_extra_info("peername") or ("", 0)
         peer = Peer(next(self._ids), str(peername[0]), int(peername[1]))
-        admitted, victim = self.door.admit(peer.ip)
+        admitted, victim = self.door.admit(peer.ip, monotonic_ms())
         if not admitted:
             self._log_refusal(peer)
             writer.close()

@@ -25,18 +25,19 @@ def _fill(door: Door, ips: list[str], busy: bool = False) -> list[Connection]:
 def test_a_full_table_of_idle_sockets_reset_a_new_client() -> None:
     door = Door(4, 3, 1 << 20, 1 << 20)
     conns = _fill(door, ["127.0.1.1", "127.0.1.1", "127.0.1.1", "127.0.1.2"])
-    assert door.admit("127.0.1.1") == (False, None)  # its own cap
-    admitted, victim = door.admit("127.0.0.1")
+    assert door.admit("127.0.1.1", 5_000) == (False, None)  # its own cap
+    admitted, victim = door.admit("127.0.0.1", 5_000)
     assert admitted and victim is conns[0]  # the largest holder's longest idle gives way
 
 
 def test_equal_holders_make_room_from_the_longest_idle_and_refuse_only_when_all_are_busy() -> None:
     door = Door(2, 4, 1 << 20, 1 << 20)
     conns = _fill(door, ["127.0.1.1", "127.0.1.2"])
-    assert door.admit("127.0.0.1") == (True, conns[0])
+    assert door.admit("127.0.0.1", 500) == (False, None)  # both just spoke: neither is settled idle
+    assert door.admit("127.0.0.1", 5_000) == (True, conns[0])
     busy = Door(2, 4, 1 << 20, 1 << 20)
     _fill(busy, ["127.0.1.1", "127.0.1.2"], busy=True)
-    assert busy.admit("127.0.0.1") == (False, None) and busy.refused == 1
+    assert busy.admit("127.0.0.1", 5_000) == (False, None) and busy.refused == 1
 
 
 def test_large_frames_wait_for_the_read_budget_and_small_ones_never_do() -> None:
