@@ -135,6 +135,13 @@ class RemotingConfig:
     max_frame_bytes: int = 16 * 1024 * 1024   # NettyDecoder's frameMaxLength
     max_connections: int = 1024
     max_inflight_per_connection: int = 1024   # past this, SYSTEM_BUSY
+    max_inflight: int = 8192            # in all; past it, a connection holding more than its share gets SYSTEM_BUSY
+    max_connections_per_address: int = 256    # past this, a new connection from that address is refused
+    idle_timeout_ms: int = 120_000      # serverChannelMaxIdleTimeSeconds: nothing read or in flight this long: closed
+    frame_timeout_ms: int = 30_000      # a frame must arrive whole, and a reply leave whole, within this
+    max_read_bytes: int = 256 * 1024 * 1024   # half-read frames held at once, in all ...
+    max_read_bytes_per_address: int = 64 * 1024 * 1024  # ... and from one address (at least max_frame_bytes)
+    max_queue_locks: int = 100_000      # orderly consumers' queue locks held at once
     max_consumer_groups: int = 10_000
     client_expire_ms: int = 120_000     # a client with no heartbeat this long leaves its groups
     max_reconsume_times: int = 16       # a message sent back more often goes to %DLQ%{group}
@@ -153,6 +160,9 @@ class MetricsConfig:
     port: int = 9469                    # /metrics (Prometheus text), / (the dashboard), /api/status (JSON)
     allow_non_loopback: bool = False    # the listener has no authentication: local unless asked
     collect_interval_ms: int = 1_000    # how often the metrics actor asks the other actors
+    request_timeout_ms: int = 5_000     # a request must arrive whole, and its answer leave, within this
+    max_connections: int = 64           # at once; past it the oldest still sending its request is closed
+    allowed_hosts: str = ""             # Host names served besides its own address and localhost (comma-separated)
     history_s: int = 600                # the dashboard's throughput chart covers this much
 
     @property
@@ -213,7 +223,7 @@ class BrokerConfig:
         if metrics.enabled and not loopback and not metrics.allow_non_loopback:
             raise ConfigError(f"[metrics] host {metrics.host!r} is not a loopback address and the listener has no "
                               "authentication: set allow_non_loopback = true to serve it anyway")
-        _at_least(1, "metrics", metrics, "collect_interval_ms", "history_s")
+        _at_least(1, "metrics", metrics, "collect_interval_ms", "history_s", "request_timeout_ms", "max_connections")
 
     def _validate_tcp(self) -> None:
         ipc = self.ipc
@@ -250,7 +260,12 @@ class BrokerConfig:
                               "wire has no authentication: set acl_file (RocketMQ's plain_acl.yml), or "
                               "allow_non_loopback = true to serve it unauthenticated anyway")
         _at_least(1, "remoting", remoting, "max_frame_bytes", "max_connections", "max_inflight_per_connection",
-                  "max_consumer_groups", "client_expire_ms")
+                  "max_consumer_groups", "client_expire_ms", "max_inflight", "max_connections_per_address",
+                  "idle_timeout_ms", "frame_timeout_ms", "max_queue_locks")
+        if not remoting.max_frame_bytes <= remoting.max_read_bytes_per_address <= remoting.max_read_bytes:
+            raise ConfigError("remoting: max_frame_bytes <= max_read_bytes_per_address <= max_read_bytes must hold, "
+                              f"got {remoting.max_frame_bytes}, {remoting.max_read_bytes_per_address}, "
+                              f"{remoting.max_read_bytes}")
 
     @property
     def sync_flush(self) -> bool:

@@ -1,5 +1,5 @@
 """The supervisor: recovers the store, launches the actors in order, watches them, restarts a dead
-one with backoff (giving up, loudly, when one flaps), serves status on its control socket (ready once
+one with backoff (giving up, loudly, when a store actor flaps), serves status on its control socket (ready once
 every actor serves, ``mqstore.actors.readiness``), and stops everything in order on SIGTERM / SIGINT or a
 ``stop`` request.
 
@@ -51,6 +51,11 @@ START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer", "scheduler")
 # (``mqstore.actors.registry`` imports a kind's module when it builds one) and opens nothing: each actor
 # makes its own ZeroMQ context and opens its files after the fork.
 FORK_SERVER_PRELOAD = ("mqstore.actors.process",)
+# The listeners outsiders reach hold no part of the store: no file, no progress, nothing the store's
+# actors wait on. A client that can crash one must not be able to stop the store with it, so when one
+# flaps the supervisor does not give up on the broker: it keeps restarting it at the longest backoff
+# and says so loudly, while the writer, the readers and their ipc clients keep being served.
+EDGE_ACTORS = frozenset({"remoting", "metrics"})
 
 
 @dataclass(slots=True)
@@ -220,7 +225,12 @@ class Supervisor:
                 self._end_orphan(actor)
                 code = actor.process.exitcode if actor.process is not None else None
                 actor.restarts = [t for t in actor.restarts if now - t < sup.flap_window_ms]
-                if len(actor.restarts) >= sup.flap_restarts:
+                flapping = len(actor.restarts) >= sup.flap_restarts
+                if flapping and actor.name in EDGE_ACTORS:
+                    log.error("%s died %d times within %d ms (last exit code %s); the store keeps serving and "
+                              "it is restarted every %d ms", actor.name, len(actor.restarts) + 1, sup.flap_window_ms,
+                              code, sup.backoff_max_ms)
+                elif flapping:
                     self.gave_up = (f"{actor.name} died {len(actor.restarts) + 1} times within "
                                     f"{sup.flap_window_ms} ms (last exit code {code})")
                     return

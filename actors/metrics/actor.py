@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Any
 
 from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.metrics.collect import Collector
@@ -37,6 +38,10 @@ class MetricsActor:
         cfg = runtime.config.metrics
         self.interval_ms = cfg.collect_interval_ms
         self.address = (cfg.host, cfg.port)
+        self.limits: dict[str, Any] = {"request_timeout_s": cfg.request_timeout_ms / 1000,
+                                       "max_connections": cfg.max_connections,
+                                       "allowed_hosts": frozenset(h.strip() for h in cfg.allowed_hosts.split(",")
+                                                                  if h.strip())}
         self.pages = Pages()
         self.collector = Collector(runtime.config, runtime.ctx)
         self.exposition = Exposition()
@@ -48,7 +53,7 @@ class MetricsActor:
     def _listen(self) -> None:
         """Bind and serve from a thread of its own; a port taken is logged and tried again later."""
         try:
-            self.server = MetricsServer(self.address, self.pages)
+            self.server = MetricsServer(self.address, self.pages, **self.limits)
         except OSError as exc:
             log.error("cannot listen on %s:%d (%s); trying again", *self.address, exc)
             return

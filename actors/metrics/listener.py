@@ -4,18 +4,27 @@
     /api/status     the last collection as JSON (``mqstore.actors.metrics.collect``)
     /               the dashboard (``static/index.html``), its script and stylesheet beside it
 
-Each connection has a thread of its own, at most ``MAX_CONNECTIONS`` at once (past that a connection
-is closed unanswered), and a socket timeout of ``CLIENT_TIMEOUT_S``: a client that never sends its
-request, or never reads the answer, holds one thread that long and nothing else. Every page is
-bytes rendered once per collection, so a scrape costs a copy to the socket. Anything but a known
-page is a 4xx: 404 for another path, 405 for another method, 400 / 414 / 431 for what is not HTTP.
+Each connection has a thread of its own, at most ``max_connections`` at once, and one deadline,
+``request_timeout_ms``, for the whole of it: the request must arrive whole and the answer leave
+within it, however the bytes trickle in (a watch shuts the socket at the deadline; a timeout per
+receive would let a byte every few seconds hold a thread for ever). With every place taken, a new
+connection closes the oldest one still sending its request, so clients that dribble bytes cannot
+keep a scraper out (a scraper sends its request at once). The Host header must name the listener
+itself (its address, localhost, 127.0.0.1, [::1], or a name in ``allowed_hosts``): a page from another
+site whose name an attacker re-points at 127.0.0.1 (DNS rebinding) gets a 421, not the status. Every
+page is bytes rendered once per collection, so a scrape costs a copy to the socket. Anything but a
+known page is a 4xx: 404 for another path, 405 for another method, 400 / 414 / 431 for what is not
+HTTP, 421 for another Host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import socketserver
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,8 +32,9 @@ from typing import Any
 
 log = logging.getLogger("mqstore")
 
-MAX_CONNECTIONS = 32
-CLIENT_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 64
+REQUEST_TIMEOUT_S = 5.0
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 STATIC_FILES = {"/": ("index.html", "text/html; charset=utf-8"),
@@ -56,9 +66,16 @@ class Pages:
         return self.pages.get(path.split("?", 1)[0])
 
 
+def host_name(header: str) -> str:
+    """The name of a Host header, without its port: ``[::1]:9469`` is ``[::1]``, ``a.b:80`` is ``a.b``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[:header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: MetricsServer
-    timeout = CLIENT_TIMEOUT_S
     server_version = "mqstore-metrics"
     protocol_version = "HTTP/1.0"  # one request a connection: a scraper idling on keep-alive holds no thread
     default_request_version = "HTTP/1.0"  # errors carry a status line even for what is not HTTP at all
@@ -85,6 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(with_body=False)
 
     def _answer(self, *, with_body: bool) -> None:
+        self.server.answering(self.request)
+        host = self.headers.get("Host")
+        if host is not None and host_name(host) not in self.server.names:
+            self.send_error(421, "this listener serves its own names only (Host)")
+            return
         page = self.server.pages.get(self.path)
         if page is None:
             self.send_error(404, "no such page (/, /metrics, /api/status)")
@@ -116,22 +138,55 @@ class MetricsServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # the listen backlog: connections past it would wait on SYN retries
 
-    def __init__(self, address: tuple[str, int], pages: Pages) -> None:
+    def __init__(self, address: tuple[str, int], pages: Pages, *, request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS, allowed_hosts: frozenset[str] = frozenset()) -> None:
         self.pages = pages
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.request_timeout_s = request_timeout_s
+        self.max_connections = max_connections
+        self.names = LOCAL_NAMES | {h.lower() for h in allowed_hosts}
+        self.evicted = 0
+        self._lock = threading.Lock()
+        self._live: dict[Any, tuple[float, bool]] = {}  # socket: (deadline, still sending its request)
         super().__init__(address, _Handler)
+        bound = str(self.server_address[0])
+        self.names |= {bound, f"[{bound}]"}
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # too many at once: this one is closed unanswered
-            return
+        with self._lock:
+            if len(self._live) >= self.max_connections:
+                oldest = min((s for s, (_, reading) in self._live.items() if reading),
+                             key=lambda s: self._live[s][0], default=None)
+                if oldest is None:  # every place is answering: this one waits for none of them
+                    self.shutdown_request(request)
+                    return
+                del self._live[oldest]
+                self.evicted += 1
+                _cut(oldest)
+            self._live[request] = (time.monotonic() + self.request_timeout_s, True)
         super().process_request(request, client_address)
+
+    def answering(self, request: Any) -> None:
+        """The request came whole: its connection no longer makes room for newcomers."""
+        with self._lock:
+            if request in self._live:
+                self._live[request] = (self._live[request][0], False)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            with self._lock:
+                self._live.pop(request, None)
+
+    def service_actions(self) -> None:
+        """Between polls of the listening socket: shut every connection past its deadline."""
+        now = time.monotonic()
+        with self._lock:
+            late = [s for s, (deadline, _) in self._live.items() if deadline <= now]
+            for sock in late:
+                del self._live[sock]
+        for sock in late:
+            _cut(sock)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # a client gone or too slow (a timeout, a reset) is its own business; anything else is logged
@@ -141,3 +196,9 @@ class MetricsServer(ThreadingHTTPServer):
         """Bind without ``HTTPServer``'s reverse DNS lookup of the host (no name is needed)."""
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
+
+def _cut(sock: socket.socket) -> None:
+    """Its thread's receive or send returns at once; the thread closes the socket as it ends."""
+    with contextlib.suppress(OSError):  # already gone
+        sock.shutdown(socket.SHUT_RDWR)

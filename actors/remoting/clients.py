@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.names import check_topic
 
 MAX_GROUPS_PER_HEARTBEAT = 256
 MAX_CLIENTS_PER_GROUP = 4096
@@ -104,23 +105,32 @@ def _topics(consumer: dict[str, Any]) -> tuple[str, ...]:
 
 LOCK_MAX_LIVE_MS = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
 MAX_LOCK_QUEUES = 4096
+MAX_NAME_CHARS = 255  # a group's, a client id's, a broker's name: RocketMQ's own are far shorter
 
 
 @dataclass(slots=True)
 class QueueLocks:
     """Orderly consumers lock the queues they consume (LOCK_BATCH_MQ), so one client at a time
-    takes a queue in order; a lock lapses after a minute without renewal (clients renew every 20 s)."""
+    takes a queue in order; a lock lapses after a minute without renewal (clients renew every 20 s),
+    and goes with the connection it was taken or last renewed on. At most ``max_locks`` are held:
+    past that, lapsed ones are swept, and a queue that still finds no room is not locked (the client
+    asks again at its next rebalance)."""
 
-    held: dict[tuple[str, str, str, int], tuple[str, int]] = field(default_factory=dict)
+    max_locks: int = 100_000
+    held: dict[tuple[str, str, str, int], tuple[str, int, int]] = field(default_factory=dict)
 
-    def lock(self, body: bytes, now_ms: int) -> bytes:
+    def lock(self, body: bytes, now_ms: int, connection: int = 0) -> bytes:
         group, client_id, queues = _lock_request(body)
         locked = []
         for mq in queues:
             key = (group, str(mq["topic"]), str(mq.get("brokerName", "")), int(mq["queueId"]))
             owner = self.held.get(key)
+            if owner is None and len(self.held) >= self.max_locks:
+                self.expire(now_ms)
+                if len(self.held) >= self.max_locks:
+                    continue
             if owner is None or owner[0] == client_id or now_ms - owner[1] > LOCK_MAX_LIVE_MS:
-                self.held[key] = (client_id, now_ms)
+                self.held[key] = (client_id, now_ms, connection)
                 locked.append(mq)
         return json.dumps({"lockOKMQSet": locked}).encode()
 
@@ -130,6 +140,15 @@ class QueueLocks:
             key = (group, str(mq["topic"]), str(mq.get("brokerName", "")), int(mq["queueId"]))
             if self.held.get(key, ("",))[0] == client_id:
                 del self.held[key]
+
+    def drop_connection(self, connection: int) -> None:
+        """A closed connection's locks are free at once (its client re-locks on a new one)."""
+        for key in [k for k, owner in self.held.items() if owner[2] == connection]:
+            del self.held[key]
+
+    def expire(self, now_ms: int) -> None:
+        for key in [k for k, owner in self.held.items() if now_ms - owner[1] > LOCK_MAX_LIVE_MS]:
+            del self.held[key]
 
 
 def _lock_request(body: bytes) -> tuple[str, str, list[dict[str, Any]]]:
@@ -144,6 +163,9 @@ def _lock_request(body: bytes) -> tuple[str, str, list[dict[str, Any]]]:
             and len(queues) <= MAX_LOCK_QUEUES):
         raise ClientBodyError(f"a lock names consumerGroup, clientId and at most {MAX_LOCK_QUEUES} queues")
     if not all(isinstance(q, dict) and isinstance(q.get("topic"), str) and isinstance(q.get("queueId"), int)
+               and check_topic(q["topic"]) is None and len(str(q.get("brokerName", ""))) <= MAX_NAME_CHARS
                for q in queues):
-        raise ClientBodyError("each queue of a lock needs a topic and a queueId")
+        raise ClientBodyError("each queue of a lock needs a valid topic, a queueId and a short brokerName")
+    if len(group) > MAX_NAME_CHARS or len(client_id) > MAX_NAME_CHARS:
+        raise ClientBodyError(f"a lock's consumerGroup and clientId have at most {MAX_NAME_CHARS} characters")
     return group, client_id, queues

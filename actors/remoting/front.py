@@ -79,7 +79,7 @@ class BrokerFront:
         self.channel = channel
         self.readers = config.broker.readers
         self.clients = ConsumerTable(self.remoting.max_consumer_groups, self.remoting.client_expire_ms)
-        self.locks = QueueLocks()
+        self.locks = QueueLocks(self.remoting.max_queue_locks)
         self.store_host = Host(config.store.store_host.ip, config.store.store_host.port)
         self._topics: dict[str, int] = {}
         self._topics_at_ms = -TOPICS_CACHE_MS
@@ -124,6 +124,7 @@ class BrokerFront:
     def connection_closed(self, peer: Peer) -> None:
         """A closed connection takes its clients with it (the Java broker's channel close)."""
         self.clients.drop_connection(peer.connection)
+        self.locks.drop_connection(peer.connection)
         self.transactions.drop(peer.connection)
 
     async def _call(self, route: str, request: requests.Request, timeout_ms: int = CALL_TIMEOUT_MS) -> dict[str, Any]:
@@ -300,7 +301,7 @@ class BrokerFront:
 
     async def _lock(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         try:
-            return request.reply(rm.SUCCESS, body=self.locks.lock(request.body, wall_ms()))
+            return request.reply(rm.SUCCESS, body=self.locks.lock(request.body, wall_ms(), peer.connection))
         except ClientBodyError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
 

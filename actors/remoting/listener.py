@@ -8,9 +8,13 @@ socket; replies are written one whole frame at a time. What a request is answere
 ``mqstore.actors.remoting.front.BrokerFront``'s business; who is consuming is ``mqstore.actors.remoting.clients``'.
 
 A frame that lies about its length, exceeds ``max_frame_bytes`` or has a header that is not a
-command closes that connection with a log line; other clients never notice. Past
-``max_inflight_per_connection`` requests a client gets SYSTEM_BUSY, past ``max_connections`` new
-connections are closed at once.
+command closes that connection with a log line; other clients never notice. Every client is
+bounded: a connection with nothing read and nothing in flight for ``idle_timeout_ms`` is closed
+(RocketMQ's serverChannelMaxIdleTimeSeconds), a frame must arrive whole and a reply leave whole
+within ``frame_timeout_ms`` (a whole-frame deadline, not one per receive), past
+``max_inflight_per_connection`` requests a client gets SYSTEM_BUSY, and so does one holding more than
+its share once ``max_inflight`` are in flight in all. Who gets in, who makes room, and how many
+half-read bytes the front holds is ``mqstore.actors.remoting.door``'s business.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import resource
 from typing import Any
 
+from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.remoting.door import Connection, Door, usable_connections
 from mqstore.actors.remoting.front import BrokerFront
 from mqstore.actors.remoting.headers import Peer
 from mqstore.actors.runtime import Runtime
@@ -30,6 +37,7 @@ from mqstore.ipc.transport.channel import Channel
 log = logging.getLogger("mqstore.remoting")
 
 STOP_POLL_S = 0.1
+REFUSAL_LOG_MS = 1_000  # a flood of refusals is logged once a second, with its count
 
 
 class RemotingActor:
@@ -45,12 +53,16 @@ class RemotingActor:
         self.front = BrokerFront(runtime.config, self.channel)
         self.front.transactions.push = self._push
         self._ids = itertools.count(1)
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._connections: dict[int, tuple[asyncio.StreamWriter, asyncio.Lock]] = {}
+        cfg = self.config
+        self.door = Door(usable_connections(cfg.max_connections, resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+                         cfg.max_connections_per_address, cfg.max_read_bytes, cfg.max_read_bytes_per_address)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pushes: set[asyncio.Task[None]] = set()
+        self._refusals_logged_ms = -REFUSAL_LOG_MS
         self.requests = 0
+        self.inflight = 0
         self.bad_frames = 0
+        self.timed_out = 0
 
     def run(self) -> None:
         try:
@@ -64,9 +76,9 @@ class RemotingActor:
             self._loop.call_soon_threadsafe(self.front.transactions.check, push)
 
     def _push(self, connection: int, command: rm.RemotingCommand) -> None:
-        entry = self._connections.get(connection)
-        if entry is not None:
-            task = asyncio.create_task(_write_quietly(*entry, command))
+        conn = self.door.open.get(connection)
+        if conn is not None:
+            task = asyncio.create_task(self._write(conn, command))
             self._pushes.add(task)
             task.add_done_callback(self._pushes.discard)
 
@@ -77,91 +89,144 @@ class RemotingActor:
         host, port = self.config.address
         log.info("RocketMQ remoting front listening on %s:%d (NameServer and broker %s:%d)", self.config.host,
                  self.config.port, host, port)
+        if self.door.max_connections < self.config.max_connections:
+            log.warning("serving at most %d connections, not %d: the open files limit (ulimit -n) leaves no more",
+                        self.door.max_connections, self.config.max_connections)
         try:
             while not self.rt.stopping:
                 await asyncio.sleep(STOP_POLL_S)
-                self.rt.report("running", connections=len(self._writers), requests=self.requests,
-                               bad_frames=self.bad_frames, acl_denied=self.front.acl_denied())
+                self.rt.report("running", connections=len(self.door.open), requests=self.requests,
+                               bad_frames=self.bad_frames, refused=self.door.refused, evicted=self.door.evicted,
+                               timed_out=self.timed_out, read_bytes=self.door.reading_bytes,
+                               acl_denied=self.front.acl_denied())
         finally:
             server.close()
-            for writer in list(self._writers):
-                writer.close()
+            for conn in list(self.door.open.values()):
+                conn.writer.close()
             await server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername: Any = writer.get_extra_info("peername") or ("", 0)
-        if len(self._writers) >= self.config.max_connections:
-            log.warning("refusing a connection from %s: %d connections open", peername, len(self._writers))
+        peer = Peer(next(self._ids), str(peername[0]), int(peername[1]))
+        admitted, victim = self.door.admit(peer.ip, monotonic_ms())
+        if not admitted:
+            self._log_refusal(peer)
             writer.close()
             return
-        peer = Peer(next(self._ids), str(peername[0]), int(peername[1]))
-        self._writers.add(writer)
-        tasks: set[asyncio.Task[None]] = set()
-        lock = asyncio.Lock()
-        self._connections[peer.connection] = (writer, lock)
+        if victim is not None:
+            log.info("closing %s:%d (%s) to make room for %s", victim.peer.ip, victim.peer.port,
+                     "idle" if victim.idle else "busy", peer.ip)
+            self.door.leave(victim)
+            victim.writer.transport.abort()
+        conn = Connection(peer, writer, active_ms=monotonic_ms())
+        self.door.enter(conn)
         try:
             while True:
-                command = await self._read_command(reader, peer)
+                command = await self._read_command(reader, conn)
                 if command is None:
                     break
                 if command.is_response:
                     continue  # the front's one request, CHECK_TRANSACTION_STATE, is oneway: a response is stray
                 self.requests += 1
-                if len(tasks) >= self.config.max_inflight_per_connection:
-                    await _write(writer, lock, command.reply(rm.SYSTEM_BUSY, "too many requests in flight"))
+                if self._busy(conn):
+                    await self._write(conn, command.reply(rm.SYSTEM_BUSY, "too many requests in flight"))
                     continue
-                task = asyncio.create_task(self._answer(command, peer, writer, lock))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                self.inflight += 1
+                task = asyncio.create_task(self._answer(command, conn))
+                conn.tasks.add(task)
+                task.add_done_callback(conn.tasks.discard)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         finally:
-            for task in tasks:
+            for task in conn.tasks:
                 task.cancel()
             self.front.connection_closed(peer)
-            self._connections.pop(peer.connection, None)
-            self._writers.discard(writer)
+            self.door.leave(conn)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _read_command(self, reader: asyncio.StreamReader, peer: Peer) -> rm.RemotingCommand | None:
-        """The next command, or None when the connection is done (closed, or a frame not to be trusted)."""
-        try:
-            length = rm.frame_length(await reader.readexactly(4))
-        except asyncio.IncompleteReadError:
-            return None
+    def _busy(self, conn: Connection) -> bool:
+        """Past its own limit, or past its share once the front's limit is reached (so the requests in
+        flight stay under twice ``max_inflight``, and no connection's flood crowds out the others)."""
+        held = len(conn.tasks)
+        if held >= self.config.max_inflight_per_connection:
+            return True
+        return self.inflight >= self.config.max_inflight and held >= self.config.max_inflight // len(self.door.open)
+
+    def _log_refusal(self, peer: Peer) -> None:
+        now = monotonic_ms()
+        if now - self._refusals_logged_ms >= REFUSAL_LOG_MS:
+            self._refusals_logged_ms = now
+            log.warning("refusing a connection from %s (%d refused so far): %d connections open, %d from that "
+                        "address", peer.ip, self.door.refused, len(self.door.open), self.door.by_address[peer.ip])
+
+    async def _read_command(self, reader: asyncio.StreamReader, conn: Connection) -> rm.RemotingCommand | None:
+        """The next command, or None when the connection is done (closed, idle too long, a frame too
+        slow or not to be trusted)."""
+        peer = conn.peer
+        while True:
+            try:
+                async with asyncio.timeout(self.config.idle_timeout_ms / 1000):
+                    prefix = await reader.readexactly(4)  # cancelled, it consumes nothing
+                break
+            except TimeoutError:
+                if conn.idle:  # a held pull is not idleness
+                    self.timed_out += 1
+                    log.info("closing %s:%d: idle for %d ms", peer.ip, peer.port, self.config.idle_timeout_ms)
+                    return None
+            except asyncio.IncompleteReadError:
+                return None
+        length = rm.frame_length(prefix)
         if not rm.MIN_FRAME_BYTES <= length <= self.config.max_frame_bytes:
             self.bad_frames += 1
             log.warning("closing %s:%d: frame length %d outside [%d, %d]", peer.ip, peer.port, length,
                         rm.MIN_FRAME_BYTES, self.config.max_frame_bytes)
             return None
+        reserved = 0
         try:
-            return rm.decode_command(await reader.readexactly(length))
+            async with asyncio.timeout(self.config.frame_timeout_ms / 1000):
+                reserved = await self.door.reserve(peer.ip, length)
+                frame = await reader.readexactly(length)
+        except TimeoutError:
+            self.timed_out += 1
+            log.warning("closing %s:%d: a frame of %d bytes did not arrive whole within %d ms", peer.ip, peer.port,
+                        length, self.config.frame_timeout_ms)
+            return None
+        finally:
+            self.door.release(peer.ip, reserved)
+        conn.active_ms = monotonic_ms()
+        try:
+            return rm.decode_command(frame)
         except rm.FrameError as exc:
             self.bad_frames += 1
             log.warning("closing %s:%d: %s", peer.ip, peer.port, exc)
             return None
 
-    async def _answer(self, command: rm.RemotingCommand, peer: Peer, writer: asyncio.StreamWriter,
-                      lock: asyncio.Lock) -> None:
+    async def _answer(self, command: rm.RemotingCommand, conn: Connection) -> None:
         try:
-            reply = await self.front.handle(command, peer)
-        except Exception as exc:  # a bug: the client hears of it, the log has it, the connection stays
-            log.exception("request code %d failed", command.code)
-            reply = command.reply(rm.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if not command.is_oneway:
-            with contextlib.suppress(ConnectionError):
-                await _write(writer, lock, reply)
+            try:
+                reply = await self.front.handle(command, conn.peer)
+            except Exception as exc:  # a bug: the client hears of it, the log has it, the connection stays
+                log.exception("request code %d failed", command.code)
+                reply = command.reply(rm.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            if not command.is_oneway:
+                await self._write(conn, reply)
+        finally:
+            self.inflight -= 1
 
-
-async def _write_quietly(writer: asyncio.StreamWriter, lock: asyncio.Lock, command: rm.RemotingCommand) -> None:
-    with contextlib.suppress(ConnectionError):
-        await _write(writer, lock, command)
-
-
-async def _write(writer: asyncio.StreamWriter, lock: asyncio.Lock, command: rm.RemotingCommand) -> None:
-    # one frame at a time, and a client that does not read holds back only its own replies
-    async with lock:
-        writer.write(rm.encode_command(command))
-        await writer.drain()
+    async def _write(self, conn: Connection, command: rm.RemotingCommand) -> None:
+        """One whole frame at a time; a client that does not read holds back only its own replies, and
+        one that takes longer than ``frame_timeout_ms`` to take a reply is cut off."""
+        try:
+            async with asyncio.timeout(self.config.frame_timeout_ms / 1000), conn.lock:
+                conn.writer.write(rm.encode_command(command))
+                await conn.writer.drain()
+            conn.active_ms = monotonic_ms()
+        except TimeoutError:
+            self.timed_out += 1
+            log.warning("closing %s:%d: a reply was not taken within %d ms", conn.peer.ip, conn.peer.port,
+                        self.config.frame_timeout_ms)
+            conn.writer.transport.abort()
+        except ConnectionError:
+            pass  # the client went away: its read loop cleans up

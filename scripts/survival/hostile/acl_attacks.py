@@ -1,4 +1,4 @@
-"""The remoting front's ACL under attack: a broker with a ``plain_acl.yml`` (``broker_toml``), clients
+"""The remoting front's ACL under attack: a broker with a ``plain_acl.yml`` (``acl_setting``), clients
 from other loopback addresses (127.0.0.2 and up) trying what an outsider would, while a legitimate
 signed client on 127.0.0.1 keeps sending and pulling between every attack request.
 
@@ -41,11 +41,11 @@ accounts:
 SERVED_PULL = (rm.SUCCESS, rm.PULL_NOT_FOUND, rm.PULL_RETRY_IMMEDIATELY)
 
 
-def broker_toml(root: Path) -> str:
-    """The [remoting] table naming the ACL file it writes under ``root``."""
+def acl_setting(root: Path) -> str:
+    """The [remoting] key naming the ACL file it writes under ``root``."""
     path = root / "plain_acl.yml"
     path.write_text(ACL_FILE)
-    return f'\n[remoting]\nacl_file = "{path}"\n'
+    return f'acl_file = "{path}"\n'
 
 
 class AclAttacks:

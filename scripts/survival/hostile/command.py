@@ -46,17 +46,23 @@ from mqstore.scripts.harness import Broker, free_port_range, wait_for
 from mqstore.scripts.survival.hostile import acl_attacks
 from mqstore.scripts.survival.hostile.attacks import ATTACKS, Attacks
 from mqstore.scripts.survival.hostile.observers import GoodClient, Rss
+from mqstore.scripts.survival.hostile.resource_attacks import FRONT_TOML, RESOURCE_ATTACKS, run_front_attacks
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="mqstore-hostile-", dir=args.dir))
     broker_extra = (f"max_request_bytes = {args.max_request_bytes}\ningress_hwm = {args.ingress_hwm}\n"
                     f"reader_hwm = {args.reader_hwm}\nack_max_queues = {args.ack_max_queues}")
-    ports = free_port_range(13)  # 12 for ZeroMQ over TCP (9 roles, readers), the last for the remoting front
-    acl = acl_attacks.broker_toml(root) if "remoting_acl" in args.attacks else ""
+    ports = free_port_range(14)  # 12 for ZeroMQ over TCP (9 roles, readers), then the remoting front, the metrics
+    front = [a for a in args.attacks if a in RESOURCE_ATTACKS]
+    acl = acl_attacks.acl_setting(root) if "remoting_acl" in args.attacks else ""
+    remoting = FRONT_TOML.replace("[remoting]\n", f"[remoting]\n{acl}", 1) if front else (
+        f"\n[remoting]\n{acl}" if acl else "")
     broker = Broker(root, broker_extra=broker_extra, tcp_port=ports if args.tcp else None,
-                    extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n{acl}",
-                    remoting_port=ports + 12 if {"remoting_garbage", "remoting_acl"} & set(args.attacks) else None)
+                    extra_toml=f"\n[store]\nmax_body_bytes = {args.max_message_bytes}\n{remoting}",
+                    remoting_port=ports + 12 if {"remoting_garbage", "remoting_acl"} & set(args.attacks) or front
+                    else None,
+                    metrics_port=ports + 13 if front else None)
     verdict: dict[str, Any] = {"attacks": {}, "tcp": args.tcp, "config": {
         "max_request_bytes": args.max_request_bytes, "ingress_hwm": args.ingress_hwm, "reader_hwm": args.reader_hwm,
         "max_body_bytes": args.max_message_bytes, "ack_max_queues": args.ack_max_queues}}
@@ -70,8 +76,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             wait_for(lambda: good.received, 30, "the good consumer's first message")
             rss.start()
             verdict["rss_before_mb"] = round(rss.now() / 2**20, 1)
-            for name in args.attacks:
+            for name in (a for a in args.attacks if a not in RESOURCE_ATTACKS):
                 verdict["attacks"][name] = _attack(attacks, name, good, rss, args)
+            if front:
+                verdict["front"] = run_front_attacks(broker, front, args.seconds, args.front_connections, ports + 13)
+                attacks.findings += verdict["front"]["findings"]
         finally:
             good.stop()
             rss.stop()
@@ -144,7 +153,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reader-hwm", type=int, default=64, help="the broker's [broker] reader_hwm")
     p.add_argument("--rss-limit-mb", type=float, default=1024)
     p.add_argument("--max-latency-s", type=float, default=5.0, help="a good send waiting longer is a finding")
-    p.add_argument("--attacks", nargs="*", default=list(ATTACKS), choices=ATTACKS)
+    p.add_argument("--attacks", nargs="*", default=list(ATTACKS + RESOURCE_ATTACKS), choices=ATTACKS + RESOURCE_ATTACKS)
+    p.add_argument("--front-connections", type=int, default=1030, help="idle connections in the front's flood")
     p.add_argument("--tcp", action="store_true", help="ZeroMQ over TCP with CURVE instead of ipc sockets")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--dir", help="where the temporary store goes")

@@ -84,19 +84,62 @@ def test_clients_that_never_send_or_never_read_keep_no_one_waiting(server: Metri
             sock.close()
 
 
-def test_past_the_connection_limit_a_connection_is_closed_unanswered(server: MetricsServer) -> None:
-    hung = [socket.create_connection(("127.0.0.1", server.server_port)) for _ in range(MAX_CONNECTIONS)]
+def test_past_the_connection_limit_the_oldest_still_sending_makes_room(server: MetricsServer) -> None:
+    """Past the limit a new connection used to be closed unanswered: as many clients that never
+    finish a request kept every scraper out. Now the oldest of them is closed for the newcomer."""
+    hung = [socket.create_connection(("127.0.0.1", server.server_port), timeout=10) for _ in range(MAX_CONNECTIONS)]
     try:
-        # accepted after every hung one, each holding its thread: closed with no answer
-        assert _raw(server, b"GET /metrics HTTP/1.0\r\n\r\n") == b""
+        wait_for(lambda: len(server._live) == MAX_CONNECTIONS, 10, "every hung connection accepted")
+        assert _raw(server, b"GET /metrics HTTP/1.0\r\n\r\n").endswith(b"mqstore_up 1\n")
+        assert hung[0].recv(1) == b""  # the oldest, closed to make room
+        assert server.evicted == 1
     finally:
         for sock in hung:
             sock.close()
 
-    def answers() -> bool:
-        try:
-            return _get(server, "/metrics")[0] == 200
-        except OSError:  # closed unanswered while the hung clients' threads still hold their slots
-            return False
 
-    wait_for(answers, 10, "the listener to answer once the hung clients left")
+@pytest.fixture
+def strict_server() -> Iterator[MetricsServer]:
+    pages = Pages()
+    pages.update(b"mqstore_up 1\n", b"{}")
+    srv = MetricsServer(("127.0.0.1", 0), pages, request_timeout_s=1.0, max_connections=4,
+                        allowed_hosts=frozenset({"metrics.example"}))
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join()
+
+
+def test_metrics_timeout_per_receive_let_a_trickle_hold_a_connection(strict_server: MetricsServer) -> None:
+    """The timeout was per receive: a byte every few seconds held a connection (and its thread) for
+    as long as the client liked. The whole request has one deadline now."""
+    sock = socket.create_connection(("127.0.0.1", strict_server.server_port), timeout=10)
+    closed = threading.Event()
+
+    def trickle() -> None:
+        try:
+            while not closed.is_set():
+                sock.sendall(b"G")
+                closed.wait(0.2)
+        except OSError:
+            closed.set()
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        assert sock.recv(1) == b""  # cut while still sending
+    finally:
+        closed.set()
+        sock.close()
+
+
+@pytest.mark.parametrize(("host", "code"), [
+    (None, 200), ("localhost", 200), ("127.0.0.1:{port}", 200), ("[::1]:{port}", 200), ("LOCALHOST", 200),
+    ("metrics.example:{port}", 200), ("evil.example", 421), ("evil.example:{port}", 421), ("127.0.0.1.evil", 421),
+    ("localhost.evil.example", 421)])
+def test_metrics_host_header_unchecked_let_a_rebound_page_read_status(
+        strict_server: MetricsServer, host: str | None, code: int) -> None:
+    header = b"" if host is None else f"Host: {host.format(port=strict_server.server_port)}\r\n".encode()
+    answer = _raw(strict_server, b"GET /api/status HTTP/1.1\r\n" + header + b"\r\n")
+    assert int(answer.split(b" ", 2)[1]) == code, answer[:200]
