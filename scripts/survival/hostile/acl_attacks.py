@@ -26,6 +26,7 @@ from typing import Any
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.remoting.signature import Credentials
 from mqstore.scripts.harness import wait_for
+from mqstore.scripts.survival.hostile.resource_attacks import GOOD_FRONT_GROUP, GOOD_FRONT_TOPIC
 
 TOPIC, GROUP, CLIENT_ID = "AclGood", "CG_acl_good", "127.0.0.1@good"
 LEGIT = Credentials("good-client", "good-client-secret", "ALIYUN")
@@ -35,8 +36,8 @@ accounts:
     secretKey: {LEGIT.secret_key}
     defaultTopicPerm: DENY
     defaultGroupPerm: DENY
-    topicPerms: [{TOPIC}=PUB|SUB]
-    groupPerms: [{GROUP}=SUB]
+    topicPerms: [{TOPIC}=PUB|SUB, {GOOD_FRONT_TOPIC}=PUB|SUB]
+    groupPerms: [{GROUP}=SUB, {GOOD_FRONT_GROUP}=SUB]
 """
 SERVED_PULL = (rm.SUCCESS, rm.PULL_NOT_FOUND, rm.PULL_RETRY_IMMEDIATELY)
 

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for name in (a for a in args.attacks if a not in RESOURCE_ATTACKS):
                 verdict["attacks"][name] = _attack(attacks, name, good, rss, args)
             if front:
-                verdict["front"] = run_front_attacks(broker, front, args.seconds, args.front_connections, ports + 13)
+                verdict["front"] = run_front_attacks(broker, front, args.seconds, args.front_connections, ports + 13,
+                                                      acl_attacks.LEGIT if acl else None)
                 attacks.findings += verdict["front"]["findings"]
         finally:
             good.stop()

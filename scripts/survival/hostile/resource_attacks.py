@@ -27,10 +27,11 @@ from typing import Any
 import psutil
 
 from mqstore.ipc.remoting import codec as rm
+from mqstore.ipc.remoting.signature import Credentials
 
 RESOURCE_ATTACKS = ("front_trickle", "front_idle_flood", "front_partial_frames", "front_lock_flood",
                     "metrics_slowloris")
-GOOD_FRONT_TOPIC = "GoodFront"
+GOOD_FRONT_TOPIC, GOOD_FRONT_GROUP = "GoodFront", "good"
 # what the harness's broker is configured with, small enough that each bound is crossed in seconds
 FRONT_TOML = """
 [remoting]
@@ -69,8 +70,9 @@ class GoodFrontClient:
     """Sends through the front and pulls back what it sent, one request at a time, reconnecting when
     cut off; every outcome stamped, so an attack's window can be counted."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, credentials: Credentials | None = None) -> None:
         self.port = port
+        self.credentials = credentials  # signs its requests where the front checks an ACL
         self.outcomes: list[tuple[float, str, bool]] = []  # (time, "send" | "pull", succeeded)
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -84,12 +86,12 @@ class GoodFrontClient:
         next_offset = 0
         while not self._stop.is_set():
             try:
-                with rm.RemotingClient("127.0.0.1", self.port, timeout_s=10) as client:
+                with rm.RemotingClient("127.0.0.1", self.port, timeout_s=10, credentials=self.credentials) as client:
                     while not self._stop.wait(0.02):
                         sent = client.call(rm.SEND_MESSAGE, _send_ext(0), b"good")
                         self.outcomes.append((time.monotonic(), "send", sent.code == rm.SUCCESS))
                         pulled = client.call(rm.PULL_MESSAGE, {
-                            "consumerGroup": "good", "topic": GOOD_FRONT_TOPIC, "queueId": 0,
+                            "consumerGroup": GOOD_FRONT_GROUP, "topic": GOOD_FRONT_TOPIC, "queueId": 0,
                             "queueOffset": next_offset, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
                             "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
                         found = pulled.code in (rm.SUCCESS, rm.PULL_NOT_FOUND, rm.PULL_RETRY_IMMEDIATELY)
@@ -279,13 +281,14 @@ class ResourceAttacks:
 
 
 def run_front_attacks(broker: Any, names: list[str], seconds: float, connections: int,
-                      metrics_port: int | None) -> dict[str, Any]:
+                      metrics_port: int | None, credentials: Credentials | None = None) -> dict[str, Any]:
     """Each attack in ``names`` against ``broker`` (a running ``mqstore.scripts.harness.Broker`` with
     its front on, configured with ``FRONT_TOML``), a good front client working throughout: the
     figures (attacks tried, good sends and pulls that succeeded during them, the front's peak memory,
-    its restarts) and the findings."""
+    its restarts) and the findings. ``credentials`` sign the good client's requests where the front
+    checks an ACL."""
     attacks = ResourceAttacks(broker.remoting_port, metrics_port, seconds, connections)
-    good = GoodFrontClient(broker.remoting_port).start()
+    good = GoodFrontClient(broker.remoting_port, credentials).start()
     rss = FrontRss(lambda: broker.pid_of("remoting")).start()
     out: dict[str, Any] = {}
     try:
