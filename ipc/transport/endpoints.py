@@ -60,6 +60,13 @@ class Endpoints:
         return self.role("ingress")
 
     @property
+    def own_ingress(self) -> str:
+        """The writer's second ingress, for the broker's own actors only (the scheduler, the timer, the
+        transactions): always an ``ipc://`` socket in the private run directory, never on TCP, so only
+        this user's processes reach it. Sends there may name the system topics a client may not."""
+        return f"ipc://{self.run_dir / 'own-ingress.sock'}"
+
+    @property
     def dispatch(self) -> str:
         return self.role("dispatch")
 
