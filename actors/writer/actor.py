@@ -62,6 +62,7 @@ from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
+from mqstore.ipc.transport.closed import ClosedConnections
 from mqstore.ipc.transport.sockets import bind, connect, recv_message
 from mqstore.ipc.wire import schema
 
@@ -101,6 +102,7 @@ class CommitLogWriterActor:
             self.progress.dispatched_end = applied_end
             self.state.waiters.hold_tail(self.commitlog.max_offset)
         self.next_disk_check_ms = 0
+        self.closed: ClosedConnections | None = None  # the ingress's monitor, once it is bound
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
         self.reclaimer = Reclaimer(cfg, runtime.open_files)
         self.mover = StragglerMover(self.state) if cfg.retention.move_stragglers_below else None
@@ -139,6 +141,7 @@ class CommitLogWriterActor:
         # inbound bounded (a flood waits in the sender); replies not: a pipelining producer must get every one
         ingress = bind(ctx, zmq.ROUTER, ep.ingress, max_msg_bytes=max_bytes, rcvhwm=self.rt.config.broker.ingress_hwm)
         own_ingress = bind(ctx, zmq.ROUTER, ep.own_ingress, max_msg_bytes=max_bytes)  # the broker's own actors
+        self.closed = closed = ClosedConnections(ingress, "ingress", max_bytes)  # what ZeroMQ drops there, logged
         dispatch_out = bind(ctx, zmq.PUB, ep.dispatch, hwm=100_000)
         written_out = bind(ctx, zmq.PUB, ep.written)
         flushed_in = connect(ctx, zmq.SUB, ep.flushed, subscribe=(schema.FLUSHED,))
@@ -147,6 +150,7 @@ class CommitLogWriterActor:
         poller = zmq.Poller()
         poller.register(ingress, zmq.POLLIN)
         poller.register(own_ingress, zmq.POLLIN)
+        poller.register(closed.monitor, zmq.POLLIN)
         poller.register(flushed_in, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         tick_ms = self.rt.config.broker.tick_interval_ms
@@ -157,6 +161,8 @@ class CommitLogWriterActor:
                 ready = dict(poller.poll(tick_ms))
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
+                if closed.monitor in ready:
+                    closed.read()
                 for source in (own_ingress, ingress):
                     if source in ready:
                         self.serve_round(ingress, dispatch_out, written_out, own_ingress, own=source is own_ingress)
@@ -185,7 +191,7 @@ class CommitLogWriterActor:
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
                        prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
                        send_latency=self.progress.send_latency.stats(), files=self.reclaimer.report,
-                       reclaim_rounds=self.reclaimer.rounds,
+                       reclaim_rounds=self.reclaimer.rounds, connections=self.closed.stats() if self.closed else None,
                        moved=self.mover.stats() if self.mover is not None else None)
 
     def _check_disk(self, now: int, outlets: Outlets) -> None:

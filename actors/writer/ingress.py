@@ -111,7 +111,7 @@ class Ingress:
     def _admin(self, request: Request, request_id: Any) -> dict[str, Any]:
         broker = self.config.broker
         if isinstance(request, Encoding):
-            return encoding_reply(self.config.store).encode(request_id)
+            return encoding_reply(self.config.store, broker.max_request_bytes).encode(request_id)
         if isinstance(request, Ping):
             return WriterPingReply(os.getpid(), self.commitlog.max_offset).encode(request_id)
         if isinstance(request, Topics):
