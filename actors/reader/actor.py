@@ -99,7 +99,7 @@ class ReaderActor:
         self.offsets = CommittedOffsets(self.store_dir, index, self.store, wall_ms)
         self.max_query_count = cfg.store.max_query_count
         self.topics_out = TopicCounts()     # what pulls and ack-mode pulls delivered, per topic (the metrics)
-        self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.ingress,
+        self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.own_ingress,
                               now_ms=monotonic_ms, delivered=self.topics_out)
         self.activity = GroupActivity(wall_ms)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply

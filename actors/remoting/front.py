@@ -32,12 +32,11 @@ from mqstore.actors.remoting.transactions import TransactionFront
 from mqstore.engine.delay.table import parse_level
 from mqstore.engine.log.host import Host
 from mqstore.engine.log.msgid import offset_msg_id
-from mqstore.engine.log.record import PROP_DELAY, SCHEDULE_TOPIC, decode_properties
+from mqstore.engine.log.record import PROP_DELAY, decode_properties
 from mqstore.engine.meta.topics import BROKER_MADE_PREFIXES
 from mqstore.engine.names import check_topic
-from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC, PROP_TRAN_MSG
-from mqstore.engine.reclaim.move import MOVED_TOPIC
-from mqstore.engine.timer.put_rule import TIMER_TOPIC
+from mqstore.engine.put.system_topics import NOT_ALLOWED_SEND_TOPICS
+from mqstore.engine.put.transactions import PROP_TRAN_MSG
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.wire import replies, requests
@@ -59,10 +58,6 @@ V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defa
 PUT_CODES = {"PUT_OK": rm.SUCCESS, "FLUSH_DISK_TIMEOUT": rm.FLUSH_DISK_TIMEOUT,
              "SERVICE_NOT_AVAILABLE": rm.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": rm.MESSAGE_ILLEGAL,
              "PROPERTIES_SIZE_EXCEEDED": rm.MESSAGE_ILLEGAL, "BAD_REQUEST": rm.MESSAGE_ILLEGAL}
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: only the broker puts there (SEND answers NO_PERMISSION), and
-# mqstore's own: the timer topic (its actor trusts what it parks) and the moved stragglers' copies
-NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, "SELF_TEST_TOPIC",
-                                     "OFFSET_MOVED_EVENT", TIMER_TOPIC, MOVED_TOPIC})
 # PullMessageProcessor: what a GetMessageStatus becomes on the wire
 PULL_CODES = {"FOUND": rm.SUCCESS, "OFFSET_OVERFLOW_ONE": rm.PULL_NOT_FOUND, "OFFSET_FOUND_NULL": rm.PULL_NOT_FOUND,
               "OFFSET_OVERFLOW_BADLY": rm.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL": rm.PULL_OFFSET_MOVED,

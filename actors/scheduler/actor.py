@@ -138,7 +138,7 @@ class SchedulerActor:
         if self.ingress is not None:
             self.poller.unregister(self.ingress)
             self.ingress.close(linger=0)
-        self.ingress = connect(self.rt.ctx, zmq.DEALER, self.rt.endpoints.ingress)
+        self.ingress = connect(self.rt.ctx, zmq.DEALER, self.rt.endpoints.own_ingress)
         self.poller.register(self.ingress, zmq.POLLIN)
 
     def _timeout_ms(self) -> int:

@@ -168,7 +168,7 @@ class TimerActor:
         poller = zmq.Poller()
         poller.register(arrived, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
-        putter = RePutter(self.rt.ctx, self.rt.endpoints.ingress, lambda: self.rt.stopping)
+        putter = RePutter(self.rt.ctx, self.rt.endpoints.own_ingress, lambda: self.rt.stopping)
         flushed = FlushedFollower(self.rt.ctx, self.rt.endpoints.flushed)
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_flush = monotonic_ms() + self.flush_interval_ms

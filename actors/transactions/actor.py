@@ -61,7 +61,7 @@ class TransactionsActor:
         self.rt = runtime
         ep = runtime.endpoints
         cfg = runtime.config
-        self.channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)]}, name="mqstore-transactions",
+        self.channel = Channel({"ingress": [ep.own_ingress], "reader": [ep.reader(0)]}, name="mqstore-transactions",
                                curve=ep.curve)
         host = cfg.store.store_host
         self.broker = BrokerCalls(self.channel, Host(host.ip, host.port), tx.CHECK_GROUP)

@@ -1,6 +1,8 @@
 """commitlog-writer's loop: the only writer of ``commitlog/``.
 
-Producers' DEALERs send requests to the ROUTER ``ingress``. Every poll round drains what waits there
+Producers' DEALERs send requests to the ROUTER ``ingress``; the broker's own actors (scheduler, timer,
+transactions) to ``own_ingress``, in the private run directory, the one door to the system topics a
+client may not name (``mqstore.engine.put.system_topics``). Every poll round drains what waits there
 (``mqstore.actors.writer.ingress`` parses each request) and appends the sends as one batch per kind, one
 copy per file (``mqstore.actors.writer.sends`` for maps of messages, ``mqstore.actors.writer.encoded`` for
 producer-encoded records), then:
@@ -60,6 +62,7 @@ from mqstore.engine.put.writer import CommitLogWriter
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
+from mqstore.ipc.transport.closed import ClosedConnections
 from mqstore.ipc.transport.sockets import bind, connect, recv_message
 from mqstore.ipc.wire import schema
 
@@ -99,6 +102,7 @@ class CommitLogWriterActor:
             self.progress.dispatched_end = applied_end
             self.state.waiters.hold_tail(self.commitlog.max_offset)
         self.next_disk_check_ms = 0
+        self.closed: ClosedConnections | None = None  # the ingress's monitor, once it is bound
         self.next_clean_ms = monotonic_ms() + cfg.broker.clean_interval_ms
         self.reclaimer = Reclaimer(cfg, runtime.open_files)
         self.mover = StragglerMover(self.state) if cfg.retention.move_stragglers_below else None
@@ -136,13 +140,17 @@ class CommitLogWriterActor:
         max_bytes = self.rt.config.broker.max_request_bytes
         # inbound bounded (a flood waits in the sender); replies not: a pipelining producer must get every one
         ingress = bind(ctx, zmq.ROUTER, ep.ingress, max_msg_bytes=max_bytes, rcvhwm=self.rt.config.broker.ingress_hwm)
+        own_ingress = bind(ctx, zmq.ROUTER, ep.own_ingress, max_msg_bytes=max_bytes)  # the broker's own actors
+        self.closed = closed = ClosedConnections(ingress, "ingress", max_bytes)  # what ZeroMQ drops there, logged
         dispatch_out = bind(ctx, zmq.PUB, ep.dispatch, hwm=100_000)
         written_out = bind(ctx, zmq.PUB, ep.written)
         flushed_in = connect(ctx, zmq.SUB, ep.flushed, subscribe=(schema.FLUSHED,))
-        outlets = Outlets(ingress, dispatch_out, written_out, self.progress)
+        outlets = Outlets(ingress, dispatch_out, written_out, self.progress, own_ingress)
         waiters = self.state.waiters
         poller = zmq.Poller()
         poller.register(ingress, zmq.POLLIN)
+        poller.register(own_ingress, zmq.POLLIN)
+        poller.register(closed.monitor, zmq.POLLIN)
         poller.register(flushed_in, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         tick_ms = self.rt.config.broker.tick_interval_ms
@@ -153,9 +161,12 @@ class CommitLogWriterActor:
                 ready = dict(poller.poll(tick_ms))
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
-                if ingress in ready:
-                    self.serve_round(ingress, dispatch_out, written_out)
-                    self.prefault.hand(self.commitlog.queue.last_file)
+                if closed.monitor in ready:
+                    closed.read()
+                for source in (own_ingress, ingress):
+                    if source in ready:
+                        self.serve_round(ingress, dispatch_out, written_out, own_ingress, own=source is own_ingress)
+                        self.prefault.hand(self.commitlog.queue.last_file)
                 waiters.release(outlets)
                 now = monotonic_ms()
                 if now >= next_tick:
@@ -180,7 +191,7 @@ class CommitLogWriterActor:
                        pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
                        prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
                        send_latency=self.progress.send_latency.stats(), files=self.reclaimer.report,
-                       reclaim_rounds=self.reclaimer.rounds,
+                       reclaim_rounds=self.reclaimer.rounds, connections=self.closed.stats() if self.closed else None,
                        moved=self.mover.stats() if self.mover is not None else None)
 
     def _check_disk(self, now: int, outlets: Outlets) -> None:
@@ -216,26 +227,27 @@ class CommitLogWriterActor:
             return None
         return ends_by(low)
 
-    def serve_round(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any],
-                    written_out: zmq.Socket[Any]) -> None:
-        """One round: drain the ingress queue into one append, at most max_batch_messages and about
-        one max_request_bytes of frames (a flood of big frames is taken a request's worth at a time).
-        Other requests are answered as they come; the sends are appended after the drain, the
-        producer-encoded ones last."""
+    def serve_round(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any],
+                    own_ingress: zmq.Socket[Any] | None = None, *, own: bool = False) -> None:
+        """One round: drain the ingress queue (``own``: the broker's own actors' one) into one append,
+        at most max_batch_messages and about one max_request_bytes of frames (a flood of big frames is
+        taken a request's worth at a time). Other requests are answered as they come; the sends are
+        appended after the drain, the producer-encoded ones last."""
         started = time.perf_counter()
         held = len(self.state.waiters)
         broker = self.rt.config.broker
-        outlets = Outlets(ingress, dispatch_out, written_out, self.progress)
+        outlets = Outlets(ingress, dispatch_out, written_out, self.progress, own_ingress)
+        source = own_ingress if own and own_ingress is not None else ingress
         message_sends: list[sends.MessageSend] = []
         encoded_sends: list[encoded.EncodedSend] = []
         count = size = 0
         while count < broker.max_batch_messages and size < broker.max_request_bytes:
             try:  # parts (a send_encoded's records) stay in ZeroMQ's buffers until appended
-                frames, parts = recv_message(ingress, zmq.NOBLOCK, head=2)
+                frames, parts = recv_message(source, zmq.NOBLOCK, head=2)
             except zmq.Again:
                 break
             size += sum(map(len, frames)) + sum(map(len, parts))
-            request = self.ingress.parse(frames, parts)
+            request = self.ingress.parse(frames, parts, own=source is own_ingress)
             if isinstance(request, Answer):
                 outlets.reply(request.identity, request.reply)
                 if request.notice is not None:  # a topic deleted: after every dispatch batch before it

@@ -45,9 +45,9 @@ class EncodedSend:
     request: SendEncoded  # its records a view of ZeroMQ's buffer
 
 
-def encoding_reply(config: StoreConfig) -> EncodingReply:
-    """What a producer needs to encode records for this writer."""
-    return EncodingReply(config.store_host, config.geometry.prop_crc, config.max_body_bytes)
+def encoding_reply(config: StoreConfig, max_request_bytes: int = schema.MAX_FRAME_BYTES) -> EncodingReply:
+    """What a producer needs to encode records for this writer, and the most one request may carry."""
+    return EncodingReply(config.store_host, config.geometry.prop_crc, config.max_body_bytes, max_request_bytes)
 
 
 def parse(message: dict[str, Any]) -> EncodedRequest:

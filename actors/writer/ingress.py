@@ -23,6 +23,7 @@ from typing import Any
 
 from mqstore.actors.config import BrokerConfig
 from mqstore.actors.writer.encoded import EncodedSend, encoding_reply
+from mqstore.actors.writer.outlets import OWN_PEER
 from mqstore.actors.writer.sends import MessageSend
 from mqstore.actors.writer.state import TopicQueues
 from mqstore.engine.batch.record_batch import CLIENT_SYS_FLAGS
@@ -34,6 +35,7 @@ from mqstore.engine.meta.topics import TopicError
 from mqstore.engine.names import check_topic
 from mqstore.engine.put.queue_selector import shard_hash, shard_queue
 from mqstore.engine.put.rewrite import rewrite
+from mqstore.engine.put.system_topics import NOT_ALLOWED_SEND_TOPICS
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.notices import TopicDeleted
 from mqstore.ipc.wire.replies import CreateTopicReply, DeleteTopicReply, TopicsReply, WriterPingReply
@@ -71,9 +73,11 @@ class Ingress:
         self.commitlog = commitlog
         self.next_queue_offsets = next_queue_offsets  # the write path's: a deleted topic starts again at 0
 
-    def parse(self, frames: list[bytes], parts: list[memoryview]) -> MessageSend | EncodedSend | Answer:
-        """One request: its identity frame, its map, and (a send_encoded's only) the parts after it."""
-        identity = frames[0]
+    def parse(self, frames: list[bytes], parts: list[memoryview], *,
+              own: bool = False) -> MessageSend | EncodedSend | Answer:
+        """One request: its identity frame, its map, and (a send_encoded's only) the parts after it;
+        ``own``: it came from one of the broker's own actors (``own_ingress``), which may name system topics."""
+        identity = OWN_PEER + frames[0] if own else frames[0]
         request_id: Any = None
         try:
             if len(frames) != 2:
@@ -85,10 +89,14 @@ class Ingress:
             return Answer(identity, schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc)))
         except schema.SchemaError as exc:
             return Answer(identity, schema.error_reply(request_id, schema.BAD_REQUEST, str(exc)))
-        return self.handle(identity, request_id, request)
+        return self.handle(identity, request_id, request, own=own)
 
-    def handle(self, identity: bytes, request_id: Any, request: Request) -> MessageSend | EncodedSend | Answer:
+    def handle(self, identity: bytes, request_id: Any, request: Request, *,
+               own: bool = False) -> MessageSend | EncodedSend | Answer:
         """A decoded request: a send for the round, or its answer."""
+        refusal = None if own else _client_refusal(request)
+        if refusal is not None:
+            return Answer(identity, schema.error_reply(request_id, schema.NO_PERMISSION, refusal))
         try:
             if isinstance(request, Send):
                 return MessageSend(identity, request_id, *self._messages(request))
@@ -103,7 +111,7 @@ class Ingress:
     def _admin(self, request: Request, request_id: Any) -> dict[str, Any]:
         broker = self.config.broker
         if isinstance(request, Encoding):
-            return encoding_reply(self.config.store).encode(request_id)
+            return encoding_reply(self.config.store, broker.max_request_bytes).encode(request_id)
         if isinstance(request, Ping):
             return WriterPingReply(os.getpid(), self.commitlog.max_offset).encode(request_id)
         if isinstance(request, Topics):
@@ -198,6 +206,20 @@ class Ingress:
         if shard is not None:
             return shard_queue(shard_hash(shard), queue_count)
         return self.queues.round_robin.turn(topic, queue_count)
+
+
+def _client_refusal(request: Request) -> str | None:
+    """Why a client may not make this request: it names a topic only the broker writes (RocketMQ's
+    NO_PERMISSION answer, the whole request refused as the remoting front refuses it)."""
+    if isinstance(request, Send):
+        named: tuple[str, ...] | list[str] = tuple(m.topic for m in request.msgs)
+    elif isinstance(request, SendEncoded):
+        named = request.topics
+    elif isinstance(request, CreateTopic | DeleteTopic):
+        named = (request.topic,)
+    else:
+        return None
+    return next((r for r in map(NOT_ALLOWED_SEND_TOPICS.refusal, named) if r is not None), None)
 
 
 def _message(sent: SendMessage) -> Message:

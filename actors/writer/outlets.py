@@ -21,6 +21,9 @@ from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Tick, Written
 
 log = logging.getLogger("mqstore")
+# put before the routing id of a request from ``own_ingress``, so its answer goes back there: a client's
+# routing id is ZeroMQ's 5 bytes starting with a zero byte, or its own, which may not start with one
+OWN_PEER = b"\x00mqstore-own\x00"  # longer than ZeroMQ's 5 bytes: never a client's routing id
 
 
 @dataclass(slots=True)
@@ -34,19 +37,24 @@ class Progress:
 class Outlets:
     """The writer's three sockets as a round uses them."""
 
-    __slots__ = ("dispatch_out", "ingress", "progress", "written_out")
+    __slots__ = ("dispatch_out", "ingress", "own_ingress", "progress", "written_out")
 
     def __init__(self, ingress: zmq.Socket[Any], dispatch_out: zmq.Socket[Any], written_out: zmq.Socket[Any],
-                 progress: Progress) -> None:
+                 progress: Progress, own_ingress: zmq.Socket[Any] | None = None) -> None:
         self.ingress = ingress
+        self.own_ingress = own_ingress
         self.dispatch_out = dispatch_out
         self.written_out = written_out
         self.progress = progress
 
     def reply(self, identity: bytes, message: dict[str, Any]) -> None:
-        """Answer a producer; replies are not bounded, but one that does not read them loses them."""
+        """Answer a producer; replies are not bounded, but one that does not read them loses them. An
+        identity marked ``OWN_PEER`` is a broker actor's on ``own_ingress``."""
+        sock = self.ingress
+        if identity.startswith(OWN_PEER) and self.own_ingress is not None:
+            sock, identity = self.own_ingress, identity[len(OWN_PEER):]
         try:
-            self.ingress.send_multipart([identity, schema.pack(message)], zmq.NOBLOCK)
+            sock.send_multipart([identity, schema.pack(message)], zmq.NOBLOCK)
         except zmq.Again:
             log.warning("a producer does not read its replies; reply dropped")
 

@@ -53,24 +53,9 @@ if TYPE_CHECKING:
     from mqstore.engine.batch.record_batch import EncodedBatch
 
 __all__ = [
-    "AckConsumer",
-    "Admin",
-    "BrokerError",
-    "BrokerTimeoutError",
-    "Consumer",
-    "Delivery",
-    "EncodingError",
-    "Endpoints",
-    "MessageBatch",
-    "Outgoing",
-    "Producer",
-    "Receipt",
-    "ReceivedMessage",
-    "ReplyError",
-    "SendResult",
-    "SendResults",
-    "TransactionResult",
-    "TransactionState",
+    "AckConsumer", "Admin", "BrokerError", "BrokerTimeoutError", "Consumer", "Delivery", "EncodingError",
+    "Endpoints", "MessageBatch", "Outgoing", "Producer", "Receipt", "ReceivedMessage", "ReplyError", "SendResult",
+    "SendResults", "TransactionResult", "TransactionState",
 ]
 
 StorePath = str | os.PathLike[str]
@@ -227,11 +212,14 @@ class Producer:
         return outer
 
     def _batch_encoder(self) -> BatchEncoder:
-        """Asks the writer how it encodes, once (never from the I/O thread: it would wait on itself)."""
+        """Asks the writer how it encodes, and how big a request it takes, once (never from the I/O
+        thread: it would wait on itself)."""
         with self._encoder_lock:
             if self._encoder is None:
-                reply = self._channel.request("ingress", requests.Encoding(), timeout_ms=self._timeout_ms)
-                self._encoder = BatchEncoder(Encoding.of(replies.EncodingReply.decode(reply)))
+                reply = replies.EncodingReply.decode(
+                    self._channel.request("ingress", requests.Encoding(), timeout_ms=self._timeout_ms))
+                self._channel.limit("ingress", reply.max_request_bytes)
+                self._encoder = BatchEncoder(Encoding.of(reply))
             return self._encoder
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ from mqstore.ipc.transport.exchange import (
     send_request,
     timed_out,
 )
-from mqstore.ipc.transport.sockets import connect, recv_message
+from mqstore.ipc.transport.sockets import MAX_INBOUND_BYTES, connect, recv_message
 
 
 @dataclass(slots=True)
@@ -57,8 +57,11 @@ class _ThreadSockets:
 class CallerSockets:
     """Per-thread DEALERs on a channel's routes, registered so that the channel can close them all."""
 
-    def __init__(self, ctx: zmq.Context[Any], routes: Mapping[str, Sequence[str]], on_push: OnPush | None) -> None:
+    def __init__(self, ctx: zmq.Context[Any], routes: Mapping[str, Sequence[str]], on_push: OnPush | None,
+                 limits: Mapping[str, int]) -> None:
+        """``limits``: the most bytes a request on a route may carry (the channel's, kept up to date there)."""
         self._ctx = ctx
+        self._limits = limits
         self._routes = routes
         self._on_push = on_push
         self._local = threading.local()
@@ -78,7 +81,7 @@ class CallerSockets:
             if sock is None:
                 sock = own.sockets[route] = connect(self._ctx, zmq.DEALER, list(self._routes[route]),
                                                     max_msg_bytes=MAX_REPLY_BYTES)
-            send_request(sock, route, message, parts)
+            send_request(sock, route, message, parts, self._limits.get(route, MAX_INBOUND_BYTES))
             deadline_ns = time.monotonic_ns() + timeout_ms * 1_000_000
             while True:
                 left_ms = math.ceil((deadline_ns - time.monotonic_ns()) / 1_000_000)

@@ -43,11 +43,12 @@ from mqstore.ipc.transport.curve import CurveContext, CurveKeys
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.transport.exchange import CLOSED as CLOSED
 from mqstore.ipc.transport.exchange import MAX_REPLY_BYTES as MAX_REPLY_BYTES
+from mqstore.ipc.transport.exchange import REQUEST_TOO_LARGE as REQUEST_TOO_LARGE
 from mqstore.ipc.transport.exchange import SEND_QUEUE_FULL as SEND_QUEUE_FULL
 from mqstore.ipc.transport.exchange import BrokerError as BrokerError
 from mqstore.ipc.transport.exchange import BrokerTimeoutError as BrokerTimeoutError
 from mqstore.ipc.transport.exchange import decode_reply, outcome, send_request, timed_out
-from mqstore.ipc.transport.sockets import connect, recv_message
+from mqstore.ipc.transport.sockets import MAX_INBOUND_BYTES, connect, recv_message
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.replies import QueueInfoReply
 from mqstore.ipc.wire.requests import QueueInfo, Request
@@ -57,14 +58,18 @@ log = logging.getLogger("mqstore.client")
 
 def resolve_endpoints(store_dir: str | os.PathLike[str] | None, endpoints: Endpoints | None,
                       reader_count: int = 1) -> Endpoints:
-    """The broker's endpoints: given, or derived from the store directory (its private run dir)."""
-    if endpoints is not None:
-        return endpoints
-    if store_dir is None:
-        raise ValueError("give the store directory or the endpoints of the broker")
-    if reader_count < 1:
-        raise ValueError(f"reader_count must be at least 1, got {reader_count}")
-    return Endpoints.for_store(os.fspath(store_dir), reader_count)
+    """The broker's endpoints: given, or derived from the store directory (its private run dir),
+    whose run directory is this user's alone before any ``ipc://`` socket in it is trusted
+    (``Endpoints.prepare``: EndpointError otherwise)."""
+    if endpoints is None:
+        if store_dir is None:
+            raise ValueError("give the store directory or the endpoints of the broker")
+        if reader_count < 1:
+            raise ValueError(f"reader_count must be at least 1, got {reader_count}")
+        endpoints = Endpoints.for_store(os.fspath(store_dir), reader_count)
+    if not endpoints.uses_tcp:
+        endpoints.prepare()
+    return endpoints
 
 
 def _now_ms() -> int:
@@ -100,7 +105,8 @@ class Channel:
             raise ValueError("a channel needs at least one route")
         self._routes = {route: list(endpoints) for route, endpoints in routes.items()}
         self._ctx: zmq.Context[Any] = CurveContext(curve)
-        self._callers = CallerSockets(self._ctx, self._routes, on_push)
+        self._limits: dict[str, int] = {}  # a route's request limit, once the broker said it (``limit``)
+        self._callers = CallerSockets(self._ctx, self._routes, on_push, self._limits)
         self._ids = itertools.count(1)
         self._inbox: queue.SimpleQueue[_Outgoing] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -120,6 +126,12 @@ class Channel:
             raise self._startup_error
 
     # -- callers' side -------------------------------------------------------------------------------
+
+    def limit(self, route: str, max_bytes: int) -> None:
+        """The most bytes the broker takes in one request on ``route`` (its socket drops a bigger one,
+        unanswered): a request over it fails at once with REQUEST_TOO_LARGE. Until told, the
+        broker's default (``MAX_INBOUND_BYTES``)."""
+        self._limits[route] = max_bytes
 
     def call(self, route: str, op: str | Request, *, timeout_ms: int, delay_ms: int = 0,
              parts: Sequence[bytes | memoryview] = (), **fields: Any) -> Future[dict[str, Any]]:
@@ -248,7 +260,8 @@ class Channel:
         if not item.future.set_running_or_notify_cancel():
             return  # cancelled by the caller before it went out
         try:
-            send_request(sockets[item.route], item.route, item.message, item.parts)
+            send_request(sockets[item.route], item.route, item.message, item.parts,
+                         self._limits.get(item.route, MAX_INBOUND_BYTES))
         except BrokerError as exc:
             item.future.set_exception(exc)
             return

@@ -24,6 +24,7 @@ def control_request(store: Path | str, op: str | Request, *, run_dir: str | None
                     timeout_ms: int = 3000) -> dict[str, Any]:
     """One request to the supervisor's control socket; raises ConnectionError when nobody answers."""
     endpoints = Endpoints.for_store(store, run_dir=run_dir)
+    endpoints.prepare()  # the control socket is trusted only in a run directory of this user's
     ctx: zmq.Context[Any] = zmq.Context()
     try:
         sock = connect(ctx, zmq.REQ, endpoints.control, rcvtimeo_ms=timeout_ms)

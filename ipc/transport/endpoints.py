@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,13 @@ class Endpoints:
         return self.role("ingress")
 
     @property
+    def own_ingress(self) -> str:
+        """The writer's second ingress, for the broker's own actors only (the scheduler, the timer, the
+        transactions): always an ``ipc://`` socket in the private run directory, never on TCP, so only
+        this user's processes reach it. Sends there may name the system topics a client may not."""
+        return f"ipc://{self.run_dir / 'own-ingress.sock'}"
+
+    @property
     def dispatch(self) -> str:
         return self.role("dispatch")
 
@@ -99,15 +107,55 @@ class Endpoints:
         return [self.reader(i) for i in range(self.reader_count)]
 
     def prepare(self) -> None:
-        """Create the run directory private to this user (0700), or check an existing one is."""
-        for directory in (self.run_dir.parent, self.run_dir):
-            directory.mkdir(mode=0o700, exist_ok=True)
-        st = self.run_dir.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise EndpointError(f"run directory {self.run_dir} must be owned by this user with mode 0700")
+        """Make the run directory private to this user, or check that it is; the broker before it binds
+        and every client before it trusts a socket there (``own_run_dir``)."""
+        own_run_dir(self.run_dir)
         longest = len(str(self.run_dir / "reader-99.sock"))
         if longest > MAX_IPC_PATH:
             raise EndpointError(f"run directory {self.run_dir} is too long for ipc socket paths")
+
+
+def own_run_dir(run_dir: Path) -> None:
+    """Each directory this user's run directory depends on: ``mqstore-{uid}`` and the store's one below
+    it (the default layout: the shared temp directory's ``mqstore-{uid}`` is where another local user
+    would plant a directory of their own, and its sockets), or the configured run directory alone.
+    Each is created 0700 when missing, and otherwise must be a real directory (not a symlink), owned by
+    this user, with no group or other bits. The walk holds each directory open and opens the next one
+    inside it without following a symlink, so what is checked is what the sockets will be in; once
+    checked, nobody else can rename or replace an entry of a 0700 directory (or of the sticky temp one)."""
+    uid = os.getuid()
+    if run_dir.parent.name == f"mqstore-{uid}":
+        top, names = run_dir.parent.parent, [run_dir.parent.name, run_dir.name]
+    else:
+        run_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        top, names = run_dir.parent, [run_dir.name]
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)  # the system's (/tmp, $XDG_RUNTIME_DIR) or the configured one
+    try:
+        path = top
+        for name in names:
+            path = path / name
+            try:
+                os.mkdir(name, mode=0o700, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:  # ELOOP: a symlink; ENOTDIR: a file
+                raise EndpointError(f"run directory {path} is not a directory of its own (a symlink, or a file): "
+                                    f"{exc.strerror}; remove it, or set XDG_RUNTIME_DIR or [ipc] run_dir") from None
+            os.close(fd)
+            fd = inner
+            if made:
+                os.fchmod(fd, 0o700)  # whatever the umask
+            st = os.fstat(fd)
+            if st.st_uid != uid or stat.S_IMODE(st.st_mode) & 0o077:
+                raise EndpointError(f"run directory {path} is owned by uid {st.st_uid} with mode "
+                                    f"{stat.S_IMODE(st.st_mode):o}: it must be this user's (uid {uid}) with mode "
+                                    "0700, or another user could replace the broker's sockets; remove it, or set "
+                                    "XDG_RUNTIME_DIR or [ipc] run_dir")
+    finally:
+        os.close(fd)
 
 
 def default_run_dir(store_dir: Path | str) -> Path:

@@ -4,10 +4,11 @@ on a socket of its own and waits (``mqstore.ipc.transport.caller_sockets``).
 
 A request is a map (``schema.request``: op and an id unique to the channel) and its binary parts; it
 goes out without blocking, so a broker that reads nothing fails it with SEND_QUEUE_FULL rather than
-hanging the sender. A reply is matched to its request by its id; one whose request is no longer
-waited for is dropped by the matcher. A map with ``push`` and no id is a message of the broker's own
-(``Channel``'s ``on_push``). An ``ok: false`` reply raises BrokerError with the broker's status and
-reason.
+hanging the sender; one bigger than the broker takes (its socket would close the connection on it,
+unanswered) fails at once with REQUEST_TOO_LARGE, naming the limit. A reply is matched to its request
+by its id; one whose request is no longer waited for is dropped by the matcher. A map with ``push``
+and no id is a message of the broker's own (``Channel``'s ``on_push``). An ``ok: false`` reply
+raises BrokerError with the broker's status and reason.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from typing import Any
 import zmq
 
 from mqstore.engine.errors import MqstoreError
+from mqstore.ipc.transport.sockets import MAX_INBOUND_BYTES
 from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore.client")
 
 CLOSED = "CLOSED"
 SEND_QUEUE_FULL = "SEND_QUEUE_FULL"
+REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
 MAX_REPLY_BYTES = 256 * 1024 * 1024
 
 OnPush = Callable[[str, dict[str, Any]], None]
@@ -44,10 +47,15 @@ class BrokerTimeoutError(MqstoreError, TimeoutError):
 
 
 def send_request(sock: zmq.Socket[Any], route: str, message: dict[str, Any],
-                 parts: Sequence[bytes | memoryview]) -> None:
-    """Send without blocking; BrokerError when the request cannot go (queue full, not encodable)."""
+                 parts: Sequence[bytes | memoryview], max_bytes: int = MAX_INBOUND_BYTES) -> None:
+    """Send without blocking; BrokerError when the request cannot go (queue full, not encodable, or
+    over ``max_bytes``, the broker's limit: its socket would close the connection on it, unanswered)."""
     try:
         frames = schema.pack_message(message, parts)
+        size = sum(len(f) for f in frames)
+        if size > max_bytes:
+            raise BrokerError(REQUEST_TOO_LARGE, f"{route}: a request of {size} bytes is over the broker's "
+                                                 f"{max_bytes}-byte limit ([broker] max_request_bytes); not sent")
         if len(frames) == 1:
             sock.send(frames[0], zmq.NOBLOCK)
         else:  # parts from ZERO_COPY_MIN_BYTES up go out from the caller's buffers

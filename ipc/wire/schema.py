@@ -32,6 +32,7 @@ BAD_REQUEST = "BAD_REQUEST"
 UNKNOWN_OP = "UNKNOWN_OP"
 SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
 NOT_FOUND = "NOT_FOUND"
+NO_PERMISSION = "NO_PERMISSION"  # RocketMQ's ResponseCode 16: the request is not this client's to make
 
 # PUB/SUB topics
 DISPATCH = b"dispatch"

@@ -13,6 +13,7 @@ import zmq
 from mqstore.ipc.client.api import Admin, Producer
 from mqstore.ipc.wire import schema
 from mqstore.scripts.survival.hostile.command import main, parse_args, run
+from mqstore.scripts.survival.hostile.ipc_attacks import IPC_ATTACKS
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 
@@ -26,7 +27,7 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     attacks = verdict["attacks"]
     assert set(attacks) == {"oversized_frames", "big_frame_flood", "slow_readers", "connection_flood",
                             "ack_group_flood", "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types",
-                            "offsets_beyond_max", "remoting_garbage", "remoting_acl"}
+                            "offsets_beyond_max", "remoting_garbage", "remoting_acl", *IPC_ATTACKS}
     assert set(attacks["remoting_garbage"]["answered"]["outcomes"]) == {"closed", "held_open"}  # never answered
     assert attacks["topic_flood"]["answered"]["replies"] == {"OK:PUT_OK": 40}
     assert "skipped" in attacks["bad_key_flood"]["answered"]  # ipc sockets: no keys to get wrong
@@ -35,6 +36,9 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     assert attacks["offsets_beyond_max"]["answered"]["replies"] == {"OFFSET_OVERFLOW_BADLY": 3, "BAD_REQUEST": 2}
     assert set(attacks["invalid_msgpack"]["answered"]["reader"]) <= {"BAD_REQUEST", "OK", "UNKNOWN_OP"}
     assert attacks["oversized_frames"]["answered"]["body_past_max_message_size"] == {"OK:MESSAGE_ILLEGAL": 1}
+    assert set(attacks["system_topic_sends"]["answered"]["replies"]) == {"NO_PERMISSION"}
+    assert attacks["oversized_request"]["answered"]["outcome"] == "REQUEST_TOO_LARGE"
+    assert set(attacks["premade_run_dir"]["answered"]["outcomes"].values()) == {"refused"}
     assert verdict["restarts"] == {} and verdict["good_caught_up"]
 
 

@@ -21,8 +21,11 @@ import pytest
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.api import Consumer, Producer
+from mqstore.ipc.transport.channel import BrokerError, Channel
+from mqstore.ipc.wire import requests
 from mqstore.ipc.wire.messages import ReceivedMessage
 from mqstore.ipc.wire.receipts import Delivery, dlq_topic
+from mqstore.ipc.wire.requests import SendMessage
 from tests.integration.broker import Broker, wait_for
 from tests.integration.test_reclaim import FILE_SIZE, _body, _consume_all, _files, _persisted, _produce, _verify
 
@@ -99,11 +102,21 @@ def _offsets_see_no_copy(broker: Broker, producer: Producer) -> None:
     assert all(m.body == _body(m.queue_offset) for m in seen)
 
 
-def _forge_copy(producer: Producer, of: Delivery) -> None:
-    """A producer's record on the moved topic naming a straggler as its original, with another body."""
+def _forge_copy(broker: Broker, producer: Producer, of: Delivery) -> None:
+    """A record on the moved topic naming a straggler as its original, with another body. A client is
+    refused the moved topic (NO_PERMISSION), so it goes in through the broker's own ingress, as a
+    faulty actor's would."""
     origin = f"{of.phys_offset},{of.size},{of.queue_offset},{of.store_ms},{of.sys_flag},0"
     props = {"REAL_TOPIC": of.topic, "REAL_QID": str(of.queue_id), "MOVED_FROM": origin, "UNIQ_KEY": of.uniq_key or ""}
-    assert producer.send_batch([{"topic": MOVED_TOPIC, "body": b"forged", "queue_id": 0, "properties": props}])[0].ok
+    forged = SendMessage(MOVED_TOPIC, b"forged", queue=0, props=props)
+    with pytest.raises(BrokerError, match="NO_PERMISSION"):
+        producer.send_batch([{"topic": MOVED_TOPIC, "body": b"forged", "queue_id": 0, "properties": props}])
+    channel = Channel({"ingress": [broker.endpoints().own_ingress]})
+    try:
+        reply = channel.request("ingress", requests.Send((forged,)), timeout_ms=30_000)
+    finally:
+        channel.close()
+    assert reply["results"][0]["status"] == "PUT_OK"
 
 
 def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_path: Path) -> None:
@@ -114,7 +127,7 @@ def test_stragglers_are_moved_and_delivered_as_before_and_the_old_files_go(tmp_p
         assert len(files) >= 6
         with AckConsumer(broker.store, group="Acks", topic=TOPIC, queues=[0], visibility_ms=300_000) as consumer:
             in_flight, nacked = _leave_stragglers(consumer)
-            _forge_copy(producer, nacked[1])  # no stand-in: the reader checks a copy against what it copies
+            _forge_copy(broker, producer, nacked[1])  # no stand-in: the reader checks a copy against what it copies
             _consume_all(broker, "Offsets", TOPIC)
             wait_for(lambda: _persisted(broker, f"{TOPIC}@Offsets"), 10, "the offsets persisted")
             _old_files_gone(broker, files)

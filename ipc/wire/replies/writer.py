@@ -78,17 +78,25 @@ class EncodingReply(Reply):
     store_host: Host
     prop_crc: bool
     max_body_bytes: int
+    max_request_bytes: int = schema.MAX_FRAME_BYTES  # what the ingress takes in one request (a bigger one is dropped)
 
     def encode(self, request_id: Any) -> dict[str, Any]:
-        return {"v": schema.VERSION, "id": request_id, "ok": True, "store_host": [self.store_host.ip,
-                self.store_host.port], "prop_crc": self.prop_crc, "max_body_bytes": self.max_body_bytes}
+        reply = {"v": schema.VERSION, "id": request_id, "ok": True, "store_host": [self.store_host.ip,
+                 self.store_host.port], "prop_crc": self.prop_crc, "max_body_bytes": self.max_body_bytes}
+        if self.max_request_bytes != schema.MAX_FRAME_BYTES:  # absent: the default, as an older writer's
+            reply["max_request_bytes"] = self.max_request_bytes
+        return reply
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> EncodingReply:
         host = field(message, "store_host", list)
         if not (len(host) == 2 and type(host[0]) is str and type(host[1]) is int):
             raise ReplyError(f"reply: field 'store_host' must be [ip, port], got {host!r}"[:200])
-        return cls(Host(host[0], host[1]), field(message, "prop_crc", bool), field(message, "max_body_bytes", int))
+        limit = message.get("max_request_bytes", schema.MAX_FRAME_BYTES)  # absent from an older writer's
+        if type(limit) is not int or limit <= 0:
+            raise ReplyError(f"reply: field 'max_request_bytes' must be a positive int, got {limit!r}"[:200])
+        return cls(Host(host[0], host[1]), field(message, "prop_crc", bool), field(message, "max_body_bytes", int),
+                   limit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from mqstore.ipc.wire.encoded import Encoding
 from mqstore.ipc.wire.replies import EncodingReply
 from mqstore.scripts.harness import wait_for
 from mqstore.scripts.survival.hostile.acl_attacks import AclAttacks
+from mqstore.scripts.survival.hostile.ipc_attacks import IPC_ATTACKS, IpcAttacks
 from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
 from mqstore.scripts.survival.hostile.requests import as_request, encoded_requests, invalid_frames, mutants
 
@@ -70,7 +71,7 @@ def collect(sock: zmq.Socket[Any], expected: int, timeout_s: float) -> Counter[s
     return +statuses
 
 
-class Attacks:
+class Attacks(IpcAttacks):
     def __init__(self, ctx: zmq.Context[Any], endpoints: Endpoints, args: argparse.Namespace,
                  remoting_port: int | None = None) -> None:
         self.ctx = ctx
@@ -293,4 +294,4 @@ class Attacks:
 
 ATTACKS = ("oversized_frames", "big_frame_flood", "slow_readers", "connection_flood", "ack_group_flood",
            "topic_flood", "bad_key_flood", "invalid_msgpack", "wrong_types", "offsets_beyond_max", "remoting_garbage",
-           "remoting_acl")
+           "remoting_acl", *IPC_ATTACKS)

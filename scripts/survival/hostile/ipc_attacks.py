@@ -1,0 +1,93 @@
+"""The hostile harness's attacks on the ipc path's trust: a client sending to the topics only the broker
+writes, a request over the broker's limit, and a run directory planted before the broker or a client
+comes. A mixin of ``Attacks`` (``mqstore.scripts.survival.hostile.attacks``), which lists ``IPC_ATTACKS``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from mqstore.engine.log.record import SCHEDULE_TOPIC
+from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
+from mqstore.engine.reclaim.move import MOVED_TOPIC
+from mqstore.engine.timer.put_rule import TIMER_TOPIC
+from mqstore.ipc.client.api import Producer
+from mqstore.ipc.transport.channel import REQUEST_TOO_LARGE, BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.endpoints import EndpointError, Endpoints
+from mqstore.ipc.wire import schema
+
+SYSTEM_TOPICS = (SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, TIMER_TOPIC, MOVED_TOPIC, "rmq_sys_planted")
+IPC_ATTACKS = ("system_topic_sends", "oversized_request", "premade_run_dir")
+
+
+class IpcAttacks:
+    ctx: zmq.Context[Any]
+    ep: Endpoints
+    args: Any
+    findings: list[str]
+
+    def _exchange(self, endpoint: str, frames: list[list[bytes]], timeout_s: float | None = None,
+                  window: int = 32) -> dict[str, int]:
+        raise NotImplementedError  # Attacks's
+
+    def system_topic_sends(self) -> dict[str, Any]:
+        """Sends, creates and deletes naming a system topic, as a raw client on the ingress."""
+        frames = []
+        for i, topic in enumerate(SYSTEM_TOPICS):
+            frames += [[schema.pack(schema.request("send", 3 * i, msgs=[{"topic": topic, "body": b"forged"}]))],
+                       [schema.pack(schema.request("create_topic", 3 * i + 1, topic=topic, queues=1))],
+                       [schema.pack(schema.request("delete_topic", 3 * i + 2, topic=topic))]]
+        replies = self._exchange(self.ep.ingress, frames)
+        if set(replies) != {schema.NO_PERMISSION}:
+            self.findings.append(f"system topics: a client's request was not refused NO_PERMISSION ({replies})")
+        return {"replies": replies}
+
+    def oversized_request(self) -> dict[str, Any]:
+        """The client library's send of a body past the broker's request limit: refused before it goes."""
+        with Producer(endpoints=self.ep, retries=0) as producer:
+            try:
+                producer.send("Hostile", bytes(self.args.max_request_bytes + 1))
+                outcome = "sent"
+            except BrokerError as exc:
+                outcome = exc.status
+            except BrokerTimeoutError:
+                outcome = "timed_out"
+        if outcome != REQUEST_TOO_LARGE:
+            self.findings.append(f"an oversized request was not refused by the client: {outcome}")
+        return {"outcome": outcome}
+
+    def premade_run_dir(self) -> dict[str, Any]:
+        """``mqstore-{uid}`` made before the broker, open to all or a symlink to someone's directory: the
+        broker's prepare and a client both refuse it."""
+        outcomes: dict[str, str] = {}
+        base = Path(tempfile.mkdtemp(prefix="mqh", dir=self.args.dir))
+        try:
+            for plant in ("open_to_all", "symlink"):
+                root = base / plant / f"mqstore-{os.getuid()}"
+                root.parent.mkdir()
+                if plant == "open_to_all":
+                    root.mkdir()
+                    os.chmod(root, 0o777)
+                else:
+                    (base / plant / "theirs").mkdir(mode=0o700)
+                    root.symlink_to(base / plant / "theirs")
+                planted = Endpoints(root / "0123456789abcdef", 1)
+                for who, trust in (("broker", planted.prepare), ("client", partial(Producer, endpoints=planted))):
+                    try:
+                        made = trust()
+                        if isinstance(made, Producer):
+                            made.close()
+                        outcomes[f"{plant}:{who}"] = "trusted"
+                    except EndpointError:
+                        outcomes[f"{plant}:{who}"] = "refused"
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        if set(outcomes.values()) != {"refused"}:
+            self.findings.append(f"a planted run directory was trusted: {outcomes}")
+        return {"outcomes": outcomes}
