@@ -60,6 +60,7 @@ __all__ = [
 
 StorePath = str | os.PathLike[str]
 DEFAULT_TIMEOUT_MS = 3000
+LEARN_LIMIT_BYTES = 64 * 1024  # a first send of more bodies than this asks the broker's request limit first
 
 
 class Producer:
@@ -132,6 +133,9 @@ class Producer:
         wire = [requests.SendMessage.of(Outgoing.of(m)) for m in messages]
         if not wire:
             raise ValueError("send_batch needs at least one message")
+        if (self._encoder is None and sum(len(m.body) for m in wire) > LEARN_LIMIT_BYTES
+                and not self._channel.on_io_thread()):
+            self._batch_encoder()  # the broker's limit, once: a request over it is refused here, not dropped there
         outer: Future[list[SendResult]] = Future()
         outer.set_running_or_notify_cancel()
         results: list[SendResult | None] = [None] * len(wire)

@@ -133,6 +133,10 @@ class Channel:
         broker's default (``MAX_INBOUND_BYTES``)."""
         self._limits[route] = max_bytes
 
+    def on_io_thread(self) -> bool:
+        """Whether the caller is this channel's I/O thread (a callback), which must never wait on a reply."""
+        return threading.current_thread() is self._thread
+
     def call(self, route: str, op: str | Request, *, timeout_ms: int, delay_ms: int = 0,
              parts: Sequence[bytes | memoryview] = (), **fields: Any) -> Future[dict[str, Any]]:
         """Send a request (``mqstore.ipc.wire.requests``; or an op and its fields, a map of no class)

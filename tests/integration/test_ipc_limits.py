@@ -37,6 +37,16 @@ def test_a_send_over_the_request_limit_is_refused_before_it_is_sent(broker: Brok
         assert producer.send("Big", b"fits").status == "PUT_OK"
 
 
+def test_a_first_send_over_a_lowered_limit_is_refused_before_it_is_sent(broker: Broker) -> None:
+    """A fresh Producer's first request (no encoded send before it) learns the broker's lowered limit
+    before a big request goes out, instead of sending it into the socket that drops it."""
+    with Producer(endpoints=broker.endpoints(), timeout_ms=TIMEOUT_MS, retries=0) as producer:
+        with pytest.raises(BrokerError) as refused:
+            producer.send("Big", b"x" * (LIMIT + 1))
+        assert refused.value.status == REQUEST_TOO_LARGE and f"{LIMIT}-byte limit" in refused.value.reason
+        assert producer.send("Big", b"fits").status == "PUT_OK"
+
+
 def test_a_raw_request_over_the_limit_is_logged_by_the_writer(broker: Broker, tmp_path: Path) -> None:
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
