@@ -36,6 +36,7 @@ from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import abort_exists, create_abort
 from mqstore.engine.meta.offsets import clamp_to_queue_ends
+from mqstore.engine.repair.crash_files import repair_crash_files
 from mqstore.engine.repair.recovery import recover
 from mqstore.ipc.transport.sockets import bind
 from mqstore.ipc.wire import replies, requests, schema
@@ -110,15 +111,24 @@ class Supervisor:
         wanted = self.config.store.geometry if self.config.geometry_given else None
         geometry = resolve_geometry(self.store_dir, wanted)
         self.config = replace(self.config, store=replace(self.config.store, geometry=geometry))
+        abnormal = abort_exists(self.store_dir)
+        checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
+        try:
+            crash = repair_crash_files(self.store_dir, geometry, checkpoint.physic_msg_ms) if abnormal else None
+        except BaseException:
+            checkpoint.close()
+            raise
+        for note in crash.notes if crash is not None else ():
+            log.warning("after the abnormal stop: %s", note)
         commitlog = CommitLog.open(self.store_dir / "commitlog", geometry.commitlog_file_size)
         queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", geometry.cq_entries_per_file)
         index = IndexService.open(self.store_dir / "index", geometry.index_slot_count, geometry.index_entry_count,
                                   wall_ms) if self.config.store.index_enabled else None
-        checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
         try:
-            result = recover(commitlog, queues, index, checkpoint, abnormal=abort_exists(self.store_dir),
+            result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
                              check_crc=self.config.store.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
-                             levels=self.config.store.delay_levels)
+                             levels=self.config.store.delay_levels,
+                             cut_queues=crash.cut_queues if crash is not None else ())
             save_delay_levels(self.store_dir, self.config.store.delay_levels)  # what offline tools read
             # before the writer reuses the offsets of a lost tail: no group stays past its queue's end
             for key, queue_id, was, now in clamp_to_queue_ends(

@@ -38,6 +38,7 @@ from mqstore.engine.reclaim.retention import (
     delete_expired_commitlog,
     disk_used_ratio,
 )
+from mqstore.engine.repair.crash_files import CrashRepair, repair_crash_files
 from mqstore.engine.repair.recovery import RecoveryResult, recover, redispatch
 
 _FEW_RECORDS = 4  # a write of fewer goes to the index record by record, cheaper than as a batch
@@ -87,6 +88,10 @@ class MessageStore:
                 config = StoreConfig(message_delay_level=read_delay_levels(path).text)
             config = replace(config, geometry=geometry).validate()
             save_delay_levels(path, config.delay_levels)
+            checkpoint = Checkpoint.open(path / "checkpoint")
+            opened.callback(checkpoint.close)
+            abnormal = abort_exists(path) if last_stop_clean is None else not last_stop_clean
+            crash = repair_crash_files(path, geometry, checkpoint.physic_msg_ms) if abnormal else CrashRepair()
             commitlog = CommitLog.open(path / "commitlog", geometry.commitlog_file_size)
             opened.callback(commitlog.close)
             queues = ConsumeQueueStore.open(path / "consumequeue", geometry.cq_entries_per_file)
@@ -95,12 +100,10 @@ class MessageStore:
                                       now_ms) if config.index_enabled else None
             if index is not None:
                 opened.callback(index.close)
-            checkpoint = Checkpoint.open(path / "checkpoint")
-            opened.callback(checkpoint.close)
-            abnormal = abort_exists(path) if last_stop_clean is None else not last_stop_clean
             result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
                              check_crc=config.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
-                             levels=config.delay_levels)
+                             levels=config.delay_levels, cut_queues=crash.cut_queues)
+            result = replace(result, repairs=tuple(crash.notes))
             offsets = ConsumerOffsets.load(path / CONSUMER_OFFSET_FILE, now_ms)
             create_abort(path, os.getpid())
             opened.pop_all()

@@ -136,9 +136,9 @@ class IndexFile:
     ) -> IndexFile:
         """Create a new file; ``begin_*`` are the previous file's end values (seeded only when > 0).
 
-        The file is built under ``path + ".tmp"`` and renamed into place once allocated and headed,
-        so a kill mid-creation never leaves a short file under an index name. A full disk raises the
-        OSError from ``posix_fallocate`` before anything is mapped.
+        The file is built under ``path + ".tmp"`` and renamed into place once allocated, headed and
+        fsynced, so neither a kill nor a power cut mid-creation leaves a short file under an index
+        name. A full disk raises the OSError from ``posix_fallocate`` before anything is mapped.
         """
         final_path = Path(path)
         size = index_file_size(slot_count, entry_count)
@@ -147,24 +147,28 @@ class IndexFile:
         tmp_path = final_path.with_name(final_path.name + TMP_SUFFIX)
         fd = os.open(tmp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            try:
-                # Reserves the blocks (ENOSPC here, not SIGBUS later) without writing the bytes.
-                os.posix_fallocate(fd, 0, size)
-                mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            finally:
-                os.close(fd)  # the mmap holds its own descriptor
+            # Reserves the blocks (ENOSPC here, not SIGBUS later) without writing the bytes.
+            os.posix_fallocate(fd, 0, size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
+            os.close(fd)
             tmp_path.unlink(missing_ok=True)
             raise
         index_file = cls(final_path, slot_count, entry_count, mm, writable=True)
         try:
-            index_file._set_header("index_count", 1)
-            if begin_phys_offset > 0:
-                index_file._set_header("begin_phys", begin_phys_offset)
-                index_file._set_header("end_phys", begin_phys_offset)
-            if begin_ms > 0:
-                index_file._set_header("begin_ms", begin_ms)
-                index_file._set_header("end_ms", begin_ms)
+            try:
+                index_file._set_header("index_count", 1)
+                if begin_phys_offset > 0:
+                    index_file._set_header("begin_phys", begin_phys_offset)
+                    index_file._set_header("end_phys", begin_phys_offset)
+                if begin_ms > 0:
+                    index_file._set_header("begin_ms", begin_ms)
+                    index_file._set_header("end_ms", begin_ms)
+                # size and header durable before the name: a directory sync (this file's, or any later
+                # one's) must never make durable a name whose file a power cut leaves 0 bytes long
+                os.fsync(fd)
+            finally:
+                os.close(fd)  # the mmap holds its own descriptor
             os.rename(tmp_path, final_path)
         except BaseException:
             index_file.close()

@@ -12,6 +12,7 @@ bytes instead of two. After a crash, a queue found short of entries below where 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -42,12 +43,16 @@ class RecoveryResult:
     stop_reason: str         # why the scan stopped ("" at a clean end)
     cq_redispatched: int
     index_redispatched: int
+    repairs: tuple[str, ...] = ()  # files a power cut left unopenable, and what was done to each
 
 
 def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None,
             checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool = True,
-            require_prop_crc: bool = False, levels: DelayLevels = DEFAULT_DELAY_LEVELS) -> RecoveryResult:
-    """``levels``: the store's delay table, which gives a schedule-topic entry its tags code."""
+            require_prop_crc: bool = False, levels: DelayLevels = DEFAULT_DELAY_LEVELS,
+            cut_queues: Collection[tuple[str, int]] = ()) -> RecoveryResult:
+    """``levels``: the store's delay table, which gives a schedule-topic entry its tags code.
+    ``cut_queues``: consume queues cut back before the open (``repair_crash_files``): re-dispatch
+    starts no later than any of their ends, whatever the checkpoint says was flushed."""
     queues.recover()
     files = commitlog.queue.files
     if not files:
@@ -87,7 +92,8 @@ def recover(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService
         queues.truncate_dirty(end)
         cq_from = max(queues.applied_end(), commitlog.min_offset)
         if abnormal:
-            cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from, levels))
+            cq_from = min(cq_from, scan_from, cut_torn_queue_entries(commitlog, queues, scan_from, levels),
+                          *_cut_queue_ends(commitlog, queues, cut_queues))
         index_from = index.truncate_after(end) if index is not None else end
         dispatched = _redispatch_back_to_fit(commitlog, queues, index, cq_from, index_from, end, known_starts(scan),
                                              levels, abnormal)
@@ -111,6 +117,15 @@ def _redispatch_back_to_fit(commitlog: CommitLog, queues: ConsumeQueueStore, ind
             if not abnormal or not earlier:
                 raise
             cq_from, known = earlier[-1], None
+
+
+def _cut_queue_ends(commitlog: CommitLog, queues: ConsumeQueueStore,
+                    cut_queues: Collection[tuple[str, int]]) -> list[int]:
+    ends = []
+    for topic, queue_id in cut_queues:
+        cq = queues.get(topic, queue_id)
+        ends.append(commitlog.min_offset if cq is None else max(cq.max_phys_end, commitlog.min_offset))
+    return ends
 
 
 def cut_torn_queue_entries(commitlog: CommitLog, queues: ConsumeQueueStore, from_phys: int,
