@@ -287,7 +287,7 @@ class IndexBuilderActor(BuilderActor):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         self.index = IndexService.open(self.store_dir / "index", self.geometry.index_slot_count,
-                                       self.geometry.index_entry_count, wall_ms)
+                                       self.geometry.index_entry_count, wall_ms, open_files=runtime.open_files)
         self.files: set[str] = set()
 
     def round_ms(self) -> int:

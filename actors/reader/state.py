@@ -80,7 +80,7 @@ class PublishedStore:
         self.queues = ConsumeQueueStore.open(store_dir / "consumequeue", geometry.cq_entries_per_file,
                                              writable=False, open_files=open_files)
         self.index = IndexService.open(store_dir / "index", geometry.index_slot_count, geometry.index_entry_count,
-                                       now_ms, writable=False) if index_enabled else None
+                                       now_ms, writable=False, open_files=open_files) if index_enabled else None
         self.published: dict[QueueKey, int] = {}   # next queue offset the builder has published
         self.min_offsets: dict[QueueKey, int] = {}  # first live entry (fillers and expired records skipped)
         self.readable_end = self.commitlog.min_offset

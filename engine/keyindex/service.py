@@ -21,6 +21,7 @@ from mqstore.engine.keyindex.index_file import IndexFile, IndexFileError
 from mqstore.engine.keyindex.keys import index_hashes, index_key, java_key_hashes, record_keys
 from mqstore.engine.keyindex.pages import IndexCursor, QueryOffsetResult, QueryPages, select_pages
 from mqstore.engine.keyindex.probe import KeyProbe
+from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.meta.metafile import make_dirs
 
 DEFAULT_MAX_MSGS_NUM_BATCH = 64
@@ -34,6 +35,7 @@ class IndexService:
     """Owner of one index directory: build on dispatch, query by key, delete and truncate."""
 
     __slots__ = (
+        "__weakref__",
         "_entry_count",
         "_files",
         "_flushed_full",
@@ -41,6 +43,7 @@ class IndexService:
         "_index_msg_ms",
         "_max_msgs_num_batch",
         "_now_ms",
+        "_open_files",
         "_slot_count",
         "_writable",
     )
@@ -53,6 +56,7 @@ class IndexService:
         now_ms: Callable[[], int],
         max_msgs_num_batch: int,
         files: list[IndexFile],
+        open_files: OpenFiles | None = None,
     ) -> None:
         self._index_dir = index_dir
         self._slot_count = slot_count
@@ -63,6 +67,9 @@ class IndexService:
         self._flushed_full: set[str] = set()
         self._index_msg_ms = 0
         self._writable = True
+        self._open_files = open_files  # the process's bounded set of open files (None: every file stays mapped)
+        if open_files is not None:
+            open_files.watch(self)
 
     @classmethod
     def open(
@@ -74,8 +81,10 @@ class IndexService:
         *,
         max_msgs_num_batch: int = DEFAULT_MAX_MSGS_NUM_BATCH,
         writable: bool = True,
+        open_files: OpenFiles | None = None,
     ) -> IndexService:
-        """Load every ``yyyyMMddHHmmssSSS`` file in name order; other names are not ours and are left alone.
+        """Load every ``yyyyMMddHHmmssSSS`` file in name order (with ``open_files``, each mapped on
+        first use); other names are not ours and are left alone.
 
         A ``.tmp`` left by a creation that was killed is removed. A file of the wrong size raises
         IndexFileError (the store was written with another geometry).
@@ -92,12 +101,13 @@ class IndexService:
         files: list[IndexFile] = []
         try:
             for name in index_file_names(path):
-                files.append(IndexFile.open(path / name, slot_count, entry_count, writable=writable))
+                files.append(IndexFile.open(path / name, slot_count, entry_count, writable=writable,
+                                            open_files=open_files))
         except BaseException:
             for opened in files:
                 opened.close()
             raise
-        service = cls(path, slot_count, entry_count, now_ms, max_msgs_num_batch, files)
+        service = cls(path, slot_count, entry_count, now_ms, max_msgs_num_batch, files, open_files)
         service._writable = writable
         return service
 
@@ -115,9 +125,17 @@ class IndexService:
             if name not in known and name > newest:
                 try:
                     self._files.append(IndexFile.open(self._index_dir / name, self._slot_count, self._entry_count,
-                                                      writable=self._writable))
+                                                      writable=self._writable, open_files=self._open_files))
                 except (OSError, IndexFileError):
                     break  # still being created (fallocate under way): pick it up next time
+
+    def forget_gone(self) -> None:
+        """Drop the leading files found deleted (retention deletes the oldest first): what ``refresh``
+        does, told by the process's open files instead of a listing."""
+        while self._files and self._files[0].held.gone:
+            gone = self._files.pop(0)
+            self._flushed_full.discard(gone.name)
+            gone.close()
 
     @property
     def index_dir(self) -> Path:
@@ -194,8 +212,9 @@ class IndexService:
         """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.
 
         A flush failure raises: the index on disk would otherwise be older than the checkpoint says.
+        A read-only service has nothing to flush (and maps no file let go to find that out).
         """
-        for index_file in self._files:
+        for index_file in self._files if self._writable else ():
             if index_file.name in self._flushed_full:
                 continue
             self._flush_file(index_file)
@@ -336,6 +355,7 @@ class IndexService:
             self._entry_count,
             begin_phys_offset=0 if previous is None else previous.end_phys_offset,
             begin_ms=0 if previous is None else previous.end_ms,
+            open_files=self._open_files,
         )
         self._files.append(new_file)
         if previous is not None:

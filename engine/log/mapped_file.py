@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.log.file_identity import FileIdentity, identity, identity_of, map_same_file
 from mqstore.engine.log.open_files import OpenFiles
 
 OS_PAGE_SIZE = 4096
@@ -54,12 +55,13 @@ class MappedFile:
     Without, it is mapped from open to close. The descriptor is closed once mapped: the mapping
     holds its own."""
 
-    def __init__(self, path: Path, file_base: int, file_size: int, inode: int, mm: mmap.mmap | None,
+    def __init__(self, path: Path, file_base: int, file_size: int, file_id: FileIdentity, mm: mmap.mmap | None,
                  written_pos: int, writable: bool, open_files: OpenFiles | None = None) -> None:
         self.path = path
         self.file_base = file_base
         self.file_size = file_size
-        self._inode = inode  # an open file's inode never changes: ``replaced`` stats the path only
+        # the file opened: a path naming another (its inode number reused) is a file made since
+        self._identity = file_id
         self._mm: mmap.mmap | None = mm
         self._closed = False
         self.used = True
@@ -81,13 +83,13 @@ class MappedFile:
         try:
             os.posix_fallocate(fd, 0, file_size)
             mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            inode = os.fstat(fd).st_ino
+            file_id = identity_of(fd)
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         finally:
             os.close(fd)
-        mf = cls(path, int(path.name), file_size, inode, mm, 0, True, open_files)
+        mf = cls(path, int(path.name), file_size, file_id, mm, 0, True, open_files)
         mf.flushed_pos = mf.committed_pos = 0
         return mf
 
@@ -99,7 +101,7 @@ class MappedFile:
         st = path.stat()
         if st.st_size != file_size:
             raise MappedFileError(f"{path}: size {st.st_size} differs from the store's file size {file_size}")
-        mf = cls(path, int(path.name), file_size, st.st_ino, None, file_size, writable, open_files)
+        mf = cls(path, int(path.name), file_size, identity(path), None, file_size, writable, open_files)
         if open_files is None:
             mf._map()
         return mf
@@ -107,19 +109,10 @@ class MappedFile:
     def _map(self) -> mmap.mmap:
         if self._closed:
             raise MappedFileError(f"{self.path} is closed")
-        try:
-            fd = os.open(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
-        except FileNotFoundError:
+        mm = None if self.gone else map_same_file(self.path, self.file_size, self.writable, self._identity)
+        if mm is None:
             self.gone = True
-            raise MappedFileError(f"{self.path} was deleted") from None
-        try:
-            if os.fstat(fd).st_ino != self._inode:
-                self.gone = True
-                raise MappedFileError(f"{self.path} was deleted and made again")
-            prot = mmap.PROT_READ | (mmap.PROT_WRITE if self.writable else 0)
-            mm = mmap.mmap(fd, self.file_size, mmap.MAP_SHARED, prot)
-        finally:
-            os.close(fd)
+            raise MappedFileError(f"{self.path} was deleted (or deleted and made again)")
         self._mm = mm
         if self.open_files is not None:
             self.open_files.opened(self)
@@ -164,7 +157,7 @@ class MappedFile:
     def replaced(self) -> bool:
         """Whether the file at this path is no longer the one mapped (deleted, or deleted and made again)."""
         try:
-            return self._closed or os.stat(self.path).st_ino != self._inode
+            return self._closed or not identity(self.path).same_file(self._identity)
         except FileNotFoundError:
             return True
 

@@ -7,9 +7,11 @@ store (two per commitlog file, one per consume-queue file), and a file retention
 blocks on disk for as long as anyone holds it.
 
 What is held is anything with a ``used`` flag, ``release`` and ``deleted`` (``Held``): a mapped file
-(``mqstore.engine.log.mapped_file``, mapped again on its next use) or a descriptor the flush service
-syncs through. Order is by use, approximated the way a clock does it: every use sets ``used``, a
-``sweep`` clears it, and what was not used between two sweeps is idle:
+(``mqstore.engine.log.mapped_file``, mapped again on its next use), an index file's mapping
+(``mqstore.engine.keyindex.index_map``), or a descriptor the flush service syncs through. A file
+mapped again is checked to be the one let go (``mqstore.engine.log.file_identity``). Order is by
+use, approximated the way a clock does it: every use sets ``used``, a ``sweep`` clears it, and what
+was not used between two sweeps is idle:
 
 - ``sweep`` (the owning actor calls it between its rounds, every idle period) lets go of everything
   idle and of everything whose file was deleted or replaced, then tells the watched queues
