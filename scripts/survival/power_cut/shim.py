@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.scripts.survival.power_cut.durable import DATA_DIR_NAME, EVENTS_NAME, Event, Kind, copy_name, encode_event
 
 SOURCE = Path(__file__).with_name("shim.c")
@@ -27,7 +28,7 @@ GCC_FLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Wno-format-truncat
 MAX_RECORD_DIR_CHARS = 2048  # the shim keeps paths in PATH_MAX buffers; it disables itself past this
 
 
-class ShimBuildError(RuntimeError):
+class ShimBuildError(MqstoreError, RuntimeError):
     """gcc is missing or could not build the recorder."""
 
 
