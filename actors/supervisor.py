@@ -28,6 +28,7 @@ from mqstore.actors.process import name_process, on_stop_signals, run_actor, set
 from mqstore.actors.readiness import Readiness
 from mqstore.actors.store_holder import hold_store
 from mqstore.engine import MessageStore
+from mqstore.engine.ackindex.truncation import truncate_to_queue_ends
 from mqstore.engine.config import resolve_geometry
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.delay.table import save_delay_levels
@@ -130,11 +131,15 @@ class Supervisor:
                              levels=self.config.store.delay_levels,
                              cut_queues=crash.cut_queues if crash is not None else ())
             save_delay_levels(self.store_dir, self.config.store.delay_levels)  # what offline tools read
-            # before the writer reuses the offsets of a lost tail: no group stays past its queue's end
-            for key, queue_id, was, now in clamp_to_queue_ends(
-                    self.store_dir, {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}, wall_ms):
+            # before the writer reuses the offsets of a lost tail: no group stays past its queue's end,
+            # and no ack-mode group's index holds the lost messages (its readers start later)
+            queue_ends = {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}
+            for key, queue_id, was, now in clamp_to_queue_ends(self.store_dir, queue_ends, wall_ms):
                 log.warning("consumer offset of %s queue %d was %d, past the recovered end: now %d",
                             key, queue_id, was, now)
+            for (group, topic, queue_id), cut in truncate_to_queue_ends(self.store_dir, queue_ends):
+                log.warning("ack index of %s on %s queue %d held up to %d, past the recovered end: cut back to %d",
+                            group, topic, queue_id, cut.indexed_end, cut.end_seq_id)
             commitlog.queue.flush_all()
             queues.flush(0)
             if index is not None:

@@ -202,23 +202,29 @@ class Meta:
     flushing: dict[int, int]  # segment -> its file's size before the flush that did not complete
 
 
-def load_meta(directory: Path, entries_per_segment: int) -> Meta:
-    """queue_index.json as the last flush left it; creates the file for a new index."""
+def read_meta(directory: Path) -> tuple[int, Meta] | None:
+    """queue_index.json as the last flush left it, with the entries_per_segment it was created with;
+    None when there is none (no index here)."""
 
-    def parse(data: bytes) -> tuple[int, int, dict[int, int]]:
+    def parse(data: bytes) -> tuple[int, Meta]:
         doc = json.loads(data)
         flushing = {int(num): int(size) for num, size in doc.get("flushing", [])}
-        return int(doc["entries_per_segment"]), int(doc["next_seq_id"]), flushing
+        return int(doc["entries_per_segment"]), Meta(False, int(doc["next_seq_id"]), flushing)
 
-    found = read_with_backup(directory / META_FILE_NAME, parse)
+    return read_with_backup(directory / META_FILE_NAME, parse)
+
+
+def load_meta(directory: Path, entries_per_segment: int) -> Meta:
+    """queue_index.json as the last flush left it; creates the file for a new index."""
+    found = read_meta(directory)
     if found is None:
         write_meta(directory, entries_per_segment, 0)
         return Meta(True, 0, {})
-    stored_entries_per_segment, next_seq_id, flushing = found
+    stored_entries_per_segment, meta = found
     if stored_entries_per_segment != entries_per_segment:
         raise QueueIndexError(f"{directory}: created with entries_per_segment={stored_entries_per_segment}, "
                               f"opened with {entries_per_segment}")
-    return Meta(False, next_seq_id, flushing)
+    return meta
 
 
 def write_meta(directory: Path, entries_per_segment: int, next_seq_id: int,
@@ -272,6 +278,18 @@ def take_marker(directory: Path) -> _Marker | None:
             pass
     if removed:
         fsync_dir(directory)
+    return _parse_marker(data)
+
+
+def read_marker(directory: Path) -> _Marker | None:
+    """The clean marker, left where it is; None if absent or unreadable."""
+    try:
+        return _parse_marker((directory / CLEAN_FILE_NAME).read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _parse_marker(data: bytes | None) -> _Marker | None:
     if data is None:
         return None
     try:
@@ -283,7 +301,7 @@ def take_marker(directory: Path) -> _Marker | None:
 
 def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, meta: Meta,
             marker: _Marker | None, check_publish: PublishCheck | None = None) -> RecoveredState:
-    interrupted = _cut_interrupted_appends(directory, meta.flushing)
+    interrupted = cut_interrupted_appends(directory, meta.flushing)
     meta_next_seq_id = meta.next_seq_id
     on_disk = segment_numbers_on_disk(directory)
     if meta.flushing:
@@ -304,7 +322,7 @@ def recover(directory: Path, entries_per_segment: int, journal_bytes: bytes, met
                           check_publish)
 
 
-def _cut_interrupted_appends(directory: Path, flushing: dict[int, int]) -> int:
+def cut_interrupted_appends(directory: Path, flushing: dict[int, int]) -> int:
     """Cut each segment file a flush was appending to back to its size before that flush (see the
     module docstring); how many had more. The cuts are durable before anything reads the files."""
     cut = 0

@@ -210,7 +210,9 @@ def _drive(store: Path, journal: Journal, awaited: dict[str, set[str]], after: A
             after.offset_group.update(digest(m.body) for m in consumer.poll(200))
         consumer.commit()
     before = {(q, o) for _, q, o, _ in journal.logs.ack_received}
-    want = {(q, o) for q, hi in ends[ACK_TOPIC].items() for o in range(hi)} - before
+    # a send after recovery may take the offset of a lost message received before the cut: wait for it too
+    want = ({(q, o) for q, hi in ends[ACK_TOPIC].items() for o in range(hi)} - before) \
+        | {(q, o) for t, q, o, _ in after.sent if t == ACK_TOPIC}
     got: set[tuple[int, int]] = set()
     with AckConsumer(store, group=ACK_GROUP, topic=ACK_TOPIC, long_poll_ms=100, visibility_ms=1000) as acker:
         deadline = time.monotonic() + CONSUME_DEADLINE_S
