@@ -88,6 +88,7 @@ class TimerActor:
         self.batch_messages = min(BATCH_MESSAGES, broker.max_batch_messages)  # a send the writer takes whole
         self.batch_bytes = min(BATCH_BYTES, broker.max_request_bytes // 2)
         self.already: set[int] = set()   # timer records whose copies a restart found stored
+        self.copied: set[int] = set()    # timer records past the enqueue's mark with copies stored: not enqueued again
         self.delivered = 0
 
     @property
@@ -133,11 +134,14 @@ class TimerActor:
         checkpoint = self.store.checkpoint
         now = wall_ms()
         floor_now = now // self.precision_ms * self.precision_ms
-        if checkpoint.created:
+        self.commitlog.queue.refresh()
+        if checkpoint.created:  # a floor below every copy to come, on the disk before the first is made
+            last_file = self.commitlog.queue.last_file
             checkpoint.last_read_ms = floor_now
+            checkpoint.in_flight_phys = last_file.file_base if last_file is not None else 0
+            checkpoint.flush(now)
         checkpoint.last_read_ms = max(checkpoint.last_read_ms,
                                       floor_now - (SLOTS_TOTAL - BLANK_SLOTS) * self.precision_ms)
-        self.commitlog.queue.refresh()
         last_phys = self.store.recover(claimed_in(self.commitlog, self.precision_ms))
         last = self.queue.record_at(last_phys) if last_phys >= 0 else None
         found = last.queue_offset if last is not None else \
@@ -151,13 +155,20 @@ class TimerActor:
             checkpoint.next_queue_offset = next_offset  # lower is always safe to keep
         self._enqueued = Enqueued(next_offset, last.phys_offset + last.size if last is not None else 0)
         self._enqueued.offer(self.store.log.end_pos)
-        if checkpoint.in_flight_phys >= 0:
+        # the entries enqueued again from here may have been delivered before a power cut took their
+        # timerlog records (a delivery mark the checkpoint got ahead of the enqueue's, as written before
+        # the delivery waited for it; a record rolled or delivered since an older state): every copy
+        # lies past its timer record, so the commitlog from the first of them holds their copies
+        first = next(self.queue.records(next_offset, 1), None) if not checkpoint.created else None
+        if first is not None:
+            self.copied = copies_since(self.commitlog, first[1].phys_offset)
+        if checkpoint.in_flight_phys >= 0 and not checkpoint.created:
             self.already = copies_since(self.commitlog, checkpoint.in_flight_phys)
         # every copy the last run made is for a slot due by now: until those are delivered again, the
         # floor a written state carries stays at or below the copies found
         self._delivery = Delivery(checkpoint, floor_now + self.precision_ms)
-        log.info("timer: reading slot %d, enqueuing from queue offset %d, %d copies found stored",
-                 checkpoint.last_read_ms, next_offset, len(self.already))
+        log.info("timer: reading slot %d, enqueuing from queue offset %d, %d copies found stored, %d of them "
+                 "past it", checkpoint.last_read_ms, next_offset, len(self.already | self.copied), len(self.copied))
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -188,7 +199,7 @@ class TimerActor:
                     self.dequeue(putter)
                 if opened:  # the progress waits for the flush past its copies, then goes to the mapping
                     self.delivery.stored_end = max(self.delivery.stored_end, putter.stored_end)
-                    self.delivery.offer()
+                    self.delivery.offer(self.enqueued.next_queue_offset)
                     flushed_end = flushed.drain()
                     self.delivery.on_flushed(flushed_end)
                     self.enqueued.on_flushed(flushed_end)
@@ -215,15 +226,16 @@ class TimerActor:
                 # the flush service stops after this actor: the last copies and timer records are synced here first
                 delivery, enqueued = self._delivery, self._enqueued
                 delivery.stored_end = max(delivery.stored_end, putter.stored_end)
-                delivery.offer()
+                delivery.offer(enqueued.next_queue_offset)
                 enqueued.offer(self._store.log.end_pos)
                 flushed_end = max(flushed.drain(), delivery.gate.flushed_end, enqueued.gate.flushed_end)
                 file_size = self.config.geometry.commitlog_file_size
                 flushed_end = max(flushed_end, sync_commitlog(self.store_dir / "commitlog", file_size, flushed_end,
                                                               max(delivery.stored_end, enqueued.needed_end)))
-                delivery.on_flushed(flushed_end)
                 enqueued.on_flushed(flushed_end)
                 self._store.flush(wall_ms(), enqueued.take())
+                delivery.on_flushed(flushed_end)  # behind the enqueue's mark, which counts its records
+                self._store.checkpoint.flush(wall_ms())
             self.rt.report("stopped", force=True, **self.stats())
             flushed.close()
             putter.close()
@@ -241,7 +253,7 @@ class TimerActor:
         if self._store is None:
             return {"enqueued": 0, "read_ms": 0, "delivered": self.delivered}
         return {"enqueued": self.enqueued.next_queue_offset, "read_ms": self.delivery.last_read_ms,
-                "delivered": self.delivered}
+                "delivered": self.delivered, "flushed": self.delivery.gate.flushed_end}
 
     def enqueue(self) -> int:
         """Walk the timer topic's queue into the wheel; how many entries were enqueued."""
@@ -251,7 +263,11 @@ class TimerActor:
             start = enqueued.next_queue_offset
             for queue_offset, record in self.queue.records(start):
                 out_ms = record.properties.get(PROP_TIMER_OUT_MS, "")
-                if out_ms.lstrip("-").isdigit():
+                if record.phys_offset in self.copied:
+                    self.copied.discard(record.phys_offset)
+                    log.info("timer: the message at commitlog offset %d was delivered before the restart; "
+                             "not enqueued again", record.phys_offset)
+                elif out_ms.lstrip("-").isdigit():
                     try:
                         self.store.enqueue(record.phys_offset, record.size, int(out_ms),
                                            record.properties.get(PROP_REAL_TOPIC), wall_ms())
