@@ -17,9 +17,9 @@ import pytest
 
 from mqstore.actors.config import ConfigError, load_config
 from mqstore.ipc.client.api import Admin, Consumer, Producer
-from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.transport.curve import CurveError, CurveKeys, generate_keys
-from mqstore.ipc.wire import schema
+from mqstore.ipc.wire import requests, schema
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 # what a client without an issued key sees: no reply, or (its connection torn down after each failed
@@ -160,6 +160,17 @@ def test_curve_roles_limit_each_key_to_what_it_may_do(tmp_path: Path) -> None:
             # the writer and the reader each read the changed file within a second
             wait_for(lambda: _refused(lambda: prod_admin.create_topic("Probe", 1)), 30, "the writer's roles")
             wait_for(lambda: _refused(lambda: prod_admin.queue_info("Roles")), 30, "the reader's roles")
+            # the transactions actor: a producer registers for check-backs, a consumer may not
+            ends = {name: Channel({"tx": [broker.endpoints(name).transactions]}, name=f"tx-{name}",
+                                  curve=broker.endpoints(name).curve) for name in ("prod", "cons")}
+            try:
+                register = requests.RegisterProducer(("TxGroup",))
+                wait_for(lambda: _refused(lambda: ends["cons"].request("tx", register, timeout_ms=5000)), 30,
+                         "the transactions actor's roles")
+                assert ends["prod"].request("tx", register, timeout_ms=5000)["ok"]
+            finally:
+                for channel in ends.values():
+                    channel.close()
             # produce only: sends, but neither consumes nor deletes a topic
             assert producer.send("Roles", b"one", queue_id=0).ok and producer.send("Roles", b"two", queue_id=0).ok
             reason = _refused(lambda: prod_admin.delete_topic("Roles"))
