@@ -33,6 +33,7 @@ from mqstore.engine.errors import MqstoreError
 from mqstore.engine.reclaim.retention import RetentionPolicy
 from mqstore.ipc.transport.curve import CurveError, CurveKeys, read_authorized
 from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.transport.roles import KeyRoles, RolesError
 from mqstore.ipc.wire.requests.base import MAX_FETCH_BYTES, MAX_FETCH_COUNT  # a pull's most, by the wire
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -234,12 +235,23 @@ class BrokerConfig:
                               "curve_clients_dir (from 'mqstore keys --out DIR'), or allow_plain_tcp = true")
         if ipc.curve_secret_key:
             self.curve_allowed()  # unreadable or open-to-all key files fail here, not in an actor
+            self.key_roles()  # and a roles file that does not parse
 
     def curve_allowed(self) -> frozenset[bytes]:
         """The public keys let in: the clients', and the broker's own (actors connect to each other)."""
         try:
             return read_authorized(self.ipc.curve_clients_dir) | {self._curve_keys().public}
         except CurveError as exc:
+            raise ConfigError(f"[ipc] {exc}") from None
+
+    def key_roles(self) -> KeyRoles | None:
+        """What each CURVE client key may do (``roles.toml`` beside the clients' keys); None where the
+        sockets are no CURVE ones: over ``ipc://`` (the private run directory) no roles apply."""
+        if not (self.ipc.tcp_host and self.ipc.curve_secret_key):
+            return None
+        try:
+            return KeyRoles(self.ipc.curve_clients_dir, self._curve_keys().public)
+        except RolesError as exc:
             raise ConfigError(f"[ipc] {exc}") from None
 
     def _curve_keys(self) -> CurveKeys:

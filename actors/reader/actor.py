@@ -59,7 +59,7 @@ from mqstore.actors.reader.offsets import CommittedOffsets
 from mqstore.actors.reader.state import LONG_MAX, PublishedStore
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.read.lookup import GetResult, PullLimits, StoredRecords, TagFilter
-from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_routed, send_routed
+from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_first, recv_routed, send_routed
 from mqstore.ipc.wire import replies, requests, schema
 from mqstore.ipc.wire.messages import pack_columns, record_to_wire
 from mqstore.ipc.wire.notices import Arrived
@@ -103,6 +103,7 @@ class ReaderActor:
                               now_ms=monotonic_ms, delivered=self.topics_out)
         self.activity = GroupActivity(wall_ms)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
+        self.roles = cfg.key_roles()         # what each CURVE client key may do; None: no CURVE, none apply
         offsets, acks = self.offsets, self.acks
         self._ops: dict[type[Request], Callable[[bytes, Any, Any], dict[str, Any] | None]] = {
             Pull: self._op_pull, QueryKey: self._op_query_key, QueryKeys: self._op_query_keys,
@@ -237,17 +238,19 @@ class ReaderActor:
 
     def _serve(self, router: zmq.Socket[Any]) -> None:
         """The requests waiting (the poll saw the first), up to MAX_DRAIN_PER_ROUND."""
+        by_key = self.roles is not None and self.roles.poll()  # whose key sent each request matters
         for count in range(MAX_DRAIN_PER_ROUND):
             if count and not has_message(router):
                 return
-            frames = recv_routed(router)
-            reply = self.handle(frames)
+            first, user_id = recv_first(router, zmq.NOBLOCK) if by_key else (None, None)
+            frames = recv_routed(router, first)
+            reply = self.handle(frames, user_id)
             if reply is not None:
                 self._send(router, frames[0], reply)
 
-    def handle(self, frames: list[bytes]) -> dict[str, Any] | None:
+    def handle(self, frames: list[bytes], user_id: str | None = None) -> dict[str, Any] | None:
         """The error boundary: every request gets a reply (None: parked), and nothing a client sends
-        stops the reader."""
+        stops the reader. ``user_id``: the CURVE key that sent it, where roles are in force."""
         request_id: Any = None
         try:
             if len(frames) != 2:
@@ -258,6 +261,9 @@ class ReaderActor:
                 request_id = None
                 raise schema.SchemaError("id must be an integer or a string")
             request = requests.decode_request(message, READER)
+            refusal = self.roles.refusal(user_id, request) if self.roles is not None else None
+            if refusal is not None:
+                return schema.error_reply(request_id, schema.NO_PERMISSION, refusal)
             if isinstance(request, (Pull, CommitOffset, requests.AckPull)) and not (
                     isinstance(request, CommitOffset) and request.admin):  # a consumer alive (group reset asks)
                 self.activity.saw(request.group or "")

@@ -36,7 +36,7 @@ from mqstore.actors.transactions.resolver import EndRequest, Resolver
 from mqstore.engine.log.host import Host
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
-from mqstore.ipc.transport.sockets import bind
+from mqstore.ipc.transport.sockets import bind, recv_first, recv_routed
 from mqstore.ipc.wire import replies, requests, schema
 from mqstore.ipc.wire.requests import (
     TRANSACTIONS,
@@ -68,6 +68,7 @@ class TransactionsActor:
         self.resolver = Resolver(self.broker, wall_ms, time.sleep, cfg.broker.transaction_timeout_ms)
         self.producers = ProducerTable()
         self.router: zmq.Socket[Any] | None = None
+        self.roles = cfg.key_roles()  # what each CURVE client key may do; None: no CURVE, none apply
         self.checker = Checker(self.broker, CheckSettings(cfg.broker.transaction_timeout_ms,
                                                           cfg.broker.transaction_check_max,
                                                           cfg.retention.reserved_ms),
@@ -113,9 +114,11 @@ class TransactionsActor:
     def _serve(self, router: zmq.Socket[Any]) -> None:
         """Every request waiting: the others answered at once, the ends resolved together."""
         ends: list[tuple[bytes, Any, EndRequest]] = []
+        by_key = self.roles is not None and self.roles.poll()  # whose key sent each request matters
         while True:
             try:
-                frames = router.recv_multipart(zmq.NOBLOCK)
+                first, user_id = recv_first(router, zmq.NOBLOCK) if by_key else (None, None)
+                frames = recv_routed(router, first)
             except zmq.Again:
                 break
             identity, request_id = frames[0], None
@@ -125,10 +128,14 @@ class TransactionsActor:
                 message = schema.unpack(frames[1], max_bytes=MAX_REQUEST_BYTES)
                 request_id = message.get("id")
                 request = requests.decode_request(message, TRANSACTIONS)
-                if isinstance(request, EndTransaction):
+                refusal = self.roles.refusal(user_id, request) if self.roles is not None else None
+                if refusal is not None:
+                    reply = schema.error_reply(request_id, schema.NO_PERMISSION, refusal)
+                elif isinstance(request, EndTransaction):
                     ends.append((identity, request_id, _end_request(request)))
                     continue
-                reply = self._handle(identity, request_id, request)
+                else:
+                    reply = self._handle(identity, request_id, request)
             except UnknownOpError as exc:
                 reply = schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc))
             except schema.SchemaError as exc:

@@ -63,7 +63,7 @@ from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from mqstore.ipc.transport.closed import ClosedConnections
-from mqstore.ipc.transport.sockets import bind, connect, recv_message
+from mqstore.ipc.transport.sockets import bind, connect, recv_first, recv_message
 from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
@@ -96,7 +96,8 @@ class CommitLogWriterActor:
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
                                  SyncWaiters(cfg.flush.sync_timeout_ms))
-        self.ingress = Ingress(cfg, self.state.queues, self.commitlog, self.state.writer.next_queue_offsets)
+        self.ingress = Ingress(cfg, self.state.queues, self.commitlog, self.state.writer.next_queue_offsets,
+                               cfg.key_roles())
         self.progress = Progress(self.commitlog.max_offset)
         if cfg.sync_flush and self.commitlog.max_offset > applied_end:
             self.progress.dispatched_end = applied_end
@@ -238,16 +239,19 @@ class CommitLogWriterActor:
         broker = self.rt.config.broker
         outlets = Outlets(ingress, dispatch_out, written_out, self.progress, own_ingress)
         source = own_ingress if own and own_ingress is not None else ingress
+        roles = None if own else self.ingress.roles
+        by_key = roles is not None and roles.poll()  # whose key sent each request matters
         message_sends: list[sends.MessageSend] = []
         encoded_sends: list[encoded.EncodedSend] = []
         count = size = 0
         while count < broker.max_batch_messages and size < broker.max_request_bytes:
             try:  # parts (a send_encoded's records) stay in ZeroMQ's buffers until appended
-                frames, parts = recv_message(source, zmq.NOBLOCK, head=2)
+                first, user_id = recv_first(source, zmq.NOBLOCK) if by_key else (None, None)
+                frames, parts = recv_message(source, zmq.NOBLOCK, head=2, first=first)
             except zmq.Again:
                 break
             size += sum(map(len, frames)) + sum(map(len, parts))
-            request = self.ingress.parse(frames, parts, own=source is own_ingress)
+            request = self.ingress.parse(frames, parts, own=source is own_ingress, user_id=user_id)
             if isinstance(request, Answer):
                 outlets.reply(request.identity, request.reply)
                 if request.notice is not None:  # a topic deleted: after every dispatch batch before it

@@ -36,6 +36,7 @@ from mqstore.engine.names import check_topic
 from mqstore.engine.put.queue_selector import shard_hash, shard_queue
 from mqstore.engine.put.rewrite import rewrite
 from mqstore.engine.put.system_topics import NOT_ALLOWED_SEND_TOPICS
+from mqstore.ipc.transport.roles import KeyRoles
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.notices import TopicDeleted
 from mqstore.ipc.wire.replies import CreateTopicReply, DeleteTopicReply, TopicsReply, WriterPingReply
@@ -67,16 +68,18 @@ class Ingress:
     """Decodes the requests of the writer's ingress; creates a topic on its first send."""
 
     def __init__(self, config: BrokerConfig, queues: TopicQueues, commitlog: CommitLog,
-                 next_queue_offsets: dict[tuple[str, int], int]) -> None:
+                 next_queue_offsets: dict[tuple[str, int], int], roles: KeyRoles | None = None) -> None:
         self.config = config
+        self.roles = roles  # the CURVE client keys' roles; None: no CURVE, none apply
         self.queues = queues
         self.commitlog = commitlog
         self.next_queue_offsets = next_queue_offsets  # the write path's: a deleted topic starts again at 0
 
-    def parse(self, frames: list[bytes], parts: list[memoryview], *,
-              own: bool = False) -> MessageSend | EncodedSend | Answer:
+    def parse(self, frames: list[bytes], parts: list[memoryview], *, own: bool = False,
+              user_id: str | None = None) -> MessageSend | EncodedSend | Answer:
         """One request: its identity frame, its map, and (a send_encoded's only) the parts after it;
-        ``own``: it came from one of the broker's own actors (``own_ingress``), which may name system topics."""
+        ``own``: it came from one of the broker's own actors (``own_ingress``), which may name system
+        topics; ``user_id``: the CURVE key that sent it, where roles are in force (``roles``)."""
         identity = OWN_PEER + frames[0] if own else frames[0]
         request_id: Any = None
         try:
@@ -89,12 +92,14 @@ class Ingress:
             return Answer(identity, schema.error_reply(request_id, schema.UNKNOWN_OP, str(exc)))
         except schema.SchemaError as exc:
             return Answer(identity, schema.error_reply(request_id, schema.BAD_REQUEST, str(exc)))
-        return self.handle(identity, request_id, request, own=own)
+        return self.handle(identity, request_id, request, own=own, user_id=user_id)
 
-    def handle(self, identity: bytes, request_id: Any, request: Request, *,
-               own: bool = False) -> MessageSend | EncodedSend | Answer:
+    def handle(self, identity: bytes, request_id: Any, request: Request, *, own: bool = False,
+               user_id: str | None = None) -> MessageSend | EncodedSend | Answer:
         """A decoded request: a send for the round, or its answer."""
         refusal = None if own else _client_refusal(request)
+        if refusal is None and not own and self.roles is not None:
+            refusal = self.roles.refusal(user_id, request)
         if refusal is not None:
             return Answer(identity, schema.error_reply(request_id, schema.NO_PERMISSION, refusal))
         try:

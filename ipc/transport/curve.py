@@ -19,7 +19,8 @@ The keys ride on the process's context (``CurveContext``): every socket it makes
 
 Each actor process that binds TCP runs a ZAP handler (``zmq.auth.thread.ThreadAuthenticator``)
 accepting exactly the keys it was given: a client with another key, or none, never gets a frame
-through, and the socket goes on serving everyone else.
+through, and the socket goes on serving everyone else. What each key let in may do (produce,
+consume, admin) is ``roles.toml`` beside ``clients/`` (``mqstore.ipc.transport.roles``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """ZeroMQ over TCP is CURVE or nothing: keys from ``mqstore keys``, clients with the right key served,
 a wrong key or none let nothing through while the broker goes on serving the good client, and a
-plain TCP config refused unless explicitly allowed."""
+plain TCP config refused unless explicitly allowed. Each key may be limited to its roles
+(``roles.toml``): what it may not do is refused NO_PERMISSION, and without the file all is allowed."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mqstore.actors.config import ConfigError, load_config
 from mqstore.ipc.client.api import Admin, Consumer, Producer
-from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.transport.curve import CurveError, CurveKeys, generate_keys
-from tests.integration.broker import Broker, free_port_range
+from mqstore.ipc.wire import requests, schema
+from tests.integration.broker import Broker, free_port_range, wait_for
 
 # what a client without an issued key sees: no reply, or (its connection torn down after each failed
 # handshake) nowhere to queue the request
@@ -127,3 +131,76 @@ def test_cli_reports_an_undeliverable_request_without_a_traceback(tmp_path: Path
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.startswith("mqstore produce: ")
+
+
+def _refused(call: Callable[[], Any]) -> str | None:
+    """The reason a call was refused NO_PERMISSION; None when it was served."""
+    try:
+        call()
+    except BrokerError as exc:
+        assert exc.status == schema.NO_PERMISSION, exc
+        return exc.reason
+    return None
+
+
+@pytest.mark.slow
+def test_curve_roles_limit_each_key_to_what_it_may_do(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, tcp_port=free_port_range(12))
+    generate_keys(broker.keys_dir, ["prod", "cons", "ops"])
+    with broker:
+        with Admin(endpoints=broker.endpoints("prod")) as prod_admin:  # no roles file: everything, as before
+            assert prod_admin.create_topic("Scratch", 1) == 1
+            assert prod_admin.delete_topic("Scratch")
+            assert prod_admin.queue_info("Scratch") == {}
+        (broker.keys_dir / "roles.toml").write_text('prod = ["produce"]\ncons = ["consume"]\nops = ["admin"]\n')
+        with Producer(endpoints=broker.endpoints("prod"), retries=0) as producer, \
+                Admin(endpoints=broker.endpoints("prod")) as prod_admin, \
+                Admin(endpoints=broker.endpoints("cons")) as cons_admin, \
+                Admin(endpoints=broker.endpoints("ops")) as ops_admin:
+            # the writer and the reader each read the changed file within a second
+            wait_for(lambda: _refused(lambda: prod_admin.create_topic("Probe", 1)), 30, "the writer's roles")
+            wait_for(lambda: _refused(lambda: prod_admin.queue_info("Roles")), 30, "the reader's roles")
+            # the transactions actor: a producer registers for check-backs, a consumer may not
+            ends = {name: Channel({"tx": [broker.endpoints(name).transactions]}, name=f"tx-{name}",
+                                  curve=broker.endpoints(name).curve) for name in ("prod", "cons")}
+            try:
+                register = requests.RegisterProducer(("TxGroup",))
+                wait_for(lambda: _refused(lambda: ends["cons"].request("tx", register, timeout_ms=5000)), 30,
+                         "the transactions actor's roles")
+                assert ends["prod"].request("tx", register, timeout_ms=5000)["ok"]
+            finally:
+                for channel in ends.values():
+                    channel.close()
+            # produce only: sends, but neither consumes nor deletes a topic
+            assert producer.send("Roles", b"one", queue_id=0).ok and producer.send("Roles", b"two", queue_id=0).ok
+            reason = _refused(lambda: prod_admin.delete_topic("Roles"))
+            assert reason == "client key 'prod' has produce in roles.toml; 'delete_topic' needs the 'admin' role"
+            with pytest.raises(BrokerError) as pulled, Consumer(
+                    endpoints=broker.endpoints("prod"), group="P", topic="Roles", queues=[0], start="earliest",
+                    auto_commit=False) as snoop:
+                snoop.messages(1, timeout_ms=5000)
+            assert pulled.value.status == schema.NO_PERMISSION and "needs the 'consume'" in pulled.value.reason
+            # consume only: consumes and commits its offsets, but neither sends nor resets nor deletes
+            with Consumer(endpoints=broker.endpoints("cons"), group="C", topic="Roles", queues=[0],
+                          start="earliest", auto_commit=False) as consumer:
+                assert [m.body for m in consumer.messages(2, timeout_ms=10_000)] == [b"one", b"two"]
+                consumer.commit()
+            assert cons_admin.fetch_offset("C", "Roles", 0) == 2
+            with Producer(endpoints=broker.endpoints("cons"), retries=0) as cons_producer, \
+                    pytest.raises(BrokerError) as sent:
+                cons_producer.send("Roles", b"not mine to send", queue_id=0)
+            assert sent.value.status == schema.NO_PERMISSION and "'send' needs the 'produce'" in sent.value.reason
+            for admin_op in (lambda: cons_admin.reset_offset("C", "Roles", 0, 0),
+                             lambda: cons_admin.delete_topic_offsets("Roles"),
+                             lambda: cons_admin.delete_topic("Roles")):
+                assert "needs the 'admin' role" in (_refused(admin_op) or "served")
+            # admin: resets, creates and deletes; the key not listed ("client") may do nothing of that
+            ops_admin.reset_offset("C", "Roles", 0, 1)
+            assert cons_admin.fetch_offset("C", "Roles", 0) == 1
+            assert ops_admin.create_topic("Made", 2) == 2
+            with Admin(endpoints=broker.endpoints("client")) as unlisted:
+                assert "has no roles" in (_refused(lambda: unlisted.delete_topic("Made")) or "served")
+                assert "Made" in unlisted.topics()  # any key let in may list the topics
+            assert ops_admin.delete_topic("Made") and ops_admin.delete_topic_offsets("Roles")
+            assert "Made" not in ops_admin.topics()
+        assert broker.stop() == 0

@@ -12,6 +12,9 @@ comes in (``decode_request``); the actors handle these classes, never a map.
 | ``control``  | ping; status, stop (the supervisor); end_transaction, register_producer,         |
 |              | resume_check (the transactions actor)                                           |
 
+Each op needs a role of a CURVE client key that has roles (``OP_ROLES``, beside ``Op``: produce,
+consume, admin, or none for ping, encoding and topics; ``request.role``).
+
 A client sends ``request.frames(request_id)`` (or hands the request to ``Channel.call``); the bytes
 are those the maps of ``schema.request`` gave before the classes, which a property test holds.
 """
@@ -23,7 +26,7 @@ from typing import Any
 
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckRelease, Nack
-from mqstore.ipc.wire.requests.base import Op, Request, UnknownOpError, at_most
+from mqstore.ipc.wire.requests.base import OP_ROLES, Op, Request, Role, UnknownOpError, at_most
 from mqstore.ipc.wire.requests.control import EndTransaction, Ping, RegisterProducer, ResumeCheck, Status, Stop
 from mqstore.ipc.wire.requests.reader import (
     AckStats,
@@ -51,11 +54,11 @@ from mqstore.ipc.wire.requests.writer import (
     Topics,
 )
 
-__all__ = ["READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckPull", "AckRelease", "AckStats",
+__all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckPull", "AckRelease", "AckStats",
            "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "Nack", "OffsetByTime", "Op", "Ping", "Pull",
-           "QueryKey", "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Send",
-           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId",
+           "QueryKey", "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role",
+           "Send", "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId",
            "at_most", "decode_request"]
 
 @dataclass(frozen=True, slots=True)

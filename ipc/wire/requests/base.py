@@ -66,6 +66,33 @@ class Op(StrEnum):
     STOP = "stop"
 
 
+class Role(StrEnum):
+    """What a CURVE client key may do (``mqstore.ipc.transport.roles``): the words of ``roles.toml``."""
+
+    PRODUCE = "produce"
+    CONSUME = "consume"
+    ADMIN = "admin"
+
+
+# The role each op needs from a CURVE client key that has roles; None: any key let in. One exception
+# rides on a field, not the op: a ``commit_offset`` with ``admin`` set is a reset and needs ADMIN
+# (``CommitOffset.role``). A plain commit may move the group's offset anywhere in the queue, as a RocketMQ
+# consumer's UPDATE_CONSUMER_OFFSET may.
+OP_ROLES: dict[Op, Role | None] = {
+    Op.PING: None, Op.ENCODING: None, Op.TOPICS: None,
+    Op.SEND: Role.PRODUCE, Op.SEND_ENCODED: Role.PRODUCE,
+    Op.END_TRANSACTION: Role.PRODUCE, Op.REGISTER_PRODUCER: Role.PRODUCE, Op.RESUME_CHECK: Role.PRODUCE,
+    Op.PULL: Role.CONSUME, Op.QUERY_KEY: Role.CONSUME, Op.QUERY_KEYS: Role.CONSUME, Op.QUERY_UNIQ: Role.CONSUME,
+    Op.VIEW_ID: Role.CONSUME, Op.OFFSET_BY_TIME: Role.CONSUME, Op.QUEUE_INFO: Role.CONSUME,
+    Op.COMMIT_OFFSET: Role.CONSUME, Op.FETCH_OFFSET: Role.CONSUME, Op.GROUPS: Role.CONSUME,
+    Op.GROUP_DESCRIBE: Role.CONSUME, Op.GROUP_ACTIVITY: Role.CONSUME, Op.ACK_STATS: Role.CONSUME,
+    Op.ACK_PULL: Role.CONSUME, Op.ACK: Role.CONSUME, Op.NACK: Role.CONSUME, Op.ACK_RELEASE: Role.CONSUME,
+    Op.CREATE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC_OFFSETS: Role.ADMIN,
+    Op.STATUS: Role.ADMIN, Op.STOP: Role.ADMIN,
+}
+assert set(OP_ROLES) == set(Op), "every op says the role it needs"
+
+
 class UnknownOpError(schema.SchemaError):
     """A request whose op this actor does not serve: answered UNKNOWN_OP, not BAD_REQUEST."""
 
@@ -91,6 +118,11 @@ class Request:
             if value is not None:
                 message[key] = value
         return message
+
+    @property
+    def role(self) -> Role | None:
+        """The role a CURVE client key needs to make this request (``OP_ROLES``)."""
+        return OP_ROLES[self.OP]
 
     @property
     def parts(self) -> Sequence[bytes | memoryview]:

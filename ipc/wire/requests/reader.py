@@ -34,6 +34,7 @@ from mqstore.ipc.wire.requests.base import (
     MAX_PULL_COUNT,
     Op,
     Request,
+    Role,
     bounded_name,
     optional,
     topic,
@@ -180,6 +181,10 @@ class CommitOffset(Request):
     queue_id: int
     queue_offset: int
     admin: bool | None = None
+
+    @property
+    def role(self) -> Role | None:
+        return Role.ADMIN if self.admin else Role.CONSUME  # a reset is the administrator's
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> CommitOffset:

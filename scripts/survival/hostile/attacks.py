@@ -82,11 +82,11 @@ class Attacks(IpcAttacks):
         self.findings: list[str] = []
 
     def _exchange(self, endpoint: str, frames: list[list[bytes]], timeout_s: float | None = None,
-                  window: int = WINDOW) -> dict[str, int]:
+                  window: int = WINDOW, ctx: zmq.Context[Any] | None = None) -> dict[str, int]:
         """Send ``frames``, at most ``window`` unanswered at a time (as a client library does; a flood
-        passes a window as large as the flood), and count the replies."""
+        passes a window as large as the flood), and count the replies; ``ctx``: another client's keys."""
         statuses: Counter[str] = Counter()
-        with dealer(self.ctx, endpoint) as sock:
+        with dealer(ctx or self.ctx, endpoint) as sock:
             for start in range(0, len(frames), window):
                 for parts in frames[start:start + window]:
                     sock.send_multipart(parts)

@@ -18,6 +18,8 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
                            producer-encoded sends in every malformed multipart shape
 - ``wrong_types``          every field of every request given values of the wrong type or range
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
+- ``keyed_admin``          (``--tcp``) a CURVE key let in with produce and consume but not admin (``roles.toml``)
+                           deleting a topic, creating one, deleting offsets, resetting a group
 - ``remoting_acl``         the front with an ACL file: anonymous, wrong-secret and forged-account requests
                            (``acl_attacks``) while a signed client sends and pulls
 
@@ -43,7 +45,7 @@ import zmq
 
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.scripts.harness import Broker, free_port_range, wait_for
-from mqstore.scripts.survival.hostile import acl_attacks
+from mqstore.scripts.survival.hostile import acl_attacks, ipc_attacks
 from mqstore.scripts.survival.hostile.attacks import ATTACKS, Attacks
 from mqstore.scripts.survival.hostile.observers import GoodClient, Rss
 from mqstore.scripts.survival.hostile.resource_attacks import FRONT_TOML, RESOURCE_ATTACKS, run_front_attacks
@@ -63,6 +65,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     remoting_port=ports + 12 if {"remoting_garbage", "remoting_acl"} & set(args.attacks) or front
                     else None,
                     metrics_port=ports + 13 if front else None)
+    if args.tcp:
+        ipc_attacks.grant_roles(broker.keys_dir)
     verdict: dict[str, Any] = {"attacks": {}, "tcp": args.tcp, "config": {
         "max_request_bytes": args.max_request_bytes, "ingress_hwm": args.ingress_hwm, "reader_hwm": args.reader_hwm,
         "max_body_bytes": args.max_message_bytes, "ack_max_queues": args.ack_max_queues}}
@@ -72,6 +76,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         good = GoodClient(endpoints).start()
         rss = Rss(broker.proc.pid if broker.proc else os.getpid())
         attacks = Attacks(ctx, endpoints, args, broker.remoting_port)
+        attacks.role_keys_dir = broker.keys_dir if args.tcp else None
         try:  # whatever happens, the clients close: a context with open sockets would hang the exit
             wait_for(lambda: good.received, 30, "the good consumer's first message")
             rss.start()

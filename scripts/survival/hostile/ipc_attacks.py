@@ -1,6 +1,7 @@
 """The hostile harness's attacks on the ipc path's trust: a client sending to the topics only the broker
-writes, a request over the broker's limit, and a run directory planted before the broker or a client
-comes. A mixin of ``Attacks`` (``mqstore.scripts.survival.hostile.attacks``), which lists ``IPC_ATTACKS``."""
+writes, a request over the broker's limit, a run directory planted before the broker or a client
+comes, and (over TCP) a CURVE key let in without the admin role making admin requests. A mixin of
+``Attacks`` (``mqstore.scripts.survival.hostile.attacks``), which lists ``IPC_ATTACKS``."""
 
 from __future__ import annotations
 
@@ -19,11 +20,23 @@ from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.timer.put_rule import TIMER_TOPIC
 from mqstore.ipc.client.api import Producer
 from mqstore.ipc.transport.channel import REQUEST_TOO_LARGE, BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveContext, CurveKeys, generate_keys
 from mqstore.ipc.transport.endpoints import EndpointError, Endpoints
+from mqstore.ipc.transport.roles import ROLES_FILE
 from mqstore.ipc.wire import schema
+from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
 
 SYSTEM_TOPICS = (SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, TIMER_TOPIC, MOVED_TOPIC, "rmq_sys_planted")
-IPC_ATTACKS = ("system_topic_sends", "oversized_request", "premade_run_dir")
+IPC_ATTACKS = ("system_topic_sends", "oversized_request", "premade_run_dir", "keyed_admin")
+ROLE_KEY = "nonadmin"  # a client key the broker lets in, with the produce and consume roles only
+
+
+def grant_roles(keys_dir: Path) -> None:
+    """Before a CURVE broker starts: the ``ROLE_KEY`` keypair beside the harness's own key, and a roles
+    file giving the harness's key (the good client's) every role and ``ROLE_KEY`` all but admin."""
+    generate_keys(keys_dir, [ROLE_KEY])
+    (keys_dir / ROLES_FILE).write_text(f'{DEFAULT_CLIENT} = ["produce", "consume", "admin"]\n'
+                                       f'{ROLE_KEY} = ["produce", "consume"]\n')
 
 
 class IpcAttacks:
@@ -31,10 +44,37 @@ class IpcAttacks:
     ep: Endpoints
     args: Any
     findings: list[str]
+    role_keys_dir: Path | None = None  # with --tcp: where ``grant_roles`` put ROLE_KEY
 
     def _exchange(self, endpoint: str, frames: list[list[bytes]], timeout_s: float | None = None,
-                  window: int = 32) -> dict[str, int]:
+                  window: int = 32, ctx: zmq.Context[Any] | None = None) -> dict[str, int]:
         raise NotImplementedError  # Attacks's
+
+    def keyed_admin(self) -> dict[str, Any]:
+        """Over TCP with CURVE roles: a key let in, with produce and consume but not admin, deletes the
+        good client's topic, creates one, deletes the topic's offsets and resets the good group: each
+        refused NO_PERMISSION, while the same key's send is served."""
+        if self.ep.curve is None or self.role_keys_dir is None:
+            return {"skipped": "the broker is not on TCP with CURVE (--tcp)"}
+        ctx = CurveContext(CurveKeys.for_client(self.role_keys_dir, ROLE_KEY))
+        try:
+            writer = self._exchange(self.ep.ingress, [
+                [schema.pack(schema.request("delete_topic", 1, topic=GOOD_TOPIC))],
+                [schema.pack(schema.request("create_topic", 2, topic="HostileAdmin", queues=1))]], ctx=ctx)
+            reader = self._exchange(self.ep.reader(0), [
+                [schema.pack(schema.request("delete_topic_offsets", 3, topic=GOOD_TOPIC))],
+                [schema.pack(schema.request("commit_offset", 4, group="good", topic=GOOD_TOPIC, queue=0, offset=0,
+                                            admin=True))]], ctx=ctx)
+            sent = self._exchange(self.ep.ingress, [[schema.pack(schema.request(
+                "send", 5, msgs=[{"topic": "HostileRoles", "body": b"a produce role's send"}]))]], ctx=ctx)
+        finally:
+            ctx.destroy(0)
+        if writer != {schema.NO_PERMISSION: 2} or reader != {schema.NO_PERMISSION: 2}:
+            self.findings.append(f"a key without the admin role made an admin request: writer {writer}, "
+                                 f"reader {reader}")
+        if sent != {"OK:PUT_OK": 1}:
+            self.findings.append(f"a key with the produce role could not send: {sent}")
+        return {"writer": writer, "reader": reader, "send": sent}
 
     def system_topic_sends(self) -> dict[str, Any]:
         """Sends, creates and deletes naming a system topic, as a raw client on the ingress."""
