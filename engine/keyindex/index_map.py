@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mqstore.engine.log.file_identity import FileIdentity, identity, map_same_file
-from mqstore.engine.log.open_files import OpenFiles
+from mqstore.engine.log.open_files import OpenFiles, unmap
 
 Views = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -79,9 +79,7 @@ class IndexMapping:
         """Unmap until the next use; False while a view of the mapping is out (borrowed)."""
         if self._mm is not None:
             self._views = None
-            try:
-                self._mm.close()
-            except BufferError:
+            if not unmap(self._mm):
                 return False
             self._mm = None
         return True

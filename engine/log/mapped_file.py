@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.file_identity import FileIdentity, identity, identity_of, map_same_file
-from mqstore.engine.log.open_files import OpenFiles
+from mqstore.engine.log.open_files import OpenFiles, unmap
 
 OS_PAGE_SIZE = 4096
 FILE_NAME_DIGITS = 20
@@ -121,9 +121,7 @@ class MappedFile:
     def release(self) -> bool:
         """Unmap until the next use; False while a view of the mapping is out (borrowed)."""
         if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
+            if not unmap(self._mm):
                 return False
             self._mm = None
         return True

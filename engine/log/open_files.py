@@ -32,9 +32,19 @@ GIL (the writer's prefault thread): it keeps that thread off the mappings meanwh
 from __future__ import annotations
 
 import contextlib
+import mmap
 import weakref
 from collections.abc import Callable
 from typing import Protocol
+
+
+def unmap(mm: mmap.mmap) -> bool:
+    """Close a mapping; False while a view of it is out (borrowed: the caller keeps it for a later try)."""
+    try:
+        mm.close()
+    except BufferError:
+        return False
+    return True
 
 
 class Held(Protocol):
