@@ -28,6 +28,7 @@ from mqstore.actors.process import name_process, on_stop_signals, run_actor, set
 from mqstore.actors.readiness import Readiness
 from mqstore.actors.store_holder import hold_store
 from mqstore.engine import MessageStore
+from mqstore.engine.ackindex.low_water import clamp_marks
 from mqstore.engine.ackindex.truncation import truncate_to_queue_ends
 from mqstore.engine.config import resolve_geometry
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
@@ -140,6 +141,8 @@ class Supervisor:
             for (group, topic, queue_id), cut in truncate_to_queue_ends(self.store_dir, queue_ends):
                 log.warning("ack index of %s on %s queue %d held up to %d, past the recovered end: cut back to %d",
                             group, topic, queue_id, cut.indexed_end, cut.end_seq_id)
+            for reader in clamp_marks(self.store_dir, queue_ends, commitlog.max_offset):
+                log.warning("reader %d's low-water mark named offsets past the recovered end: brought back", reader)
             commitlog.queue.flush_all()
             queues.flush(0)
             if index is not None:

@@ -148,3 +148,35 @@ def read_ack_progress(store_dir: Path, reader_count: int) -> dict[AckKey, AckPro
             if known is None or q.acked_below < known.acked_below:
                 progress[q.key] = q
     return progress
+
+
+
+def clamp_marks(store_dir: Path, queue_ends: Mapping[tuple[str, int], int], log_end: int) -> list[int]:
+    """After a power cut took the log's tail (recovery, before any reader starts): every reader's mark
+    brought back within what recovery kept, so retention never reads a queue as acked, or a file as
+    held by nothing, on the strength of messages that are gone while new sends take their offsets.
+    ``acked_below`` and ``indexed_to`` at most each queue's recovered end, ``phys_offset`` at most the
+    log's end. Returns the readers whose mark changed."""
+    changed = []
+    for path in sorted((store_dir / QUEUE_INDEX_DIR).glob("lowwater-*.json")):
+        try:
+            data = read_with_backup(path, bytes)
+        except (OSError, MetafileError):
+            continue
+        try:
+            mark = json.loads(data or b"null")
+            if not isinstance(mark, dict):
+                continue
+            phys = mark.get("phys_offset")
+            if isinstance(phys, int) and phys > log_end:
+                mark["phys_offset"] = log_end
+            for q in mark.get("queues") or ():
+                end = queue_ends.get((q["topic"], q["queue"]), 0)
+                q["acked_below"], q["indexed_to"] = min(q["acked_below"], end), min(q["indexed_to"], end)
+        except (ValueError, KeyError, TypeError):
+            continue  # unreadable: the readers' own reading refuses it as it did
+        clamped = json.dumps(mark).encode()
+        if clamped != json.dumps(json.loads(data or b"null")).encode():
+            write_atomic(path, clamped)
+            changed.append(int(path.stem.removeprefix("lowwater-")))
+    return changed
