@@ -96,10 +96,12 @@ class Runtime:
     def open(cls, name: str, config: BrokerConfig) -> Runtime:
         """The runtime of a supervised actor process; call once, in that process."""
         endpoints = config.endpoints
-        ctx = CurveContext(endpoints.curve)
+        ctx = CurveContext(endpoints.curve, own_only=endpoints.internal)
         try:
-            # every TCP socket of this process is a CURVE one; this decides which client keys get in
-            authenticator = start_authenticator(ctx, config.curve_allowed()) if endpoints.curve else None
+            # every TCP socket of this process is a CURVE one; this decides which client keys get in, and
+            # that only the broker's own key gets into the internal streams
+            authenticator = (start_authenticator(ctx, config.curve_allowed(), own=endpoints.curve.public)
+                             if endpoints.curve else None)
             report = EventReporter(ctx, endpoints.events, name, config.broker.stats_interval_ms)
         except BaseException:
             ctx.destroy(linger=0)

@@ -19,7 +19,10 @@ The keys ride on the process's context (``CurveContext``): every socket it makes
 
 Each actor process that binds TCP runs a ZAP handler (``zmq.auth.thread.ThreadAuthenticator``)
 accepting exactly the keys it was given: a client with another key, or none, never gets a frame
-through, and the socket goes on serving everyone else. What each key let in may do (produce,
+through, and the socket goes on serving everyone else. The broker's internal streams (the addresses
+its context names ``own_only``: the notices its actors publish to each other) are a ZAP domain of
+their own, ``OWN_ZAP_DOMAIN``, which lets in the broker's key alone: a client key admitted to the
+request sockets cannot subscribe to them. What each key let in may do (produce,
 consume, admin) is ``roles.toml`` beside ``clients/`` (``mqstore.ipc.transport.roles``).
 """
 
@@ -45,6 +48,7 @@ DEFAULT_CLIENT = "client"
 PUBLIC_SUFFIX = ".key"
 SECRET_SUFFIX = ".key_secret"
 ZAP_DOMAIN = "mqstore"
+OWN_ZAP_DOMAIN = "mqstore-own"
 Z85_KEY_CHARS = 40
 KEY_FILE_MODE = 0o600
 _BANNER = "#   ZeroMQ CURVE {kind} for mqstore ({name}); Z85 keys in ZeroMQ's certificate format\n"
@@ -74,8 +78,8 @@ class CurveKeys:
         public, secret = read_keypair(keys_dir / f"{name}{SECRET_SUFFIX}")
         return cls(read_public(keys_dir / f"{SERVER_NAME}{PUBLIC_SUFFIX}"), public, secret)
 
-    def as_server(self, sock: zmq.Socket[Any]) -> None:
-        sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
+    def as_server(self, sock: zmq.Socket[Any], domain: str = ZAP_DOMAIN) -> None:
+        sock.setsockopt(zmq.ZAP_DOMAIN, domain.encode())
         sock.setsockopt(zmq.CURVE_SERVER, 1)
         sock.setsockopt(zmq.CURVE_PUBLICKEY, self.public)
         sock.setsockopt(zmq.CURVE_SECRETKEY, self.secret)
@@ -92,7 +96,8 @@ def is_tcp(endpoint: str) -> bool:
 
 class CurveSocket(zmq.Socket[bytes]):
     """A socket whose ``tcp://`` binds are CURVE servers and ``tcp://`` connects CURVE clients, with
-    the keys of the ``CurveContext`` that made it (none: plain, as any socket)."""
+    the keys of the ``CurveContext`` that made it (none: plain, as any socket); a bind to one of its
+    ``own_only`` addresses is in ``OWN_ZAP_DOMAIN``."""
 
     def _keys(self) -> CurveKeys | None:
         keys: CurveKeys | None = getattr(self.context, "curve", None)
@@ -101,7 +106,8 @@ class CurveSocket(zmq.Socket[bytes]):
     def bind(self, addr: str) -> Any:
         keys = self._keys()
         if keys is not None and is_tcp(addr):
-            keys.as_server(self)
+            own_only: frozenset[str] = getattr(self.context, "own_only", frozenset())
+            keys.as_server(self, OWN_ZAP_DOMAIN if addr in own_only else ZAP_DOMAIN)
         return super().bind(addr)
 
     def connect(self, addr: str) -> Any:
@@ -112,14 +118,17 @@ class CurveSocket(zmq.Socket[bytes]):
 
 
 class CurveContext(zmq.Context[CurveSocket]):
-    """A process's one context, holding its CURVE keys for every TCP socket it makes."""
+    """A process's one context, holding its CURVE keys for every TCP socket it makes, and the
+    addresses whose binds admit the broker's own key alone (``own_only``)."""
 
     _socket_class = CurveSocket
     curve: CurveKeys | None
+    own_only: frozenset[str]
 
-    def __init__(self, curve: CurveKeys | None = None) -> None:
+    def __init__(self, curve: CurveKeys | None = None, own_only: Iterable[str] = ()) -> None:
         super().__init__()
         self.curve = curve
+        self.own_only = frozenset(own_only)
 
 
 # -- key files -------------------------------------------------------------------------------------
@@ -202,10 +211,14 @@ class _AllowedKeys:
         return z85_key in self.keys
 
 
-def start_authenticator(ctx: zmq.Context[Any], allowed: frozenset[bytes]) -> ThreadAuthenticator:
-    """A ZAP handler on ``ctx`` that lets in the CURVE clients holding one of ``allowed``; stop it
-    before the context is destroyed."""
+def start_authenticator(ctx: zmq.Context[Any], allowed: frozenset[bytes],
+                        own: bytes | None = None) -> ThreadAuthenticator:
+    """A ZAP handler on ``ctx`` that lets in the CURVE clients holding one of ``allowed``, and on the
+    internal streams (``OWN_ZAP_DOMAIN``) the key ``own`` alone (None: nobody, as for any domain not
+    configured here); stop it before the context is destroyed."""
     auth = ThreadAuthenticator(ctx)
     auth.start()
     auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=_AllowedKeys(allowed))
+    if own is not None:
+        auth.configure_curve_callback(OWN_ZAP_DOMAIN, credentials_provider=_AllowedKeys(frozenset({own})))
     return auth

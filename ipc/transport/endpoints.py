@@ -23,6 +23,9 @@ from mqstore.ipc.transport.curve import CurveKeys
 _ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events", "transactions")
 READER_PORT_OFFSET = len(_ROLES)
 LOCAL_ONLY = ("control", "events")  # administration stays on this machine, in the private run dir
+# the notices the broker's actors publish to each other: on TCP only the broker's own key may connect
+# (``mqstore.ipc.transport.curve.OWN_ZAP_DOMAIN``); clients reach ingress, the readers and transactions
+INTERNAL = ("dispatch", "written", "flushed", "arrived", "indexed")
 MAX_IPC_PATH = 100  # sun_path holds 107 bytes; keep a margin
 
 
@@ -98,6 +101,11 @@ class Endpoints:
     @property
     def transactions(self) -> str:
         return self.role("transactions")
+
+    @property
+    def internal(self) -> frozenset[str]:
+        """The addresses of the internal streams (``INTERNAL``)."""
+        return frozenset(self.role(role) for role in INTERNAL)
 
     def reader(self, index: int) -> str:
         return self._address(f"reader-{index}", READER_PORT_OFFSET + index)

@@ -1,6 +1,7 @@
 """ZeroMQ over TCP is CURVE or nothing: keys from ``mqstore keys``, clients with the right key served,
 a wrong key or none let nothing through while the broker goes on serving the good client, and a
-plain TCP config refused unless explicitly allowed. Each key may be limited to its roles
+plain TCP config refused unless explicitly allowed, and the broker's internal streams open to its own
+key alone. Each key may be limited to its roles
 (``roles.toml``): what it may not do is refused NO_PERMISSION, and without the file all is allowed."""
 
 from __future__ import annotations
@@ -9,16 +10,20 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from mqstore.actors.config import ConfigError, load_config
 from mqstore.ipc.client.api import Admin, Consumer, Producer
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
-from mqstore.ipc.transport.curve import CurveError, CurveKeys, generate_keys
+from mqstore.ipc.transport.curve import CurveContext, CurveError, CurveKeys, generate_keys
+from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import requests, schema
 from tests.integration.broker import Broker, free_port_range, wait_for
 
@@ -204,3 +209,51 @@ def test_curve_roles_limit_each_key_to_what_it_may_do(tmp_path: Path) -> None:
             assert ops_admin.delete_topic("Made") and ops_admin.delete_topic_offsets("Roles")
             assert "Made" not in ops_admin.topics()
         assert broker.stop() == 0
+
+
+def _auth_failed(monitor: zmq.Socket[Any], deadline_s: float) -> bool:
+    """Whether the monitored socket's handshake was refused by the ZAP handler before the deadline;
+    False at once if it succeeded."""
+    end = time.monotonic() + deadline_s
+    while (left_ms := int((end - time.monotonic()) * 1000)) > 0:
+        if not monitor.poll(left_ms):
+            break
+        event = recv_monitor_message(monitor)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return False
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return True
+    return False
+
+
+@pytest.mark.slow
+def test_client_key_cannot_subscribe_to_the_broker_internal_streams(tmp_path: Path) -> None:
+    """The notices the broker's actors pass to each other (dispatch, written, flushed, arrived, indexed)
+    admit the broker's own key only: a client key let in for requests had them all, sends' bodies in
+    the dispatch stream included."""
+    broker = Broker(tmp_path, tcp_port=free_port_range(12))
+    client_ep = broker.endpoints()
+    own_keys = CurveKeys.for_server(broker.keys_dir / "server.key_secret")
+    client_ctx = CurveContext(client_ep.curve)
+    own_ctx = CurveContext(own_keys)
+    try:
+        with broker:
+            snoops = {address: connect(client_ctx, zmq.SUB, address, subscribe=(b"",))
+                      for address in sorted(client_ep.internal)}
+            monitors = {address: sock.get_monitor_socket() for address, sock in snoops.items()}
+            own_dispatch = connect(own_ctx, zmq.SUB, client_ep.dispatch, subscribe=(b"",))
+            with Producer(endpoints=client_ep) as producer, Consumer(
+                    endpoints=client_ep, group="G", topic="Inside", queues=[0], start="earliest") as consumer:
+                for address, monitor in monitors.items():
+                    assert _auth_failed(monitor, 30), f"{address}: a client key completed a handshake"
+                assert producer.send("Inside", b"private", queue_id=0).ok  # the requests still admit it
+                # the broker's own actors keep passing notices: the send is consumed, and the broker's
+                # key hears the dispatch stream
+                assert [m.body for m in consumer.messages(1, timeout_ms=10_000)] == [b"private"]
+                assert own_dispatch.poll(10_000), "the broker's own key heard nothing on the dispatch stream"
+                for address, sock in snoops.items():
+                    assert not sock.poll(0), f"{address}: a client key received a notice"
+            assert broker.stop() == 0
+    finally:
+        client_ctx.destroy(linger=0)
+        own_ctx.destroy(linger=0)
