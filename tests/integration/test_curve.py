@@ -10,14 +10,12 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from mqstore.actors.config import ConfigError, load_config
 from mqstore.ipc.client.api import Admin, Consumer, Producer
@@ -25,6 +23,7 @@ from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Chann
 from mqstore.ipc.transport.curve import CurveContext, CurveError, CurveKeys, generate_keys
 from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import requests, schema
+from mqstore.scripts.survival.hostile.ipc_attacks import handshake_refused
 from tests.integration.broker import Broker, free_port_range, wait_for
 
 # what a client without an issued key sees: no reply, or (its connection torn down after each failed
@@ -211,21 +210,6 @@ def test_curve_roles_limit_each_key_to_what_it_may_do(tmp_path: Path) -> None:
         assert broker.stop() == 0
 
 
-def _auth_failed(monitor: zmq.Socket[Any], deadline_s: float) -> bool:
-    """Whether the monitored socket's handshake was refused by the ZAP handler before the deadline;
-    False at once if it succeeded."""
-    end = time.monotonic() + deadline_s
-    while (left_ms := int((end - time.monotonic()) * 1000)) > 0:
-        if not monitor.poll(left_ms):
-            break
-        event = recv_monitor_message(monitor)["event"]
-        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            return False
-        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-            return True
-    return False
-
-
 @pytest.mark.slow
 def test_client_key_cannot_subscribe_to_the_broker_internal_streams(tmp_path: Path) -> None:
     """The notices the broker's actors pass to each other (dispatch, written, flushed, arrived, indexed)
@@ -245,7 +229,7 @@ def test_client_key_cannot_subscribe_to_the_broker_internal_streams(tmp_path: Pa
             with Producer(endpoints=client_ep) as producer, Consumer(
                     endpoints=client_ep, group="G", topic="Inside", queues=[0], start="earliest") as consumer:
                 for address, monitor in monitors.items():
-                    assert _auth_failed(monitor, 30), f"{address}: a client key completed a handshake"
+                    assert handshake_refused(monitor, 30), f"{address}: a client key completed a handshake"
                 assert producer.send("Inside", b"private", queue_id=0).ok  # the requests still admit it
                 # the broker's own actors keep passing notices: the send is consumed, and the broker's
                 # key hears the dispatch stream

@@ -40,15 +40,18 @@ def test_hostile_clients_smoke(tmp_path: Path) -> None:
     assert attacks["oversized_request"]["answered"]["outcome"] == "REQUEST_TOO_LARGE"
     assert set(attacks["premade_run_dir"]["answered"]["outcomes"].values()) == {"refused"}
     assert "skipped" in attacks["keyed_admin"]["answered"]  # ipc sockets: no keys, no roles
+    assert "skipped" in attacks["notice_snooping"]["answered"]
     assert verdict["restarts"] == {} and verdict["good_caught_up"]
 
 
 @pytest.mark.slow
-def test_a_curve_key_without_the_admin_role_is_refused_admin_requests(tmp_path: Path) -> None:
-    verdict = run(parse_args(["--tcp", "--attacks", "keyed_admin", "--seconds", "1.5", "--dir", str(tmp_path)]))
+def test_a_curve_key_without_the_admin_role_is_refused_admin_requests_and_the_notice_streams(tmp_path: Path) -> None:
+    verdict = run(parse_args(["--tcp", "--attacks", "keyed_admin", "notice_snooping", "--seconds", "1.5",
+                              "--dir", str(tmp_path)]))
     assert verdict["ok"], verdict["findings"]
     assert verdict["attacks"]["keyed_admin"]["answered"] == {
         "writer": {"NO_PERMISSION": 2}, "reader": {"NO_PERMISSION": 2}, "send": {"OK:PUT_OK": 1}}
+    assert set(verdict["attacks"]["notice_snooping"]["answered"]["outcomes"].values()) == {"refused"}
 
 
 @pytest.mark.slow

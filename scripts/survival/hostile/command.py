@@ -20,6 +20,7 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``offsets_beyond_max``   consumer offsets past a queue's end, negative, past 2**63
 - ``keyed_admin``          (``--tcp``) a CURVE key let in with produce and consume but not admin (``roles.toml``)
                            deleting a topic, creating one, deleting offsets, resetting a group
+- ``notice_snooping``      (``--tcp``) the client's key subscribing to the internal notice streams
 - ``remoting_acl``         the front with an ACL file: anonymous, wrong-secret and forged-account requests
                            (``acl_attacks``) while a signed client sends and pulls
 

@@ -1,6 +1,7 @@
 """The hostile harness's attacks on the ipc path's trust: a client sending to the topics only the broker
 writes, a request over the broker's limit, a run directory planted before the broker or a client
-comes, and (over TCP) a CURVE key let in without the admin role making admin requests. A mixin of
+comes, and (over TCP) a CURVE key let in without the admin role making admin requests, and a client
+key subscribing to the broker's internal notice streams. A mixin of
 ``Attacks`` (``mqstore.scripts.survival.hostile.attacks``), which lists ``IPC_ATTACKS``."""
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from mqstore.engine.log.record import SCHEDULE_TOPIC
 from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
@@ -21,13 +24,28 @@ from mqstore.engine.timer.put_rule import TIMER_TOPIC
 from mqstore.ipc.client.api import Producer
 from mqstore.ipc.transport.channel import REQUEST_TOO_LARGE, BrokerError, BrokerTimeoutError
 from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveContext, CurveKeys, generate_keys
-from mqstore.ipc.transport.endpoints import EndpointError, Endpoints
+from mqstore.ipc.transport.endpoints import INTERNAL, EndpointError, Endpoints
 from mqstore.ipc.transport.roles import ROLES_FILE
 from mqstore.ipc.wire import schema
 from mqstore.scripts.survival.hostile.observers import GOOD_TOPIC
 
 SYSTEM_TOPICS = (SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, TIMER_TOPIC, MOVED_TOPIC, "rmq_sys_planted")
-IPC_ATTACKS = ("system_topic_sends", "oversized_request", "premade_run_dir", "keyed_admin")
+IPC_ATTACKS = ("system_topic_sends", "oversized_request", "premade_run_dir", "keyed_admin", "notice_snooping")
+
+
+def handshake_refused(monitor: zmq.Socket[Any], deadline_s: float) -> bool:
+    """Whether the monitored socket's handshake was refused by the ZAP handler before the deadline;
+    False at once if it succeeded."""
+    end = time.monotonic() + deadline_s
+    while (left_ms := int((end - time.monotonic()) * 1000)) > 0:
+        if not monitor.poll(left_ms):
+            break
+        event = recv_monitor_message(monitor)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return False
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return True
+    return False
 ROLE_KEY = "nonadmin"  # a client key the broker lets in, with the produce and consume roles only
 
 
@@ -75,6 +93,29 @@ class IpcAttacks:
         if sent != {"OK:PUT_OK": 1}:
             self.findings.append(f"a key with the produce role could not send: {sent}")
         return {"writer": writer, "reader": reader, "send": sent}
+
+    def notice_snooping(self) -> dict[str, Any]:
+        """Over TCP with CURVE: the client's key, let in for requests, subscribes to every internal
+        notice stream (the dispatch stream carries every send's body); each handshake is refused."""
+        if self.ep.curve is None:
+            return {"skipped": "the broker is not on TCP with CURVE (--tcp)"}
+        outcomes: dict[str, str] = {}
+        for name in INTERNAL:
+            address = self.ep.role(name)
+            sock = self.ctx.socket(zmq.SUB)
+            monitor = sock.get_monitor_socket()
+            try:
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.SUBSCRIBE, b"")
+                sock.connect(address)
+                outcomes[name] = "refused" if handshake_refused(monitor, max(self.args.seconds, 5.0)) else "admitted"
+            finally:
+                sock.disable_monitor()
+                monitor.close(0)
+                sock.close(0)
+        if set(outcomes.values()) != {"refused"}:
+            self.findings.append(f"a client key subscribed to the broker's notice streams: {outcomes}")
+        return {"outcomes": outcomes}
 
     def system_topic_sends(self) -> dict[str, Any]:
         """Sends, creates and deletes naming a system topic, as a raw client on the ingress."""
