@@ -159,14 +159,15 @@ def clamp_marks(store_dir: Path, queue_ends: Mapping[tuple[str, int], int], log_
     log's end. Returns the readers whose mark changed."""
     changed = []
     for path in sorted((store_dir / QUEUE_INDEX_DIR).glob("lowwater-*.json")):
-        try:
+        try:  # an OSError (EIO) propagates: recovery must not go on past a mark it could not bring back
             data = read_with_backup(path, bytes)
-        except (OSError, MetafileError):
-            continue
+        except MetafileError:
+            continue  # no copy parses: the readers' own reading refuses it as it did
         try:
             mark = json.loads(data or b"null")
             if not isinstance(mark, dict):
                 continue
+            before = json.dumps(mark).encode()
             phys = mark.get("phys_offset")
             if isinstance(phys, int) and phys > log_end:
                 mark["phys_offset"] = log_end
@@ -176,7 +177,7 @@ def clamp_marks(store_dir: Path, queue_ends: Mapping[tuple[str, int], int], log_
         except (ValueError, KeyError, TypeError):
             continue  # unreadable: the readers' own reading refuses it as it did
         clamped = json.dumps(mark).encode()
-        if clamped != json.dumps(json.loads(data or b"null")).encode():
+        if clamped != before:
             write_atomic(path, clamped)
             changed.append(int(path.stem.removeprefix("lowwater-")))
     return changed
