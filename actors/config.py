@@ -11,6 +11,7 @@
                 (mqstore.engine.reclaim.retention.RetentionPolicy)
     [remoting]  the RocketMQ remoting front (NameServer + broker on one TCP port) for stock clients
     [metrics]   Prometheus metrics and the dashboard on one HTTP listener (mqstore.actors.metrics)
+    [ha]        replication: the HA port, a slave's master, SYNC_MASTER's copies (mqstore.actors.config_ha)
 
 Actors receive the tree as a plain dict (``to_dict``) and rebuild it (``from_dict``), so nothing but
 plain values crosses into a child process.
@@ -18,7 +19,6 @@ plain values crosses into a child process.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import tomllib
@@ -27,6 +27,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mqstore.actors.config_ha import ASYNC_MASTER, MASTER_ID, SLAVE, HaConfig, HaSettingError, listen_host, validate_ha
+from mqstore.actors.config_listeners import (
+    ListenerSettingError,
+    MetricsConfig,
+    RemotingConfig,
+    validate_metrics,
+    validate_remoting,
+)
 from mqstore.engine import Geometry, Host, StoreConfig
 from mqstore.engine.config import SettingError, check_table, shown
 from mqstore.engine.errors import MqstoreError
@@ -102,6 +110,9 @@ class BrokerSection:
     transaction_timeout_ms: int = 6_000        # a half message unresolved this long is checked
     transaction_check_max: int = 15            # checks before it goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval_ms: int = 30_000
+    # replication (mqstore.actors.config_ha): RocketMQ's brokerRole and brokerId
+    role: str = ASYNC_MASTER
+    broker_id: int = MASTER_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,55 +135,6 @@ class SupervisorConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class RemotingConfig:
-    enabled: bool = False
-    host: str = "127.0.0.1"
-    port: int = 10911                   # RocketMQ's broker port; the NameServer requests share it
-    advertise_host: str = ""            # the address clients dial (routes, STOREHOST); default: host
-    acl_file: str = ""                  # RocketMQ's plain_acl.yml: requests signed and checked (actors.remoting.acl)
-    allow_non_loopback: bool = False    # without acl_file the wire has no authentication: local unless asked
-    broker_name: str = "broker-a"
-    cluster_name: str = "DefaultCluster"
-    max_frame_bytes: int = 16 * 1024 * 1024   # NettyDecoder's frameMaxLength
-    max_connections: int = 1024
-    max_inflight_per_connection: int = 1024   # past this, SYSTEM_BUSY
-    max_inflight: int = 8192            # in all; past it, a connection holding more than its share gets SYSTEM_BUSY
-    max_connections_per_address: int = 256    # past this, a new connection from that address is refused
-    idle_timeout_ms: int = 120_000      # serverChannelMaxIdleTimeSeconds: nothing read or in flight this long: closed
-    frame_timeout_ms: int = 30_000      # a frame must arrive whole, and a reply leave whole, within this
-    max_read_bytes: int = 256 * 1024 * 1024   # half-read frames held at once, in all ...
-    max_read_bytes_per_address: int = 64 * 1024 * 1024  # ... and from one address (at least max_frame_bytes)
-    max_queue_locks: int = 100_000      # orderly consumers' queue locks held at once
-    max_consumer_groups: int = 10_000
-    client_expire_ms: int = 120_000     # a client with no heartbeat this long leaves its groups
-    max_reconsume_times: int = 16       # a message sent back more often goes to %DLQ%{group}
-
-    @property
-    def address(self) -> tuple[str, int]:
-        """Where clients reach the front: the advertised host (else the listening one) and port."""
-        host = self.advertise_host or ("127.0.0.1" if self.host in ("0.0.0.0", "") else self.host)
-        return host, self.port
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsConfig:
-    enabled: bool = False               # ``mqstore start`` turns it on unless told otherwise
-    host: str = "127.0.0.1"
-    port: int = 9469                    # /metrics (Prometheus text), / (the dashboard), /api/status (JSON)
-    allow_non_loopback: bool = False    # the listener has no authentication: local unless asked
-    collect_interval_ms: int = 1_000    # how often the metrics actor asks the other actors
-    request_timeout_ms: int = 5_000     # a request must arrive whole, and its answer leave, within this
-    max_connections: int = 64           # at once; past it the oldest still sending its request is closed
-    allowed_hosts: str = ""             # Host names served besides its own address and localhost (comma-separated)
-    history_s: int = 600                # the dashboard's throughput chart covers this much
-
-    @property
-    def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}/"
-
-
-@dataclass(frozen=True, slots=True)
 class BrokerConfig:
     store_dir: str
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -183,6 +145,7 @@ class BrokerConfig:
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     remoting: RemotingConfig = field(default_factory=RemotingConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    ha: HaConfig = field(default_factory=HaConfig)
     geometry_given: bool = False  # whether [store.geometry] was set (else the store's own is used)
 
     def validate(self) -> BrokerConfig:
@@ -200,31 +163,26 @@ class BrokerConfig:
                 raise ConfigError(f"broker.{name} must be between 1 and {most}, got {getattr(self.broker, name)}")
         _at_least(1, "broker", self.broker, "ack_visibility_timeout_ms", "ack_max_deliveries", "ack_prefetch",
                   "ack_max_journal_entries", "ack_max_queues", "transaction_check_interval_ms")
-        for name in ("flush", "broker", "ipc", "supervisor", "remoting", "metrics"):  # the engine: store, retention
+        # the engine's sections (store, retention) check their own
+        for name in ("flush", "broker", "ipc", "supervisor", "remoting", "metrics", "ha"):
             section = getattr(self, name)
             _at_least(0, name, section, *(f.name for f in fields(section) if type(getattr(section, f.name)) is int))
-        self._validate_remoting()  # before [store]: its store_host may come from the front's address
+        try:
+            validate_remoting(self.remoting)  # before [store]: its store_host may come from the front's address
+        except ListenerSettingError as exc:
+            raise ConfigError(str(exc)) from None
         for name, validate in (("store", self.store.validate), ("retention", self.retention.validate)):
             try:
                 validate()
             except ValueError as exc:  # the engine's messages start with the key
                 raise ConfigError(f"{name}.{exc}") from None
         self._validate_tcp()
-        self._validate_metrics()
-        return self
-
-    def _validate_metrics(self) -> None:
-        metrics = self.metrics
-        if not 0 < metrics.port < 65536:
-            raise ConfigError(f"metrics.port must be between 1 and 65535, got {metrics.port}")
         try:
-            loopback = ipaddress.ip_address(metrics.host or "0.0.0.0").is_loopback
-        except ValueError:
-            raise ConfigError(f"metrics.host must be an IP address, got {json.dumps(metrics.host)}") from None
-        if metrics.enabled and not loopback and not metrics.allow_non_loopback:
-            raise ConfigError(f"[metrics] host {metrics.host!r} is not a loopback address and the listener has no "
-                              "authentication: set allow_non_loopback = true to serve it anyway")
-        _at_least(1, "metrics", metrics, "collect_interval_ms", "history_s", "request_timeout_ms", "max_connections")
+            validate_metrics(self.metrics)
+            validate_ha(self.broker.role, self.broker.broker_id, self.ha, self.remoting.host)
+        except (ListenerSettingError, HaSettingError) as exc:
+            raise ConfigError(str(exc)) from None
+        return self
 
     def _validate_tcp(self) -> None:
         ipc = self.ipc
@@ -257,31 +215,18 @@ class BrokerConfig:
     def _curve_keys(self) -> CurveKeys:
         return CurveKeys.for_server(self.ipc.curve_secret_key)
 
-    def _validate_remoting(self) -> None:
-        remoting = self.remoting
-        if not 0 < remoting.port < 65536:
-            raise ConfigError(f"remoting.port must be between 1 and 65535, got {remoting.port}")
-        try:
-            loopback = ipaddress.ip_address(remoting.host or "0.0.0.0").is_loopback
-            ipaddress.IPv4Address(remoting.address[0])
-        except ValueError:
-            raise ConfigError("[remoting] host and advertise_host must be IPv4 addresses (RocketMQ's V1 "
-                              "records, which C++ clients decode, hold IPv4 hosts only)") from None
-        if remoting.enabled and not loopback and not remoting.acl_file and not remoting.allow_non_loopback:
-            raise ConfigError(f"[remoting] host {remoting.host!r} is not a loopback address and the remoting "
-                              "wire has no authentication: set acl_file (RocketMQ's plain_acl.yml), or "
-                              "allow_non_loopback = true to serve it unauthenticated anyway")
-        _at_least(1, "remoting", remoting, "max_frame_bytes", "max_connections", "max_inflight_per_connection",
-                  "max_consumer_groups", "client_expire_ms", "max_inflight", "max_connections_per_address",
-                  "idle_timeout_ms", "frame_timeout_ms", "max_queue_locks")
-        if not remoting.max_frame_bytes <= remoting.max_read_bytes_per_address <= remoting.max_read_bytes:
-            raise ConfigError("remoting: max_frame_bytes <= max_read_bytes_per_address <= max_read_bytes must hold, "
-                              f"got {remoting.max_frame_bytes}, {remoting.max_read_bytes_per_address}, "
-                              f"{remoting.max_read_bytes}")
-
     @property
     def sync_flush(self) -> bool:
         return self.flush.mode == SYNC_FLUSH
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker.role == SLAVE
+
+    @property
+    def ha_address(self) -> tuple[str, int]:
+        """Where the HA port listens (``mqstore.actors.config_ha.listen_host``) and its port (else remoting + 1)."""
+        return listen_host(self.ha, self.remoting.host), (self.ha.listen_port or self.remoting.port + 1)
 
     @property
     def endpoints(self) -> Endpoints:
@@ -307,13 +252,14 @@ class BrokerConfig:
         return cls(raw["store_dir"], store, FlushConfig(**raw.get("flush", {})),
                    BrokerSection(**raw.get("broker", {})), IpcConfig(**raw.get("ipc", {})),
                    SupervisorConfig(**raw.get("supervisor", {})), RetentionPolicy(**raw.get("retention", {})),
-                   remoting, MetricsConfig(**raw.get("metrics", {})), bool(raw.get("geometry_given", False))).validate()
+                   remoting, MetricsConfig(**raw.get("metrics", {})), HaConfig(**raw.get("ha", {})),
+                   bool(raw.get("geometry_given", False))).validate()
 
 
 SECTIONS: dict[str, type] = {
     "store": StoreConfig, "flush": FlushConfig, "broker": BrokerSection, "ipc": IpcConfig,
     "supervisor": SupervisorConfig, "retention": RetentionPolicy, "remoting": RemotingConfig,
-    "metrics": MetricsConfig,
+    "metrics": MetricsConfig, "ha": HaConfig,
 }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from mqstore.actors.clock import monotonic_ms
-from mqstore.actors.config import RemotingConfig
+from mqstore.actors.config_listeners import RemotingConfig
 from mqstore.ipc.remoting import codec as rm
 
 log = logging.getLogger("mqstore")

@@ -20,12 +20,13 @@ from mqstore.engine.errors import MqstoreError
 from mqstore.ipc.transport.curve import CurveKeys
 
 # role -> offset from the TCP base port; readers take READER_PORT_OFFSET + i
-_ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events", "transactions")
+_ROLES = ("ingress", "dispatch", "written", "flushed", "arrived", "indexed", "control", "events", "transactions",
+          "replicated")
 READER_PORT_OFFSET = len(_ROLES)
 LOCAL_ONLY = ("control", "events")  # administration stays on this machine, in the private run dir
 # the notices the broker's actors publish to each other: on TCP only the broker's own key may connect
 # (``mqstore.ipc.transport.curve.OWN_ZAP_DOMAIN``); clients reach ingress, the readers and transactions
-INTERNAL = ("dispatch", "written", "flushed", "arrived", "indexed")
+INTERNAL = ("dispatch", "written", "flushed", "arrived", "indexed", "replicated")
 MAX_IPC_PATH = 100  # sun_path holds 107 bytes; keep a margin
 
 
@@ -89,6 +90,11 @@ class Endpoints:
     @property
     def indexed(self) -> str:
         return self.role("indexed")
+
+    @property
+    def replicated(self) -> str:
+        """A master's HA actor tells the writer how far enough copies hold the log (``Replicated``)."""
+        return self.role("replicated")
 
     @property
     def control(self) -> str:

@@ -26,6 +26,10 @@ are gone).
 | `indexed`  | index builder -> flush service            | `files` (index file names written), `applied`, `store_ms`, |
 |            |                                           | `epoch`, `seq`                                             |
 | `topic-deleted` | writer -> builders                   | `topic`, `end` (the commitlog's end when it was deleted)   |
+| `replicated` | a master's HA actor -> writer           | `end`: ``in_sync_replicas`` copies (the master's included, |
+|            |                                           | slaves counted by broker id) hold the log below it;        |
+|            |                                           | `in_sync` (slaves within ``max_gap_not_in_sync``),         |
+|            |                                           | `connected` (slaves connected), `epoch` (the master's)     |
 
 A builder's notices are numbered: ``epoch`` is drawn at random when its process starts and ``seq``
 counts its notices from 0, so the flush service, which syncs only the files the notices name, sees a
@@ -122,6 +126,29 @@ class Flushed(_End):
 
     __slots__ = ()
     TOPIC: ClassVar[bytes] = schema.FLUSHED
+
+
+@dataclass(frozen=True, slots=True)
+class Replicated(Notice):
+    """How far enough copies hold the commitlog, on a master with slaves (``mqstore.actors.ha``): a
+    SYNC_MASTER send is answered SEND_OK once ``end`` covers it. Published on every change and on
+    the HA actor's tick, so a writer that hears none for a while knows its slaves' state is unknown."""
+
+    TOPIC: ClassVar[bytes] = schema.REPLICATED
+    end: int
+    in_sync: int    # slaves (distinct broker ids) within [ha] max_gap_not_in_sync of the master's end
+    connected: int  # slaves connected and past their handshake
+    epoch: int      # the master's epoch (mqstore.engine.ha)
+
+    def encode(self) -> bytes:
+        return schema.pack({"v": schema.VERSION, "end": self.end, "in_sync": self.in_sync,
+                            "connected": self.connected, "epoch": self.epoch})
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Replicated:
+        message = schema.unpack(frame)
+        return cls(_offset(message, "end"), _offset(message, "in_sync"), _offset(message, "connected"),
+                   _offset(message, "epoch"))
 
 
 @dataclass(frozen=True, slots=True)

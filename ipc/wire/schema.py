@@ -42,6 +42,7 @@ FLUSHED = b"flushed"
 ARRIVED = b"arrived"
 INDEXED = b"indexed"
 TOPIC_DELETED = b"topic-deleted"
+REPLICATED = b"replicated"
 
 
 class SchemaError(MqstoreError, ValueError):

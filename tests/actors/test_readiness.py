@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from mqstore.actors.config import RemotingConfig
+from mqstore.actors.config_listeners import RemotingConfig
 from mqstore.actors.readiness import PROBE_INTERVAL_MS, Readiness
 from mqstore.ipc.remoting import codec as rm
 from tests.conftest import FakeClock
