@@ -25,6 +25,8 @@ MIN_SECRET_CHARS = 16
 
 @dataclass(frozen=True, slots=True)
 class HaConfig:
+    serve: bool = False                 # a master opens its HA port (a SYNC_MASTER always does); off, an
+                                        # ASYNC_MASTER runs as a lone broker, with no port and no HA actor
     listen_port: int = 0                # 0: the remoting port + 1 (RocketMQ's haListenPort)
     host: str = ""                      # where the port listens; "": [remoting] host when guarded, else loopback
     master_address: str = ""            # a slave's master, HOST:PORT of its HA port (haMasterAddress)
@@ -72,6 +74,11 @@ def listen_host(ha: HaConfig, remoting_host: str) -> str:
     return (remoting_host or "0.0.0.0") if (ha.allowed_slaves or ha.secret) else "127.0.0.1"
 
 
+def serves_slaves(role: str, ha: HaConfig) -> bool:
+    """Whether a broker of this role runs a master's HA actor and port."""
+    return role == SYNC_MASTER or (role == ASYNC_MASTER and ha.serve)
+
+
 def validate_ha(role: str, broker_id: int, ha: HaConfig, remoting_host: str) -> None:
     """What RocketMQ's BrokerStartup refuses, and the HA port's exposure (loopback unless guarded)."""
     if role not in ROLES:
@@ -103,7 +110,7 @@ def validate_ha(role: str, broker_id: int, ha: HaConfig, remoting_host: str) -> 
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         raise HaSettingError(f"ha.host must be an IP address, got {host!r}") from None
-    if role != SLAVE and not loopback and not (networks or ha.secret or ha.allow_non_loopback):
+    if serves_slaves(role, ha) and not loopback and not (networks or ha.secret or ha.allow_non_loopback):
         raise HaSettingError(f"[ha] host {host!r} is not a loopback address and the HA port serves the whole "
                              "commitlog to whoever connects: set allowed_slaves, or secret (a slave must prove "
                              "it), or allow_non_loopback = true to serve it to anyone anyway")
