@@ -15,6 +15,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from mqstore.engine.errors import MqstoreError
+
 ASYNC_MASTER = "ASYNC_MASTER"
 SYNC_MASTER = "SYNC_MASTER"
 SLAVE = "SLAVE"
@@ -42,7 +44,7 @@ class HaConfig:
     metadata_sync_interval_ms: int = 3_000  # a slave fetches topics, offsets and progress from its master this often
 
 
-class HaSettingError(ValueError):
+class HaSettingError(MqstoreError, ValueError):
     """A role or an [ha] value that cannot work; the message names the key."""
 
 

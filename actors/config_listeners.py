@@ -11,8 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from mqstore.engine.errors import MqstoreError
 
-class ListenerSettingError(ValueError):
+
+class ListenerSettingError(MqstoreError, ValueError):
     """A [remoting] or [metrics] value that cannot work; the message names the key."""
 
 
