@@ -3,6 +3,7 @@ a crash-safe cut, on real files (TINY geometry: 8 KiB commitlog files, so a few 
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from collections.abc import Iterator
@@ -256,3 +257,34 @@ def test_recover_replica_on_an_empty_log(tmp_path: Path) -> None:
         assert recover_replica(replica) == 0
     finally:
         replica.close()
+
+
+def test_a_cut_is_durable_in_an_order_a_power_cut_cannot_undo(
+        master: tuple[MessageStore, list[PutResult]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cut file's zeros are synced before any unlink, and the later files go newest first, each
+    unlink synced: a power cut at any point leaves adjacent files with zeros at the cut."""
+    store, results = master
+    ends = record_ends(results, store)
+    replica = _replicate(store, tmp_path)
+    directory = (tmp_path / "commitlog").resolve()
+    events: list[tuple[str, Path]] = []
+    real_fsync, real_unlink = os.fsync, os.unlink
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", Path(os.readlink(f"/proc/self/fd/{fd}"))))
+        real_fsync(fd)
+
+    def unlink(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+        events.append(("unlink", Path(path).resolve()))
+        real_unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "unlink", unlink)
+    try:
+        truncate_replica(replica, ends[10])
+    finally:
+        monkeypatch.undo()
+        replica.close()
+    assert events == [("fsync", directory / file_name(0)),
+                      ("unlink", directory / file_name(2 * FILE_SIZE)), ("fsync", directory),
+                      ("unlink", directory / file_name(FILE_SIZE)), ("fsync", directory)]
