@@ -1,0 +1,1 @@
+"""Replication's engine side: the epoch file and what a slave does to its commitlog."""
