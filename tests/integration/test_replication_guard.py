@@ -89,3 +89,16 @@ def _dial(port: int) -> socket.socket | None:
         return socket.create_connection(("127.0.0.1", port), timeout=10)
     except OSError:
         return None
+
+
+def test_a_slave_pointed_at_a_port_that_is_no_master_says_so_and_keeps_running(tmp_path: Path) -> None:
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        slave = Broker(tmp_path)
+        slave.start_args += ("--role", "SLAVE", "--broker-id", "1", "--master", f"127.0.0.1:{silent.getsockname()[1]}")
+        with slave:
+            wait_for(lambda: "is it the HA port of an mqstore master?" in slave.logs(), 30, "the slave's log line")
+            status = slave.status()
+            assert status is not None and status["actors"]["ha"]["state"] == "running"
+            assert status["actors"]["ha"]["ha_state"] == "connecting"
