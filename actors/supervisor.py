@@ -22,10 +22,13 @@ import multiprocess
 import psutil
 import zmq
 
+from mqstore.actors.actor_set import actor_names, stop_groups
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config import BrokerConfig
+from mqstore.actors.ha.rejoin import rejoin
 from mqstore.actors.process import name_process, on_stop_signals, run_actor, setup_logging
 from mqstore.actors.readiness import Readiness
+from mqstore.actors.registry import ACTOR_KINDS
 from mqstore.actors.store_holder import hold_store
 from mqstore.engine import MessageStore
 from mqstore.engine.ackindex.low_water import clamp_marks
@@ -47,7 +50,6 @@ log = logging.getLogger("mqstore")
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 3
-START_ORDER = ("flusher", "cqbuilder", "indexbuilder", "writer", "scheduler")
 # Actors are forked from one server process that imported these once (numpy, zmq, msgpack, the
 # engine, the runtime: what every actor runs on), instead of each importing them anew: a broker's
 # start costs its actors' imports once, not a dozen times. It imports no actor's own module
@@ -113,6 +115,8 @@ class Supervisor:
         wanted = self.config.store.geometry if self.config.geometry_given else None
         geometry = resolve_geometry(self.store_dir, wanted)
         self.config = replace(self.config, store=replace(self.config.store, geometry=geometry))
+        if self.config.is_slave:
+            rejoin(self.config)  # a log its master's epochs say diverged is cut, and recovered as after a crash
         abnormal = abort_exists(self.store_dir)
         checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
         try:
@@ -172,10 +176,7 @@ class Supervisor:
         log.info("started %s (pid %s)", name, actor.pid)
 
     def names(self) -> list[str]:
-        readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
-        timer = ["timer"] if self.config.store.timer_wheel_enable else []
-        return [*START_ORDER, *timer, *readers, "transactions", *(["remoting"] if self.config.remoting.enabled else []),
-                *(["metrics"] if self.config.metrics.enabled else [])]
+        return actor_names(self.config, set(ACTOR_KINDS))
 
     # -- run ---------------------------------------------------------------------------------------
 
@@ -311,7 +312,8 @@ class Supervisor:
         control.send(schema.pack(reply))
 
     def status(self) -> replies.StatusReply:
-        written = int(self.actors["writer"].stats.get("written", 0)) if "writer" in self.actors else 0
+        log_writer = self.actors.get("ha" if self.config.is_slave else "writer")  # a slave's ha appends its log
+        written = int(log_writer.stats.get("written", 0)) if log_writer is not None else 0
         waiting = self.readiness.waiting_for(self.actors)
         actors = {}
         for actor in self.actors.values():
@@ -339,14 +341,10 @@ class Supervisor:
     # -- stop --------------------------------------------------------------------------------------
 
     def _stop_all(self, events: zmq.Socket[Any]) -> None:
-        """The remoting front, the metrics, the scheduler and the timer actor first (no new requests, no
-        new re-puts; the scheduler and the timer save their progress), the transaction actor (it ends
-        what the front handed it, through the writer), the readers (they persist offsets), then the
-        writer (it answers what waits for a flush), the builders, and the flush service last (its final
-        fsync covers everything)."""
-        readers = [n for n in self.actors if n.startswith("reader")]
-        for group in (["remoting", "metrics", "scheduler", "timer"], ["transactions"], readers, ["writer"],
-                      ["cqbuilder", "indexbuilder"], ["flusher"]):
+        """In ``mqstore.actors.actor_set.stop_groups``' order: the scheduler and the timer save their
+        progress, the transaction actor ends what the front handed it, the writer answers what waits
+        for a flush, and the flush service's last fsync covers everything."""
+        for group in stop_groups(self.config, list(self.actors)):
             self._stop_group(group, events)
         clean = all(a.process is not None and a.process.exitcode == 0 for a in self.actors.values())
         self._finish(clean)

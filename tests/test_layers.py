@@ -118,7 +118,7 @@ def _project_imports(path: Path) -> set[str]:
 
 
 _ACTOR_PACKAGES = ("writer", "reader", "remoting", "builder", "flusher", "supervisor", "metrics", "scheduler",
-                   "timer", "transactions")
+                   "timer", "transactions", "ha")
 
 
 def _other_actors(own: str) -> tuple[str, ...]:
@@ -155,7 +155,7 @@ ROOMS_FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ipc/client": ("mqstore.ipc.remoting",),
     # one package per process: an actor's package never imports another actor's
     **{f"actors/{name}": _other_actors(name) for name in ("writer", "reader", "remoting", "metrics", "scheduler",
-                                                           "timer", "transactions")},
+                                                           "timer", "transactions", "ha")},
     "actors/builder.py": _other_actors("builder"),
     "actors/flusher.py": _other_actors("flusher"),
     "actors/readiness.py": _other_actors(""),

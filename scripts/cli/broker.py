@@ -26,6 +26,7 @@ from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveError, CurveKeys, g
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.replies import StatusReply, StopReply
 from mqstore.scripts.cli.arguments import add_store, host_port, non_negative, port, positive
+from mqstore.scripts.cli.ha_flags import add_ha_flags, ha_overrides
 from mqstore.scripts.cli.output import print_status, status_json
 
 STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
@@ -44,6 +45,7 @@ def add_broker_commands(commands: Any) -> None:
     start.add_argument("--metrics", choices=("on", "off"), help="Prometheus metrics and the dashboard over HTTP "
                        "(on, unless the config says otherwise)")
     start.add_argument("--metrics-port", type=port, help="their TCP port (9469, on [metrics] host, 127.0.0.1)")
+    add_ha_flags(start)
     start.set_defaults(handler=_start)
 
     for name, helptext in (("status", "show the running broker's actors"), ("stop", "stop the running broker")):
@@ -98,6 +100,7 @@ def _start(args: argparse.Namespace) -> int:
         overrides["broker"] = {"readers": args.readers}
     overrides["remoting"] = _on_by_default(args, "remoting", args.remoting, args.remoting_port)
     overrides["metrics"] = _on_by_default(args, "metrics", args.metrics, args.metrics_port)
+    ha_overrides(args, overrides)
     try:
         config = load_config(args.store, args.config, **overrides)
     except ConfigError as exc:

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import zmq
 
+from mqstore.actors.actor_set import START_ORDER
 from mqstore.actors.config import load_config
 from mqstore.actors.registry import ACTOR_KINDS, build_actor
 from mqstore.actors.runtime import EventReporter, Runtime
-from mqstore.actors.supervisor import START_ORDER, Supervisor
+from mqstore.actors.supervisor import Supervisor
 from mqstore.ipc.transport.sockets import bind
 from mqstore.ipc.wire import schema
 
@@ -121,9 +122,12 @@ def test_the_runtime_imports_no_actor() -> None:
 
 def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
     config = load_config(tmp_path / "store", None, broker={"readers": 2}, remoting={"enabled": True},
-                         metrics={"enabled": True})
+                         metrics={"enabled": True}, ha={"serve": True})
     names = Supervisor(config).names()
     assert set(START_ORDER) < set(names)
-    assert {name.partition("-")[0] for name in names} == set(ACTOR_KINDS)
+    slave = load_config(tmp_path / "slave", None, broker={"role": "SLAVE", "broker_id": 1},
+                        ha={"master_address": "127.0.0.1:10912"})
+    kinds = {name.partition("-")[0] for name in [*names, *Supervisor(slave).names()]}
+    assert kinds == set(ACTOR_KINDS)
     with pytest.raises(ValueError, match="unknown actor 'nobody'"):
         build_actor("nobody", Runtime("nobody", config, ctx))
