@@ -175,7 +175,8 @@ class Supervisor:
         readers = [f"reader-{i}" for i in range(self.config.broker.readers)]
         timer = ["timer"] if self.config.store.timer_wheel_enable else []
         return [*START_ORDER, *timer, *readers, "transactions", *(["remoting"] if self.config.remoting.enabled else []),
-                *(["metrics"] if self.config.metrics.enabled else [])]
+                *(["metrics"] if self.config.metrics.enabled else []),
+                *(["metasync"] if self.config.is_slave else [])]
 
     # -- run ---------------------------------------------------------------------------------------
 
