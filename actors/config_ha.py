@@ -42,6 +42,10 @@ class HaConfig:
     allowed_slaves: str = ""            # addresses or networks (comma-separated) that may connect
     allow_non_loopback: bool = False    # listen off loopback with neither of the above (anyone may read the log)
     metadata_sync_interval_ms: int = 3_000  # a slave fetches topics, offsets and progress from its master this often
+    master_remoting: str = ""           # a slave's master's remoting front, HOST:PORT; "": master_address's host
+                                        # and its HA port - 1 (RocketMQ's haListenPort = listenPort + 1)
+    access_key: str = ""                # the keys a slave signs its metadata requests with when its master's
+    secret_key: str = ""                # front has an ACL (RocketMQ's innerClientAuthenticationCredentials)
 
 
 class HaSettingError(MqstoreError, ValueError):
@@ -76,6 +80,18 @@ def listen_host(ha: HaConfig, remoting_host: str) -> str:
     return (remoting_host or "0.0.0.0") if (ha.allowed_slaves or ha.secret) else "127.0.0.1"
 
 
+def master_remoting(ha: HaConfig) -> tuple[str, int]:
+    """Where a slave reaches its master's remoting front: ``[ha] master_remoting``, else the host of
+    ``master_address`` and its HA port - 1 (RocketMQ's brokers listen for HA on the remoting port + 1)."""
+    if ha.master_remoting:
+        return split_host_port(ha.master_remoting, "ha.master_remoting")
+    host, ha_port = split_host_port(ha.master_address, "ha.master_address")
+    if ha_port < 2:
+        raise HaSettingError(f"ha.master_address {ha.master_address!r} gives no remoting port (HA port - 1): "
+                             "set ha.master_remoting")
+    return host, ha_port - 1
+
+
 def serves_slaves(role: str, ha: HaConfig) -> bool:
     """Whether a broker of this role runs a master's HA actor and port."""
     return role == SYNC_MASTER or (role == ASYNC_MASTER and ha.serve)
@@ -94,6 +110,10 @@ def validate_ha(role: str, broker_id: int, ha: HaConfig, remoting_host: str) -> 
         raise HaSettingError(f"broker.broker_id must be 0 for a {role} (1.. are its slaves), got {broker_id}")
     if ha.master_address:
         split_host_port(ha.master_address, "ha.master_address")
+    if ha.master_remoting:
+        split_host_port(ha.master_remoting, "ha.master_remoting")
+    if bool(ha.access_key) != bool(ha.secret_key):
+        raise HaSettingError("ha.access_key and ha.secret_key go together: set both or neither")
     if not 0 <= ha.listen_port < 65536:
         raise HaSettingError(f"ha.listen_port must be between 0 and 65535, got {ha.listen_port}")
     if not 1 <= ha.in_sync_replicas <= 16:

@@ -70,11 +70,16 @@ def _ha(runtime: Runtime, index: str) -> Actor:
     return HaActor(runtime)
 
 
+def _metasync(runtime: Runtime, index: str) -> Actor:
+    from mqstore.actors.metasync.actor import MetadataSyncActor
+    return MetadataSyncActor(runtime)
+
+
 # an actor's name is its kind, and for the kinds that run several processes, "-" and its index
 ACTOR_KINDS: dict[str, Callable[[Runtime, str], Actor]] = {
     "writer": _writer, "flusher": _flusher, "cqbuilder": _cqbuilder, "indexbuilder": _indexbuilder,
     "reader": _reader, "remoting": _remoting, "metrics": _metrics, "scheduler": _scheduler,
-    "transactions": _transactions, "timer": _timer, "ha": _ha,
+    "transactions": _transactions, "timer": _timer, "ha": _ha, "metasync": _metasync,
 }
 
 

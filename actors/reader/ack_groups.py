@@ -37,7 +37,14 @@ from mqstore.engine.read.lookup import TagFilter
 from mqstore.engine.reclaim.move import presented
 from mqstore.ipc.wire import receipts, requests, schema
 from mqstore.ipc.wire.messages import record_to_wire
-from mqstore.ipc.wire.replies import AckPullReply, AckQueueStats, AckStatsReply, ReleaseReply, SettleReply
+from mqstore.ipc.wire.replies import (
+    AckMarksReply,
+    AckPullReply,
+    AckQueueStats,
+    AckStatsReply,
+    ReleaseReply,
+    SettleReply,
+)
 
 log = logging.getLogger("mqstore")
 
@@ -138,6 +145,16 @@ class AckGroups:
             counts = q.counts(view.max_queue_offset if view is not None else 0)
             queues.append(AckQueueStats(group, topic, queue_id, **counts))
         return AckStatsReply(tuple(queues)).encode(request_id)
+
+    def op_ack_marks(self, identity: bytes, request_id: Any, request: requests.AckMarks) -> dict[str, Any]:
+        """How far each group this reader owns acked each queue (``AckProgress.acked_below``)."""
+        marks = []
+        for key in self.queues.owned_on_disk():
+            q = self.queues.get(key, create=False)
+            if q is not None:
+                held = q.unacked_located()
+                marks.append((*key, min(held) if held else q.scan_from))
+        return AckMarksReply(tuple(marks)).encode(request_id)
 
     def _not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
         owner = self.queues.owner(key)

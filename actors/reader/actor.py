@@ -115,7 +115,8 @@ class ReaderActor:
             requests.GroupDescribe: offsets.op_group_describe,
             requests.DeleteTopicOffsets: offsets.op_delete_topic_offsets,
             requests.GroupActivity: self.activity.op_group_activity, requests.AckStats: acks.op_ack_stats,
-        }
+            requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
+            requests.AckMarks: acks.op_ack_marks}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------

@@ -7,6 +7,12 @@ The administration of groups reads and changes the same table: ``groups`` (group
 ``group_describe`` (per queue committed offset, max offset, lag and last consume time, computed by
 ``mqstore.engine.read.group_lag``) and ``delete_topic_offsets`` (a deleted topic's offsets go with it). A reset
 is ``commit_offset`` per queue, which may move an offset back.
+
+A slave keeps the table in step with its master's (``mqstore.actors.metasync``): the master's front
+reads it whole (``offset_table``), and the slave takes it in with ``merge_offsets``, where an offset
+only moves forward (a master's older table never takes a group back over what it consumed) and no
+further than the queue's end on the slave (its log may be behind the master's; the rest comes at a
+later sync), so a promoted slave resumes each group where its master last said, or a little before.
 """
 
 from __future__ import annotations
@@ -17,12 +23,27 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.actors.reader.state import PublishedStore
-from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
+from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, ConsumerOffsets
 from mqstore.engine.read.group_lag import group_lags, groups_in
 from mqstore.engine.read.lookup import GetStatus
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.replies import DeleteTopicOffsetsReply, GroupDescribeReply, GroupsReply, OffsetReply
-from mqstore.ipc.wire.requests import CommitOffset, DeleteTopicOffsets, FetchOffset, GroupDescribe, Groups
+from mqstore.ipc.wire.replies import (
+    DeleteTopicOffsetsReply,
+    GroupDescribeReply,
+    GroupsReply,
+    MergeOffsetsReply,
+    OffsetReply,
+    OffsetTableReply,
+)
+from mqstore.ipc.wire.requests import (
+    CommitOffset,
+    DeleteTopicOffsets,
+    FetchOffset,
+    GroupDescribe,
+    Groups,
+    MergeOffsets,
+    OffsetTable,
+)
 
 log = logging.getLogger("mqstore")
 
@@ -61,6 +82,41 @@ class CommittedOffsets:
             return self._not_owner(request_id)
         offset = self.table.query(request.group, request.topic, request.queue_id)
         return OffsetReply(offset).encode(request_id)
+
+    def op_offset_table(self, identity: bytes, request_id: Any, request: OffsetTable) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        entries: list[tuple[str, str, int, int]] = []
+        for key, queues in self.table.table.items():
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            entries.extend((topic, group, queue_id, next_offset) for queue_id, next_offset in queues.items())
+        return OffsetTableReply(tuple(entries), self.table.counter).encode(request_id)
+
+    def op_merge_offsets(self, identity: bytes, request_id: Any, request: MergeOffsets) -> dict[str, Any]:
+        if self.table is None:
+            return self._not_owner(request_id)
+        moved, clamped = 0, []
+        for topic, group, queue_id, next_offset in request.entries:
+            current = self.table.query(group, topic, queue_id)
+            if next_offset <= current:
+                continue  # never back: the master's table may be older than what this one holds
+            end = self._max_queue_offset(topic, queue_id)
+            if next_offset > end:
+                self.store.recheck(topic, queue_id)
+                end = self._max_queue_offset(topic, queue_id)
+            if next_offset > end:
+                clamped.append((topic, group, queue_id, end))
+                next_offset = end
+                if next_offset <= current:
+                    continue
+            try:
+                self.table.commit(group, topic, queue_id, next_offset)
+            except ValueError as exc:
+                log.warning("merge_offsets: %s@%s/%d not taken: %s", group, topic, queue_id, exc)
+                continue
+            moved += 1
+        self.dirty |= moved > 0
+        return MergeOffsetsReply(moved, tuple(clamped)).encode(request_id)
 
     def op_groups(self, identity: bytes, request_id: Any, request: Groups) -> dict[str, Any]:
         if self.table is None:

@@ -16,7 +16,8 @@ request code. A name under ``%RETRY%`` is the group's: SUB on the group.
     38 GET_CONSUMER_LIST_BY_GROUP          Group SUB
     41 / 42 LOCK / UNLOCK_BATCH_MQ         the body's group SUB + each queue's topic SUB
     ADMIN_CODES                            an admin account (``Permission.ADMIN_CODE``, with the
-                                           offset reset and the transaction resume)
+                                           offset reset, the transaction resume, and the metadata a
+                                           slave fetches: ``mqstore.actors.remoting.metadata``)
 
 Any other code needs a signed request from a known account and nothing more (ACL 1.0's rule).
 """
@@ -36,8 +37,10 @@ TOPIC, GROUP = "Topic", "Group"
 OPEN_CODES = frozenset({rm.GET_ROUTEINFO_BY_TOPIC})
 # Permission.ADMIN_CODE: create/update topic (17), broker config (25), subscription groups (200, 207),
 # delete topic (215), static topic (513), the ACL's own (50-52); and the offset reset (222) and a
-# discarded half message's resume (323), which only an operator's tool sends
-ADMIN_CODES = frozenset({17, 25, 50, 51, 52, 200, 207, 215, 222, 513, rm.RESUME_CHECK_HALF_MESSAGE})
+# discarded half message's resume (323), which only an operator's tool sends; and what a slave fetches of its
+# master's metadata, every topic, offset and progress (21, 43, 45, 60, and mqstore's ack marks, 9001)
+ADMIN_CODES = frozenset({17, 25, 50, 51, 52, 200, 207, 215, 222, 513, rm.RESUME_CHECK_HALF_MESSAGE,
+                         21, 43, 45, 60, 9001})
 SEND_TOPIC_FIELD = {rm.SEND_MESSAGE: "topic", rm.SEND_MESSAGE_V2: "b", rm.SEND_BATCH_MESSAGE: "b"}
 
 

@@ -28,6 +28,7 @@ from mqstore.actors.config import BrokerConfig
 from mqstore.actors.remoting.acl import AccessControl, StoredMessages
 from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
+from mqstore.actors.remoting.metadata import MetadataFront
 from mqstore.actors.remoting.transactions import TransactionFront
 from mqstore.engine.delay.table import parse_level
 from mqstore.engine.log.host import Host
@@ -92,6 +93,7 @@ class BrokerFront:
             rm.LOCK_BATCH_MQ: self._lock, rm.UNLOCK_BATCH_MQ: self._unlock,
             rm.END_TRANSACTION: lambda request, peer: self.transactions.end(request, peer.connection),
             rm.RESUME_CHECK_HALF_MESSAGE: lambda request, peer: self.transactions.resume(request),
+            **MetadataFront(config, self._call).handlers(),
         }
 
     async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.engine.errors import MqstoreError
+from mqstore.engine.meta.data_version import DataVersion
 from mqstore.engine.meta.metafile import read_with_backup, write_atomic
 from mqstore.engine.names import check_topic
 
@@ -109,19 +110,45 @@ class TopicTable:
 
     def persist(self) -> None:
         self._counter += 1
-        table = {name: {"topicName": name, "readQueueNums": t.queue_count, "writeQueueNums": t.queue_count,
-                        "perm": t.perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
-                 for name, t in sorted(self.topics.items())}
-        doc = {"dataVersion": {"counter": self._counter, "stateVersion": 0, "timestamp": self._now_ms()},
-               "topicConfigTable": table}
-        write_atomic(self.path, json.dumps(doc, indent="\t").encode())
+        write_topic_file(self.path.parent.parent, self.topics, DataVersion(0, self._now_ms(), self._counter))
         self.dirty = False
 
 
-def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int]:
-    doc: Any = json.loads(data)
+def topic_config_json(t: TopicConfig) -> dict[str, Any]:
+    """RocketMQ's TopicConfig as its JSON has it (the file's entry and GET_ALL_TOPIC_CONFIG's)."""
+    return {"topicName": t.name, "readQueueNums": t.queue_count, "writeQueueNums": t.queue_count, "perm": t.perm,
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+
+
+def decode_topic_table(doc: Any) -> tuple[dict[str, TopicConfig], DataVersion]:
+    """``{"topicConfigTable": {...}, "dataVersion": {...}}`` (the file, or a master's answer) decoded;
+    ValueError, KeyError or TypeError on a document that is not one."""
     table = doc["topicConfigTable"]
-    topics = {name: TopicConfig(name, int(entry.get("writeQueueNums", entry.get("readQueueNums", 1))),
-                                int(entry.get("perm", PERM_READ_WRITE)))
-              for name, entry in table.items()}
-    return topics, int(doc.get("dataVersion", {}).get("counter", 0))
+    if not isinstance(table, dict):
+        raise TypeError("topicConfigTable is not an object")
+    topics = {}
+    for name, entry in table.items():
+        reason = check_topic(name)
+        if reason is not None:
+            raise ValueError(reason)
+        topics[name] = TopicConfig(name, int(entry.get("writeQueueNums", entry.get("readQueueNums", 1))),
+                                   int(entry.get("perm", PERM_READ_WRITE)))
+    return topics, DataVersion.from_json(doc.get("dataVersion"))
+
+
+def read_topic_file(store_dir: Path | str) -> tuple[dict[str, TopicConfig], DataVersion] | None:
+    """The topics file as its owner last wrote it (None: never written)."""
+    return read_with_backup(Path(store_dir) / TOPICS_FILE, lambda data: decode_topic_table(json.loads(data)))
+
+
+def write_topic_file(store_dir: Path | str, topics: dict[str, TopicConfig], version: DataVersion) -> None:
+    """Replace the topics file atomically (``write_atomic``) with ``topics`` at ``version``."""
+    doc = {"dataVersion": {"counter": version.counter, "stateVersion": version.state_version,
+                           "timestamp": version.timestamp_ms},
+           "topicConfigTable": {name: topic_config_json(t) for name, t in sorted(topics.items())}}
+    write_atomic(Path(store_dir) / TOPICS_FILE, json.dumps(doc, indent="\t").encode())
+
+
+def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int]:
+    topics, version = decode_topic_table(json.loads(data))
+    return topics, version.counter

@@ -57,6 +57,9 @@ class Op(StrEnum):
     ACK = "ack"
     NACK = "nack"
     ACK_RELEASE = "ack_release"
+    OFFSET_TABLE = "offset_table"
+    MERGE_OFFSETS = "merge_offsets"
+    ACK_MARKS = "ack_marks"
     # the transactions actor
     END_TRANSACTION = "end_transaction"
     REGISTER_PRODUCER = "register_producer"
@@ -89,6 +92,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.ACK_PULL: Role.CONSUME, Op.ACK: Role.CONSUME, Op.NACK: Role.CONSUME, Op.ACK_RELEASE: Role.CONSUME,
     Op.CREATE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC_OFFSETS: Role.ADMIN,
     Op.STATUS: Role.ADMIN, Op.STOP: Role.ADMIN,
+    Op.OFFSET_TABLE: Role.ADMIN, Op.MERGE_OFFSETS: Role.ADMIN, Op.ACK_MARKS: Role.ADMIN,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

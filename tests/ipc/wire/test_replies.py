@@ -30,6 +30,7 @@ GET_STATUSES = st.sampled_from(["FOUND", "NO_NEW_MESSAGE", "NO_MATCHED_MESSAGE",
 OPTIONAL_INTS = st.one_of(st.none(), INTS)
 PACKED = st.integers(0, 4).flatmap(  # count, a column block of three int64s per record, the records
     lambda n: st.tuples(st.just(n), st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=64)))
+OFFSET_ENTRIES = st.tuples(NAMES, NAMES, COUNTS, st.integers(0, (1 << 63) - 1))
 LAGS = st.builds(QueueLag, NAMES, COUNTS, INTS, INTS, INTS, INTS, INTS)
 
 STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
@@ -72,6 +73,11 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.DeleteTopicOffsetsReply: st.builds(replies.DeleteTopicOffsetsReply, st.booleans()),
     replies.GroupActivityReply: st.builds(replies.GroupActivityReply, st.dictionaries(NAMES, INTS, max_size=3), INTS),
     replies.ReaderPingReply: st.builds(replies.ReaderPingReply, COUNTS, COUNTS, COUNTS, INTS, COUNTS),
+    replies.OffsetTableReply: st.builds(replies.OffsetTableReply, st.lists(OFFSET_ENTRIES, max_size=3).map(tuple),
+                                        INTS),
+    replies.MergeOffsetsReply: st.builds(replies.MergeOffsetsReply, INTS, st.lists(OFFSET_ENTRIES, max_size=3)
+                                         .map(tuple)),
+    replies.AckMarksReply: st.builds(replies.AckMarksReply, st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
 }
 EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
 
@@ -144,6 +150,12 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"deleted": deleted}
         case replies.GroupActivityReply(groups, now_ms):
             return {"groups": groups, "now_ms": now_ms}
+        case replies.OffsetTableReply(entries, counter):  # ``CommittedOffsets.op_offset_table``
+            return {"entries": [list(e) for e in entries], "counter": counter}
+        case replies.MergeOffsetsReply(moved, clamped):
+            return {"moved": moved, "clamped": [list(e) for e in clamped]}
+        case replies.AckMarksReply(ack_marks):  # ``AckGroups.op_ack_marks``: group, topic, queue, acked_below
+            return {"marks": [list(m) for m in ack_marks]}
         case replies.ReaderPingReply(pid, index, readers, readable_end, parked):
             return {"pid": pid, "index": index, "readers": readers, "readable_end": readable_end, "parked": parked}
     raise AssertionError(f"no map of today for {reply!r}")

@@ -81,6 +81,10 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
     requests.ResumeCheck: st.builds(requests.ResumeCheck, OFFSETS),
     requests.Status: st.just(requests.Status()),
     requests.Stop: st.just(requests.Stop()),
+    requests.OffsetTable: st.just(requests.OffsetTable()),
+    requests.AckMarks: st.just(requests.AckMarks()),
+    requests.MergeOffsets: st.builds(requests.MergeOffsets, st.lists(st.tuples(TOPICS, GROUPS, QUEUES, OFFSETS),
+                                                                     max_size=4).map(tuple)),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])

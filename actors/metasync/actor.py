@@ -1,0 +1,143 @@
+"""The ``metasync`` actor, on a SLAVE: every ``[ha] metadata_sync_interval_ms`` it fetches its
+master's topics, consumer offsets, delay offsets, timer checkpoint and ack-mode marks over the
+master's remoting front (``mqstore.actors.metasync.fetch``, RocketMQ's SlaveSynchronize, signed with
+``[ha] access_key`` / ``secret_key`` when set) and applies them here
+(``mqstore.actors.metasync.apply``); the consumer offsets through reader 0, which owns them.
+
+The master's front is ``[ha] master_remoting``, else ``master_address``'s host and its HA port - 1
+(``mqstore.actors.config_ha.master_remoting``). Each item is fetched and applied on its own: one that
+fails is logged and reported, the others go on. A master that cannot be reached is logged once per
+outage, and once when it answers again. Stats: ``last_sync_ms`` (wall time of the last full round),
+per item ``ok`` / the error, the master's topic ``data_version`` counter, the offsets moved and
+held back at the queue end, and the ack marks seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.config_ha import master_remoting
+from mqstore.actors.metasync.apply import apply_delay_offsets, apply_timer_checkpoint, apply_topics
+from mqstore.actors.metasync.fetch import MasterAnswerError, MasterMetadata
+from mqstore.actors.runtime import Runtime
+from mqstore.engine.errors import MqstoreError
+from mqstore.ipc.remoting.codec import FrameError
+from mqstore.ipc.remoting.signature import Credentials
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
+from mqstore.ipc.wire import replies, requests
+
+log = logging.getLogger("mqstore")
+
+CALL_TIMEOUT_MS = 10_000
+ITEMS = ("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint", "ack_marks")
+
+
+class MetadataSyncActor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        cfg = runtime.config
+        self.store_dir = Path(cfg.store_dir)
+        self.interval_ms = cfg.ha.metadata_sync_interval_ms
+        self.host, self.port = master_remoting(cfg.ha)
+        self.credentials = Credentials(cfg.ha.access_key, cfg.ha.secret_key) if cfg.ha.access_key else None
+        self.channel = Channel({"reader": [runtime.endpoints.reader(0)]}, name="mqstore-metasync",
+                               curve=runtime.endpoints.curve)
+        self.items: dict[str, str] = dict.fromkeys(ITEMS, "never")
+        self.last_sync_ms = -1
+        self.data_version = -1
+        self.offsets_moved = self.offsets_clamped = self.ack_marks = self.rounds = 0
+        self.unreachable: str | None = None  # why the master could not be reached, while it cannot
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.rt.stop_fd, zmq.POLLIN)
+        next_ms = monotonic_ms()
+        try:
+            while not self.rt.stopping:
+                if monotonic_ms() >= next_ms:
+                    self.sync()
+                    next_ms = monotonic_ms() + self.interval_ms
+                self.rt.report("running", **self.stats())
+                poller.poll(max(0, min(next_ms - monotonic_ms(), self.rt.config.broker.tick_interval_ms)))
+        finally:
+            self.channel.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {"master": f"{self.host}:{self.port}", "last_sync_ms": self.last_sync_ms,
+                "data_version": self.data_version, "rounds": self.rounds, "offsets_moved": self.offsets_moved,
+                "offsets_clamped": self.offsets_clamped, "ack_marks": self.ack_marks,
+                **{f"{item}": state for item, state in self.items.items()}}
+
+    def sync(self) -> None:
+        """One round: every item fetched and applied, each on its own."""
+        try:
+            master = MasterMetadata(self.host, self.port, timeout_s=CALL_TIMEOUT_MS / 1000,
+                                    credentials=self.credentials)
+        except OSError as exc:
+            self._lost(f"cannot connect: {exc}")
+            return
+        try:
+            steps: dict[str, Callable[[], None]] = {
+                "topics": lambda: self._topics(master), "consumer_offsets": lambda: self._offsets(master),
+                "delay_offsets": lambda: self._delay(master), "timer_checkpoint": lambda: self._timer(master),
+                "ack_marks": lambda: self._ack_marks(master)}
+            for item, step in steps.items():
+                try:
+                    step()
+                except (OSError, FrameError) as exc:  # the connection: the rest of the round would fail too
+                    self._lost(f"{item}: {exc}")
+                    return
+                except (MasterAnswerError, BrokerError, BrokerTimeoutError, MqstoreError, ValueError) as exc:
+                    if self.items[item] in ("ok", "never"):
+                        log.warning("metasync: %s from %s:%d not applied: %s", item, self.host, self.port, exc)
+                    self.items[item] = f"error: {exc}"[:200]
+                else:
+                    self.items[item] = "ok"
+        finally:
+            master.close()
+        if self.unreachable is not None:
+            log.info("metasync: the master at %s:%d answers again", self.host, self.port)
+            self.unreachable = None
+        self.last_sync_ms = wall_ms()
+        self.rounds += 1
+
+    def _lost(self, why: str) -> None:
+        if self.unreachable is None:
+            log.warning("metasync: the master's front at %s:%d cannot be reached (%s); retrying every %d ms",
+                        self.host, self.port, why, self.interval_ms)
+        self.unreachable = why
+        for item in ITEMS:
+            self.items[item] = "unreachable"
+
+    def _topics(self, master: MasterMetadata) -> None:
+        topics, version = master.topics()
+        self.data_version = version.counter
+        if apply_topics(self.store_dir, topics, version):
+            log.info("metasync: %d topics at the master's data version %d", len(topics), version.counter)
+
+    def _offsets(self, master: MasterMetadata) -> None:
+        entries = master.consumer_offsets()
+        future = self.channel.call("reader", requests.MergeOffsets(tuple(entries)), timeout_ms=CALL_TIMEOUT_MS)
+        merged = replies.MergeOffsetsReply.decode(future.result())
+        self.offsets_moved += merged.moved
+        self.offsets_clamped += len(merged.clamped)
+        for topic, group, queue_id, end in merged.clamped[:10]:
+            log.info("metasync: %s's offset on %s/%d held at this broker's queue end %d (the log is behind)",
+                     group, topic, queue_id, end)
+
+    def _delay(self, master: MasterMetadata) -> None:
+        apply_delay_offsets(self.store_dir, master.delay_offsets(), wall_ms())
+
+    def _timer(self, master: MasterMetadata) -> None:
+        progress = master.timer_checkpoint()
+        if progress is not None:
+            apply_timer_checkpoint(self.store_dir, progress)
+
+    def _ack_marks(self, master: MasterMetadata) -> None:
+        self.ack_marks = len(master.ack_marks())

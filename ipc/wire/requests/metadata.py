@@ -1,0 +1,62 @@
+"""The readers' metadata ops, which a master's remoting front and a slave's ``metasync`` actor send
+(``mqstore.actors.reader.offsets`` and ``mqstore.actors.reader.ack_groups`` answer them):
+
+    offset_table    no fields                 (reader 0) every committed offset, and the table's counter
+    merge_offsets   entries [[topic, group, queue, offset], ...]
+                                              (reader 0) a master's offsets taken in: each moves forward
+                                              only, and no further than the queue's end here
+    ack_marks       no fields                 (every reader) how far each ack-mode group it owns acked
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.requests.base import INT_MAX, LONG_MAX, MAX_NAME_CHARS, Op, Request
+
+MAX_MERGED_OFFSETS = 1 << 20  # entries in one merge_offsets
+
+OffsetEntry = tuple[str, str, int, int]  # topic, group, queue id, next queue offset
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetTable(Request):
+    OP: ClassVar[Op] = Op.OFFSET_TABLE
+
+
+@dataclass(frozen=True, slots=True)
+class AckMarks(Request):
+    OP: ClassVar[Op] = Op.ACK_MARKS
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOffsets(Request):
+    OP: ClassVar[Op] = Op.MERGE_OFFSETS
+    entries: tuple[OffsetEntry, ...]
+
+    def encode(self, request_id: Any) -> dict[str, Any]:
+        return {"v": schema.VERSION, "op": self.OP.value, "id": request_id,
+                "entries": [list(entry) for entry in self.entries]}
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> MergeOffsets:
+        raw: list[Any] = schema.field(message, "entries", list)
+        if len(raw) > MAX_MERGED_OFFSETS:
+            raise schema.SchemaError(f"field 'entries' holds more than {MAX_MERGED_OFFSETS} offsets")
+        return cls(tuple(offset_entry(item) for item in raw))
+
+
+def offset_entry(item: Any) -> OffsetEntry:
+    """One ``[topic, group, queue, offset]``; ``schema.SchemaError`` for anything else."""
+    if type(item) is not list or len(item) != 4:
+        raise schema.SchemaError(f"an offset entry must be [topic, group, queue, offset], got {item!r}"[:200])
+    topic, group, queue_id, queue_offset = item
+    if type(topic) is not str or type(group) is not str or len(topic) > MAX_NAME_CHARS or len(group) > MAX_NAME_CHARS:
+        raise schema.SchemaError(f"an offset entry's topic and group must be names, got {item!r}"[:200])
+    if type(queue_id) is not int or not 0 <= queue_id <= INT_MAX:
+        raise schema.SchemaError(f"an offset entry's queue is out of range: {item!r}"[:200])
+    if type(queue_offset) is not int or not 0 <= queue_offset <= LONG_MAX:
+        raise schema.SchemaError(f"an offset entry's offset is out of range: {item!r}"[:200])
+    return topic, group, queue_id, queue_offset
