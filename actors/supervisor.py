@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +25,15 @@ import zmq
 from mqstore.actors.actor_set import actor_names, stop_groups
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config import BrokerConfig
-from mqstore.actors.ha.rejoin import rejoin
 from mqstore.actors.process import name_process, on_stop_signals, run_actor, setup_logging
+from mqstore.actors.promotion import promoted_config, refusal
 from mqstore.actors.readiness import Readiness
 from mqstore.actors.registry import ACTOR_KINDS
+from mqstore.actors.start_recovery import recover_at_start
 from mqstore.actors.store_holder import hold_store
 from mqstore.engine import MessageStore
-from mqstore.engine.ackindex.low_water import clamp_marks
-from mqstore.engine.ackindex.truncation import truncate_to_queue_ends
-from mqstore.engine.config import resolve_geometry
-from mqstore.engine.consumequeue.store import ConsumeQueueStore
-from mqstore.engine.delay.table import save_delay_levels
-from mqstore.engine.keyindex.service import IndexService
-from mqstore.engine.log.commitlog import CommitLog
-from mqstore.engine.meta.checkpoint import Checkpoint
-from mqstore.engine.meta.metafile import abort_exists, create_abort
-from mqstore.engine.meta.offsets import clamp_to_queue_ends
-from mqstore.engine.repair.crash_files import repair_crash_files
-from mqstore.engine.repair.recovery import recover
+from mqstore.engine.ha.promotion import promote_store
+from mqstore.engine.meta.metafile import create_abort
 from mqstore.ipc.transport.sockets import bind
 from mqstore.ipc.wire import replies, requests, schema
 
@@ -93,6 +84,7 @@ class Supervisor:
         self.mp.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
         self.actors: dict[str, ActorState] = {}
         self.stop_requested = False
+        self.promote_to: str | None = None  # a slave asked to become this master role (``mqstore promote``)
         self.gave_up = ""
         self._lock_fd = -1
         self.recovery_summary: dict[str, Any] = {}
@@ -111,56 +103,9 @@ class Supervisor:
             self._lock_fd = -1
 
     def _recover(self) -> None:
-        """Recover the store before any actor takes traffic; fix the geometry every actor uses."""
-        wanted = self.config.store.geometry if self.config.geometry_given else None
-        geometry = resolve_geometry(self.store_dir, wanted)
-        self.config = replace(self.config, store=replace(self.config.store, geometry=geometry))
-        if self.config.is_slave:
-            rejoin(self.config)  # a log its master's epochs say diverged is cut, and recovered as after a crash
-        abnormal = abort_exists(self.store_dir)
-        checkpoint = Checkpoint.open(self.store_dir / "checkpoint")
-        try:
-            crash = repair_crash_files(self.store_dir, geometry, checkpoint.physic_msg_ms) if abnormal else None
-        except BaseException:
-            checkpoint.close()
-            raise
-        for note in crash.notes if crash is not None else ():
-            log.warning("after the abnormal stop: %s", note)
-        commitlog = CommitLog.open(self.store_dir / "commitlog", geometry.commitlog_file_size)
-        queues = ConsumeQueueStore.open(self.store_dir / "consumequeue", geometry.cq_entries_per_file)
-        index = IndexService.open(self.store_dir / "index", geometry.index_slot_count, geometry.index_entry_count,
-                                  wall_ms) if self.config.store.index_enabled else None
-        try:
-            result = recover(commitlog, queues, index, checkpoint, abnormal=abnormal,
-                             check_crc=self.config.store.check_crc_on_recover, require_prop_crc=geometry.prop_crc,
-                             levels=self.config.store.delay_levels,
-                             cut_queues=crash.cut_queues if crash is not None else ())
-            save_delay_levels(self.store_dir, self.config.store.delay_levels)  # what offline tools read
-            # before the writer reuses the offsets of a lost tail: no group stays past its queue's end,
-            # and no ack-mode group's index holds the lost messages (its readers start later)
-            queue_ends = {(cq.topic, cq.queue_id): cq.max_queue_offset for cq in queues}
-            for key, queue_id, was, now in clamp_to_queue_ends(self.store_dir, queue_ends, wall_ms):
-                log.warning("consumer offset of %s queue %d was %d, past the recovered end: now %d",
-                            key, queue_id, was, now)
-            for (group, topic, queue_id), cut in truncate_to_queue_ends(self.store_dir, queue_ends):
-                log.warning("ack index of %s on %s queue %d held up to %d, past the recovered end: cut back to %d",
-                            group, topic, queue_id, cut.indexed_end, cut.end_seq_id)
-            for reader in clamp_marks(self.store_dir, queue_ends, commitlog.max_offset):
-                log.warning("reader %d's low-water mark named offsets past the recovered end: brought back", reader)
-            commitlog.queue.flush_all()
-            queues.flush(0)
-            if index is not None:
-                index.flush()
-        finally:
-            commitlog.close()
-            queues.close()
-            if index is not None:
-                index.close()
-            checkpoint.close()
-        self.recovery_summary = {"abnormal": result.abnormal, "end": result.end_phys_offset,
-                                 "truncated_bytes": result.truncated_bytes, "stop_reason": result.stop_reason,
-                                 "redispatched": result.cq_redispatched}
-        log.info("recovered %s: %s", self.store_dir, self.recovery_summary)
+        """Recover the store before any actor takes traffic (``mqstore.actors.start_recovery``); fix the
+        geometry every actor uses."""
+        self.config, self.recovery_summary = recover_at_start(self.config)
         create_abort(self.store_dir, os.getpid())
 
     def _spawn(self, name: str) -> None:
@@ -181,6 +126,28 @@ class Supervisor:
     # -- run ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
+        """Serve until stopped; a slave promoted by command (``mqstore.actors.promotion``) stops, is
+        promoted, and serves again as a master."""
+        while True:
+            code = self._run_once()
+            if self.promote_to is None or code != EXIT_OK or self.stop_requested:
+                return code
+            self._promote(self.promote_to)
+
+    def _promote(self, role: str) -> None:
+        self.promote_to = None
+        self._lock()
+        try:
+            stored = promote_store(self.store_dir, self.config.store.geometry, role, wall_ms())
+        finally:
+            self._unlock()
+        log.warning("promoted to %s: epoch %d opens at commitlog offset %d; starting again as the master",
+                    stored.role, stored.epoch, stored.start)
+        self.config = promoted_config(self.config, role)
+        self.actors = {}
+        self.readiness = Readiness(self.config.remoting)
+
+    def _run_once(self) -> int:
         self._lock()  # first: a second start on a held store touches nothing
         try:
             self.endpoints.prepare()
@@ -205,7 +172,7 @@ class Supervisor:
         poller = zmq.Poller()
         poller.register(control, zmq.POLLIN)
         poller.register(events, zmq.POLLIN)
-        while not self.stop_requested and not self.gave_up:
+        while not self.stop_requested and not self.gave_up and self.promote_to is None:
             ready = dict(poller.poll(100))
             if events in ready:
                 self._drain_events(events)
@@ -299,6 +266,8 @@ class Supervisor:
             request = requests.decode_request(message, requests.SUPERVISOR)
             if isinstance(request, requests.Status):
                 reply = self.status().encode(request_id)
+            elif isinstance(request, requests.Promote):
+                reply = self._accept_promotion(request.master_role).encode(request_id)
             elif isinstance(request, requests.Stop):
                 self.stop_requested = True
                 # the pid and store let ``mqstore stop`` wait for the exit and see how it ended
@@ -310,6 +279,15 @@ class Supervisor:
         except schema.SchemaError as exc:
             reply = schema.error_reply(request_id, schema.BAD_REQUEST, str(exc))
         control.send(schema.pack(reply))
+
+    def _accept_promotion(self, role: str) -> replies.PromoteReply:
+        reason = refusal(self.config, role)
+        if reason is not None:
+            log.warning("promotion to %s refused: %s", role, reason)
+            return replies.PromoteReply(False, reason)
+        log.warning("promotion to %s asked: stopping the slave's actors", role)
+        self.promote_to = role
+        return replies.PromoteReply(True, f"stopping the slave's actors; the broker starts again as {role}")
 
     def status(self) -> replies.StatusReply:
         log_writer = self.actors.get("ha" if self.config.is_slave else "writer")  # a slave's ha appends its log
@@ -336,7 +314,8 @@ class Supervisor:
         flushed = int(self.actors["flusher"].stats.get("flushed", 0)) if "flusher" in self.actors else 0
         return replies.StatusReply(str(self.store_dir), os.getpid(), self.config.flush.mode, written, flushed,
                                    self.recovery_summary, actors, not waiting, waiting,
-                                   self.config.metrics.url if self.config.metrics.enabled else None)
+                                   self.config.metrics.url if self.config.metrics.enabled else None,
+                                   self.config.broker.role)
 
     # -- stop --------------------------------------------------------------------------------------
 

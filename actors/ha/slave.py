@@ -56,6 +56,9 @@ def follow(local: Sequence[EpochEntry], local_end: int, master: wire.MasterHands
     if not local:
         return Follow(DIVERGED, local_end, None, f"this log ends at {local_end} and has no epoch file: nothing "
                       "tells whether it agrees with the master's (move the store away to start afresh)")
+    if local[-1].epoch > master.last_epoch:  # never cut what a newer master wrote to follow an older one
+        return Follow(DIVERGED, local_end, None, f"this log's epoch {local[-1].epoch} is newer than the master's "
+                      f"{master.last_epoch}: it was a master after that one; it follows no older master")
     point = consistent_point(local, local_end, master.entries, master.max_offset)
     if point is None:
         return Follow(DIVERGED, local_end, None, "no epoch of this log is one of the master's, with the same start")

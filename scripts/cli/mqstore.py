@@ -4,6 +4,7 @@ module of ``mqstore.scripts.cli`` adds its own to ``build_parser``.
     mqstore inspect | query | verify ...              offline tools on a store directory (``offline``)
     mqstore demo [--count N]                          put, get, query and verify on an embedded store (``demo``)
     mqstore start | status | stop | keys              a broker in the foreground, and CURVE keys (``broker``)
+    mqstore promote                                   a slave made the master (``promote``)
     mqstore produce | consume                         a client of the running broker (``broker``)
     mqstore topics | groups ...                       topics and consumer groups (``admin``)
     mqstore spark export | verify | rebuild | stats   the Spark jobs (``spark``)
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mqstore.scripts.cli.broker import add_broker_commands, add_client_commands
     from mqstore.scripts.cli.demo import add_demo_command
     from mqstore.scripts.cli.offline import add_offline_commands
+    from mqstore.scripts.cli.promote import add_promote_command
     from mqstore.scripts.cli.spark import add_spark_commands
     parser = argparse.ArgumentParser(prog="mqstore", description="A RocketMQ-compatible message store.")
     parser.add_argument("--version", action="version", version=f"mqstore {mqstore_version()}",
@@ -65,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_offline_commands(commands)
     add_demo_command(commands)
     add_broker_commands(commands)
+    add_promote_command(commands)
     add_client_commands(commands)
     add_admin_commands(commands)
     add_spark_commands(commands)

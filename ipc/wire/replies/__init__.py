@@ -23,6 +23,7 @@ from mqstore.ipc.wire.replies.base import Reply, ReplyError
 from mqstore.ipc.wire.replies.control import (
     EndTransactionReply,
     PingReply,
+    PromoteReply,
     RegisterProducerReply,
     ResumeCheckReply,
     StatusReply,
@@ -55,6 +56,6 @@ from mqstore.ipc.wire.replies.writer import (
 __all__ = ["AckMarksReply", "AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply",
            "DeleteTopicOffsetsReply", "DeleteTopicReply", "EncodingReply", "EndTransactionReply", "GroupActivityReply",
            "GroupDescribeReply", "GroupsReply", "MergeOffsetsReply", "MessagesReply", "OffsetReply", "OffsetTableReply",
-           "PackedPullReply", "PackedRecordsReply", "PingReply", "PullReply", "QueueInfoReply", "ReaderPingReply",
-           "RegisterProducerReply", "ReleaseReply", "Reply", "ReplyError", "ResumeCheckReply", "SendEncodedReply",
-           "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicsReply", "WriterPingReply"]
+           "PackedPullReply", "PackedRecordsReply", "PingReply", "PromoteReply", "PullReply", "QueueInfoReply",
+           "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply", "ReplyError", "ResumeCheckReply",
+           "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicsReply", "WriterPingReply"]

@@ -4,6 +4,7 @@
     status             -> store, pid, flush_mode, written, flushed, recovery, actors {name: stats},
                           ready, waiting_for, metrics_url (when the metrics serve)
     stop               -> stopping, pid, store    (``mqstore stop`` waits for that pid to exit)
+    promote            -> accepted, reason        (the supervisor then restarts the broker as a master)
     end_transaction    -> msg_id, phys_offset     (of the committed message; "" and -1 for a rollback)
     register_producer  -> nothing more
     resume_check       -> queue_offset, phys_offset
@@ -42,13 +43,24 @@ class StatusReply(Reply):
     ready: bool
     waiting_for: list[str]
     metrics_url: str | None = None
+    role: str = ""  # the broker's role (ASYNC_MASTER, SYNC_MASTER, SLAVE); "" from a broker before roles
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> StatusReply:
         return cls(field(message, "store", str), field(message, "pid", int), field(message, "flush_mode", str),
                    field(message, "written", int), field(message, "flushed", int), field(message, "recovery", dict),
                    mapping_of(message, "actors", dict), field(message, "ready", bool), strings(message, "waiting_for"),
-                   field(message, "metrics_url", str, default=None))
+                   field(message, "metrics_url", str, default=None), field(message, "role", str, default=""))
+
+
+@dataclass(frozen=True, slots=True)
+class PromoteReply(Reply):
+    accepted: bool
+    reason: str  # why not, or what happens now
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> PromoteReply:
+        return cls(field(message, "accepted", bool), field(message, "reason", str))
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from typing import Any
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckRelease, Nack
 from mqstore.ipc.wire.requests.base import OP_ROLES, Op, Request, Role, UnknownOpError, at_most
-from mqstore.ipc.wire.requests.control import EndTransaction, Ping, RegisterProducer, ResumeCheck, Status, Stop
+from mqstore.ipc.wire.requests.control import EndTransaction, Ping, Promote, RegisterProducer, ResumeCheck, Status, Stop
 from mqstore.ipc.wire.requests.metadata import AckMarks, MergeOffsets, OffsetTable
 from mqstore.ipc.wire.requests.reader import (
     AckStats,
@@ -57,11 +57,11 @@ from mqstore.ipc.wire.requests.writer import (
 )
 
 __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckMarks", "AckPull", "AckRelease",
-           "AckStats", "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
-           "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeOffsets", "Nack", "OffsetByTime",
-           "OffsetTable", "Op", "Ping", "Pull", "QueryKey", "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer",
-           "Request", "ResumeCheck", "Role", "Send", "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics",
-           "UnknownOpError", "ViewId", "at_most", "decode_request"]
+           "AckStats", "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding",
+           "EndTransaction", "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeOffsets", "Nack",
+           "OffsetByTime", "OffsetTable", "Op", "Ping", "Promote", "Pull", "QueryKey", "QueryKeys", "QueryUniq",
+           "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send", "SendEncoded", "SendMessage",
+           "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "at_most", "decode_request"]
 
 @dataclass(frozen=True, slots=True)
 class Served:
@@ -80,7 +80,7 @@ READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, Offse
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
                    GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
-SUPERVISOR = Served.of("supervisor", Status, Stop, Ping)
+SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 
 
 def decode_request(message: dict[str, Any], served: Served) -> Request:

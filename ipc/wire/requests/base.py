@@ -67,6 +67,7 @@ class Op(StrEnum):
     # the supervisor's control socket
     STATUS = "status"
     STOP = "stop"
+    PROMOTE = "promote"
 
 
 class Role(StrEnum):
@@ -91,7 +92,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.GROUP_DESCRIBE: Role.CONSUME, Op.GROUP_ACTIVITY: Role.CONSUME, Op.ACK_STATS: Role.CONSUME,
     Op.ACK_PULL: Role.CONSUME, Op.ACK: Role.CONSUME, Op.NACK: Role.CONSUME, Op.ACK_RELEASE: Role.CONSUME,
     Op.CREATE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC_OFFSETS: Role.ADMIN,
-    Op.STATUS: Role.ADMIN, Op.STOP: Role.ADMIN,
+    Op.STATUS: Role.ADMIN, Op.STOP: Role.ADMIN, Op.PROMOTE: Role.ADMIN,
     Op.OFFSET_TABLE: Role.ADMIN, Op.MERGE_OFFSETS: Role.ADMIN, Op.ACK_MARKS: Role.ADMIN,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"

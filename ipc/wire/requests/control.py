@@ -3,6 +3,7 @@ transactions actor's ops.
 
     ping               -> pid, and what each actor adds
     status, stop       the supervisor's REP socket (``mqstore.ipc.transport.control``)
+    promote            master_role ("ASYNC_MASTER" or "SYNC_MASTER"): a slave becomes a master (``mqstore promote``)
     end_transaction    group, queue_offset, phys_offset, state (0, 8 or 12), from_check?
     register_producer  groups (non-empty strings): this producer answers their check-backs
     resume_check       phys_offset: a half message back on the half queue
@@ -16,6 +17,7 @@ from typing import Any, ClassVar
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.requests.base import LONG_MAX, Op, Request, optional
 
+PROMOTED_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")  # what a slave may become
 END_STATES = (0, 8, 12)  # RocketMQ's TRANSACTION_NOT_TYPE, COMMIT_TYPE, ROLLBACK_TYPE
 
 
@@ -32,6 +34,19 @@ class Status(Request):
 @dataclass(frozen=True, slots=True)
 class Stop(Request):
     OP: ClassVar[Op] = Op.STOP
+
+
+@dataclass(frozen=True, slots=True)
+class Promote(Request):
+    OP: ClassVar[Op] = Op.PROMOTE
+    master_role: str
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> Promote:
+        role: str = schema.field(message, "master_role", str)
+        if role not in PROMOTED_ROLES:
+            raise schema.SchemaError(f"field 'master_role' must be one of {', '.join(PROMOTED_ROLES)}, got {role!r}")
+        return cls(role)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,15 @@ def test_a_slave_follows_truncates_or_waits_by_the_epochs() -> None:
     assert follow((EpochEntry(7, 0),), 100, master).state == DIVERGED
 
 
+def test_a_log_of_a_newer_epoch_is_never_cut_to_follow_an_older_master() -> None:
+    """A promoted store pointed back at its old master: the old master's epochs agree with its start,
+    but what it took as master (epoch 3, from 500) must not be cut to follow that master's tail."""
+    old_master = MasterHandshake(800, 2, (EpochEntry(1, 0), EpochEntry(2, 300)))
+    newer = follow((EpochEntry(1, 0), EpochEntry(2, 300), EpochEntry(3, 500)), 900, old_master)
+    assert (newer.state, newer.cut) == (DIVERGED, None)
+    assert "newer" in newer.reason
+
+
 def test_the_slave_refuses_sends_and_answers_pings(tmp_path: Path) -> None:
     ingress = SlaveIngress(tmp_path, "10.0.0.1:10912", lambda: 42, 1 << 20)
     send = ingress.answer(schema.pack({"v": schema.VERSION, "id": 1, "op": "send",

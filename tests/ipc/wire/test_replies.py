@@ -47,7 +47,8 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.StatusReply: st.builds(replies.StatusReply, NAMES, COUNTS, NAMES, INTS, INTS,
                                    st.dictionaries(NAMES, st.one_of(INTS, st.booleans()), max_size=3),
                                    st.dictionaries(NAMES, STATS, max_size=3), st.booleans(),
-                                   st.lists(NAMES, max_size=3), st.one_of(st.none(), NAMES)),
+                                   st.lists(NAMES, max_size=3), st.one_of(st.none(), NAMES), NAMES),
+    replies.PromoteReply: st.builds(replies.PromoteReply, st.booleans(), NAMES),
     replies.StopReply: st.builds(replies.StopReply, st.booleans(), COUNTS, NAMES),
     replies.EndTransactionReply: st.builds(replies.EndTransactionReply, NAMES, INTS),
     replies.RegisterProducerReply: st.just(replies.RegisterProducerReply()),
@@ -106,7 +107,9 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"store": r.store, "pid": r.pid, "flush_mode": r.flush_mode, "written": r.written,
                     "flushed": r.flushed, "recovery": r.recovery, "actors": r.actors, "ready": r.ready,
                     "waiting_for": r.waiting_for, **({"metrics_url": r.metrics_url} if r.metrics_url is not None
-                                                     else {})}
+                                                     else {}), "role": r.role}
+        case replies.PromoteReply(accepted, reason):
+            return {"accepted": accepted, "reason": reason}
         case replies.StopReply(stopping, pid, store):
             return {"stopping": stopping, "pid": pid, "store": store}
         case replies.EndTransactionReply(msg_id, phys_offset):

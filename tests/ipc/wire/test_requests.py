@@ -81,6 +81,7 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
     requests.ResumeCheck: st.builds(requests.ResumeCheck, OFFSETS),
     requests.Status: st.just(requests.Status()),
     requests.Stop: st.just(requests.Stop()),
+    requests.Promote: st.builds(requests.Promote, st.sampled_from(["ASYNC_MASTER", "SYNC_MASTER"])),
     requests.OffsetTable: st.just(requests.OffsetTable()),
     requests.AckMarks: st.just(requests.AckMarks()),
     requests.MergeOffsets: st.builds(requests.MergeOffsets, st.lists(st.tuples(TOPICS, GROUPS, QUEUES, OFFSETS),
