@@ -24,8 +24,9 @@ COUNT = 200
 EXPIRE_MS = 3_000
 
 
-def cluster_toml(name: str, namesrv: str) -> str:
-    return (f'\n[remoting]\nbroker_name = "{name}"\nnamesrv = "{namesrv}"\nregister_interval_ms = 500\n'
+def cluster_toml(name: str, namesrv: str = "") -> str:
+    listed = f'namesrv = "{namesrv}"\n' if namesrv else ""
+    return (f'\n[remoting]\nbroker_name = "{name}"\n{listed}register_interval_ms = 500\n'
             f"broker_expire_ms = {EXPIRE_MS}\n")
 
 
@@ -48,7 +49,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, 
     (root / "a").mkdir()
     (root / "b").mkdir()
     a = Broker(root / "a", remoting_port=port_a, extra_toml=cluster_toml("broker-a", namesrv))
-    b = Broker(root / "b", remoting_port=port_b, extra_toml=cluster_toml("broker-b", namesrv))
+    b = Broker(root / "b", remoting_port=port_b, extra_toml=cluster_toml("broker-b"))
+    b.start_args += ("--namesrv", namesrv)  # b's from the command line, a's from its config file
     with a, b:
         yield a, b, port_a, root
 
@@ -83,6 +85,12 @@ def test_stock_clients_given_one_nameserver_use_both_brokers_and_a_dead_one_leav
     b.kill_tree()  # no unregistration: only the expiry takes it out
     wait_for(lambda: broker_names(port_a, "Spread") == {"broker-a"}, 60, "the dead broker to leave the route")
     assert "broker-b" not in json.loads(_cluster_info(port_a))["brokerAddrTable"]
+
+
+def test_a_bad_namesrv_flag_is_refused_before_the_broker_starts(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, remoting_port=free_port_range(1))
+    refused = broker.mqstore("start", "--namesrv", "127.0.0.1:9876;nohost", "--remoting", "off")
+    assert refused.returncode == 2 and "remoting.namesrv" in refused.stderr
 
 
 def _cluster_info(port: int) -> bytes:
