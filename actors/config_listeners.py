@@ -88,7 +88,11 @@ def validate_remoting(remoting: RemotingConfig) -> None:
                                    "allow_non_loopback = true to serve it unauthenticated anyway")
     _at_least(1, "remoting", remoting, "max_frame_bytes", "max_connections", "max_inflight_per_connection",
               "max_consumer_groups", "client_expire_ms", "max_inflight", "max_connections_per_address",
-              "idle_timeout_ms", "frame_timeout_ms", "max_queue_locks")
+              "idle_timeout_ms", "frame_timeout_ms", "max_queue_locks", "register_interval_ms", "broker_expire_ms")
+    for part in filter(None, (p.strip() for p in remoting.namesrv.split(";"))):
+        host, sep, port = part.rpartition(":")
+        if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+            raise ListenerSettingError(f'remoting.namesrv must be "HOST:PORT;HOST:PORT", got {part!r} in it')
     if not remoting.max_frame_bytes <= remoting.max_read_bytes_per_address <= remoting.max_read_bytes:
         raise ListenerSettingError("remoting: max_frame_bytes <= max_read_bytes_per_address <= max_read_bytes "
                                    f"must hold, got {remoting.max_frame_bytes}, "

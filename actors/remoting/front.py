@@ -29,6 +29,8 @@ from mqstore.actors.remoting.acl import AccessControl, StoredMessages
 from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
 from mqstore.actors.remoting.metadata import MetadataFront
+from mqstore.actors.remoting.namesrv import NameServer
+from mqstore.actors.remoting.roles import PullAdvice, slave_refusals
 from mqstore.actors.remoting.transactions import TransactionFront
 from mqstore.engine.delay.table import parse_level
 from mqstore.engine.log.host import Host
@@ -82,9 +84,11 @@ class BrokerFront:
         self.transactions = TransactionFront(self._call, self.remoting.broker_name)
         self.acl = (AccessControl(self.remoting.acl_file, StoredMessages(self._call, self.store_host))
                     if self.remoting.acl_file else None)
+        self.namesrv = NameServer(config)
+        advice = PullAdvice.for_broker(config, master_live=self.namesrv.master_live, slave_live=self.namesrv.has_slave)
         self._handlers: dict[int, Callable[[rm.RemotingCommand, Peer], Awaitable[rm.RemotingCommand]]] = {
             rm.GET_ROUTEINFO_BY_TOPIC: self._route, rm.SEND_MESSAGE: self._send, rm.SEND_MESSAGE_V2: self._send,
-            rm.SEND_BATCH_MESSAGE: self._send, rm.PULL_MESSAGE: self._pull, rm.HEART_BEAT: self._heartbeat,
+            rm.SEND_BATCH_MESSAGE: self._send, rm.PULL_MESSAGE: advice.wrap(self._pull), rm.HEART_BEAT: self._heartbeat,
             rm.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list, rm.UNREGISTER_CLIENT: self._unregister,
             rm.QUERY_CONSUMER_OFFSET: self._query_offset, rm.UPDATE_CONSUMER_OFFSET: self._update_offset,
             rm.GET_MAX_OFFSET: self._max_offset, rm.GET_MIN_OFFSET: self._min_offset,
@@ -93,8 +97,10 @@ class BrokerFront:
             rm.LOCK_BATCH_MQ: self._lock, rm.UNLOCK_BATCH_MQ: self._unlock,
             rm.END_TRANSACTION: lambda request, peer: self.transactions.end(request, peer.connection),
             rm.RESUME_CHECK_HALF_MESSAGE: lambda request, peer: self.transactions.resume(request),
-            **MetadataFront(config, self._call).handlers(),
+            rm.REGISTER_BROKER: self.namesrv.register, rm.UNREGISTER_BROKER: self.namesrv.unregister,
+            rm.GET_BROKER_CLUSTER_INFO: self.namesrv.cluster_info, **MetadataFront(config, self._call).handlers(),
         }
+        self._handlers.update(slave_refusals() if config.is_slave else {})
 
     async def handle(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:
         try:
@@ -148,18 +154,13 @@ class BrokerFront:
         topic = request.ext.get("topic", "")
         if check_topic(topic) is not None:
             return request.reply(rm.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
-        queues = await self.queue_count(topic)
+        queues: int | None = await self.queue_count(topic)
         if not (self.config.broker.auto_create_topics or topic in self._topics or topic == DEFAULT_TOPIC
                 or topic.startswith(BROKER_MADE_PREFIXES)):  # the Java broker's answer with autoCreateTopicEnable off
+            queues = None
+        route = self.namesrv.route(topic, queues)  # this broker's queues, and the registered brokers'
+        if route is None:
             return request.reply(rm.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
-        host, port = self.remoting.address
-        name = self.remoting.broker_name
-        route: dict[str, Any] = {"orderTopicConf": None,
-                 "queueDatas": [{"brokerName": name, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
-                                 "topicSysFlag": 0}],
-                 "brokerDatas": [{"cluster": self.remoting.cluster_name, "brokerName": name,
-                                  "brokerAddrs": {"0": f"{host}:{port}"}, "enableActingMaster": False}],
-                 "filterServerTable": {}}
         return request.reply(rm.SUCCESS, body=json.dumps(route, separators=(",", ":")).encode())
 
     # -- sending -------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.remoting.door import Connection, Door, usable_connections
 from mqstore.actors.remoting.front import BrokerFront
 from mqstore.actors.remoting.headers import Peer
+from mqstore.actors.remoting.registrar import registrar_for
 from mqstore.actors.runtime import Runtime
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.channel import Channel
@@ -92,13 +93,19 @@ class RemotingActor:
         if self.door.max_connections < self.config.max_connections:
             log.warning("serving at most %d connections, not %d: the open files limit (ulimit -n) leaves no more",
                         self.door.max_connections, self.config.max_connections)
+        registrar = registrar_for(self.rt.config, self.channel, self.front.namesrv.note_master)
+        registering = None if registrar is None else asyncio.create_task(registrar.run(lambda: self.rt.stopping))
         try:
             while not self.rt.stopping:
                 await asyncio.sleep(STOP_POLL_S)
+                self.front.namesrv.scan()
                 self.rt.report("running", connections=len(self.door.open), requests=self.requests,
                                bad_frames=self.bad_frames, refused=self.door.refused, evicted=self.door.evicted,
                                timed_out=self.timed_out, read_bytes=self.door.reading_bytes,
-                               acl_denied=self.front.acl_denied())
+                               acl_denied=self.front.acl_denied(),
+                               registered=0 if registrar is None else registrar.registered)
+            if registering is not None:
+                await registering  # it unregisters from the NameServers, each within its timeout
         finally:
             server.close()
             for conn in list(self.door.open.values()):

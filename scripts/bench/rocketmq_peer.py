@@ -145,6 +145,9 @@ def push(args: argparse.Namespace) -> None:
 def pull(args: argparse.Namespace) -> None:
     from rocketmq.client import PullConsumer
     consumer = PullConsumer(args.group)
+    # the wrapper keys its offsets by topic and queue id alone: with two brokers, queue 0 of the second
+    # would start where queue 0 of the first ended
+    consumer._get_mq_key = lambda mq: f"{mq.topic}@{mq.brokerName}@{mq.queueId}"
     consumer.set_namesrv_addr(args.ns)
     _credentials(consumer, args)
     consumer.start()

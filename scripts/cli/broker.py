@@ -42,6 +42,9 @@ def add_broker_commands(commands: Any) -> None:
     start.add_argument("--remoting", choices=("on", "off"),
                        help="the RocketMQ remoting front for stock clients (on, unless the config says otherwise)")
     start.add_argument("--remoting-port", type=port, help="its TCP port (10911; NameServer and broker share it)")
+    start.add_argument("--namesrv", metavar="HOST:PORT;HOST:PORT",
+                       help="NameServers to register this broker with (any broker's front is one), as a RocketMQ "
+                            "broker's namesrvAddr")
     start.add_argument("--metrics", choices=("on", "off"), help="Prometheus metrics and the dashboard over HTTP "
                        "(on, unless the config says otherwise)")
     start.add_argument("--metrics-port", type=port, help="their TCP port (9469, on [metrics] host, 127.0.0.1)")
@@ -99,6 +102,8 @@ def _start(args: argparse.Namespace) -> int:
     if args.readers is not None:
         overrides["broker"] = {"readers": args.readers}
     overrides["remoting"] = _on_by_default(args, "remoting", args.remoting, args.remoting_port)
+    if args.namesrv is not None:
+        overrides["remoting"]["namesrv"] = args.namesrv
     overrides["metrics"] = _on_by_default(args, "metrics", args.metrics, args.metrics_port)
     ha_overrides(args, overrides)
     try:
