@@ -3,7 +3,13 @@
     {"dataVersion": {"counter": N, "stateVersion": 0, "timestamp": ms},
      "topicConfigTable": {"Orders": {"topicName": "Orders", "readQueueNums": 4, "writeQueueNums": 4,
                                      "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
-                                     "order": false}}}
+                                     "order": false}},
+     "deletedTopics": {"Old": 123456}}
+
+``deletedTopics`` (mqstore's own key, which RocketMQ's reader ignores) holds, for each topic ever
+deleted, the commitlog's end when it last was: its records below that offset stay in the commitlog
+until retention but belong to no topic, so ``verify`` expects no queue entry for them and a rebuild
+gives them none. A topic made again under the name starts its queues afresh after that offset.
 
 Written atomically (tmp, fsync, rename, ``.bak``) by its one owner, the commitlog writer, which
 defers it (``deferred``: topics made in a burst cost one write at its next ``flush``, not one each).
@@ -45,7 +51,8 @@ class UnknownTopicError(TopicError):
 
 class TopicTable:
     def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int,
-                 max_topics: int | None = None, deferred: bool = False, auto_create: bool = True) -> None:
+                 max_topics: int | None = None, deferred: bool = False, auto_create: bool = True,
+                 deleted: dict[str, int] | None = None) -> None:
         self.path = path
         self._now_ms = now_ms
         self.topics = topics
@@ -53,6 +60,7 @@ class TopicTable:
         self.max_topics = max_topics  # new topics are refused once the table holds this many
         self.deferred = deferred      # changes wait for flush() instead of each writing the file
         self.auto_create = auto_create  # get_or_create makes a missing topic (RocketMQ's autoCreateTopicEnable)
+        self.deleted = deleted if deleted is not None else {}  # topic -> commitlog end when it was deleted
         self.dirty = False
 
     @classmethod
@@ -60,8 +68,8 @@ class TopicTable:
              deferred: bool = False, auto_create: bool = True) -> TopicTable:
         path = Path(store_dir) / TOPICS_FILE
         loaded = read_with_backup(path, _decode)
-        topics, counter = loaded if loaded is not None else ({}, 0)
-        return cls(path, now_ms, topics, counter, max_topics, deferred, auto_create)
+        topics, counter, deleted = loaded if loaded is not None else ({}, 0, {})
+        return cls(path, now_ms, topics, counter, max_topics, deferred, auto_create, deleted)
 
     def get(self, name: str) -> TopicConfig | None:
         return self.topics.get(name)
@@ -95,10 +103,12 @@ class TopicTable:
                                     "([broker] auto_create_topics is off): create it first")
         return self.create(name, default_queue_count)
 
-    def delete(self, name: str) -> bool:
-        """Remove a topic and persist the table at once; whether it was there."""
+    def delete(self, name: str, end_phys_offset: int = 0) -> bool:
+        """Remove a topic and persist the table at once, with the commitlog's end (``end_phys_offset``)
+        below which its records are the deleted topic's; whether it was there."""
         if self.topics.pop(name, None) is None:
             return False
+        self.deleted[name] = max(self.deleted.get(name, 0), end_phys_offset)
         self.persist()
         return True
 
@@ -114,14 +124,23 @@ class TopicTable:
                  for name, t in sorted(self.topics.items())}
         doc = {"dataVersion": {"counter": self._counter, "stateVersion": 0, "timestamp": self._now_ms()},
                "topicConfigTable": table}
+        if self.deleted:
+            doc["deletedTopics"] = dict(sorted(self.deleted.items()))
         write_atomic(self.path, json.dumps(doc, indent="\t").encode())
         self.dirty = False
 
 
-def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int]:
+def deleted_topics(store_dir: Path | str) -> dict[str, int]:
+    """Each deleted topic and the commitlog offset below which its records are the deleted topic's."""
+    loaded = read_with_backup(Path(store_dir) / TOPICS_FILE, _decode)
+    return loaded[2] if loaded is not None else {}
+
+
+def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int, dict[str, int]]:
     doc: Any = json.loads(data)
     table = doc["topicConfigTable"]
     topics = {name: TopicConfig(name, int(entry.get("writeQueueNums", entry.get("readQueueNums", 1))),
                                 int(entry.get("perm", PERM_READ_WRITE)))
               for name, entry in table.items()}
-    return topics, int(doc.get("dataVersion", {}).get("counter", 0))
+    deleted = {str(name): int(end) for name, end in doc.get("deletedTopics", {}).items()}
+    return topics, int(doc.get("dataVersion", {}).get("counter", 0)), deleted
