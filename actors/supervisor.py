@@ -154,9 +154,11 @@ class Supervisor:
             self._recover()
             ctx: zmq.Context[Any] = zmq.Context()
             try:
-                return self._serve(ctx)
+                code = self._serve(ctx)
             finally:
                 ctx.destroy(linger=0)
+            self.endpoints.remove_sockets(remove_dir=not self.config.ipc.run_dir)  # every actor has exited
+            return code
         finally:
             self._unlock()
 

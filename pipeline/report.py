@@ -16,6 +16,8 @@ from mqstore.engine.repair.verify import Finding, VerifyReport
 from mqstore.pipeline.stats_job import MINUTE_MS, MinuteStats, utc_minute
 
 PLOTTED_TOPICS = 10  # the busiest ones; the rest are summed as "others"
+MAX_TICKS = 10
+TICK_STEPS_MIN = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)  # a tick every so many minutes
 TAGS_SHOWN = 3
 
 
@@ -52,6 +54,17 @@ def print_stats(rows: Sequence[MinuteStats], limit: int) -> None:
                   _top_tags(r.tags)) for r in shown])
 
 
+def minute_ticks(first_ms: int, last_ms: int) -> list[int]:
+    """Tick times (ms) from ``first_ms`` to ``last_ms``, both minute starts: on whole minutes (the data's
+    buckets), never finer than one, at most ``MAX_TICKS``, so each tick's label reads differently."""
+    span_min = (last_ms - first_ms) // MINUTE_MS
+    step_min = next((s for s in TICK_STEPS_MIN if span_min // s + 1 <= MAX_TICKS),
+                    1440 * -(-span_min // (1440 * (MAX_TICKS - 1))))  # past ten days: whole days
+    step_ms = step_min * MINUTE_MS
+    start = -(-first_ms // step_ms) * step_ms  # the first multiple of the step at or after first_ms
+    return list(range(start, last_ms + 1, step_ms))
+
+
 def _top_tags(tags: dict[str, int]) -> str:
     top = sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))
     text = " ".join(f"{tag or '(no tag)'}:{n}" for tag, n in top[:TAGS_SHOWN])
@@ -60,6 +73,12 @@ def _top_tags(tags: dict[str, int]) -> str:
 
 def plot_messages(rows: Sequence[MinuteStats], path: Path, title: str) -> Path:
     """Messages per minute, one line per topic, as a PNG at ``path``."""
+    draw_messages(rows, title).savefig(path, format="png", dpi=100)
+    return path
+
+
+def draw_messages(rows: Sequence[MinuteStats], title: str) -> Any:
+    """The figure ``plot_messages`` saves (a matplotlib ``Figure``)."""
     from matplotlib.dates import DateFormatter
     from matplotlib.figure import Figure
 
@@ -84,12 +103,13 @@ def plot_messages(rows: Sequence[MinuteStats], path: Path, title: str) -> Path:
     if minutes:  # a minute either side, so a single minute is not lost on an axis of years
         margin: list[Any] = [utc_minute(minutes[0] - MINUTE_MS), utc_minute(minutes[-1] + MINUTE_MS)]
         ax.set_xlim(*margin)
+        ticks: Any = [utc_minute(m) for m in minute_ticks(minutes[0] - MINUTE_MS, minutes[-1] + MINUTE_MS)]
+        ax.set_xticks(ticks)
         ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d %H:%M", tz=UTC))  # type: ignore[no-untyped-call]
     peak = max((n for counts in per_topic.values() for n in counts.values()), default=0)
     ax.set_ylim(0, peak * 1.1 + 1)
     if per_topic:
         ax.legend(loc="upper left", fontsize="small")
     fig.autofmt_xdate()
-    fig.savefig(path, format="png", dpi=100)
-    return path
+    return fig
 

@@ -140,14 +140,14 @@ class Ingress:
         reason = check_topic(name)
         if reason is not None:
             return Answer(identity, schema.error_reply(request_id, PutStatus.MESSAGE_ILLEGAL.value, reason))
+        end = self.commitlog.max_offset  # the topic's records so far: below it, and kept with the deletion
         try:
-            existed = self.queues.table.delete(name)
+            existed = self.queues.table.delete(name, end)
         except OSError as exc:
             return Answer(identity, schema.error_reply(request_id, PutStatus.SERVICE_NOT_AVAILABLE.value,
                                                        f"cannot persist topics: {exc}"))
         for key in [k for k in self.next_queue_offsets if k[0] == name]:
             del self.next_queue_offsets[key]
-        end = self.commitlog.max_offset
         return Answer(identity, DeleteTopicReply(name, existed, end).encode(request_id),
                       TopicDeleted(name, end))
 

@@ -3,7 +3,13 @@
     {"dataVersion": {"counter": N, "stateVersion": 0, "timestamp": ms},
      "topicConfigTable": {"Orders": {"topicName": "Orders", "readQueueNums": 4, "writeQueueNums": 4,
                                      "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
-                                     "order": false}}}
+                                     "order": false}},
+     "deletedTopics": {"Old": 123456}}
+
+``deletedTopics`` (mqstore's own key, which RocketMQ's reader ignores) holds, for each topic ever
+deleted, the commitlog's end when it last was: its records below that offset stay in the commitlog
+until retention but belong to no topic, so ``verify`` expects no queue entry for them and a rebuild
+gives them none. A topic made again under the name starts its queues afresh after that offset.
 
 Written atomically (tmp, fsync, rename, ``.bak``) by its one owner, the commitlog writer, which
 defers it (``deferred``: topics made in a burst cost one write at its next ``flush``, not one each).
@@ -46,7 +52,8 @@ class UnknownTopicError(TopicError):
 
 class TopicTable:
     def __init__(self, path: Path, now_ms: Callable[[], int], topics: dict[str, TopicConfig], counter: int,
-                 max_topics: int | None = None, deferred: bool = False, auto_create: bool = True) -> None:
+                 max_topics: int | None = None, deferred: bool = False, auto_create: bool = True,
+                 deleted: dict[str, int] | None = None) -> None:
         self.path = path
         self._now_ms = now_ms
         self.topics = topics
@@ -54,6 +61,7 @@ class TopicTable:
         self.max_topics = max_topics  # new topics are refused once the table holds this many
         self.deferred = deferred      # changes wait for flush() instead of each writing the file
         self.auto_create = auto_create  # get_or_create makes a missing topic (RocketMQ's autoCreateTopicEnable)
+        self.deleted = deleted if deleted is not None else {}  # topic -> commitlog end when it was deleted
         self.dirty = False
 
     @classmethod
@@ -61,8 +69,8 @@ class TopicTable:
              deferred: bool = False, auto_create: bool = True) -> TopicTable:
         path = Path(store_dir) / TOPICS_FILE
         loaded = read_with_backup(path, _decode)
-        topics, counter = loaded if loaded is not None else ({}, 0)
-        return cls(path, now_ms, topics, counter, max_topics, deferred, auto_create)
+        topics, counter, deleted = loaded if loaded is not None else ({}, 0, {})
+        return cls(path, now_ms, topics, counter, max_topics, deferred, auto_create, deleted)
 
     def get(self, name: str) -> TopicConfig | None:
         return self.topics.get(name)
@@ -96,10 +104,12 @@ class TopicTable:
                                     "([broker] auto_create_topics is off): create it first")
         return self.create(name, default_queue_count)
 
-    def delete(self, name: str) -> bool:
-        """Remove a topic and persist the table at once; whether it was there."""
+    def delete(self, name: str, end_phys_offset: int = 0) -> bool:
+        """Remove a topic and persist the table at once, with the commitlog's end (``end_phys_offset``)
+        below which its records are the deleted topic's; whether it was there."""
         if self.topics.pop(name, None) is None:
             return False
+        self.deleted[name] = max(self.deleted.get(name, 0), end_phys_offset)
         self.persist()
         return True
 
@@ -110,7 +120,8 @@ class TopicTable:
 
     def persist(self) -> None:
         self._counter += 1
-        write_topic_file(self.path.parent.parent, self.topics, DataVersion(0, self._now_ms(), self._counter))
+        write_topic_file(self.path.parent.parent, self.topics, DataVersion(0, self._now_ms(), self._counter),
+                         self.deleted)
         self.dirty = False
 
 
@@ -141,14 +152,26 @@ def read_topic_file(store_dir: Path | str) -> tuple[dict[str, TopicConfig], Data
     return read_with_backup(Path(store_dir) / TOPICS_FILE, lambda data: decode_topic_table(json.loads(data)))
 
 
-def write_topic_file(store_dir: Path | str, topics: dict[str, TopicConfig], version: DataVersion) -> None:
-    """Replace the topics file atomically (``write_atomic``) with ``topics`` at ``version``."""
-    doc = {"dataVersion": {"counter": version.counter, "stateVersion": version.state_version,
-                           "timestamp": version.timestamp_ms},
-           "topicConfigTable": {name: topic_config_json(t) for name, t in sorted(topics.items())}}
+def write_topic_file(store_dir: Path | str, topics: dict[str, TopicConfig], version: DataVersion,
+                     deleted: dict[str, int] | None = None) -> None:
+    """Replace the topics file atomically (``write_atomic``) with ``topics`` at ``version``, and the
+    deleted topics' ends when there are any."""
+    doc: dict[str, Any] = {"dataVersion": {"counter": version.counter, "stateVersion": version.state_version,
+                                           "timestamp": version.timestamp_ms},
+                           "topicConfigTable": {name: topic_config_json(t) for name, t in sorted(topics.items())}}
+    if deleted:
+        doc["deletedTopics"] = dict(sorted(deleted.items()))
     write_atomic(Path(store_dir) / TOPICS_FILE, json.dumps(doc, indent="\t").encode())
 
 
-def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int]:
-    topics, version = decode_topic_table(json.loads(data))
-    return topics, version.counter
+def deleted_topics(store_dir: Path | str) -> dict[str, int]:
+    """Each deleted topic and the commitlog offset below which its records are the deleted topic's."""
+    loaded = read_with_backup(Path(store_dir) / TOPICS_FILE, _decode)
+    return loaded[2] if loaded is not None else {}
+
+
+def _decode(data: bytes) -> tuple[dict[str, TopicConfig], int, dict[str, int]]:
+    doc: Any = json.loads(data)
+    topics, version = decode_topic_table(doc)
+    deleted = {str(name): int(end) for name, end in doc.get("deletedTopics", {}).items()}
+    return topics, version.counter, deleted

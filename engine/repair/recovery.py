@@ -12,7 +12,7 @@ bytes instead of two. After a crash, a queue found short of entries below where 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -214,17 +214,20 @@ def _written_bytes_after(commitlog: CommitLog, end: int) -> int:
 
 def redispatch(commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
                index_from: int, end: int, known: dict[int, np.ndarray[Any, Any]] | None = None,
-               levels: DelayLevels = DEFAULT_DELAY_LEVELS) -> tuple[int, int]:
+               levels: DelayLevels = DEFAULT_DELAY_LEVELS, deleted: Mapping[str, int] | None = None
+               ) -> tuple[int, int]:
     """Dispatch the records in ``[cq_from, end)`` to the consume queues and in ``[index_from, end)``
     to the index. Both dedup what they already hold, so running it twice over a range is harmless.
-    ``known`` holds record starts a scan of the range already found. Returns how many records went
-    to each."""
+    ``known`` holds record starts a scan of the range already found; ``deleted`` the deleted topics
+    (``mqstore.engine.meta.topics.deleted_topics``), whose records below each one's offset get no queue
+    entry. Returns how many records went to each."""
     scan = scan_columns(commitlog, min(cq_from, index_from), end, check_crc=False, known=known)
-    return dispatch_chunks(scan, queues, index, cq_from, index_from, commitlog.min_offset, levels)
+    return dispatch_chunks(scan, queues, index, cq_from, index_from, commitlog.min_offset, levels, deleted)
 
 
 def dispatch_chunks(scan: ColumnScan, queues: ConsumeQueueStore, index: IndexService | None, cq_from: int,
-                    index_from: int, expired_below: int, levels: DelayLevels) -> tuple[int, int]:
+                    index_from: int, expired_below: int, levels: DelayLevels,
+                    deleted: Mapping[str, int] | None = None) -> tuple[int, int]:
     """Dispatch every chunk ``scan`` yields: the records at or after ``cq_from`` to the consume queues,
     at or after ``index_from`` to the index. Returns how many records went to each."""
     cq_count = index_count = 0
@@ -235,11 +238,21 @@ def dispatch_chunks(scan: ColumnScan, queues: ConsumeQueueStore, index: IndexSer
             finally:
                 del chunk
             for_queues = batch.since(cq_from)
-            if len(for_queues):
-                queues.dispatch_rows(for_queues.rows, for_queues.topics, expired_below=expired_below)
-                cq_count += len(for_queues)
+            rows = _live_rows(for_queues.rows, for_queues.topics, deleted) if deleted else for_queues.rows
+            if len(rows):
+                queues.dispatch_rows(rows, for_queues.topics, expired_below=expired_below)
+                cq_count += len(rows)
             for_index = batch.since(index_from)
             if index is not None and len(for_index):
                 index.build_hashed(for_index.rows, for_index.key_rows, for_index.key_hashes)
                 index_count += len(for_index)
     return cq_count, index_count
+
+
+def _live_rows(rows: np.ndarray[Any, Any], topics: list[str], deleted: Mapping[str, int]) -> np.ndarray[Any, Any]:
+    """``rows`` without the records of a deleted topic below the offset its deletion recorded."""
+    gone = np.zeros(len(rows), dtype=bool)
+    for code, topic in enumerate(topics):
+        if topic in deleted:
+            gone |= (rows["topic"] == code) & (rows["phys_offset"] < deleted[topic])
+    return rows[~gone] if gone.any() else rows

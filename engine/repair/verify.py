@@ -9,7 +9,8 @@ are then decoded one by one to say what is wrong with them. Kinds of findings:
     cq_entry_mismatch       an entry whose record is missing, or differs in size, topic, queue id,
                             queue offset or tags code
     cq_entry_missing        a record that gets a queue entry (not a prepared or rolled-back
-                            transaction) absent from its consume queue
+                            transaction, nor a record of a topic deleted after it: ``deletedTopics``
+                            in ``mqstore.engine.meta.topics``) absent from its consume queue
     index_entry_unresolved  an index entry not at a record start, or whose hash is none of that
                             record's ``topic#key`` hashes (KEYS tokens and UNIQ_KEY)
     index_entry_missing     a key of a record at or after the oldest index file's begin offset
@@ -51,6 +52,7 @@ from mqstore.engine.keyindex.keys import index_hash, index_key, record_keys
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import MappedFileError
 from mqstore.engine.log.record import SYSFLAG_TX_MASK, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
+from mqstore.engine.meta.topics import deleted_topics
 from mqstore.engine.read.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from mqstore.engine.repair.rebuild import rebuild_derived
 from mqstore.engine.repair.recovery import cq_entry_problem
@@ -190,8 +192,10 @@ def cq_scope(topic: str, queue_id: int) -> str:
 
 class _Verifier:
     def __init__(self, commitlog: CommitLog, geometry: Geometry, queues: dict[tuple[str, int], QueueEntries],
-                 index_headers: list[IndexHeader], findings: list[Finding], levels: DelayLevels) -> None:
+                 index_headers: list[IndexHeader], findings: list[Finding], levels: DelayLevels,
+                 deleted: dict[str, int]) -> None:
         self.commitlog = commitlog
+        self.deleted = deleted  # topic -> commitlog end when it was deleted
         self.levels = levels
         self.geometry = geometry
         self.min_phys_offset = commitlog.min_offset
@@ -237,7 +241,7 @@ class _Verifier:
             self.findings.append(Finding("record_corrupt", f"commitlog phys offset {phys}",
                                          f"its PHYSICALOFFSET field says {record.phys_offset}"))
         request = DispatchRequest.from_record(record, self.levels)
-        if request.has_queue_entry:
+        if request.has_queue_entry and phys >= self.deleted.get(request.topic, 0):
             self._check_queue_entry(phys, request)
         if 0 <= self.index_floor <= phys and request.sys_flag & SYSFLAG_TX_MASK != SYSFLAG_TX_ROLLBACK:
             self._check_index_keys(phys, request)
@@ -349,6 +353,7 @@ def _verify(store_dir: Path) -> VerifyReport:
     commitlog = CommitLog.open(store_dir / "commitlog", geometry.commitlog_file_size, writable=False)
     try:
         findings += [Finding(*found) for found in timer_findings(store_dir, commitlog)]
-        return _Verifier(commitlog, geometry, queues, headers, findings, read_delay_levels(store_dir)).run()
+        return _Verifier(commitlog, geometry, queues, headers, findings, read_delay_levels(store_dir),
+                         deleted_topics(store_dir)).run()
     finally:
         commitlog.close()

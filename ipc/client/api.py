@@ -46,6 +46,7 @@ from mqstore.ipc.wire.messages import (
     ReceivedMessage,
     ReplyError,
     SendResult,
+    message_keys,
 )
 from mqstore.ipc.wire.receipts import Delivery, Receipt
 
@@ -85,7 +86,7 @@ class Producer:
         self._encoder: BatchEncoder | None = None
         self._encoder_lock = threading.Lock()
 
-    def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
+    def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] = (),
              properties: Mapping[str, str] | None = None, queue_id: int | None = None,
              shard: str | None = None) -> SendResult:
         return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue_id=queue_id,
@@ -107,13 +108,13 @@ class Producer:
         """One request for many messages (one commitlog append); one result per message, in order."""
         return self.send_batch_async(messages).result()
 
-    def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: Sequence[str] = (),
+    def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] = (),
                    properties: Mapping[str, str] | None = None, queue_id: int | None = None,
                    shard: str | None = None, callback: Callable[[Future[SendResult]], None] | None = None
                    ) -> Future[SendResult]:
         """Send without waiting. ``callback(future)`` runs when the result is in, on the client's I/O
         thread: keep it short, and never wait there for another request (that thread answers it)."""
-        message = Outgoing(topic, body, tags, tuple(keys), dict(properties or {}), queue_id, shard)
+        message = Outgoing(topic, body, tags, message_keys(keys), dict(properties or {}), queue_id, shard)
         single: Future[SendResult] = Future()
         single.set_running_or_notify_cancel()
 

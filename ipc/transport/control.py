@@ -9,6 +9,8 @@ supervisor's reply comes back as it is, a refusal (``ok`` false) included.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,14 @@ def control_request(store: Path | str, op: str | Request, *, run_dir: str | None
                     timeout_ms: int = 3000) -> dict[str, Any]:
     """One request to the supervisor's control socket; raises ConnectionError when nobody answers."""
     endpoints = Endpoints.for_store(store, run_dir=run_dir)
+    existed = os.path.lexists(endpoints.run_dir)
     endpoints.prepare()  # the control socket is trusted only in a run directory of this user's
+    if not endpoints.socket_exists("control"):  # said at once, and no run directory left made for nothing
+        if not existed:
+            with contextlib.suppress(OSError):
+                endpoints.run_dir.rmdir()
+        raise ConnectionError(f"no broker runs on {store}: no control socket in its run directory "
+                              f"{endpoints.run_dir}")
     ctx: zmq.Context[Any] = zmq.Context()
     try:
         sock = connect(ctx, zmq.REQ, endpoints.control, rcvtimeo_ms=timeout_ms)
@@ -33,7 +42,9 @@ def control_request(store: Path | str, op: str | Request, *, run_dir: str | None
         try:
             reply = schema.unpack(sock.recv())
         except zmq.Again:
-            raise ConnectionError(f"no broker answers for {store} (is it running?)") from None
+            raise ConnectionError(f"no broker answers for {store} within {timeout_ms} ms: its control socket in "
+                                  f"{endpoints.run_dir} is there, but nothing serves it (a broker that was killed "
+                                  "leaves it behind)") from None
         return reply
     finally:
         ctx.destroy(linger=0)

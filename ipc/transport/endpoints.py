@@ -9,6 +9,7 @@ the CURVE keys the TCP sockets use (``mqstore.ipc.transport.curve``): a client's
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -127,6 +128,32 @@ class Endpoints:
         longest = len(str(self.run_dir / "reader-99.sock"))
         if longest > MAX_IPC_PATH:
             raise EndpointError(f"run directory {self.run_dir} is too long for ipc socket paths")
+
+    def remove_sockets(self, *, remove_dir: bool) -> None:
+        """The broker, after a stop in which every actor exited: unlink its ``ipc://`` socket files (ZeroMQ
+        leaves them behind on close), and, with ``remove_dir`` (a run directory private to this broker,
+        the default one), the directory when nothing else is left in it."""
+        for name in os.listdir(self.run_dir) if self.run_dir.is_dir() else ():
+            role = name.removesuffix(".sock")
+            if name == role or not (role in _ROLES or role == "own-ingress" or _is_reader(role)):
+                continue
+            path = self.run_dir / name
+            if stat.S_ISSOCK(path.lstat().st_mode):
+                path.unlink(missing_ok=True)
+        if remove_dir:
+            with contextlib.suppress(OSError):  # something else is in it (or it is gone): leave it
+                self.run_dir.rmdir()
+
+    def socket_exists(self, role: str) -> bool:
+        """Whether ``role``'s ``ipc://`` socket file is there: a broker bound it and has not cleanly
+        stopped (a broker that was killed leaves it behind, so it may also be stale). Touches nothing."""
+        address = self.role(role)
+        return not address.startswith("ipc://") or Path(address.removeprefix("ipc://")).exists()
+
+
+def _is_reader(role: str) -> bool:
+    prefix, _, number = role.partition("-")
+    return prefix == "reader" and number.isdigit()
 
 
 def own_run_dir(run_dir: Path) -> None:

@@ -49,7 +49,7 @@ from mqstore.engine.log.record import (
 from mqstore.engine.put.queue_selector import shard_hash
 from mqstore.engine.put.transactions import PROP_TRAN_MSG
 from mqstore.engine.timer.put_rule import is_timer_message
-from mqstore.ipc.wire.messages import PUT_OK, Outgoing, ReplyError, SendResult, put_status
+from mqstore.ipc.wire.messages import PUT_OK, Outgoing, ReplyError, SendResult, message_keys, put_status
 from mqstore.ipc.wire.replies import EncodingReply, SendEncodedReply
 from mqstore.ipc.wire.requests import Op, SendEncoded
 
@@ -232,9 +232,11 @@ class BatchEncoder:
     @staticmethod
     def _keys(keys: Sequence[str]) -> str:
         """The message's index keys, space separated, checked as ``record_properties`` checks them."""
-        if not keys or isinstance(keys, str):
-            if isinstance(keys, str):
-                raise TypeError("keys must be a sequence of strings, not one string")
+        if isinstance(keys, str):  # one key, as ``message_keys`` takes it
+            keys = (keys,)
+        elif type(keys) is not tuple and type(keys) is not list:
+            keys = message_keys(keys)
+        if not keys:
             return ""
         if len(keys) == 1 and type(keys[0]) is str:  # the common case, one key: nothing to join
             key = keys[0]

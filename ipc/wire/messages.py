@@ -33,6 +33,16 @@ class ReplyError(MqstoreError, ValueError):
     """A reply that does not have the shape this client expects (a broker of another version)."""
 
 
+def message_keys(keys: object) -> tuple[str, ...]:
+    """A message's keys as the client takes them: a string is one key, a list or tuple of strings is
+    several; anything else (bytes, a number, a set, a list holding a non-string) is a TypeError."""
+    if isinstance(keys, str):
+        return (keys,)
+    if isinstance(keys, list | tuple) and all(isinstance(k, str) for k in keys):
+        return tuple(keys)
+    raise TypeError(f"keys must be a string (one key) or a list or tuple of strings, not {keys!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Outgoing:
     """One message to send. ``queue_id`` picks a queue; ``shard`` picks one by hash (ordered messages);
@@ -41,7 +51,7 @@ class Outgoing:
     topic: str
     body: bytes
     tags: str | None = None
-    keys: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()         # a string given here is one key (``message_keys``)
     properties: Mapping[str, str] = field(default_factory=dict)
     queue_id: int | None = None
     shard: str | None = None
@@ -52,6 +62,10 @@ class Outgoing:
     sys_flag: int = 0                   # 0x1: the body is compressed (zlib), as RocketMQ clients set it
     prepared_tx_offset: int = 0         # a transaction's commit: its half message's commitlog offset
 
+    def __post_init__(self) -> None:
+        if type(self.keys) is not tuple or not all(type(k) is str for k in self.keys):
+            object.__setattr__(self, "keys", message_keys(self.keys))
+
     @classmethod
     def of(cls, value: Outgoing | Mapping[str, Any]) -> Outgoing:
         if isinstance(value, Outgoing):
@@ -60,8 +74,6 @@ class Outgoing:
 
     def to_wire(self) -> dict[str, Any]:
         body = self.body.encode() if isinstance(self.body, str) else bytes(self.body)
-        if isinstance(self.keys, str):
-            raise TypeError("keys must be a sequence of strings, not one string")
         wire: dict[str, Any] = {"topic": self.topic, "body": body, "keys": list(self.keys),
                                 "props": dict(self.properties), "flag": self.flag,
                                 "reconsume_times": self.reconsume_times}

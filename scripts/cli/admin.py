@@ -215,12 +215,14 @@ def _groups_describe(args: argparse.Namespace) -> int:
         queues = _offline_describe(existing_store(args.store), args.group)
     if not queues:
         raise CommandError(f"no group {args.group!r}: it never committed an offset")
-    rows = [{"type": "queue", "group": args.group, **asdict(q)} for q in queues]
+    # a queue the group never consumed from has no time: null, not 0 (the wire's word for none)
+    rows = [{"type": "queue", "group": args.group, **asdict(q), "last_consume_ms": q.last_consume_ms or None}
+            for q in queues]
     _emit(args, rows, f"group {args.group}", {
         "topic": lambda r: r["topic"], "queue": lambda r: r["queue_id"],
         "committed offset": lambda r: r["committed_offset"], "max offset": lambda r: r["max_queue_offset"],
         "lag": lambda r: r["lag"],
-        "last consumed": lambda r: local_time(r["last_consume_ms"])})
+        "last consumed": lambda r: "never" if r["last_consume_ms"] is None else local_time(r["last_consume_ms"])})
     return 0
 
 

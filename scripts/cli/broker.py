@@ -1,5 +1,5 @@
-"""The broker from the command line: ``start | status | stop``, ``produce | consume``, and ``keys``
-(CURVE keys for ZeroMQ over TCP).
+"""The broker from the command line: ``start | status | stop``, and ``keys`` (CURVE keys for ZeroMQ
+over TCP); its clients' commands are ``mqstore.scripts.cli.clients``.
 
 ``start`` runs the supervisor in the foreground (Ctrl-C or SIGTERM stops it in order); the others
 find the running broker from the store directory alone (its sockets live in a run directory
@@ -22,10 +22,9 @@ from mqstore.actors.store_holder import check_store_free
 from mqstore.engine import StoreLockedError
 from mqstore.engine.meta.metafile import abort_exists
 from mqstore.ipc.transport.control import control_request
-from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveError, CurveKeys, generate_keys
-from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveError, generate_keys
 from mqstore.ipc.wire.replies import StatusReply, StopReply
-from mqstore.scripts.cli.arguments import add_store, host_port, non_negative, port, positive
+from mqstore.scripts.cli.arguments import add_store, port, positive
 from mqstore.scripts.cli.ha_flags import add_ha_flags, ha_overrides
 from mqstore.scripts.cli.output import print_status, status_json
 
@@ -111,6 +110,10 @@ def _start(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"mqstore start: {exc}", file=sys.stderr)
         return 2
+    problem = store_dir_problem(Path(config.store_dir))
+    if problem:
+        print(f"mqstore start: {problem}", file=sys.stderr)
+        return 2
     try:
         check_store_free(Path(config.store_dir))  # before the port: a running broker holds that too
     except StoreLockedError as exc:
@@ -140,6 +143,18 @@ def _start(args: argparse.Namespace) -> int:
     def ready() -> None:
         print(f"mqstore: ready on {config.store_dir}{front}", file=sys.stderr, flush=True)
     return serve(config, on_ready=ready)
+
+
+def store_dir_problem(store_dir: Path) -> str:
+    """Why ``store_dir`` cannot be a store ("" when it can), found before anything starts or is printed:
+    it is made when missing, so a file in its place or on its path is what stops it."""
+    try:
+        store_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{store_dir} is a file, not a directory: --store names the store's directory"
+    except OSError as exc:
+        return f"cannot make the store directory {store_dir}: {exc.strerror or exc}"
+    return ""
 
 
 def _on_by_default(args: argparse.Namespace, section: str, switch: str | None, port: int | None) -> dict[str, Any]:
@@ -234,160 +249,3 @@ def _exited(pid: int, wait_ms: int) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(STOP_POLL_S)
-
-
-# -- produce / consume / query against a running broker ----------------------------------------------
-
-
-def _add_tcp_arguments(cmd: Any) -> None:
-    cmd.add_argument("--tcp", metavar="HOST:PORT", type=host_port, help="the broker's [ipc] tcp_host and "
-                     "tcp_base_port (default: its ipc sockets, found from --store)")
-    cmd.add_argument("--keys", type=Path, help="CURVE key directory with server.key and CLIENT.key_secret")
-    cmd.add_argument("--client", default=DEFAULT_CLIENT, help=f"CURVE client name in --keys ({DEFAULT_CLIENT})")
-
-
-def client_endpoints(args: argparse.Namespace) -> Endpoints:
-    """Where a client command finds the broker: its ipc sockets, or TCP (with CURVE keys when given)."""
-    if not args.tcp:
-        return Endpoints.for_store(args.store)
-    host, tcp_base_port = args.tcp
-    curve = CurveKeys.for_client(args.keys, args.client) if args.keys else None
-    return Endpoints.for_store(args.store, tcp_host=host, tcp_base_port=tcp_base_port, curve=curve)
-
-
-def add_client_commands(commands: Any) -> None:
-    produce = commands.add_parser("produce", help="send messages to a running broker")
-    add_store(produce, helptext="the broker's store directory")
-    _add_tcp_arguments(produce)
-    produce.add_argument("--topic", required=True, help="the topic to send to")
-    produce.add_argument("--body", default="hello from mqstore", help="message body text (a counter is appended)")
-    produce.add_argument("--count", type=positive, default=1, help="messages to send")
-    produce.add_argument("--batch", type=positive, default=100, help="messages per request (100)")
-    produce.add_argument("--tags", help="the messages' tag")
-    produce.add_argument("--key-prefix", help="key of message i is PREFIX-i")
-    produce.add_argument("--queue", type=non_negative, help="send to this queue id (default: round robin)")
-    produce.add_argument("--json", action="store_true", help="one JSON result per line (status, queue_id, ...)")
-    produce.set_defaults(handler=_produce)
-
-    consume = commands.add_parser("consume", help="pull messages from a running broker")
-    add_store(consume, helptext="the broker's store directory")
-    _add_tcp_arguments(consume)
-    consume.add_argument("--topic", required=True, help="the topic to consume")
-    consume.add_argument("--group", default="mqstore-cli", help="consumer group")
-    consume.add_argument("--tags", default="*", help="subscription, e.g. 'TagA || TagB'")
-    consume.add_argument("--from", dest="start", choices=("committed", "earliest", "latest"), default="committed",
-                         help="where to start: the group's committed offsets, or each queue's first or end")
-    consume.add_argument("--count", type=positive, default=10, help="stop after this many messages (10)")
-    consume.add_argument("--timeout-ms", type=positive, default=3000, help="stop after this long without messages")
-    consume.add_argument("--json", action="store_true", help="one JSON message per line (topic, queue_id, ...)")
-    consume.add_argument("--ack", action="store_true",
-                         help="ack mode: each message comes with a receipt and is acked once printed")
-    consume.add_argument("--visibility-ms", type=positive, help="ack mode: redeliver what is not acked within this")
-    consume.add_argument("--prefetch", type=positive, help="ack mode: unacked messages per queue at most")
-    consume.add_argument("--no-ack", dest="settle", action="store_const", const="none", default="ack",
-                         help="ack mode: receive without acking (they come back after the visibility timeout)")
-    consume.add_argument("--nack", dest="settle", action="store_const", const="nack",
-                         help="ack mode: nack with requeue instead of acking")
-    consume.add_argument("--dead-letter", dest="settle", action="store_const", const="dlq",
-                         help="ack mode: nack without requeue: each message goes to %%DLQ%%{group}")
-    consume.set_defaults(handler=_consume)
-
-
-def message_json(m: Any) -> dict[str, Any]:
-    """A received message, JSON-ready, in the same shape as the offline query's records."""
-    from mqstore.scripts.cli.output import json_body
-    body, encoding = json_body(m.body)
-    return {"type": "record", "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
-            "phys_offset": m.phys_offset, "size": m.size, "flag": m.flag, "sys_flag": m.sys_flag, "tags": m.tags,
-            "keys": list(m.keys), "properties": dict(m.properties), "body": body, "encoding": encoding,
-            "born_ms": m.born_ms, "born_host": f"{m.born_host[0]}:{m.born_host[1]}", "store_ms": m.store_ms,
-            "store_host": f"{m.store_host[0]}:{m.store_host[1]}", "reconsume_times": m.reconsume_times,
-            "msg_id": m.msg_id, "uniq_key": m.uniq_key}
-
-
-def _produce(args: argparse.Namespace) -> int:
-    from mqstore.ipc.client.api import Producer
-    sent = failed = 0
-    with Producer(endpoints=client_endpoints(args)) as producer:
-        for start in range(0, args.count, args.batch):
-            batch = [{"topic": args.topic, "body": f"{args.body} {i}".encode(), "tags": args.tags,
-                      "keys": [f"{args.key_prefix}-{i}"] if args.key_prefix else [], "queue_id": args.queue}
-                     for i in range(start, min(args.count, start + args.batch))]
-            for result in producer.send_batch(batch):
-                if args.json:
-                    print(json.dumps({"status": result.status, "msg_id": result.msg_id, "queue_id": result.queue_id,
-                                      "queue_offset": result.queue_offset, "reason": result.reason}))
-                sent += result.ok
-                failed += not result.ok
-    print(f"mqstore produce: {sent} sent, {failed} failed", file=sys.stderr)
-    return 0 if failed == 0 else 1
-
-
-def _consume(args: argparse.Namespace) -> int:
-    if args.ack:
-        return _consume_acked(args)
-    from mqstore.ipc.client.api import Consumer
-    received = 0
-    with Consumer(endpoints=client_endpoints(args), group=args.group, topic=args.topic, tags=args.tags,
-                  start=args.start) as consumer:
-        while received < args.count:
-            batch = consumer.poll(args.timeout_ms, max_count=args.count - received)
-            if not batch:
-                break
-            for m in batch:
-                print(json.dumps(message_json(m)) if args.json else
-                      f"{m.topic}/{m.queue_id}@{m.queue_offset} tags={m.tags} keys={','.join(m.keys)} "
-                      f"{m.body[:80]!r}")
-            received += len(batch)
-        consumer.commit()
-    print(f"mqstore consume: {received} received", file=sys.stderr)
-    return 0
-
-
-def _consume_acked(args: argparse.Namespace) -> int:
-    from mqstore.ipc.client.ack_consumer import AckConsumer
-    received = 0
-    with AckConsumer(endpoints=client_endpoints(args), group=args.group, topic=args.topic, tags=args.tags,
-                     prefetch=args.prefetch, visibility_ms=args.visibility_ms) as consumer:
-        while received < args.count:
-            batch = consumer.receive(args.count - received, args.timeout_ms)
-            if not batch:
-                break
-            for d in batch:
-                print(json.dumps({**message_json(d), "redelivered": d.redelivered,
-                                  "delivery_count": d.delivery_count}) if args.json else
-                      f"{d.topic}/{d.queue_id}@{d.queue_offset} redelivered={d.redelivered} "
-                      f"delivery_count={d.delivery_count} tags={d.tags} {d.body[:80]!r}")
-            if args.settle == "ack":
-                statuses = consumer.ack(batch)
-            elif args.settle in ("nack", "dlq"):
-                statuses = consumer.nack(batch, requeue=args.settle == "nack")
-            else:
-                statuses = ["OK"] * len(batch)
-            refused = [s for s in statuses if s != "OK"]
-            if refused:
-                print(f"mqstore consume: {len(refused)} not settled: {refused[0]}", file=sys.stderr)
-            received += len(batch)
-    verb = {"ack": "acked", "nack": "nacked (requeued)", "dlq": "dead-lettered", "none": "left unacked"}
-    print(f"mqstore consume: {received} received and {verb[args.settle]}", file=sys.stderr)
-    return 0
-
-
-def query_broker(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The offline query's questions asked of a running broker's readers."""
-    from mqstore.ipc.client.api import Admin, Consumer
-    with Admin(args.store) as admin:
-        if args.key is not None:
-            found = admin.query_by_key(args.topic, args.key)
-        elif args.msg_id is not None:
-            one = admin.view_by_id(args.msg_id)
-            found = [one] if one is not None else []
-        elif args.uniq_key is not None:
-            topics = [args.topic] if args.topic else sorted(admin.topics())
-            found = [m for t in topics for m in admin.query_by_uniq_key(t, args.uniq_key)]
-        else:
-            with Consumer(args.store, group="mqstore-cli-query", topic=args.topic, queues=[args.queue],
-                          tags=args.tags or "*", start="earliest", auto_commit=False) as consumer:
-                consumer.seek(args.queue, args.offset)
-                found = consumer.messages(args.count, timeout_ms=1000)
-    return [message_json(m) for m in found]

@@ -5,7 +5,7 @@ module of ``mqstore.scripts.cli`` adds its own to ``build_parser``.
     mqstore demo [--count N]                          put, get, query and verify on an embedded store (``demo``)
     mqstore start | status | stop | keys              a broker in the foreground, and CURVE keys (``broker``)
     mqstore promote                                   a slave made the master (``promote``)
-    mqstore produce | consume                         a client of the running broker (``broker``)
+    mqstore produce | consume                         a client of the running broker (``clients``)
     mqstore topics | groups ...                       topics and consumer groups (``admin``)
     mqstore spark export | verify | rebuild | stats   the Spark jobs (``spark``)
     mqstore bench load | limits | redis | ...         the load generator and the benchmarks (``bench``)
@@ -18,12 +18,16 @@ One command-line style (``mqstore.scripts.cli.arguments``): every command that t
 success; 1 a command that failed or found something (verify's findings, a query that matches
 nothing, a reset refused while the group is live, a broker not ready); 2 usage: bad arguments, a
 missing store, a store another process holds, no broker where one is needed; 3 the broker gave up
-on an actor that kept dying (``mqstore start``).
+on an actor that kept dying (``mqstore start``); 130 stopped by Ctrl-C (``produce`` and ``consume``
+first print what they did so far); 141 its output was closed (``mqstore status | head -1``): it stops
+writing and exits quietly, with the status git and other SIGPIPE-killed commands leave in a shell.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -34,6 +38,7 @@ from mqstore.engine.meta.metafile import MetafileError
 from mqstore.ipc.transport.channel import BrokerError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_GAVE_UP = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_PIPE_CLOSED = 128 + signal.SIGINT, 128 + signal.SIGPIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,9 +49,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # past the ^C the terminal echoed
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE_CLOSED
     except (CommandError, StoreLockedError, OSError, ValueError, MetafileError, CheckpointError, BrokerError) as exc:
         print(f"mqstore {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for the closed pipe goes nowhere at exit
+    instead of raising there again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a descriptor (a test's capture): nothing to redirect
+        pass
+    finally:
+        os.close(devnull)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     from mqstore.scripts.cli.admin import add_admin_commands
     from mqstore.scripts.cli.arguments import use_formatter
     from mqstore.scripts.cli.bench import add_bench_commands
-    from mqstore.scripts.cli.broker import add_broker_commands, add_client_commands
+    from mqstore.scripts.cli.broker import add_broker_commands
+    from mqstore.scripts.cli.clients import add_client_commands
     from mqstore.scripts.cli.demo import add_demo_command
     from mqstore.scripts.cli.offline import add_offline_commands
     from mqstore.scripts.cli.promote import add_promote_command

@@ -24,7 +24,8 @@ from mqstore.engine.meta.metafile import abort_exists
 from mqstore.engine.read.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry, scan_all
 from mqstore.engine.repair.verify import VerifyReport, verify_store
 from mqstore.scripts.cli.arguments import add_store, non_negative, positive
-from mqstore.scripts.cli.broker import broker_running, query_broker
+from mqstore.scripts.cli.broker import broker_running
+from mqstore.scripts.cli.clients import query_broker
 from mqstore.scripts.cli.output import Row, local_time, print_records, print_table, record_json
 
 PULL_BATCH = 32  # a pull reads ahead max_count entries: ask for what one pull can return
@@ -41,7 +42,8 @@ def add_offline_commands(commands: Any) -> None:
     inspect.add_argument("--records", type=non_negative, default=20, metavar="N", help="records to print (20)")
     inspect.set_defaults(handler=_inspect)
 
-    query = commands.add_parser("query", help="find records (opens the store: it must not be in use)")
+    query_help = "find records: asks the running broker's readers when one runs on the store, else reads its files"
+    query = commands.add_parser("query", help=query_help, description=query_help)
     add_store(query, positional=True)
     how = query.add_mutually_exclusive_group(required=True)
     how.add_argument("--key", help="a KEYS token (needs --topic)")

@@ -58,20 +58,22 @@ def local_time(value: object) -> str:
 
 
 def print_status(reply: dict[str, Any]) -> None:
-    from rich.console import Console
+    """The title and the dashboard's line as plain lines (a path or a URL is never wrapped, whatever the
+    width), the actors as a table."""
     from rich.table import Table
-    table = Table(title=f"broker on {reply['store']} (pid {reply['pid']}, {reply['flush_mode']}), "
-                        f"written {reply['written']}, flushed {reply['flushed']}")
+    print(f"broker on {reply['store']} (pid {reply['pid']}, {reply['flush_mode']}), "
+          f"written {reply['written']}, flushed {reply['flushed']}")
+    table = Table()
     for column in ("actor", "pid", "state", "restarts", "cpu %", "rss MiB", "lag bytes"):
         table.add_column(column)
     for name, info in reply["actors"].items():
         table.add_row(name, str(info.get("pid")), str(info.get("state")), str(info.get("restarts")),
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
-    Console().print(table)
+    console().print(table)
     print_reclamation(reply["actors"].get("writer", {}))
     if reply.get("metrics_url"):
-        Console().print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
+        print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 
 
 def status_json(reply: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +116,6 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Row]) -> None
     if not rows:
         return
     try:
-        from rich.console import Console
         from rich.table import Table
     except ImportError:
         cells = [[str(c) for c in columns]] + [[str(c) for c in row] for row in rows]
@@ -124,12 +125,45 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Row]) -> None
             print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
         print()
         return
-    table = Table(title=title, title_justify="left")
+    print(title)
+    table = Table()
     for column in columns:
         table.add_column(column)
     for row in rows:
         table.add_row(*(str(c) for c in row))
-    console = Console()
-    if not console.is_terminal:  # piped: wide enough for message ids, not the 80 columns of a guess
-        console = Console(width=200)
-    console.print(table)
+    console().print(table)
+
+
+def console() -> Any:
+    """A rich console that leaves a closed stdout to ``main`` (BrokenPipeError, not rich's own exit 1);
+    when piped, wide enough for message ids rather than the 80 columns of a guess."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(32, "Broken pipe")
+    shown = _Console()
+    return shown if shown.is_terminal else _Console(width=200)
+
+
+def message_line(m: Any, extra: str = "") -> str:
+    """A received message on one line: where it is, its tags and keys when it has them, and its body
+    as text when it is UTF-8 (escaped, and said so, when it is not)."""
+    fields = [f"{m.topic}/{m.queue_id}@{m.queue_offset}"]
+    if m.tags:
+        fields.append(f"tags={m.tags}")
+    if m.keys:
+        fields.append(f"keys={','.join(m.keys)}")
+    if extra:
+        fields.append(extra)
+    try:
+        text = m.body.decode("utf-8")
+    except UnicodeDecodeError:
+        fields.append("body (not UTF-8, escaped): " + m.body.decode("latin-1").encode("unicode_escape").decode("ascii"))
+    else:
+        fields.append(text.translate(_LINE_BREAKS))
+    return " ".join(fields)
+
+
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
