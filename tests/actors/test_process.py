@@ -84,7 +84,8 @@ def test_the_entry_point_imports_no_actor_until_it_builds_one() -> None:
     each process would load all of them (the writer, the readers, the front's asyncio) to run one."""
     code = ("import sys; import mqstore.actors.process; "
             "print(sorted(m for m in sys.modules if m.startswith('mqstore.actors.') and m not in "
-            "('mqstore.actors.clock', 'mqstore.actors.config', 'mqstore.actors.process', "
+            "('mqstore.actors.clock', 'mqstore.actors.config', 'mqstore.actors.config_ha', "
+            "'mqstore.actors.config_listeners', 'mqstore.actors.process', "
             "'mqstore.actors.registry', 'mqstore.actors.runtime')))")
     assert _printed_by(code) == "[]"
 

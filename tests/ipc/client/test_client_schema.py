@@ -335,9 +335,10 @@ def test_consumer_seek_abandons_the_pull_in_flight(endpoints: Endpoints, broker:
         assert fresh["offset"] == 4 and time.monotonic() < deadline
 
 
-def test_outgoing_refuses_a_string_as_keys() -> None:
+def test_outgoing_takes_a_string_as_one_key_and_refuses_other_types() -> None:
+    assert Outgoing("T", b"x", keys="k1").to_wire()["keys"] == ["k1"]
     with pytest.raises(TypeError):
-        Outgoing("T", b"x", keys="k1").to_wire()  # type: ignore[arg-type]
+        Outgoing("T", b"x", keys=7).to_wire()  # type: ignore[arg-type]
 
 
 def packed(records: list[Record]) -> dict[str, Any]:
