@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
 import zmq
 
 from mqstore.engine.log.message import PutStatus
-from mqstore.ipc.client.api import Consumer, Producer, SendResult
+from mqstore.ipc.client.api import Admin, Consumer, Producer, SendResult
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.transport.sockets import bind
@@ -122,3 +123,25 @@ def test_rocketmq_clients_and_mqstore_produce_see_the_statuses(master: tuple[Bro
         timed_out = client.call(rm.SEND_MESSAGE, ext, b"r-1")
         assert timed_out.code == rm.FLUSH_SLAVE_TIMEOUT == 12 and timed_out.ext["msgId"]
         assert timed_out.ext["queueOffset"] == str(int(unavailable.ext["queueOffset"]) + 1)
+
+
+def test_under_sync_flush_a_send_is_consumable_once_flushed_and_answered_once_replicated(tmp_path: Path) -> None:
+    """The builders wait for the flush alone; the answer for the flush and the copies."""
+    with Broker(tmp_path, mode="SYNC_FLUSH", extra_toml=HA_TOML,
+                broker_extra='role = "SYNC_MASTER"\nstats_interval_ms = 50') as broker:
+        ha = FakeHa(broker)
+        try:
+            ha.say(0)
+            with Admin(endpoints=broker.endpoints()) as admin:
+                admin.create_topic("Replicated", 1)
+            with Producer(endpoints=broker.endpoints(), timeout_ms=60_000) as producer, \
+                    Consumer(endpoints=broker.endpoints(), group="g", topic="Replicated", start="earliest") as consumer:
+                waiting = _send(producer, 0)
+                flushed = wait_for(lambda: consumer.poll(200), 30, "the send to be consumable, flushed, not replicated")
+                assert [m.body for m in flushed] == [b"m-0"]
+                wait_for(lambda: ha.writer()["waits"]["pending_replicas"] == 1, 30, "the writer to report the wait")
+                assert not waiting.done()
+                ha.say(ha.writer()["written"])
+                assert waiting.result(30).status is PutStatus.PUT_OK
+        finally:
+            ha.close()
