@@ -33,6 +33,7 @@ class HaConfig:
     host: str = ""                      # where the port listens; "": [remoting] host when guarded, else loopback
     master_address: str = ""            # a slave's master, HOST:PORT of its HA port (haMasterAddress)
     in_sync_replicas: int = 2           # SYNC_MASTER: copies, the master's included, before SEND_OK
+                                        # (1, RocketMQ's default, waits for no slave)
     slave_timeout_ms: int = 3_000       # SYNC_MASTER: FLUSH_SLAVE_TIMEOUT after this
     max_gap_not_in_sync: int = 256 * 1024 * 1024  # a slave further behind than this is not in sync
     transfer_batch_bytes: int = 32 * 1024          # haTransferBatchSize: the most bytes one transfer carries

@@ -25,6 +25,7 @@ from typing import Any
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config import BrokerConfig
+from mqstore.actors.config_ha import SYNC_MASTER
 from mqstore.actors.remoting.acl import AccessControl, StoredMessages
 from mqstore.actors.remoting.clients import ClientBodyError, ConsumerTable, QueueLocks
 from mqstore.actors.remoting.headers import LONG_MAX, Peer, RequestError, header_flag, header_int, header_topic
@@ -58,7 +59,9 @@ TOPICS_CACHE_MS = 1_000
 V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
              "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
              "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
+# stored, in doubt: RocketMQ's clients read 10, 11 and 12 as sent, with that SendStatus
 PUT_CODES = {"PUT_OK": rm.SUCCESS, "FLUSH_DISK_TIMEOUT": rm.FLUSH_DISK_TIMEOUT,
+             "SLAVE_NOT_AVAILABLE": rm.SLAVE_NOT_AVAILABLE, "FLUSH_SLAVE_TIMEOUT": rm.FLUSH_SLAVE_TIMEOUT,
              "SERVICE_NOT_AVAILABLE": rm.SERVICE_NOT_AVAILABLE, "MESSAGE_ILLEGAL": rm.MESSAGE_ILLEGAL,
              "PROPERTIES_SIZE_EXCEEDED": rm.MESSAGE_ILLEGAL, "BAD_REQUEST": rm.MESSAGE_ILLEGAL}
 # PullMessageProcessor: what a GetMessageStatus becomes on the wire
@@ -194,7 +197,9 @@ class BrokerFront:
         return request.reply(code, remark, head)
 
     async def _put(self, outgoing: list[Outgoing]) -> tuple[int, str | None, dict[str, str]]:
-        timeout = self.config.flush.sync_timeout_ms + CALL_TIMEOUT_MS if self.config.sync_flush else CALL_TIMEOUT_MS
+        waits = (self.config.flush.sync_timeout_ms if self.config.sync_flush else 0,  # as RocketMQ: the longer wait
+                 self.config.ha.slave_timeout_ms if self.config.broker.role == SYNC_MASTER else 0)
+        timeout = max(waits) + CALL_TIMEOUT_MS
         try:
             reply = await self._call("ingress", requests.Send(tuple(map(requests.SendMessage.of, outgoing))), timeout)
         except BrokerError as exc:

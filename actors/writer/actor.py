@@ -12,7 +12,11 @@ producer-encoded records), then:
 - SYNC_FLUSH: publishes ``written`` with ``sync`` set, and answers (and dispatches) only once the
   flush service's ``flushed`` notice covers the batch (``mqstore.actors.writer.sync``); a notice that does
   not come within the sync timeout answers FLUSH_DISK_TIMEOUT (the record is in the log and becomes
-  visible once flushed).
+  visible once flushed);
+- SYNC_MASTER (``[broker] role``): answers once the HA actor's ``replicated`` notice says ``[ha]
+  in_sync_replicas`` copies hold the batch, beside the flush's wait under SYNC_FLUSH, else
+  FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (``mqstore.actors.writer.sync``); the batch is
+  dispatched as in either flush mode, replicated or not.
 
 Every tick it publishes ``tick`` (how far builders may apply) and ``written`` (how far the log goes),
 so a dropped notice only delays, and persists new topics. On its own cadence it checks the disk:
@@ -49,7 +53,7 @@ from mqstore.actors.writer.outlets import Outlets, Progress
 from mqstore.actors.writer.prefault import PrefaultThread, ahead_bytes_for
 from mqstore.actors.writer.reclaimer import Reclaimer
 from mqstore.actors.writer.state import DiskState, TopicQueues, WriterState
-from mqstore.actors.writer.sync import SyncWaiters
+from mqstore.actors.writer.sync import ReplicaWait, SyncWaiters
 from mqstore.engine.ackindex.low_water import unacked_low_water
 from mqstore.engine.batch.dispatch import DispatchRequest
 from mqstore.engine.consumequeue.store import ConsumeQueueStore
@@ -95,7 +99,7 @@ class CommitLogWriterActor:
             topics.create(MOVED_TOPIC, 1)  # where moved stragglers' copies go (mqstore.engine.reclaim.move)
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
-                                 SyncWaiters(cfg.flush.sync_timeout_ms))
+                                 SyncWaiters(cfg.flush.sync_timeout_ms, ReplicaWait.of(cfg)))
         self.ingress = Ingress(cfg, self.state.queues, self.commitlog, self.state.writer.next_queue_offsets,
                                cfg.key_roles())
         self.progress = Progress(self.commitlog.max_offset)
@@ -153,6 +157,10 @@ class CommitLogWriterActor:
         poller.register(own_ingress, zmq.POLLIN)
         poller.register(closed.monitor, zmq.POLLIN)
         poller.register(flushed_in, zmq.POLLIN)
+        replicated_in = None  # a SYNC_MASTER's answers wait for the HA actor's word
+        if waiters.replicas is not None:
+            replicated_in = connect(ctx, zmq.SUB, ep.replicated, subscribe=(schema.REPLICATED,))
+            poller.register(replicated_in, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_tick = 0
@@ -162,6 +170,8 @@ class CommitLogWriterActor:
                 ready = dict(poller.poll(tick_ms))
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
+                if replicated_in is not None and replicated_in in ready:
+                    waiters.on_replicated(replicated_in)
                 if closed.monitor in ready:
                     closed.read()
                 for source in (own_ingress, ingress):
@@ -175,7 +185,7 @@ class CommitLogWriterActor:
                     self._tick(outlets)
                 if now >= self.next_disk_check_ms:
                     self._check_disk(now, outlets)
-            waiters.drain(outlets, flushed_in)
+            waiters.drain(outlets, flushed_in, replicated_in)
             self._tick(outlets)
         finally:
             self.rt.report("stopped", force=True, written=self.commitlog.max_offset)
@@ -189,7 +199,8 @@ class CommitLogWriterActor:
         outlets.tick(end, waiters.flush_wanted)
         self.state.queues.persist()
         self.rt.report("running", written=end, flushed=waiters.flushed_end, dispatched=self.progress.dispatched_end,
-                       pending_sync=len(waiters), spares_adopted=self.commitlog.queue.spares_adopted,
+                       pending_sync=len(waiters), waits=waiters.stats(monotonic_ms()),
+                       spares_adopted=self.commitlog.queue.spares_adopted,
                        prefaulted=self.prefault.prefault.populated_bytes, topics_in=self.progress.topics_in.stats(),
                        send_latency=self.progress.send_latency.stats(), files=self.reclaimer.report,
                        reclaim_rounds=self.reclaimer.rounds, connections=self.closed.stats() if self.closed else None,

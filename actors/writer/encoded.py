@@ -8,7 +8,8 @@ batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispa
 per round. A merged batch that does not hold together is taken apart: only the request at fault
 is refused. Queues are picked from the same topic table and round-robin turns as a map send's
 (``mqstore.actors.writer.state.TopicQueues``). Under SYNC_FLUSH the answers and the batch wait for the flush
-(``mqstore.actors.writer.sync``); while the disk is full every request is refused as SERVICE_NOT_AVAILABLE.
+(``mqstore.actors.writer.sync``), on a SYNC_MASTER the answers for the copies too; while the disk is
+full every request is refused as SERVICE_NOT_AVAILABLE.
 
 A request's records are a view of ZeroMQ's receive buffer (``mqstore.ipc.wire.schema``'s parts): a request alone
 in its round is checked there and copied once, into the mapped file. Merging copies the records of
@@ -134,9 +135,10 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
         else:
             outlets.dispatch(notice)
     counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
+    hold = sync or (written > 0 and state.waiters.replicas is not None)  # SYNC_MASTER: the answers wait for copies
     for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True):
         reply = send_reply(outcome, rows)
-        if sync:
-            state.waiters.hold(end, identity, request_id, reply)
+        if hold:
+            state.waiters.hold(end, identity, request_id, reply, flush=sync)
         else:
             outlets.reply(identity, reply.encode(request_id))

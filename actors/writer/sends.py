@@ -4,7 +4,8 @@ The round's requests, parsed (``mqstore.actors.writer.ingress``), are appended t
 ``CommitLogWriter.write`` (one copy per file) and each answered with one result per message it
 sent, in its order: a message refused before the append keeps its refusal, the others get what the
 append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched; under
-SYNC_FLUSH both wait for the flush (``mqstore.actors.writer.sync``). While the disk is full every message is
+SYNC_FLUSH both wait for the flush (``mqstore.actors.writer.sync``); on a SYNC_MASTER the answers also
+wait for the copies, the batch does not. While the disk is full every message is
 refused as SERVICE_NOT_AVAILABLE and nothing is appended.
 """
 
@@ -69,13 +70,18 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
         fields = [result_fields(r) if r is not None else result_fields(next(results), next(sent))
                   for r in send.refused]
         replies.append((send.identity, send.request_id, SendReply(fields)))
+    waiters = state.waiters
     if cfg.sync_flush and outcome.requests:
         outlets.written(Written(end, outcome.store_ms, True))
         for identity, request_id, reply in replies:
-            state.waiters.hold(end, identity, request_id, reply)
-        state.waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
+            waiters.hold(end, identity, request_id, reply)
+        waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
     else:  # the builders first: a consumer waits on them, a producer only on its answer
         if outcome.requests:
             outlets.dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
-        for identity, request_id, reply in replies:
-            outlets.reply(identity, reply.encode(request_id))
+        if outcome.requests and waiters.replicas is not None:  # SYNC_MASTER: the answers wait for the copies
+            for identity, request_id, reply in replies:
+                waiters.hold(end, identity, request_id, reply, flush=False)
+        else:
+            for identity, request_id, reply in replies:
+                outlets.reply(identity, reply.encode(request_id))

@@ -4,7 +4,7 @@
 - ``TopicQueues``: the topic table and where round robin stands per topic, one for both kinds of
   send (messages as maps, producer-encoded batches);
 - ``DiskState``: the last disk check, which refuses sends while the disk is full;
-- ``SyncWaiters`` (``mqstore.actors.writer.sync``): what waits for a flush under SYNC_FLUSH.
+- ``SyncWaiters`` (``mqstore.actors.writer.sync``): what waits for a flush (SYNC_FLUSH) or copies (SYNC_MASTER).
 
 ``WriterState`` bundles them with the broker's configuration; the sockets a round answers and
 publishes on come beside it, as ``mqstore.actors.writer.outlets.Outlets``.

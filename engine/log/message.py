@@ -27,6 +27,9 @@ class PutStatus(enum.StrEnum):
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    # SYNC_MASTER: stored on the master, but not known to be held by enough copies (mqstore.actors.writer.sync)
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"    # not within [ha] slave_timeout_ms
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"    # too few slaves in sync at the send: not waited for
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"

@@ -26,6 +26,10 @@ from mqstore.engine.log.record import Record, decode_record
 
 PUT_OK = PutStatus.PUT_OK
 SERVICE_NOT_AVAILABLE = PutStatus.SERVICE_NOT_AVAILABLE
+# stored, but a wait failed (the flush; on a SYNC_MASTER, the slaves' copies): RocketMQ's clients
+# count these as sent, their SendStatus saying which; a retry would store the message twice
+STORED_IN_DOUBT = frozenset({PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+                             PutStatus.SLAVE_NOT_AVAILABLE})
 COMPRESSED = 0x1  # sysFlag: the body is zlib-compressed
 
 
@@ -109,6 +113,11 @@ class SendResult:
     @property
     def ok(self) -> bool:
         return self.status == PutStatus.PUT_OK
+
+    @property
+    def stored(self) -> bool:
+        """Whether the broker stored the message: SEND_OK, or one of ``STORED_IN_DOUBT``."""
+        return self.status == PutStatus.PUT_OK or self.status in STORED_IN_DOUBT
 
     @classmethod
     def from_wire(cls, raw: Any) -> SendResult:

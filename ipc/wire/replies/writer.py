@@ -9,8 +9,10 @@
     delete_topic   topic, existed, phys_offset
 
 A send's answer goes out thousands of times a second: its two classes write their map directly.
-Under SYNC_FLUSH an answer the flush did not reach in time goes out as ``flush_timed_out()``: its
-PUT_OK results say FLUSH_DISK_TIMEOUT (the record is in the log and becomes visible once flushed).
+An answer whose records are stored but whose wait failed goes out as ``stored_as(status)``: its
+PUT_OK results say FLUSH_DISK_TIMEOUT (SYNC_FLUSH: not flushed in time; the record is in the log and
+becomes visible once flushed), FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (SYNC_MASTER: not known to
+be held by enough copies), as RocketMQ's SendResult says it; its refusals stay as they are.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.replies.base import Reply, ReplyError, field, mapping_of, maps
 
 _PUT_OK = PutStatus.PUT_OK.value
-_TIMED_OUT = PutStatus.FLUSH_DISK_TIMEOUT.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +37,8 @@ class SendReply(Reply):
     def encode(self, request_id: Any) -> dict[str, Any]:
         return {"v": schema.VERSION, "id": request_id, "ok": True, "results": self.results}
 
-    def flush_timed_out(self) -> SendReply:
-        return SendReply([{**r, "status": _TIMED_OUT} if r["status"] == _PUT_OK else r for r in self.results])
+    def stored_as(self, status: str) -> SendReply:
+        return SendReply([{**r, "status": status} if r["status"] == _PUT_OK else r for r in self.results])
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> SendReply:
@@ -58,8 +59,8 @@ class SendEncodedReply(Reply):
         return {"v": schema.VERSION, "id": request_id, "ok": True, "results": self.results, "status": self.status,
                 "reason": self.reason, "written_status": self.written_status}
 
-    def flush_timed_out(self) -> SendEncodedReply:
-        return SendEncodedReply(self.results, self.status, self.reason, _TIMED_OUT)
+    def stored_as(self, status: str) -> SendEncodedReply:
+        return SendEncodedReply(self.results, self.status, self.reason, status)
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> SendEncodedReply:

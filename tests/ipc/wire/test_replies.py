@@ -189,14 +189,14 @@ def test_every_reply_encodes_to_todays_bytes_and_decodes_back(reply: Reply, requ
     assert type(reply).decode(message) == reply
 
 
-def test_flush_timed_out_sends_say_so_only_where_they_were_ok() -> None:
+@pytest.mark.parametrize("status", ["FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"])
+def test_a_send_stored_with_a_failed_wait_says_so_only_where_it_was_ok(status: str) -> None:
     sent = replies.SendReply([{"status": "PUT_OK", "queue": 1}, {"status": "MESSAGE_ILLEGAL", "reason": "r"}])
-    assert sent.flush_timed_out().results == [{"status": "FLUSH_DISK_TIMEOUT", "queue": 1},
+    assert sent.stored_as(status).results == [{"status": status, "queue": 1},
                                               {"status": "MESSAGE_ILLEGAL", "reason": "r"}]
     assert sent.results[0]["status"] == "PUT_OK"  # the reply held is not changed under its holder
     encoded = replies.SendEncodedReply(b"", "SERVICE_NOT_AVAILABLE", "full")
-    assert encoded.flush_timed_out() == replies.SendEncodedReply(b"", "SERVICE_NOT_AVAILABLE", "full",
-                                                                 "FLUSH_DISK_TIMEOUT")
+    assert encoded.stored_as(status) == replies.SendEncodedReply(b"", "SERVICE_NOT_AVAILABLE", "full", status)
 
 
 def test_an_ack_queues_stats_name_its_queue_queue_id_here_and_queue_on_the_wire() -> None:

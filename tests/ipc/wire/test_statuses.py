@@ -26,6 +26,13 @@ def test_every_put_status_the_writer_sends_comes_back_as_that_member(status: Put
     assert (result.queue_id, result.queue_offset, result.phys_offset) == (2, 7, 700)
 
 
+def test_a_send_is_stored_when_ok_or_when_only_a_wait_failed_as_rocketmqs_clients_count_it() -> None:
+    stored = {s for s in PutStatus if _sent(s.value).stored}
+    assert stored == {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+                      PutStatus.SLAVE_NOT_AVAILABLE}
+    assert not _sent("QUORUM_LOST").stored
+
+
 def test_an_unknown_put_status_is_unknown_error_with_the_brokers_word_kept() -> None:
     result = _sent("QUORUM_LOST", "two replicas of three")
     assert result.status is PutStatus.UNKNOWN_ERROR and not result.ok
