@@ -10,7 +10,7 @@ The master's front is ``[ha] master_remoting``, else ``master_address``'s host a
 fails is logged and reported, the others go on. A master that cannot be reached is logged once per
 outage, and once when it answers again. Stats: ``last_sync_ms`` (wall time of the last full round),
 per item ``ok`` / the error, the master's topic ``data_version`` counter, the offsets moved and
-held back at the queue end, and the ack marks seen, the queues they moved, the messages they acked
+held back at the queue end, and the ack marks seen (``ack_marks_seen``), the queues they moved, the messages they acked
 here and the marks held back at the queue end.
 """
 
@@ -55,7 +55,7 @@ class MetadataSyncActor:
         self.items: dict[str, str] = dict.fromkeys(ITEMS, "never")
         self.last_sync_ms = -1
         self.data_version = -1
-        self.offsets_moved = self.offsets_clamped = self.ack_marks = self.rounds = 0
+        self.offsets_moved = self.offsets_clamped = self.ack_marks_seen = self.rounds = 0
         self.ack_queues_moved = self.ack_acked = self.ack_clamped = 0
         self.unreachable: str | None = None  # why the master could not be reached, while it cannot
 
@@ -76,7 +76,7 @@ class MetadataSyncActor:
     def stats(self) -> dict[str, Any]:
         return {"master": f"{self.host}:{self.port}", "last_sync_ms": self.last_sync_ms,
                 "data_version": self.data_version, "rounds": self.rounds, "offsets_moved": self.offsets_moved,
-                "offsets_clamped": self.offsets_clamped, "ack_marks": self.ack_marks,
+                "offsets_clamped": self.offsets_clamped, "ack_marks_seen": self.ack_marks_seen,
                 "ack_queues_moved": self.ack_queues_moved, "ack_acked": self.ack_acked,
                 "ack_clamped": self.ack_clamped,
                 **{f"{item}": state for item, state in self.items.items()}}
@@ -148,7 +148,7 @@ class MetadataSyncActor:
 
     def _ack_marks(self, master: MasterMetadata) -> None:
         marks = master.ack_marks()
-        self.ack_marks = len(marks)
+        self.ack_marks_seen = len(marks)
         owned: list[list[AckMark]] = [[] for _ in range(self.readers)]
         for (group, topic, queue_id), acked_below in sorted(marks.items()):
             owned[receipts.ack_owner(group, topic, queue_id, self.readers)].append((group, topic, queue_id,
