@@ -2,14 +2,16 @@
 master's topics, consumer offsets, delay offsets, timer checkpoint and ack-mode marks over the
 master's remoting front (``mqstore.actors.metasync.fetch``, RocketMQ's SlaveSynchronize, signed with
 ``[ha] access_key`` / ``secret_key`` when set) and applies them here
-(``mqstore.actors.metasync.apply``); the consumer offsets through reader 0, which owns them.
+(``mqstore.actors.metasync.apply``); the consumer offsets through reader 0, which owns them, and each
+ack-mode queue's mark through the reader that owns its index (``merge_ack_marks``).
 
 The master's front is ``[ha] master_remoting``, else ``master_address``'s host and its HA port - 1
 (``mqstore.actors.config_ha.master_remoting``). Each item is fetched and applied on its own: one that
 fails is logged and reported, the others go on. A master that cannot be reached is logged once per
 outage, and once when it answers again. Stats: ``last_sync_ms`` (wall time of the last full round),
 per item ``ok`` / the error, the master's topic ``data_version`` counter, the offsets moved and
-held back at the queue end, and the ack marks seen.
+held back at the queue end, and the ack marks seen (``ack_marks_seen``), the queues they moved, the messages they acked
+here and the marks held back at the queue end.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from mqstore.engine.errors import MqstoreError
 from mqstore.ipc.remoting.codec import FrameError
 from mqstore.ipc.remoting.signature import Credentials
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
-from mqstore.ipc.wire import replies, requests
+from mqstore.ipc.wire import receipts, replies, requests
+from mqstore.ipc.wire.requests.metadata import AckMark
 
 log = logging.getLogger("mqstore")
 
@@ -46,12 +49,14 @@ class MetadataSyncActor:
         self.interval_ms = cfg.ha.metadata_sync_interval_ms
         self.host, self.port = master_remoting(cfg.ha)
         self.credentials = Credentials(cfg.ha.access_key, cfg.ha.secret_key) if cfg.ha.access_key else None
-        self.channel = Channel({"reader": [runtime.endpoints.reader(0)]}, name="mqstore-metasync",
-                               curve=runtime.endpoints.curve)
+        self.readers = cfg.broker.readers
+        self.channel = Channel({f"reader{i}": [runtime.endpoints.reader(i)] for i in range(self.readers)},
+                               name="mqstore-metasync", curve=runtime.endpoints.curve)
         self.items: dict[str, str] = dict.fromkeys(ITEMS, "never")
         self.last_sync_ms = -1
         self.data_version = -1
-        self.offsets_moved = self.offsets_clamped = self.ack_marks = self.rounds = 0
+        self.offsets_moved = self.offsets_clamped = self.ack_marks_seen = self.rounds = 0
+        self.ack_queues_moved = self.ack_acked = self.ack_clamped = 0
         self.unreachable: str | None = None  # why the master could not be reached, while it cannot
 
     def run(self) -> None:
@@ -71,7 +76,9 @@ class MetadataSyncActor:
     def stats(self) -> dict[str, Any]:
         return {"master": f"{self.host}:{self.port}", "last_sync_ms": self.last_sync_ms,
                 "data_version": self.data_version, "rounds": self.rounds, "offsets_moved": self.offsets_moved,
-                "offsets_clamped": self.offsets_clamped, "ack_marks": self.ack_marks,
+                "offsets_clamped": self.offsets_clamped, "ack_marks_seen": self.ack_marks_seen,
+                "ack_queues_moved": self.ack_queues_moved, "ack_acked": self.ack_acked,
+                "ack_clamped": self.ack_clamped,
                 **{f"{item}": state for item, state in self.items.items()}}
 
     def sync(self) -> None:
@@ -123,7 +130,7 @@ class MetadataSyncActor:
 
     def _offsets(self, master: MasterMetadata) -> None:
         entries = master.consumer_offsets()
-        future = self.channel.call("reader", requests.MergeOffsets(tuple(entries)), timeout_ms=CALL_TIMEOUT_MS)
+        future = self.channel.call("reader0", requests.MergeOffsets(tuple(entries)), timeout_ms=CALL_TIMEOUT_MS)
         merged = replies.MergeOffsetsReply.decode(future.result())
         self.offsets_moved += merged.moved
         self.offsets_clamped += len(merged.clamped)
@@ -140,4 +147,21 @@ class MetadataSyncActor:
             apply_timer_checkpoint(self.store_dir, progress)
 
     def _ack_marks(self, master: MasterMetadata) -> None:
-        self.ack_marks = len(master.ack_marks())
+        marks = master.ack_marks()
+        self.ack_marks_seen = len(marks)
+        owned: list[list[AckMark]] = [[] for _ in range(self.readers)]
+        for (group, topic, queue_id), acked_below in sorted(marks.items()):
+            owned[receipts.ack_owner(group, topic, queue_id, self.readers)].append((group, topic, queue_id,
+                                                                                    acked_below))
+        for reader, reader_marks in enumerate(owned):
+            if not reader_marks:
+                continue
+            future = self.channel.call(f"reader{reader}", requests.MergeAckMarks(tuple(reader_marks)),
+                                       timeout_ms=CALL_TIMEOUT_MS)
+            merged = replies.MergeAckMarksReply.decode(future.result())
+            self.ack_queues_moved += merged.moved
+            self.ack_acked += merged.acked
+            self.ack_clamped += len(merged.clamped)
+            for group, topic, queue_id, end in merged.clamped[:10]:
+                log.info("metasync: %s's ack mark on %s/%d held at this broker's queue end %d (the log is behind)",
+                         group, topic, queue_id, end)

@@ -16,10 +16,10 @@ at least once and never past what it holds.
   record for the copies the master already delivered (``TIMER_FROM_PHYS_OFFSET``), which it does not
   deliver again (``mqstore.actors.timer.actor``): no timer lost, none delivered twice that the slave's
   log shows delivered.
-
-The ack-mode groups' marks are fetched and counted (``ack_marks`` in the stats) but not yet applied
-to the slave's queue indexes: a promoted slave redelivers an ack-mode group's unacked window from
-where its own index stands.
+- ack marks: each ack-mode queue's ``acked_below`` handed to the reader that owns its index, as
+  ``merge_ack_marks``: everything below the mark acked in the slave's index (durably, the journal
+  first), forward only and no further than the slave's queue end, so a promoted slave hands the
+  group out from the mark (at least once: the master's mark lags its acks by a sync).
 """
 
 from __future__ import annotations

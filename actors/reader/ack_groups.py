@@ -42,6 +42,7 @@ from mqstore.ipc.wire.replies import (
     AckPullReply,
     AckQueueStats,
     AckStatsReply,
+    MergeAckMarksReply,
     ReleaseReply,
     SettleReply,
 )
@@ -155,6 +156,16 @@ class AckGroups:
                 held = q.unacked_located()
                 marks.append((*key, min(held) if held else q.scan_from))
         return AckMarksReply(tuple(marks)).encode(request_id)
+
+    def op_merge_ack_marks(self, identity: bytes, request_id: Any, request: requests.MergeAckMarks) -> dict[str, Any]:
+        """A master's ack marks taken in (``AckQueues.take_marks``), never past a queue's end here."""
+        moved, acked, clamped = self.queues.take_marks(request.marks, self._queue_end)
+        return MergeAckMarksReply(moved, acked, tuple(clamped)).encode(request_id)
+
+    def _queue_end(self, topic: str, queue_id: int) -> int:
+        self.store.recheck(topic, queue_id)  # the builder's newest entries, whether notices came or not
+        view = self.store.published_queue(topic, queue_id)
+        return view.max_queue_offset if view is not None else 0
 
     def _not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
         owner = self.queues.owner(key)

@@ -1,31 +1,21 @@
 """AckQueue: one ack-mode (group, topic, queue) as its owning reader holds it.
 
-The queue index (``mqstore.engine.ackindex.queue_index``) is the durable part: every message handed to the group is
-published there (seq = its consume-queue offset, msg id = its offsetMsgId bytes), every first
-delivery is recorded before the reply goes out, every ack before it is answered. What is only in
-memory is what a crash may forget without losing a message:
+The queue index (``mqstore.engine.ackindex.queue_index``) is the durable part: every message handed to the
+group is published there (seq = its consume-queue offset, msg id = its offsetMsgId bytes), every
+first delivery is recorded before the reply goes out, every ack before it is answered. Memory holds
+what a crash may forget without losing a message: ``fresh`` (published, never delivered, oldest
+first); ``in_flight`` (delivered, not acked: consumer, visibility deadline, delivery count); ``retry``
+(due again after a nack with requeue, a visibility timeout, a consumer that left, or delivered-unacked
+at a restart; handed out first, flagged redelivered; a failed delivery waits first, as RocketMQ's
+retries wait on delay levels: after n deliveries ``redelivery_delays_ms[n - 1]``, from
+``mqstore.actors.reader.ack_queues``); ``dead`` (due for ``%DLQ%{group}``: too many deliveries or a nack
+without requeue; acked once the writer stored the copy).
 
-- ``fresh``: published, never delivered, oldest first;
-- ``in_flight``: delivered and not yet acked: consumer, visibility deadline, delivery count;
-- ``retry``: delivered before and due again (nack with requeue, a visibility timeout, a consumer
-  that left, or delivered-unacked recovered after a restart), handed out before ``fresh`` and
-  flagged redelivered. A failed delivery (nack with requeue, a visibility timeout) waits first, as
-  RocketMQ's retries wait on delay levels: after n deliveries, ``redelivery_delays_ms[n - 1]`` (the
-  delay of level 3 + n - 1, ``mqstore.actors.reader.ack_queues``); it keeps its receipt (its seq), delivery
-  count and redelivered flag, and the index stays the truth: a restart makes it due at once;
-- ``dead``: due for ``%DLQ%{group}`` (too many deliveries, or nack without requeue), acked only
-  once the writer has stored the copy.
-
-After a restart every delivered-unacked message is in ``retry`` with a delivery count of 1, so its
-next delivery says 2: the index records a first delivery only, not how many followed (RabbitMQ's
-index does the same), and a count lost to a crash errs towards more deliveries, never fewer.
-
-Publishing is bounded (``PUBLISH_AHEAD``): a group with a long backlog indexes it a window at a time
-as consumers drain it, so neither the journal nor memory grows with the backlog.
-
-A message moved by ``mqstore.engine.reclaim.move`` keeps its seq and its msg id (the original's offset) in
-the index; ``moved`` (``mqstore.actors.reader.moved``: original offset -> where its copy is) says where it is
-read from, on open and on publish, and ``relocate`` moves what is in memory when a copy appears.
+After a restart every delivered-unacked message is in ``retry`` with a count of 1 (the index records a
+first delivery only): a count lost to a crash errs towards more. Publishing goes a window at a time
+(``PUBLISH_AHEAD``). A message moved by ``mqstore.engine.reclaim.move`` keeps its seq and msg id; ``moved``
+(``mqstore.actors.reader.moved``) says where it is read, ``relocate`` follows a new copy. ``ack_below``
+takes another copy's mark (a slave's master's): everything below it acked.
 """
 
 from __future__ import annotations
@@ -323,6 +313,16 @@ class AckQueue:
             count = flight.delivery_count if seq in read else flight.delivery_count - 1
             self._give_back(Located(seq, flight.phys_offset, flight.size), count)
         return len(mine)
+
+    def ack_below(self, seq: int) -> int:
+        """Every message below ``seq`` acked (``QueueIndex.ack_below``) and forgotten here; how many."""
+        acked = self.index.ack_below(seq)
+        while self.fresh and self.fresh[0].seq < seq:
+            self.fresh.popleft()
+        for held in [s for s in (*self.in_flight, *self._retry_info, *self.dead) if s < seq]:
+            self._forget(held) or self.dead.pop(held)  # a receipt for it answers UNKNOWN_RECEIPT
+        self.scan_from = max(self.scan_from, seq)
+        return acked
 
     def dead_lettered(self, seqs: Iterable[int]) -> None:
         """The DLQ holds these now: ack them."""

@@ -14,7 +14,8 @@ the mark also carries each queue's progress (``AckProgress``), which ``mqstore.e
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,6 +32,7 @@ from mqstore.engine.ackindex.low_water import (
 )
 from mqstore.engine.delay.table import DelayLevels
 from mqstore.ipc.wire import receipts
+from mqstore.ipc.wire.requests.metadata import AckMark
 
 log = logging.getLogger("mqstore")
 
@@ -108,6 +110,33 @@ class AckQueues:
             if q is not None:
                 q.close(clean=False)
             raise
+
+    def take_marks(self, marks: Iterable[AckMark], queue_end: Callable[[str, int], int]
+                   ) -> tuple[int, int, list[AckMark]]:
+        """Another copy's ack marks (a slave's master's) taken in for the queues this reader owns: each
+        acked below its mark (``AckQueue.ack_below``: durable, never backwards), and never past
+        ``queue_end(topic, queue)`` here, where it stops until the log caught up (a queue without an
+        index gets one). Returns how many queues moved, the messages acked, and the marks held back."""
+        moved = acked = 0
+        clamped: list[AckMark] = []
+        for group, topic, queue_id, mark in marks:
+            key = (group, topic, queue_id)
+            if self.owner(key) != self.reader_index:
+                continue
+            end = queue_end(topic, queue_id)
+            if mark > end:
+                clamped.append((group, topic, queue_id, end))
+                mark = end
+            try:
+                q = self.get(key, create=mark > 0)
+                if q is None or min(q.unacked_located(), default=q.scan_from) >= mark:
+                    continue  # acked that far already (``op_ack_marks``'s mark): never backwards
+                acked += self.guarded(key, partial(q.ack_below, mark))
+            except (QueueIndexError, OSError) as exc:
+                log.warning("ack mode: %s/%s/%d not moved to the master's mark %d: %s", *key, mark, exc)
+                continue
+            moved += 1
+        return moved, acked, clamped
 
     # -- the low-water mark ------------------------------------------------------------------------
 

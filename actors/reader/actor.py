@@ -116,7 +116,7 @@ class ReaderActor:
             requests.DeleteTopicOffsets: offsets.op_delete_topic_offsets,
             requests.GroupActivity: self.activity.op_group_activity, requests.AckStats: acks.op_ack_stats,
             requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
-            requests.AckMarks: acks.op_ack_marks}
+            requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------

@@ -1,21 +1,17 @@
 """QueueIndex: per (group, topic, queue), RabbitMQ's classic queue index over the commitlog.
 
 Every message of an ack-mode queue has a ``seq_id`` (its consume-queue offset) and goes publish ->
-deliver -> ack. Each event is appended to ``journal.jif`` with one ``write`` per batch and no fsync
-(``sync`` is the owner's call) and mirrored in memory per segment
-(``segment = seq_id // entries_per_segment``). When more than ``max_journal_entries`` records are
-unflushed, when the owner calls ``flush`` (the queue went idle) and on a clean ``close``, the
-journal is appended to the ``{segment}.idx`` files, which are fsynced before the journal is
-truncated; a segment with nothing unacked has its file deleted instead (before the appends, the
-journal is fsynced and the files' sizes recorded: ``mqstore.engine.ackindex.files``). The messages stay in the
-commitlog: a publish carries the offsetMsgId bytes that point at one.
+deliver -> ack, each event appended to ``journal.jif`` with one ``write`` per batch and no fsync
+(``sync`` is the owner's call) and mirrored in memory per segment (``seq_id // entries_per_segment``).
+Past ``max_journal_entries`` unflushed records, on ``flush`` (the queue went idle) and on a clean
+``close``, the journal goes into the ``{segment}.idx`` files, fsynced before the journal is
+truncated; a segment with nothing unacked has its file deleted instead (``mqstore.engine.ackindex.files``).
+A publish carries the offsetMsgId bytes of its message, which stays in the commitlog.
 
 Memory holds the segments with unacked messages (``mqstore.engine.ackindex.segments``: unacked counts,
-journal slots, and how a message reads back, ``redelivered`` when it was delivered before this
-open), plus the parsed files of the few segments touched last (``_SEGMENT_CACHE_COUNT``); a deliver
-or ack of a message whose publish was flushed reads its segment file once per flush. Byte layouts:
-``mqstore.engine.ackindex.codec``; journal slots: ``mqstore.engine.ackindex.slots``; files and recovery:
-``mqstore.engine.ackindex.files``.
+journal slots, ``redelivered`` when delivered before this open) and the parsed files of the few
+segments touched last (``_SEGMENT_CACHE_COUNT``). Byte layouts: ``mqstore.engine.ackindex.codec``;
+journal slots: ``mqstore.engine.ackindex.slots``; files and recovery: ``mqstore.engine.ackindex.files``.
 """
 
 from __future__ import annotations
@@ -51,7 +47,7 @@ from mqstore.engine.ackindex.files import (
     write_meta,
     write_segments,
 )
-from mqstore.engine.ackindex.segments import IndexEntry, Segment
+from mqstore.engine.ackindex.segments import IndexEntry, PublishEntry, Segment
 from mqstore.engine.ackindex.slots import EMPTY_SLOT, JournalSlot
 from mqstore.engine.meta.metafile import StrPath, fsync_dir, make_dirs
 
@@ -61,15 +57,6 @@ _SEGMENT_CACHE_COUNT = 4
 
 __all__ = ["DEFAULT_ENTRIES_PER_SEGMENT", "DEFAULT_MAX_JOURNAL_ENTRIES", "FlushResult", "IndexEntry", "PublishEntry",
            "QueueIndex", "QueueIndexError", "Recovery", "RecoveryKind"]
-
-
-@dataclass(frozen=True, slots=True)
-class PublishEntry:
-    seq_id: int
-    msg_id: bytes  # 16 bytes: the offsetMsgId bytes of the commitlog record
-    size_bytes: int
-    expiry_ms: int = 0  # 0 = never expires
-    body: bytes | None = None  # embedded in the index if shorter than embed_threshold_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +257,19 @@ class QueueIndex:
         self._dirty_count += len(parts)
         self._maybe_flush()
         return len(staged)
+
+    def ack_below(self, seq_id: int) -> int:
+        """Every message below ``seq_id`` acked and ``next_seq_id`` at least ``seq_id`` (another copy of
+        the queue says so: a slave's master), durably: the acks in the journal, the journal fsynced,
+        then a flush. Never backwards (``next_seq_id`` only rises); how many it acked."""
+        if not 0 <= seq_id <= MAX_SEQ_ID + 1:
+            raise ValueError(f"ack_below {seq_id}: out of range")
+        acked = self.ack([entry.seq_id for entry in self.read(0, min(seq_id, self._next_seq_id))])
+        if acked or seq_id > self._next_seq_id:
+            self.sync()
+            self._next_seq_id = max(self._next_seq_id, seq_id)
+            self._flush()
+        return acked
 
     def flush(self) -> FlushResult:
         """Move the journal into the segment files (fsynced), delete fully acked segments' files,

@@ -24,6 +24,15 @@ from mqstore.engine.ackindex.slots import EMPTY_SLOT, JournalSlot
 
 
 @dataclass(frozen=True, slots=True)
+class PublishEntry:
+    seq_id: int
+    msg_id: bytes  # 16 bytes: the offsetMsgId bytes of the commitlog record
+    size_bytes: int
+    expiry_ms: int = 0  # 0 = never expires
+    body: bytes | None = None  # embedded in the index if shorter than embed_threshold_bytes
+
+
+@dataclass(frozen=True, slots=True)
 class IndexEntry:
     """An unacked message. ``redelivered``: delivered before this open, so whoever got it is gone
     and it is due again, flagged. ``body`` is None unless the message was embedded."""

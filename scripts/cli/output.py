@@ -72,8 +72,26 @@ def print_status(reply: dict[str, Any]) -> None:
                       str(info.get("lag_bytes", "")))
     console().print(table)
     print_reclamation(reply["actors"].get("writer", {}))
+    print_metasync(reply["actors"].get("metasync", {}))
     if reply.get("metrics_url"):
         print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
+
+
+METASYNC_ITEMS = ("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint", "ack_marks")
+
+
+def print_metasync(stats: dict[str, Any]) -> None:
+    """A slave's metadata sync (``mqstore.actors.metasync.actor``): its master, its last round, each item's
+    state, and what the offsets and ack marks moved and held at the queue end."""
+    if "rounds" not in stats:
+        return
+    print(f"metadata sync from {stats['master']}: {stats['rounds']} rounds, the last at "
+          f"{local_time(stats['last_sync_ms']) or 'never'}, topics at the master's data version "
+          f"{stats['data_version']}")
+    print("  " + ", ".join(f"{item} {stats.get(item, '?')}" for item in METASYNC_ITEMS))
+    print(f"  consumer offsets moved {stats['offsets_moved']}, held at the queue end {stats['offsets_clamped']}; "
+          f"ack marks {stats['ack_marks_seen']}, queues moved {stats['ack_queues_moved']}, messages acked "
+          f"{stats['ack_acked']}, held at the queue end {stats['ack_clamped']}")
 
 
 def status_json(reply: dict[str, Any]) -> dict[str, Any]:

@@ -1,22 +1,26 @@
 """Metadata follows the data: a master's front answers RocketMQ's metadata requests (checked against
-hand-written RocketMQ layouts, not against the front's encoder), and a SLAVE's ``metasync`` actor,
-started by the supervisor, takes the master's committed offsets in: forward only, never past its
-own queue end.
-
-The slave here has no HA stream yet: it holds the master's messages because the test sends them to
-both brokers, each into the same queue."""
+hand-written RocketMQ layouts, not against the front's encoder), and a real SLAVE (``[broker] role =
+"SLAVE"``, its messages by replication from the master's HA port) takes the master's metadata in
+through its ``metasync`` actor: committed offsets and ack-mode marks forward only and never past its
+own queue end (held there while its HA actor is stopped), topics into its topics.json, delay offsets
+into its delayOffset.json, the timer checkpoint into its timercheck."""
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.engine.delay.offsets import read_delay_offsets
+from mqstore.engine.meta.topics import read_topic_file
+from mqstore.ipc.client.ack_consumer import AckConsumer, Delivery
 from mqstore.ipc.client.api import Producer
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.wire.receipts import OK
@@ -39,9 +43,29 @@ def plant(store: Path) -> None:
 def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     root = tmp_path_factory.mktemp("master")
     plant(root / "store")
-    broker = Broker(root, remoting_port=free_port_range(1), extra_toml="\n[store]\ntimer_wheel_enable = false\n")
+    port = free_port_range(2)  # the front, and the HA port next to it as a slave expects (RocketMQ's)
+    broker = Broker(root, remoting_port=port, extra_toml=f"\n[store]\ntimer_wheel_enable = false\n"
+                                                         f"[ha]\nserve = true\nlisten_port = {port + 1}\n")
     with broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def slave(master: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    assert master.remoting_port is not None
+    broker = Broker(tmp_path_factory.mktemp("slave"), remoting_port=free_port_range(1),
+                    broker_extra='role = "SLAVE"\nbroker_id = 1',
+                    extra_toml=f'\n[store]\ntimer_wheel_enable = false\n[ha]\nmaster_address = '
+                               f'"127.0.0.1:{master.remoting_port + 1}"\nmetadata_sync_interval_ms = {INTERVAL_MS}\n')
+    with broker:
+        yield broker
+
+
+@pytest.fixture
+def on_slave(slave: Broker) -> Iterator[rm.RemotingClient]:
+    assert slave.remoting_port is not None
+    with rm.RemotingClient("127.0.0.1", slave.remoting_port) as c:
+        yield c
 
 
 @pytest.fixture
@@ -129,52 +153,140 @@ def test_ack_marks(master: Broker, client: rm.RemotingClient) -> None:
     assert "MetaAck@GA" in table and table["MetaAck@GA"]["0"] >= 0
 
 
+def max_offset(client: rm.RemotingClient, topic: str, queue_id: int) -> int:
+    reply = client.call(rm.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+    return int(reply.ext["offset"]) if reply.code == rm.SUCCESS else -1
+
+
+def committed(client: rm.RemotingClient, group: str, topic: str, queue_id: int) -> int:
+    reply = client.call(rm.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": queue_id})
+    return int(reply.ext["offset"]) if reply.code == rm.SUCCESS else -1
+
+
+def commit(client: rm.RemotingClient, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+    reply = client.call(rm.UPDATE_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": queue_id,
+                                                    "commitOffset": queue_offset})
+    assert reply.code == rm.SUCCESS, reply.remark
+
+
+def ack_mark(client: rm.RemotingClient, group: str, topic: str, queue_id: int) -> int:
+    reply = client.call(9001)
+    assert reply.code == rm.SUCCESS
+    return int(json.loads(reply.body)["ackMarkTable"].get(f"{topic}@{group}", {}).get(str(queue_id), -1))
+
+
+def metasync(slave: Broker) -> dict[str, Any]:
+    """The slave's metasync stats, once it reported a round."""
+    def reported() -> dict[str, Any] | None:
+        stats: dict[str, Any] = (slave.status() or {}).get("actors", {}).get("metasync", {})
+        return stats if "rounds" in stats else None
+    return wait_for(reported, 20, "the slave's metasync stats")  # type: ignore[no-any-return]
+
+
+def replicated(on_slave: rm.RemotingClient, topic: str, queue_id: int, count: int) -> None:
+    wait_for(lambda: max_offset(on_slave, topic, queue_id) == count, 60,
+             f"the slave's {topic}/{queue_id} to hold {count} messages, replicated")
+
+
+@contextmanager
+def ha_held(slave: Broker) -> Iterator[None]:
+    """The slave's HA actor stopped (SIGSTOP): its log, and so its queues, stay where they are."""
+    slave.kill("ha", signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        slave.kill("ha", signal.SIGCONT)
+
+
 def test_slave_takes_the_masters_offsets_forward_only_and_within_its_queue(
-        master: Broker, client: rm.RemotingClient, tmp_path: Path) -> None:
-    assert master.remoting_port is not None
+        master: Broker, slave: Broker, client: rm.RemotingClient, on_slave: rm.RemotingClient) -> None:
     send(master, "MetaS", 1, 6)
-    wait_for(lambda: client.call(rm.GET_MAX_OFFSET, {"topic": "MetaS", "queueId": 1}).ext.get("offset") == "6",
-             10, "6 messages in MetaS/1")
-    slave_port = free_port_range(1)
-    slave = Broker(tmp_path, remoting_port=slave_port,
-                   broker_extra='role = "SLAVE"\nbroker_id = 1',
-                   extra_toml=f'\n[store]\ntimer_wheel_enable = false\n[ha]\nmaster_address = '
-                              f'"127.0.0.1:{master.remoting_port + 1}"\nmetadata_sync_interval_ms = {INTERVAL_MS}\n')
-    with slave, rm.RemotingClient("127.0.0.1", slave_port) as on_slave:
-        send(slave, "MetaS", 1, 4)  # the slave holds 4 of the master's 6
+    replicated(on_slave, "MetaS", 1, 6)
+    commit(client, "GS", "MetaS", 1, 2)
+    wait_for(lambda: committed(on_slave, "GS", "MetaS", 1) == 2, 20, "the master's offset 2 on the slave")
+    # the master past what the slave holds: held at the slave's queue end, and on once the log caught up
+    with ha_held(slave):
+        clamped = int(metasync(slave)["offsets_clamped"])
+        send(master, "MetaS", 1, 4)
+        commit(client, "GS", "MetaS", 1, 10)
+        wait_for(lambda: int(metasync(slave)["offsets_clamped"]) > clamped, 20, "an offset held at the queue end")
+        assert committed(on_slave, "GS", "MetaS", 1) == 6 and max_offset(on_slave, "MetaS", 1) == 6
+    replicated(on_slave, "MetaS", 1, 10)
+    wait_for(lambda: committed(on_slave, "GS", "MetaS", 1) == 10, 20, "the master's offset 10 once the slave holds 10")
+    # a consumer on the slave got further than the master says: the master's older offset never wins
+    commit(on_slave, "GT", "MetaS", 1, 5)
+    commit(client, "GT", "MetaS", 1, 1)
+    rounds = int(metasync(slave)["rounds"])
+    wait_for(lambda: int(metasync(slave)["rounds"]) >= rounds + 3, 20, "three more sync rounds")
+    assert committed(on_slave, "GT", "MetaS", 1) == 5
+    stats = metasync(slave)
+    assert [stats[item] for item in ("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint",
+                                     "ack_marks")] == ["ok"] * 5, stats
+    assert stats["master"] == f"127.0.0.1:{master.remoting_port}"  # the HA port - 1
+    assert stats["last_sync_ms"] > 0
+    shown = slave.mqstore("status")  # what a person reads: the sync's master, rounds and items
+    assert shown.returncode == 0, shown.stderr
+    assert f"metadata sync from 127.0.0.1:{master.remoting_port}:" in shown.stdout
+    assert "topics ok, consumer_offsets ok, delay_offsets ok, timer_checkpoint ok, ack_marks ok" in shown.stdout
+    # the timer checkpoint came with them: the master's read time, masterTimerQueueOffset and data
+    # version, nothing enqueued here
+    head = struct.unpack(">7q", (slave.store / "config" / "timercheck").read_bytes()[:56])
+    assert head[0] == TIMER_LONGS[0] and head[2] == 0 and head[3] == TIMER_LONGS[3] and head[4:] == TIMER_LONGS[4:]
 
-        def slave_offset() -> int:
-            reply = on_slave.call(rm.QUERY_CONSUMER_OFFSET, {"consumerGroup": "GS", "topic": "MetaS", "queueId": 1})
-            return int(reply.ext["offset"]) if reply.code == rm.SUCCESS else -1
 
-        assert client.call(rm.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "GS", "topic": "MetaS", "queueId": 1,
-                                                       "commitOffset": 2}).code == rm.SUCCESS
-        wait_for(lambda: slave_offset() == 2, 20, "the master's offset 2 on the slave")
-        # the master past what the slave holds: held at the slave's end, and moved on once it has more
-        client.call(rm.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "GS", "topic": "MetaS", "queueId": 1,
-                                                "commitOffset": 6})
-        wait_for(lambda: slave_offset() == 4, 20, "the offset held at the slave's queue end, 4")
-        send(slave, "MetaS", 1, 2)
-        wait_for(lambda: slave_offset() == 6, 20, "the master's offset 6 once the slave holds 6")
-        # a consumer on the slave got further than the master says: the master's older offset never wins
-        on_slave.call(rm.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "GT", "topic": "MetaS", "queueId": 1,
-                                                  "commitOffset": 5})
-        client.call(rm.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "GT", "topic": "MetaS", "queueId": 1,
-                                                "commitOffset": 1})
-        def metasync() -> dict[str, object]:
-            stats: dict[str, object] = (slave.status() or {}).get("actors", {}).get("metasync", {})
-            return stats
-        rounds = int(metasync().get("rounds", 0))
-        wait_for(lambda: int(metasync().get("rounds", 0)) >= rounds + 3, 20,
-                 "three more sync rounds")
-        reply = on_slave.call(rm.QUERY_CONSUMER_OFFSET, {"consumerGroup": "GT", "topic": "MetaS", "queueId": 1})
-        assert reply.ext["offset"] == "5"
-        # the timer checkpoint came with them: the master's read time, masterTimerQueueOffset and data
-        # version, nothing enqueued here
-        stats = metasync()
-        assert [stats[item] for item in ("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint",
-                                         "ack_marks")] == ["ok"] * 5, stats
-        assert stats["master"] == f"127.0.0.1:{master.remoting_port}"  # the HA port - 1
-        assert stats["offsets_clamped"] and stats["last_sync_ms"] > 0
-        head = struct.unpack(">7q", (slave.store / "config" / "timercheck").read_bytes()[:56])
-        assert head[0] == TIMER_LONGS[0] and head[2] == 0 and head[3] == TIMER_LONGS[3] and head[4:] == TIMER_LONGS[4:]
+def test_topics_created_on_the_master_reach_the_slaves_topics_file(
+        master: Broker, slave: Broker, on_slave: rm.RemotingClient) -> None:
+    send(master, "MetaNew", 0, 1)
+    wait_for(lambda: "MetaNew" in (read_topic_file(master.store) or ({}, None))[0], 20, "MetaNew on the master")
+
+    def same() -> bool:
+        mine, theirs = read_topic_file(slave.store), read_topic_file(master.store)
+        return mine is not None and theirs is not None and mine == theirs and "MetaNew" in mine[0]
+    wait_for(same, 20, "the master's topics, at its data version, in the slave's topics.json")
+    replicated(on_slave, "MetaNew", 0, 1)
+
+
+def test_delay_offsets_reach_the_slave(master: Broker, slave: Broker) -> None:
+    with Producer(master.store) as producer:
+        assert producer.send("MetaDelay", b"later", properties={"DELAY": "1"}).ok
+    wait_for(lambda: read_delay_offsets(master.store).offsets.get(1, 0) >= 1, 30,
+             "the master's scheduler to deliver level 1's message")
+    wait_for(lambda: read_delay_offsets(slave.store) == read_delay_offsets(master.store), 20,
+             "the master's delay offsets in the slave's delayOffset.json")
+    assert read_delay_offsets(slave.store).offsets[1] >= 1
+
+
+def test_ack_marks_reach_the_slaves_index_forward_only_and_within_its_queue(
+        master: Broker, slave: Broker, on_slave: rm.RemotingClient) -> None:
+    topic, group = "MetaAckS", "GAS"
+    send(master, topic, 0, 10)
+    replicated(on_slave, topic, 0, 10)
+    got: dict[int, Delivery] = {}
+
+    def receive(consumer: AckConsumer, count: int) -> None:
+        def enough() -> bool:
+            got.update((d.queue_offset, d) for d in consumer.receive(32, 200))
+            return len(got) >= count
+        wait_for(enough, 20, f"{count} deliveries")
+
+    with AckConsumer(master.store, group=group, topic=topic, visibility_ms=120_000) as consumer:
+        receive(consumer, 10)
+        assert consumer.ack([got[q] for q in range(4)]) == [OK] * 4
+        wait_for(lambda: ack_mark(on_slave, group, topic, 0) == 4, 20, "the master's ack mark 4 on the slave")
+        # the master acks past what the slave holds: held at the slave's queue end
+        with ha_held(slave):
+            held = int(metasync(slave)["ack_clamped"])
+            send(master, topic, 0, 6)
+            receive(consumer, 16)
+            assert consumer.ack([got[q] for q in range(4, 12)]) == [OK] * 8
+            wait_for(lambda: int(metasync(slave)["ack_clamped"]) > held, 20, "an ack mark held at the queue end")
+            assert ack_mark(on_slave, group, topic, 0) == 10 and max_offset(on_slave, topic, 0) == 10
+        replicated(on_slave, topic, 0, 16)
+        wait_for(lambda: ack_mark(on_slave, group, topic, 0) == 12, 20, "the master's mark 12 once the slave holds 16")
+    # the slave's own index hands the group out from the master's mark: 12 on, nothing below
+    got.clear()
+    with AckConsumer(slave.store, group=group, topic=topic, visibility_ms=120_000) as on_the_slave:
+        receive(on_the_slave, 4)
+        assert sorted(got) == [12, 13, 14, 15]
+    stats = metasync(slave)
+    assert stats["ack_marks_seen"] >= 1 and stats["ack_queues_moved"] >= 2, stats

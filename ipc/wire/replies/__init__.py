@@ -11,7 +11,7 @@ field. A refusal stays one map for every op (``schema.error_reply``).
 |              | resume_check (the transactions actor)                                            |
 | ``reader``   | pull (maps or packed), query_key / query_keys / query_uniq / view_id, offsets,   |
 |              | queue_info, groups, group_describe, group_activity, ping (the readers)           |
-| ``metadata`` | offset_table, merge_offsets, ack_marks (the readers)                             |
+| ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)            |
 
 The bytes are those the maps of ``schema.ok_reply`` gave before the classes, which a property test holds.
 """
@@ -29,7 +29,12 @@ from mqstore.ipc.wire.replies.control import (
     StatusReply,
     StopReply,
 )
-from mqstore.ipc.wire.replies.metadata import AckMarksReply, MergeOffsetsReply, OffsetTableReply
+from mqstore.ipc.wire.replies.metadata import (
+    AckMarksReply,
+    MergeAckMarksReply,
+    MergeOffsetsReply,
+    OffsetTableReply,
+)
 from mqstore.ipc.wire.replies.reader import (
     DeleteTopicOffsetsReply,
     GroupActivityReply,
@@ -55,7 +60,8 @@ from mqstore.ipc.wire.replies.writer import (
 
 __all__ = ["AckMarksReply", "AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply",
            "DeleteTopicOffsetsReply", "DeleteTopicReply", "EncodingReply", "EndTransactionReply", "GroupActivityReply",
-           "GroupDescribeReply", "GroupsReply", "MergeOffsetsReply", "MessagesReply", "OffsetReply", "OffsetTableReply",
-           "PackedPullReply", "PackedRecordsReply", "PingReply", "PromoteReply", "PullReply", "QueueInfoReply",
-           "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply", "ReplyError", "ResumeCheckReply",
-           "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicsReply", "WriterPingReply"]
+           "GroupDescribeReply", "GroupsReply", "MergeAckMarksReply", "MergeOffsetsReply", "MessagesReply",
+           "OffsetReply", "OffsetTableReply", "PackedPullReply", "PackedRecordsReply", "PingReply", "PromoteReply",
+           "PullReply", "QueueInfoReply", "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply",
+           "ReplyError", "ResumeCheckReply", "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply",
+           "TopicsReply", "WriterPingReply"]

@@ -8,9 +8,7 @@ from typing import Any
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.messages import ReplyError
 from mqstore.ipc.wire.replies.base import Reply, field
-from mqstore.ipc.wire.requests.metadata import OffsetEntry, offset_entry
-
-AckMark = tuple[str, str, int, int]  # group, topic, queue id, acked_below (every queue offset below it acked)
+from mqstore.ipc.wire.requests.metadata import AckMark, OffsetEntry, ack_mark, offset_entry
 
 
 def _entries(message: dict[str, Any], name: str) -> tuple[OffsetEntry, ...]:
@@ -65,14 +63,30 @@ class AckMarksReply(Reply):
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> AckMarksReply:
-        raw: list[Any] = field(message, "marks", list)
-        marks = []
-        for item in raw:
-            if type(item) is not list or len(item) != 4:
-                raise ReplyError(f"reply: an ack mark must be [group, topic, queue, acked_below], got {item!r}"[:200])
-            try:
-                topic, group, queue_id, acked_below = offset_entry([item[1], item[0], item[2], item[3]])
-            except schema.SchemaError as exc:
-                raise ReplyError(f"reply: field 'marks': {exc}") from None
-            marks.append((group, topic, queue_id, acked_below))
-        return cls(tuple(marks))
+        return cls(_marks(message, "marks"))
+
+
+def _marks(message: dict[str, Any], name: str) -> tuple[AckMark, ...]:
+    raw: list[Any] = field(message, name, list)
+    try:
+        return tuple(ack_mark(item) for item in raw)
+    except schema.SchemaError as exc:
+        raise ReplyError(f"reply: field {name!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeAckMarksReply(Reply):
+    """How many queues moved forward and how many messages that acked, and the marks held back at
+    this broker's queue end, as ``[group, topic, queue, the end they stopped at]``."""
+
+    moved: int
+    acked: int
+    clamped: tuple[AckMark, ...]
+
+    def encode(self, request_id: Any) -> dict[str, Any]:
+        return {"v": schema.VERSION, "id": request_id, "ok": True, "moved": self.moved, "acked": self.acked,
+                "clamped": [list(m) for m in self.clamped]}
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> MergeAckMarksReply:
+        return cls(field(message, "moved", int), field(message, "acked", int), _marks(message, "clamped"))

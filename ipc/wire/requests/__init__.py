@@ -8,7 +8,7 @@ comes in (``decode_request``); the actors handle these classes, never a map.
 | ``reader``   | pull, query_key, query_keys, query_uniq, view_id, offset_by_time, queue_info,   |
 |              | commit_offset, fetch_offset, groups, group_describe, delete_topic_offsets,      |
 |              | group_activity, ack_stats (and ping)                                            |
-| ``metadata`` | offset_table, merge_offsets, ack_marks (served by the readers)                  |
+| ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)           |
 | ``acks``     | ack_pull, ack, nack, ack_release (served by the readers)                        |
 | ``control``  | ping; status, stop (the supervisor); end_transaction, register_producer,         |
 |              | resume_check (the transactions actor)                                           |
@@ -29,7 +29,7 @@ from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckRelease, Nack
 from mqstore.ipc.wire.requests.base import OP_ROLES, Op, Request, Role, UnknownOpError, at_most
 from mqstore.ipc.wire.requests.control import EndTransaction, Ping, Promote, RegisterProducer, ResumeCheck, Status, Stop
-from mqstore.ipc.wire.requests.metadata import AckMarks, MergeOffsets, OffsetTable
+from mqstore.ipc.wire.requests.metadata import AckMarks, MergeAckMarks, MergeOffsets, OffsetTable
 from mqstore.ipc.wire.requests.reader import (
     AckStats,
     CommitOffset,
@@ -57,8 +57,8 @@ from mqstore.ipc.wire.requests.writer import (
 )
 
 __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckMarks", "AckPull", "AckRelease",
-           "AckStats", "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding",
-           "EndTransaction", "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeOffsets", "Nack",
+           "AckStats", "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
+           "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
            "OffsetByTime", "OffsetTable", "Op", "Ping", "Promote", "Pull", "QueryKey", "QueryKeys", "QueryUniq",
            "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send", "SendEncoded", "SendMessage",
            "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "at_most", "decode_request"]
@@ -78,7 +78,7 @@ class Served:
 WRITER = Served.of("writer", Send, SendEncoded, Encoding, Ping, Topics, CreateTopic, DeleteTopic)
 READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, OffsetByTime, QueueInfo, CommitOffset,
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
-                   GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks)
+                   GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

@@ -60,6 +60,7 @@ class Op(StrEnum):
     OFFSET_TABLE = "offset_table"
     MERGE_OFFSETS = "merge_offsets"
     ACK_MARKS = "ack_marks"
+    MERGE_ACK_MARKS = "merge_ack_marks"
     # the transactions actor
     END_TRANSACTION = "end_transaction"
     REGISTER_PRODUCER = "register_producer"
@@ -94,6 +95,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.CREATE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC: Role.ADMIN, Op.DELETE_TOPIC_OFFSETS: Role.ADMIN,
     Op.STATUS: Role.ADMIN, Op.STOP: Role.ADMIN, Op.PROMOTE: Role.ADMIN,
     Op.OFFSET_TABLE: Role.ADMIN, Op.MERGE_OFFSETS: Role.ADMIN, Op.ACK_MARKS: Role.ADMIN,
+    Op.MERGE_ACK_MARKS: Role.ADMIN,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

@@ -6,6 +6,10 @@
                                               (reader 0) a master's offsets taken in: each moves forward
                                               only, and no further than the queue's end here
     ack_marks       no fields                 (every reader) how far each ack-mode group it owns acked
+    merge_ack_marks marks [[group, topic, queue, acked_below], ...]
+                                              (each reader, the marks of the queues it owns) a master's
+                                              ack marks taken in: each queue acked below its mark, forward
+                                              only, and no further than the queue's end here
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from mqstore.ipc.wire.requests.base import INT_MAX, LONG_MAX, MAX_NAME_CHARS, Op
 MAX_MERGED_OFFSETS = 1 << 20  # entries in one merge_offsets
 
 OffsetEntry = tuple[str, str, int, int]  # topic, group, queue id, next queue offset
+AckMark = tuple[str, str, int, int]  # group, topic, queue id, acked_below (every queue offset below it acked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +65,27 @@ def offset_entry(item: Any) -> OffsetEntry:
     if type(queue_offset) is not int or not 0 <= queue_offset <= LONG_MAX:
         raise schema.SchemaError(f"an offset entry's offset is out of range: {item!r}"[:200])
     return topic, group, queue_id, queue_offset
+
+
+@dataclass(frozen=True, slots=True)
+class MergeAckMarks(Request):
+    OP: ClassVar[Op] = Op.MERGE_ACK_MARKS
+    marks: tuple[AckMark, ...]
+
+    def encode(self, request_id: Any) -> dict[str, Any]:
+        return {"v": schema.VERSION, "op": self.OP.value, "id": request_id, "marks": [list(m) for m in self.marks]}
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> MergeAckMarks:
+        raw: list[Any] = schema.field(message, "marks", list)
+        if len(raw) > MAX_MERGED_OFFSETS:
+            raise schema.SchemaError(f"field 'marks' holds more than {MAX_MERGED_OFFSETS} marks")
+        return cls(tuple(ack_mark(item) for item in raw))
+
+
+def ack_mark(item: Any) -> AckMark:
+    """One ``[group, topic, queue, acked_below]``; ``schema.SchemaError`` for anything else."""
+    if type(item) is not list or len(item) != 4:
+        raise schema.SchemaError(f"an ack mark must be [group, topic, queue, acked_below], got {item!r}"[:200])
+    topic, group, queue_id, acked_below = offset_entry([item[1], item[0], item[2], item[3]])
+    return group, topic, queue_id, acked_below

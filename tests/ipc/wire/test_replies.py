@@ -79,6 +79,8 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.MergeOffsetsReply: st.builds(replies.MergeOffsetsReply, INTS, st.lists(OFFSET_ENTRIES, max_size=3)
                                          .map(tuple)),
     replies.AckMarksReply: st.builds(replies.AckMarksReply, st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
+    replies.MergeAckMarksReply: st.builds(replies.MergeAckMarksReply, INTS, INTS,
+                                          st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
 }
 EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
 
@@ -159,6 +161,8 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"moved": moved, "clamped": [list(e) for e in clamped]}
         case replies.AckMarksReply(ack_marks):  # ``AckGroups.op_ack_marks``: group, topic, queue, acked_below
             return {"marks": [list(m) for m in ack_marks]}
+        case replies.MergeAckMarksReply(moved, acked, clamped):  # ``AckGroups.op_merge_ack_marks``
+            return {"moved": moved, "acked": acked, "clamped": [list(m) for m in clamped]}
         case replies.ReaderPingReply(pid, index, readers, readable_end, parked):
             return {"pid": pid, "index": index, "readers": readers, "readable_end": readable_end, "parked": parked}
     raise AssertionError(f"no map of today for {reply!r}")

@@ -86,6 +86,8 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
     requests.AckMarks: st.just(requests.AckMarks()),
     requests.MergeOffsets: st.builds(requests.MergeOffsets, st.lists(st.tuples(TOPICS, GROUPS, QUEUES, OFFSETS),
                                                                      max_size=4).map(tuple)),
+    requests.MergeAckMarks: st.builds(requests.MergeAckMarks, st.lists(st.tuples(GROUPS, TOPICS, QUEUES, OFFSETS),
+                                                                       max_size=4).map(tuple)),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
