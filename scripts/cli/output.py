@@ -106,9 +106,15 @@ def replication_lines(rep: dict[str, Any]) -> list[str]:
     metadata = rep.get("metadata")
     if metadata is not None:
         synced = "never synced" if metadata["age_ms"] < 0 else f"synced {_seconds(metadata['age_ms'])} s ago"
-        failed = [f"{item} ({state})" for item, state in metadata["items"].items() if state != "ok"]
+        items: dict[str, str] = metadata["items"]
+        failed: dict[str, list[str]] = {}
+        for item, state in items.items():
+            if state != "ok":
+                failed.setdefault(state, []).append(item)
+        told = "; ".join(f"{'every item' if len(names) == len(items) else ', '.join(names)} ({state})"
+                         for state, names in failed.items())
         lines.append(f"metadata: from {metadata['master']}, {synced}; "
-                     + (f"not applied: {', '.join(failed)}" if failed else "every item applied"))
+                     + (f"not applied: {told}" if failed else "every item applied"))
     return lines
 
 

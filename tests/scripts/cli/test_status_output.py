@@ -33,7 +33,7 @@ def test_a_slave_shows_its_master_its_state_and_its_metadata() -> None:
     assert replication_lines(rep) == [
         "replication: SLAVE of 127.0.0.1:10912, epoch 3, transfer; written 4000, the master's end 5000 as last "
         "learned (1000 bytes behind), heard from it 0.1 s ago",
-        "metadata: from 127.0.0.1:10911, synced 2.5 s ago; not applied: delay_offsets (error: boom), ack_marks "
+        "metadata: from 127.0.0.1:10911, synced 2.5 s ago; not applied: delay_offsets (error: boom); ack_marks "
         "(never)"]
     assert slave_rows(rep) == []
 
@@ -47,6 +47,26 @@ def test_a_slave_that_does_not_follow_says_why_and_a_dead_ha_actor_is_named() ->
         "replication: SLAVE of 127.0.0.1:10912, epoch 3, diverged; written 4000, the master's end 5000 as last "
         "learned (1000 bytes behind); the ha actor is dead: its last report",
         "  why: no epoch of this log is one of the master's"]
+
+
+def test_metadata_items_are_told_by_state_and_all_alike_in_one_word() -> None:
+    unreachable = dict.fromkeys(("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint", "ack_marks"),
+                                "unreachable")
+    sync = {"state": "running", "master": "127.0.0.1:10911", "last_sync_ms": -1, **unreachable}
+    rep = replication_summary({"role": "SLAVE", "actors": {"ha": SLAVE["actors"]["ha"], "metasync": sync}}, NOW_MS)
+    assert rep is not None
+    assert replication_lines(rep)[1] == "metadata: from 127.0.0.1:10911, never synced; not applied: every item " \
+                                        "(unreachable)"
+    synced = {**sync, "last_sync_ms": NOW_MS - 400, **dict.fromkeys(unreachable, "ok"), "topics": "error: x",
+              "ack_marks": "error: x"}
+    rep = replication_summary({"role": "SLAVE", "actors": {"ha": SLAVE["actors"]["ha"], "metasync": synced}}, NOW_MS)
+    assert rep is not None
+    assert replication_lines(rep)[1] == "metadata: from 127.0.0.1:10911, synced 0.4 s ago; not applied: topics, " \
+                                        "ack_marks (error: x)"
+    rep = replication_summary({"role": "SLAVE", "actors": {"ha": SLAVE["actors"]["ha"], "metasync": {
+        **synced, "topics": "ok", "ack_marks": "ok"}}}, NOW_MS)
+    assert rep is not None
+    assert replication_lines(rep)[1] == "metadata: from 127.0.0.1:10911, synced 0.4 s ago; every item applied"
 
 
 def test_a_lone_master_says_it_serves_no_slaves() -> None:
