@@ -25,8 +25,9 @@ from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.ha.log_end import recover_end
 from mqstore.actors.ha.log_source import LogSource
 from mqstore.actors.ha.master import MasterSide
-from mqstore.actors.ha.slave import CONNECTING, SlaveSide
+from mqstore.actors.ha.slave import SlaveSide
 from mqstore.actors.ha.slave_ingress import SlaveIngress
+from mqstore.actors.ha_status import CONNECTING
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.ha.epochs import EpochFile
 from mqstore.engine.ha.replica import complete_end
@@ -77,7 +78,7 @@ class HaActor:
                 ready = dict(poller.poll(tick_ms))
                 now = monotonic_ms()
                 if written_in in ready:
-                    side.written_end = max(side.written_end, _drain_written(written_in))
+                    side.note_written(_drain_written(written_in), now)
                 if listener.fileno() in ready:
                     side.accept(now)
                 for fd, link in list(side.links.items()):
@@ -158,6 +159,7 @@ class HaActor:
                     self.rt.report("running", role=cfg.broker.role, epoch=side.epochs.last_epoch, ha_state=side.state,
                                    master=side.master, reason=side.reason, written=side.end, complete=complete,
                                    confirm=side.confirm, master_end=side.master_end,
+                                   since_master_ms=side.since_master_ms(now),
                                    appended_bytes=side.appended_bytes, connects=side.connects,
                                    refused_sends=ingress_answers.refused)
         finally:

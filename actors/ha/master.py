@@ -64,6 +64,12 @@ class MasterSide:
         self.sent_bytes = 0
         self._now = now_ms
 
+    def note_written(self, end: int, now_ms: int) -> None:
+        """The writer's end, from its ``written`` notices (-1: none came)."""
+        if end > self.written_end:
+            self.written_end = end
+            self.replicas.write_times.note(end, now_ms)
+
     # -- the port ----------------------------------------------------------------------------------
 
     def listen(self, address: tuple[str, int]) -> socket.socket:

@@ -17,7 +17,8 @@ from pathlib import Path
 from mqstore.actors.config import BrokerConfig
 from mqstore.actors.config_ha import split_host_port
 from mqstore.actors.ha.log_end import recover_end
-from mqstore.actors.ha.slave import DIVERGED, Follow, follow
+from mqstore.actors.ha.slave import Follow, follow
+from mqstore.actors.ha_status import DIVERGED
 from mqstore.engine.ha.epochs import EpochFile
 from mqstore.engine.ha.replica import truncate_replica
 from mqstore.engine.log.commitlog import CommitLog

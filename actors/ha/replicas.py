@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mqstore.actors.ha.write_times import WriteTimes
 from mqstore.ipc.wire.notices import Replicated
 
 
@@ -29,6 +30,7 @@ class ReplicaSet:
         self.in_sync_replicas = in_sync_replicas
         self.max_gap_not_in_sync = max_gap_not_in_sync
         self.slaves: dict[int, SlaveCopy] = {}
+        self.write_times = WriteTimes()  # when the master's end passed each offset, for the lag in time
 
     def join(self, broker_id: int, address: str, now_ms: int) -> SlaveCopy | None:
         """A slave past its handshake; None when that broker id is connected already (the first is kept)."""
@@ -55,8 +57,12 @@ class ReplicaSet:
         return Replicated(self.end(master_end), self.in_sync(master_end), len(self.slaves), epoch)
 
     def stats(self, master_end: int, now_ms: int) -> list[dict[str, object]]:
-        """Each slave as the status shows it: its id, address, acknowledged end, lag in bytes, and how
-        long since its last report."""
+        """Each slave as the status shows it: its id, address, acknowledged end, lag in bytes, lag in
+        time (how long the first byte it lacks has been written: ``mqstore.actors.ha.write_times``), and
+        how long since its last report."""
+        if self.slaves:
+            self.write_times.forget_below(min(s.acked for s in self.slaves.values()))
         return [{"broker_id": s.broker_id, "address": s.address, "acked": s.acked,
-                 "lag_bytes": max(0, master_end - s.acked), "since_report_ms": max(0, now_ms - s.acked_ms)}
+                 "lag_bytes": max(0, master_end - s.acked), "lag_ms": self.write_times.lag_ms(s.acked, now_ms),
+                 "since_report_ms": max(0, now_ms - s.acked_ms)}
                 for s in sorted(self.slaves.values(), key=lambda s: s.broker_id)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from mqstore.actors.config_ha import HaConfig, split_host_port
 from mqstore.actors.ha.peer import Peer
+from mqstore.actors.ha_status import CONNECTING, DIVERGED, HANDSHAKE, HELLO, MASTER_BEHIND, TRANSFER
 from mqstore.engine.ha.epochs import EpochEntry, EpochFile, consistent_point
 from mqstore.engine.ha.replica import append_replica
 from mqstore.engine.log.commitlog import CommitLog
@@ -35,8 +36,6 @@ from mqstore.ipc.wire import ha_hello as hello
 
 log = logging.getLogger("mqstore")
 RETRY_MS = 3_000
-CONNECTING, HELLO, HANDSHAKE, TRANSFER = "connecting", "hello", "handshake", "transfer"
-DIVERGED, MASTER_BEHIND = "diverged", "master_behind"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +88,7 @@ class SlaveSide:
         self.reported = -1             # the last end reported
         self.last_report_ms = 0
         self.connected_ms = 0
-        self.master_end = 0            # the master's end at the handshake
+        self.master_end = 0            # the master's end as last learned: its handshake, its transfers
         self.confirm = 0               # the master's confirm offset, from its last transfer
         self.logged = ""               # the last failure logged: one line per outage, not per try
         self.connects = 0
@@ -196,6 +195,7 @@ class SlaveSide:
         if frame.offset != self.end:
             raise wire.HaWireError(f"a transfer at {frame.offset}, where this log ends at {self.end}")
         self.confirm = frame.confirm_offset
+        self.master_end = max(self.master_end, frame.confirm_offset, frame.offset + len(frame.body))
         if frame.epoch > self.epochs.last_epoch:
             self.epochs.append(frame.epoch, frame.epoch_start)  # the epoch's start before its first byte
         elif frame.epoch < self.epochs.last_epoch:
@@ -246,6 +246,12 @@ class SlaveSide:
                                                                           HANDSHAKE_TIMEOUT_MS):
             self.fail(now_ms, f"no HA handshake from {self.master} within {HANDSHAKE_TIMEOUT_MS} ms: is it the HA "
                       "port of an mqstore master?")
+
+    def since_master_ms(self, now_ms: int) -> int:
+        """How long since anything came from the master; -1 while not following it."""
+        if self.peer is None or self.state != TRANSFER:
+            return -1
+        return max(0, now_ms - self.peer.last_read_ms)
 
     def close(self) -> None:
         if self.peer is not None:

@@ -25,6 +25,7 @@ import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config_ha import master_remoting
+from mqstore.actors.ha_status import METADATA_ITEMS
 from mqstore.actors.metasync.apply import apply_delay_offsets, apply_timer_checkpoint, apply_topics
 from mqstore.actors.metasync.fetch import MasterAnswerError, MasterMetadata
 from mqstore.actors.runtime import Runtime
@@ -38,7 +39,7 @@ from mqstore.ipc.wire.requests.metadata import AckMark
 log = logging.getLogger("mqstore")
 
 CALL_TIMEOUT_MS = 10_000
-ITEMS = ("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint", "ack_marks")
+ITEMS = METADATA_ITEMS
 
 
 class MetadataSyncActor:

@@ -7,7 +7,9 @@ ops the other actors already serve, never by touching their loops.
   latencies: ``mqstore.actors.meters``);
 - the writer's ``topics``; reader 0's ``queue_info`` per topic, ``groups`` and ``group_describe``
   per group (consumer lag computed once, by ``mqstore.engine.read.group_lag``); every reader's ``ack_stats``;
-- the disk the commitlog is on, against the retention watermarks (``mqstore.engine.reclaim.retention``).
+- the disk the commitlog is on, against the retention watermarks (``mqstore.engine.reclaim.retention``);
+- replication, drawn from the ``ha`` and ``metasync`` actors' stats in the status
+  (``mqstore.actors.ha_status``): role, epoch, the master or each slave with its lag.
 
 A source that does not answer within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot
 says which failed (``errors``). The snapshot is plain values: the JSON endpoint serves it as it is,
@@ -25,6 +27,7 @@ import zmq
 
 from mqstore.actors.clock import wall_ms
 from mqstore.actors.config import BrokerConfig
+from mqstore.actors.ha_status import replication_summary
 from mqstore.actors.meters import LATENCY_BOUNDS_S
 from mqstore.engine.reclaim.retention import disk_used_ratio
 from mqstore.ipc.client.api import Admin
@@ -129,7 +132,8 @@ class Collector:
                 "topics": self._topics(topics_in, topics_out), "groups": self.last["groups"],
                 "ack": self.last["ack"], "offsets": offsets, "disk": self._disk(), "files": writer.get("files", []),
                 "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send, "pull": pull},
-                "history": list(self.history), "urls": self._urls()}
+                "history": list(self.history), "urls": self._urls(),
+                "replication": replication_summary(status, now)}
 
     def _queues(self) -> dict[str, dict[str, list[int]]]:
         names = sorted(self.last["topics"])[:MAX_TOPICS]

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from mqstore.actors.config_ha import ROLES, SLAVE
+from mqstore.actors.ha_status import SLAVE_STATES
 from mqstore.actors.metrics.collect import Snapshot
 
 ACTOR_STATES = ("starting", "running", "stopped", "dead")
@@ -158,6 +160,69 @@ def _moved_families(moved: dict[str, Any] | None) -> Iterator[Metric]:
         yield CounterMetricFamily(f"mqstore_stragglers_moved_{key}", helptext, value=float(moved.get(key, 0)))
 
 
+def _replication_families(rep: dict[str, Any] | None) -> Iterator[Metric]:
+    """Replication (``mqstore.actors.ha_status``): the role, and the master's slaves or the slave's master."""
+    if not rep:
+        return
+    role = GaugeMetricFamily("mqstore_ha_role", "1 for the broker's role (ASYNC_MASTER, SYNC_MASTER, SLAVE)",
+                             labels=["role"])
+    for r in ROLES:
+        role.add_metric([r], 1.0 if rep["role"] == r else 0.0)
+    yield role
+    if rep["ha_actor"] == "none":
+        return
+    yield GaugeMetricFamily("mqstore_ha_epoch", "The last epoch of the broker's commitlog", value=float(rep["epoch"]))
+    if rep["role"] == SLAVE:
+        yield from _slave_side(rep)
+        return
+    yield GaugeMetricFamily("mqstore_ha_slaves_connected", "Slaves connected past their handshake, counted by "
+                            "broker id", value=float(rep["connected"]))
+    yield GaugeMetricFamily("mqstore_ha_slaves_in_sync", "Connected slaves within [ha] max_gap_not_in_sync of the "
+                            "master's end", value=float(rep["in_sync"]))
+    yield GaugeMetricFamily("mqstore_ha_replicated_offset", "Commitlog offset below which [ha] in_sync_replicas "
+                            "copies (the master's included) hold the log; 0 while fewer copies exist",
+                            value=float(rep["replicated"]))
+    families = {key: GaugeMetricFamily(name, helptext, labels=["broker_id"]) for key, name, helptext in (
+        ("acked", "mqstore_ha_slave_acked_offset", "Commitlog offset a slave acknowledged holding the log below"),
+        ("lag_bytes", "mqstore_ha_slave_lag_bytes", "The master's end less a slave's acknowledged offset"),
+        ("lag_ms", "mqstore_ha_slave_lag_seconds", "How long the first byte a slave lacks has been written on the "
+                   "master (0: it holds the whole log)"),
+        ("since_report_ms", "mqstore_ha_slave_report_age_seconds", "Time since a slave's last offset report"))}
+    for slave in rep["slaves"]:
+        for key, family in families.items():
+            value = float(slave[key])
+            family.add_metric([str(slave["broker_id"])], value / 1000 if key.endswith("_ms") else value)
+    yield from families.values()
+
+
+def _slave_side(rep: dict[str, Any]) -> Iterator[Metric]:
+    state = GaugeMetricFamily("mqstore_ha_slave_state", "1 for the state a slave's HA connection is in (connecting, "
+                              "hello, handshake, transfer, diverged, master_behind)", labels=["state"])
+    for s in SLAVE_STATES:
+        state.add_metric([s], 1.0 if rep["state"] == s else 0.0)
+    yield state
+    yield GaugeMetricFamily("mqstore_ha_master_offset", "The master's end as the slave last learned it (its "
+                            "handshake, its transfers)", value=float(rep["master_end"]))
+    yield GaugeMetricFamily("mqstore_ha_behind_bytes", "The master's end as last learned less the slave's end",
+                            value=float(rep["behind_bytes"]))
+    if rep["since_master_ms"] >= 0:
+        yield GaugeMetricFamily("mqstore_ha_master_quiet_seconds", "Time since anything came from the master "
+                                "(absent while not following it)", value=rep["since_master_ms"] / 1000)
+    metadata = rep.get("metadata")
+    if metadata is None:
+        return
+    if metadata["last_sync_ms"] >= 0:
+        yield GaugeMetricFamily("mqstore_ha_metadata_last_sync_timestamp_seconds", "When the slave last fetched its "
+                                "master's metadata (topics, offsets, ...)", value=metadata["last_sync_ms"] / 1000)
+        yield GaugeMetricFamily("mqstore_ha_metadata_sync_age_seconds", "Time since the slave last fetched its "
+                                "master's metadata", value=metadata["age_ms"] / 1000)
+    ok = GaugeMetricFamily("mqstore_ha_metadata_item_ok", "1 when the last fetch of a metadata item (topics, "
+                           "consumer_offsets, ...) was applied", labels=["item"])
+    for item, item_state in metadata["items"].items():
+        ok.add_metric([item], 1.0 if item_state == "ok" else 0.0)
+    yield ok
+
+
 def _histogram(name: str, helptext: str, bounds: list[float], stats: dict[str, Any]) -> HistogramMetricFamily:
     cumulative, total = [], 0
     for bound, count in zip([*bounds, math.inf], stats["buckets"], strict=True):
@@ -181,6 +246,7 @@ class SnapshotCollector(Collector):
         writer = s["status"].get("actors", {}).get("writer", {})
         yield from _file_families(writer.get("files", []))
         yield from _moved_families(writer.get("moved"))
+        yield from _replication_families(s.get("replication"))
         disk = s["disk"]
         for key, helptext in (("used_ratio", "Used share of the commitlog's disk"),
                               ("max_used_ratio", "Retention deletes expired files past this (disk_max_used_space_"

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from mqstore.actors.clock import wall_ms
+from mqstore.actors.config_ha import SLAVE
+from mqstore.actors.ha_status import replication_summary
 from mqstore.engine import Record
 
 BODY_PREVIEW_CHARS = 40
@@ -71,32 +74,79 @@ def print_status(reply: dict[str, Any]) -> None:
                       f"{info.get('cpu_percent', 0):.0f}", f"{info.get('rss_bytes', 0) / 2**20:.1f}",
                       str(info.get("lag_bytes", "")))
     console().print(table)
+    rep = replication_summary(reply, wall_ms())
+    if rep is not None:
+        for line in replication_lines(rep):
+            print(line)
+        print_table("slaves", ("broker id", "address", "acked offset", "lag bytes", "lag s", "last report s"),
+                    slave_rows(rep))
     print_reclamation(reply["actors"].get("writer", {}))
     print_metasync(reply["actors"].get("metasync", {}))
     if reply.get("metrics_url"):
         print(f"dashboard: {reply['metrics_url']}, Prometheus metrics: {reply['metrics_url']}metrics")
 
 
-METASYNC_ITEMS = ("topics", "consumer_offsets", "delay_offsets", "timer_checkpoint", "ack_marks")
-
-
 def print_metasync(stats: dict[str, Any]) -> None:
-    """A slave's metadata sync (``mqstore.actors.metasync.actor``): its master, its last round, each item's
-    state, and what the offsets and ack marks moved and held at the queue end."""
+    """What a slave's metadata sync (``mqstore.actors.metasync.actor``) moved, under the replication
+    lines (which say its master, its age and each item's state): its rounds, the topics' data version,
+    the offsets and ack marks moved and those held at the slave's queue end."""
     if "rounds" not in stats:
         return
-    print(f"metadata sync from {stats['master']}: {stats['rounds']} rounds, the last at "
-          f"{local_time(stats['last_sync_ms']) or 'never'}, topics at the master's data version "
-          f"{stats['data_version']}")
-    print("  " + ", ".join(f"{item} {stats.get(item, '?')}" for item in METASYNC_ITEMS))
-    print(f"  consumer offsets moved {stats['offsets_moved']}, held at the queue end {stats['offsets_clamped']}; "
-          f"ack marks {stats['ack_marks_seen']}, queues moved {stats['ack_queues_moved']}, messages acked "
-          f"{stats['ack_acked']}, held at the queue end {stats['ack_clamped']}")
+    print(f"  {stats['rounds']} rounds, topics at the master's data version {stats['data_version']}; consumer "
+          f"offsets moved {stats['offsets_moved']}, held at the queue end {stats['offsets_clamped']}; ack marks "
+          f"{stats['ack_marks_seen']}, queues moved {stats['ack_queues_moved']}, messages acked {stats['ack_acked']}, "
+          f"held at the queue end {stats['ack_clamped']}")
 
 
-def status_json(reply: dict[str, Any]) -> dict[str, Any]:
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:.1f}"
+
+
+def replication_lines(rep: dict[str, Any]) -> list[str]:
+    """The replication summary (``mqstore.actors.ha_status``) as the lines under the actors' table."""
+    if rep["ha_actor"] == "none":
+        return [f"replication: {rep['role']}, serving no slaves (no HA port: [ha] serve is off)"]
+    stale = "" if rep["ha_actor"] == "running" else f"; the ha actor is {rep['ha_actor']}: its last report"
+    if rep["role"] != SLAVE:
+        count = rep["connected"]
+        return [f"replication: {rep['role']}, epoch {rep['epoch']}, HA port {rep['listen']}, {count} "
+                f"slave{'' if count == 1 else 's'} connected ({rep['in_sync']} in sync), replicated to "
+                f"{rep['replicated']} of {rep['written']}{stale}"]
+    heard = "" if rep["since_master_ms"] < 0 else f", heard from it {_seconds(rep['since_master_ms'])} s ago"
+    lines = [f"replication: SLAVE of {rep['master']}, epoch {rep['epoch']}, {rep['state']}; written "
+             f"{rep['written']}, the master's end {rep['master_end']} as last learned ({rep['behind_bytes']} bytes "
+             f"behind){heard}{stale}"]
+    if rep["reason"]:
+        lines.append(f"  why: {rep['reason']}")
+    metadata = rep.get("metadata")
+    if metadata is not None:
+        synced = "never synced" if metadata["age_ms"] < 0 else f"synced {_seconds(metadata['age_ms'])} s ago"
+        items: dict[str, str] = metadata["items"]
+        failed: dict[str, list[str]] = {}
+        for item, state in items.items():
+            if state != "ok":
+                failed.setdefault(state, []).append(item)
+        told = "; ".join(f"{'every item' if len(names) == len(items) else ', '.join(names)} ({state})"
+                         for state, names in failed.items())
+        lines.append(f"metadata: from {metadata['master']}, {synced}; "
+                     + (f"not applied: {told}" if failed else "every item applied"))
+    return lines
+
+
+def slave_rows(rep: dict[str, Any]) -> list[Row]:
+    """A master's connected slaves: id, address, acknowledged offset, lag in bytes and seconds, and
+    the time since each one's last report."""
+    return [(s["broker_id"], s["address"], s["acked"], s["lag_bytes"], _seconds(s["lag_ms"]),
+             _seconds(s["since_report_ms"])) for s in rep.get("slaves", ())]
+
+
+def status_json(reply: dict[str, Any], now_ms: int | None = None) -> dict[str, Any]:
     """``mqstore status --json``: the supervisor's reply, each holder of a commitlog file naming its
-    queue ``queue_id`` as every other JSON output does (the wire says ``queue``)."""
+    queue ``queue_id`` as every other JSON output does (the wire says ``queue``), and replication's
+    summary (``mqstore.actors.ha_status``) under ``replication`` when the broker has a role."""
+    rep = replication_summary(reply, wall_ms() if now_ms is None else now_ms)
+    if rep is not None:
+        reply = {**reply, "replication": rep}
     writer = reply.get("actors", {}).get("writer")
     if not writer or not writer.get("files"):
         return reply

@@ -1,6 +1,7 @@
 """The dashboard in a real headless Chromium (Debian's ``chromium``, driven by Playwright): the page
 loads, its figures (actors, states, restarts, a topic's queue offsets, a group's lag) are those of
-``mqstore status --json`` and the JSON endpoint, and its throughput chart moves after a produce.
+``mqstore status --json`` and the JSON endpoint, its replication panel names the role, and its throughput
+chart moves after a produce.
 
 ``scripts/test`` (the README's second command, what ``.ci/run`` runs) installs the browser (apt) and
 Playwright (the ``test`` extra); Playwright's own browser download is never used."""
@@ -93,6 +94,8 @@ def test_the_dashboard_shows_the_broker_as_status_does_and_its_chart_moves(tmp_p
                 name: str(info["pid"]) for name, info in status["actors"].items()}
             assert api["topics"]["Shown"]["queues"] == {"0": [0, 10], "1": [0, 10]}
             assert page.text_content("#ready") == "ready"
+            assert page.get_attribute("#replication", "data-role") == "ASYNC_MASTER"
+            assert page.text_content("#replication-text") == "ASYNC_MASTER, serving no slaves (no HA port)"
             assert float(page.get_attribute("#disk", "data-used-ratio") or -1) == pytest.approx(
                 api["disk"]["used_ratio"], abs=0.02)
 

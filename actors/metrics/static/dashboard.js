@@ -95,6 +95,34 @@ function drawChart(history) {
   $("chart-peak").textContent = Math.round(peak);
 }
 
+function drawReplication(rep) {
+  // rep: mqstore.actors.ha.summary's view (null from a broker without roles)
+  const section = $("replication"), secs = (ms) => (ms / 1000).toFixed(1);
+  let text = "no role reported", why = "", slaves = [];
+  if (rep && rep.ha_actor === "none") {
+    text = `${rep.role}, serving no slaves (no HA port)`;
+  } else if (rep && rep.role === "SLAVE") {
+    text = `SLAVE of ${rep.master}, epoch ${rep.epoch}, ${rep.state}; written ${rep.written}, the master's end ` +
+      `${rep.master_end} (${rep.behind_bytes} bytes behind)`;
+    if (rep.since_master_ms >= 0) text += `, heard from it ${secs(rep.since_master_ms)} s ago`;
+    why = rep.reason || "";
+    const md = rep.metadata;
+    if (md) why += (why ? "; " : "") + "metadata " + (md.age_ms < 0 ? "never synced" : `synced ${secs(md.age_ms)} s ago`);
+  } else if (rep) {
+    text = `${rep.role}, epoch ${rep.epoch}, HA port ${rep.listen}, ${rep.connected} connected ` +
+      `(${rep.in_sync} in sync), replicated to ${rep.replicated} of ${rep.written}`;
+    slaves = rep.slaves.map((s) => row([s.broker_id, s.address, s.acked, s.lag_bytes, secs(s.lag_ms),
+                                        secs(s.since_report_ms)], {brokerId: s.broker_id}));
+  }
+  if (rep && rep.ha_actor !== "none" && rep.ha_actor !== "running") text += ` (the ha actor is ${rep.ha_actor})`;
+  section.dataset.role = rep ? rep.role : "";
+  section.dataset.epoch = rep && rep.epoch !== undefined ? rep.epoch : "";
+  section.dataset.state = rep && rep.state !== undefined ? rep.state : "";
+  $("replication-text").textContent = text;
+  $("replication-why").textContent = why;
+  fill("slaves", slaves);
+}
+
 async function refresh() {
   try {
     const response = await fetch("/api/status", {cache: "no-store"});
@@ -111,6 +139,7 @@ async function refresh() {
       drawTopics(s.topics);
       drawGroups(s.groups, s.ack);
       drawDisk(s.disk);
+      drawReplication(s.replication);
       drawChart(s.history);
       document.body.dataset.timeMs = s.time_ms;
     }

@@ -9,8 +9,9 @@ from pathlib import Path
 from mqstore.actors.actor_set import actor_names, stop_groups
 from mqstore.actors.config import load_config
 from mqstore.actors.ha.replicas import ReplicaSet
-from mqstore.actors.ha.slave import DIVERGED, MASTER_BEHIND, TRANSFER, follow
+from mqstore.actors.ha.slave import follow
 from mqstore.actors.ha.slave_ingress import SlaveIngress
+from mqstore.actors.ha_status import DIVERGED, MASTER_BEHIND, TRANSFER
 from mqstore.engine.ha.epochs import EpochEntry
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.ha import MasterHandshake
