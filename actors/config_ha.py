@@ -42,6 +42,8 @@ class HaConfig:
     secret: str = ""                    # a slave proves it holds this before any byte of the log is sent
     allowed_slaves: str = ""            # addresses or networks (comma-separated) that may connect
     allow_non_loopback: bool = False    # listen off loopback with neither of the above (anyone may read the log)
+    max_connections: int = 32           # connections the HA port holds at once, slaves and peers still in their
+                                        # hello or handshake; past it a new one is closed at once
     metadata_sync_interval_ms: int = 3_000  # a slave fetches topics, offsets and progress from its master this often
     master_remoting: str = ""           # a slave's master's remoting front, HOST:PORT; "": master_address's host
                                         # and its HA port - 1 (RocketMQ's haListenPort = listenPort + 1)
@@ -119,8 +121,8 @@ def validate_ha(role: str, broker_id: int, ha: HaConfig, remoting_host: str) -> 
         raise HaSettingError(f"ha.listen_port must be between 0 and 65535, got {ha.listen_port}")
     if not 1 <= ha.in_sync_replicas <= 16:
         raise HaSettingError(f"ha.in_sync_replicas must be between 1 and 16, got {ha.in_sync_replicas}")
-    for key in ("slave_timeout_ms", "transfer_batch_bytes", "heartbeat_interval_ms", "housekeeping_interval_ms",
-                "metadata_sync_interval_ms", "max_gap_not_in_sync"):
+    for key in ("max_connections", "slave_timeout_ms", "transfer_batch_bytes", "heartbeat_interval_ms",
+                "housekeeping_interval_ms", "metadata_sync_interval_ms", "max_gap_not_in_sync"):
         if getattr(ha, key) < 1:
             raise HaSettingError(f"ha.{key} must be at least 1, got {getattr(ha, key)}")
     if ha.transfer_batch_bytes > 4 * 1024 * 1024:

@@ -13,7 +13,10 @@ A connection goes through:
 
 A report beyond the master's end (RocketMQ's #3015: a forged ack would let a SYNC_MASTER answer
 SEND_OK for bytes no slave holds) or below what the slave acknowledged before closes the connection
-with a log line; so does a connection nothing was read from for ``housekeeping_interval_ms``.
+with a log line; so does a connection nothing was read from for ``housekeeping_interval_ms``, and one
+not past its handshake within ``HANDSHAKE_TIMEOUT_MS`` (a peer trickling its hello a byte at a time
+would otherwise hold its place for ever). The port holds ``[ha] max_connections`` at most: past it a
+new connection is closed at once (a refusal logged once a second at most), the connected slaves kept.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from mqstore.ipc.wire import ha_hello as hello
 
 log = logging.getLogger("mqstore")
 HELLO, HANDSHAKE, TRANSFER = "hello", "handshake", "transfer"
+HANDSHAKE_TIMEOUT_MS = 5_000  # from accept to the handshake's answer (the slave allows its master as long)
+REFUSAL_LOG_MS = 1_000
 
 
 @dataclass(slots=True)
@@ -63,6 +68,7 @@ class MasterSide:
         self.closed = 0
         self.sent_bytes = 0
         self._now = now_ms
+        self._refusal_logged_ms = -REFUSAL_LOG_MS
 
     def note_written(self, end: int, now_ms: int) -> None:
         """The writer's end, from its ``written`` notices (-1: none came)."""
@@ -92,9 +98,11 @@ class MasterSide:
                 return accepted
             address = f"{addr[0]}:{addr[1]}"
             if self.networks and not any(_in(addr[0], n) for n in self.networks):
-                log.warning("HA connection from %s refused: not in [ha] allowed_slaves", address)
-                self.refused += 1
-                sock.close()
+                self._refuse(sock, now_ms, f"HA connection from {address} refused: not in [ha] allowed_slaves")
+                continue
+            if len(self.links) >= self.ha.max_connections:
+                self._refuse(sock, now_ms, f"HA connection from {address} refused: {len(self.links)} connections "
+                                           "open, [ha] max_connections")
                 continue
             link = SlaveLink(Peer(sock, address, now_ms), HELLO if self.secret else HANDSHAKE)
             if self.secret:
@@ -102,6 +110,13 @@ class MasterSide:
                 link.peer.send(hello.encode_challenge(link.nonce))
             self.links[sock.fileno()] = link
             accepted.append(link)
+
+    def _refuse(self, sock: socket.socket, now_ms: int, why: str) -> None:
+        self.refused += 1
+        sock.close()
+        if now_ms - self._refusal_logged_ms >= REFUSAL_LOG_MS:  # a flood is one line a second, not one a try
+            self._refusal_logged_ms = now_ms
+            log.warning("%s (%d refused in all)", why, self.refused)
 
     def close_link(self, link: SlaveLink, why: str, *, warn: bool = True) -> None:
         (log.warning if warn else log.info)("HA connection from %s closed: %s", link.peer.address, why)
@@ -245,9 +260,12 @@ class MasterSide:
         raise AssertionError("a master has at least one epoch")
 
     def housekeep(self, now_ms: int) -> None:
+        handshake_ms = min(self.ha.housekeeping_interval_ms, HANDSHAKE_TIMEOUT_MS)
         for link in list(self.links.values()):
             if now_ms - link.peer.last_read_ms > self.ha.housekeeping_interval_ms:
                 self.close_link(link, f"nothing read for {self.ha.housekeeping_interval_ms} ms")
+            elif link.state != TRANSFER and now_ms - link.peer.connected_ms > handshake_ms:
+                self.close_link(link, f"no handshake within {handshake_ms} ms of connecting")
 
     def close(self) -> None:
         for link in list(self.links.values()):

@@ -19,6 +19,7 @@ class Peer:
         self.sock = sock
         self.fd = sock.fileno()
         self.address = address
+        self.connected_ms = now_ms
         self.last_read_ms = now_ms
         self.pending_in = bytearray()  # the hello's bytes until whole
         self.out = bytearray()        # written, not yet taken by the socket

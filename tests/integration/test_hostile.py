@@ -12,7 +12,9 @@ import zmq
 
 from mqstore.ipc.client.api import Admin, Producer
 from mqstore.ipc.wire import schema
+from mqstore.ipc.wire.ha_hello import CHALLENGE_SIZE
 from mqstore.scripts.survival.hostile.command import main, parse_args, run
+from mqstore.scripts.survival.hostile.ha_attacks import BEFORE_SLAVE, MAX_CONNECTIONS, PLAIN, SECRETED
 from mqstore.scripts.survival.hostile.ipc_attacks import IPC_ATTACKS
 from tests.integration.broker import Broker, free_port_range, wait_for
 
@@ -64,6 +66,28 @@ def test_acl_attacks_are_refused_while_a_signed_client_is_served(tmp_path: Path)
     assert len(calls) == 7 and all(answers == {"NO_PERMISSION": 3} for answers in calls.values())
     assert acl["attacks"]["anonymous_end_transaction_oneway"] == {"oneway_sent": 3, "answered": 0}
     assert acl["legit_sends_ok"] == acl["legit_pulled"] == 25 and not acl["legit_failures"]
+
+
+@pytest.mark.slow
+def test_the_replication_port_under_attack_gives_no_byte_and_no_send_ok_to_a_forger(tmp_path: Path) -> None:
+    verdict = run(parse_args(["--attacks", "ha_port_plain", "ha_port_secret", "--ha-connections", "40",
+                              "--seconds", "1.5", "--dir", str(tmp_path)]))
+    assert verdict["ok"], verdict["findings"]
+    plain = verdict["ha"]["variants"]["ha_port_plain"]
+    secret = verdict["ha"]["variants"]["ha_port_secret"]
+    assert set(plain["attacks"]) == set(PLAIN) and set(secret["attacks"]) == set(SECRETED)
+    assert plain["attacks"]["forged_report"]["closed"]
+    assert plain["attacks"]["forged_report"]["send_status"] in ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")
+    assert plain["attacks"]["stand_in"]["send_status"] == "PUT_OK"  # the documented limit of a port with no secret
+    for variant, prefix in ((plain, 0), (secret, CHALLENGE_SIZE)):
+        answered = {name: a["answered"] for name, a in variant["attacks"].items() if name not in BEFORE_SLAVE}
+        flood = answered.pop("connection_flood")
+        assert flood["refused_at_once"] == 40 - (MAX_CONNECTIONS - 1) and flood["newcomer_answered"]
+        assert flood["closed_in_all"] == 40
+        shapes = [*answered.pop("garbage").values(), *answered.values()]
+        assert all(a["closed"] and a["bytes_received"] == prefix for a in shapes), shapes
+        assert all(a["good_client"]["served"] for a in variant["attacks"].values() if "good_client" in a)
+        assert variant["slave_log_equal"] and variant["slave_end"] > 0 and not variant["restarts"]
 
 
 def test_hostile_cli_rejects_unknown_attacks() -> None:

@@ -23,6 +23,10 @@ CURVE with ``--tcp``) and runs each attack in turn, every one bounded in count a
 - ``notice_snooping``      (``--tcp``) the client's key subscribing to the internal notice streams
 - ``remoting_acl``         the front with an ACL file: anonymous, wrong-secret and forged-account requests
                            (``acl_attacks``) while a signed client sends and pulls
+- ``ha_port_plain``        a SYNC_MASTER's replication port guarded by ``allowed_slaves``, and
+  ``ha_port_secret``       one guarded by ``secret``, each with a real slave (``ha_attacks``: forged reports,
+                           a connected broker id claimed again, no or a wrong secret, a trickled handshake,
+                           garbage, a connection flood, an address not allowed); their own brokers, in ``ha``
 
 Prints one JSON verdict: per attack what the broker answered (reply statuses counted), whether the
 good client was served meanwhile (its sends during the attack all PUT_OK, none waiting longer than
@@ -48,12 +52,18 @@ from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.scripts.harness import Broker, free_port_range, wait_for
 from mqstore.scripts.survival.hostile import acl_attacks, ipc_attacks
 from mqstore.scripts.survival.hostile.attacks import ATTACKS, Attacks
+from mqstore.scripts.survival.hostile.ha_attacks import HA_ATTACKS, run_ha_attacks
 from mqstore.scripts.survival.hostile.observers import GoodClient, Rss
 from mqstore.scripts.survival.hostile.resource_attacks import FRONT_TOML, RESOURCE_ATTACKS, run_front_attacks
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="mqstore-hostile-", dir=args.dir))
+    ha = [a for a in args.attacks if a in HA_ATTACKS]
+    if not set(args.attacks) - set(HA_ATTACKS):  # the replication port alone: its brokers are its own
+        verdict: dict[str, Any] = {"ha": run_ha_attacks(root / "ha", ha, args.seconds, args.ha_connections)}
+        verdict.update(findings=verdict["ha"]["findings"], ok=not verdict["ha"]["findings"])
+        return verdict
     broker_extra = (f"max_request_bytes = {args.max_request_bytes}\ningress_hwm = {args.ingress_hwm}\n"
                     f"reader_hwm = {args.reader_hwm}\nack_max_queues = {args.ack_max_queues}")
     ports = free_port_range(14)  # 12 for ZeroMQ over TCP (9 roles, readers), then the remoting front, the metrics
@@ -68,7 +78,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     metrics_port=ports + 13 if front else None)
     if args.tcp:
         ipc_attacks.grant_roles(broker.keys_dir)
-    verdict: dict[str, Any] = {"attacks": {}, "tcp": args.tcp, "config": {
+    verdict = {"attacks": {}, "tcp": args.tcp, "config": {
         "max_request_bytes": args.max_request_bytes, "ingress_hwm": args.ingress_hwm, "reader_hwm": args.reader_hwm,
         "max_body_bytes": args.max_message_bytes, "ack_max_queues": args.ack_max_queues}}
     with broker:
@@ -82,7 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             wait_for(lambda: good.received, 30, "the good consumer's first message")
             rss.start()
             verdict["rss_before_mb"] = round(rss.now() / 2**20, 1)
-            for name in (a for a in args.attacks if a not in RESOURCE_ATTACKS):
+            for name in (a for a in args.attacks if a not in RESOURCE_ATTACKS and a not in HA_ATTACKS):
                 verdict["attacks"][name] = _attack(attacks, name, good, rss, args)
             if front:
                 verdict["front"] = run_front_attacks(broker, front, args.seconds, args.front_connections, ports + 13,
@@ -101,6 +111,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                        good_errors=good.errors[:5])
         verdict["broker_exit"] = broker.stop()
     findings = attacks.findings
+    if ha:
+        verdict["ha"] = run_ha_attacks(root / "ha", ha, args.seconds, args.ha_connections)
+        findings += verdict["ha"]["findings"]
     findings += [f"{a} restarted {n} time(s)" for a, n in restarts.items()]
     if not verdict["good_caught_up"]:
         findings.append("the good consumer did not receive every acknowledged message")
@@ -160,7 +173,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reader-hwm", type=int, default=64, help="the broker's [broker] reader_hwm")
     p.add_argument("--rss-limit-mb", type=float, default=1024)
     p.add_argument("--max-latency-s", type=float, default=5.0, help="a good send waiting longer is a finding")
-    p.add_argument("--attacks", nargs="*", default=list(ATTACKS + RESOURCE_ATTACKS), choices=ATTACKS + RESOURCE_ATTACKS)
+    p.add_argument("--attacks", nargs="*", default=list(ATTACKS + RESOURCE_ATTACKS + HA_ATTACKS),
+                   choices=ATTACKS + RESOURCE_ATTACKS + HA_ATTACKS)
+    p.add_argument("--ha-connections", type=int, default=100, help="connections in the HA port's flood")
     p.add_argument("--front-connections", type=int, default=1030, help="idle connections in the front's flood")
     p.add_argument("--tcp", action="store_true", help="ZeroMQ over TCP with CURVE instead of ipc sockets")
     p.add_argument("--seed", type=int, default=7)
