@@ -215,7 +215,9 @@ def test_client_key_cannot_subscribe_to_the_broker_internal_streams(tmp_path: Pa
     """The notices the broker's actors pass to each other (dispatch, written, flushed, arrived, indexed)
     admit the broker's own key only: a client key let in for requests had them all, sends' bodies in
     the dispatch stream included."""
-    broker = Broker(tmp_path, tcp_port=free_port_range(12))
+    # a master serving slaves: its HA actor binds the replicated stream, so every internal stream is there
+    broker = Broker(tmp_path, tcp_port=free_port_range(12),
+                    extra_toml=f"\n[ha]\nserve = true\nlisten_port = {free_port_range(1)}\n")
     client_ep = broker.endpoints()
     own_keys = CurveKeys.for_server(broker.keys_dir / "server.key_secret")
     client_ctx = CurveContext(client_ep.curve)

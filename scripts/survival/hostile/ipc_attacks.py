@@ -101,6 +101,8 @@ class IpcAttacks:
             return {"skipped": "the broker is not on TCP with CURVE (--tcp)"}
         outcomes: dict[str, str] = {}
         for name in INTERNAL:
+            if name == "replicated":
+                continue  # bound by a master's HA actor alone, which this broker does not run (nothing to snoop)
             address = self.ep.role(name)
             sock = self.ctx.socket(zmq.SUB)
             monitor = sock.get_monitor_socket()
