@@ -20,10 +20,16 @@ writer does: a scan of whole records from a record boundary, the tail past it cu
 
 from __future__ import annotations
 
+import numpy as np
+
+from mqstore.engine.batch.column_scan import CHUNK_RECORDS, walk
+from mqstore.engine.batch.record_columns import CHECK_CRC, CHECK_TOPIC, REQUIRE_PROP_CRC
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.commitlog import CommitLog
-from mqstore.engine.log.record import DecodeKind
+from mqstore.engine.log.record import DecodeKind, decode_record
 from mqstore.engine.meta.metafile import fsync_dir
+
+SMALLEST_RECORD = 91  # a version-1 record with IPv4 hosts and every variable field empty
 
 
 class ReplicaError(MqstoreError, ValueError):
@@ -66,18 +72,49 @@ def complete_end(commitlog: CommitLog, start: int, end: int, *, check_crc: bool 
     """The end of the last whole record in ``[start, end)`` (``start`` a record boundary): where
     builders may read up to. A blank end-of-file record moves it to the next file's start once its
     file is whole. ``start`` when no record is whole. ``check_crc`` also stops at a record whose
-    CRC fails (recovery); bytes straight from the master need only their sizes."""
+    CRC fails (recovery); bytes straight from the master need only their sizes.
+
+    The chain of sizes is walked by the scan kernel over each file's bytes below ``end`` (a record
+    that passes ``end`` is not whole there), thousands of records a call; where the kernel stops,
+    ``decode_record`` gives the verdict, as ``CommitLog.scan`` would."""
     end = min(end, commitlog.max_offset)
+    checks = CHECK_TOPIC | (CHECK_CRC | (REQUIRE_PROP_CRC if require_prop_crc else 0) if check_crc else 0)
     done = start
-    for phys, decoded in commitlog.scan(start, end, check_crc=check_crc, read_body=False,
-                                        require_prop_crc=require_prop_crc):
-        if decoded.kind is DecodeKind.RECORD and phys + decoded.size <= end:
-            done = phys + decoded.size
-        elif decoded.kind is DecodeKind.BLANK and commitlog.queue.roll_next(phys) <= end:
-            done = commitlog.queue.roll_next(phys)
+    while done < end:
+        mf = commitlog.file_for(done)
+        if mf is None:
+            break
+        with memoryview(mf.buffer) as whole, whole[:min(end, mf.file_end) - mf.file_base] as below:
+            pos, blank = _whole_records(below, done - mf.file_base, checks, check_crc, require_prop_crc)
+        done = mf.file_base + pos
+        if blank or done == mf.file_end:  # a blank (or the last record) closes the file
+            if mf.file_end > end:
+                break
+            done = mf.file_end
         else:
             break
     return done
+
+
+def _whole_records(mv: memoryview, pos: int, checks: int, check_crc: bool, require_prop_crc: bool
+                   ) -> tuple[int, bool]:
+    """Where the whole records from ``pos`` in ``mv`` end, and whether a blank record is there."""
+    buf = np.frombuffer(mv, dtype=np.uint8)
+    try:
+        while True:
+            rows = min(CHUNK_RECORDS, (len(mv) - pos) // SMALLEST_RECORD + 1)  # columns sized to the bytes
+            _, pos, why, _ = walk(buf, pos, len(mv), rows, checks)
+            if why == "full":
+                continue
+            if why == "end":
+                return pos, False
+            decoded = decode_record(mv, pos, check_crc=check_crc, read_body=False, require_prop_crc=require_prop_crc)
+            if decoded.kind is DecodeKind.RECORD and pos + decoded.size <= len(mv):
+                pos += decoded.size  # the kernel's checks were stricter than the decoder: take it
+                continue
+            return pos, decoded.kind is DecodeKind.BLANK
+    finally:
+        del buf  # no view may outlive the walk: the caller releases the map's view after it
 
 
 def truncate_replica(commitlog: CommitLog, phys_offset: int) -> None:

@@ -27,6 +27,7 @@ In order, on fresh stores in a temp dir (k = the core count):
 9. the Redis Streams peer (``mqstore.scripts.bench.redis_peer``), everysec and always, each producer with as
    many commands outstanding as a producer of 2 (a pipeline of batch x inflight ``XADD``s);
 10. the sweep (``mqstore.scripts.bench.sweep``), plotted with the latency histograms of 5.
+11. replication (``mqstore.scripts.bench.replication``), a section whose failure is its report, not the suite's.
 
 Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
@@ -54,6 +55,7 @@ from mqstore.ipc.transport.control import control_request
 from mqstore.scripts import harness
 from mqstore.scripts.bench import limits as bench_limits
 from mqstore.scripts.bench import redis_peer as bench_redis
+from mqstore.scripts.bench import replication as bench_replication
 from mqstore.scripts.bench import sweep as bench_sweep
 from mqstore.scripts.bench import trace as bench_trace
 from mqstore.scripts.bench.load import LoadResult, Workload, run_load
@@ -224,8 +226,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     runs["async_4k"], _, broker = throughput(work, "async4k", Workload(**{**base.__dict__, "body_bytes": 4096}),
                                              drain=False, config=args.config)
     broker.stop()
-    runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False,
-                                            config=args.config)
+    runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False, config=args.config)
     broker.stop()
     latency = {}
     for name, flush, of, divisor in LATENCY_RUNS:
@@ -243,6 +244,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
                                            batch=args.batch, flush=flush, config=args.config)
     runs["recovery"] = recovery_rate(work, args.recovery_mb)
     runs["spark_read"] = spark_read_rate(work, args.spark_messages)
+    runs["replication"] = bench_replication.section(work, args)
     report["runs"] = runs
     redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
     report["redis"] = bench_redis.run_peer(work, producers=k, count=redis_count, body_bytes=128,
@@ -282,8 +284,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     a128_cpu = runs["async_128"]
     memory = runs["async_128"]["private_memory_bytes"]
     growth = {n: memory["after"][n] - memory["before"].get(n, 0) for n in memory["after"]}
-    rows = [
-        ("ASYNC 128 B appended and consumable", ">= 1,000,000 msgs/s, >= 5x Redis everysec",
+    rows = [("ASYNC 128 B appended and consumable", ">= 1,000,000 msgs/s, >= 5x Redis everysec",
          {"appended_msgs_per_s": a128["msgs_per_s"],
           "consumed_msgs_per_s": runs["async_128"]["consume"]["msgs_per_s_over_run"],
           "x_redis_everysec": ratio(a128["msgs_per_s"], everysec),
@@ -341,7 +342,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          {"uss_growth_bytes": growth, "appended_bytes": a128["messages_ok"] * 230},
          all(g < 64 * 2**20 for g in growth.values())),
     ]
-    return [{"workload": w, "target": t, "achieved": a, "met": bool(m)} for w, t, a, m in rows]
+    return [{"workload": w, "target": t, "achieved": a, "met": bool(m)}
+            for w, t, a, m in rows + bench_replication.suite_rows(runs.get("replication"))]
 
 
 def _spark_row(run: dict[str, Any]) -> tuple[str, str, dict[str, Any], bool]:
@@ -376,6 +378,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=None,
                         help="every broker's config file (default: none, the defaults); e.g. [retention] ratios "
                              "on a disk that others fill, which would otherwise refuse sends")
+    bench_replication.add_suite_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -385,15 +388,13 @@ def run(args: argparse.Namespace) -> int:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="mqstore-suite-", dir=args.dir) as work:
         report, latency, _ = suite(Path(work), args)
-    doc = {"benchmark": "suite", "commit": commit,
-           "config": args.config.read_text() if args.config else "",
+    doc = {"benchmark": "suite", "commit": commit, "config": args.config.read_text() if args.config else "",
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "load_avg_after": [round(x, 2) for x in os.getloadavg()]},
            "seconds": round(time.time() - started), "targets": targets(report), **report}
     (args.out / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
     sweep = report["sweep"]
     bench_sweep.plot(args.out / f"{name}.png", sweep["producers"], sweep["readers"], latency,
-                     f"mqstore {commit} on {os.cpu_count()} cores",
-                     "send -> consumed, default configuration")
+                     f"mqstore {commit} on {os.cpu_count()} cores", "send -> consumed, default configuration")
     print(json.dumps(doc, indent=2))
     return 0

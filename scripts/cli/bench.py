@@ -6,6 +6,7 @@
     mqstore bench sweep   1..k producers and 1..k readers, JSON and a PNG
     mqstore bench suite   all of it in one run, against the issue's targets: JSON and PNG
     mqstore bench roll    send RT on commitlog rolls, spare next file on and off
+    mqstore bench replication  a single broker, ASYNC_MASTER and SYNC_MASTER with a slave: rates, lag, HA CPU
     mqstore bench trace   one message's hops (send, append, dispatch, builders, reader, consumer): percentiles
 
 ``load`` attaches to the broker running on ``--store``, or with ``--start`` runs its own on a fresh
@@ -63,6 +64,12 @@ def add_bench_commands(commands: Any) -> None:
     roll = tools.add_parser("roll", help="send RT on commitlog rolls, the spare next file on and off")
     bench_roll.add_arguments(roll)
     roll.set_defaults(handler=bench_roll.run)
+
+    from mqstore.scripts.bench import replication as bench_replication
+    replication = tools.add_parser("replication", help="a single broker, ASYNC_MASTER and SYNC_MASTER with a slave: "
+                                   "rates, lag and the HA actors' CPU")
+    bench_replication.add_arguments(replication)
+    replication.set_defaults(handler=bench_replication.run)
 
     from mqstore.scripts.bench import trace as bench_trace
     trace = tools.add_parser("trace", help="per-hop send -> consumed percentiles at a rate")
