@@ -124,8 +124,8 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     end = commitlog.max_offset
     written = len(outcome.phys_offsets)
     sync = cfg.sync_flush and written > 0
-    if sync:
-        outlets.written(Written(end, outcome.store_ms, True))
+    if sync or (written > 0 and state.tells_slaves):  # the flusher flushes at once; the HA actor pushes at once
+        outlets.written(Written(end, outcome.store_ms, sync))
     batch, replies = written_rows(request, checked, queue_ids, outcome)
     if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
         outlets.progress.last_store_ms = outcome.store_ms

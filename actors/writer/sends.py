@@ -79,6 +79,8 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
     else:  # the builders first: a consumer waits on them, a producer only on its answer
         if outcome.requests:
             outlets.dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
+            if state.tells_slaves:  # the HA actor pushes what it hears of at once, not a tick later
+                outlets.written(Written(end, outcome.store_ms, False))
         if outcome.requests and waiters.replicas is not None:  # SYNC_MASTER: the answers wait for the copies
             for identity, request_id, reply in replies:
                 waiters.hold(end, identity, request_id, reply, flush=False)

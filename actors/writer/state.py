@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 
 from mqstore.actors.config import BrokerConfig
+from mqstore.actors.config_ha import serves_slaves
 from mqstore.actors.writer.sync import SyncWaiters
 from mqstore.engine.meta.topics import TopicTable
 from mqstore.engine.put.queue_selector import RoundRobin
@@ -74,3 +75,10 @@ class WriterState:
     queues: TopicQueues
     disk: DiskState
     waiters: SyncWaiters
+
+    @property
+    def tells_slaves(self) -> bool:
+        """Whether each round announces its end (``written``) for a master's HA actor, which pushes
+        the new bytes to the slaves as soon as it hears of them: the tick's notice alone would hold
+        every SYNC_MASTER answer, and the slaves' lag, up to a tick."""
+        return serves_slaves(self.config.broker.role, self.config.ha)
