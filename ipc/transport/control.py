@@ -9,8 +9,6 @@ supervisor's reply comes back as it is, a refusal (``ok`` false) included.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +24,10 @@ def control_request(store: Path | str, op: str | Request, *, run_dir: str | None
                     timeout_ms: int = 3000) -> dict[str, Any]:
     """One request to the supervisor's control socket; raises ConnectionError when nobody answers."""
     endpoints = Endpoints.for_store(store, run_dir=run_dir)
-    existed = os.path.lexists(endpoints.run_dir)
-    endpoints.prepare()  # the control socket is trusted only in a run directory of this user's
-    if not endpoints.socket_exists("control"):  # said at once, and no run directory left made for nothing
-        if not existed:
-            with contextlib.suppress(OSError):
-                endpoints.run_dir.rmdir()
+    # the control socket is trusted only in a run directory of this user's; what is missing is not made:
+    # asking leaves nothing behind, and removes nothing a broker starting at this instant has just made
+    endpoints.prepare(create=False)
+    if not endpoints.socket_exists("control"):
         raise ConnectionError(f"no broker runs on {store}: no control socket in its run directory "
                               f"{endpoints.run_dir}")
     ctx: zmq.Context[Any] = zmq.Context()

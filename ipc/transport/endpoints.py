@@ -121,10 +121,11 @@ class Endpoints:
     def readers(self) -> list[str]:
         return [self.reader(i) for i in range(self.reader_count)]
 
-    def prepare(self) -> None:
+    def prepare(self, *, create: bool = True) -> None:
         """Make the run directory private to this user, or check that it is; the broker before it binds
-        and every client before it trusts a socket there (``own_run_dir``)."""
-        own_run_dir(self.run_dir)
+        and every client before it trusts a socket there (``own_run_dir``). Without ``create`` only what
+        exists is checked and nothing is made (a client asking whether a broker runs)."""
+        own_run_dir(self.run_dir, create=create)
         longest = len(str(self.run_dir / "reader-99.sock"))
         if longest > MAX_IPC_PATH:
             raise EndpointError(f"run directory {self.run_dir} is too long for ipc socket paths")
@@ -156,18 +157,21 @@ def _is_reader(role: str) -> bool:
     return prefix == "reader" and number.isdigit()
 
 
-def own_run_dir(run_dir: Path) -> None:
+def own_run_dir(run_dir: Path, *, create: bool = True) -> None:
     """Each directory this user's run directory depends on: ``mqstore-{uid}`` and the store's one below
     it (the default layout: the shared temp directory's ``mqstore-{uid}`` is where another local user
     would plant a directory of their own, and its sockets), or the configured run directory alone.
     Each is created 0700 when missing, and otherwise must be a real directory (not a symlink), owned by
     this user, with no group or other bits. The walk holds each directory open and opens the next one
     inside it without following a symlink, so what is checked is what the sockets will be in; once
-    checked, nobody else can rename or replace an entry of a 0700 directory (or of the sticky temp one)."""
+    checked, nobody else can rename or replace an entry of a 0700 directory (or of the sticky temp one).
+    Without ``create``, the walk stops at the first directory missing, having made nothing."""
     uid = os.getuid()
     if run_dir.parent.name == f"mqstore-{uid}":
         top, names = run_dir.parent.parent, [run_dir.parent.name, run_dir.name]
     else:
+        if not create and not run_dir.parent.is_dir():
+            return
         run_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         top, names = run_dir.parent, [run_dir.name]
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)  # the system's (/tmp, $XDG_RUNTIME_DIR) or the configured one
@@ -175,6 +179,8 @@ def own_run_dir(run_dir: Path) -> None:
         path = top
         for name in names:
             path = path / name
+            if not create and not os.path.lexists(path):
+                return
             try:
                 os.mkdir(name, mode=0o700, dir_fd=fd)
                 made = True

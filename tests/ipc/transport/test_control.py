@@ -96,3 +96,27 @@ def test_a_reply_that_is_not_a_message_raises(tmp_path: Path, run_dir: str) -> N
     with pytest.raises(schema.SchemaError):
         control_request(tmp_path / "store", "ping", run_dir=run_dir, timeout_ms=5000)
     supervisor.join()
+
+
+def test_asking_never_takes_a_run_directory_from_a_broker_starting_meanwhile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status asked while a broker starts: the broker makes its run directory between the client's
+    look and its answer. The client once removed a run directory it found empty, and the broker's bind
+    there then failed ("No such file or directory")."""
+    store = tmp_path / "starting"
+    broker = Endpoints.for_store(store)
+    looked = Endpoints.socket_exists
+
+    def broker_starts_meanwhile(self: Endpoints, role: str) -> bool:
+        broker.prepare()  # the broker's start makes its run directory now, and has not bound yet
+        return looked(self, role)
+
+    monkeypatch.setattr(Endpoints, "socket_exists", broker_starts_meanwhile)
+    try:
+        with pytest.raises(ConnectionError, match="no broker runs"):
+            control_request(store, "status", timeout_ms=10)
+        assert broker.run_dir.is_dir()  # still there for the broker's bind
+        with zmq.Context() as ctx:
+            bind(ctx, zmq.REP, broker.control).close(0)
+    finally:
+        shutil.rmtree(broker.run_dir, ignore_errors=True)
