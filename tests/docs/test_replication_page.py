@@ -1,4 +1,4 @@
-"""docs/replication.md says only what exists: every TOML block loads with ``load_config``, every
+"""docs/operations/replication.md says only what exists: every TOML block loads with ``load_config``, every
 ``mqstore ...`` line of its command blocks parses with the ``mqstore`` parser, the hostile harness's
 line with the harness's, and every setting of its table is a key of that section with that default."""
 
@@ -13,15 +13,12 @@ import pytest
 
 from mqstore.actors.config import load_config
 from mqstore.actors.config_ha import HaConfig
-from mqstore.scripts.cli.mqstore import build_parser
 from mqstore.scripts.survival.hostile.command import parse_args as hostile_args
+from tests.docs.pages import blocks, command_lines, load_toml, parse_command, read
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "replication.md"
-TEXT = PAGE.read_text()
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", TEXT, re.S)
-TOMLS = [body for lang, body in BLOCKS if lang == "toml"]
-COMMANDS = [line.strip() for lang, body in BLOCKS if lang == "bash" for line in body.splitlines()
-            if line.strip().startswith("mqstore ")]
+TEXT = read("operations/replication.md")
+TOMLS = blocks(TEXT, "toml")
+COMMANDS = command_lines(TEXT)
 SETTING = re.compile(r"^\| `\[(\w+)\] (\w+)`(?:, `(\w+)`)? \| (`[^`]*`|[^|]*?) \|", re.M)
 
 
@@ -31,17 +28,13 @@ def test_the_page_has_what_the_checks_read() -> None:
 
 @pytest.mark.parametrize("body", TOMLS, ids=["master", "slave"])
 def test_each_config_block_loads(tmp_path: Path, body: str) -> None:
-    path = tmp_path / "broker.toml"
-    path.write_text(body)
-    config = load_config(tmp_path / "store", path)
+    config = load_toml(body, tmp_path)
     assert config.ha.secret and len(config.ha.secret) >= 16
 
 
 @pytest.mark.parametrize("line", COMMANDS)
 def test_each_command_parses(line: str) -> None:
-    argv = shlex.split(line, comments=True)
-    args = build_parser().parse_args(argv[1:])  # an unknown subcommand or flag exits (SystemExit: a failure)
-    assert args.command == argv[1]
+    parse_command(line)
 
 
 def test_the_hostile_harness_line_parses() -> None:

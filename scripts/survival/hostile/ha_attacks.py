@@ -10,7 +10,7 @@ this machine:
                       end: the connection is closed and the send is not SEND_OK
     stand_in          (plain, before the slave joins) a peer that follows the stream without storing it and
                       reports what it was sent: it counts as a copy, so the send is SEND_OK. The documented
-                      limit of a port without a secret (docs/replication.md), reported, not a finding
+                      limit of a port without a secret (docs/operations/replication.md), reported, not a finding
     duplicate_id      the connected slave's broker id claimed again: refused (plain), no proof (secret)
     no_secret         (secret) a RocketMQ slave's handshake with no hello: nothing but the challenge
     wrong_secret      (secret) a hello answer MAC'd with another secret: nothing but the challenge
