@@ -123,6 +123,10 @@ class BrokerFront:
         except rm.FrameError as exc:
             return request.reply(rm.SYSTEM_ERROR, str(exc))
 
+    def request_codes(self) -> frozenset[int]:
+        """The request codes this front answers; any other gets REQUEST_CODE_NOT_SUPPORTED."""
+        return frozenset(self._handlers)
+
     def acl_denied(self) -> dict[str, int]:
         """Requests the ACL refused, by reason (none without an ACL file)."""
         return {} if self.acl is None else dict(self.acl.denied)
