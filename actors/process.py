@@ -118,12 +118,15 @@ def _stop_when_gone(supervisor: Any) -> None:
 
 
 DESCRIPTORS_BESIDE_FILES = 256  # sockets, pipes, logs and metadata files beside the store files a process holds
+MAPPINGS_BESIDE_FILES = 1024    # the interpreter's, its libraries' and its heap's mappings beside the store files'
+MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
 
 
-def raise_open_files_limit(config: BrokerConfig) -> int:
+def raise_open_files_limit(config: BrokerConfig, max_map_count: str = MAX_MAP_COUNT) -> int:
     """Raise the soft RLIMIT_NOFILE to the hard one (what ``ulimit -n`` allows without privileges)
-    and warn plainly when it is too low for the store files this process may hold: every commitlog,
-    consume-queue and index file found when the set of open files is unbounded, else its bound.
+    and warn plainly when it, or ``vm.max_map_count``, is too low for the store files this process may
+    hold: every commitlog, consume-queue and index file found when the set of open files is unbounded,
+    else its bound.
     Returns the limit in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
@@ -139,7 +142,22 @@ def raise_open_files_limit(config: BrokerConfig) -> int:
         log.warning("the open files limit (ulimit -n) is %d, and this process may need %d for the store %s "
                     "(broker.open_files_max = %d): raise the hard limit or lower broker.open_files_max",
                     soft, needed, config.store_dir, config.broker.open_files_max)
+    _check_map_count(bound + MAPPINGS_BESIDE_FILES, config, max_map_count)
     return int(soft)
+
+
+def _check_map_count(needed: int, config: BrokerConfig, path: str = MAX_MAP_COUNT) -> None:
+    """Each store file open is one mapping: warn plainly when ``vm.max_map_count`` is below what this
+    process may map (past it, a mapping fails with ENOMEM)."""
+    try:
+        with open(path) as f:
+            limit = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return  # not Linux, or not readable: nothing to say
+    if limit < needed:
+        log.warning("vm.max_map_count is %d, and this process may map %d for the store %s (broker.open_files_max "
+                    "= %d): raise it (sysctl -w vm.max_map_count=%d) or lower broker.open_files_max",
+                    limit, needed, config.store_dir, config.broker.open_files_max, needed)
 
 
 def _store_file_count(store_dir: str) -> int:

@@ -1,6 +1,7 @@
 """metrics: Prometheus metrics and the dashboard, served over HTTP from a process of its own.
 
-Every ``[metrics] collect_interval_ms`` the loop asks the supervisor and the other actors over the
+Every ``[metrics] collect_interval_ms`` (every ``IDLE_COLLECT_MS`` while nothing moves and nobody
+reads the pages) the loop asks the supervisor and the other actors over the
 ops they already serve (``mqstore.actors.metrics.collect``), renders the answers once as Prometheus text
 (``mqstore.actors.metrics.exposition``) and JSON, and hands both to the listener (``mqstore.actors.metrics.listener``),
 which serves them from a thread of its own. The other actors only count what they did in the stats
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 import threading
 from typing import Any
 
@@ -28,7 +30,7 @@ from mqstore.actors.runtime import Runtime
 
 log = logging.getLogger("mqstore")
 
-LOOP_MS = 100     # how soon a stop is noticed between collections
+IDLE_COLLECT_MS = 5_000  # the cadence while nothing moved and nobody read a page since the last collection
 REBIND_MS = 1_000  # how often a listener that could not bind tries again
 
 
@@ -45,7 +47,6 @@ class MetricsActor:
         self.pages = Pages()
         self.collector = Collector(runtime.config, runtime.ctx)
         self.exposition = Exposition()
-        self._wake = threading.Event()
         self.server: MetricsServer | None = None
         self._listen()
         log.info("metrics at %smetrics, the dashboard at %s", cfg.url, cfg.url)
@@ -71,6 +72,7 @@ class MetricsActor:
 
     def run(self) -> None:
         next_collect = next_bind = 0
+        served = -1
         try:
             while not self.rt.stopping:
                 now = monotonic_ms()
@@ -79,10 +81,14 @@ class MetricsActor:
                     self._listen()
                 if now >= next_collect:
                     self.collect()
-                    next_collect = monotonic_ms() + self.interval_ms
+                    watched, served = self.pages.served != served, self.pages.served
+                    idle = not self.collector.moved and not watched
+                    next_collect = monotonic_ms() + max(self.interval_ms, IDLE_COLLECT_MS if idle else 0)
                     self.rt.report("running", listening=self.server is not None, served=self.pages.served,
                                    collect_errors=self.collector.errors_total)
-                self._wake.wait(min(LOOP_MS, max(next_collect - monotonic_ms(), 0)) / 1000)
+                due = next_collect if self.server is not None else min(next_collect, next_bind)
+                # asleep until the next collection; a stop makes ``stop_fd`` readable and ends the wait
+                select.select([self.rt.stop_fd], [], [], max(due - monotonic_ms(), 0) / 1000)
         finally:
             if self.server is not None:
                 self.server.shutdown()

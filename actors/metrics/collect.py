@@ -11,8 +11,13 @@ ops the other actors already serve, never by touching their loops.
 - replication, drawn from the ``ha`` and ``metasync`` actors' stats in the status
   (``mqstore.actors.ha_status``): role, epoch, the master or each slave with its lag.
 
-A source that does not answer within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot
-says which failed (``errors``). The snapshot is plain values: the JSON endpoint serves it as it is,
+The status and the topics are asked every collection; the queues, groups and ack queues, whose cost
+grows with the topics and groups, only when the status or the topics say something moved since they
+were last asked (``activity``: bytes written, a topic made, messages in or out, offsets committed,
+ack queues) or ``FULL_REFRESH_MS`` has passed (what no stat shows: retention deleting files). An idle
+broker's collection costs the same whatever its topics and groups. A source that does not answer
+within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot says which failed (``errors``).
+The snapshot is plain values: the JSON endpoint serves it as it is,
 and ``mqstore.actors.metrics.exposition`` turns it into Prometheus text.
 """
 
@@ -25,7 +30,7 @@ from typing import Any
 
 import zmq
 
-from mqstore.actors.clock import wall_ms
+from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config import BrokerConfig
 from mqstore.actors.ha_status import replication_summary
 from mqstore.actors.meters import LATENCY_BOUNDS_S
@@ -42,6 +47,7 @@ log = logging.getLogger("mqstore")
 SOURCE_TIMEOUT_MS = 1_000
 MAX_TOPICS = 1_000   # topics whose queues are asked for each collection (the rest: counts only)
 MAX_GROUPS = 1_000   # groups described each collection
+FULL_REFRESH_MS = 60_000  # the queues, groups and ack queues asked this often even when nothing moved
 BUILDERS = ("cqbuilder", "indexbuilder")
 
 Snapshot = dict[str, Any]
@@ -67,6 +73,19 @@ def _no_latencies() -> dict[str, Any]:
     return {"buckets": [0] * (len(LATENCY_BOUNDS_S) + 1), "sum_s": 0.0}
 
 
+def activity(status: dict[str, Any], topics: Any) -> tuple[Any, ...]:
+    """What moves when the queues', groups' or ack queues' answers can have changed: the written and
+    flushed ends, the topics, the builders' applied ends, and the writer's and readers' counts of
+    messages in and out, readable ends, offsets committed and ack queues. Equal twice: nothing
+    happened in between that those answers show."""
+    moved = []
+    for name, info in sorted(status.get("actors", {}).items()):
+        if name == "writer" or name.startswith("reader") or name in BUILDERS:
+            moved.append((name, info.get("pid"), info.get("topics_in"), info.get("topics_out"), info.get("commits"),
+                          info.get("ack_queues"), info.get("readable_end"), info.get("applied")))
+    return status.get("written"), status.get("flushed"), topics, tuple(moved)
+
+
 class Collector:
     def __init__(self, config: BrokerConfig, ctx: zmq.Context[Any]) -> None:
         self.config = config
@@ -78,6 +97,9 @@ class Collector:
         self.last: Snapshot = {"status": {}, "topics": {}, "queues": {}, "groups": {}, "ack": []}
         self._request_id = 0
         self.errors_total = 0
+        self._seen: tuple[Any, ...] | None = None  # ``activity`` when the queues and groups were last asked
+        self._full_at_ms = 0
+        self.moved = True  # whether the last collection saw anything move
 
     def close(self) -> None:
         self.admin.close()
@@ -98,14 +120,13 @@ class Collector:
         return reply
 
     def collect(self) -> Snapshot:
-        errors: list[str] = []
-        sources = (("status", self._supervisor_status), ("topics", self.admin.topics),
-                   ("queues", self._queues), ("groups", self._groups), ("ack", self._ack))
-        for name, source in sources:
-            try:
-                self.last[name] = source()
-            except (BrokerError, BrokerTimeoutError) as exc:
-                errors.append(f"{name}: {exc}")
+        errors = self._ask((("status", self._supervisor_status), ("topics", self.admin.topics)))
+        seen, now_ms = activity(self.last["status"], self.last["topics"]), monotonic_ms()
+        self.moved = seen != self._seen
+        if self.moved or now_ms >= self._full_at_ms or errors:
+            more = self._ask((("queues", self._queues), ("groups", self._groups), ("ack", self._ack)))
+            self._seen, self._full_at_ms = (None if errors or more else seen), now_ms + FULL_REFRESH_MS
+            errors += more
         self.errors_total += len(errors)
         status = self.last["status"]
         actors: dict[str, Any] = status.get("actors", {})
@@ -134,6 +155,16 @@ class Collector:
                 "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send, "pull": pull},
                 "history": list(self.history), "urls": self._urls(),
                 "replication": replication_summary(status, now)}
+
+    def _ask(self, sources: tuple[tuple[str, Any], ...]) -> list[str]:
+        """Each source's answer into ``last``; the errors of those that did not answer."""
+        errors = []
+        for name, source in sources:
+            try:
+                self.last[name] = source()
+            except (BrokerError, BrokerTimeoutError) as exc:
+                errors.append(f"{name}: {exc}")
+        return errors
 
     def _queues(self) -> dict[str, dict[str, list[int]]]:
         names = sorted(self.last["topics"])[:MAX_TOPICS]

@@ -166,7 +166,7 @@ class ReaderActor:
                     self.offsets.persist(final=False)
                 self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
                                ack_queues=len(self.acks.queues), topics_out=self.topics_out.stats(),
-                               pull_latency=self.pull_latency.stats())
+                               pull_latency=self.pull_latency.stats(), commits=self.offsets.commits)
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
                 self._answer(router, parked)

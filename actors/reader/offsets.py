@@ -60,6 +60,7 @@ class CommittedOffsets:
         if reader_index == OFFSET_OWNER_INDEX:
             self.table = ConsumerOffsets.load(self.path, now_ms)
         self.dirty = False
+        self.commits = 0  # offsets committed or merged since start: tells the metrics a group's lag moved
 
     def op_commit_offset(self, identity: bytes, request_id: Any, request: CommitOffset) -> dict[str, Any]:
         if self.table is None:
@@ -75,6 +76,7 @@ class CommittedOffsets:
                                       f"{max_queue_offset}")
         self.table.commit(group, topic, queue_id, next_offset)
         self.dirty = True
+        self.commits += 1
         return OffsetReply(next_offset).encode(request_id)
 
     def op_fetch_offset(self, identity: bytes, request_id: Any, request: FetchOffset) -> dict[str, Any]:
@@ -116,6 +118,7 @@ class CommittedOffsets:
                 continue
             moved += 1
         self.dirty |= moved > 0
+        self.commits += moved
         return MergeOffsetsReply(moved, tuple(clamped)).encode(request_id)
 
     def op_groups(self, identity: bytes, request_id: Any, request: Groups) -> dict[str, Any]:

@@ -167,7 +167,7 @@ class CommitLogWriterActor:
         self.prefault.start()
         try:
             while not self.rt.stopping:
-                ready = dict(poller.poll(tick_ms))
+                ready = dict(poller.poll(self._poll_ms(tick_ms, next_tick)))
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
                 if replicated_in is not None and replicated_in in ready:
@@ -182,21 +182,29 @@ class CommitLogWriterActor:
                 now = monotonic_ms()
                 if now >= next_tick:
                     next_tick = now + tick_ms
-                    self._tick(outlets)
+                    self._tick(outlets, now)
                 if now >= self.next_disk_check_ms:
                     self._check_disk(now, outlets)
             waiters.drain(outlets, flushed_in, replicated_in)
-            self._tick(outlets)
+            self._tick(outlets, monotonic_ms(), last=True)
         finally:
             self.rt.report("stopped", force=True, written=self.commitlog.max_offset)
             self.prefault.stop()
             self.reclaimer.close()
             self.commitlog.close()
 
-    def _tick(self, outlets: Outlets) -> None:
+    def _poll_ms(self, tick_ms: int, next_tick: int) -> int:
+        """How long the loop may sleep: a tick away while a tick has something to publish or a send
+        waits (its timeout is checked on the loop's rounds), else until the next deadline that exists."""
+        progress = self.progress
+        if not progress.ticks.quiet(progress.carried(self.commitlog.max_offset)) or len(self.state.waiters):
+            return max(min(next_tick - monotonic_ms(), tick_ms), 0)
+        return max(min(progress.ticks.next_idle_ms, self.next_disk_check_ms) - monotonic_ms(), 0)
+
+    def _tick(self, outlets: Outlets, now: int, *, last: bool = False) -> None:
         end = self.commitlog.max_offset
         waiters = self.state.waiters
-        outlets.tick(end, waiters.flush_wanted)
+        outlets.tick(end, waiters.flush_wanted, now, force=last)
         self.state.queues.persist()
         self.rt.report("running", written=end, flushed=waiters.flushed_end, dispatched=self.progress.dispatched_end,
                        pending_sync=len(waiters), waits=waiters.stats(monotonic_ms()),

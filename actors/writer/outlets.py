@@ -26,12 +26,46 @@ log = logging.getLogger("mqstore")
 OWN_PEER = b"\x00mqstore-own\x00"  # longer than ZeroMQ's 5 bytes: never a client's routing id
 
 
+IDLE_TICK_MS = 5_000  # while nothing moves, the tick is still published this often: a safety net for a lost notice
+REPEATS = 2  # a move is published on this many ticks: one lost notice costs a tick, not IDLE_TICK_MS
+
+
+class Ticks:
+    """When the writer's tick publishes: on ``REPEATS`` ticks after what it carries moved or a flush is
+    wanted, then only every ``IDLE_TICK_MS`` (an idle writer wakes nobody ten times a second)."""
+
+    __slots__ = ("carried", "next_idle_ms", "repeats")
+
+    def __init__(self) -> None:
+        self.carried: tuple[int, ...] = ()
+        self.repeats = 0
+        self.next_idle_ms = 0
+
+    def due(self, carried: tuple[int, ...], sync: bool, now_ms: int) -> bool:
+        if carried != self.carried or sync:
+            self.carried, self.repeats = carried, REPEATS
+        if self.repeats == 0 and now_ms < self.next_idle_ms:
+            return False
+        self.repeats = max(self.repeats - 1, 0)
+        self.next_idle_ms = now_ms + IDLE_TICK_MS
+        return True
+
+    def quiet(self, carried: tuple[int, ...]) -> bool:
+        """Nothing to publish before ``next_idle_ms`` while what the tick carries stays ``carried``."""
+        return self.repeats == 0 and carried == self.carried
+
+
 @dataclass(slots=True)
 class Progress:
     dispatched_end: int  # every dispatch batch below this commitlog offset was published
     last_store_ms: int = 0  # store time of the last record appended
     topics_in: TopicCounts = field(default_factory=TopicCounts)  # what was dispatched, per topic
     send_latency: Latencies = field(default_factory=Latencies)  # sends, from the round taking them to their answers
+    ticks: Ticks = field(default_factory=Ticks)  # when the tick publishes
+
+    def carried(self, written_end: int) -> tuple[int, int, int]:
+        """What a tick carries."""
+        return written_end, self.dispatched_end, self.last_store_ms
 
 
 class Outlets:
@@ -68,7 +102,12 @@ class Outlets:
     def written(self, notice: Written) -> None:
         self.written_out.send_multipart(notice.frames())
 
-    def tick(self, written_end: int, sync: bool) -> None:
-        """How far the log goes, and how far builders may apply: a dropped notice only delays."""
-        self.written(Written(written_end, self.progress.last_store_ms, sync))
-        self.dispatch_out.send_multipart(Tick(self.progress.dispatched_end).frames())
+    def tick(self, written_end: int, sync: bool, now_ms: int, *, force: bool = False) -> bool:
+        """How far the log goes, and how far builders may apply, when ``Ticks`` says it is due (or
+        ``force``: the last one, at a stop): a dropped notice only delays. Whether it published."""
+        progress = self.progress
+        if not progress.ticks.due(progress.carried(written_end), sync, now_ms) and not force:
+            return False
+        self.written(Written(written_end, progress.last_store_ms, sync))
+        self.dispatch_out.send_multipart(Tick(progress.dispatched_end).frames())
+        return True

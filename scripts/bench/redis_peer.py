@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -128,7 +129,9 @@ def redis_rate(directory: Path, appendfsync: str, *, producers: int, count: int,
 def run_peer(directory: Path, *, producers: int, count: int, body_bytes: int, install: bool = False,
              modes: tuple[str, ...] = FSYNC_MODES, pipeline: int = PIPELINE) -> dict[str, Any]:
     why = available(install)
-    if why is not None:
+    if why is not None:  # said on the terminal too: the JSON is read long after the run, if at all
+        print(f"the Redis Streams peer was skipped: {why}. To run it: pip install -e '.[bench]' (the redis package) "
+              "and redis-server (apt-get install redis-server, or --install-redis)", file=sys.stderr)
         return {"skipped": why}
     runs = {}
     for mode in modes:

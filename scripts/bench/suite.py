@@ -7,9 +7,8 @@ In order, on fresh stores in a temp dir (k = the core count):
 1. limits (``mqstore.scripts.bench.limits``);
 2. ASYNC_FLUSH, 128-byte bodies, k producers, batches of 100, ``--inflight`` (32) batches outstanding
    each, tags on, keys on 10 %, for ``--seconds``; then k consumers drain what was appended
-   (consumable: the consume-queue builder and readers keep up); the writer's and builders' anonymous
-   resident memory (RssAnon) before and after; then the same sending with 4 batches outstanding, the
-   depth of the runs before 32 was the default;
+   (consumable: the builders and readers keep up); the writer's and builders' RssAnon before and after;
+   then the same sending with 4 batches outstanding (the depth before 32 was the default);
 3. the same with 4 KiB bodies;
 4. SYNC_FLUSH (group commit), 128-byte bodies;
 5. send -> consumed latency with the default configuration, open loop, k producers, k consumers:
@@ -20,14 +19,12 @@ In order, on fresh stores in a temp dir (k = the core count):
 6. query by key through a reader, k processes, keys written in 2: one key per synchronous request,
    one key per request with several in flight, and many keys per request (``Admin.query_keys``, the
    keys gone over 10 times: once takes a tenth of a second);
-7. recovery: consume queues and index rebuilt from a commitlog (``mqstore.engine.repair.rebuild.rebuild_derived``),
-   seconds per GiB from a ``--recovery-mb`` store;
-8. Spark: the data source's Arrow read on local[2] against Spark's own Parquet read of the same rows
-   (``mqstore.scripts.bench.spark_read``, in a process of its own, ``--spark-messages`` rows);
-9. the Redis Streams peer (``mqstore.scripts.bench.redis_peer``), everysec and always, each producer with as
-   many commands outstanding as a producer of 2 (a pipeline of batch x inflight ``XADD``s);
-10. the sweep (``mqstore.scripts.bench.sweep``), plotted with the latency histograms of 5.
-11. replication (``mqstore.scripts.bench.replication``), a section whose failure is its report, not the suite's.
+7. recovery: consume queues and index rebuilt from a ``--recovery-mb`` commitlog, seconds per GiB;
+8. Spark: the data source's Arrow read on local[2] against Spark's Parquet read (``bench.spark_read``);
+9. the Redis Streams peer (``bench.redis_peer``), everysec and always, a pipeline of batch x inflight ``XADD``s;
+10. the sweep (``mqstore.scripts.bench.sweep``), plotted with the latency histograms of 5;
+11. replication (``bench.replication``) and the load points (``bench.where``: idle, 5,000 msgs/s, a tenth and
+    half of 2's max rate): sections whose failure is their report, not the suite's.
 
 Writes ``{name}.json`` and ``{name}.png`` into ``--out`` (name: ``suite-{git commit}``) and prints
 the JSON. Each figure sits next to its ratio to the matching limit or peer; ``targets`` is the
@@ -58,6 +55,7 @@ from mqstore.scripts.bench import redis_peer as bench_redis
 from mqstore.scripts.bench import replication as bench_replication
 from mqstore.scripts.bench import sweep as bench_sweep
 from mqstore.scripts.bench import trace as bench_trace
+from mqstore.scripts.bench import where as bench_where
 from mqstore.scripts.bench.load import LoadResult, Workload, run_load
 
 WATCHED_ACTORS = ("writer", "cqbuilder", "indexbuilder")
@@ -231,8 +229,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     latency = {}
     for name, flush, of, divisor in LATENCY_RUNS:
         rate = runs[of]["send"]["msgs_per_s"] / divisor
-        result = bench_sweep.latency_run(work, rate, args.seconds, base, producers=k, consumers=k, flush=flush,
-                                         config=args.config)
+        result = bench_sweep.latency_run(work, rate, args.seconds, base, k, k, flush=flush, config=args.config)
         runs[name] = {"flush": flush, "rate": round(rate), **result.summary["consume"]["latency_ms"],
                       "send_msgs_per_s": result.summary["send"]["msgs_per_s"],
                       "consumed_msgs_per_s": result.summary["consume"]["msgs_per_s_over_run"]}
@@ -245,6 +242,7 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     runs["recovery"] = recovery_rate(work, args.recovery_mb)
     runs["spark_read"] = spark_read_rate(work, args.spark_messages)
     runs["replication"] = bench_replication.section(work, args)
+    runs["load_points"] = bench_where.section(work, args, runs["async_128"]["send"]["msgs_per_s"])
     report["runs"] = runs
     redis_count = min(max(runs["async_128"]["send"]["messages_ok"], 10_000), args.redis_count)
     report["redis"] = bench_redis.run_peer(work, producers=k, count=redis_count, body_bytes=128,
@@ -343,7 +341,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
          all(g < 64 * 2**20 for g in growth.values())),
     ]
     return [{"workload": w, "target": t, "achieved": a, "met": bool(m)}
-            for w, t, a, m in rows + bench_replication.suite_rows(runs.get("replication"))]
+            for w, t, a, m in rows + bench_replication.suite_rows(runs.get("replication"))
+            + bench_where.suite_rows(runs.get("load_points"), [runs[n]["max"] for n, *_ in LATENCY_RUNS])]
 
 
 def _spark_row(run: dict[str, Any]) -> tuple[str, str, dict[str, Any], bool]:
@@ -379,6 +378,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every broker's config file (default: none, the defaults); e.g. [retention] ratios "
                              "on a disk that others fill, which would otherwise refuse sends")
     bench_replication.add_suite_arguments(parser)
+    bench_where.add_point_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -109,7 +109,7 @@ from mqstore.actors.process import raise_open_files_limit
 logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(message)s")
 resource.setrlimit(resource.RLIMIT_NOFILE, (100, int(sys.argv[3])))
 config = BrokerConfig.from_dict({"store_dir": sys.argv[1], "broker": {"open_files_max": int(sys.argv[2])}})
-print(raise_open_files_limit(config), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+print(raise_open_files_limit(config, *sys.argv[4:]), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 """
 
 
@@ -121,8 +121,9 @@ def test_the_open_files_limit_is_raised_to_the_hard_one_and_a_low_one_is_said_pl
     for n in range(400):
         (tmp_path / "consumequeue" / "T" / "0" / f"{n:020d}").touch()
 
-    def run(open_files_max: int, hard: int) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-c", _LIMITS, str(tmp_path), str(open_files_max), str(hard)],
+    def run(open_files_max: int, hard: int, *map_count: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-c", _LIMITS, str(tmp_path), str(open_files_max), str(hard),
+                               *map_count],
                               capture_output=True, text=True, cwd=root, timeout=60,
                               env={**os.environ, "PYTHONPATH": str(root)})
         assert done.returncode == 0, done.stderr
@@ -133,3 +134,25 @@ def test_the_open_files_limit_is_raised_to_the_hard_one_and_a_low_one_is_said_pl
     unbounded = run(0, 512)
     assert unbounded.stdout.split() == ["512", "512"]
     assert "the open files limit (ulimit -n) is 512, and this process may need 656" in unbounded.stderr
+
+
+def test_a_max_map_count_too_low_for_the_store_is_said_plainly(tmp_path: Path) -> None:
+    """Each open store file is a mapping: a ``vm.max_map_count`` below what the process may map (the
+    store's 400 files, unbounded, and the interpreter's own) is said at start with the value to set."""
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "store" / "consumequeue" / "T" / "0").mkdir(parents=True)
+    for n in range(400):
+        (tmp_path / "store" / "consumequeue" / "T" / "0" / f"{n:020d}").touch()
+    limits = {"low": tmp_path / "low", "high": tmp_path / "high"}
+    limits["low"].write_text("1000\n")
+    limits["high"].write_text("65530\n")
+    said = {}
+    for name, path in limits.items():
+        done = subprocess.run([sys.executable, "-c", _LIMITS, str(tmp_path / "store"), "0", "4096", str(path)],
+                              capture_output=True, text=True, cwd=root, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+        assert done.returncode == 0, done.stderr
+        said[name] = done.stderr
+    assert "vm.max_map_count is 1000, and this process may map 1424" in said["low"]
+    assert "sysctl -w vm.max_map_count=1424" in said["low"]
+    assert "max_map_count" not in said["high"]

@@ -1,0 +1,88 @@
+"""The metrics collection asks the per-topic and per-group sources only when something moved: on an idle
+broker its cost does not grow with the topics and groups."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from mqstore.actors.config import load_config
+from mqstore.actors.metrics.collect import Collector
+
+STATUS: dict[str, Any] = {"written": 1000, "flushed": 1000, "actors": {
+    "writer": {"pid": 10, "state": "running", "topics_in": {"T0": [3, 300]}},
+    "cqbuilder": {"pid": 11, "state": "running", "applied": 1000},
+    "reader-0": {"pid": 12, "state": "running", "readable_end": 1000, "topics_out": {}, "commits": 0,
+                 "ack_queues": 0}}}
+
+
+class CountingAdmin:
+    """The collector's admin, counting what it is asked."""
+
+    def __init__(self, groups: int) -> None:
+        self.asked: dict[str, int] = {}
+        self.group_names = {f"g{i}": ["T0"] for i in range(groups)}
+
+    def _count(self, op: str) -> None:
+        self.asked[op] = self.asked.get(op, 0) + 1
+
+    def topics(self) -> dict[str, int]:
+        self._count("topics")
+        return {"T0": 1, "T1": 1}
+
+    def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
+        self._count("queue_info")
+        return {0: (0, 3)}
+
+    def groups(self) -> dict[str, list[str]]:
+        self._count("groups")
+        return self.group_names
+
+    def group_describe(self, group: str) -> list[Any]:
+        self._count("group_describe")
+        return []
+
+    def ack_stats(self) -> list[Any]:
+        self._count("ack_stats")
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def collector(tmp_path: Path, status: dict[str, Any], groups: int) -> tuple[Collector, CountingAdmin]:
+    ctx: zmq.Context[Any] = zmq.Context.instance()
+    made = Collector(load_config(tmp_path / "store"), ctx)
+    made.admin.close()
+    admin = CountingAdmin(groups)
+    made.admin = admin  # type: ignore[assignment]
+    made._supervisor_status = lambda: status  # type: ignore[method-assign]
+    return made, admin
+
+
+def test_an_idle_broker_is_not_asked_for_every_group_each_collection(tmp_path: Path) -> None:
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=50)
+    made.collect()
+    assert admin.asked["group_describe"] == 50 and admin.asked["queue_info"] == 2
+    for _ in range(5):  # nothing moved: the status and the topics only
+        snapshot = made.collect()
+    assert admin.asked == {"topics": 6, "queue_info": 2, "groups": 1, "group_describe": 50, "ack_stats": 1}
+    assert not made.moved and len(snapshot["groups"]) == 50  # the last answers still served
+
+
+def test_a_commit_a_message_or_a_new_topic_asks_again(tmp_path: Path) -> None:
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=3)
+    made.collect()
+    status["actors"]["reader-0"]["commits"] = 1  # an offset committed: the groups' lag moved
+    made.collect()
+    assert made.moved and admin.asked["group_describe"] == 6
+    status["actors"]["cqbuilder"]["applied"] = 2000  # new entries in the consume queues
+    made.collect()
+    assert admin.asked["queue_info"] == 6
+    made.collect()
+    assert not made.moved and admin.asked["queue_info"] == 6
