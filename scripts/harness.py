@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -197,6 +198,11 @@ class BrokerProcess:
             raise AssertionError(f"broker did not stop within {timeout_s} s:\n{self.logs()}") from None
         self.proc = None
         return code
+
+    def discard(self) -> None:
+        """Stop, and remove the store: a benchmark's run is GiBs of disk the next runs need."""
+        self.stop()
+        shutil.rmtree(self.store, ignore_errors=True)
 
     def logs(self) -> str:
         """The tail of the broker's log ("" without one)."""

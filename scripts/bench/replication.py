@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import tempfile
 import time
@@ -127,6 +128,12 @@ def measure_run(work: Path, mode: str, spec: Workload, config: Path | None) -> d
     return out
 
 
+def remove_stores(run_dir: Path) -> None:
+    """A finished run's stores (its logs stay beside them, for a run that went wrong)."""
+    for store in ("single", "master", "slave"):
+        shutil.rmtree(run_dir / store, ignore_errors=True)
+
+
 def _spread(values: list[float]) -> dict[str, Any]:
     values = [v for v in values if v is not None]
     if not values:
@@ -187,6 +194,7 @@ def measure(work: Path, *, seconds: float, rounds: int, procs: int, batch: int =
             run_dir = work / f"{mode}-{r}"
             run_dir.mkdir(parents=True)
             runs.append({"round": r, **measure_run(run_dir, mode, spec, config)})
+            remove_stores(run_dir)  # GiBs a run: the next runs' disk, not this one's leftovers
     bytes_per_msg = statistics.median([r["bytes_per_msg"] for r in runs if "bytes_per_msg" in r] or [230])
     limit = loopback_send_cost(int(bytes_per_msg))
     summary = summarize(runs)

@@ -217,15 +217,15 @@ def suite(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     try:
         runs["query_by_key"] = query_rate(store, k, args.lookups, max(keyed, 1))
     finally:
-        broker.stop()
+        broker.discard()
     runs["async_128_inflight_4"], _, broker = throughput(work, "async128i4", Workload(**{**base.__dict__,
                                                          "inflight": 4}), drain=False, config=args.config)
-    broker.stop()
+    broker.discard()
     runs["async_4k"], _, broker = throughput(work, "async4k", Workload(**{**base.__dict__, "body_bytes": 4096}),
                                              drain=False, config=args.config)
-    broker.stop()
+    broker.discard()
     runs["sync_128"], _, broker = throughput(work, "sync128", base, flush="SYNC_FLUSH", drain=False, config=args.config)
-    broker.stop()
+    broker.discard()
     latency = {}
     for name, flush, of, divisor in LATENCY_RUNS:
         rate = runs[of]["send"]["msgs_per_s"] / divisor

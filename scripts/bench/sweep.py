@@ -41,7 +41,7 @@ def producer_sweep(work: Path, procs: list[int], seconds: float, base: Workload,
             points.append({"producers": p, "msgs_per_s": send["msgs_per_s"], "rt_avg_ms": send["rt_avg_ms"],
                            "failed": send["failed"]})
     finally:
-        broker.stop()
+        broker.discard()
     return points
 
 
@@ -60,7 +60,7 @@ def reader_sweep(work: Path, readers: list[int], backlog: int, base: Workload,
             points.append({"readers": r, "consumers": r, "msgs_per_s": consume["msgs_per_s_over_run"],
                            "complete": consume["complete"]})
         finally:
-            broker.stop()
+            broker.discard()
     return points
 
 
@@ -76,7 +76,7 @@ def latency_run(work: Path, rate: float, seconds: float, base: Workload, produce
                            "duration_s": seconds, "topic_prefix": "Latency"})
         return run_load(broker.store, spec)
     finally:
-        broker.stop()
+        broker.discard()
 
 
 def plot(path: Path, producers: list[dict[str, Any]], readers: list[dict[str, Any]],

@@ -236,7 +236,7 @@ def trace_run(work: Path, rate: float, seconds: float, *, batch: int = 1, body_b
         for p in procs:
             p.join(10)
     finally:
-        broker.stop()
+        broker.discard()
     return {"flush": flush, "rate": round(rate), "batch": batch, "seconds": seconds, "body_bytes": body_bytes,
             "failed": failed, **report(sent, received, seen, flush == "SYNC_FLUSH")}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -163,6 +164,7 @@ def idle_points(work: Path, seconds: float, settle_s: float, topics: tuple[int, 
             out[f"idle_{made}_topics_{groups}_groups"] = idle_window(broker.store, seconds, settle_s)
     finally:
         broker.stop()
+        shutil.rmtree(broker.store, ignore_errors=True)  # a point's store is GiBs: gone before the next
     return out
 
 
@@ -202,6 +204,7 @@ def rate_points(work: Path, spec: Workload, seconds: float, max_rate: float | No
             out[name] = rate_point(broker.store, spec, fixed or max_rate / (divisor or 1), seconds)
     finally:
         broker.stop()
+        shutil.rmtree(broker.store, ignore_errors=True)
     return out
 
 

@@ -116,12 +116,20 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "bench", "suite", "--procs", "1",
                            "--seconds",
                            "0.5", "--lookups", "20", "--recovery-mb", "1", "--spark-messages", "2000",
-                           "--redis-count", "1000", "--backlog", "300",
+                           "--redis-count", "1000", "--backlog", "300", "--replication-rounds", "1",
+                           "--idle-seconds", "0.5", "--settle-seconds", "0.2", "--idle-topics", "3",
+                           "--idle-groups", "3", "--rate-seconds", "0.5",
                            "--quick", "--out", str(out), "--name", "smoke", "--dir", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=280)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "smoke.json").read_text())
-    assert len(doc["targets"]) == 13
+    # 13 rows of the suite's own, 2 of replication's goals, 6 of the load points' (idle: none, 3 topics,
+    # 3 topics and 3 groups; 5,000 msgs/s and a tenth of the max; the slowest message of every latency run)
+    assert len(doc["targets"]) == 21
+    workloads = [t["workload"] for t in doc["targets"]]
+    assert sum(w.startswith("broker idle") for w in workloads) == 3
+    assert "error" not in doc["runs"]["replication"] and "error" not in doc["runs"]["load_points"]
+    assert sum(w.startswith("replication: ") for w in workloads) == 2
     spark = next(t["achieved"] for t in doc["targets"] if t["workload"].startswith("Spark batch read"))
     assert spark["messages"] == 2000 and spark["arrow_noop_rows_per_s"] > 0 and spark["parquet_noop_rows_per_s"] > 0
     assert spark["arrow_pruned_agg_rows_per_s"] > 0 and spark["pruned_over_parquet_agg"] > 0
