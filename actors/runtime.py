@@ -41,7 +41,6 @@ from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
 
 EVENTS_HWM = 1000
-IDLE_REPORT_MS = 30_000  # the same report goes again this often: a safety net (one ZeroMQ refused is retried)
 
 
 class Actor(Protocol):
@@ -58,34 +57,25 @@ def no_report(state: str, *, force: bool = False, **stats: Any) -> None:
 
 class EventReporter:
     """A supervised actor's ``report``: an event on the supervisor's event socket, at most once per
-    ``interval_ms`` unless ``force`` (a change of state), and only when the state or the stats differ
-    from the last sent, or ``idle_ms`` after it: an idle actor's reports wake the supervisor every few
-    seconds, not every interval. The supervisor keeps the last stats it got (its status, readiness
-    and the metrics read those), so a report that says the same again tells it nothing."""
+    ``interval_ms`` unless ``force`` (a change of state)."""
 
     def __init__(self, ctx: zmq.Context[Any], endpoint: str, name: str, interval_ms: int,
-                 clock: Callable[[], int] = monotonic_ms, idle_ms: int = IDLE_REPORT_MS) -> None:
+                 clock: Callable[[], int] = monotonic_ms) -> None:
         self.name = name
         self.interval_ms = interval_ms
-        self.idle_ms = idle_ms
         self._clock = clock
         self._events = connect(ctx, zmq.PUSH, endpoint, hwm=EVENTS_HWM)
         self._next_report_ms = 0
-        self._sent = b""  # the last report sent
-        self._resend_ms = 0  # the same report goes again from then on
 
     def __call__(self, state: str, *, force: bool = False, **stats: Any) -> None:
         now = self._clock()
         if not force and now < self._next_report_ms:
             return
         self._next_report_ms = now + self.interval_ms
-        event = schema.pack({"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats})
-        if not force and now < self._resend_ms and event == self._sent:
-            return
+        event = {"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats}
         # the supervisor busy or restarting drops a report: the next one carries the same facts
         with contextlib.suppress(zmq.Again):
-            self._events.send(event, zmq.NOBLOCK)
-            self._sent, self._resend_ms = event, now + self.idle_ms
+            self._events.send(schema.pack(event), zmq.NOBLOCK)
 
 
 class Runtime:

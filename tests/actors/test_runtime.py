@@ -55,27 +55,6 @@ def test_reports_reach_the_event_socket_at_most_once_per_interval(ctx: zmq.Conte
     assert all(e["v"] == schema.VERSION and isinstance(e["pid"], int) for e in got)
 
 
-def test_reports_that_say_the_same_again_go_only_every_idle_interval(ctx: zmq.Context[Any]) -> None:
-    """An idle actor reports between its rounds as a busy one does; what it says stays the same, and
-    the supervisor keeps the last stats it got, so the same report goes again only after ``idle_ms``:
-    an idle broker's reports do not wake the supervisor once an interval per actor."""
-    events = bind(ctx, zmq.PULL, EVENTS)
-    now = [1_000]
-    report = EventReporter(ctx, EVENTS, "flusher", 100, clock=lambda: now[0], idle_ms=5_000)
-    for _ in range(49):  # 4.9 s of rounds a 100 ms interval apart, nothing moved
-        report("running", flushed=7)
-        now[0] += 100
-    report("running", flushed=8)  # a move goes at the next interval
-    now[0] += 100
-    report("running", flushed=8)
-    now[0] += 5_000
-    report("running", flushed=8)  # the safety net: the same facts again after idle_ms
-    report("stopped", force=True, flushed=8)
-    got = _received(events)
-    assert [(e["state"], e["flushed"]) for e in got] == [
-        ("running", 7), ("running", 8), ("running", 8), ("stopped", 8)]
-
-
 def test_a_runtime_built_for_a_test(tmp_path: Path) -> None:
     config = load_config(tmp_path / "store", None)
     reports: list[tuple[str, dict[str, Any]]] = []
