@@ -106,7 +106,9 @@ class BuilderActor:
                 if now >= next_retention_ms:
                     next_retention_ms = now + self.rt.config.broker.clean_interval_ms
                     self._follow_retention()
-                if dispatch_in not in dict(poller.poll(self.rt.config.broker.tick_interval_ms)):
+                # nothing else is due: the writer's dispatch notices and ticks (a lost one made good by
+                # the next) wake the round, retention's cadence the rest
+                if dispatch_in not in dict(poller.poll(max(0, next_retention_ms - monotonic_ms()))):
                     self.rt.report("running", applied=self.applied)
                     continue
                 changed = self._on_round(_gather_round(dispatch_in, self.round_ms()))

@@ -24,7 +24,6 @@ data not known durable.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,15 +31,15 @@ from typing import Any, TypeVar
 import zmq
 
 from mqstore.actors.clock import monotonic_ms
+from mqstore.actors.file_syncer import FileSyncer
 from mqstore.actors.runtime import Runtime
+from mqstore.actors.ticks import Ticks
 from mqstore.engine.consumequeue.consume_queue import cq_file_size
 from mqstore.engine.consumequeue.entry import CQ_ENTRY_SIZE
 from mqstore.engine.consumequeue.store import queue_files
 from mqstore.engine.keyindex.file_names import index_file_names
 from mqstore.engine.log.mapped_file import OS_PAGE_SIZE, file_name
-from mqstore.engine.log.open_files import OpenFiles
 from mqstore.engine.log.page_warmer import PageWarmer
-from mqstore.engine.log.range_sync import RangeSync
 from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import DirectorySync, fsync_dir
 from mqstore.ipc.transport.sockets import bind, connect
@@ -50,89 +49,6 @@ from mqstore.ipc.wire.notices import Arrived, Chain, Flushed, Indexed, Written
 log = logging.getLogger("mqstore")
 Notice = TypeVar("Notice", Written, Arrived, Indexed)
 WARM_STEPS_PER_ROUND = 16  # of mqstore.engine.log.page_warmer's 4 MiB: at most ~64 MiB advised per poll round
-
-
-class _Synced:
-    """A file the flush service syncs, held in the process's open files: its descriptor, or for a
-    commitlog file its range mapping (which holds a descriptor of its own)."""
-
-    def __init__(self, held: dict[Path, _Synced], path: Path, fd: int, ranged: RangeSync | None) -> None:
-        self._held = held
-        self.path = path
-        self.fd = fd
-        self.ranged = ranged
-        self.used = True
-
-    def release(self) -> bool:
-        if self.fd >= 0:
-            if self.ranged is not None:
-                self.ranged.close()
-            else:
-                os.close(self.fd)
-            self.fd = -1
-        if self._held.get(self.path) is self:
-            del self._held[self.path]
-        return True
-
-    def deleted(self) -> bool:
-        return self.fd < 0 or os.fstat(self.fd).st_nlink == 0
-
-
-class FileSyncer:
-    """Descriptors (and the commitlog's range mappings) kept open per file while it is synced, so
-    each flush is just fsync or msync calls; let go when idle or deleted (``open_files``' sweep), and
-    a commitlog file at once when synced to its end."""
-
-    def __init__(self, open_files: OpenFiles | None = None) -> None:
-        self.open_files = open_files if open_files is not None else OpenFiles()
-        self._fds: dict[Path, _Synced] = {}
-        self._ranges: dict[Path, _Synced] = {}
-
-    def _held(self, table: dict[Path, _Synced], path: Path) -> _Synced | None:
-        held = table.get(path)
-        if held is not None and held.deleted():  # unlinked: the path may name a new file by now
-            self.open_files.closed(held)
-            held.release()
-            held = None
-        return held
-
-    def sync_range(self, path: Path, size: int, start: int, end: int) -> bool:
-        """Make bytes [start, end) of the file durable, and leave its other dirty pages alone
-        (``mqstore.engine.log.range_sync``: the writer's pages populated ahead). A file synced to its end is
-        let go: nothing is written to it again, and retention may delete it."""
-        held = self._held(self._ranges, path)
-        if held is None:
-            try:
-                ranged = RangeSync(path, size)
-            except FileNotFoundError:
-                return False  # deleted by retention
-            held = self._ranges[path] = _Synced(self._ranges, path, ranged.fd, ranged)
-            self.open_files.opened(held)
-        assert held.ranged is not None
-        held.used = True
-        held.ranged.sync(start, end)  # an error here propagates: the actor dies rather than claim durability
-        if end >= size:
-            self.open_files.closed(held)
-            held.release()
-        return True
-
-    def fsync(self, path: Path) -> bool:
-        held = self._held(self._fds, path)
-        if held is None:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                return False  # not created yet, or deleted by retention
-            held = self._fds[path] = _Synced(self._fds, path, fd, None)
-            self.open_files.opened(held)
-        held.used = True
-        os.fsync(held.fd)  # an error here propagates: the actor dies rather than claim durability
-        return True
-
-    def close(self) -> None:
-        for held in [*self._fds.values(), *self._ranges.values()]:
-            self.open_files.closed(held)
-            held.release()
 
 
 def _nothing() -> None:
@@ -157,6 +73,7 @@ class FlushActor:
         self.cq_store_ms = 0
         self.cq_chain = Chain()
         self.cq_sweep_due = False  # a notice may be missing: every consume-queue file is synced next
+        self.queues_moved = False  # a notice named a queue since the last flush of the consume queues
         self.index_files: set[str] = set()
         self.index_store_ms = 0
         self.index_chain = Chain()
@@ -171,6 +88,7 @@ class FlushActor:
         self.dirs = DirectorySync(self.store_dir)  # names of the files (and directories) others made
         self.checkpoint_due_ms = 0  # the commitlog's flush writes the checkpoint from then on
         self._commitlog_path = (-1, self.store_dir)  # the last commitlog file flushed: its base and path
+        self.flushed_ticks = Ticks()  # ``flushed`` goes out on a move or a sync, else as a safety net
 
     def run(self) -> None:
         ep = self.rt.endpoints
@@ -178,15 +96,17 @@ class FlushActor:
         written_in = connect(self.rt.ctx, zmq.SUB, ep.written, subscribe=(schema.WRITTEN,))
         arrived_in = connect(self.rt.ctx, zmq.SUB, ep.arrived, subscribe=(schema.ARRIVED,), hwm=100_000)
         indexed_in = connect(self.rt.ctx, zmq.SUB, ep.indexed, subscribe=(schema.INDEXED,), hwm=100_000)
-        # only ``written`` wakes the service: the builders' notices (one a round each) wait on their
-        # sockets and are read a poll interval's worth at a time (their sockets never fill), and
-        # before their files' flush
+        # while work is pending only ``written`` wakes the service: the builders' notices (one a round
+        # each) wait on their sockets and are read a poll interval's worth at a time (their sockets
+        # never fill), and before their files' flush. Once nothing is pending (``quiet``) the service
+        # sleeps until a notice of any of them, or the ``flushed`` safety net's deadline
         poller = zmq.Poller()
         poller.register(written_in, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         flush = self.rt.config.flush
         poll_ms = flush.interval_ms // 5 or 1
         next_commitlog = next_cq = next_index = next_notices = 0
+        quiet = False
 
         def serve_sync() -> None:
             """Between two slow steps (a derived file's fsync, a warming step): a SYNC_FLUSH send
@@ -196,14 +116,21 @@ class FlushActor:
                 self._flush_commitlog(flushed_out, monotonic_ms())
         try:
             while not self.rt.stopping:
-                ready = dict(poller.poll(10 if self.sync_wanted else poll_ms))
+                for notices in (arrived_in, indexed_in):
+                    if quiet and notices not in poller:
+                        poller.register(notices, zmq.POLLIN)
+                    elif not quiet and notices in poller:
+                        poller.unregister(notices)
+                timeout_ms = (max(self.flushed_ticks.next_idle_ms - monotonic_ms(), 0) if quiet
+                              else 10 if self.sync_wanted else poll_ms)
+                ready = dict(poller.poll(timeout_ms))
                 if written_in in ready:
                     self._drain(written_in, Written.decode, self._on_written)
                 now = monotonic_ms()
                 if self.sync_wanted or now >= next_commitlog:
                     self._flush_commitlog(flushed_out, now)
                     next_commitlog = now + flush.interval_ms
-                if now >= min(next_notices, next_cq, next_index):
+                if now >= min(next_notices, next_cq, next_index) or arrived_in in ready or indexed_in in ready:
                     next_notices = now + poll_ms
                     self._drain(arrived_in, Arrived.decode, self._on_arrived)
                     self._drain(indexed_in, Indexed.decode, self._on_indexed)
@@ -213,7 +140,7 @@ class FlushActor:
                 if now >= next_index:
                     self._flush_index(serve_sync)
                     next_index = now + flush.index_interval_ms
-                self._warm(serve_sync)
+                quiet = not self._warm(serve_sync) and self._quiet()
                 self.rt.report("running", flushed=self.flushed_end, written=self.written_end,
                                spares_prepared=self.warmer.spares_prepared, sweeps=self.sweeps,
                                queues_durable=self.queues_durable)
@@ -230,16 +157,23 @@ class FlushActor:
             self.checkpoint.close()
             self.warmer.close()
 
-    def _warm(self, between: Callable[[], None] = _nothing) -> None:
+    def _warm(self, between: Callable[[], None] = _nothing) -> bool:
         """Fault in the commitlog pages just ahead of the writer, then the spare next file's, a few
-        steps per round, never while a group commit waits."""
+        steps per round, never while a group commit waits; whether more waits for the next round."""
         for step in range(WARM_STEPS_PER_ROUND):
             if step:  # before the first, the round has just served what came
                 between()
             if self.sync_wanted:
-                return
+                return True
             if not self.warmer.warm(self.written_end) and not self._prepare_spare():
-                return
+                return False
+        return True
+
+    def _quiet(self) -> bool:
+        """Nothing to flush, to sync or to publish until a notice comes: the loop may sleep until one."""
+        return (0 <= self.written_end <= self.flushed_end and not self.sync_wanted and not self.queues_moved
+                and not self.cq_sweep_due and not self.index_sweep_due and not self.index_files
+                and self.flushed_ticks.quiet((self.flushed_end,)))
 
     def _prepare_spare(self) -> bool:
         error = self.warmer.spare_error
@@ -273,6 +207,7 @@ class FlushActor:
         if not self.cq_chain.follows(notice.epoch, notice.seq):
             self.cq_sweep_due = True
         self.queues_applied = max(self.queues_applied, notice.applied)
+        self.queues_moved = self.queues_moved or bool(notice.queues)
         for topic, queue_id, max_offset in notice.queues:
             key = (topic, queue_id)
             if max_offset < self.queue_max.get(key, 0):
@@ -309,11 +244,12 @@ class FlushActor:
             self.flushed_end = target
         if thorough:
             self.last_thorough_ms = now
-        self.sync_wanted = False
+        sync, self.sync_wanted = self.sync_wanted, False
         # the commitlog is durable: say so before the checkpoint's own fsync, which a SYNC_FLUSH send
         # need not wait for (a checkpoint behind the log only makes recovery start earlier); for the
         # same reason that fsync comes at most once a flush interval, not once a group commit
-        flushed_out.send_multipart(Flushed(max(self.flushed_end, 0)).frames())
+        if self.flushed_ticks.due((self.flushed_end,), sync, now):
+            flushed_out.send_multipart(Flushed(max(self.flushed_end, 0)).frames())
         if flushing and store_ms:
             self.checkpoint.physic_msg_ms = store_ms
             if thorough or now >= self.checkpoint_due_ms:
@@ -331,6 +267,7 @@ class FlushActor:
         time has all its files synced once: cheap for clean files, and nothing is missed), or every
         file there is when a notice may be missing; then the checkpoint's consume-queue time."""
         store_ms, applied = self.cq_store_ms, self.queues_applied
+        self.queues_moved = False
         root = self.store_dir / "consumequeue"
         swept = self.cq_sweep_due
         if swept:

@@ -59,12 +59,18 @@ class Readiness:
         self._answered_pid: int | None = None  # the front process that answered a route query
         self._next_probe_ms = 0
 
+    def probe_pending(self, actors: Mapping[str, Watched]) -> bool:
+        """Whether the front is to be asked (again, ``PROBE_INTERVAL_MS`` after a probe it did not answer):
+        the one part of readiness that no event of an actor brings."""
+        front = actors.get(FRONT)
+        return (self.front_enabled and front is not None and front.state == "running"
+                and front.pid != self._answered_pid
+                and all(a.state == "running" for name, a in actors.items() if name != FRONT))
+
     def check(self, actors: Mapping[str, Watched]) -> list[str]:
         """Probe the front when it is due, then what is still awaited."""
         front = actors.get(FRONT)
-        others_run = all(a.state == "running" for name, a in actors.items() if name != FRONT)
-        if (self.front_enabled and front is not None and front.state == "running" and others_run
-                and front.pid != self._answered_pid and self._clock() >= self._next_probe_ms):
+        if front is not None and self.probe_pending(actors) and self._clock() >= self._next_probe_ms:
             self._next_probe_ms = self._clock() + PROBE_INTERVAL_MS
             if self._probe(self.host, self.port):
                 self._answered_pid = front.pid

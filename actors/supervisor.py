@@ -27,10 +27,11 @@ from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.config import BrokerConfig
 from mqstore.actors.process import name_process, on_stop_signals, run_actor, setup_logging
 from mqstore.actors.promotion import promoted_config, refusal
-from mqstore.actors.readiness import Readiness
+from mqstore.actors.readiness import PROBE_INTERVAL_MS, Readiness
 from mqstore.actors.registry import ACTOR_KINDS
 from mqstore.actors.start_recovery import recover_at_start
 from mqstore.actors.store_holder import hold_store
+from mqstore.actors.wake import Wake
 from mqstore.engine import MessageStore
 from mqstore.engine.ha.promotion import promote_store
 from mqstore.engine.meta.metafile import create_abort
@@ -52,6 +53,10 @@ FORK_SERVER_PRELOAD = ("mqstore.actors.process",)
 # flaps the supervisor does not give up on the broker: it keeps restarting it at the longest backoff
 # and says so loudly, while the writer, the readers and their ipc clients keep being served.
 EDGE_ACTORS = frozenset({"remoting", "metrics"})
+# The loop sleeps until something happens: an event or a control request on its sockets, an actor's
+# exit (its process's sentinel turns readable), a stop signal (a self-pipe), a restart's backoff or a
+# readiness probe coming due. Past those it wakes this often, a safety net that finds nothing to do.
+IDLE_WAKE_MS = 5_000
 
 
 @dataclass(slots=True)
@@ -91,6 +96,7 @@ class Supervisor:
         self.readiness = Readiness(config.remoting)
         self._on_ready = on_ready
         self._ready_once = False
+        self._wake: Wake | None = None  # what wakes the loop, while serving
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -112,6 +118,8 @@ class Supervisor:
         actor = self.actors.setdefault(name, ActorState(name))
         actor.process = self.mp.Process(target=run_actor, args=(name, self.config.to_dict()), name=name)
         actor.process.start()
+        if self._wake is not None:
+            self._wake.watch(name, actor.process.sentinel)
         try:
             actor.handle = psutil.Process(actor.pid)
         except psutil.Error:
@@ -164,18 +172,27 @@ class Supervisor:
 
     def _request_stop(self) -> None:
         self.stop_requested = True
+        if self._wake is not None:
+            self._wake.stop()
 
     def _serve(self, ctx: zmq.Context[Any]) -> int:
+        self._wake = wake = Wake()
+        try:
+            return self._serve_until_stopped(ctx, wake)
+        finally:
+            self._wake = None
+            wake.close()
+
+    def _serve_until_stopped(self, ctx: zmq.Context[Any], wake: Wake) -> int:
         on_stop_signals(self._request_stop)
         control = bind(ctx, zmq.REP, self.endpoints.control, rcvtimeo_ms=0)
         events = bind(ctx, zmq.PULL, self.endpoints.events, hwm=100_000)
+        wake.register(control)
+        wake.register(events)
         for name in self.names():
             self._spawn(name)
-        poller = zmq.Poller()
-        poller.register(control, zmq.POLLIN)
-        poller.register(events, zmq.POLLIN)
         while not self.stop_requested and not self.gave_up and self.promote_to is None:
-            ready = dict(poller.poll(100))
+            ready = wake.poll(self._wait_ms())
             if events in ready:
                 self._drain_events(events)
             if control in ready:
@@ -186,6 +203,15 @@ class Supervisor:
             log.error("giving up: %s", self.gave_up)
         self._stop_all(events)
         return EXIT_GAVE_UP if self.gave_up else EXIT_OK
+
+    def _wait_ms(self) -> int:
+        """How long the loop may sleep: until the first restart due, a readiness probe while one is
+        pending, or the idle safety net; every other cause of work wakes the poll itself."""
+        now = monotonic_ms()
+        due = [a.restart_at_ms - now for a in self.actors.values() if a.restart_at_ms]
+        if self.readiness.probe_pending(self.actors):
+            due.append(PROBE_INTERVAL_MS)
+        return max(0, min([IDLE_WAKE_MS, *due]))
 
     def _drain_events(self, events: zmq.Socket[Any]) -> None:
         while True:
@@ -210,6 +236,8 @@ class Supervisor:
             if actor.alive():
                 continue
             if actor.restart_at_ms == 0:
+                if self._wake is not None:
+                    self._wake.unwatch(actor.name)  # its sentinel stays readable
                 self._end_orphan(actor)
                 code = actor.process.exitcode if actor.process is not None else None
                 actor.restarts = [t for t in actor.restarts if now - t < sup.flap_window_ms]

@@ -141,7 +141,10 @@ class ReaderActor:
             self.store.learn_from_files()
             while not self.rt.stopping:
                 now = monotonic_ms()
-                timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, broker.tick_interval_ms))
+                # a tick while a pull waits or an ack-mode queue is open, else until housekeeping is due
+                busy = self.parked or self.acks.parked or len(self.acks.queues)
+                cap_ms = broker.tick_interval_ms if busy else max(0, min(next_refresh, next_persist) - now)
+                timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, cap_ms))
                 watching = self._watch_arrivals(poller, arrived_in, watching)
                 reading_writer = _watch(poller, writer, reading_writer, self.acks.awaiting_writer)
                 ready = dict(poller.poll(timeout_ms))
@@ -177,10 +180,9 @@ class ReaderActor:
             self.store.close()
 
     def _watch_arrivals(self, poller: zmq.Poller, arrived_in: zmq.Socket[Any], watching: bool) -> bool:
-        """Whether ``arrived`` notices wake the loop: only while a pull is parked, the one thing they
-        must answer at once. Otherwise they wait on their socket and every round reads them before
-        its requests (and the loop wakes at least once a tick), so a pull still sees all they say,
-        without a wakeup for each round of the consume-queue builder."""
+        """Whether ``arrived`` notices wake the loop: only while a pull is parked. Otherwise they wait on
+        their socket and every round reads them before its requests: a pull sees all they say, without
+        a wake-up for each round of the consume-queue builder (nor, idle, for the writer's ticks)."""
         return _watch(poller, arrived_in, watching, bool(self.parked or self.acks.parked))
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
@@ -377,18 +379,15 @@ class ReaderActor:
                                  ).encode(request_id)
 
     def _index_marks(self) -> tuple[int | None, int | None]:
-        """How far the index goes (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset);
-        None without an index."""
+        """How far the index goes (RocketMQ's indexLastUpdateTimestamp / ...Phyoffset); None: no index."""
         last = self.store.index.last_file if self.store.index is not None else None
         return (last.end_ms, last.end_phys_offset) if last is not None else (None, None)
 
 
 def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bool) -> bool:
     """``sock`` in the poll or out of it, as ``wanted``; returns ``wanted``."""
-    if wanted and not watching:
-        poller.register(sock, zmq.POLLIN)
-    elif watching and not wanted:
-        poller.unregister(sock)
+    if wanted != watching:
+        poller.register(sock, zmq.POLLIN) if wanted else poller.unregister(sock)
     return wanted
 
 

@@ -30,14 +30,14 @@ from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.remoting.door import Connection, Door, usable_connections
 from mqstore.actors.remoting.front import BrokerFront
 from mqstore.actors.remoting.headers import Peer
-from mqstore.actors.remoting.registrar import registrar_for
+from mqstore.actors.remoting.registrar import Registrar, registrar_for
 from mqstore.actors.runtime import Runtime
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.transport.channel import Channel
 
 log = logging.getLogger("mqstore.remoting")
 
-STOP_POLL_S = 0.1
+IDLE_WAKE_MS = 5_000  # the loop's wake-ups while nothing moves (the NameServer role's scan comes at most this late)
 REFUSAL_LOG_MS = 1_000  # a flood of refusals is logged once a second, with its count
 
 
@@ -95,15 +95,21 @@ class RemotingActor:
                         self.door.max_connections, self.config.max_connections)
         registrar = registrar_for(self.rt.config, self.channel, self.front.namesrv.note_master)
         registering = None if registrar is None else asyncio.create_task(registrar.run(lambda: self.rt.stopping))
+        stopped = asyncio.Event()  # a stop makes ``stop_fd`` readable: the loop below ends at once
+        self._loop.add_reader(self.rt.stop_fd, stopped.set)
+        stats: dict[str, Any] = {}
         try:
             while not self.rt.stopping:
-                await asyncio.sleep(STOP_POLL_S)
+                # what moved is reported a stats interval later; while nothing moves the loop wakes only
+                # for the NameServer table's scan and the idle report
+                now_stats = self._stats(registrar)
+                wait_ms = self.rt.config.broker.stats_interval_ms if now_stats != stats else IDLE_WAKE_MS
+                stats = now_stats
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopped.wait(), wait_ms / 1000)
                 self.front.namesrv.scan()
-                self.rt.report("running", connections=len(self.door.open), requests=self.requests,
-                               bad_frames=self.bad_frames, refused=self.door.refused, evicted=self.door.evicted,
-                               timed_out=self.timed_out, read_bytes=self.door.reading_bytes,
-                               acl_denied=self.front.acl_denied(),
-                               registered=0 if registrar is None else registrar.registered)
+                self.rt.report("running", **self._stats(registrar))
+            self._loop.remove_reader(self.rt.stop_fd)
             if registering is not None:
                 await registering  # it unregisters from the NameServers, each within its timeout
         finally:
@@ -111,6 +117,12 @@ class RemotingActor:
             for conn in list(self.door.open.values()):
                 conn.writer.close()
             await server.wait_closed()
+
+    def _stats(self, registrar: Registrar | None) -> dict[str, Any]:
+        return {"connections": len(self.door.open), "requests": self.requests, "bad_frames": self.bad_frames,
+                "refused": self.door.refused, "evicted": self.door.evicted, "timed_out": self.timed_out,
+                "read_bytes": self.door.reading_bytes, "acl_denied": self.front.acl_denied(),
+                "registered": 0 if registrar is None else registrar.registered}
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername: Any = writer.get_extra_info("peername") or ("", 0)

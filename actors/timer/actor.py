@@ -47,6 +47,7 @@ import zmq
 from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.flushed import FlushedFollower, sync_commitlog
 from mqstore.actors.runtime import Runtime
+from mqstore.actors.ticks import IDLE_TICK_MS
 from mqstore.actors.timer.delivery import Delivery
 from mqstore.actors.timer.enqueued import Enqueued
 from mqstore.actors.timer.reput import Copy, RePutter, copies_since, copy_of
@@ -190,10 +191,14 @@ class TimerActor:
             next_tick = 0
             while not self.rt.stopping:
                 now = monotonic_ms()
+                found = 0
                 if (woken or now >= next_tick) and self.open_store(create=self.queue.exists()):
-                    self.enqueue()
+                    found = self.enqueue()
                 if woken or now >= next_tick:
-                    next_tick = now + tick_ms  # a dropped notice costs at most a tick
+                    # a dropped notice costs at most a tick after a round that found work (or timer files
+                    # still to make); past that the files are looked at only by the safety net
+                    busy = woken or found > 0 or (self._store is None and self.queue.exists())
+                    next_tick = now + (tick_ms if busy else IDLE_TICK_MS)
                 opened = self._store is not None
                 if opened and wall_ms() >= self.delivery.last_read_ms + self.precision_ms:
                     self.dequeue(putter)
@@ -210,7 +215,7 @@ class TimerActor:
                     next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
                     self.clean()
                 self.rt.report("running", **self.stats())
-                due_in = self.delivery.last_read_ms + self.precision_ms - wall_ms() if opened else tick_ms
+                due_in = self.delivery.last_read_ms + self.precision_ms - wall_ms() if opened else IDLE_TICK_MS
                 wait_ms = max(0, min(next_tick - monotonic_ms(), due_in))
                 gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
                 if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap

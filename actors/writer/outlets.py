@@ -17,6 +17,7 @@ from typing import Any
 import zmq
 
 from mqstore.actors.meters import Latencies, TopicCounts
+from mqstore.actors.ticks import Ticks
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Tick, Written
 
@@ -24,35 +25,6 @@ log = logging.getLogger("mqstore")
 # put before the routing id of a request from ``own_ingress``, so its answer goes back there: a client's
 # routing id is ZeroMQ's 5 bytes starting with a zero byte, or its own, which may not start with one
 OWN_PEER = b"\x00mqstore-own\x00"  # longer than ZeroMQ's 5 bytes: never a client's routing id
-
-
-IDLE_TICK_MS = 5_000  # while nothing moves, the tick is still published this often: a safety net for a lost notice
-REPEATS = 2  # a move is published on this many ticks: one lost notice costs a tick, not IDLE_TICK_MS
-
-
-class Ticks:
-    """When the writer's tick publishes: on ``REPEATS`` ticks after what it carries moved or a flush is
-    wanted, then only every ``IDLE_TICK_MS`` (an idle writer wakes nobody ten times a second)."""
-
-    __slots__ = ("carried", "next_idle_ms", "repeats")
-
-    def __init__(self) -> None:
-        self.carried: tuple[int, ...] = ()
-        self.repeats = 0
-        self.next_idle_ms = 0
-
-    def due(self, carried: tuple[int, ...], sync: bool, now_ms: int) -> bool:
-        if carried != self.carried or sync:
-            self.carried, self.repeats = carried, REPEATS
-        if self.repeats == 0 and now_ms < self.next_idle_ms:
-            return False
-        self.repeats = max(self.repeats - 1, 0)
-        self.next_idle_ms = now_ms + IDLE_TICK_MS
-        return True
-
-    def quiet(self, carried: tuple[int, ...]) -> bool:
-        """Nothing to publish before ``next_idle_ms`` while what the tick carries stays ``carried``."""
-        return self.repeats == 0 and carried == self.carried
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mqstore.actors.flusher import FileSyncer
+from mqstore.actors.file_syncer import FileSyncer
 
 
 def test_failed_fsync_propagates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from mqstore.actors.writer.outlets import IDLE_TICK_MS, Outlets, Progress
+from mqstore.actors.ticks import IDLE_TICK_MS
+from mqstore.actors.writer.outlets import Outlets, Progress
 from mqstore.ipc.wire import schema
 
 
