@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -117,6 +118,7 @@ def traced_run(work: Path, name: str, rate: float, seconds: float, base: Workloa
         if listener.is_alive():
             listener.kill()
         broker.stop()
+        shutil.rmtree(broker.store, ignore_errors=True)  # a run's store is not kept: many runs would fill the disk
     lat = result.summary["consume"]["latency_ms"]
     send = result.summary["send"]
     slow = straggler_steps(result.stragglers, seen)

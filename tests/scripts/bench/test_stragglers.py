@@ -18,7 +18,7 @@ ROOMY_DISK = ("\n[retention]\ndisk_max_used_space_ratio = 0.99\ndisk_clean_forci
 
 
 def test_a_slow_message_is_kept_with_its_pull_stamps(tmp_path: Path) -> None:
-    with Broker(tmp_path, extra_toml=ROOMY_DISK).start() as broker:
+    with Broker(tmp_path, extra_toml=ROOMY_DISK) as broker:
         with Admin(broker.store) as admin:
             admin.create_topic("Slow", 1)
         old = now_us() - 2_000_000  # sent "two seconds ago": a straggler at any bound under that
