@@ -14,10 +14,12 @@ apply (grouping by queue, a put into the index file) once per round, not once pe
 read where ZeroMQ received it (a round of one batch copies nothing), and a builder that reads no
 keys (``reads_keys``: the consume-queue builder) neither checks nor joins their text. A round
 of the index builder also takes the frames that arrive within ``[broker] index_round_ms`` of its
-first: fewer and larger rounds. The consume-queue builder's rounds wait for nothing: every consumer
-waits on its ``Arrived`` notice, so a window would be on every message's path (under load its
-rounds grow by themselves, from the frames that queue while it applies). A gap, a tick or the end
-of the round applies what is pending first.
+first while frames queue (its last round gathered more than one): fewer and larger rounds under
+load, and at a low rate no second wake-up a round for a window that gathers nothing. The
+consume-queue builder's rounds wait for nothing: every consumer waits on its ``Arrived`` notice,
+so a window would be on every message's path (under load its rounds grow by themselves, from the
+frames that queue while it applies). A gap, a tick or the end of the round applies what is pending
+first.
 
 Where a builder resumes is read off its own files: the consume queues' furthest entry, or the start
 of a batch it was writing across queues when it stopped (``ConsumeQueueStore.applied_end``), or the
@@ -70,6 +72,7 @@ class BuilderActor:
         # syncs only the files they name, and must learn when one was lost or a predecessor's never sent
         self.epoch = secrets.randbits(62) + 1
         self.seq = -1
+        self.last_round_frames = 0  # the notices the last round gathered: more than one, frames queue (load)
 
     # subclasses: where to resume, how to apply, what to announce
     def resume_from(self) -> int:
@@ -111,7 +114,7 @@ class BuilderActor:
                 if dispatch_in not in dict(poller.poll(max(0, next_retention_ms - monotonic_ms()))):
                     self.rt.report("running", applied=self.applied)
                     continue
-                changed = self._on_round(_gather_round(dispatch_in, self.round_ms()))
+                changed = self._on_round(self.gather(dispatch_in))
                 if changed:
                     notice_out.send_multipart(self.notice().frames())
                 self.rt.report("running", applied=self.applied)
@@ -122,6 +125,12 @@ class BuilderActor:
     def round_ms(self) -> int:
         """How long a round waits for more frames after its first."""
         return 0
+
+    def gather(self, dispatch_in: zmq.Socket[Any]) -> list[Received]:
+        """The notices of this round (``_gather_round``, within ``round_ms``); counted for the next's window."""
+        frames = _gather_round(dispatch_in, self.round_ms())
+        self.last_round_frames = len(frames)
+        return frames
 
     def _follow_retention(self) -> None:
         """When the writer deleted old commitlog files, delete the derived files wholly below them."""
@@ -293,7 +302,9 @@ class IndexBuilderActor(BuilderActor):
         self.files: set[str] = set()
 
     def round_ms(self) -> int:
-        return self.rt.config.broker.index_round_ms
+        """``index_round_ms`` while frames queue (the last round gathered more than one), else none: a
+        window that gathers nothing costs a second wake-up a round, which at a low rate is every round."""
+        return self.rt.config.broker.index_round_ms if self.last_round_frames > 1 else 0
 
     def resume_from(self) -> int:
         last = self.index.last_file

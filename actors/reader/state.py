@@ -90,6 +90,7 @@ class PublishedStore:
         self._now_ms = now_ms
         self._next_index_refresh_ms = 0
         self.deleted_topics: set[str] = set()  # seen deleted under this reader, until made again
+        self._queues_root = str(self.queues.root)  # ``deleted`` on every empty pull: a Path costs more than a stat
 
     def close(self) -> None:
         self.queues.close()
@@ -231,10 +232,10 @@ class PublishedStore:
         """Whether ``topic`` was deleted (``mqstore topics delete``) while this reader knew it: a queue
         it had mapped whose directory is gone. Its maps are closed; a topic made again is live again."""
         if topic in self.deleted_topics:
-            if not (self.queues.root / topic).is_dir():
+            if not os.path.isdir(f"{self._queues_root}/{topic}"):
                 return True
             self.deleted_topics.discard(topic)
-        if (topic, queue_id) not in self.queues.queues or (self.queues.root / topic / str(queue_id)).is_dir():
+        if (topic, queue_id) not in self.queues.queues or os.path.isdir(f"{self._queues_root}/{topic}/{queue_id}"):
             return False
         self._forget_topic(topic)
         self.deleted_topics.add(topic)

@@ -70,6 +70,7 @@ class _QueueState:
     buffered_bytes: int = 0             # their bytes as stored
     in_flight: Future[dict[str, Any]] | None = None
     retry_at_ms: int = 0
+    pulled_us: int = 0                  # wall clock as the pull in flight was sent (traced consumers)
 
     def hold(self, batch: MessageBatch) -> None:
         self.buffered.append(batch)
@@ -122,8 +123,10 @@ class Consumer:
         self._prefetch_messages = prefetch_messages
         self._prefetch_bytes = prefetch_bytes
         # with trace, each pull reply that brought messages: (queue, first and last queue offset, the
-        # reader's wall clock as it answered, this process's as the reply was taken), microseconds
-        self.pull_trace: deque[tuple[int, int, int, int, int]] | None = deque(maxlen=TRACE_REPLIES) if trace else None
+        # reader's wall clock as it answered, this process's as the reply was taken, this process's as
+        # the pull was sent), microseconds
+        self.pull_trace: deque[tuple[int, int, int, int, int, int]] | None = (
+            deque(maxlen=TRACE_REPLIES) if trace else None)
         self._auto_commit = auto_commit
         self._auto_commit_interval_ms = auto_commit_interval_ms
         self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
@@ -270,6 +273,8 @@ class Consumer:
             if (state.in_flight is None and now >= state.retry_at_ms
                     and state.buffered_count + self._max_per_pull <= self._prefetch_messages
                     and state.buffered_bytes + self._max_bytes_per_pull <= self._prefetch_bytes):
+                if self.pull_trace is not None:
+                    state.pulled_us = time.time_ns() // 1000
                 state.in_flight = self._channel.call(
                     state.route, Pull(self.group, self.topic, state.queue, state.fetch_offset, self._max_per_pull,
                                       self._max_bytes_per_pull, True, self.tags, self._long_poll_ms, True,
@@ -294,7 +299,7 @@ class Consumer:
             state.fetch_offset = next_offset
         if self.pull_trace is not None and batch:
             self.pull_trace.append((state.queue, batch.queue_offset(0), batch.queue_offset(-1),
-                                    pulled.replied_us or 0, time.time_ns() // 1000))
+                                    pulled.replied_us or 0, time.time_ns() // 1000, state.pulled_us))
         batch = batch.since(state.position)
         if batch:
             state.hold(batch)

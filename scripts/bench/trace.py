@@ -132,7 +132,7 @@ def consumer_main(store: str, out: Any, ready: Any, stop: Any) -> None:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > 1.0:
                 break
-        replied = {(queue, queue_offset): replied_us for queue, first, last, replied_us, _ in consumer.pull_trace
+        replied = {(queue, queue_offset): replied_us for queue, first, last, replied_us, *_ in consumer.pull_trace
                    for queue_offset in range(first, last + 1)}
     rows = [(m.phys_offset, int.from_bytes(m.body[:STAMP_BYTES], "big"), m.store_ms,
              replied.get((m.queue_id, m.queue_offset), 0), received_us) for batch, received_us in taken for m in batch]

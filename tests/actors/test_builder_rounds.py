@@ -231,6 +231,38 @@ def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window
         pull.close(linger=0)
 
 
+def test_the_index_builder_waits_for_more_frames_only_while_they_queue(tmp_path: Path,
+                                                                        ctx: zmq.Context[Any]) -> None:
+    """A round of one frame (a low rate) leaves the next without a window, whose wait would gather
+    nothing and cost a second wake-up; a round of several (frames queue: load) opens it again."""
+    written = Written(tmp_path / "store")
+    index = _builder(IndexBuilderActor, written, ctx)
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull.bind("inproc://index-round")
+    push.connect("inproc://index-round")
+    try:
+        window_ms = written.config.broker.index_round_ms
+        assert window_ms > 0
+        push.send_multipart([schema.TICK, b"lone"])
+        assert pull.poll(10_000)
+        assert [frame for _, frame, _ in index.gather(pull)] == [b"lone"]
+        assert index.round_ms() == 0
+        for i in range(3):  # inproc: each is in the pipe once its send returns
+            push.send_multipart([schema.TICK, b"queued %d" % i])
+        assert pull.poll(10_000)
+        assert len(index.gather(pull)) == 3
+        assert index.round_ms() == window_ms
+        push.send_multipart([schema.TICK, b"lone again"])
+        assert pull.poll(10_000)
+        assert len(index.gather(pull)) == 1
+        assert index.round_ms() == 0
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)
+        index.close()
+        written.commitlog.close()
+
+
 def test_notices_are_numbered_per_builder_process(tmp_path: Path, ctx: zmq.Context[Any]) -> None:
     """The flush service tells a lost notice or a restarted builder by the numbers (epoch, seq)."""
     from mqstore.ipc.wire.notices import Chain

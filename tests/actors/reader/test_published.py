@@ -90,3 +90,26 @@ def test_a_notice_older_than_the_files_after_retention_does_not_move_the_queue_b
         assert published.published[("Orders", 0)] == 40 and published.queues.get("Orders", 0) is cq
     finally:
         published.close()
+
+
+def test_a_topic_deleted_under_the_reader_is_told_until_it_is_made_again(tmp_path: Path) -> None:
+    """``deleted``, asked by every pull that finds nothing: a queue it maps whose directory is gone is
+    a deleted topic (its maps closed), an unknown queue is not, and a topic made again is live again."""
+    clock = FakeClock()
+    store_dir, other = tmp_path / "store", tmp_path / "other"
+    _put(store_dir, clock, 4)
+    _put(other, clock, 2)
+    published = PublishedStore(store_dir, TINY, index_enabled=False, now_ms=clock)
+    try:
+        published.learn_from_files()
+        assert not published.deleted("Orders", 0)
+        assert not published.deleted("Orders", 7)  # a queue it never mapped
+        topic_dir = store_dir / "consumequeue" / "Orders"
+        shutil.rmtree(topic_dir)
+        assert published.deleted("Orders", 0)
+        assert ("Orders", 0) not in published.published
+        assert published.deleted("Orders", 1)  # the whole topic, while its directory is gone
+        shutil.copytree(other / "consumequeue" / "Orders", topic_dir)
+        assert not published.deleted("Orders", 0)
+    finally:
+        published.close()

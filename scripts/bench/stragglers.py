@@ -1,0 +1,178 @@
+"""Where the slowest messages waited: the suite's latency runs, repeated, every message over a bound traced.
+
+    python -m mqstore.scripts.bench.stragglers [--runs 5] [--seconds 10] [--points half tenth sync_tenth]
+                                               [--over-ms 100] [--max-rate MSGS_PER_S] [--tree CHECKOUT]
+
+Each run starts a fresh broker per point (the suite's ``latency_run``: defaults, k producers, k
+consumers and k readers, open loop at a share of the max rate; SYNC_FLUSH for ``sync_tenth``), with a
+listener that hears the broker's notices as a builder does (``mqstore.scripts.bench.trace``'s), and
+consumers that trace their pulls. Every message slower than ``--over-ms`` from send to consumed is
+kept with its stamps (wall clock, microseconds; ``store`` in milliseconds as the record keeps it):
+
+| stamp      | what                                                                            |
+|------------|---------------------------------------------------------------------------------|
+| send       | the producer, before the send                                                   |
+| store      | the writer's clock as it appended the record                                    |
+| dispatch   | the writer's dispatch notice covering it, as the listener heard it              |
+| flushed    | the flush service's notice covering it                                          |
+| arrived    | the consume-queue builder's notice covering it (the readers may answer from here)|
+| pulled     | the consumer sending the pull that carried it (after arrived: the consumer was behind) |
+| replied    | the reader answering that pull                                                  |
+| taken      | the consumer's channel holding that reply                                       |
+| received   | the application's poll handing it over                                          |
+
+Per run and point: p50, p99, max and how many messages were over the bound, and for those the
+stamps as steps (``store - send``, ``arrived - store``, ``replied - arrived``, ...), so the hop that
+held each straggler shows. One JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import multiprocess
+import numpy as np
+
+from mqstore.scripts import harness
+from mqstore.scripts.bench.load import STAMP_BYTES, Workload, run_load
+from mqstore.scripts.bench.trace import DRAIN_S, _covered_at, listener_main
+
+POINTS = {"half": ("ASYNC_FLUSH", 2), "tenth": ("ASYNC_FLUSH", 10), "sync_tenth": ("SYNC_FLUSH", 10)}
+# a straggler's columns as a consumer records them
+COLUMNS = ("phys_offset", "queue", "queue_offset", "send_us", "store_ms", "replied_us", "taken_us", "received_us",
+           "pulled_us")
+STEPS = (("send", "store"), ("store", "dispatch"), ("dispatch", "flushed"), ("dispatch", "arrived"),
+         ("arrived", "replied"), ("pulled", "replied"), ("arrived", "pulled"), ("replied", "taken"),
+         ("taken", "received"))
+PATH_STEPS = ("send -> store", "store -> dispatch", "dispatch -> arrived", "arrived -> pulled", "pulled -> replied",
+              "replied -> taken", "taken -> received")  # one after another (SYNC: dispatch waits for flushed)
+MAX_KEPT = 100_000   # stragglers a consumer keeps at most
+RECENT_PULLS = 256   # the traced pulls a polled batch can have come from (what the prefetch holds, and more)
+
+
+def stragglers_of(batch: Any, latencies_us: np.ndarray[Any, Any], received_us: int, over_us: int,
+                  pull_trace: Any) -> np.ndarray[Any, Any]:
+    """The rows (``COLUMNS``) of a polled batch's messages slower than ``over_us``; the traced pulls
+    (``Consumer.pull_trace``) give when a reader answered each and when the reply was taken."""
+    slow = np.flatnonzero(latencies_us > over_us)
+    if slow.size == 0:
+        return np.zeros((0, len(COLUMNS)), np.int64)
+    replies = {}
+    for queue, first, last, replied_us, taken_us, pulled_us in list(pull_trace)[-RECENT_PULLS:]:
+        for queue_offset in range(first, last + 1):
+            replies[(queue, queue_offset)] = (replied_us, taken_us, pulled_us)
+    rows = []
+    for index in slow.tolist():
+        message = batch[index]
+        replied_us, taken_us, pulled_us = replies.get((message.queue_id, message.queue_offset), (0, 0, 0))
+        rows.append((message.phys_offset, message.queue_id, message.queue_offset,
+                     int.from_bytes(message.body[:STAMP_BYTES], "big"), message.store_ms, replied_us, taken_us,
+                     received_us, pulled_us))
+    return np.asarray(rows, np.int64).reshape(-1, len(COLUMNS))
+
+
+def straggler_steps(rows: np.ndarray[Any, Any], seen: dict[str, list[tuple[int, int]]]) -> list[dict[str, Any]]:
+    """Each straggler's stamps as steps in milliseconds (None where a stamp is missing), slowest first."""
+    out = []
+    if rows.size == 0:
+        return out
+    notices = {name: _covered_at(seen.get(name, []), rows[:, 0]) for name in ("dispatch", "flushed", "arrived")}
+    for i in np.argsort(-(rows[:, 7] - rows[:, 3])).tolist():
+        row = dict(zip(COLUMNS, rows[i].tolist(), strict=True))
+        stamps = {"send": row["send_us"], "store": row["store_ms"] * 1000, "pulled": row["pulled_us"],
+                  "replied": row["replied_us"],
+                  "taken": row["taken_us"], "received": row["received_us"],
+                  **{name: int(at[i]) for name, at in notices.items()}}
+        steps = {f"{a} -> {b}": round((stamps[b] - stamps[a]) / 1000, 3) if stamps[a] and stamps[b] else None
+                 for a, b in STEPS}
+        out.append({"total_ms": round((row["received_us"] - row["send_us"]) / 1000, 3), "queue": row["queue"],
+                    "queue_offset": row["queue_offset"], "phys_offset": row["phys_offset"], "steps_ms": steps})
+    return out
+
+
+def traced_run(work: Path, name: str, rate: float, seconds: float, base: Workload, flush: str,
+               over_ms: float, keep: int) -> dict[str, Any]:
+    """One latency run as the suite's (``mqstore.scripts.bench.sweep.latency_run``), with the notice
+    listener and straggler-tracing consumers."""
+    broker = harness.BrokerProcess(work / name, "--readers", str(base.readers), "--flush", flush, "--remoting",
+                                   "off").start()
+    ctx = multiprocess.get_context("spawn")
+    stop, ready, heard = ctx.Event(), ctx.Event(), ctx.Queue()
+    listener = ctx.Process(target=listener_main, args=(str(broker.store), heard, ready, stop), daemon=True)
+    try:
+        listener.start()
+        spec = Workload(**{**base.__dict__, "rate": rate, "count": None, "duration_s": seconds,
+                           "topic_prefix": "Latency", "straggler_ms": over_ms})
+        result = run_load(broker.store, spec)
+        stop.set()
+        seen = heard.get(timeout=60 + DRAIN_S)
+        listener.join(10)
+    finally:
+        stop.set()
+        if listener.is_alive():
+            listener.kill()
+        broker.stop()
+        shutil.rmtree(broker.store, ignore_errors=True)  # a run's store is not kept: many runs would fill the disk
+    lat = result.summary["consume"]["latency_ms"]
+    send = result.summary["send"]
+    slow = straggler_steps(result.stragglers, seen)
+    held_by: dict[str, int] = {}
+    for straggler in slow:  # the step that took longest (of the consume path's, not the overlapping ones)
+        steps = {k: v for k, v in straggler["steps_ms"].items() if v is not None and k in PATH_STEPS}
+        if steps:
+            longest = max(steps, key=lambda k: steps[k])
+            held_by[longest] = held_by.get(longest, 0) + 1
+    return {"flush": flush, "rate": round(rate), "held_by": held_by, "sent": send["messages_ok"],
+            "send_msgs_per_s": send["msgs_per_s"],
+            "send_rt_max_ms": send["rt_max_ms"], "samples": lat["samples"], "p50": lat["p50"], "p99": lat["p99"],
+            "max": lat["max"], "over": len(slow), "stragglers": slow[:keep]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mqstore.scripts.bench.stragglers",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="times each point is run (default 5)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="each run's sending time (default 10)")
+    parser.add_argument("--points", nargs="*", choices=sorted(POINTS), default=["half", "sync_tenth"],
+                        help="the suite's latency runs to repeat (default: half sync_tenth)")
+    parser.add_argument("--over-ms", type=float, default=100.0, help="a straggler's bound (default 100)")
+    parser.add_argument("--keep", type=int, default=20, help="stragglers reported per run, slowest first")
+    parser.add_argument("--max-rate", type=float, default=None,
+                        help="the max rate the shares are of (default: measured first, producers alone)")
+    parser.add_argument("--procs", type=int, default=2, help="producers, consumers and readers (default 2)")
+    parser.add_argument("--tree", type=Path, default=None, help="start the broker of this checkout")
+    args = parser.parse_args(argv)
+    if args.tree is not None:
+        harness.ROOT = args.tree.resolve()
+    base = Workload(producers=args.procs, consumers=args.procs, readers=args.procs, inflight=32)
+    with tempfile.TemporaryDirectory(prefix="mqstore-stragglers-") as work:
+        max_rate = args.max_rate
+        if max_rate is None:
+            from mqstore.scripts.bench.where import rate_point
+            broker = harness.BrokerProcess(Path(work) / "max", "--readers", str(args.procs), "--remoting",
+                                           "off").start()
+            try:
+                max_rate = rate_point(broker.store, base, None, args.seconds)["send_msgs_per_s"]
+            finally:
+                broker.stop()
+        runs: list[dict[str, Any]] = []
+        for run in range(args.runs):
+            for point in args.points:
+                flush, divisor = POINTS[point]
+                started = time.monotonic()
+                out = traced_run(Path(work), f"{point}-{run}", max_rate / divisor, args.seconds, base, flush,
+                                 args.over_ms, args.keep)
+                runs.append({"run": run, "point": point, "wall_s": round(time.monotonic() - started, 1), **out})
+    print(json.dumps({"benchmark": "stragglers", "max_rate": max_rate, "over_ms": args.over_ms, "runs": runs},
+                     indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The straggler trace: a message slower than the bound is kept with the stamps of every hop it
+crossed, read from a real broker and a traced consumer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.scripts.bench.load import STAMP_BYTES, now_us
+from mqstore.scripts.bench.stragglers import COLUMNS, straggler_steps, stragglers_of
+from tests.integration.broker import Broker
+
+# sends are taken whatever the shared disk holds
+ROOMY_DISK = ("\n[retention]\ndisk_max_used_space_ratio = 0.99\ndisk_clean_forcibly_ratio = 0.995\n"
+              "disk_warning_ratio = 1.0\n")
+
+
+def test_a_slow_message_is_kept_with_its_pull_stamps(tmp_path: Path) -> None:
+    with Broker(tmp_path, extra_toml=ROOMY_DISK) as broker:
+        with Admin(broker.store) as admin:
+            admin.create_topic("Slow", 1)
+        old = now_us() - 2_000_000  # sent "two seconds ago": a straggler at any bound under that
+        with Producer(broker.store) as producer:
+            results = producer.send_encoded_columns_async(
+                "Slow", [old.to_bytes(STAMP_BYTES, "big") + b"a", now_us().to_bytes(STAMP_BYTES, "big") + b"b"]
+            ).result()
+            assert all(r.ok for r in results)
+        with Consumer(broker.store, group="g", topic="Slow", start="earliest", auto_commit=False,
+                      trace=True) as consumer:
+            batch = consumer.poll_batch(timeout_ms=5000)
+            while len(batch) < 2:
+                batch = type(batch).join([batch, consumer.poll_batch(timeout_ms=5000)])
+            received = now_us()
+            stamps = np.frombuffer(batch.body_heads(STAMP_BYTES), dtype=">i8").astype(np.int64)
+            rows = stragglers_of(batch, received - stamps, received, 1_000_000, consumer.pull_trace)
+    assert rows.shape == (1, len(COLUMNS))
+    row = dict(zip(COLUMNS, rows[0].tolist(), strict=True))
+    assert (row["queue"], row["queue_offset"], row["send_us"]) == (0, 0, old)
+    assert row["phys_offset"] == results[0].phys_offset
+    assert 0 < row["pulled_us"] <= row["taken_us"] <= row["received_us"]
+    assert row["replied_us"] > 0 and row["store_ms"] * 1000 >= old
+
+    # the listener heard the record dispatched 1 ms after its store time and arrived 1 ms later
+    store_us = row["store_ms"] * 1000
+    seen = {"dispatch": [(row["phys_offset"] + 1, store_us + 1000)],
+            "arrived": [(row["phys_offset"] + 1, store_us + 2000)]}
+    (slow,) = straggler_steps(rows, seen)
+    assert slow["total_ms"] == (row["received_us"] - old) / 1000
+    assert slow["steps_ms"]["store -> dispatch"] == 1.0
+    assert slow["steps_ms"]["dispatch -> arrived"] == 1.0
+    assert slow["steps_ms"]["dispatch -> flushed"] is None  # no flushed notice heard
+    assert slow["steps_ms"]["taken -> received"] == (row["received_us"] - row["taken_us"]) / 1000
