@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqstore.engine.log.commitlog import CommitLog
+from mqstore.engine.log.record import DecodeKind
 from mqstore.ipc.remoting import codec as rm
 from tests.integration.broker import Broker, free_port_range, wait_for
 
@@ -107,6 +109,16 @@ def log_bytes(commitlog_dir: Path, end: int) -> bytes:
         if path.name.isdigit():
             data += path.read_bytes()
     return bytes(data[:end])
+
+
+def uniq_keys(commitlog_dir: Path, from_phys: int) -> list[str]:
+    """The message ids of the whole records in a commitlog from ``from_phys`` on (read only)."""
+    commitlog = CommitLog.open(commitlog_dir, COMMITLOG, writable=False)
+    try:
+        return [str(d.record.uniq_key) for _, d in commitlog.scan(from_phys)
+                if d.kind is DecodeKind.RECORD and d.record is not None]
+    finally:
+        commitlog.close()
 
 
 @dataclass
