@@ -224,3 +224,55 @@ def test_the_old_master_back_after_a_promotion_is_refused_as_a_master_and_follow
             producer.stop()
         for n in (slave, master):
             n.broker.__exit__()
+
+
+def status_written(node_: Node) -> int:
+    """A slave's written end, as ``mqstore status --json`` shows it."""
+    shown = node_.broker.mqstore("status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    return int(json.loads(shown.stdout)["actors"]["ha"]["written"])
+
+
+@pytest.mark.slow
+def test_three_brokers_the_master_lost_the_furthest_slave_promoted_and_the_other_follows_it(tmp_path: Path) -> None:
+    pm, p1, p2 = ports(3)
+    ns = namesrv_of((pm, p1, p2))
+    master = node(tmp_path / "m", pm, ns)
+    slaves = [node(tmp_path / f"s{i}", p, ns, broker_id=i, master_ha=master.ha) for i, p in ((1, p1), (2, p2))]
+    producer = None
+    try:
+        for n in (master, *slaves):
+            n.broker.start()
+        wait_members((pm, p1, p2), {0: master.addr, 1: slaves[0].addr, 2: slaves[1].addr})
+        producer = Peer.start(tmp_path, "produce", "produce", ns, TOPIC, 0, "--forever")
+        wait_for(lambda: len(producer.oks()) >= 300, 60, "300 SEND_OK before the loss")
+        master.broker.kill_tree()
+        shutil.rmtree(master.broker.store)
+        oks_at_loss = {r["msg_id"] for r in producer.oks()}
+        ends = [status_written(s) for s in slaves]
+        furthest, other = (slaves[0], slaves[1]) if ends[0] >= ends[1] else (slaves[1], slaves[0])
+        assert furthest.broker.mqstore("promote", "--role", "SYNC_MASTER", "--wait-ms", "90000").returncode == 0
+        stored = read_role(furthest.broker.store)
+        assert stored is not None and stored.start == max(ends)
+        # the other slave follows its master's HA address from its settings, so it needs a restart
+        other.broker.stop()
+        other.broker.start_args = tuple(a if a != master.ha else furthest.ha for a in other.broker.start_args)
+        other.broker.start()
+        wait_members((p1, p2), {0: furthest.addr, slaves.index(other) + 1: other.addr})
+        at_follow = len(producer.oks())
+        wait_for(lambda: len(producer.oks()) >= at_follow + 100, 90, "100 SEND_OK with the other slave following")
+        sent = producer.stop()
+        end = caught_up(furthest, other)
+        assert log_bytes(other.broker.store / "commitlog", end) == log_bytes(furthest.broker.store / "commitlog", end)
+        oks = {r["msg_id"] for r in sent if r.get("status") == "OK"}
+        assert oks_at_loss <= oks
+        assert oks <= stored_ids(furthest, oks)
+        assert oks <= stored_ids(other, oks)
+        report("three brokers", sent=len(sent), send_ok=len(oks), send_ok_at_loss=len(oks_at_loss),
+               other=Counter(r.get("status", "error") for r in sent if r.get("status") != "OK"),
+               slave_ends_at_loss=ends, promotion_point=stored.start, end=end)
+    finally:
+        if producer is not None:
+            producer.stop()
+        for n in (*slaves, master):
+            n.broker.__exit__()
