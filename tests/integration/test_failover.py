@@ -96,7 +96,7 @@ def test_the_master_lost_and_the_slave_promoted_under_stock_clients_loses_no_sen
         master_log = log_bytes(aside, 1 << 40)
         assert len(master_log) >= end and end > 0
         assert log_bytes(slave.broker.store / "commitlog", end) == master_log[:end]
-        assert written(slave.broker) > end  # the sends since the promotion went on past it
+        wait_for(lambda: written(slave.broker) > end, 30, "the promoted broker to report the sends since")
         g_counts = Counter(m["id"] for m in delivered)
         report("master lost", sent=len(sent), send_ok=len(oks), send_ok_at_loss=oks_at_loss,
                other=Counter(r.get("status", "error") for r in sent if r.get("status") != "OK"),
