@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,9 @@ EXPIRE_MS = 3_000  # a lost broker leaves the routes this soon (RocketMQ's 120 s
 # below the stock client's 3 s send timeout: a send in flight when the slave is lost is answered
 # FLUSH_SLAVE_TIMEOUT, not timed out by the client (which then keeps the broker out of its queues)
 SLAVE_TIMEOUT_MS = 1_000
+# the stock C++ client (1.2.3) can hang for good in a send whose connection its broker's death cut:
+# a producer silent this long is such a hang, not a wait (its sends time out in 3 s, three tries)
+STUCK_S = 20.0
 
 
 @dataclass
@@ -152,6 +156,39 @@ class Peer:
             self.proc.wait()
             self.stopped = True
         return self.lines()
+
+
+class StockProducer:
+    """The stock producer sending ``--forever`` to ``TOPIC`` through the NameServers ``ns``, started
+    again with the same addresses when it hangs (``STUCK_S``); ``lines`` are every run's, in order."""
+
+    def __init__(self, home: Path, ns: str) -> None:
+        self.home = home
+        self.ns = ns
+        self.runs: list[Peer] = []
+        self._start()
+
+    def _start(self) -> None:
+        self.runs.append(Peer.start(self.home, f"produce-{len(self.runs)}", "produce", self.ns, TOPIC, 0,
+                                    "--forever"))
+
+    @property
+    def restarts(self) -> int:
+        return len(self.runs) - 1
+
+    def lines(self) -> list[dict[str, Any]]:
+        running = self.runs[-1]
+        if not running.stopped and time.time() - running.out.stat().st_mtime > STUCK_S:
+            running.stop()
+            self._start()
+        return [line for run in self.runs for line in run.lines()]
+
+    def oks(self) -> list[dict[str, Any]]:
+        return [r for r in self.lines() if r.get("status") == "OK"]
+
+    def stop(self) -> list[dict[str, Any]]:
+        self.runs[-1].stop()
+        return [line for run in self.runs for line in run.lines()]
 
 
 def peer(home: Path, *args: object, timeout_s: float = 120) -> list[dict[str, Any]]:
