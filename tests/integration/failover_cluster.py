@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -67,8 +69,26 @@ def node(root: Path, port: int, namesrv: str, *, role: str = "SYNC_MASTER", brok
 
 
 def ports(count: int) -> list[int]:
-    """``count`` remoting ports, each with its HA port (+1) free."""
-    return [free_port_range(2) for _ in range(count)]
+    """``count`` remoting ports, each with its HA port (+1) free, below the kernel's ephemeral range: a
+    slave's HA port stays unbound until its promotion, and meanwhile an outgoing connection of any
+    process could take it as its local port (the promoted HA actor then fails with EADDRINUSE)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    chosen: list[int] = []
+    for base in random.sample(range(10_000, low - 2, 2), 200):
+        if _bindable(base) and _bindable(base + 1):
+            chosen.append(base)
+            if len(chosen) == count:
+                return chosen
+    return [free_port_range(2) for _ in range(count)]  # nothing free below it: take the harness's
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def namesrv_of(port_list: Iterable[int]) -> str:
