@@ -160,6 +160,9 @@ class Supervisor:
         try:
             self.endpoints.prepare()
             self._recover()
+            # again right before the sockets bind: a status poll during the recovery that found no
+            # control socket may have removed the empty run directory it took for its own
+            self.endpoints.prepare()
             ctx: zmq.Context[Any] = zmq.Context()
             try:
                 code = self._serve(ctx)

@@ -10,12 +10,17 @@ once when the outage starts and once when it ends. The list may name the broker'
 
 What a slave's registration is answered with (its master's address and HA address) is kept in
 ``master_addr`` and ``master_ha_addr``.
+
+Before a master starts, ``live_master_elsewhere`` asks each NameServer listed whether a live master
+of its broker name already serves at another address (a slave promoted while this one was down):
+never two masters serving one broker name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -26,6 +31,7 @@ from mqstore.actors.remoting.namesrv import local_identity
 from mqstore.engine.meta.topics import TopicTable
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.remoting.registration import (
+    MASTER_ID,
     PERM_INHERIT,
     PERM_READ,
     PERM_WRITE,
@@ -182,3 +188,28 @@ def registered_topics(topics: dict[str, int], *, is_slave: bool, auto_create: bo
         table[DEFAULT_TOPIC] = TopicQueues(DEFAULT_TOPIC, default_queues, default_queues,
                                            PERM_INHERIT | PERM_READ | PERM_WRITE)
     return table
+
+
+def live_master_elsewhere(config: BrokerConfig, timeout_s: float = CALL_TIMEOUT_MS / 1000) -> str | None:
+    """Why this master must not start: a NameServer of ``[remoting] namesrv`` lists a live master
+    (id 0) of its broker name at another address; None when none does or none answers (a master
+    alone, or its NameServers all down, starts as before)."""
+    if config.is_slave or not config.remoting.namesrv:
+        return None
+    own = local_identity(config).key
+    for host, port in parse_namesrv(config.remoting.namesrv):
+        try:
+            with rm.RemotingClient(host, port, timeout_s=timeout_s) as client:
+                reply = client.call(rm.GET_BROKER_CLUSTER_INFO)
+            info = json.loads(reply.body) if reply.code == rm.SUCCESS else {}
+            addrs = info.get("brokerAddrTable", {}).get(own.broker_name, {}).get("brokerAddrs", {})
+        except (OSError, ValueError, AttributeError, rm.FrameError):
+            continue  # a NameServer down (or this broker's own front, not started yet) proves nothing
+        master = addrs.get(str(MASTER_ID)) if isinstance(addrs, dict) else None
+        if master and master != own.broker_addr:
+            return (f"the NameServer {host}:{port} lists a live master of {own.broker_name} at {master}; two "
+                    f"masters must never serve one broker name. Start this store as its slave instead: "
+                    f"mqstore start --store {config.store_dir} --role SLAVE --broker-id N (1 or more, unused) "
+                    f"--master HOST:HA_PORT (that master's HA port, its remoting port + 1 unless set): its log "
+                    "is cut back to the point the two agree on and then follows")
+    return None

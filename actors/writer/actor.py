@@ -16,7 +16,7 @@ producer-encoded records), then:
 - SYNC_MASTER (``[broker] role``): answers once the HA actor's ``replicated`` notice says ``[ha]
   in_sync_replicas`` copies hold the batch, beside the flush's wait under SYNC_FLUSH, else
   FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (``mqstore.actors.writer.sync``); the batch is
-  dispatched as in either flush mode, replicated or not.
+  dispatched once the copies hold it too (or no slave is in sync, or its slave timeout passed).
 
 Every tick it publishes ``tick`` (how far builders may apply) and ``written`` (how far the log goes),
 so a dropped notice only delays, and persists new topics. On its own cadence it checks the disk:
@@ -99,7 +99,8 @@ class CommitLogWriterActor:
             topics.create(MOVED_TOPIC, 1)  # where moved stragglers' copies go (mqstore.engine.reclaim.move)
         self.state = WriterState(cfg, CommitLogWriter(self.commitlog, cfg.store, offsets, uniq),
                                  TopicQueues(topics, cfg.broker.default_queues), DiskState(),
-                                 SyncWaiters(cfg.flush.sync_timeout_ms, ReplicaWait.of(cfg)))
+                                 SyncWaiters(cfg.flush.sync_timeout_ms, ReplicaWait.of(cfg),
+                                             sync_flush=cfg.sync_flush))
         self.ingress = Ingress(cfg, self.state.queues, self.commitlog, self.state.writer.next_queue_offsets,
                                cfg.key_roles())
         self.progress = Progress(self.commitlog.max_offset)

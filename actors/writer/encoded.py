@@ -130,7 +130,7 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
         outlets.progress.last_store_ms = outcome.store_ms
         notice = Dispatch(start, end, batch)
-        if sync:
+        if state.waiters.holds_dispatch:  # for its flush (SYNC_FLUSH), its copies (SYNC_MASTER), or both
             state.waiters.hold_dispatch(notice)
         else:
             outlets.dispatch(notice)

@@ -100,8 +100,9 @@ class StragglerMover:
         self.moved_messages += len(outcome.requests)
         self.moved_bytes += sum(r.size for r in outcome.requests)
         notice = Dispatch(start, end, DispatchBatch.from_requests(outcome.requests))
-        if self.state.config.sync_flush:  # in order with the sends waiting for their flush
+        if self.state.config.sync_flush:
             outlets.written(Written(end, outcome.store_ms, True))
+        if self.state.waiters.holds_dispatch:  # in order with the sends waiting for their flush or copies
             self.state.waiters.hold_dispatch(notice)
         else:
             outlets.dispatch(notice)

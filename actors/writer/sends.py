@@ -78,7 +78,11 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
         waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
     else:  # the builders first: a consumer waits on them, a producer only on its answer
         if outcome.requests:
-            outlets.dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
+            notice = Dispatch(start, end, DispatchBatch.from_requests(outcome.requests))
+            if waiters.holds_dispatch:  # SYNC_MASTER: visible once the copies hold it
+                waiters.hold_dispatch(notice)
+            else:
+                outlets.dispatch(notice)
             if state.tells_slaves:  # the HA actor pushes what it hears of at once, not a tick later
                 outlets.written(Written(end, outcome.store_ms, False))
         if outcome.requests and waiters.replicas is not None:  # SYNC_MASTER: the answers wait for the copies

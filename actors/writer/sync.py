@@ -17,8 +17,15 @@ answer is FLUSH_SLAVE_TIMEOUT; when, at the send, fewer slaves are in sync than 
 (the last notice's ``in_sync``, or none heard for ``STALE_HEARTBEATS`` of the HA actor's heartbeats:
 that actor is dead or not started), it is SLAVE_NOT_AVAILABLE without waiting for the slaves
 (RocketMQ 4's isSlaveOK). A failed replica wait's status overwrites a failed flush's, as RocketMQ's
-does. Either way the message is stored; only SEND_OK says the copies hold it. The builders wait for
-the flush alone: a master makes its records visible whether or not a slave has them yet.
+does. Either way the message is stored; only SEND_OK says the copies hold it.
+
+What consumers see waits for the copies too (RocketMQ 5's confirm offset, ``readUnCommitted``
+false): a SYNC_MASTER's batch is published to the builders once the ``replicated`` notice covers it
+(and, under SYNC_FLUSH, the flush), or once no slave is in sync (the master's copy is then the only
+one there is), or once its own slave timeout passed (it is answered FLUSH_SLAVE_TIMEOUT then: a slave
+stuck in sync never hides records for longer). A record that only the master held would otherwise be
+read by a group whose offset then runs past it, and after a failover the promoted slave gives that
+queue offset to the next SEND_OK, which the group never reads.
 ``in_sync_replicas = 1`` waits for nobody (RocketMQ's default; mqstore's is 2). The broker's own
 actors' sends (scheduler, timer, transactions) are answered on the flush alone: they copy
 records whose originals were answered only once replicated.
@@ -55,6 +62,7 @@ _PUT_OK = PutStatus.PUT_OK.value
 _FLUSH_DISK_TIMEOUT = PutStatus.FLUSH_DISK_TIMEOUT.value
 _FLUSH_SLAVE_TIMEOUT = PutStatus.FLUSH_SLAVE_TIMEOUT.value
 _SLAVE_NOT_AVAILABLE = PutStatus.SLAVE_NOT_AVAILABLE.value
+_UNBOUNDED = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +99,10 @@ class PendingSync:
 class SyncWaiters:
     """How far the commitlog is flushed and replicated, and the answers that wait for either to reach further."""
 
-    def __init__(self, timeout_ms: int, replicas: ReplicaWait | None = None) -> None:
+    def __init__(self, timeout_ms: int, replicas: ReplicaWait | None = None, *, sync_flush: bool = True) -> None:
         self.timeout_ms = timeout_ms
         self.replicas = replicas
+        self.sync_flush = sync_flush  # batches wait for their flush before the builders may apply them
         self.flushed_end = 0
         self.replicated: Replicated | None = None  # the HA actor's last notice
         self.replicated_ms = 0                     # and when it came
@@ -102,7 +111,7 @@ class SyncWaiters:
         self.ready: list[PendingSync] = []  # nothing to wait for (SLAVE_NOT_AVAILABLE, no flush): the next release
         self.held = 0
         self.answered_as: dict[str, int] = {}  # answers whose wait failed, by status
-        self.undispatched: deque[Dispatch] = deque()
+        self.undispatched: deque[tuple[Dispatch, int]] = deque()  # a batch, and when it goes without its copies
         self.tail_end = 0  # a recovered tail below it waits for its flush before builders may apply it
 
     def __len__(self) -> int:
@@ -113,6 +122,11 @@ class SyncWaiters:
     def flush_wanted(self) -> bool:
         """Whether something waits for a flush: the flush service is asked to flush at once."""
         return bool(self.for_flush) or self.tail_end > 0
+
+    @property
+    def holds_dispatch(self) -> bool:
+        """Whether batches wait here before the builders may apply them: for their flush or their copies."""
+        return self.sync_flush or self.replicas is not None
 
     @property
     def replicated_end(self) -> int:
@@ -179,7 +193,23 @@ class SyncWaiters:
         self.held += 1
 
     def hold_dispatch(self, notice: Dispatch) -> None:
-        self.undispatched.append(notice)
+        rule = self.replicas
+        self.undispatched.append((notice, monotonic_ms() + rule.timeout_ms if rule is not None else 0))
+
+    def _publish(self, outlets: Outlets, now_ms: int) -> None:
+        """Publish the held batches the flush (under SYNC_FLUSH) and the copies (on a SYNC_MASTER, while
+        a slave is in sync and the batch's slave timeout runs) cover, in order."""
+        flushed = self.flushed_end if self.sync_flush else _UNBOUNDED
+        rule = self.replicas
+        copied = self.replicated_end if rule is not None and self.slaves_in_sync(now_ms) >= rule.slaves \
+            else _UNBOUNDED
+        held = self.undispatched
+        while held:
+            notice, copies_deadline_ms = held[0]
+            if notice.to_phys > flushed or (notice.to_phys > copied and copies_deadline_ms > now_ms):
+                return
+            held.popleft()
+            outlets.dispatch(notice)
 
     def release(self, outlets: Outlets) -> None:
         """Publish what the flush covers; answer what both waits are done with (by their notices or
@@ -187,13 +217,12 @@ class SyncWaiters:
         if 0 < self.tail_end <= self.flushed_end:  # before any batch: they all come after it
             outlets.progress.dispatched_end = max(outlets.progress.dispatched_end, self.tail_end)
             self.tail_end = 0
-        while self.undispatched and self.undispatched[0].to_phys <= self.flushed_end:
-            outlets.dispatch(self.undispatched.popleft())
+        now = monotonic_ms()
+        self._publish(outlets, now)
         done = self.ready
         if not (done or self.for_flush or self.for_replicas):
             return
         self.ready = []
-        now = monotonic_ms()
         flushed, waiting = self.flushed_end, self.for_flush
         while waiting and (waiting[0].end <= flushed or waiting[0].flush_deadline_ms <= now):
             p = waiting.popleft()

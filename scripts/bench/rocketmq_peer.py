@@ -6,6 +6,7 @@ logs stay out of pytest; ``HOME`` points its logs into the test's directory).
     [--quiet]
         [--delay-level N]
     python -m mqstore.scripts.bench.rocketmq_peer push NS TOPIC GROUP COUNT TIMEOUT_S [--fail-every N] [--quiet]
+        [--stream]
     python -m mqstore.scripts.bench.rocketmq_peer pull NS TOPIC GROUP
 
 Each takes ``--access-key AK --secret-key SK`` to sign its requests (the broker's ACL,
@@ -16,8 +17,10 @@ Message ``i`` has key ``key-i``, tag ``Tag{i % 3}`` and body ``body-i`` (every `
 padded past 4 KiB, which the client compresses). ``--forever`` keeps sending until killed, retrying a
 message whose send raised, and prints every SEND_OK. ``--fail-every N``: the push callback answers
 RECONSUME_LATER to the first delivery of every N-th message (the client then sends it back).
-``--size N`` pads every body to N bytes; ``--quiet`` prints one summary line instead (count, seconds
-from the first send or delivery to the last), which is what ``mqstore.scripts.bench.remoting`` times.
+``push --stream`` prints each delivery as it comes (what a test watches while it fails brokers over)
+and runs until killed. ``--size N`` pads every body to N bytes; ``--quiet`` prints one summary line
+instead (count, seconds from the first send or delivery to the last), which is what
+``mqstore.scripts.bench.remoting`` times.
 """
 
 from __future__ import annotations
@@ -114,6 +117,8 @@ def push(args: argparse.Namespace) -> None:
             if not first_at:
                 first_at.append(time.perf_counter())
             seen.append({**item, "failed": fail})
+            if args.stream:
+                emit(**item, failed=fail)
             if not fail:
                 consumed.add(item["id"])
             if len(consumed) >= args.count and not enough.is_set():
@@ -130,6 +135,8 @@ def push(args: argparse.Namespace) -> None:
     # a failure is answered with RECONSUME_LATER through the C callback itself
     consumer._register_callback(on_message)
     consumer.start()
+    if args.stream:
+        threading.Event().wait()  # until killed: every delivery is already printed
     enough.wait(args.timeout_s)
     time.sleep(1.0)  # anything delivered twice shows up here
     consumer.shutdown()
@@ -181,6 +188,7 @@ def main() -> None:
     c.add_argument("--fail-every", type=int, default=0)
     c.add_argument("--quiet", action="store_true")
     c.add_argument("--orderly", action="store_true", help="an orderly consumer (locks its queues)")
+    c.add_argument("--stream", action="store_true", help="print each delivery as it comes; run until killed")
     c.set_defaults(run=push)
     q = sub.add_parser("pull")
     q.add_argument("ns")

@@ -94,6 +94,7 @@ def broker_running(store: Path) -> bool:
 
 
 def _start(args: argparse.Namespace) -> int:
+    from mqstore.actors.remoting.registrar import live_master_elsewhere
     from mqstore.actors.supervisor import serve
     overrides: dict[str, dict[str, Any]] = {}
     if args.flush:
@@ -127,6 +128,10 @@ def _start(args: argparse.Namespace) -> int:
                   f"{problem} (use --remoting-port, or --remoting off)", file=sys.stderr)
             return 2
         front = "; RocketMQ clients: set_namesrv_addr(\"{}:{}\")".format(*config.remoting.address)
+    refusal = live_master_elsewhere(config)
+    if refusal:
+        print(f"mqstore start: refused: {refusal}", file=sys.stderr)
+        return 2
     if config.metrics.enabled:
         problem = _port_problem(config.metrics.host, config.metrics.port)
         if problem:

@@ -10,6 +10,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +18,7 @@ from mqstore.actors.config import BrokerConfig, BrokerSection
 from mqstore.actors.config_listeners import RemotingConfig
 from mqstore.actors.remoting.headers import Peer
 from mqstore.actors.remoting.namesrv import NameServer, local_identity
-from mqstore.actors.remoting.registrar import Registrar, parse_namesrv, registered_topics
+from mqstore.actors.remoting.registrar import Registrar, live_master_elsewhere, parse_namesrv, registered_topics
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.remoting.registration import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicQueues
 
@@ -102,3 +103,32 @@ def test_an_unreachable_nameserver_is_logged_once_per_outage(caplog: pytest.LogC
     with caplog.at_level(logging.WARNING, logger="mqstore.remoting"):
         asyncio.run(scenario())
     assert len([r for r in caplog.records if "cannot register with" in r.getMessage()]) == 1
+
+
+def test_a_master_is_refused_while_a_nameserver_lists_a_live_master_of_its_name_elsewhere() -> None:
+    """Regression: an old master started again as a master after its slave was promoted served beside
+    the promoted one, two masters of one broker name."""
+    async def scenario() -> None:
+        promoted = NameServer(config("a", 10911))  # the front of the promoted master of broker a
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            request = rm.decode_command(await reader.readexactly(rm.frame_length(await reader.readexactly(4))))
+            writer.write(rm.encode_command(await promoted.cluster_info(request, Peer(1, "127.0.0.1", 1))))
+            await writer.drain()
+            writer.close()
+        server = await asyncio.start_server(connection, "127.0.0.1", 0)
+        async with server:
+            port = int(server.sockets[0].getsockname()[1])
+            listed = f"127.0.0.1:{closed_port()};127.0.0.1:{port}"  # one NameServer down, one answering
+
+            def check(name: str, own_port: int, role: str = "ASYNC_MASTER", broker_id: int = 0) -> str | None:
+                cfg = replace(config(name, own_port, role, broker_id), remoting=RemotingConfig(
+                    port=own_port, broker_name=name, namesrv=listed))
+                return live_master_elsewhere(cfg, timeout_s=3)
+            refusal = await asyncio.to_thread(check, "a", 20911)
+            assert refusal is not None and "live master of a at 127.0.0.1:10911" in refusal
+            assert "--role SLAVE" in refusal and "--master" in refusal
+            assert await asyncio.to_thread(check, "a", 10911) is None  # itself, back at its own address
+            assert await asyncio.to_thread(check, "b", 20911) is None  # another broker name
+            assert await asyncio.to_thread(check, "a", 20911, "SLAVE", 1) is None  # a slave follows, never refused
+    asyncio.run(scenario())

@@ -37,7 +37,7 @@ def _state(tmp_path: Path, mode: str = "ASYNC_FLUSH") -> WriterState:
     commitlog = CommitLog.open(tmp_path / "commitlog", FILE_SIZE)
     writer = CommitLogWriter(commitlog, config.store, {}, UniqKeyGenerator.for_this_process(lambda: 1))
     return WriterState(config, writer, TopicQueues(TopicTable.load(tmp_path, lambda: 1), 4), DiskState(),
-                       SyncWaiters(60_000))
+                       SyncWaiters(60_000, sync_flush=mode == SYNC_FLUSH))
 
 
 def _held(state: WriterState, stragglers: list[tuple[int, int]], kind: str = ACK) -> list[HeldFile]:

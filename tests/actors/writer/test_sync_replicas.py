@@ -110,9 +110,7 @@ def test_under_sync_flush_the_answer_goes_once_both_waits_are_done_in_either_ord
     first, second = (_flushed, _replicated) if flush_first else (_replicated, _flushed)
     first(waiters, 100)
     waiters.release(outlets)
-    # the builders wait for the flush alone: replicated or not, a master makes the record visible
-    assert [name for name, _ in log] == (["dispatch"] if flush_first else [])
-    assert _answers(log) == []
+    assert log == [] and _answers(log) == []  # the builders wait for both too: visible once copied and durable
     second(waiters, 100)
     waiters.release(outlets)
     assert [name for name, _ in log] == ["dispatch", "reply"] and progress.dispatched_end == 100
@@ -257,3 +255,53 @@ def test_stats_report_the_waits_and_the_last_notice(clock: Clock) -> None:
         "pending_flush": 1, "pending_replicas": 1, "answered_as": {},
         "replicated": {"end": 10, "in_sync": 1, "connected": 2, "epoch": 3, "age_ms": 40}}
     assert "replicated" not in SyncWaiters(FLUSH_MS).stats(clock.now_ms)
+
+
+def test_a_sync_masters_batch_is_visible_only_once_its_copies_hold_it(clock: Clock) -> None:
+    """Regression: a SYNC_MASTER published each batch to the builders at once, so a group could read a
+    record only the master held; after a failover the promoted slave gave that queue offset to the next
+    SEND_OK, which the group, its offset past it, never read."""
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(FLUSH_MS, RULE, sync_flush=False)
+    _replicated(waiters, 0)
+    waiters.hold(100, b"a", 1, _ok(), flush=False)
+    waiters.hold_dispatch(_dispatch(0, 100))
+    waiters.release(outlets)
+    assert log == [] and progress.dispatched_end == 0
+    _replicated(waiters, 100)
+    waiters.release(outlets)
+    assert [name for name, _ in log] == ["dispatch", "reply"] and progress.dispatched_end == 100
+
+
+def test_a_sync_masters_batch_goes_without_copies_when_no_slave_is_in_sync_or_its_timeout_passed(
+        clock: Clock) -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(FLUSH_MS, RULE, sync_flush=False)
+    _replicated(waiters, 0, in_sync=0)  # the master's copy is the only one there is
+    waiters.hold_dispatch(_dispatch(0, 100))
+    waiters.release(outlets)
+    assert progress.dispatched_end == 100
+    _replicated(waiters, 100, in_sync=1)
+    waiters.hold_dispatch(_dispatch(100, 200))  # a slave in sync, stuck: its copy never comes
+    clock.now_ms += SLAVE_MS - 1
+    waiters.release(outlets)
+    assert progress.dispatched_end == 100
+    clock.now_ms += 1
+    waiters.release(outlets)
+    assert progress.dispatched_end == 200
+
+
+def test_under_sync_flush_a_sync_masters_batch_waits_for_its_flush_past_its_slave_timeout(clock: Clock) -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(FLUSH_MS, RULE)
+    _replicated(waiters, 100)
+    waiters.hold_dispatch(_dispatch(0, 100))
+    clock.now_ms += SLAVE_MS
+    waiters.release(outlets)
+    assert progress.dispatched_end == 0  # copied, its slave timeout past, but not flushed
+    _flushed(waiters, 100)
+    waiters.release(outlets)
+    assert progress.dispatched_end == 100
