@@ -17,7 +17,8 @@ from mqstore.scripts.cli.mqstore import build_parser, main, mqstore_version
 
 ROOT = Path(__file__).resolve().parents[3]
 # commands that make their own scratch stores, or none: everything else touches the user's store
-NO_STORE = {"keys", "bench limits", "bench redis", "bench sweep", "bench suite", "bench roll", "bench trace"}
+NO_STORE = {"keys", "bench limits", "bench redis", "bench sweep", "bench suite", "bench roll", "bench trace",
+            "bench replication"}  # each makes its own stores (--dir)
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
