@@ -129,7 +129,8 @@ class CommittedOffsets:
     def op_group_describe(self, identity: bytes, request_id: Any, request: GroupDescribe) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
-        lags = group_lags(request.group, self.table.table, self.store.queue_info, self._store_ms_at)
+        topics = self.table.topics_of(request.group)
+        lags = group_lags(request.group, topics, self.table.table, self.store.queue_info, self._store_ms_at)
         return GroupDescribeReply(request.group, tuple(lags)).encode(request_id)
 
     def op_delete_topic_offsets(self, identity: bytes, request_id: Any, request: DeleteTopicOffsets

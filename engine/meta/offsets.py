@@ -158,12 +158,17 @@ def _check_name(name: str, what: str) -> None:
 class ConsumerOffsets:
     """The broker's table of committed consumer offsets, persisted on demand by its owner."""
 
-    __slots__ = ("_counter", "_now_ms", "_state_version", "_table")
+    __slots__ = ("_by_group", "_counter", "_now_ms", "_state_version", "_table")
 
     def __init__(self, now_ms: Callable[[], int], table: Mapping[str, Mapping[int, int]] | None = None,
                  *, counter: int = 0, state_version: int = 0) -> None:
         self._now_ms = now_ms
         self._table: OffsetTable = {key: dict(queues) for key, queues in (table or {}).items()}
+        # group -> the topics it committed on: describing one group reads its keys, not the whole table
+        self._by_group: dict[str, set[str]] = {}
+        for key in self._table:
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            self._by_group.setdefault(group, set()).add(topic)
         self._counter = counter
         self._state_version = state_version
 
@@ -200,6 +205,7 @@ class ConsumerOffsets:
         if not 0 <= next_offset <= _LONG_MAX:
             raise ValueError(f"next_offset {next_offset} out of range")
         self._table.setdefault(topic_group_key(topic, group), {})[queue_id] = next_offset
+        self._by_group.setdefault(group, set()).add(topic)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset, or -1 when the group never committed on this queue."""
@@ -207,6 +213,10 @@ class ConsumerOffsets:
         if queues is None:
             return -1
         return queues.get(queue_id, -1)
+
+    def topics_of(self, group: str) -> list[str]:
+        """Every topic ``group`` committed an offset on, sorted; without a pass over the table."""
+        return sorted(self._by_group.get(group, ()))
 
     def groups_of(self, topic: str) -> frozenset[str]:
         """Every group with a committed offset on ``topic``."""
@@ -219,6 +229,11 @@ class ConsumerOffsets:
         keys = [key for key in self._table if key.startswith(prefix)]
         for key in keys:
             del self._table[key]
+            group = key[len(prefix):]
+            topics = self._by_group[group]
+            topics.discard(topic)
+            if not topics:
+                del self._by_group[group]
         return bool(keys)
 
     def encode(self, *, counter: int, timestamp_ms: int) -> bytes:

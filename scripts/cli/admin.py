@@ -246,7 +246,8 @@ def _offline_describe(store_dir: Path, group: str) -> list[QueueLag]:
         return commitlog.store_ms_at(found[0]) if found is not None else -1
 
     try:
-        return group_lags(group, _offline_offsets(store_dir).table, spans, store_ms_at)
+        offsets = _offline_offsets(store_dir)
+        return group_lags(group, offsets.topics_of(group), offsets.table, spans, store_ms_at)
     finally:
         commitlog.close()
 

@@ -15,6 +15,7 @@ from mqstore.actors.config import load_config
 from mqstore.actors.reader.actor import ReaderActor
 from mqstore.actors.runtime import Runtime
 from mqstore.engine import Message, MessageStore
+from mqstore.engine.meta.offsets import ConsumerOffsets
 from mqstore.ipc.wire import receipts, requests, schema
 from mqstore.ipc.wire.messages import MessageBatch
 from mqstore.ipc.wire.requests import Request
@@ -159,3 +160,18 @@ def test_an_ack_mode_queue_another_reader_owns_is_refused(tmp_path: Path) -> Non
     finally:
         reader.store.close()
         reader.rt.close()
+
+
+def test_an_idle_reader_with_many_groups_rewrites_its_offsets_file_only_after_a_change(reader: ReaderActor) -> None:
+    for g in range(200):
+        ok(reader, requests.CommitOffset(f"g{g}", "Orders", 0, 1))
+    reader.offsets.persist(final=False)
+    path = reader.offsets.path
+    written = path.stat().st_ino  # each write replaces the file whole: a new inode
+    for _ in range(5):  # the persist interval passing while nothing commits
+        reader.offsets.persist(final=False)
+        assert path.stat().st_ino == written
+    ok(reader, requests.CommitOffset("g7", "Orders", 0, 3))
+    reader.offsets.persist(final=False)
+    assert path.stat().st_ino != written
+    assert ConsumerOffsets.load(path, lambda: 0).query("g7", "Orders", 0) == 3
