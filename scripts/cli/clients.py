@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.ipc.transport.channel import BrokerTimeoutError
 from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveKeys
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -28,7 +29,7 @@ from mqstore.scripts.cli.output import json_body, message_line
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 
 
-class NoBrokerError(ConnectionError):
+class NoBrokerError(MqstoreError, ConnectionError):
     """No broker runs where a client command looks for one: the reason says where it looked."""
 
 

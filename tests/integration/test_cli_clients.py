@@ -108,7 +108,10 @@ def _interrupted(argv: list[str]) -> subprocess.CompletedProcess[str]:
     first = proc.stdout.readline()
     assert first, proc.communicate(timeout=60)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    # the rest through the same file object: ``readline`` may have buffered more than the first line,
+    # which ``communicate`` (reading the pipe's descriptor) would never see (the stderr here is a line)
+    out = proc.stdout.read()
+    _, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(argv, proc.returncode, first + out, err)
 
 
