@@ -61,19 +61,24 @@ def test_stock_clients_given_one_nameserver_use_both_brokers_and_a_dead_one_leav
     a, b, port_a, home = cluster
     wait_for(lambda: broker_names(port_a, "Spread") == {"broker-a", "broker-b"}, 30, "both brokers in the route")
     produced = peer(home, "produce", f"127.0.0.1:{port_a}", "Spread", COUNT)
-    assert {r["status"] for r in produced} == {"OK"} and len(produced) == COUNT
+    # a send the stock client gave up on (its 3 s timeout, on a loaded machine) is said and sent again
+    errors = [r for r in produced if "error" in r]
+    produced = [r for r in produced if "status" in r]
+    assert {r["status"] for r in produced} == {"OK"} and len(produced) == COUNT, errors
 
     stored = {}
     for broker in (a, b):  # what each broker's own store holds, read by mqstore's own consumer
         with Consumer(broker.store, group="own", topic="Spread", start="earliest") as consumer:
             stored[broker.root.name] = [m.uniq_key for m in consumer.messages(COUNT, timeout_ms=3_000)]
     assert all(stored.values()), f"one broker got no message: { {k: len(v) for k, v in stored.items()} }"
-    assert Counter(stored["a"] + stored["b"]) == Counter(r["msg_id"] for r in produced)
+    held = Counter(stored["a"] + stored["b"])
+    assert all(held[r["msg_id"]] == 1 for r in produced)  # every SEND_OK stored, once
+    assert sum(held.values()) - COUNT <= len(errors), errors  # beyond them, only sends the client gave up on
 
-    pushed = peer(home, "push", f"127.0.0.1:{port_a}", "Spread", "CG_cluster_push", COUNT, 120)
-    assert Counter(m["id"] for m in pushed) == Counter(r["msg_id"] for r in produced)
+    pushed = peer(home, "push", f"127.0.0.1:{port_a}", "Spread", "CG_cluster_push", sum(held.values()), 120)
+    assert Counter(m["id"] for m in pushed) == held
     pulled = peer(home, "pull", f"127.0.0.1:{port_a}", "Spread", "CG_cluster_pull")
-    assert Counter(m["id"] for m in pulled) == Counter(r["msg_id"] for r in produced)
+    assert Counter(m["id"] for m in pulled) == held
 
     route_b = route(port_a, "Spread")
     assert route_b is not None
