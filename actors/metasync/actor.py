@@ -17,7 +17,8 @@ here and the marks held back at the queue end.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,19 @@ log = logging.getLogger("mqstore")
 
 CALL_TIMEOUT_MS = 10_000
 ITEMS = METADATA_ITEMS
+
+
+class LocalWriteError(MqstoreError):
+    """A fetched item this broker could not write to its own files (a full disk, say): the master was
+    reached, and the round goes on with the other items."""
+
+
+@contextmanager
+def _written_here(item: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise LocalWriteError(f"writing {item} here failed: {exc}") from None
 
 
 class MetadataSyncActor:
@@ -98,7 +112,7 @@ class MetadataSyncActor:
             for item, step in steps.items():
                 try:
                     step()
-                except (OSError, FrameError) as exc:  # the connection: the rest of the round would fail too
+                except (OSError, FrameError) as exc:  # the connection (local writes: LocalWriteError)
                     self._lost(f"{item}: {exc}")
                     return
                 except (MasterAnswerError, BrokerError, BrokerTimeoutError, MqstoreError, ValueError) as exc:
@@ -126,7 +140,9 @@ class MetadataSyncActor:
     def _topics(self, master: MasterMetadata) -> None:
         topics, version = master.topics()
         self.data_version = version.counter
-        if apply_topics(self.store_dir, topics, version):
+        with _written_here("topics.json"):
+            applied = apply_topics(self.store_dir, topics, version)
+        if applied:
             log.info("metasync: %d topics at the master's data version %d", len(topics), version.counter)
 
     def _offsets(self, master: MasterMetadata) -> None:
@@ -140,12 +156,15 @@ class MetadataSyncActor:
                      group, topic, queue_id, end)
 
     def _delay(self, master: MasterMetadata) -> None:
-        apply_delay_offsets(self.store_dir, master.delay_offsets(), wall_ms())
+        offsets = master.delay_offsets()
+        with _written_here("delayOffset.json"):
+            apply_delay_offsets(self.store_dir, offsets, wall_ms())
 
     def _timer(self, master: MasterMetadata) -> None:
         progress = master.timer_checkpoint()
         if progress is not None:
-            apply_timer_checkpoint(self.store_dir, progress)
+            with _written_here("the timer checkpoint"):
+                apply_timer_checkpoint(self.store_dir, progress)
 
     def _ack_marks(self, master: MasterMetadata) -> None:
         marks = master.ack_marks()
