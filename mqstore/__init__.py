@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from mqstore.engine.read.lookup import GetResult, GetStatus
     from mqstore.engine.store import MessageStore
     from mqstore.ipc.client.ack_consumer import AckConsumer
-    from mqstore.ipc.client.api import Admin, Producer
+    from mqstore.ipc.client.admin import Admin
+    from mqstore.ipc.client.api import Producer
     from mqstore.ipc.client.consumer import Consumer
     from mqstore.ipc.client.transactions import TransactionResult
     from mqstore.ipc.transport.endpoints import Endpoints
@@ -56,7 +57,7 @@ _HOMES: dict[str, str] = {
     "Producer": "mqstore.ipc.client.api",
     "Consumer": "mqstore.ipc.client.consumer",
     "AckConsumer": "mqstore.ipc.client.ack_consumer",
-    "Admin": "mqstore.ipc.client.api",
+    "Admin": "mqstore.ipc.client.admin",
     "Endpoints": "mqstore.ipc.transport.endpoints",
     "Outgoing": "mqstore.ipc.wire.messages",
     # results

@@ -18,15 +18,14 @@ disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from mqstore.ipc.client.ack_consumer import AckConsumer
+from mqstore.ipc.client.admin import DEFAULT_TIMEOUT_MS, Admin, StorePath
 from mqstore.ipc.client.consumer import Consumer
-from mqstore.ipc.client.key_queries import key_query, keys_query, per_key
 from mqstore.ipc.client.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -38,7 +37,6 @@ from mqstore.ipc.wire.encoded import (
     SendResults,
     results_from_reply,
 )
-from mqstore.ipc.wire.group_lag import QueueLag
 from mqstore.ipc.wire.messages import (
     SERVICE_NOT_AVAILABLE,
     MessageBatch,
@@ -59,8 +57,6 @@ __all__ = [
     "SendResults", "TransactionResult", "TransactionState",
 ]
 
-StorePath = str | os.PathLike[str]
-DEFAULT_TIMEOUT_MS = 3000
 LEARN_LIMIT_BYTES = 64 * 1024  # a first send of more bodies than this asks the broker's request limit first
 
 
@@ -236,157 +232,3 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class Admin:
-    """Topics (the writer), queries and consumer offsets (reader 0); group activity (every reader the
-    endpoints name)."""
-
-    def __init__(self, store_dir: StorePath | None = None, *, endpoints: Endpoints | None = None,
-                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-        ep = resolve_endpoints(store_dir, endpoints)
-        self._timeout_ms = timeout_ms
-        self._readers = [f"reader-{i}" for i in range(len(ep.readers))]
-        self._channel = Channel({"ingress": [ep.ingress], "reader": [ep.reader(0)],
-                                 **{route: [ep.reader(i)] for i, route in enumerate(self._readers)}},
-                                name="mqstore-admin", curve=ep.curve)
-
-    def _call(self, route: str, request: requests.Request | str, **fields: Any) -> dict[str, Any]:
-        """A request made on the calling thread (``Channel.request``): Admin's callers wait at once. An
-        op and its fields, a map of no class, go through as ``Channel.request`` sends them."""
-        return self._channel.request(route, request, timeout_ms=self._timeout_ms, **fields)
-
-    def topics(self) -> dict[str, int]:
-        """Topic name -> queue count."""
-        return replies.TopicsReply.decode(self._call("ingress", requests.Topics())).topics
-
-    def create_topic(self, topic: str, queues: int) -> int:
-        """Create a topic (or add queues to it); returns its queue count."""
-        return replies.CreateTopicReply.decode(self._call("ingress", requests.CreateTopic(topic, queues))).queues
-
-    def delete_topic(self, topic: str) -> bool:
-        """Delete a topic: its config entry at once, its consume queues by the builder soon after (its
-        records stay in the commitlog until retention); whether it existed. Asking again is harmless."""
-        return replies.DeleteTopicReply.decode(self._call("ingress", requests.DeleteTopic(topic))).existed
-
-    def groups(self) -> dict[str, list[str]]:
-        """Group -> the topics it committed offsets on."""
-        return replies.GroupsReply.decode(self._call("reader", requests.Groups())).groups
-
-    def group_describe(self, group: str) -> list[QueueLag]:
-        """Per queue: topic, queue_id, committed_offset, min_queue_offset, max_queue_offset, lag,
-        last_consume_ms (``mqstore.engine.read.group_lag``)."""
-        return list(replies.GroupDescribeReply.decode(self._call("reader", requests.GroupDescribe(group))).queues)
-
-    def group_last_seen_ms(self) -> dict[str, int]:
-        """Group -> the last time (wall ms) any reader served one of its consumers."""
-        seen: dict[str, int] = {}
-        for route in self._readers:
-            for group, ms in replies.GroupActivityReply.decode(self._call(route, requests.GroupActivity())
-                                                               ).groups.items():
-                seen[group] = max(seen.get(group, 0), ms)
-        return seen
-
-    def ack_stats(self) -> list[replies.AckQueueStats]:
-        """Every reader's open ack-mode queues: group, topic, queue_id, ready, unacked, redelivered, dead."""
-        return [q for route in self._readers
-                for q in replies.AckStatsReply.decode(self._call(route, requests.AckStats())).queues]
-
-    def reset_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
-        """``commit_offset`` as an administrator: it may move the offset back, and does not count as
-        the group's consumer being alive."""
-        self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset, admin=True))
-
-    def delete_topic_offsets(self, topic: str) -> bool:
-        """Forget every group's committed offsets on ``topic``; whether there were any."""
-        return replies.DeleteTopicOffsetsReply.decode(self._call("reader", requests.DeleteTopicOffsets(topic))).deleted
-
-    def queue_info(self, topic: str) -> dict[int, tuple[int, int]]:
-        """Queue id -> (min offset, max offset) as published."""
-        return replies.QueueInfoReply.decode(self._call("reader", requests.QueueInfo(topic))).queues
-
-    def query_by_key(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
-                     end_ms: int | None = None) -> MessageBatch:
-        """The newest ``max_count`` messages of ``topic`` with ``key`` among their keys, oldest first:
-        every one of them, whatever other keys share its hash, but never more than the broker's
-        ``[store] max_query_count`` (64 by default) however many ``max_count`` asks for. They come
-        packed and are decoded when touched (``query_by_key_async``'s answer); the batch equals the
-        list of the same messages."""
-        return _records(self._call("reader", key_query(topic, key, max_count, begin_ms, end_ms))).batch()
-
-    def query_by_key_async(self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0,
-                           end_ms: int | None = None) -> Future[MessageBatch]:
-        """``query_by_key`` without waiting (several may be in flight); the messages come packed,
-        decoded when touched."""
-        return _packed(self._channel.call("reader", key_query(topic, key, max_count, begin_ms, end_ms),
-                                          timeout_ms=self._timeout_ms),
-                       lambda reply: reply.batch())
-
-    def query_keys(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
-                   end_ms: int | None = None) -> list[MessageBatch]:
-        """``query_by_key`` for many keys in one request (at most 1,024): one batch of messages per key,
-        in the keys' order, each of up to ``max_count`` (and ``max_query_count``) messages."""
-        return per_key(len(keys), _records(self._call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms))))
-
-    def query_keys_async(self, topic: str, keys: Sequence[str], max_count: int = 64, begin_ms: int = 0,
-                         end_ms: int | None = None) -> Future[list[MessageBatch]]:
-        return _packed(self._channel.call("reader", keys_query(topic, keys, max_count, begin_ms, end_ms),
-                                          timeout_ms=self._timeout_ms),
-                       lambda reply: per_key(len(keys), reply))
-
-    def query_by_uniq_key(self, topic: str, uniq_key: str) -> list[ReceivedMessage]:
-        return list(_records(self._call("reader", requests.QueryUniq(topic, uniq_key, raw=True))).batch())
-
-    def view_by_id(self, msg_id: str) -> ReceivedMessage | None:
-        msgs = replies.MessagesReply.decode(self._call("reader", requests.ViewId(msg_id))).msgs
-        return ReceivedMessage.from_wire(msgs[0]) if msgs else None
-
-    def offset_by_time(self, topic: str, queue_id: int, ts_ms: int, *, upper: bool = False) -> int:
-        """The first queue offset stored at or after ``ts_ms`` (``upper``: the last at or before)."""
-        return replies.OffsetReply.decode(self._call("reader", requests.OffsetByTime(topic, queue_id, ts_ms, upper))
-                                          ).offset
-
-    def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """The group's committed next queue offset, -1 when it never committed."""
-        return replies.OffsetReply.decode(self._call("reader", requests.FetchOffset(group, topic, queue_id))).offset
-
-    def commit_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
-        self._call("reader", requests.CommitOffset(group, topic, queue_id, queue_offset))
-
-    def ping(self) -> dict[str, Any]:
-        """Reader 0's answer: pid, readable_end, parked pulls."""
-        return self._call("reader", requests.Ping())
-
-    def ping_writer(self) -> dict[str, Any]:
-        return self._call("ingress", requests.Ping())
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-T = TypeVar("T")
-
-
-def _records(message: dict[str, Any]) -> replies.PackedRecordsReply:
-    return replies.PackedRecordsReply.decode(message)
-
-
-def _packed(call: Future[dict[str, Any]], then: Callable[[replies.PackedRecordsReply], T]) -> Future[T]:
-    """A future of ``then(the packed reply)``, completed on the client's I/O thread."""
-    outer: Future[T] = Future()
-    outer.set_running_or_notify_cancel()
-
-    def done(reply: Future[dict[str, Any]]) -> None:
-        try:
-            outer.set_result(then(_records(reply.result())))
-        except BaseException as exc:
-            outer.set_exception(exc)
-
-    call.add_done_callback(done)
-    return outer
