@@ -49,6 +49,7 @@ from mqstore.engine.log.record import DecodeKind
 from mqstore.engine.meta.checkpoint import Checkpoint
 from mqstore.engine.meta.metafile import create_abort, fsync_dir, remove_abort
 from mqstore.engine.meta.store_lock import lock_store  # the engine's own lock: a broker and this job exclude each other
+from mqstore.engine.meta.topics import deleted_topics
 from mqstore.engine.read.store_files import index_paths, read_geometry
 from mqstore.engine.repair.rebuild import RebuildResult
 from mqstore.engine.store import wall_clock_ms
@@ -109,7 +110,8 @@ def _rebuild_locked(sc: Any, store_dir: Path, split_bytes: int) -> RebuildResult
     ranges = plan_ranges(sc, commitlog_files(store_dir, geometry), split_bytes)
     decoded = sc.parallelize(ranges, max(len(ranges), 1)) \
         .map(partial(decode_range, require_prop_crc=geometry.prop_crc,
-                     message_delay_level=read_delay_levels(store_dir).text)).persist(StorageLevel.MEMORY_AND_DISK)
+                     message_delay_level=read_delay_levels(store_dir).text,
+                     deleted=deleted_topics(store_dir))).persist(StorageLevel.MEMORY_AND_DISK)
     staging = store_dir / STAGING_INDEX_DIR
     try:
         _remove_tree(staging)  # what a killed rebuild left
@@ -217,7 +219,11 @@ def _queue_job(sc: Any, decoded: Any, store_dir: Path, geometry: Geometry, queue
 # -- executor side ---------------------------------------------------------------------------------
 
 
-def decode_range(r: CommitlogRange, *, require_prop_crc: bool, message_delay_level: str) -> DecodedRange:
+def decode_range(r: CommitlogRange, *, require_prop_crc: bool, message_delay_level: str,
+                 deleted: dict[str, int] | None = None) -> DecodedRange:
+    """``deleted``: topic -> the commitlog end at its deletion (``deletedTopics``); its records below
+    that end get no queue entry, as ``redispatch`` gives them none."""
+    deleted = deleted or {}
     entries: dict[QueueKey, list[tuple[int, int, int, int]]] = defaultdict(list)
     index_rows: list[IndexRow] = []
     damage: list[tuple[int, str]] = []
@@ -234,7 +240,7 @@ def decode_range(r: CommitlogRange, *, require_prop_crc: bool, message_delay_lev
         records += 1
         end_phys = phys + decoded.size
         request = DispatchRequest.from_record(record, parse_delay_levels(message_delay_level))
-        if request.has_queue_entry:
+        if request.has_queue_entry and phys >= deleted.get(request.topic, 0):
             entries[(request.topic, request.queue_id)].append(
                 (request.queue_offset, request.phys_offset, request.size, request.tags_code))
         index_rows.append((request.topic, request.keys, request.uniq_key, phys, request.store_ms, request.sys_flag))

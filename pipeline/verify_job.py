@@ -33,6 +33,7 @@ from mqstore.engine.keyindex.index_file import (
     IndexFileError,
 )
 from mqstore.engine.log.mapped_file import MappedFileError
+from mqstore.engine.meta.topics import deleted_topics
 from mqstore.engine.read.store_files import IndexHeader, QueueEntries, index_paths, queue_ids, read_geometry
 from mqstore.engine.repair.verify import Finding, VerifyReport, cq_scope
 from mqstore.pipeline.commitlog_ranges import DEFAULT_SPLIT_BYTES, CommitlogRange, commitlog_files, plan_ranges
@@ -70,7 +71,7 @@ def verify(spark: Any, store_dir: Path | str, *, split_bytes: int = DEFAULT_SPLI
         .collect() if with_entries else []
     plan = VerifyPlan(str(store_dir), geometry, files[0].file_base if files else 0,
                       headers[0].begin_phys_offset if headers else -1, tuple(infos), frozenset(queues),
-                      read_delay_levels(Path(store_dir)).text)
+                      read_delay_levels(Path(store_dir)).text, deleted_topics(store_dir))
 
     outcomes = sc.parallelize(_tasks(ranges), max(len(ranges), 1)).map(partial(check_range, plan=plan)) \
         .persist(StorageLevel.MEMORY_AND_DISK)

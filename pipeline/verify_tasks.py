@@ -67,6 +67,7 @@ class VerifyPlan:
     index_files: tuple[IndexFileInfo, ...]
     queues: frozenset[QueueKey]        # the readable consume queues; the others count as absent
     message_delay_level: str           # the store's delay table (mqstore.engine.delay.table)
+    deleted: dict[str, int]            # deleted topic -> commitlog end at deletion (``deletedTopics``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ def check_range(task: RangeTask, plan: VerifyPlan) -> RangeOutcome:
             findings.append(Finding("record_corrupt", f"commitlog phys offset {phys}",
                                     f"its PHYSICALOFFSET field says {record.phys_offset}"))
         request = DispatchRequest.from_record(record, parse_delay_levels(plan.message_delay_level))
-        if request.has_queue_entry:
+        if request.has_queue_entry and phys >= plan.deleted.get(request.topic, 0):
             rows[(request.topic, request.queue_id)].append((request.queue_offset, phys, request.size,
                                                             request.tags_code))
         if 0 <= plan.index_floor <= phys and request.sys_flag & SYSFLAG_TX_MASK != SYSFLAG_TX_ROLLBACK:

@@ -24,6 +24,7 @@ from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.log.mapped_file import file_name
 from mqstore.engine.log.record import SYSFLAG_TX_COMMIT, SYSFLAG_TX_PREPARED, SYSFLAG_TX_ROLLBACK, DecodeKind, Record
 from mqstore.engine.meta.metafile import abort_exists
+from mqstore.engine.meta.topics import TopicTable
 from mqstore.engine.read.store_files import index_paths, read_geometry, scan_all
 from mqstore.engine.repair.rebuild import rebuild_derived
 from mqstore.engine.repair.verify import VerifyReport, verify_store
@@ -238,6 +239,33 @@ def test_rebuild_restores_byte_identical_derived_files(spark: Any, store_name: s
     assert not abort_exists(ours) and not (ours / "index.rebuilding").exists()
     MessageStore.open(ours).close()  # opens cleanly
     assert verify_store(ours).ok
+
+
+def _delete_topic(store: Path, topic: str) -> None:
+    """What ``mqstore topics delete`` leaves: the deletion recorded in topics.json with the commitlog's
+    end, the topic's consume queues gone; its records stay in the commitlog."""
+    end = max(phys + record.size for phys, record in _records(store))
+    table = TopicTable.load(store, lambda: 1_700_000_000_000)
+    table.create(topic, 3)  # a store written by MessageStore alone has no topics file yet
+    assert table.delete(topic, end)
+    shutil.rmtree(store / "consumequeue" / topic)
+
+
+def test_verify_and_rebuild_honour_a_deleted_topic_as_the_engine_does(spark: Any, tx_store: Path,
+                                                                     tmp_path: Path) -> None:
+    from mqstore.pipeline.rebuild_job import rebuild
+    from mqstore.pipeline.verify_job import verify
+
+    ours, theirs = _copy(tx_store, tmp_path, "spark"), _copy(tx_store, tmp_path, "engine")
+    for store in (ours, theirs):
+        _delete_topic(store, "Audit")
+    assert verify_store(ours).ok
+    assert _findings(verify(spark, ours, split_bytes=SPLIT_BYTES)) == []
+    rebuild(spark, ours, split_bytes=SPLIT_BYTES)
+    rebuild_derived(theirs)
+    assert not (ours / "consumequeue" / "Audit").exists()
+    assert _derived(ours) == _derived(theirs)
+    assert (ours / "consumequeue" / "Orders").is_dir()
 
 
 def test_rebuild_refuses_a_store_in_use(spark: Any, tx_store: Path, tmp_path: Path) -> None:
