@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mqstore.scripts.cli.broker import add_broker_commands
     from mqstore.scripts.cli.clients import add_client_commands
     from mqstore.scripts.cli.demo import add_demo_command
+    from mqstore.scripts.cli.dlq import add_dlq_commands
     from mqstore.scripts.cli.offline import add_offline_commands
     from mqstore.scripts.cli.promote import add_promote_command
     from mqstore.scripts.cli.queues import add_queue_commands
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_commands(commands)
     add_admin_commands(commands)
     add_queue_commands(commands)
+    add_dlq_commands(commands)
     add_spark_commands(commands)
     add_bench_commands(commands)
     use_formatter(parser)
