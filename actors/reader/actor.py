@@ -56,6 +56,7 @@ from mqstore.actors.reader.activity import GroupActivity
 from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from mqstore.actors.reader.offsets import CommittedOffsets
+from mqstore.actors.reader.purge import QueuePurges
 from mqstore.actors.reader.state import LONG_MAX, PublishedStore
 from mqstore.actors.runtime import Runtime
 from mqstore.engine.read.lookup import GetResult, PullLimits, StoredRecords, TagFilter
@@ -104,11 +105,11 @@ class ReaderActor:
         self.activity = GroupActivity(wall_ms)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
         self.roles = cfg.key_roles()         # what each CURVE client key may do; None: no CURVE, none apply
-        offsets, acks = self.offsets, self.acks
+        offsets, acks, purges = self.offsets, self.acks, QueuePurges(self.store, self.offsets, self.acks)
         self._ops: dict[type[Request], Callable[[bytes, Any, Any], dict[str, Any] | None]] = {
-            Pull: self._op_pull, QueryKey: self._op_query_key, QueryKeys: self._op_query_keys,
+            Pull: purges.pulls(self._op_pull), QueryKey: self._op_query_key, QueryKeys: self._op_query_keys,
             QueryUniq: self._op_query_uniq, ViewId: self._op_view_id, OffsetByTime: self._op_offset_by_time,
-            QueueInfo: self._op_queue_info, CommitOffset: offsets.op_commit_offset,
+            QueueInfo: self._op_queue_info, CommitOffset: purges.commits(offsets.op_commit_offset),
             requests.FetchOffset: offsets.op_fetch_offset, Ping: self._op_ping,
             requests.AckPull: acks.op_ack_pull, requests.Ack: acks.op_ack, requests.Nack: acks.op_nack,
             requests.AckRelease: acks.op_ack_release, requests.Groups: offsets.op_groups,
@@ -116,7 +117,7 @@ class ReaderActor:
             requests.DeleteTopicOffsets: offsets.op_delete_topic_offsets,
             requests.GroupActivity: self.activity.op_group_activity, requests.AckStats: acks.op_ack_stats,
             requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
-            requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks}
+            requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks, **purges.ops()}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------

@@ -151,6 +151,31 @@ class Admin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def purge_queues(self, topic: str, queue_ids: Sequence[int] | None = None) -> replies.PurgeQueuesReply:
+        """Empty ``topic``'s queues (every one, or ``queue_ids``) for every group, as RabbitMQ's purge:
+        reader 0 takes each queue's end as its floor and moves the committed offsets there, durably;
+        then every reader purges its ack-mode queues' ready messages (those in consumers' hands stay)
+        and starts pulls at the floors. The floors and, per group and queue, what was purged."""
+        queues = None if queue_ids is None else tuple(queue_ids)
+        first = replies.PurgeQueuesReply.decode(self._call("reader-0", requests.PurgeQueues(topic, queues)))
+        purged = list(first.purged)
+        for route in self._readers[1:]:
+            purged.extend(replies.PurgeQueuesReply.decode(
+                self._call(route, requests.PurgeQueues(topic, queues, first.floors))).purged)
+        return replies.PurgeQueuesReply(first.floors, tuple(purged))
+
+    def persist_offsets(self) -> bool:
+        """Have reader 0 write the consumer offsets to disk now (fsynced); whether any had changed."""
+        return replies.PersistOffsetsReply.decode(self._call("reader", requests.PersistOffsets())).persisted
+
+    def read_queue(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32
+                   ) -> tuple[MessageBatch, int, int]:
+        """The messages of one queue from ``queue_offset`` (at most ``max_count``, as one pull without
+        a group or a wait): the batch, the next offset to read and the queue's max offset."""
+        reply = replies.PackedPullReply.decode(self._call("reader", requests.Pull(
+            None, topic, queue_id, queue_offset, max_count, raw=True)))
+        return reply.batch(), reply.next_queue_offset, reply.max_queue_offset
+
 
 T = TypeVar("T")
 

@@ -81,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     from mqstore.scripts.cli.broker import add_broker_commands
     from mqstore.scripts.cli.clients import add_client_commands
     from mqstore.scripts.cli.demo import add_demo_command
+    from mqstore.scripts.cli.dlq import add_dlq_commands
     from mqstore.scripts.cli.offline import add_offline_commands
     from mqstore.scripts.cli.promote import add_promote_command
+    from mqstore.scripts.cli.queues import add_queue_commands
     from mqstore.scripts.cli.spark import add_spark_commands
     parser = argparse.ArgumentParser(prog="mqstore", description="A RocketMQ-compatible message store.")
     parser.add_argument("--version", action="version", version=f"mqstore {mqstore_version()}",
@@ -94,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_promote_command(commands)
     add_client_commands(commands)
     add_admin_commands(commands)
+    add_queue_commands(commands)
+    add_dlq_commands(commands)
     add_spark_commands(commands)
     add_bench_commands(commands)
     use_formatter(parser)

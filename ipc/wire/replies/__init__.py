@@ -12,6 +12,7 @@ field. A refusal stays one map for every op (``schema.error_reply``).
 | ``reader``   | pull (maps or packed), query_key / query_keys / query_uniq / view_id, offsets,   |
 |              | queue_info, groups, group_describe, group_activity, ping (the readers)           |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)            |
+| ``purge``    | purge_queues, persist_offsets (the readers)                                      |
 
 The bytes are those the maps of ``schema.ok_reply`` gave before the classes, which a property test holds.
 """
@@ -35,6 +36,7 @@ from mqstore.ipc.wire.replies.metadata import (
     MergeOffsetsReply,
     OffsetTableReply,
 )
+from mqstore.ipc.wire.replies.purge import PersistOffsetsReply, PurgedQueue, PurgeQueuesReply
 from mqstore.ipc.wire.replies.reader import (
     DeleteTopicOffsetsReply,
     GroupActivityReply,
@@ -61,7 +63,7 @@ from mqstore.ipc.wire.replies.writer import (
 __all__ = ["AckMarksReply", "AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply",
            "DeleteTopicOffsetsReply", "DeleteTopicReply", "EncodingReply", "EndTransactionReply", "GroupActivityReply",
            "GroupDescribeReply", "GroupsReply", "MergeAckMarksReply", "MergeOffsetsReply", "MessagesReply",
-           "OffsetReply", "OffsetTableReply", "PackedPullReply", "PackedRecordsReply", "PingReply", "PromoteReply",
-           "PullReply", "QueueInfoReply", "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply",
-           "ReplyError", "ResumeCheckReply", "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply",
-           "TopicsReply", "WriterPingReply"]
+           "OffsetReply", "OffsetTableReply", "PackedPullReply", "PackedRecordsReply", "PersistOffsetsReply",
+           "PingReply", "PromoteReply", "PullReply", "PurgeQueuesReply", "PurgedQueue", "QueueInfoReply",
+           "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply", "ReplyError", "ResumeCheckReply",
+           "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicsReply", "WriterPingReply"]

@@ -10,6 +10,7 @@ comes in (``decode_request``); the actors handle these classes, never a map.
 |              | group_activity, ack_stats (and ping)                                            |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)           |
 | ``acks``     | ack_pull, ack, nack, ack_release (served by the readers)                        |
+| ``purge``    | purge_queues, persist_offsets (the readers)                                     |
 | ``control``  | ping; status, stop (the supervisor); end_transaction, register_producer,         |
 |              | resume_check (the transactions actor)                                           |
 
@@ -30,6 +31,7 @@ from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckRelease, Nack
 from mqstore.ipc.wire.requests.base import OP_ROLES, Op, Request, Role, UnknownOpError, at_most
 from mqstore.ipc.wire.requests.control import EndTransaction, Ping, Promote, RegisterProducer, ResumeCheck, Status, Stop
 from mqstore.ipc.wire.requests.metadata import AckMarks, MergeAckMarks, MergeOffsets, OffsetTable
+from mqstore.ipc.wire.requests.purge import PersistOffsets, PurgeQueues
 from mqstore.ipc.wire.requests.reader import (
     AckStats,
     CommitOffset,
@@ -59,9 +61,10 @@ from mqstore.ipc.wire.requests.writer import (
 __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckMarks", "AckPull", "AckRelease",
            "AckStats", "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
-           "OffsetByTime", "OffsetTable", "Op", "Ping", "Promote", "Pull", "QueryKey", "QueryKeys", "QueryUniq",
-           "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send", "SendEncoded", "SendMessage",
-           "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "at_most", "decode_request"]
+           "OffsetByTime", "OffsetTable", "Op", "PersistOffsets", "Ping", "Promote", "Pull", "PurgeQueues", "QueryKey",
+           "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send",
+           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "at_most",
+           "decode_request"]
 
 @dataclass(frozen=True, slots=True)
 class Served:
@@ -78,7 +81,8 @@ class Served:
 WRITER = Served.of("writer", Send, SendEncoded, Encoding, Ping, Topics, CreateTopic, DeleteTopic)
 READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, OffsetByTime, QueueInfo, CommitOffset,
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
-                   GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks)
+                   GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks,
+                   PurgeQueues, PersistOffsets)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

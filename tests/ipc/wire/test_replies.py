@@ -81,6 +81,11 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.AckMarksReply: st.builds(replies.AckMarksReply, st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
     replies.MergeAckMarksReply: st.builds(replies.MergeAckMarksReply, INTS, INTS,
                                           st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
+    replies.PurgeQueuesReply: st.builds(replies.PurgeQueuesReply, st.lists(st.tuples(COUNTS, COUNTS), max_size=3)
+                                        .map(tuple), st.lists(st.builds(replies.PurgedQueue, NAMES, COUNTS,
+                                                                        st.sampled_from(["offset", "ack"]), INTS,
+                                                                        INTS), max_size=3).map(tuple)),
+    replies.PersistOffsetsReply: st.builds(replies.PersistOffsetsReply, st.booleans()),
 }
 EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
 
@@ -163,6 +168,11 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"marks": [list(m) for m in ack_marks]}
         case replies.MergeAckMarksReply(moved, acked, clamped):  # ``AckGroups.op_merge_ack_marks``
             return {"moved": moved, "acked": acked, "clamped": [list(m) for m in clamped]}
+        case replies.PurgeQueuesReply(floors, purged):  # ``QueuePurges.op_purge_queues``
+            return {"floors": [list(f) for f in floors],
+                    "purged": [[p.group, p.queue_id, p.mode, p.purged, p.kept] for p in purged]}
+        case replies.PersistOffsetsReply(persisted):
+            return {"persisted": persisted}
         case replies.ReaderPingReply(pid, index, readers, readable_end, parked):
             return {"pid": pid, "index": index, "readers": readers, "readable_end": readable_end, "parked": parked}
     raise AssertionError(f"no map of today for {reply!r}")

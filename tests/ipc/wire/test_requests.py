@@ -88,6 +88,9 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
                                                                      max_size=4).map(tuple)),
     requests.MergeAckMarks: st.builds(requests.MergeAckMarks, st.lists(st.tuples(GROUPS, TOPICS, QUEUES, OFFSETS),
                                                                        max_size=4).map(tuple)),
+    requests.PurgeQueues: st.builds(requests.PurgeQueues, TOPICS, maybe(st.lists(QUEUES, max_size=4).map(tuple)),
+                                    maybe(st.lists(st.tuples(QUEUES, OFFSETS), max_size=4).map(tuple))),
+    requests.PersistOffsets: st.just(requests.PersistOffsets()),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
