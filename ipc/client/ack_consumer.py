@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +49,7 @@ from mqstore.ipc.wire.replies import ReaderPingReply
 from mqstore.ipc.wire.requests import Ack, AckPull, AckRelease, Nack, Ping
 
 log = logging.getLogger("mqstore.client")
+ITERATION_WAIT_MS = 60_000  # an iterating consumer's receives: a close answers one at once
 
 
 
@@ -193,6 +194,18 @@ class AckConsumer:
                                 "visibility timeout", exc)
         finally:
             self._channel.close()
+
+    def __iter__(self) -> Iterator[Delivery]:
+        """Each delivery in turn, waiting as long as it takes for the next; ends once the consumer is
+        closed (by another thread, or inside the loop). Each is to be acked or nacked as usual."""
+        while not self._closed:
+            try:
+                got = self.receive(1, ITERATION_WAIT_MS)
+            except BrokerError:
+                if self._closed:
+                    return
+                raise
+            yield from got
 
     def __enter__(self) -> AckConsumer:
         return self

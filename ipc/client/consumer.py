@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ PREFETCH_MESSAGES = 32_768
 PREFETCH_BYTES = 4 << 20
 MAX_PULL_COUNT_LIMIT = 65_536  # the most messages a consumer may ask one pull for
 TRACE_REPLIES = 1_000_000      # pull replies a tracing consumer keeps
+ITERATION_WAIT_MS = 60_000     # an iterating consumer's polls: a close answers one at once
 
 
 def _now_ms() -> int:
@@ -263,6 +264,19 @@ class Consumer:
                 self.commit()
         finally:
             self._channel.close()
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        """Each message in turn, waiting as long as it takes for the next; ends once the consumer is
+        closed (by another thread, or inside the loop). One message is handed over at a time, so a
+        close in the loop commits nothing the loop has not had."""
+        while not self._closed:
+            try:
+                got = self.poll(ITERATION_WAIT_MS, 1)
+            except BrokerError:
+                if self._closed:
+                    return
+                raise
+            yield from got
 
     def __enter__(self) -> Consumer:
         return self

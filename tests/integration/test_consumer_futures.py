@@ -101,3 +101,55 @@ def test_receive_async_and_ack_async(broker: Broker) -> None:
         assert sorted(d.body for d in got) == [b"a", b"b"]
         assert consumer.ack_async(got).result(timeout=30) == [OK, OK]
         assert consumer.receive_async(timeout_ms=100).result(timeout=30) == []
+
+
+def test_iterating_a_consumer_yields_each_message_and_stops_on_close_inside_the_loop(broker: Broker) -> None:
+    create(broker, "IterIn")
+    send(broker, "IterIn", b"m0", b"m1", b"m2")
+    seen = []
+    with Consumer(broker.store, group="iter", topic="IterIn", start="earliest", long_poll_ms=500) as consumer:
+        for message in consumer:
+            seen.append(message.body)
+            if len(seen) == 2:
+                consumer.close()  # the loop ends; the third message was never handed over
+    assert seen == [b"m0", b"m1"]
+    with Admin(broker.store) as admin:
+        assert admin.fetch_offset("iter", "IterIn", 0) == 2  # committed: what the loop had, no more
+    with Consumer(broker.store, group="iter", topic="IterIn", long_poll_ms=500) as again:
+        assert [m.body for m in again.messages(1, timeout_ms=30_000)] == [b"m2"]
+
+
+def test_iterating_a_consumer_waits_for_messages_and_stops_when_another_thread_closes_it(broker: Broker) -> None:
+    create(broker, "IterOut")
+    consumer = Consumer(broker.store, group="iter", topic="IterOut", start="earliest", long_poll_ms=500)
+    seen: list[bytes] = []
+    loop = threading.Thread(target=lambda: seen.extend(m.body for m in consumer))
+    loop.start()
+    send(broker, "IterOut", b"late")
+    wait_for(lambda: seen == [b"late"], 30, "the message sent while the loop waited")
+    assert loop.is_alive()  # waiting for the next one
+    consumer.close()
+    loop.join(timeout=30)
+    assert not loop.is_alive()
+
+
+def test_iterating_an_ack_consumer_yields_deliveries_until_closed(broker: Broker) -> None:
+    create(broker, "IterAck")
+    send(broker, "IterAck", b"d0", b"d1")
+    seen = []
+    with AckConsumer(broker.store, group="iterack", topic="IterAck", visibility_ms=LONG_MS,
+                     long_poll_ms=500) as consumer:
+        for delivery in consumer:
+            seen.append(delivery.body)
+            assert consumer.ack(delivery) == [OK]
+            if len(seen) == 2:
+                consumer.close()
+    assert seen == [b"d0", b"d1"]
+    consumer = AckConsumer(broker.store, group="iterack", topic="IterAck", long_poll_ms=500)
+    loop = threading.Thread(target=lambda: seen.extend(d.body for d in consumer))
+    loop.start()
+    send(broker, "IterAck", b"d2")
+    wait_for(lambda: len(seen) == 3, 30, "the delivery sent while the loop waited")
+    consumer.close()
+    loop.join(timeout=30)
+    assert not loop.is_alive() and seen == [b"d0", b"d1", b"d2"]
