@@ -32,6 +32,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.ipc.client.topic_watch import TopicWatch
 from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
 from mqstore.ipc.transport.channel import (
     CLOSED,
@@ -95,12 +96,10 @@ class AckConsumer:
         try:
             if reader_count is None:
                 reader_count = ReaderPingReply.decode(first.request("reader0", Ping(), timeout_ms=timeout_ms)).readers
-            if queues is None:
-                queues = sorted(queue_spans(first, "reader0", topic, timeout_ms, wait=True))
+            known = queues if queues is not None else sorted(queue_spans(first, "reader0", topic, timeout_ms,
+                                                                          wait=False))
         finally:
             first.close()
-        if not queues:
-            raise ValueError(f"topic {topic!r} has no queues yet: create it, or name the queues")
         self._reader_count = reader_count
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(reader_count)},
                                 name="mqstore-ack-consumer", curve=ep.curve)
@@ -110,7 +109,21 @@ class AckConsumer:
         self._waiters = Waiters()
         self._closed = False
         self._failure: Exception | None = None  # a reply's fault with no receive waiting: the next one raises it
-        self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(queues))}
+        self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(known))}
+        self._watch: TopicWatch | None = None
+        if queues is None:  # every queue of the topic, those it gets later too
+            self._watch = TopicWatch(self._channel, topic, timeout_ms, self._on_queues)
+            self._watch.start(self._states)
+
+    def _on_queues(self, spans: dict[int, tuple[int, int]]) -> list[int]:
+        """The topic's queues as its watch saw them (the I/O thread): new ones are followed too."""
+        with self._lock:
+            if not self._closed:
+                for q in sorted(set(spans) - set(self._states)):
+                    self._states[q] = _QueueState(q, self._route(q))
+                if self._waiters:  # pulled only for a receive: a delivery's visibility timeout starts as it is pulled
+                    self._send_pulls()
+            return list(self._states)
 
     def _route(self, queue: int) -> str:
         return f"reader{ack_owner(self.group, self.topic, queue, self._reader_count)}"
@@ -177,6 +190,8 @@ class AckConsumer:
                 return
             self._closed = True
             done = self._waiters.drain()
+            if self._watch is not None:
+                self._watch.close()
         settle(done)
         try:
             by_route: dict[str, list[_QueueState]] = {}

@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from mqstore.ipc.client.queue_state import QueueState
+from mqstore.ipc.client.queue_state import QueueState, commit_positions
+from mqstore.ipc.client.topic_watch import TopicWatch
 from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
 from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, pull_reply, queue_spans, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -110,8 +111,12 @@ class Consumer:
         self._failure: Exception | None = None  # a reply's fault with no poll waiting: the next poll raises it
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
                                 name="mqstore-consumer", curve=ep.curve)
+        self._watch: TopicWatch | None = None
         try:
             self._states = self._assign(queues, start)
+            if queues is None:  # every queue of the topic, those it gets later too
+                self._watch = TopicWatch(self._channel, topic, timeout_ms, self._on_queues)
+                self._watch.start(self._states)
         except BaseException:
             self._channel.close()
             raise
@@ -120,10 +125,8 @@ class Consumer:
         return self._channel.call(route, request, timeout_ms=self._timeout_ms)
 
     def _assign(self, queues: list[int] | None, start: str) -> dict[int, QueueState]:
-        spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=queues is None)
+        spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=False)
         queue_ids = sorted(spans) if queues is None else sorted(set(queues))
-        if not queue_ids:
-            raise ValueError(f"topic {self.topic!r} has no queues yet: create it, or name the queues")
         committed = {q: -1 for q in queue_ids}
         if start == START_COMMITTED:
             fetches = {q: self._call("reader0", FetchOffset(self.group, self.topic, q))
@@ -135,6 +138,17 @@ class Consumer:
             first = {START_EARLIEST: lo, START_LATEST: hi}.get(start, committed[q] if committed[q] >= 0 else lo)
             states[q] = QueueState(q, self._route_for(q), first, first, committed[q])
         return states
+
+    def _on_queues(self, spans: dict[int, tuple[int, int]]) -> list[int]:
+        """The topic's queues as its watch saw them (the I/O thread): a queue that appeared since this
+        consumer started is read from its first offset, since all of it came after."""
+        with self._lock:
+            if not self._closed:
+                for q in sorted(set(spans) - set(self._states)):
+                    first = spans[q][0]
+                    self._states[q] = QueueState(q, self._route_for(q), first, first, -1)
+                self._send_pulls()
+            return list(self._states)
 
     def _route_for(self, queue: int) -> str:
         # the same spreading as ack-mode ownership: a topic's queues go round the readers
@@ -229,28 +243,9 @@ class Consumer:
     def _commit_async(self) -> Future[None]:
         with self._lock:
             self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
-            calls = [(s, s.position, self._call("reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
-                     for s in self._states.values() if s.position != s.committed]
-        outer: Future[None] = Future()
-        left = [len(calls)]
-        if not calls:
-            outer.set_result(None)
-
-        def committed(state: QueueState, position: int, call: Future[dict[str, Any]]) -> None:
-            error = call.exception()
-            with self._lock:
-                if error is None:
-                    state.committed = position  # replies come in the order the commits went out
-                left[0] -= 1
-                last = left[0] == 0
-            if error is not None and not outer.done():
-                outer.set_exception(error)
-            elif last and not outer.done():
-                outer.set_result(None)
-
-        for state, position, call in calls:
-            call.add_done_callback(functools.partial(committed, state, position))
-        return outer
+            states = list(self._states.values())
+        return commit_positions(self._lock, states, lambda s: self._call(
+            "reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
 
     def close(self) -> None:
         with self._lock:
@@ -258,6 +253,8 @@ class Consumer:
                 return
             self._closed = True
             done = self._waiters.drain()
+            if self._watch is not None:
+                self._watch.close()
         settle(done)
         try:
             if self._auto_commit:

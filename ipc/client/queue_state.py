@@ -1,9 +1,12 @@
-"""A queue as a ``Consumer`` follows it: where the application is, where the next pull starts, and
-the batches pulled and not handed over yet (bounded by the consumer's prefetch)."""
+"""A queue as a ``Consumer`` follows it: where the application is, where the next pull starts, the
+batches pulled and not handed over yet (bounded by the consumer's prefetch), and what is committed."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,3 +47,31 @@ class QueueState:
     def clear(self) -> None:
         self.buffered.clear()
         self.buffered_count = self.buffered_bytes = 0
+
+
+def commit_positions(lock: threading.RLock, states: list[QueueState],
+                     commit: Callable[[QueueState], Future[dict[str, Any]]]) -> Future[None]:
+    """Store the positions not committed yet (``commit`` sends one queue's); the future completes when
+    every one is stored, each queue's ``committed`` moved as its reply comes (under ``lock``)."""
+    with lock:
+        calls = [(s, s.position, commit(s)) for s in states if s.position != s.committed]
+    outer: Future[None] = Future()
+    left = [len(calls)]
+    if not calls:
+        outer.set_result(None)
+
+    def committed(state: QueueState, position: int, call: Future[dict[str, Any]]) -> None:
+        error = call.exception()
+        with lock:
+            if error is None:
+                state.committed = position  # replies come in the order the commits went out
+            left[0] -= 1
+            last = left[0] == 0
+        if error is not None and not outer.done():
+            outer.set_exception(error)
+        elif last and not outer.done():
+            outer.set_result(None)
+
+    for state, position, call in calls:
+        call.add_done_callback(functools.partial(committed, state, position))
+    return outer

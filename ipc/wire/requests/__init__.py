@@ -45,6 +45,7 @@ from mqstore.ipc.wire.requests.reader import (
     QueryUniq,
     QueueInfo,
     ViewId,
+    WatchQueues,
 )
 from mqstore.ipc.wire.requests.writer import (
     CreateTopic,
@@ -61,7 +62,8 @@ __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", 
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
            "OffsetByTime", "OffsetTable", "Op", "Ping", "Promote", "Pull", "QueryKey", "QueryKeys", "QueryUniq",
            "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send", "SendEncoded", "SendMessage",
-           "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "at_most", "decode_request"]
+           "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "WatchQueues", "at_most",
+           "decode_request"]
 
 @dataclass(frozen=True, slots=True)
 class Served:
@@ -78,7 +80,7 @@ class Served:
 WRITER = Served.of("writer", Send, SendEncoded, Encoding, Ping, Topics, CreateTopic, DeleteTopic)
 READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, OffsetByTime, QueueInfo, CommitOffset,
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
-                   GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks)
+                   GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks, WatchQueues)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

@@ -61,6 +61,7 @@ class Op(StrEnum):
     MERGE_OFFSETS = "merge_offsets"
     ACK_MARKS = "ack_marks"
     MERGE_ACK_MARKS = "merge_ack_marks"
+    WATCH_QUEUES = "watch_queues"
     # the transactions actor
     END_TRANSACTION = "end_transaction"
     REGISTER_PRODUCER = "register_producer"
@@ -96,6 +97,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.STATUS: Role.ADMIN, Op.STOP: Role.ADMIN, Op.PROMOTE: Role.ADMIN,
     Op.OFFSET_TABLE: Role.ADMIN, Op.MERGE_OFFSETS: Role.ADMIN, Op.ACK_MARKS: Role.ADMIN,
     Op.MERGE_ACK_MARKS: Role.ADMIN,
+    Op.WATCH_QUEUES: Role.CONSUME,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

@@ -88,6 +88,8 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
                                                                      max_size=4).map(tuple)),
     requests.MergeAckMarks: st.builds(requests.MergeAckMarks, st.lists(st.tuples(GROUPS, TOPICS, QUEUES, OFFSETS),
                                                                        max_size=4).map(tuple)),
+    requests.WatchQueues: st.builds(requests.WatchQueues, TOPICS, st.lists(QUEUES, max_size=4).map(tuple),
+                                    st.integers(0, 60_000)),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
