@@ -32,6 +32,7 @@ Requests (msgpack maps, ``mqstore.ipc.wire.schema``, each decoded once into its 
     ping                                                     -> pid, index, readers, readable_end, parked
     ack_pull, ack, nack, ack_release                         ack mode (mqstore.actors.reader.ack_groups,
                                                                        mqstore.ipc.wire.receipts)
+    watch_queues    topic, known, wait_ms -> queues, once the topic has another (mqstore.actors.reader.topic_watch)
 
 Long polling (``mqstore.actors.reader.long_poll``): a pull that finds nothing yet, with ``wait_ms > 0``, is
 parked and answered as soon as an ``arrived`` notice (or a look at the files) shows its queue grew,
@@ -56,13 +57,17 @@ from mqstore.actors.reader.activity import GroupActivity
 from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from mqstore.actors.reader.offsets import CommittedOffsets
+from mqstore.actors.reader.packed import NONE_STORED as _NONE_STORED
+from mqstore.actors.reader.packed import packed as _packed
+from mqstore.actors.reader.poll_set import watch as _watch
 from mqstore.actors.reader.purge import QueuePurges
 from mqstore.actors.reader.state import LONG_MAX, PublishedStore
+from mqstore.actors.reader.topic_watch import TopicWatches
 from mqstore.actors.runtime import Runtime
-from mqstore.engine.read.lookup import GetResult, PullLimits, StoredRecords, TagFilter
+from mqstore.engine.read.lookup import GetResult, PullLimits, TagFilter
 from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_first, recv_routed, send_routed
 from mqstore.ipc.wire import replies, requests, schema
-from mqstore.ipc.wire.messages import pack_columns, record_to_wire
+from mqstore.ipc.wire.messages import record_to_wire
 from mqstore.ipc.wire.notices import Arrived
 from mqstore.ipc.wire.requests import (
     READER,
@@ -105,6 +110,7 @@ class ReaderActor:
         self.activity = GroupActivity(wall_ms)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
         self.roles = cfg.key_roles()         # what each CURVE client key may do; None: no CURVE, none apply
+        self.watches = TopicWatches(self.store, monotonic_ms, cfg.broker.long_poll_max_ms)
         offsets, acks, purges = self.offsets, self.acks, QueuePurges(self.store, self.offsets, self.acks)
         self._ops: dict[type[Request], Callable[[bytes, Any, Any], dict[str, Any] | None]] = {
             Pull: purges.pulls(self._op_pull), QueryKey: self._op_query_key, QueryKeys: self._op_query_keys,
@@ -117,7 +123,8 @@ class ReaderActor:
             requests.DeleteTopicOffsets: offsets.op_delete_topic_offsets,
             requests.GroupActivity: self.activity.op_group_activity, requests.AckStats: acks.op_ack_stats,
             requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
-            requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks, **purges.ops()}
+            requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks,
+            requests.WatchQueues: self.watches.op_watch_queues, **purges.ops()}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -132,6 +139,7 @@ class ReaderActor:
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
         watching = False  # arrived_in is polled only while a pull waits (``_watch_arrivals``)
         writer = self.acks.start(lambda identity, reply: self._send(router, identity, reply))
+        self.watches.send = lambda identity, reply: self._send(router, identity, reply)
         # polled only while a dead letter waits for its reply: every socket in the poll costs each round
         reading_writer = False
         broker = self.rt.config.broker
@@ -145,7 +153,8 @@ class ReaderActor:
                 # a tick while a pull waits or an ack-mode queue is open, else until housekeeping is due
                 busy = self.parked or self.acks.parked or len(self.acks.queues)
                 cap_ms = broker.tick_interval_ms if busy else max(0, min(next_refresh, next_persist) - now)
-                timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, cap_ms))
+                timeout_ms = self.acks.ms_to_next(now, self.parked.ms_to_next_deadline(now, self.watches.ms_to_next(
+                    now, cap_ms)))
                 watching = self._watch_arrivals(poller, arrived_in, watching)
                 reading_writer = _watch(poller, writer, reading_writer, self.acks.awaiting_writer)
                 ready = dict(poller.poll(timeout_ms))
@@ -159,6 +168,7 @@ class ReaderActor:
                 self.acks.tick(now)
                 for parked in self.parked.expired(now):
                     self._answer(router, parked)
+                self.watches.tick(now)
                 if now >= next_recheck:
                     next_recheck = now + HOUSEKEEPING_MS
                     self._recheck_parked(router, now)
@@ -174,6 +184,7 @@ class ReaderActor:
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
                 self._answer(router, parked)
+            self.watches.drain()
             self.acks.close()
             self.offsets.persist(final=True)
         finally:
@@ -184,7 +195,7 @@ class ReaderActor:
         """Whether ``arrived`` notices wake the loop: only while a pull is parked. Otherwise they wait on
         their socket and every round reads them before its requests: a pull sees all they say, without
         a wake-up for each round of the consume-queue builder (nor, idle, for the writer's ticks)."""
-        return _watch(poller, arrived_in, watching, bool(self.parked or self.acks.parked))
+        return _watch(poller, arrived_in, watching, bool(self.parked or self.acks.parked or self.watches))
 
     def _on_arrived(self, router: zmq.Socket[Any], arrived_in: zmq.Socket[Any]) -> None:
         grew: set[tuple[str, int]] = set()
@@ -201,6 +212,7 @@ class ReaderActor:
         for key in grew:
             self._wake(router, key)
             self.acks.on_grew(*key)
+        self.watches.on_grew(grew)
 
     def _recheck_parked(self, router: zmq.Socket[Any], now_ms: int) -> None:
         for key in self.parked.due_for_recheck(now_ms, RECHECK_PARKED_MS):
@@ -383,18 +395,3 @@ class ReaderActor:
         """How far the index goes (RocketMQ's indexLastUpdateTimestamp / ...Phyoffset); None: no index."""
         last = self.store.index.last_file if self.store.index is not None else None
         return (last.end_ms, last.end_phys_offset) if last is not None else (None, None)
-
-
-def _watch(poller: zmq.Poller, sock: zmq.Socket[Any], watching: bool, wanted: bool) -> bool:
-    """``sock`` in the poll or out of it, as ``wanted``; returns ``wanted``."""
-    if wanted != watching:
-        poller.register(sock, zmq.POLLIN) if wanted else poller.unregister(sock)
-    return wanted
-
-
-_NONE_STORED = StoredRecords(b"", [], [], [])
-
-
-def _packed(stored: StoredRecords) -> tuple[int, bytes, bytes]:
-    """A packed reply's ``count``, ``cols`` and records (``mqstore.ipc.wire.messages.stored_parts``' fields)."""
-    return len(stored.sizes), pack_columns(stored.queue_offsets, stored.phys_offsets, stored.sizes), stored.data

@@ -47,6 +47,7 @@ from mqstore.ipc.wire.requests.reader import (
     QueryUniq,
     QueueInfo,
     ViewId,
+    WatchQueues,
 )
 from mqstore.ipc.wire.requests.writer import (
     CreateTopic,
@@ -63,8 +64,8 @@ __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", 
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
            "OffsetByTime", "OffsetTable", "Op", "PersistOffsets", "Ping", "Promote", "Pull", "PurgeQueues", "QueryKey",
            "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send",
-           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId", "at_most",
-           "decode_request"]
+           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId",
+           "WatchQueues", "at_most", "decode_request"]
 
 @dataclass(frozen=True, slots=True)
 class Served:
@@ -82,7 +83,7 @@ WRITER = Served.of("writer", Send, SendEncoded, Encoding, Ping, Topics, CreateTo
 READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, OffsetByTime, QueueInfo, CommitOffset,
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
                    GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks,
-                   PurgeQueues, PersistOffsets)
+                   PurgeQueues, PersistOffsets, WatchQueues)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

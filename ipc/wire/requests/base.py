@@ -63,6 +63,7 @@ class Op(StrEnum):
     MERGE_ACK_MARKS = "merge_ack_marks"
     PURGE_QUEUES = "purge_queues"
     PERSIST_OFFSETS = "persist_offsets"
+    WATCH_QUEUES = "watch_queues"
     # the transactions actor
     END_TRANSACTION = "end_transaction"
     REGISTER_PRODUCER = "register_producer"
@@ -99,6 +100,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.OFFSET_TABLE: Role.ADMIN, Op.MERGE_OFFSETS: Role.ADMIN, Op.ACK_MARKS: Role.ADMIN,
     Op.MERGE_ACK_MARKS: Role.ADMIN,
     Op.PURGE_QUEUES: Role.ADMIN, Op.PERSIST_OFFSETS: Role.CONSUME,
+    Op.WATCH_QUEUES: Role.CONSUME,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

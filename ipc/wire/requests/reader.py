@@ -12,6 +12,9 @@ offsets and the groups' administration (``mqstore.actors.reader.actor`` has the 
     fetch_offset    group, topic, queue
     group_describe  group
     delete_topic_offsets  topic
+    watch_queues    topic, known (queue ids, at most MAX_WATCH_QUEUES), wait_ms
+                    (reader 0: answered with queue_info's reply once the topic has a queue not known,
+                    or when wait_ms runs out)
     groups, group_activity, ack_stats: no fields
 
 A field marked ? may be absent (None here): the reader's default. A pull's ``max`` is at most
@@ -41,6 +44,7 @@ from mqstore.ipc.wire.requests.base import (
 )
 
 MAX_QUERY_KEYS = 1024  # keys in one query_keys request
+MAX_WATCH_QUEUES = 65_536  # queue ids a watch_queues request names
 
 
 def _queue_id(message: dict[str, Any]) -> int:
@@ -239,3 +243,17 @@ class GroupActivity(Request):
 class AckStats(Request):
     OP: ClassVar[Op] = Op.ACK_STATS
 
+
+@dataclass(frozen=True, slots=True)
+class WatchQueues(Request):
+    OP: ClassVar[Op] = Op.WATCH_QUEUES
+    topic: str
+    known: tuple[int, ...]
+    wait_ms: int
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> WatchQueues:
+        known = schema.field(message, "known", list)
+        if len(known) > MAX_WATCH_QUEUES or not all(type(q) is int and 0 <= q <= INT_MAX for q in known):
+            raise schema.SchemaError(f"known must hold at most {MAX_WATCH_QUEUES} queue ids")
+        return cls(topic(message), tuple(known), schema.field(message, "wait_ms", int, lo=0, hi=LONG_MAX))

@@ -288,7 +288,7 @@ def test_consumer_starts_at_the_committed_offset_pulls_in_order_and_commits(endp
         if op == "pull" and request["offset"] == 5:
             return schema.ok_reply(request["id"], status="FOUND", next=8, min=0, max=8,
                                    **packed(records))
-        if op == "pull":  # the queue's end: parked, for longer than the poll below waits
+        if op in ("pull", "watch_queues"):  # the queue's end, no new queue: parked, longer than the polls wait
             return None
         return schema.ok_reply(request["id"], offset=request["offset"])
 
@@ -319,7 +319,8 @@ def test_consumer_seek_abandons_the_pull_in_flight(endpoints: Endpoints, broker:
 
     server = threading.Thread(target=broker.serve, args=(reader, 2), daemon=True)
     server.start()
-    with Consumer(endpoints=endpoints, group="g", topic="T", long_poll_ms=1000, auto_commit=False) as consumer:
+    with Consumer(endpoints=endpoints, group="g", topic="T", queues=[0], long_poll_ms=1000,
+                  auto_commit=False) as consumer:
         server.join(WAIT_S)
         assert consumer.poll(timeout_ms=50) == []
         endpoint, identity, parked = broker.next_request()

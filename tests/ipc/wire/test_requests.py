@@ -91,6 +91,8 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
     requests.PurgeQueues: st.builds(requests.PurgeQueues, TOPICS, maybe(st.lists(QUEUES, max_size=4).map(tuple)),
                                     maybe(st.lists(st.tuples(QUEUES, OFFSETS), max_size=4).map(tuple))),
     requests.PersistOffsets: st.just(requests.PersistOffsets()),
+    requests.WatchQueues: st.builds(requests.WatchQueues, TOPICS, st.lists(QUEUES, max_size=4).map(tuple),
+                                    st.integers(0, 60_000)),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
