@@ -19,25 +19,28 @@ visibility timeout for it (a consumer that dies without closing does make it wai
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
 from mqstore.ipc.transport.channel import (
+    CLOSED,
     BrokerError,
     BrokerTimeoutError,
     Channel,
     pull_reply,
     queue_spans,
     resolve_endpoints,
-    wait_for_pulls,
 )
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.messages import ReplyError
@@ -46,6 +49,7 @@ from mqstore.ipc.wire.replies import ReaderPingReply
 from mqstore.ipc.wire.requests import Ack, AckPull, AckRelease, Nack, Ping
 
 log = logging.getLogger("mqstore.client")
+ITERATION_WAIT_MS = 60_000  # an iterating consumer's receives: a close answers one at once
 
 
 
@@ -100,6 +104,12 @@ class AckConsumer:
         self._reader_count = reader_count
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(reader_count)},
                                 name="mqstore-ack-consumer", curve=ep.curve)
+        # the application's threads and the I/O thread (reply callbacks, timers) both change the queues'
+        # state: every change is made holding this lock; futures are completed after letting go of it
+        self._lock = threading.RLock()
+        self._waiters = Waiters()
+        self._closed = False
+        self._failure: Exception | None = None  # a reply's fault with no receive waiting: the next one raises it
         self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(queues))}
 
     def _route(self, queue: int) -> str:
@@ -114,33 +124,60 @@ class AckConsumer:
     def receive(self, max_count: int = 32, timeout_ms: int = 1000) -> list[Delivery]:
         """Deliveries available now, or the first to arrive within ``timeout_ms``; [] when none came.
         Each must be acked (or nacked) within the visibility timeout."""
+        return self.receive_async(max_count, timeout_ms).result()
+
+    def receive_async(self, max_count: int = 32, timeout_ms: int = 1000) -> Future[list[Delivery]]:
+        """``receive`` without waiting: the future completes (on the client's I/O thread) when
+        deliveries come or ``timeout_ms`` runs out. Cancelled before that, it takes nothing: its
+        deliveries stay for the next receive (within their visibility timeout)."""
         if max_count < 1:
             raise ValueError("max_count must be at least 1")
-        deadline_ms = _now_ms() + max(0, timeout_ms)
-        while True:
-            taken = self._take(max_count)
-            if taken:
-                return taken
-            self._send_pulls()
-            now = _now_ms()
-            if now >= deadline_ms:
-                return []
-            wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
+        with self._lock:
+            if self._closed:
+                return failed(BrokerError(CLOSED, "the consumer is closed"))
+            if self._failure is not None:
+                error, self._failure = self._failure, None
+                return failed(error)
+            if self._has_buffered():  # waiters are only ever left with nothing buffered
+                return completed(self._take(max_count))
+            self._send_pulls()  # only when nothing is buffered: a delivery's visibility timeout starts as it is pulled
+            if timeout_ms <= 0:
+                return completed([])
+            future: Future[list[Delivery]] = Future()
+            waiter = Waiter(future, lambda: self._take(max_count), [])
+            self._waiters.add(waiter)
+            waiter.timer = self._channel.call_later(timeout_ms, lambda: self._expire(waiter))
+            return future
 
     def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[AckStatus]:
         """Ack deliveries (or receipts); one status per item, in order: ``OK``, or ``UNKNOWN_RECEIPT``
         when the broker no longer holds it as delivered (acked already, dead-lettered)."""
-        return self._settle(items, None)
+        return self.ack_async(items).result()
 
     def nack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], *,
              requeue: bool = True) -> list[AckStatus]:
         """Give deliveries back: to be delivered again at once (``requeue``), or to ``%DLQ%{group}``."""
+        return self.nack_async(items, requeue=requeue).result()
+
+    def ack_async(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> Future[list[AckStatus]]:
+        """``ack`` without waiting: the future holds the statuses."""
+        return self._settle(items, None)
+
+    def nack_async(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], *,
+                   requeue: bool = True) -> Future[list[AckStatus]]:
+        """``nack`` without waiting: the future holds the statuses."""
         return self._settle(items, requeue)
 
     def close(self) -> None:
         """Leave the group: every delivery not acked yet is handed out again at once (flagged
         redelivered; those received but never returned by ``receive`` not counted as a delivery),
         and the pulls waiting for this consumer are dropped, so nothing new is sent its way."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            done = self._waiters.drain()
+        settle(done)
         try:
             by_route: dict[str, list[_QueueState]] = {}
             for state in self._states.values():
@@ -158,6 +195,18 @@ class AckConsumer:
         finally:
             self._channel.close()
 
+    def __iter__(self) -> Iterator[Delivery]:
+        """Each delivery in turn, waiting as long as it takes for the next; ends once the consumer is
+        closed (by another thread, or inside the loop). Each is to be acked or nacked as usual."""
+        while not self._closed:
+            try:
+                got = self.receive(1, ITERATION_WAIT_MS)
+            except BrokerError:
+                if self._closed:
+                    return
+                raise
+            yield from got
+
     def __enter__(self) -> AckConsumer:
         return self
 
@@ -167,30 +216,51 @@ class AckConsumer:
     # -- internals -----------------------------------------------------------------------------------
 
     def _settle(self, items: Delivery | Receipt | Iterable[Delivery | Receipt], requeue: bool | None
-                ) -> list[AckStatus]:
-        """Ack (``requeue`` None) or nack."""
+                ) -> Future[list[AckStatus]]:
+        """Ack (``requeue`` None) or nack: one request per owning reader, one future for them all."""
         if isinstance(items, (Delivery, Receipt)):
             items = [items]
         batch = [_receipt(i) for i in items]
-        for r in batch:
-            state = self._states.get(r.queue_id)
-            if state is not None and (r.group, r.topic) == (self.group, self.topic):
-                state.unsettled.discard(r.seq)  # settled or refused: either way no longer ours to give back
+        with self._lock:
+            for r in batch:
+                state = self._states.get(r.queue_id)
+                if state is not None and (r.group, r.topic) == (self.group, self.topic):
+                    state.unsettled.discard(r.seq)  # settled or refused: either way no longer ours to give back
         by_route: dict[str, list[int]] = {}
         for i, r in enumerate(batch):
             route = f"reader{ack_owner(r.group, r.topic, r.queue_id, self._reader_count)}"
             by_route.setdefault(route, []).append(i)
-        calls = {route: self._channel.call(route, _settlement([batch[i].to_wire() for i in indices], requeue),
-                                           timeout_ms=self._timeout_ms)
-                 for route, indices in by_route.items()}
+        outer: Future[list[AckStatus]] = Future()
         results = [AckStatus.BAD_REQUEST] * len(batch)  # every one is overwritten below
-        for route, future in calls.items():
-            statuses = future.result().get("results")
-            if not isinstance(statuses, list) or len(statuses) != len(by_route[route]):
-                raise ReplyError(f"expected {len(by_route[route])} settle results, got {statuses!r}")
-            for i, status in zip(by_route[route], statuses, strict=True):
-                results[i] = AckStatus.from_wire(status)
-        return results
+        left = [len(by_route)]
+        if not by_route:
+            outer.set_result([])
+
+        def settled(indices: list[int], call: Future[dict[str, Any]]) -> None:
+            try:
+                statuses = call.result().get("results")
+                if not isinstance(statuses, list) or len(statuses) != len(indices):
+                    raise ReplyError(f"expected {len(indices)} settle results, got {statuses!r}")
+                for i, status in zip(indices, statuses, strict=True):
+                    results[i] = AckStatus.from_wire(status)
+            except Exception as exc:
+                if not outer.done():
+                    outer.set_exception(exc)
+                return
+            with self._lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last and not outer.done():
+                outer.set_result(results)
+
+        calls = [(self._channel.call(route, _settlement([batch[i].to_wire() for i in indices], requeue),
+                                     timeout_ms=self._timeout_ms), indices) for route, indices in by_route.items()]
+        for call, indices in calls:
+            call.add_done_callback(functools.partial(settled, indices))
+        return outer
+
+    def _has_buffered(self) -> bool:
+        return any(state.buffered for state in self._states.values())
 
     def _take(self, max_count: int) -> list[Delivery]:
         taken: list[Delivery] = []
@@ -201,14 +271,46 @@ class AckConsumer:
                 taken.append(delivery)
         return taken
 
+    def _expire(self, waiter: Waiter[Any]) -> None:
+        with self._lock:
+            done = self._waiters.remove(waiter)
+        settle(done)
+
     def _send_pulls(self) -> None:
+        """A pull for every queue with none in flight and nothing buffered (the caller holds the lock);
+        each reply is taken on the I/O thread (``_pull_done``)."""
         now = _now_ms()
-        for state in self._states.values():
+        for state in list(self._states.values()):
             if state.in_flight is None and not state.buffered and now >= state.retry_at_ms:
-                state.in_flight = self._channel.call(
+                state.in_flight = future = self._channel.call(
                     state.route, AckPull(self.group, self.topic, state.queue, self.consumer_id, self._long_poll_ms,
                                          self._tags, self._max_per_pull, self._prefetch, self._visibility_ms),
                     timeout_ms=self._long_poll_ms + self._timeout_ms)
+                future.add_done_callback(functools.partial(self._pull_done, state))
+
+    def _pull_done(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
+        """An ack pull's reply (the I/O thread): buffered, handed to the waiters, the next pull sent."""
+        with self._lock:
+            if self._closed or state.in_flight is not future:
+                return
+            try:
+                self._on_reply(state, future)
+            except Exception as exc:  # the client's own fault, or a malformed reply: the next receive raises
+                done = self._waiters.drain(exc)
+                if not done:
+                    self._failure = exc
+            else:
+                done = self._waiters.serve(self._has_buffered)
+                if state.in_flight is None and state.retry_at_ms > _now_ms():  # refused: again after a back-off
+                    self._channel.call_later(state.retry_at_ms - _now_ms(), self._retry_pulls)
+                if self._waiters:  # a queue whose deliveries sit unread is not pulled for more
+                    self._send_pulls()
+        settle(done)
+
+    def _retry_pulls(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._send_pulls()
 
     def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
         reply = pull_reply(state, future, f"ack {self.topic}/{state.queue}")

@@ -24,15 +24,19 @@ later ``poll``, so a crash redelivers at most what was last handed over (at-leas
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from mqstore.ipc.transport.channel import Channel, pull_reply, queue_spans, resolve_endpoints, wait_for_pulls
+from mqstore.ipc.client.queue_state import QueueState
+from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
+from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, pull_reply, queue_spans, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import receipts
 from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage, ReplyError
@@ -40,6 +44,7 @@ from mqstore.ipc.wire.replies import OffsetReply, PackedPullReply
 from mqstore.ipc.wire.requests import CommitOffset, FetchOffset, Pull, Request
 
 log = logging.getLogger("mqstore.client")
+T = TypeVar("T")
 
 START_COMMITTED = "committed"
 START_EARLIEST = "earliest"
@@ -56,41 +61,7 @@ PREFETCH_MESSAGES = 32_768
 PREFETCH_BYTES = 4 << 20
 MAX_PULL_COUNT_LIMIT = 65_536  # the most messages a consumer may ask one pull for
 TRACE_REPLIES = 1_000_000      # pull replies a tracing consumer keeps
-
-
-@dataclass(slots=True)
-class _QueueState:
-    queue: int
-    route: str
-    position: int                       # next offset not yet handed to the application
-    fetch_offset: int                   # next offset to ask a reader for
-    committed: int                      # what the group's offset is known to be
-    buffered: deque[MessageBatch] = field(default_factory=deque)  # none of them empty
-    buffered_count: int = 0             # messages in ``buffered``
-    buffered_bytes: int = 0             # their bytes as stored
-    in_flight: Future[dict[str, Any]] | None = None
-    retry_at_ms: int = 0
-    pulled_us: int = 0                  # wall clock as the pull in flight was sent (traced consumers)
-
-    def hold(self, batch: MessageBatch) -> None:
-        self.buffered.append(batch)
-        self.buffered_count += len(batch)
-        self.buffered_bytes += batch.stored_bytes
-
-    def take(self) -> MessageBatch:
-        batch = self.buffered.popleft()
-        self.buffered_count -= len(batch)
-        self.buffered_bytes -= batch.stored_bytes
-        return batch
-
-    def put_back(self, batch: MessageBatch) -> None:
-        self.buffered.appendleft(batch)
-        self.buffered_count += len(batch)
-        self.buffered_bytes += batch.stored_bytes
-
-    def clear(self) -> None:
-        self.buffered.clear()
-        self.buffered_count = self.buffered_bytes = 0
+ITERATION_WAIT_MS = 60_000     # an iterating consumer's polls: a close answers one at once
 
 
 def _now_ms() -> int:
@@ -131,6 +102,12 @@ class Consumer:
         self._auto_commit_interval_ms = auto_commit_interval_ms
         self._next_auto_commit_ms = _now_ms() + auto_commit_interval_ms
         self._reader_count = ep.reader_count
+        # the application's threads and the I/O thread (reply callbacks, timers) both change the queues'
+        # state: every change is made holding this lock; futures are completed after letting go of it
+        self._lock = threading.RLock()
+        self._waiters = Waiters()
+        self._closed = False
+        self._failure: Exception | None = None  # a reply's fault with no poll waiting: the next poll raises it
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
                                 name="mqstore-consumer", curve=ep.curve)
         try:
@@ -142,7 +119,7 @@ class Consumer:
     def _call(self, route: str, request: Request) -> Future[dict[str, Any]]:
         return self._channel.call(route, request, timeout_ms=self._timeout_ms)
 
-    def _assign(self, queues: list[int] | None, start: str) -> dict[int, _QueueState]:
+    def _assign(self, queues: list[int] | None, start: str) -> dict[int, QueueState]:
         spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=queues is None)
         queue_ids = sorted(spans) if queues is None else sorted(set(queues))
         if not queue_ids:
@@ -156,7 +133,7 @@ class Consumer:
         for q in queue_ids:
             lo, hi = spans.get(q, (0, 0))
             first = {START_EARLIEST: lo, START_LATEST: hi}.get(start, committed[q] if committed[q] >= 0 else lo)
-            states[q] = _QueueState(q, self._route_for(q), first, first, committed[q])
+            states[q] = QueueState(q, self._route_for(q), first, first, committed[q])
         return states
 
     def _route_for(self, queue: int) -> str:
@@ -167,46 +144,71 @@ class Consumer:
 
     @property
     def queues(self) -> list[int]:
-        return list(self._states)
+        with self._lock:
+            return list(self._states)
 
     def position(self, queue_id: int) -> int:
-        return self._state(queue_id).position
+        with self._lock:
+            return self._state(queue_id).position
 
     def seek(self, queue_id: int, queue_offset: int) -> None:
         """Deliver queue ``queue_id`` from ``queue_offset`` on; a pull in flight for it is abandoned."""
         if queue_offset < 0:
             raise ValueError(f"queue_offset must not be negative, got {queue_offset}")
-        state = self._state(queue_id)
-        state.clear()
-        state.position = state.fetch_offset = queue_offset
-        state.in_flight = None
-        state.retry_at_ms = 0
+        with self._lock:
+            state = self._state(queue_id)
+            state.clear()
+            state.position = state.fetch_offset = queue_offset
+            state.in_flight = None
+            state.retry_at_ms = 0
 
     def poll(self, timeout_ms: int = 1000, max_count: int | None = None) -> list[ReceivedMessage]:
         """Messages available now, or the first to arrive within ``timeout_ms``; in queue-offset order
         within each queue. An empty list when nothing came."""
-        return list(self.poll_batch(timeout_ms, max_count))
+        return self.poll_async(timeout_ms, max_count).result()
 
     def poll_batch(self, timeout_ms: int = 1000, max_count: int | None = None) -> MessageBatch:
         """``poll`` as the readers answered it: a sequence whose messages are decoded when touched
         (``bodies()`` reads only the bodies). Empty when nothing came."""
-        deadline_ms = _now_ms() + max(0, timeout_ms)
-        while True:
+        return self.poll_batch_async(timeout_ms, max_count).result()
+
+    def poll_async(self, timeout_ms: int = 1000, max_count: int | None = None) -> Future[list[ReceivedMessage]]:
+        """``poll`` without waiting: the future completes (on the client's I/O thread) when messages
+        come or ``timeout_ms`` runs out. Cancelled before that, it takes nothing: its messages stay
+        for the next poll (and auto_commit never commits past what a completed poll handed over)."""
+        return self._poll(timeout_ms, max_count, list)
+
+    def poll_batch_async(self, timeout_ms: int = 1000, max_count: int | None = None) -> Future[MessageBatch]:
+        """``poll_batch`` without waiting, as ``poll_async``."""
+        return self._poll(timeout_ms, max_count, _as_is)
+
+    def _poll(self, timeout_ms: int, max_count: int | None, convert: Callable[[MessageBatch], T]) -> Future[T]:
+        with self._lock:
+            if self._closed:
+                return failed(BrokerError(CLOSED, "the consumer is closed"))
+            if self._failure is not None:
+                error, self._failure = self._failure, None
+                return failed(error)
             if self._auto_commit and _now_ms() >= self._next_auto_commit_ms:
-                self.commit()
-            for state in self._states.values():  # replies that came in while the application worked
-                if state.in_flight is not None and state.in_flight.done():
-                    self._on_reply(state, state.in_flight)
-            taken = self._take(max_count)
+                self._commit_async().add_done_callback(_log_commit_failure)
+            future: Future[T]
+            if self._has_buffered():  # waiters are only ever left with nothing buffered
+                future = completed(convert(self._take(max_count)))
+            elif timeout_ms <= 0:
+                future = completed(convert(MessageBatch.empty()))
+            else:
+                future = Future()
+                waiter = Waiter(future, lambda: convert(self._take(max_count)), convert(MessageBatch.empty()))
+                self._waiters.add(waiter)
+                waiter.timer = self._channel.call_later(timeout_ms, lambda: self._expire(waiter))
             self._send_pulls()
-            if taken or _now_ms() >= deadline_ms:
-                return taken
-            wait_for_pulls(list(self._states.values()), deadline_ms, self._on_reply)
+            return future
 
     def buffered(self, queue_id: int) -> tuple[int, int]:
         """Messages and bytes pulled for queue ``queue_id`` and not handed over yet: within the prefetch bounds."""
-        state = self._state(queue_id)
-        return state.buffered_count, state.buffered_bytes
+        with self._lock:
+            state = self._state(queue_id)
+            return state.buffered_count, state.buffered_bytes
 
     def messages(self, max_count: int, timeout_ms: int = 1000) -> list[ReceivedMessage]:
         """Up to ``max_count`` messages, waiting at most ``timeout_ms`` in all."""
@@ -222,19 +224,59 @@ class Consumer:
 
     def commit(self) -> None:
         """Store every queue's position as the group's offset (reader 0)."""
-        self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
-        calls = {s.queue: (s.position, self._call("reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
-                 for s in self._states.values() if s.position != s.committed}
-        for queue, (position, future) in calls.items():
-            future.result()
-            self._states[queue].committed = position
+        self._commit_async().result()
+
+    def _commit_async(self) -> Future[None]:
+        with self._lock:
+            self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
+            calls = [(s, s.position, self._call("reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
+                     for s in self._states.values() if s.position != s.committed]
+        outer: Future[None] = Future()
+        left = [len(calls)]
+        if not calls:
+            outer.set_result(None)
+
+        def committed(state: QueueState, position: int, call: Future[dict[str, Any]]) -> None:
+            error = call.exception()
+            with self._lock:
+                if error is None:
+                    state.committed = position  # replies come in the order the commits went out
+                left[0] -= 1
+                last = left[0] == 0
+            if error is not None and not outer.done():
+                outer.set_exception(error)
+            elif last and not outer.done():
+                outer.set_result(None)
+
+        for state, position, call in calls:
+            call.add_done_callback(functools.partial(committed, state, position))
+        return outer
 
     def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            done = self._waiters.drain()
+        settle(done)
         try:
             if self._auto_commit:
                 self.commit()
         finally:
             self._channel.close()
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        """Each message in turn, waiting as long as it takes for the next; ends once the consumer is
+        closed (by another thread, or inside the loop). One message is handed over at a time, so a
+        close in the loop commits nothing the loop has not had."""
+        while not self._closed:
+            try:
+                got = self.poll(ITERATION_WAIT_MS, 1)
+            except BrokerError:
+                if self._closed:
+                    return
+                raise
+            yield from got
 
     def __enter__(self) -> Consumer:
         return self
@@ -244,7 +286,7 @@ class Consumer:
 
     # -- internals -----------------------------------------------------------------------------------
 
-    def _state(self, queue: int) -> _QueueState:
+    def _state(self, queue: int) -> QueueState:
         try:
             return self._states[queue]
         except KeyError:
@@ -266,24 +308,55 @@ class Consumer:
                 state.position = state.fetch_offset  # past entries the tag filter skipped, too
         return MessageBatch.join(taken) if taken else MessageBatch.empty()
 
+    def _has_buffered(self) -> bool:
+        return any(state.buffered for state in self._states.values())
+
+    def _expire(self, waiter: Waiter[Any]) -> None:
+        with self._lock:
+            done = self._waiters.remove(waiter)
+        settle(done)
+
     def _send_pulls(self) -> None:
-        """A pull for every queue with none in flight whose buffer has room for a whole one."""
+        """A pull for every queue with none in flight whose buffer has room for a whole one (the
+        caller holds the lock); each reply is taken on the I/O thread (``_pull_done``)."""
         now = _now_ms()
-        for state in self._states.values():
+        for state in list(self._states.values()):
             if (state.in_flight is None and now >= state.retry_at_ms
                     and state.buffered_count + self._max_per_pull <= self._prefetch_messages
                     and state.buffered_bytes + self._max_bytes_per_pull <= self._prefetch_bytes):
                 if self.pull_trace is not None:
                     state.pulled_us = time.time_ns() // 1000
-                state.in_flight = self._channel.call(
+                state.in_flight = future = self._channel.call(
                     state.route, Pull(self.group, self.topic, state.queue, state.fetch_offset, self._max_per_pull,
                                       self._max_bytes_per_pull, True, self.tags, self._long_poll_ms, True,
                                       self.pull_trace is not None),
                     timeout_ms=self._long_poll_ms + self._timeout_ms)
+                future.add_done_callback(functools.partial(self._pull_done, state))
 
-    def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
-        if state.in_flight is not future:
-            return  # abandoned by a seek
+    def _pull_done(self, state: QueueState, future: Future[dict[str, Any]]) -> None:
+        """A pull's reply (the I/O thread): buffered, handed to the waiters, the next pull sent."""
+        with self._lock:
+            if self._closed or state.in_flight is not future:
+                return  # closing, or abandoned by a seek
+            try:
+                self._on_reply(state, future)
+            except Exception as exc:  # the client's own fault, or a malformed reply: the next poll raises
+                done = self._waiters.drain(exc)
+                if not done:
+                    self._failure = exc
+            else:
+                done = self._waiters.serve(self._has_buffered)
+                if state.in_flight is None and state.retry_at_ms > _now_ms():  # refused: again after a back-off
+                    self._channel.call_later(state.retry_at_ms - _now_ms(), self._retry_pulls)
+                self._send_pulls()
+        settle(done)
+
+    def _retry_pulls(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._send_pulls()
+
+    def _on_reply(self, state: QueueState, future: Future[dict[str, Any]]) -> None:
         reply = pull_reply(state, future, f"{self.topic}/{state.queue}")
         if reply is None:
             return
@@ -305,3 +378,13 @@ class Consumer:
             state.hold(batch)
         if not state.buffered:
             state.position = state.fetch_offset
+
+
+def _as_is(batch: MessageBatch) -> MessageBatch:
+    return batch
+
+
+def _log_commit_failure(future: Future[None]) -> None:
+    error = future.exception()
+    if error is not None:  # the positions stay uncommitted: the next auto commit tries again
+        log.warning("auto commit failed: %s", error)

@@ -32,9 +32,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import zmq
 
@@ -83,8 +83,9 @@ class _Outgoing:
     route: str = field(compare=False)
     message: dict[str, Any] = field(compare=False)
     timeout_ms: int = field(compare=False)
-    future: Future[dict[str, Any]] = field(compare=False)
+    future: Future[Any] = field(compare=False)  # a timer's holds None
     parts: Sequence[bytes | memoryview] = field(compare=False, default=())
+    timer: Callable[[], None] | None = field(compare=False, default=None)  # ``call_later``'s: no request
 
 
 @dataclass(slots=True)
@@ -155,6 +156,21 @@ class Channel:
             if not self._wake_pending:  # one wake-up for the requests of a round (a consumer's pulls)
                 self._wake()
                 self._wake_pending = True  # after the write: a write that raised leaves the next call to wake
+        return future
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Future[None]:
+        """Run ``callback`` on the I/O thread in ``delay_ms`` (a timer: no request goes out); cancelling
+        the future before then stops it. It never runs once the channel is closed."""
+        future: Future[None] = Future()
+        item = _Outgoing(_now_ms() + max(0, delay_ms), next(self._ids), "", {}, 0, future,
+                         timer=callback)
+        with self._lock:
+            if self._closed:
+                raise BrokerError(CLOSED, "the client is closed")
+            self._inbox.put(item)
+            if not self._wake_pending:
+                self._wake()
+                self._wake_pending = True
         return future
 
     def _parts(self, route: str, op: str | Request, parts: Sequence[bytes | memoryview]
@@ -263,6 +279,15 @@ class Channel:
               deadlines: list[tuple[int, int]], item: _Outgoing, now_ms: int) -> None:
         if not item.future.set_running_or_notify_cancel():
             return  # cancelled by the caller before it went out
+        if item.timer is not None:
+            try:
+                item.timer()
+            except Exception as exc:  # a timer's fault must not stop the thread every request needs
+                log.exception("a client timer failed")
+                item.future.set_exception(exc)
+            else:
+                item.future.set_result(None)
+            return
         try:
             send_request(sockets[item.route], item.route, item.message, item.parts,
                          self._limits.get(item.route, MAX_INBOUND_BYTES))
@@ -304,9 +329,6 @@ class PullState(Protocol):
     retry_at_ms: int
 
 
-S = TypeVar("S", bound=PullState)
-
-
 TOPIC_POLL_S = 0.05
 
 
@@ -322,20 +344,6 @@ def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int, *, wa
         if spans or not wait or _now_ms() >= deadline_ms:
             return spans
         time.sleep(TOPIC_POLL_S)
-
-
-def wait_for_pulls(states: list[S], deadline_ms: int, on_reply: Callable[[S, Future[Any]], None]) -> None:
-    """Block until a pull reply arrives (handing each to ``on_reply``) or the deadline passes; when no
-    pull is out (every queue backing off after an error), until the earliest retry time instead."""
-    now = _now_ms()
-    in_flight = {s.in_flight: s for s in states if s.in_flight is not None}
-    if not in_flight:
-        retry_ms = min((s.retry_at_ms for s in states), default=deadline_ms)
-        time.sleep(max(0, min(deadline_ms, retry_ms) - now) / 1000)
-        return
-    done, _ = wait(list(in_flight), timeout=max(0, deadline_ms - now) / 1000, return_when=FIRST_COMPLETED)
-    for future in done:
-        on_reply(in_flight[future], future)
 
 
 PULL_ERROR_BACKOFF_MS = 500
