@@ -2,11 +2,14 @@
 same arguments as the blocking ones in ``mqstore``, every call awaitable.
 
     import asyncio
-    from mqstore.aio import Producer
+    from mqstore.aio import Consumer, Producer
 
     async def main() -> None:
         async with Producer("mqstore-data") as producer:
             results = await asyncio.gather(*(producer.send("Orders", b"%d" % i) for i in range(100)))
+        async with Consumer("mqstore-data", group="billing", topic="Orders") as consumer:
+            async for message in consumer:      # ends when the consumer is closed
+                ...
 
     asyncio.run(main())
 
@@ -14,6 +17,6 @@ Each awaits the blocking client's own futures, completed on that client's I/O th
 thread, no thread per call. Their names are frozen like ``mqstore``'s (``tests/test_public_api.py``).
 """
 
-from mqstore.ipc.client.aio import Admin, Producer
+from mqstore.ipc.client.aio import AckConsumer, Admin, Consumer, Producer
 
-__all__ = ["Admin", "Producer"]
+__all__ = ["AckConsumer", "Admin", "Consumer", "Producer"]

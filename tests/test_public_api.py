@@ -52,7 +52,9 @@ PUBLIC = [
 
 
 # ``mqstore.aio``: the clients for asyncio, one for each blocking client of the same name
-AIO = ["Admin", "Producer"]
+AIO = ["AckConsumer", "Admin", "Consumer", "Producer"]
+# a consumer's own bookkeeping, which asks nothing of the broker: plain calls in both
+AIO_LOCAL = {"position", "seek", "buffered"}
 
 
 def test_all_is_exactly_the_frozen_list() -> None:
@@ -126,5 +128,11 @@ def test_each_aio_client_takes_its_blocking_clients_arguments_and_awaits_its_cal
              if not n.startswith("_") and not n.endswith("_async")]
     assert "close" in calls
     for call in calls:
-        assert inspect.iscoroutinefunction(getattr(asynchronous, call, None)), f"{name}.{call} is not awaitable"
+        member = getattr(asynchronous, call, None)
+        if call in AIO_LOCAL:
+            assert inspect.isfunction(member) and not inspect.iscoroutinefunction(member), f"{name}.{call}"
+        else:
+            assert inspect.iscoroutinefunction(member), f"{name}.{call} is not awaitable"
     assert inspect.iscoroutinefunction(asynchronous.__aenter__) and inspect.iscoroutinefunction(asynchronous.__aexit__)
+    if hasattr(blocking, "__iter__"):  # the consumers: ``for`` there, ``async for`` here
+        assert inspect.iscoroutinefunction(asynchronous.__anext__)
