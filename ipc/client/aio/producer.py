@@ -72,8 +72,8 @@ class Producer:
         transaction and its end go on."""
         loop = asyncio.get_running_loop()
 
-        def start_local(half: Outgoing, result: SendResult) -> Future[TransactionState]:
-            return asyncio.run_coroutine_threadsafe(execute_local(half, result), loop)
+        def start_local(sent: Outgoing, result: SendResult) -> Future[TransactionState]:
+            return asyncio.run_coroutine_threadsafe(execute_local(sent, result), loop)
 
         def check(stored: ReceivedMessage) -> TransactionState:
             return _answer_on(loop, check_back(stored), self._timeout_s)
