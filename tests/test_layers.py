@@ -61,11 +61,14 @@ def test_everything_imports_the_project_as_mqstore(folder: str) -> None:
 
 
 def test_the_import_name_links_the_card_folders() -> None:
-    """mqstore/ holds the package's __init__ and py.typed, and one link per card folder."""
+    """mqstore/ holds the package's __init__ and py.typed, the asyncio clients' names (aio.py), and one
+    link per card folder."""
     links = {p.name: p for p in (ROOT / "mqstore").iterdir() if p.is_symlink()}
     assert sorted(links) == sorted(CARD)
     assert all(links[name].resolve() == (ROOT / name).resolve() for name in CARD)
     assert (ROOT / "mqstore" / "py.typed").is_file()
+    files = {p.name for p in (ROOT / "mqstore").iterdir() if p.is_file() and not p.is_symlink()}
+    assert files == {"__init__.py", "aio.py", "py.typed"}
 
 
 def test_engine_is_passive() -> None:

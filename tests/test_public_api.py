@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import mqstore
+import mqstore.aio
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +49,12 @@ PUBLIC = [
     "TransactionState",
     "__version__",
 ]
+
+
+# ``mqstore.aio``: the clients for asyncio, one for each blocking client of the same name
+AIO = ["AckConsumer", "Admin", "Consumer", "Producer"]
+# a consumer's own bookkeeping, which asks nothing of the broker: plain calls in both
+AIO_LOCAL = {"position", "seek", "buffered"}
 
 
 def test_all_is_exactly_the_frozen_list() -> None:
@@ -106,3 +113,26 @@ def test_import_mqstore_alone_loads_no_zmq_numpy_or_actor() -> None:
     assert _heavy(loaded) == []
     # the check can fail: touching a client name does load the transport
     assert "zmq" in _heavy(_modules_after("import mqstore\nmqstore.Producer"))
+
+
+def test_aio_all_is_exactly_the_frozen_list() -> None:
+    assert mqstore.aio.__all__ == AIO
+    assert all(getattr(mqstore.aio, name).__module__.startswith("mqstore.ipc.client.aio.") for name in AIO)
+
+
+@pytest.mark.parametrize("name", AIO)
+def test_each_aio_client_takes_its_blocking_clients_arguments_and_awaits_its_calls(name: str) -> None:
+    asynchronous, blocking = getattr(mqstore.aio, name), getattr(mqstore, name)
+    assert inspect.signature(asynchronous.__init__) == inspect.signature(blocking.__init__)
+    calls = [n for n, member in inspect.getmembers(blocking, inspect.isfunction)
+             if not n.startswith("_") and not n.endswith("_async")]
+    assert "close" in calls
+    for call in calls:
+        member = getattr(asynchronous, call, None)
+        if call in AIO_LOCAL:
+            assert inspect.isfunction(member) and not inspect.iscoroutinefunction(member), f"{name}.{call}"
+        else:
+            assert inspect.iscoroutinefunction(member), f"{name}.{call} is not awaitable"
+    assert inspect.iscoroutinefunction(asynchronous.__aenter__) and inspect.iscoroutinefunction(asynchronous.__aexit__)
+    if hasattr(blocking, "__iter__"):  # the consumers: ``for`` there, ``async for`` here
+        assert inspect.iscoroutinefunction(asynchronous.__anext__)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from mqstore.ipc.client.futures import every, then
 from mqstore.ipc.client.key_queries import key_query, keys_query, per_key
 from mqstore.ipc.transport.channel import Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -62,17 +63,11 @@ class Admin:
 
     def group_last_seen_ms(self) -> dict[str, int]:
         """Group -> the last time (wall ms) any reader served one of its consumers."""
-        seen: dict[str, int] = {}
-        for route in self._readers:
-            for group, ms in replies.GroupActivityReply.decode(self._call(route, requests.GroupActivity())
-                                                               ).groups.items():
-                seen[group] = max(seen.get(group, 0), ms)
-        return seen
+        return _last_seen([self._call(route, requests.GroupActivity()) for route in self._readers])
 
     def ack_stats(self) -> list[replies.AckQueueStats]:
         """Every reader's open ack-mode queues: group, topic, queue_id, ready, unacked, redelivered, dead."""
-        return [q for route in self._readers
-                for q in replies.AckStatsReply.decode(self._call(route, requests.AckStats())).queues]
+        return _ack_queues([self._call(route, requests.AckStats()) for route in self._readers])
 
     def reset_offset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
         """``commit_offset`` as an administrator: it may move the offset back, and does not count as
@@ -142,6 +137,75 @@ class Admin:
     def ping_writer(self) -> dict[str, Any]:
         return self._call("ingress", requests.Ping())
 
+    # -- the same calls as futures, completed on the client's I/O thread (``mqstore.aio.Admin`` awaits them)
+
+    def topics_async(self) -> Future[dict[str, int]]:
+        return self._ask("ingress", requests.Topics(), lambda r: replies.TopicsReply.decode(r).topics)
+
+    def create_topic_async(self, topic: str, queues: int) -> Future[int]:
+        return self._ask("ingress", requests.CreateTopic(topic, queues),
+                         lambda r: replies.CreateTopicReply.decode(r).queues)
+
+    def delete_topic_async(self, topic: str) -> Future[bool]:
+        return self._ask("ingress", requests.DeleteTopic(topic), lambda r: replies.DeleteTopicReply.decode(r).existed)
+
+    def groups_async(self) -> Future[dict[str, list[str]]]:
+        return self._ask("reader", requests.Groups(), lambda r: replies.GroupsReply.decode(r).groups)
+
+    def group_describe_async(self, group: str) -> Future[list[QueueLag]]:
+        return self._ask("reader", requests.GroupDescribe(group),
+                         lambda r: list(replies.GroupDescribeReply.decode(r).queues))
+
+    def group_last_seen_ms_async(self) -> Future[dict[str, int]]:
+        return then(self._ask_readers(requests.GroupActivity()), _last_seen)
+
+    def ack_stats_async(self) -> Future[list[replies.AckQueueStats]]:
+        return then(self._ask_readers(requests.AckStats()), _ack_queues)
+
+    def reset_offset_async(self, group: str, topic: str, queue_id: int, queue_offset: int) -> Future[None]:
+        return self._ask("reader", requests.CommitOffset(group, topic, queue_id, queue_offset, admin=True), _nothing)
+
+    def delete_topic_offsets_async(self, topic: str) -> Future[bool]:
+        return self._ask("reader", requests.DeleteTopicOffsets(topic),
+                         lambda r: replies.DeleteTopicOffsetsReply.decode(r).deleted)
+
+    def queue_info_async(self, topic: str) -> Future[dict[int, tuple[int, int]]]:
+        return self._ask("reader", requests.QueueInfo(topic), lambda r: replies.QueueInfoReply.decode(r).queues)
+
+    def query_by_uniq_key_async(self, topic: str, uniq_key: str) -> Future[list[ReceivedMessage]]:
+        return self._ask("reader", requests.QueryUniq(topic, uniq_key, raw=True), lambda r: list(_records(r).batch()))
+
+    def view_by_id_async(self, msg_id: str) -> Future[ReceivedMessage | None]:
+        def first(reply: dict[str, Any]) -> ReceivedMessage | None:
+            msgs = replies.MessagesReply.decode(reply).msgs
+            return ReceivedMessage.from_wire(msgs[0]) if msgs else None
+        return self._ask("reader", requests.ViewId(msg_id), first)
+
+    def offset_by_time_async(self, topic: str, queue_id: int, ts_ms: int, *, upper: bool = False) -> Future[int]:
+        return self._ask("reader", requests.OffsetByTime(topic, queue_id, ts_ms, upper),
+                         lambda r: replies.OffsetReply.decode(r).offset)
+
+    def fetch_offset_async(self, group: str, topic: str, queue_id: int) -> Future[int]:
+        return self._ask("reader", requests.FetchOffset(group, topic, queue_id),
+                         lambda r: replies.OffsetReply.decode(r).offset)
+
+    def commit_offset_async(self, group: str, topic: str, queue_id: int, queue_offset: int) -> Future[None]:
+        return self._ask("reader", requests.CommitOffset(group, topic, queue_id, queue_offset), _nothing)
+
+    def ping_async(self) -> Future[dict[str, Any]]:
+        return self._ask("reader", requests.Ping(), _itself)
+
+    def ping_writer_async(self) -> Future[dict[str, Any]]:
+        return self._ask("ingress", requests.Ping(), _itself)
+
+    def _ask(self, route: str, request: requests.Request, decode: Callable[[dict[str, Any]], T]) -> Future[T]:
+        """``request`` through the I/O thread: a future of ``decode(the reply)``."""
+        return then(self._channel.call(route, request, timeout_ms=self._timeout_ms), decode)
+
+    def _ask_readers(self, request: requests.Request) -> Future[list[dict[str, Any]]]:
+        """``request`` of every reader at once: their replies, in the readers' order."""
+        return every([self._channel.call(route, request, timeout_ms=self._timeout_ms) for route in self._readers])
+
     def close(self) -> None:
         self._channel.close()
 
@@ -184,16 +248,27 @@ def _records(message: dict[str, Any]) -> replies.PackedRecordsReply:
     return replies.PackedRecordsReply.decode(message)
 
 
-def _packed(call: Future[dict[str, Any]], then: Callable[[replies.PackedRecordsReply], T]) -> Future[T]:
-    """A future of ``then(the packed reply)``, completed on the client's I/O thread."""
-    outer: Future[T] = Future()
-    outer.set_running_or_notify_cancel()
+def _packed(call: Future[dict[str, Any]], step: Callable[[replies.PackedRecordsReply], T]) -> Future[T]:
+    """A future of ``step(the packed reply)``, completed on the client's I/O thread."""
+    return then(call, lambda reply: step(_records(reply)))
 
-    def done(reply: Future[dict[str, Any]]) -> None:
-        try:
-            outer.set_result(then(_records(reply.result())))
-        except BaseException as exc:
-            outer.set_exception(exc)
 
-    call.add_done_callback(done)
-    return outer
+def _last_seen(activity: list[dict[str, Any]]) -> dict[str, int]:
+    """Group -> its latest time over the readers' ``GroupActivity`` replies."""
+    seen: dict[str, int] = {}
+    for reply in activity:
+        for group, ms in replies.GroupActivityReply.decode(reply).groups.items():
+            seen[group] = max(seen.get(group, 0), ms)
+    return seen
+
+
+def _ack_queues(stats: list[dict[str, Any]]) -> list[replies.AckQueueStats]:
+    return [q for reply in stats for q in replies.AckStatsReply.decode(reply).queues]
+
+
+def _nothing(reply: dict[str, Any]) -> None:
+    return None
+
+
+def _itself(reply: dict[str, Any]) -> dict[str, Any]:
+    return reply

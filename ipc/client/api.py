@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.admin import DEFAULT_TIMEOUT_MS, Admin, StorePath
 from mqstore.ipc.client.consumer import Consumer
-from mqstore.ipc.client.transactions import CheckBack, ExecuteLocal, TransactionResult, Transactions, TransactionState
+from mqstore.ipc.client.futures import completed, then
+from mqstore.ipc.client.transactions import (
+    CheckBack,
+    ExecuteLocal,
+    StartLocal,
+    TransactionResult,
+    Transactions,
+    TransactionState,
+)
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import replies, requests
@@ -98,7 +106,19 @@ class Producer:
     def end_transaction(self, half: SendResult, state: TransactionState, *, group: str) -> None:
         """End a half sent earlier (``TransactionResult.send``) by hand: for a producer that kept the
         half's result across a failure of its own, and knows the outcome before any check asks."""
-        self._transactions.end(group, half, state)
+        self._transactions.end(group, half, state).result()
+
+    def send_transactional_async(self, message: Outgoing, start_local: StartLocal, check_back: CheckBack, *,
+                                 group: str) -> Future[TransactionResult]:
+        """``send_transactional`` without waiting: ``start_local(message, send_result)`` is called on
+        the client's I/O thread once the half is stored, and only starts the local transaction
+        elsewhere, returning a future of its state (``mqstore.aio.Producer`` starts a task on its
+        event loop); the end goes out when that future is done."""
+        return self._transactions.send_async(lambda m: then(self.send_batch_async([m]), lambda r: r[0]), message,
+                                             start_local, check_back, group)
+
+    def end_transaction_async(self, half: SendResult, state: TransactionState, *, group: str) -> Future[None]:
+        return self._transactions.end(group, half, state)
 
     def send_batch(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
         """One request for many messages (one commitlog append); one result per message, in order."""
@@ -217,15 +237,37 @@ class Producer:
         thread: it would wait on itself)."""
         with self._encoder_lock:
             if self._encoder is None:
-                reply = replies.EncodingReply.decode(
-                    self._channel.request("ingress", requests.Encoding(), timeout_ms=self._timeout_ms))
-                self._channel.limit("ingress", reply.max_request_bytes)
-                self._encoder = BatchEncoder(Encoding.of(reply))
+                self._learn(self._channel.request("ingress", requests.Encoding(), timeout_ms=self._timeout_ms))
+            assert self._encoder is not None
             return self._encoder
 
+    def prepare_async(self) -> Future[None]:
+        """What ``_batch_encoder`` asks, through the I/O thread: done at once when known. The blocking
+        sends ask on their calling thread when a send first needs it (an encoded send, a first batch
+        over 64 KiB); ``mqstore.aio.Producer`` awaits this before its first send instead."""
+        if self._encoder is not None:
+            return completed(None)
+
+        def learned(reply: dict[str, Any]) -> None:
+            with self._encoder_lock:
+                if self._encoder is None:
+                    self._learn(reply)
+
+        return then(self._channel.call("ingress", requests.Encoding(), timeout_ms=self._timeout_ms), learned)
+
+    def _learn(self, encoding: dict[str, Any]) -> None:
+        reply = replies.EncodingReply.decode(encoding)
+        self._channel.limit("ingress", reply.max_request_bytes)
+        self._encoder = BatchEncoder(Encoding.of(reply))
+
     def close(self) -> None:
+        self.close_async().result()
+
+    def close_async(self) -> Future[None]:
+        """Close the sockets now (what waits fails with BrokerError CLOSED); the future is done once
+        the transaction checks already handed to the checks' thread are answered."""
         self._channel.close()
-        self._transactions.close()
+        return self._transactions.close_async()
 
     def __enter__(self) -> Producer:
         return self

@@ -240,6 +240,10 @@ class Consumer:
         """Store every queue's position as the group's offset (reader 0)."""
         self._commit_async().result()
 
+    def commit_async(self) -> Future[None]:
+        """``commit`` without waiting: the future is done once reader 0 has stored every position."""
+        return self._commit_async()
+
     def _commit_async(self) -> Future[None]:
         with self._lock:
             self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms

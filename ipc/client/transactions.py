@@ -31,6 +31,7 @@ from typing import Any
 from mqstore.engine.log.msgid import UniqKeyGenerator
 from mqstore.engine.log.record import PROP_UNIQ_KEY, decode_record
 from mqstore.engine.put.transactions import PROP_PGROUP, PROP_TRAN_MSG, TransactionState
+from mqstore.ipc.client.futures import completed, guarded, then
 from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
 from mqstore.ipc.wire.messages import Outgoing, ReceivedMessage, SendResult
 from mqstore.ipc.wire.requests import EndTransaction, RegisterProducer
@@ -44,6 +45,7 @@ CHECK_PUSH = "check_transaction"
 
 ExecuteLocal = Callable[[Outgoing, SendResult], TransactionState]
 CheckBack = Callable[[ReceivedMessage], TransactionState]
+StartLocal = Callable[[Outgoing, SendResult], Future[TransactionState]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,41 +72,103 @@ class Transactions:
 
     def send(self, send: Callable[[Outgoing], SendResult], message: Outgoing, execute_local: ExecuteLocal,
              check_back: CheckBack, group: str) -> TransactionResult:
-        if not group:
-            raise ValueError("a transactional send names its producer group")
-        self._register(group, check_back)
-        props = {**message.properties, PROP_TRAN_MSG: "true", PROP_PGROUP: group}
-        props.setdefault(PROP_UNIQ_KEY, self._uniq.next())
-        result = send(replace(message, properties=props))
+        half = self._half(message, group)
+        self._register(group, check_back).result()
+        result = send(half)
         if not result.ok:
-            return TransactionResult(result, TransactionState.UNKNOWN, f"the half was not stored: {result.status}")
+            return _not_stored(result)
         try:
             state = TransactionState(execute_local(message, result))
-        except Exception:  # RocketMQ's UNKNOW: the check will ask again
-            log.exception("the local transaction of %s failed; its half waits for a check", result.uniq_key)
-            state = TransactionState.UNKNOWN
+        except Exception:
+            state = _failed_locally(result)
+        return self._settle(group, result, state).result()
+
+    def send_async(self, send: Callable[[Outgoing], Future[SendResult]], message: Outgoing,
+                   start_local: StartLocal, check_back: CheckBack, group: str) -> Future[TransactionResult]:
+        """``send`` as a chain of futures: ``start_local`` is called on the I/O thread once the half
+        is stored, and must only start the local transaction elsewhere (an event loop's task) and
+        return a future of its state."""
+        half = self._half(message, group)
+        outer: Future[TransactionResult] = Future()
+        outer.set_running_or_notify_cancel()
+
+        @guarded(outer)
+        def registered(registration: Future[None]) -> None:
+            registration.result()
+            send(half).add_done_callback(sent)
+
+        @guarded(outer)
+        def sent(sending: Future[SendResult]) -> None:
+            result = sending.result()
+            if not result.ok:
+                outer.set_result(_not_stored(result))
+                return
+
+            @guarded(outer)
+            def decided(local: Future[TransactionState]) -> None:
+                try:
+                    state = TransactionState(local.result())
+                except Exception:
+                    state = _failed_locally(result)
+                self._settle(group, result, state).add_done_callback(lambda end: outer.set_result(end.result()))
+
+            try:
+                local = start_local(message, result)
+            except Exception:
+                local = completed(_failed_locally(result))
+            local.add_done_callback(decided)
+
+        self._register(group, check_back).add_done_callback(registered)
+        return outer
+
+    def end(self, group: str, half: SendResult, state: TransactionState) -> Future[None]:
+        """The future raises BrokerError when the actor refuses the end, BrokerTimeoutError without an answer."""
+        return then(self._end(group, half.queue_offset, half.phys_offset, state, False), lambda _: None)
+
+    def _half(self, message: Outgoing, group: str) -> Outgoing:
+        if not group:
+            raise ValueError("a transactional send names its producer group")
+        props = {**message.properties, PROP_TRAN_MSG: "true", PROP_PGROUP: group}
+        props.setdefault(PROP_UNIQ_KEY, self._uniq.next())
+        return replace(message, properties=props)
+
+    def _settle(self, group: str, result: SendResult, state: TransactionState) -> Future[TransactionResult]:
+        """The end of a stored half once its local transaction decided (none for UNKNOWN: the check
+        will ask); an end that did not reach the broker is said in ``end_error``."""
         if state is TransactionState.UNKNOWN:
-            return TransactionResult(result, state)
+            return completed(TransactionResult(result, state))
+        settled: Future[TransactionResult] = Future()
+        settled.set_running_or_notify_cancel()
+
+        def ended(end: Future[Any]) -> None:
+            try:
+                end.result()
+            except (BrokerError, BrokerTimeoutError) as exc:
+                settled.set_result(TransactionResult(result, state, str(exc)))
+            except BaseException as exc:
+                settled.set_exception(exc)
+            else:
+                settled.set_result(TransactionResult(result, state))
+
         try:
-            self._end(group, result.queue_offset, result.phys_offset, state, False).result()
-        except (BrokerError, BrokerTimeoutError) as exc:
-            return TransactionResult(result, state, str(exc))
-        return TransactionResult(result, state)
+            end = self._end(group, result.queue_offset, result.phys_offset, state, False)
+        except BrokerError as exc:  # closed meanwhile
+            end = Future()
+            end.set_exception(exc)
+        end.add_done_callback(ended)
+        return settled
 
-    def end(self, group: str, half: SendResult, state: TransactionState) -> None:
-        """Raises BrokerError when the actor refuses the end, BrokerTimeoutError without an answer."""
-        self._end(group, half.queue_offset, half.phys_offset, state, False).result()
-
-    def _register(self, group: str, check_back: CheckBack) -> None:
+    def _register(self, group: str, check_back: CheckBack) -> Future[None]:
         assert self.channel is not None
         with self._lock:
             first = not self._check_backs
             known = group in self._check_backs
             self._check_backs[group] = check_back
-        if not known:
-            self.channel.call(ROUTE, RegisterProducer((group,)), timeout_ms=self._timeout_ms).result()
         if first:
             self._heartbeat()
+        if known:
+            return completed(None)
+        return then(self.channel.call(ROUTE, RegisterProducer((group,)), timeout_ms=self._timeout_ms), lambda _: None)
 
     def _heartbeat(self, _: Future[dict[str, Any]] | None = None) -> None:
         """Register every group again after ``heartbeat_ms``, and so on until the producer closes."""
@@ -149,7 +213,24 @@ class Transactions:
             log.exception("a transaction check of group %s failed; the broker will ask again", group)
 
     def close(self) -> None:
+        self.close_async().result()
+
+    def close_async(self) -> Future[None]:
+        """Take no more checks; the future is done once the checks' thread has answered those it holds."""
         with self._lock:
             executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True)
+        if executor is None:
+            return completed(None)
+        last = executor.submit(lambda: None)  # one thread, in order: done after every check before it
+        executor.shutdown(wait=False)
+        return last
+
+
+def _not_stored(result: SendResult) -> TransactionResult:
+    return TransactionResult(result, TransactionState.UNKNOWN, f"the half was not stored: {result.status}")
+
+
+def _failed_locally(result: SendResult) -> TransactionState:
+    """RocketMQ's UNKNOW for a local transaction that raised: the check will ask again."""
+    log.exception("the local transaction of %s failed; its half waits for a check", result.uniq_key)
+    return TransactionState.UNKNOWN
