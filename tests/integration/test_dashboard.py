@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 import pytest
@@ -120,6 +121,8 @@ def test_the_dashboard_shows_totals_folds_system_topics_filters_and_draws_axes_a
         status = json.loads(broker.mqstore("status", "--json").stdout)
 
         page = browser.new_page()
+        asked: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
         with AckConsumer(broker.store, group="Acks", topic="Shown", prefetch=3) as acks:
             held_back: list[Any] = []
             deadline = time.monotonic() + 30
@@ -129,6 +132,10 @@ def test_the_dashboard_shows_totals_folds_system_topics_filters_and_draws_axes_a
             try:
                 _loading_until_released(page, port)
                 _check_the_page(page, port, status)
+                # nothing from elsewhere (a broker works offline): the listener's own pages only
+                assert {urlsplit(url).netloc for url in asked} == {f"127.0.0.1:{port}"}, asked
+                assert {urlsplit(url).path for url in asked} == {"/", "/dashboard.css", "/chart.js", "/dashboard.js",
+                                                                 "/api/status"}, asked
             finally:
                 page.close()
         assert broker.stop() == 0
