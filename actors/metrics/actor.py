@@ -26,6 +26,7 @@ from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.metrics.collect import Collector
 from mqstore.actors.metrics.exposition import Exposition
 from mqstore.actors.metrics.listener import MetricsServer, Pages
+from mqstore.actors.metrics.overview import with_overview
 from mqstore.actors.runtime import Runtime
 
 log = logging.getLogger("mqstore")
@@ -66,7 +67,8 @@ class MetricsActor:
         must not make the supervisor give up on the broker by restarting this actor in a loop)."""
         try:
             snapshot = self.collector.collect()
-            self.pages.update(self.exposition.render(snapshot), json.dumps(snapshot, default=str).encode())
+            status_json = json.dumps(with_overview(snapshot), default=str).encode()
+            self.pages.update(self.exposition.render(snapshot), status_json)
         except Exception:
             log.exception("metrics collection failed; serving the last one")
 

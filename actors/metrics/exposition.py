@@ -18,6 +18,8 @@ from prometheus_client.registry import Collector
 from mqstore.actors.config_ha import ROLES, SLAVE
 from mqstore.actors.ha_status import SLAVE_STATES
 from mqstore.actors.metrics.collect import Snapshot
+from mqstore.actors.metrics.overview import broker_info
+from mqstore.engine.read.group_lag import NEVER
 
 ACTOR_STATES = ("starting", "running", "stopped", "dead")
 
@@ -26,6 +28,17 @@ def actor_state(state: str) -> str:
     """The state's first word: ``dead (exit 1), restart in 100 ms`` is ``dead``."""
     word = state.split(" ", 1)[0] if state else "unknown"
     return word if word in ACTOR_STATES else "unknown"
+
+
+def _build_families(status: dict[str, Any], now_ms: int) -> Iterator[Metric]:
+    broker = broker_info(status, now_ms)
+    build = GaugeMetricFamily("mqstore_build_info", "Always 1: the mqstore version and the Python serving the "
+                              "metrics", labels=["version", "python"])
+    build.add_metric([broker["version"], broker["python"]], 1.0)
+    yield build
+    if "started_ms" in broker:
+        yield GaugeMetricFamily("mqstore_broker_start_time_seconds", "When the broker (its supervisor) started, "
+                                "seconds since the epoch", value=broker["started_ms"] / 1000)
 
 
 def _actor_families(status: dict[str, Any]) -> Iterator[Metric]:
@@ -96,18 +109,21 @@ def _offset_families(offsets: dict[str, Any]) -> Iterator[Metric]:
 
 def _group_families(groups: dict[str, Any], ack: list[dict[str, Any]]) -> Iterator[Metric]:
     labels = ["group", "topic", "queue"]
-    committed = GaugeMetricFamily("mqstore_group_committed_offset", "A group's committed queue offset (-1: none)",
-                                  labels=labels)
+    committed = GaugeMetricFamily("mqstore_group_committed_offset", "A group's committed queue offset (absent "
+                                  "while it never committed on the queue)", labels=labels)
     lag = GaugeMetricFamily("mqstore_group_lag_messages", "A queue's max offset minus the group's committed offset",
                             labels=labels)
     last = GaugeMetricFamily("mqstore_group_last_consume_timestamp_seconds",
-                             "Store time of the last message the group consumed (0: none)", labels=labels)
+                             "Store time of the last message the group consumed (absent while it consumed none "
+                             "still stored)", labels=labels)
     for group, queues in groups.items():
         for q in queues:
             key = [group, str(q["topic"]), str(q["queue"])]
-            committed.add_metric(key, float(q["committed_offset"]))
+            if q["committed_offset"] != NEVER:
+                committed.add_metric(key, float(q["committed_offset"]))
             lag.add_metric(key, float(q["lag"]))
-            last.add_metric(key, q["last_consume_ms"] / 1000)
+            if q["last_consume_ms"] > 0:
+                last.add_metric(key, q["last_consume_ms"] / 1000)
     ready = GaugeMetricFamily("mqstore_ack_ready_messages", "Ack mode: messages ready to be delivered", labels=labels)
     unacked = GaugeMetricFamily("mqstore_ack_unacked_messages", "Ack mode: delivered and not yet acked",
                                 labels=labels)
@@ -239,6 +255,7 @@ class SnapshotCollector(Collector):
         s = self.snapshot
         if not s:
             return
+        yield from _build_families(s["status"], int(s.get("time_ms", 0)))
         yield from _actor_families(s["status"])
         yield from _topic_families(s["topics"])
         yield from _offset_families(s["offsets"])
@@ -248,12 +265,13 @@ class SnapshotCollector(Collector):
         yield from _moved_families(writer.get("moved"))
         yield from _replication_families(s.get("replication"))
         disk = s["disk"]
-        for key, helptext in (("used_ratio", "Used share of the commitlog's disk"),
+        for key, helptext in (("used_ratio", "Used share of the commitlog's disk (absent while it cannot be read)"),
                               ("max_used_ratio", "Retention deletes expired files past this (disk_max_used_space_"
                                                  "ratio)"),
                               ("clean_forcibly_ratio", "Retention deletes files at once past this"),
                               ("warning_ratio", "Sends are refused past this")):
-            yield GaugeMetricFamily(f"mqstore_disk_{key}", helptext, value=float(disk[key]))
+            if disk[key] >= 0:  # -1: the disk could not be read
+                yield GaugeMetricFamily(f"mqstore_disk_{key}", helptext, value=float(disk[key]))
         latency = s["latency"]
         yield _histogram("mqstore_send_latency_seconds", "A send request from the writer's round taking it to its "
                          "answer (SYNC_FLUSH: from its append to its answer once flushed)", latency["bounds_s"],

@@ -1,8 +1,9 @@
 """The metrics actor's HTTP listener: read-only, GET (and HEAD) only, from what ``Pages`` holds.
 
     /metrics        Prometheus text exposition (``mqstore.actors.metrics.exposition``)
-    /api/status     the last collection as JSON (``mqstore.actors.metrics.collect``)
-    /               the dashboard (``static/index.html``), its script and stylesheet beside it
+    /api/status     the last collection as JSON (``mqstore.actors.metrics.collect``), with the dashboard's
+                    totals, version and uptime (``overview``: ``mqstore.actors.metrics.overview``)
+    /               the dashboard (``static/index.html``), its scripts and stylesheet beside it
 
 Each connection has a thread of its own, at most ``max_connections`` at once, and one deadline,
 ``request_timeout_ms``, for the whole of it: the request must arrive whole and the answer leave
@@ -39,6 +40,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 STATIC_FILES = {"/": ("index.html", "text/html; charset=utf-8"),
                 "/dashboard.js": ("dashboard.js", "text/javascript; charset=utf-8"),
+                "/chart.js": ("chart.js", "text/javascript; charset=utf-8"),
                 "/dashboard.css": ("dashboard.css", "text/css; charset=utf-8")}
 
 

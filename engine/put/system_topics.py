@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mqstore.engine.log.record import SCHEDULE_TOPIC
+from mqstore.engine.meta.topics import BROKER_MADE_PREFIXES
 from mqstore.engine.put.transactions import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
 from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.timer.put_rule import TIMER_TOPIC
@@ -43,3 +44,13 @@ NOT_ALLOWED_SEND_TOPICS = ReservedTopics(
     frozenset({SCHEDULE_TOPIC, HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
                TIMER_TOPIC, MOVED_TOPIC}),
     SYSTEM_TOPIC_PREFIXES)
+
+
+# what listings and the dashboard fold away unless asked: the topics only the broker writes, every
+# ``RMQ_SYS_*`` one (the trace topic too) and the retry and dead-letter topics the broker makes for groups
+_SYSTEM_PREFIXES = (*SYSTEM_TOPIC_PREFIXES, "RMQ_SYS_", *BROKER_MADE_PREFIXES)
+
+
+def is_system_topic(topic: str) -> bool:
+    """A topic of the broker's own (delays, timers, transactions, moved stragglers, retries, dead letters)."""
+    return topic in NOT_ALLOWED_SEND_TOPICS.names or topic.startswith(_SYSTEM_PREFIXES)

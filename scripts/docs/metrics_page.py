@@ -9,6 +9,7 @@ slave following its master), and reads every family's name, type, help and label
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,8 @@ def _snapshot(replication: dict[str, Any] | None = None, moved: dict[str, int] |
         writer["moved"] = moved
     actors = {"writer": writer, "remoting": {"state": "running", "acl_denied": {"signature": 1}}}
     latency = {"buckets": [0, 1], "sum_s": 0.1}
-    return {"status": {"actors": actors, "ready": True},
+    # a live process as the supervisor, so the families drawn from its start time are on the page
+    return {"status": {"actors": actors, "ready": True, "pid": os.getpid()}, "time_ms": 1,
             "topics": {"t": {"messages_in": 1, "bytes_in": 1, "messages_out": 1, "bytes_out": 1, "queue_count": 1,
                              "queues": {"0": (0, 1)}}},
             "offsets": {"written": 1, "flushed": 1, "dispatched": 1, "applied": {"cqbuilder": 1}},

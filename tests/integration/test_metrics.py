@@ -4,7 +4,9 @@ not stop sends; a killed metrics actor comes back; bad requests are 4xx and it k
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import platform
 import socket
 import time
 import urllib.error
@@ -12,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -62,6 +65,12 @@ def test_a_scrape_shows_what_was_sent_consumed_and_left_unacked(tmp_path: Path) 
                 got += consumer.poll(500, max_count=4 - len(got))
             consumer.commit()
         assert len(got) == 4
+        with Consumer(broker.store, group="Part", topic="Orders", queues=[0], start="earliest",
+                      long_poll_ms=100) as partial:  # commits on queue 0 of Orders' four, never on the others
+            deadline = time.monotonic() + 30
+            while not partial.poll(500, max_count=2) and time.monotonic() < deadline:
+                pass
+            partial.commit()
         with AckConsumer(broker.store, group="A", topic="Acked", prefetch=3) as acked:
             held: list[Any] = []
             deadline = time.monotonic() + 30
@@ -78,11 +87,28 @@ def test_a_scrape_shows_what_was_sent_consumed_and_left_unacked(tmp_path: Path) 
                 inn = [value(s, "mqstore_topic_messages_in_total", topic=t) for t in ("Orders", "Lag", "Acked")]
                 # a reader's counts come with its reports, at most one a stats interval: polled for too
                 out = [value(s, "mqstore_topic_messages_out_total", topic=t) or 0 for t in ("Lag", "Acked")]
-                return s if (lag == 6 and unacked == 3 and inn == [30, 10, 10] and written and written == flushed
-                             and out[0] >= 4 and out[1] >= 3) else None
+                part = value(s, "mqstore_group_committed_offset", group="Part", topic="Orders", queue="0")
+                return s if (lag == 6 and unacked == 3 and part and inn == [30, 10, 10] and written
+                             and written == flushed and out[0] >= 4 and out[1] >= 3) else None
 
             s = wait_for(settled, 30, "the scrape to show the sends, the commit and the unacked fetch")
         assert value(s, "mqstore_group_committed_offset", group="G", topic="Lag", queue="0") == 4
+        # no sentinel series: a queue the group never committed on has its lag and nothing else
+        part = {q: (value(s, "mqstore_group_committed_offset", group="Part", topic="Orders", queue=q),
+                    value(s, "mqstore_group_last_consume_timestamp_seconds", group="Part", topic="Orders", queue=q),
+                    value(s, "mqstore_group_lag_messages", group="Part", topic="Orders", queue=q))
+                for q in "0123"}
+        assert all(c is not None and c > 0 and t is not None and t > 0 for c, t, _ in [part["0"]]), part
+        for q in "123":
+            assert part[q][:2] == (None, None) and part[q][2] == value(s, "mqstore_queue_max_offset", topic="Orders",
+                                                                       queue=q), part
+        assert all(v >= 0 for v in s.values())
+        build = [labels for name, labels in s if name == "mqstore_build_info"]
+        assert build == [(("python", platform.python_version()),
+                          ("version", importlib.metadata.version("mqstore")))]
+        assert value(s, "mqstore_build_info", **dict(build[0])) == 1
+        started = value(s, "mqstore_broker_start_time_seconds")
+        assert started == psutil.Process(broker.status()["pid"]).create_time()
         assert value(s, "mqstore_ack_ready_messages", group="A", topic="Acked", queue="0") == 7
         assert value(s, "mqstore_ack_redelivered_total", group="A", topic="Acked", queue="0") == 0
         assert sum(value(s, "mqstore_queue_max_offset", topic="Orders", queue=str(q)) or 0 for q in range(4)) == 30

@@ -3,8 +3,13 @@ the one the snapshot holds, histograms are cumulative, and an actor's state is o
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import platform
+import time
 from typing import Any
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from mqstore.actors.meters import LATENCY_BOUNDS_S, Latencies
@@ -109,3 +114,32 @@ def test_the_straggler_movers_totals_are_counters_and_absent_when_it_is_off() ->
     assert got[("mqstore_stragglers_moved_messages_total", ())] == 40
     assert got[("mqstore_stragglers_moved_bytes_total", ())] == 41_000
     assert got[("mqstore_stragglers_moved_files_total", ())] == 3
+
+
+def test_a_queue_never_committed_on_or_never_consumed_has_no_committed_or_last_consume_series() -> None:
+    """Regression: -1 (never committed) and 0 (never consumed) were exported as values, which a graph of
+    the offset or an alert on the last consume time reads as real ones."""
+    snapshot = _snapshot()
+    snapshot["groups"]["G"].append({"topic": "Orders", "queue": 1, "committed_offset": -1, "min_offset": 2,
+                                    "max_offset": 7, "lag": 5, "last_consume_ms": 0})
+    snapshot["disk"]["used_ratio"] = -1.0  # the disk could not be read
+    got = _samples(Exposition().render(snapshot))
+    never = (("group", "G"), ("queue", "1"), ("topic", "Orders"))
+    assert ("mqstore_group_committed_offset", never) not in got
+    assert ("mqstore_group_last_consume_timestamp_seconds", never) not in got
+    assert got[("mqstore_group_lag_messages", never)] == 5  # the lag is real: the whole queue
+    consumed = (("group", "G"), ("queue", "0"), ("topic", "Orders"))
+    assert got[("mqstore_group_committed_offset", consumed)] == 2
+    assert got[("mqstore_group_last_consume_timestamp_seconds", consumed)] == 1_700_000_000
+    assert ("mqstore_disk_used_ratio", ()) not in got
+    assert got[("mqstore_disk_warning_ratio", ())] == 0.9
+    assert all(v >= 0 for v in got.values())
+
+
+def test_build_info_names_the_version_and_python_and_the_start_time_is_the_supervisors() -> None:
+    snapshot = {**_snapshot(), "time_ms": int(time.time() * 1000)}
+    snapshot["status"]["pid"] = os.getpid()  # this process stands in for the supervisor
+    got = _samples(Exposition().render(snapshot))
+    labels = (("python", platform.python_version()), ("version", importlib.metadata.version("mqstore")))
+    assert got[("mqstore_build_info", labels)] == 1
+    assert got[("mqstore_broker_start_time_seconds", ())] == psutil.Process().create_time()

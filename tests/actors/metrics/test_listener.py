@@ -51,6 +51,8 @@ def test_the_pages_are_served_with_their_types(server: MetricsServer) -> None:
     status, body, kind = _get(server, "/")
     assert status == 200 and b"/dashboard.js" in body and kind.startswith("text/html")
     assert _get(server, "/dashboard.js")[0] == 200 and _get(server, "/dashboard.css")[0] == 200
+    status, body, kind = _get(server, "/chart.js")
+    assert status == 200 and b"function drawChart" in body and kind.startswith("text/javascript")
 
 
 @pytest.mark.parametrize(("path", "method", "code"), [
