@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from mqstore.ipc.client.futures import every, then
+from mqstore.ipc.client.futures import every, guarded, then
 from mqstore.ipc.client.key_queries import key_query, keys_query, per_key
 from mqstore.ipc.transport.channel import Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
@@ -220,26 +220,50 @@ class Admin:
         reader 0 takes each queue's end as its floor and moves the committed offsets there, durably;
         then every reader purges its ack-mode queues' ready messages (those in consumers' hands stay)
         and starts pulls at the floors. The floors and, per group and queue, what was purged."""
-        queues = None if queue_ids is None else tuple(queue_ids)
-        first = replies.PurgeQueuesReply.decode(self._call("reader-0", requests.PurgeQueues(topic, queues)))
-        purged = list(first.purged)
-        for route in self._readers[1:]:
-            purged.extend(replies.PurgeQueuesReply.decode(
-                self._call(route, requests.PurgeQueues(topic, queues, first.floors))).purged)
-        return replies.PurgeQueuesReply(first.floors, tuple(purged))
+        return self.purge_queues_async(topic, queue_ids).result()
 
     def persist_offsets(self) -> bool:
         """Have reader 0 write the consumer offsets to disk now (fsynced); whether any had changed."""
-        return replies.PersistOffsetsReply.decode(self._call("reader", requests.PersistOffsets())).persisted
+        return self.persist_offsets_async().result()
 
     def read_queue(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32
                    ) -> tuple[MessageBatch, int, int]:
         """The messages of one queue from ``queue_offset`` (at most ``max_count``, as one pull without
         a group or a wait): the batch, the next offset to read and the queue's max offset."""
-        reply = replies.PackedPullReply.decode(self._call("reader", requests.Pull(
-            None, topic, queue_id, queue_offset, max_count, raw=True)))
-        return reply.batch(), reply.next_queue_offset, reply.max_queue_offset
+        return self.read_queue_async(topic, queue_id, queue_offset, max_count).result()
 
+    def purge_queues_async(self, topic: str, queue_ids: Sequence[int] | None = None
+                           ) -> Future[replies.PurgeQueuesReply]:
+        queues = None if queue_ids is None else tuple(queue_ids)
+        outer: Future[replies.PurgeQueuesReply] = Future()
+        outer.set_running_or_notify_cancel()
+
+        @guarded(outer)
+        def floors_known(answered: Future[dict[str, Any]]) -> None:
+            first = replies.PurgeQueuesReply.decode(answered.result())
+
+            @guarded(outer)
+            def every_reader(rest: Future[list[dict[str, Any]]]) -> None:
+                purged = [*first.purged, *(p for r in rest.result() for p in replies.PurgeQueuesReply.decode(r).purged)]
+                outer.set_result(replies.PurgeQueuesReply(first.floors, tuple(purged)))
+
+            every([self._channel.call(route, requests.PurgeQueues(topic, queues, first.floors),
+                                      timeout_ms=self._timeout_ms)
+                   for route in self._readers[1:]]).add_done_callback(every_reader)
+
+        self._channel.call("reader-0", requests.PurgeQueues(topic, queues),
+                           timeout_ms=self._timeout_ms).add_done_callback(floors_known)
+        return outer
+
+    def persist_offsets_async(self) -> Future[bool]:
+        return self._ask("reader", requests.PersistOffsets(), lambda r: replies.PersistOffsetsReply.decode(r).persisted)
+
+    def read_queue_async(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32
+                         ) -> Future[tuple[MessageBatch, int, int]]:
+        def decoded(message: dict[str, Any]) -> tuple[MessageBatch, int, int]:
+            reply = replies.PackedPullReply.decode(message)
+            return reply.batch(), reply.next_queue_offset, reply.max_queue_offset
+        return self._ask("reader", requests.Pull(None, topic, queue_id, queue_offset, max_count, raw=True), decoded)
 
 T = TypeVar("T")
 

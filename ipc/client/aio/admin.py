@@ -14,7 +14,7 @@ from mqstore.ipc.client.admin import DEFAULT_TIMEOUT_MS, StorePath
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.group_lag import QueueLag
 from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage
-from mqstore.ipc.wire.replies import AckQueueStats
+from mqstore.ipc.wire.replies import AckQueueStats, PurgeQueuesReply
 
 
 class Admin:
@@ -82,6 +82,16 @@ class Admin:
 
     async def ping_writer(self) -> dict[str, Any]:
         return await asyncio.wrap_future(self._admin.ping_writer_async())
+
+    async def purge_queues(self, topic: str, queue_ids: Sequence[int] | None = None) -> PurgeQueuesReply:
+        return await asyncio.wrap_future(self._admin.purge_queues_async(topic, queue_ids))
+
+    async def persist_offsets(self) -> bool:
+        return await asyncio.wrap_future(self._admin.persist_offsets_async())
+
+    async def read_queue(self, topic: str, queue_id: int, queue_offset: int, max_count: int = 32
+                         ) -> tuple[MessageBatch, int, int]:
+        return await asyncio.wrap_future(self._admin.read_queue_async(topic, queue_id, queue_offset, max_count))
 
     async def close(self) -> None:
         """Close the sockets: calls still waiting raise BrokerError CLOSED. Quick: nothing to wait for
