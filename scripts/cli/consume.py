@@ -24,6 +24,7 @@ from mqstore.ipc.client.admin import Admin
 from mqstore.ipc.client.consumer import START_COMMITTED, START_EARLIEST, START_LATEST, Consumer
 from mqstore.ipc.transport.channel import BrokerTimeoutError
 from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire.receipts import Delivery
 from mqstore.scripts.cli.arguments import add_store, positive
 from mqstore.scripts.cli.clients import (
     EXIT_INTERRUPTED,
@@ -137,29 +138,17 @@ def _consume_acked(args: argparse.Namespace) -> int:
     verb = {"ack": "acked", "nack": "nacked (requeued)", "dlq": "dead-lettered", "none": "left unacked"}
     endpoints = client_endpoints(args)
     try:
-        with AckConsumer(endpoints=endpoints, group=args.group, topic=args.topic, tags=args.tags,
-                         prefetch=args.prefetch, visibility_ms=args.visibility_ms) as consumer:
+        with CtrlC() as ctrl_c, AckConsumer(endpoints=endpoints, group=args.group, topic=args.topic, tags=args.tags,
+                                            prefetch=args.prefetch, visibility_ms=args.visibility_ms) as consumer:
             while limit is None or received < limit:
                 batch = consumer.receive(limit - received if limit is not None else ACK_BATCH, args.timeout_ms)
                 if not batch:
                     if args.follow:
                         continue
                     break
-                for d in batch:
-                    print(json.dumps({**message_json(d), "redelivered": d.redelivered,
-                                      "delivery_count": d.delivery_count}) if args.json else
-                          message_line(d, f"redelivered={d.redelivered} delivery_count={d.delivery_count}"),
-                          flush=True)
-                if args.settle == "ack":
-                    statuses = consumer.ack(batch)
-                elif args.settle in ("nack", "dlq"):
-                    statuses = consumer.nack(batch, requeue=args.settle == "nack")
-                else:
-                    statuses = ["OK"] * len(batch)
-                refused = [s for s in statuses if s != "OK"]
-                if refused:
-                    print(f"mqstore consume: {len(refused)} not settled: {refused[0]}", file=sys.stderr)
-                received += len(batch)
+                with ctrl_c.held_back():  # printed, settled and counted, or none of it
+                    _print_and_settle(consumer, batch, args)
+                    received += len(batch)
     except KeyboardInterrupt:
         print(f"mqstore consume: {received} received and {verb[args.settle]} (interrupted)", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -167,3 +156,19 @@ def _consume_acked(args: argparse.Namespace) -> int:
         raise no_answer(args, args.timeout_ms) from None
     print(f"mqstore consume: {received} received and {verb[args.settle]}", file=sys.stderr)
     return 0
+
+
+def _print_and_settle(consumer: AckConsumer, batch: list[Delivery], args: argparse.Namespace) -> None:
+    for d in batch:
+        print(json.dumps({**message_json(d), "redelivered": d.redelivered, "delivery_count": d.delivery_count})
+              if args.json else message_line(d, f"redelivered={d.redelivered} delivery_count={d.delivery_count}"),
+              flush=True)
+    if args.settle == "ack":
+        statuses = consumer.ack(batch)
+    elif args.settle in ("nack", "dlq"):
+        statuses = consumer.nack(batch, requeue=args.settle == "nack")
+    else:
+        statuses = ["OK"] * len(batch)
+    refused = [s for s in statuses if s != "OK"]
+    if refused:
+        print(f"mqstore consume: {len(refused)} not settled: {refused[0]}", file=sys.stderr)

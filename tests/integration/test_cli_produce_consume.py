@@ -245,6 +245,22 @@ def test_follow_prints_messages_as_they_arrive_until_ctrl_c(broker: Broker) -> N
     assert err.decode().splitlines()[-1].startswith("mqstore consume: ") and err.endswith(b" received (interrupted)\n")
 
 
+def test_follow_in_ack_mode_acks_each_message_as_it_arrives_until_ctrl_c(broker: Broker) -> None:
+    assert _run(broker, "topics", "create", "AckFollowed", "--queues", "4").returncode == 0
+    follower = _start(broker, "consume", "--topic", "AckFollowed", "--group", "AF", "--ack", "--follow",
+                      "--timeout-ms", "200")
+    for n in range(2):
+        assert _run(broker, "produce", "--topic", "AckFollowed", "--body", f"acked {n}").returncode == 0
+        line = follower.next().decode()
+        assert line.endswith(f"delivery_count=1 acked {n}"), line
+    follower.proc.send_signal(signal.SIGINT)
+    _, err = follower.rest()
+    assert follower.proc.returncode == 130 and b"Traceback" not in err, err
+    assert err.decode().splitlines()[-1] == "mqstore consume: 2 received and acked (interrupted)"
+    again = _run(broker, "consume", "--topic", "AckFollowed", "--group", "AF", "--ack", "--timeout-ms", "500")
+    assert again.returncode == 0 and again.stdout == b"", again  # acked: nothing comes back
+
+
 def test_from_a_time_starts_at_the_first_message_stored_at_or_after_it(broker: Broker) -> None:
     assert _run(broker, "produce", "--topic", "Timed", "--queue", "0", "--body", "old", "--count", "2").returncode == 0
     [*_, last_old] = _records(broker, "Timed", 2)
