@@ -5,7 +5,7 @@ module of ``mqstore.scripts.cli`` adds its own to ``build_parser``.
     mqstore demo [--count N]                          put, get, query and verify on an embedded store (``demo``)
     mqstore start | status | stop | keys              a broker in the foreground, and CURVE keys (``broker``)
     mqstore promote                                   a slave made the master (``promote``)
-    mqstore produce | consume                         a client of the running broker (``clients``)
+    mqstore produce | consume                         a client of the running broker (``produce``, ``consume``)
     mqstore topics | groups ...                       topics and consumer groups (``admin``)
     mqstore spark export | verify | rebuild | stats   the Spark jobs (``spark``)
     mqstore bench load | limits | redis | ...         the load generator and the benchmarks (``bench``)
@@ -79,10 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     from mqstore.scripts.cli.arguments import use_formatter
     from mqstore.scripts.cli.bench import add_bench_commands
     from mqstore.scripts.cli.broker import add_broker_commands
-    from mqstore.scripts.cli.clients import add_client_commands
+    from mqstore.scripts.cli.consume import add_consume_command
     from mqstore.scripts.cli.demo import add_demo_command
     from mqstore.scripts.cli.dlq import add_dlq_commands
     from mqstore.scripts.cli.offline import add_offline_commands
+    from mqstore.scripts.cli.produce import add_produce_command
     from mqstore.scripts.cli.promote import add_promote_command
     from mqstore.scripts.cli.queues import add_queue_commands
     from mqstore.scripts.cli.spark import add_spark_commands
@@ -94,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_broker_commands(commands)
     add_promote_command(commands)
-    add_client_commands(commands)
+    add_produce_command(commands)
+    add_consume_command(commands)
     add_admin_commands(commands)
     add_queue_commands(commands)
     add_dlq_commands(commands)

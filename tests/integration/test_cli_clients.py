@@ -39,12 +39,12 @@ def _mqstore(*argv: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_a_failed_produce_says_each_failures_reason(broker: Broker) -> None:
-    done = broker.mqstore("produce", "--topic", "Orders", "--queue", "99")
+    done = broker.mqstore("produce", "--topic", "Orders", "--queue", "99", "--body", "x")
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert any(line.startswith("mqstore produce: not sent: ") and "99" in line for line in lines), done.stderr
     assert lines[-1] == "mqstore produce: 0 sent, 1 failed"
-    bad = broker.mqstore("produce", "--topic", "bad topic!")
+    bad = broker.mqstore("produce", "--topic", "bad topic!", "--body", "x")
     assert bad.returncode == 1 and "not sent: MESSAGE_ILLEGAL: " in bad.stderr, bad.stderr
 
 
@@ -153,7 +153,7 @@ def test_a_socket_nobody_answers_is_said_after_the_timeout(tmp_path: Path) -> No
         with socket.socket(socket.AF_UNIX) as stale:
             stale.bind(str(run_dir / f"{role}.sock"))
     try:
-        for argv in (("produce", "--topic", "T", "--timeout-ms", "200"), ("consume", "--topic", "T")):
+        for argv in (("produce", "--topic", "T", "--body", "x", "--timeout-ms", "200"), ("consume", "--topic", "T")):
             done = _mqstore(*argv, "--store", str(store))
             assert done.returncode == 2, done.stderr
             assert f"no broker answers on {store} within" in done.stderr and str(run_dir) in done.stderr, done.stderr

@@ -112,14 +112,14 @@ def test_curve_broker_serves_the_right_key_and_nothing_else(tmp_path: Path) -> N
         cli = [sys.executable, "-m", "mqstore.scripts.cli.mqstore", "produce", "--store", str(broker.store),
                "--topic", "Cli",
                "--count", "2", "--tcp", f"127.0.0.1:{broker.tcp_port}"]
-        sent = subprocess.run([*cli, "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
+        sent = subprocess.run([*cli, "--curve-keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
         assert sent.returncode == 0 and "2 sent, 0 failed" in sent.stderr, sent.stderr
         keyless = subprocess.run(cli, capture_output=True, text=True, timeout=60)
         assert keyless.returncode != 0 and "sent" not in keyless.stderr, keyless.stderr
         got = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "consume", "--store",
                               str(broker.store),
                               "--topic", "Cli", "--from", "earliest", "--tcp", f"127.0.0.1:{broker.tcp_port}",
-                              "--keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
+                              "--curve-keys", str(broker.keys_dir)], capture_output=True, text=True, timeout=60)
         assert got.returncode == 0 and "2 received" in got.stderr, got.stderr
         assert broker.stop() == 0
 
@@ -131,7 +131,8 @@ def test_cli_reports_an_undeliverable_request_without_a_traceback(tmp_path: Path
     port = free_port_range(1)
     run = subprocess.run([sys.executable, "-m", "mqstore.scripts.cli.mqstore", "produce", "--store",
                           str(tmp_path / "store"),
-                          "--topic", "T", "--tcp", f"127.0.0.1:{port}", "--keys", str(tmp_path / "keys")],
+                          "--topic", "T", "--body", "x", "--tcp", f"127.0.0.1:{port}", "--curve-keys",
+                          str(tmp_path / "keys")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.startswith("mqstore produce: ")
