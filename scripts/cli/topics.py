@@ -1,9 +1,12 @@
 """``mqstore topics``: list, create, update and delete topics (``kafka-topics.sh``, mqadmin's
 topicList / updateTopic / deleteTopic).
 
-    mqstore topics list | create TOPIC --queues N | update TOPIC --queues N | delete TOPIC
+    mqstore topics list [--all] | describe TOPIC | create TOPIC --queues N | update TOPIC --queues N
+    mqstore topics delete TOPIC
 
-``list`` also reads a stopped store's files; the changes need the broker's writer.
+``list`` and ``describe`` (``mqstore.scripts.cli.topic_describe``) also read a stopped store's
+files; the changes need the broker's writer. ``list`` hides the system topics
+(``mqstore.engine.put.system_topics.is_system_topic``) unless ``--all``, and says how many it hid.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.engine.meta.topics import TopicTable
+from mqstore.engine.put.system_topics import is_system_topic
 from mqstore.engine.read.store_files import QueueEntries, queue_ids, read_geometry
 from mqstore.scripts.cli.admin import admin_client, common, emit, require_broker
 from mqstore.scripts.cli.arguments import positive
 from mqstore.scripts.cli.broker import broker_running
 from mqstore.scripts.cli.offline import CommandError, existing_store
+from mqstore.scripts.cli.topic_describe import add_describe_command
 
 DELETE_WAIT_MS = 10_000
 DELETE_ASK_AGAIN_S = 1.0    # the builder hears of a deletion on PUB/SUB: a dropped notice is asked again
@@ -29,9 +34,13 @@ POLL_S = 0.02
 def add_topic_commands(commands: Any) -> None:
     topics = commands.add_parser("topics", help="list, create, update and delete topics")
     topic_commands = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = topic_commands.add_parser("list", help="every topic with its queues' offsets (a stopped store too)")
+    listing = topic_commands.add_parser("list", help="every topic with its queues' offsets (a stopped store too); "
+                                        "system topics hidden unless --all")
+    listing.add_argument("--all", action="store_true", help="system topics too (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, "
+                         "rmq_sys_*, %%RETRY%%*, %%DLQ%%*, TBW102)")
     common(listing)
     listing.set_defaults(handler=_topics_list)
+    add_describe_command(topic_commands)
     for name, helptext in (("create", "create a topic (a running broker)"),
                            ("update", "give a topic more queues (a running broker; queues are never removed)")):
         cmd = topic_commands.add_parser(name, help=helptext)
@@ -67,14 +76,19 @@ def _topics_list(args: argparse.Namespace) -> int:
                 q = QueueEntries.open(store_dir, topic, queue_id, entries)
                 spans[queue_id] = (q.min_queue_offset, q.end_queue_offset)
             rows.append(_topic_row(topic, spans))
-    emit(args, rows, "topics", {"topic": lambda r: r["topic"], "queues": lambda r: len(r["queues"]),
-                                "messages": lambda r: r["messages"]})
+    hidden = 0 if args.all else sum(r["system"] for r in rows)
+    emit(args, [r for r in rows if args.all or not r["system"]], "topics", {
+        "topic": lambda r: r["topic"], "queues": lambda r: len(r["queues"]), "messages": lambda r: r["messages"]})
+    if hidden:  # on stderr under --json: the rows stay one JSON object a line
+        print(f"{hidden} system topic{'' if hidden == 1 else 's'} hidden; --all shows them",
+              file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
 def _topic_row(topic: str, spans: dict[int, tuple[int, int]]) -> dict[str, Any]:
     queues = [{"queue_id": q, "min_queue_offset": lo, "max_queue_offset": hi} for q, (lo, hi) in sorted(spans.items())]
-    return {"type": "topic", "topic": topic, "queues": queues, "messages": sum(hi - lo for lo, hi in spans.values())}
+    return {"type": "topic", "topic": topic, "queues": queues, "messages": sum(hi - lo for lo, hi in spans.values()),
+            "system": is_system_topic(topic)}
 
 
 def _topics_create(args: argparse.Namespace) -> int:
