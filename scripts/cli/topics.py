@@ -37,7 +37,7 @@ def add_topic_commands(commands: Any) -> None:
     listing = topic_commands.add_parser("list", help="every topic with its queues' offsets (a stopped store too); "
                                         "system topics hidden unless --all")
     listing.add_argument("--all", action="store_true", help="system topics too (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, "
-                         "rmq_sys_*, %%RETRY%%*, %%DLQ%%*, TBW102)")
+                         "rmq_sys_*, %%RETRY%%*, %%DLQ%%*)")
     common(listing)
     listing.set_defaults(handler=_topics_list)
     add_describe_command(topic_commands)

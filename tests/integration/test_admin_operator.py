@@ -16,6 +16,7 @@ from mqstore.engine.ackindex.low_water import queue_index_keys
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.api import Admin, Consumer, Producer
+from mqstore.scripts.cli.mqstore import mqstore_version
 from tests.integration.broker import Broker
 
 pytestmark = pytest.mark.slow
@@ -42,7 +43,15 @@ def _offsets_on_disk(store: Path) -> ConsumerOffsets:
 
 
 def test_topics_describe_and_list_say_what_a_topic_holds_and_who_reads_it(tmp_path: Path) -> None:
+    before_ms = int(time.time() * 1000)
     with Broker(tmp_path) as broker:
+        status = broker.mqstore("status", "--json")
+        reply = json.loads(status.stdout)
+        assert reply["version"] == mqstore_version()
+        assert before_ms - 1000 <= reply["started_ms"] <= int(time.time() * 1000)  # the supervisor's start
+        assert 0 <= reply["uptime_s"] <= (int(time.time() * 1000) - before_ms) // 1000 + 1
+        shown_status = broker.mqstore("status").stdout.splitlines()
+        assert shown_status[-1].startswith(f"mqstore {mqstore_version()}; up ") and "since" in shown_status[-1]
         assert broker.mqstore("topics", "create", "Orders", "--queues", "2").returncode == 0
         with Producer(broker.store) as producer:
             sent = producer.send_batch([{"topic": "Orders", "body": b"x" * (10 * i)} for i in range(8)])
