@@ -22,6 +22,7 @@ from typing import TypeVar
 from mqstore.actors.config import BrokerSection
 from mqstore.actors.reader.ack_queue import AckQueue, phys_offset_of
 from mqstore.actors.reader.ack_requests import AckKey
+from mqstore.engine.ackindex.deletion import delete_queue_index
 from mqstore.engine.ackindex.files import QueueIndexError
 from mqstore.engine.ackindex.low_water import (
     QUEUE_INDEX_DIR,
@@ -137,6 +138,22 @@ class AckQueues:
                 continue
             moved += 1
         return moved, acked, clamped
+
+    def close_one(self, key: AckKey) -> None:
+        """Close one queue clean and forget it (one opened only to be looked at)."""
+        q = self._open.pop(key, None)
+        self._last_op_ms.pop(key, None)
+        if q is not None:
+            q.close(clean=True)
+
+    def delete(self, key: AckKey) -> bool:
+        """A deleted group's queue: closed and its index removed durably
+        (``mqstore.engine.ackindex.deletion``); whether it had one."""
+        q = self._open.pop(key, None)
+        self._last_op_ms.pop(key, None)
+        if q is not None:
+            q.close(clean=False)  # its files go next: nothing of them needs writing
+        return delete_queue_index(self.store_dir, key)
 
     # -- the low-water mark ------------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ from mqstore.actors.clock import monotonic_ms, wall_ms
 from mqstore.actors.meters import Latencies, TopicCounts
 from mqstore.actors.reader.ack_groups import AckGroups
 from mqstore.actors.reader.activity import GroupActivity
+from mqstore.actors.reader.administration import Administration
 from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
 from mqstore.actors.reader.offsets import CommittedOffsets
@@ -124,7 +125,8 @@ class ReaderActor:
             requests.GroupActivity: self.activity.op_group_activity, requests.AckStats: acks.op_ack_stats,
             requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
             requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks,
-            requests.WatchQueues: self.watches.op_watch_queues, **purges.ops()}
+            requests.WatchQueues: self.watches.op_watch_queues, **purges.ops(),
+            **Administration(offsets, acks, self.activity).ops()}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------

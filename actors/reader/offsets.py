@@ -141,6 +141,17 @@ class CommittedOffsets:
         self.dirty |= deleted
         return DeleteTopicOffsetsReply(deleted).encode(request_id)
 
+    def delete_group(self, group: str) -> list[str]:
+        """Forget ``group``'s committed offsets, durably before this returns (a deleted group must not
+        come back after a crash); the topics it had offsets on. [] on a reader that does not own them."""
+        if self.table is None:
+            return []
+        topics = self.table.delete_group(group)
+        if topics:
+            self.table.persist(self.path)  # an OSError reaches the client: the group is not deleted
+            self.commits += 1
+        return topics
+
     def _store_ms_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
         view = self.store.published_queue(topic, queue_id)
         entries = view.read(queue_offset, 1) if view is not None else None

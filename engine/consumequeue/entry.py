@@ -76,3 +76,12 @@ def valid_prefix(entries: CqEntries) -> int:
     """How many of ``entries`` lead before the first one that is not valid: where a queue ends."""
     valid = entry_valid(entries["phys_offset"], entries["size"])
     return len(entries) if bool(valid.all()) else int(np.argmin(valid))
+
+
+def message_bytes(entries: CqEntries) -> int:
+    """The bytes the records of ``entries``' messages take in the commitlog: each entry's size (the
+    record's TOTALSIZE) summed over those that hold a message. Exact, and read from the consume queue
+    alone."""
+    sizes = entries["size"]
+    held = entry_holds_message(entries["phys_offset"], sizes)
+    return int(sizes[held].astype(np.int64).sum())

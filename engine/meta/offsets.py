@@ -253,6 +253,14 @@ class ConsumerOffsets:
                     moved.append((key, queue_id, next_offset, end))
         return moved
 
+    def delete_group(self, group: str) -> list[str]:
+        """Forget every offset ``group`` committed (a deleted group, as RocketMQ's deleteSubGroup with
+        its offsets); the topics it had offsets on."""
+        topics = sorted(self._by_group.pop(group, ()))
+        for topic in topics:
+            self._table.pop(topic_group_key(topic, group), None)
+        return topics
+
     def persist(self, path: StrPath) -> None:
         """Write the whole table atomically with the next data version; OSErrors propagate."""
         counter = self._counter + 1

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from mqstore.engine.config import GEOMETRY_FILE, Geometry, resolve_geometry
 from mqstore.engine.consumequeue.consume_queue import cq_file_size
-from mqstore.engine.consumequeue.entry import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, entry_holds_message
+from mqstore.engine.consumequeue.entry import CQ_DTYPE, CQ_ENTRY_SIZE, FILLER_SIZE, entry_holds_message, message_bytes
 from mqstore.engine.consumequeue.store import DELETED_PREFIX
 from mqstore.engine.keyindex.file_names import INDEX_FILE_NAME
 from mqstore.engine.keyindex.index_file import IndexFile
@@ -124,6 +124,15 @@ class QueueEntries:
                 return min(self.first_queue_offset + file_no * self.entries_per_file + int(real[0]),
                            self.end_queue_offset)
         return self.end_queue_offset
+
+    def message_bytes(self) -> int:
+        """The bytes of the records its messages take in the commitlog, from its entries alone
+        (``mqstore.engine.consumequeue.entry.message_bytes``)."""
+        total = 0
+        for file_no, arr in enumerate(self.files):
+            base = self.first_queue_offset + file_no * self.entries_per_file
+            total += message_bytes(arr[max(0, self.min_queue_offset - base):max(0, self.end_queue_offset - base)])
+        return total
 
     def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
         """(phys_offset, size, tags_code) of a valid, non-filler entry; None otherwise."""

@@ -265,6 +265,53 @@ class Admin:
             return reply.batch(), reply.next_queue_offset, reply.max_queue_offset
         return self._ask("reader", requests.Pull(None, topic, queue_id, queue_offset, max_count, raw=True), decoded)
 
+    def topic_stats(self, topic: str) -> dict[int, tuple[int, int, int]]:
+        """Queue id -> (min offset, max offset, bytes): the bytes of its messages' records as stored,
+        summed from the consume-queue entries' sizes."""
+        return self.topic_stats_async(topic).result()
+
+    def delete_group(self, group: str, live_ms: int) -> tuple[list[str], list[tuple[str, int]]]:
+        """Delete ``group``: its committed offsets and its ack-mode queue indexes, each reader's part
+        durably gone when it answers (one reader after the other). A reader that served one of its
+        consumers within ``live_ms`` refuses (``BrokerError``, status ``NON_EMPTY_GROUP``). Returns the
+        topics it had offsets on and the (topic, queue) of each ack-mode queue removed."""
+        return self.delete_group_async(group, live_ms).result()
+
+    def ack_group_stats(self, group: str) -> list[replies.AckQueueStats]:
+        """Every ack-mode queue of ``group`` (open or not), with its counts: ready, unacked, redelivered, dead."""
+        return self.ack_group_stats_async(group).result()
+
+    def topic_stats_async(self, topic: str) -> Future[dict[int, tuple[int, int, int]]]:
+        return self._ask("reader", requests.TopicStats(topic), lambda r: replies.TopicStatsReply.decode(r).queues)
+
+    def delete_group_async(self, group: str, live_ms: int) -> Future[tuple[list[str], list[tuple[str, int]]]]:
+        outer: Future[tuple[list[str], list[tuple[str, int]]]] = Future()
+        outer.set_running_or_notify_cancel()
+        topics: list[str] = []
+        queues: list[tuple[str, int]] = []
+
+        def ask(index: int) -> None:
+            if index == len(self._readers):
+                outer.set_result((topics, sorted(queues)))
+                return
+
+            @guarded(outer)
+            def answered(reply: Future[dict[str, Any]]) -> None:
+                done = replies.DeleteGroupReply.decode(reply.result())
+                topics.extend(done.offsets)
+                queues.extend(done.ack_queues)
+                ask(index + 1)
+
+            self._channel.call(self._readers[index], requests.DeleteGroup(group, live_ms),
+                               timeout_ms=self._timeout_ms).add_done_callback(answered)
+
+        ask(0)
+        return outer
+
+    def ack_group_stats_async(self, group: str) -> Future[list[replies.AckQueueStats]]:
+        return then(self._ask_readers(requests.AckGroupStats(group)),
+                    lambda stats: sorted(_ack_queues(stats), key=lambda q: (q.topic, q.queue_id)))
+
 T = TypeVar("T")
 
 

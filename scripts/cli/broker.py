@@ -26,7 +26,8 @@ from mqstore.ipc.transport.curve import DEFAULT_CLIENT, CurveError, generate_key
 from mqstore.ipc.wire.replies import StatusReply, StopReply
 from mqstore.scripts.cli.arguments import add_store, port, positive
 from mqstore.scripts.cli.ha_flags import add_ha_flags, ha_overrides
-from mqstore.scripts.cli.output import print_status, status_json
+from mqstore.scripts.cli.mqstore import mqstore_version
+from mqstore.scripts.cli.output import local_time, print_status, status_json
 
 STOP_WAIT_MS = 60_000  # the supervisor gives each group of actors [supervisor] stop_timeout_ms (10 s)
 STOP_POLL_S = 0.02
@@ -201,15 +202,30 @@ def _status(args: argparse.Namespace) -> int:
         print(f"mqstore status: {exc}", file=sys.stderr)
         return 2
     status = StatusReply.decode(reply)
+    from mqstore.actors.metrics.overview import started_ms as process_started_ms  # the dashboard's, the same rule
+    version, started_ms = mqstore_version(), process_started_ms(status.pid)
+    uptime_s = None if started_ms is None else max(0, int(time.time() * 1000) - started_ms) // 1000
     if args.json:
-        print(json.dumps(status_json(reply)))
+        print(json.dumps({**status_json(reply), "version": version, "started_ms": started_ms, "uptime_s": uptime_s}))
     else:
         print_status(reply)
+        print(f"mqstore {version}; up {_duration(uptime_s)}"
+              + ("" if started_ms is None else f", since {local_time(started_ms)}"))
     if not status.ready:
         print(f"mqstore status: not ready, waiting for {'; '.join(status.waiting_for) or 'the actors'}",
               file=sys.stderr)
         return 1
     return 0
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "for an unknown time"
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min")) if n]
+    return " ".join(parts[:2]) if parts else f"{secs} s"
 
 
 def _stop(args: argparse.Namespace) -> int:

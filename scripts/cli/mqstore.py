@@ -7,6 +7,7 @@ module of ``mqstore.scripts.cli`` adds its own to ``build_parser``.
     mqstore promote                                   a slave made the master (``promote``)
     mqstore produce | consume                         a client of the running broker (``produce``, ``consume``)
     mqstore topics | groups ...                       topics and consumer groups (``admin``)
+    mqstore config                                    the effective configuration (``settings``)
     mqstore spark export | verify | rebuild | stats   the Spark jobs (``spark``)
     mqstore bench load | limits | redis | ...         the load generator and the benchmarks (``bench``)
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mqstore.scripts.cli.produce import add_produce_command
     from mqstore.scripts.cli.promote import add_promote_command
     from mqstore.scripts.cli.queues import add_queue_commands
+    from mqstore.scripts.cli.settings import add_config_command
     from mqstore.scripts.cli.spark import add_spark_commands
     parser = argparse.ArgumentParser(prog="mqstore", description="A RocketMQ-compatible message store.")
     parser.add_argument("--version", action="version", version=f"mqstore {mqstore_version()}",
@@ -100,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_commands(commands)
     add_queue_commands(commands)
     add_dlq_commands(commands)
+    add_config_command(commands)
     add_spark_commands(commands)
     add_bench_commands(commands)
     use_formatter(parser)

@@ -100,7 +100,7 @@ def test_topics_create_update_list_delete_round_trip(tmp_path: Path, caplog: pyt
     # the stop brought the consume queues level with the commitlog, from where they were applied when
     # the topic went, not from the last record they still cover: Orders, the newest records, stays gone
     broker_made = {"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer"}  # the broker's own: delay levels and timers
-    assert {t["topic"] for t in _json(broker, "topics", "list")} == broker_made
+    assert {t["topic"] for t in _json(broker, "topics", "list", "--all")} == broker_made
     with broker:
         assert "Orders" not in {t["topic"] for t in _json(broker, "topics", "list")}
         _json(broker, "topics", "create", "Orders", "--queues", "1")
@@ -127,20 +127,20 @@ def test_groups_describe_and_reset_follow_what_consumers_did(tmp_path: Path) -> 
         assert [g["group"] for g in _json(broker, "groups", "list")] == ["G"]
 
         # the consumer just committed: live, so a reset is refused unless forced
-        refused = broker.mqstore("groups", "reset", "G", "--topic", "Orders", "--to", "earliest")
+        refused = broker.mqstore("groups", "reset", "G", "--topic", "Orders", "--to", "earliest", "--execute")
         assert refused.returncode == 1 and "live consumers" in refused.stderr
-        reset = _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to", "earliest", "--force")
-        assert [r["committed_offset"] for r in reset] == [0, 0]
+        reset = _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to", "earliest", "--force", "--execute")
+        assert [r["target_offset"] for r in reset] == [0, 0]
         again = _consume(broker.store, "G", "Orders", 14)
         assert sorted(m.body for m in again) == sorted(f"m{i}".encode() for i in range(14))
 
         assert _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to", "latest", "--force",
-                     "--live-ms", "1")[0]["committed_offset"] == 7
+                     "--live-ms", "1", "--execute")[0]["target_offset"] == 7
         assert _consume(broker.store, "G", "Orders", 0) == []
 
         cut_ms = max(m.store_ms for m in first) + 1  # the four sent after the first consume, no earlier one
         later = [m for m in again if m.store_ms >= cut_ms]
-        _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to", str(cut_ms), "--force")
+        _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to", str(cut_ms), "--force", "--execute")
         from_time = _consume(broker.store, "G", "Orders", len(later))
         assert sorted(m.body for m in from_time) == sorted(m.body for m in later)
 
@@ -149,8 +149,8 @@ def test_groups_describe_and_reset_follow_what_consumers_did(tmp_path: Path) -> 
     assert _json(broker, "groups", "describe", "G") == online  # offline, from the files
     assert [g["group"] for g in _json(broker, "groups", "list")] == ["G"]
     # a stopped store has no live consumer: its offsets are reset in the files
-    assert [r["committed_offset"] for r in _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to",
-                                                "earliest")] == [0, 0]
+    assert [r["target_offset"] for r in _json(broker, "groups", "reset", "G", "--topic", "Orders", "--to",
+                                             "earliest", "--execute")] == [0, 0]
     assert [(q["committed_offset"], q["lag"]) for q in _json(broker, "groups", "describe", "G")] == [(0, 7), (0, 7)]
 
 

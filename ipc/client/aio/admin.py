@@ -93,6 +93,15 @@ class Admin:
                          ) -> tuple[MessageBatch, int, int]:
         return await asyncio.wrap_future(self._admin.read_queue_async(topic, queue_id, queue_offset, max_count))
 
+    async def topic_stats(self, topic: str) -> dict[int, tuple[int, int, int]]:
+        return await asyncio.wrap_future(self._admin.topic_stats_async(topic))
+
+    async def delete_group(self, group: str, live_ms: int) -> tuple[list[str], list[tuple[str, int]]]:
+        return await asyncio.wrap_future(self._admin.delete_group_async(group, live_ms))
+
+    async def ack_group_stats(self, group: str) -> list[AckQueueStats]:
+        return await asyncio.wrap_future(self._admin.ack_group_stats_async(group))
+
     async def close(self) -> None:
         """Close the sockets: calls still waiting raise BrokerError CLOSED. Quick: nothing to wait for
         but the client's I/O thread, which stops at once."""

@@ -10,7 +10,8 @@ field. A refusal stays one map for every op (``schema.error_reply``).
 | ``control``  | ping, status, stop (the supervisor); end_transaction, register_producer,         |
 |              | resume_check (the transactions actor)                                            |
 | ``reader``   | pull (maps or packed), query_key / query_keys / query_uniq / view_id, offsets,   |
-|              | queue_info, groups, group_describe, group_activity, ping (the readers)           |
+|              | queue_info, groups, group_describe, group_activity, ping (the readers),          |
+|              | topic_stats, delete_group                                                        |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)            |
 | ``purge``    | purge_queues, persist_offsets (the readers)                                      |
 
@@ -38,6 +39,7 @@ from mqstore.ipc.wire.replies.metadata import (
 )
 from mqstore.ipc.wire.replies.purge import PersistOffsetsReply, PurgedQueue, PurgeQueuesReply
 from mqstore.ipc.wire.replies.reader import (
+    DeleteGroupReply,
     DeleteTopicOffsetsReply,
     GroupActivityReply,
     GroupDescribeReply,
@@ -49,6 +51,7 @@ from mqstore.ipc.wire.replies.reader import (
     PullReply,
     QueueInfoReply,
     ReaderPingReply,
+    TopicStatsReply,
 )
 from mqstore.ipc.wire.replies.writer import (
     CreateTopicReply,
@@ -61,9 +64,11 @@ from mqstore.ipc.wire.replies.writer import (
 )
 
 __all__ = ["AckMarksReply", "AckPullReply", "AckQueueStats", "AckStatsReply", "CreateTopicReply",
-           "DeleteTopicOffsetsReply", "DeleteTopicReply", "EncodingReply", "EndTransactionReply", "GroupActivityReply",
+           "DeleteGroupReply", "DeleteTopicOffsetsReply", "DeleteTopicReply",
+           "EncodingReply", "EndTransactionReply", "GroupActivityReply",
            "GroupDescribeReply", "GroupsReply", "MergeAckMarksReply", "MergeOffsetsReply", "MessagesReply",
            "OffsetReply", "OffsetTableReply", "PackedPullReply", "PackedRecordsReply", "PersistOffsetsReply",
            "PingReply", "PromoteReply", "PullReply", "PurgeQueuesReply", "PurgedQueue", "QueueInfoReply",
            "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply", "ReplyError", "ResumeCheckReply",
-           "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicsReply", "WriterPingReply"]
+           "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicStatsReply",
+           "TopicsReply", "WriterPingReply"]

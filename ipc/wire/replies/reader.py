@@ -14,6 +14,9 @@
     delete_topic_offsets   deleted                                                        ``DeleteTopicOffsetsReply``
     group_activity   groups {group: last seen ms}, now_ms                                 ``GroupActivityReply``
     ping             pid, index, readers, readable_end, parked                            ``ReaderPingReply``
+    topic_stats      queues {"queue id": [min, max, bytes]}                               ``TopicStatsReply``
+    delete_group     offsets (topics whose offsets went), ack_queues [[topic, queue], ...] ``DeleteGroupReply``
+    ack_group_stats  as ack_stats (``mqstore.ipc.wire.replies.acks.AckStatsReply``)
 
 A packed reply's records travel as the one part after the map (``mqstore.ipc.wire.messages.stored_parts``):
 its ``encode`` puts them in the map's ``parts``, which the reader hands to ``schema.pack_message`` as
@@ -268,3 +271,48 @@ class ReaderPingReply(Reply):
 
 __all__ = ["DeleteTopicOffsetsReply", "GroupActivityReply", "GroupDescribeReply", "GroupsReply", "MessagesReply",
            "OffsetReply", "PackedPullReply", "PackedRecordsReply", "PullReply", "QueueInfoReply", "ReaderPingReply"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatsReply(Reply):
+    """Queue id -> (min, max, bytes): the published span and the bytes of its messages' records (each
+    consume-queue entry's size, summed); the wire's map keys are strings."""
+
+    queues: dict[int, tuple[int, int, int]]
+
+    def encode(self, request_id: Any) -> dict[str, Any]:
+        return {"v": _VERSION, "id": request_id, "ok": True,
+                "queues": {str(q): list(span) for q, span in self.queues.items()}}
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> TopicStatsReply:
+        queues: dict[int, tuple[int, int, int]] = {}
+        for key, span in mapping_of(message, "queues", list).items():
+            if not (key.isdigit() and len(span) == 3 and all(type(o) is int for o in span)):
+                raise ReplyError(f"reply: field 'queues' must map queue ids to [min, max, bytes], got {key!r}: "
+                                 f"{span!r}"[:200])
+            queues[int(key)] = (span[0], span[1], span[2])
+        return cls(queues)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupReply(Reply):
+    """What one reader removed of a group: the topics whose committed offsets went (reader 0's table;
+    [] elsewhere) and the ack-mode queues whose index went (those it owns)."""
+
+    offsets: tuple[str, ...]
+    ack_queues: tuple[tuple[str, int], ...]
+
+    def encode(self, request_id: Any) -> dict[str, Any]:
+        return {"v": _VERSION, "id": request_id, "ok": True, "offsets": list(self.offsets),
+                "ack_queues": [[topic, queue_id] for topic, queue_id in self.ack_queues]}
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> DeleteGroupReply:
+        offsets = field(message, "offsets", list)
+        queues = field(message, "ack_queues", list)
+        if not all(type(t) is str for t in offsets):
+            raise ReplyError("reply: field 'offsets' must hold topics")
+        if not all(type(q) is list and len(q) == 2 and type(q[0]) is str and type(q[1]) is int for q in queues):
+            raise ReplyError("reply: field 'ack_queues' must hold [topic, queue] pairs")
+        return cls(tuple(offsets), tuple((q[0], q[1]) for q in queues))

@@ -7,7 +7,7 @@ comes in (``decode_request``); the actors handle these classes, never a map.
 | ``writer``   | send, send_encoded, encoding, topics, create_topic, delete_topic (and ping)     |
 | ``reader``   | pull, query_key, query_keys, query_uniq, view_id, offset_by_time, queue_info,   |
 |              | commit_offset, fetch_offset, groups, group_describe, delete_topic_offsets,      |
-|              | group_activity, ack_stats (and ping)                                            |
+|              | group_activity, ack_stats (and ping), topic_stats, delete_group, ack_group_stats |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)           |
 | ``acks``     | ack_pull, ack, nack, ack_release (served by the readers)                        |
 | ``purge``    | purge_queues, persist_offsets (the readers)                                     |
@@ -33,8 +33,10 @@ from mqstore.ipc.wire.requests.control import EndTransaction, Ping, Promote, Reg
 from mqstore.ipc.wire.requests.metadata import AckMarks, MergeAckMarks, MergeOffsets, OffsetTable
 from mqstore.ipc.wire.requests.purge import PersistOffsets, PurgeQueues
 from mqstore.ipc.wire.requests.reader import (
+    AckGroupStats,
     AckStats,
     CommitOffset,
+    DeleteGroup,
     DeleteTopicOffsets,
     FetchOffset,
     GroupActivity,
@@ -46,6 +48,7 @@ from mqstore.ipc.wire.requests.reader import (
     QueryKeys,
     QueryUniq,
     QueueInfo,
+    TopicStats,
     ViewId,
     WatchQueues,
 )
@@ -59,12 +62,14 @@ from mqstore.ipc.wire.requests.writer import (
     Topics,
 )
 
-__all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack", "AckMarks", "AckPull", "AckRelease",
-           "AckStats", "CommitOffset", "CreateTopic", "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
+__all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack",
+           "AckGroupStats", "AckMarks", "AckPull", "AckRelease",
+           "AckStats", "CommitOffset", "CreateTopic", "DeleteGroup",
+           "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
            "OffsetByTime", "OffsetTable", "Op", "PersistOffsets", "Ping", "Promote", "Pull", "PurgeQueues", "QueryKey",
            "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send",
-           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "Topics", "UnknownOpError", "ViewId",
+           "SendEncoded", "SendMessage", "Served", "Status", "Stop", "TopicStats", "Topics", "UnknownOpError", "ViewId",
            "WatchQueues", "at_most", "decode_request"]
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,8 @@ WRITER = Served.of("writer", Send, SendEncoded, Encoding, Ping, Topics, CreateTo
 READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, OffsetByTime, QueueInfo, CommitOffset,
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
                    GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks,
-                   PurgeQueues, PersistOffsets, WatchQueues)
+                   PurgeQueues, PersistOffsets, WatchQueues,
+                   TopicStats, DeleteGroup, AckGroupStats)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

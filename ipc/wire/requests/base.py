@@ -72,6 +72,10 @@ class Op(StrEnum):
     STATUS = "status"
     STOP = "stop"
     PROMOTE = "promote"
+    # the readers: a topic's queue sizes, deleting a group, an ack-mode group's queues
+    TOPIC_STATS = "topic_stats"
+    DELETE_GROUP = "delete_group"
+    ACK_GROUP_STATS = "ack_group_stats"
 
 
 class Role(StrEnum):
@@ -101,6 +105,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.MERGE_ACK_MARKS: Role.ADMIN,
     Op.PURGE_QUEUES: Role.ADMIN, Op.PERSIST_OFFSETS: Role.CONSUME,
     Op.WATCH_QUEUES: Role.CONSUME,
+    Op.TOPIC_STATS: Role.CONSUME, Op.DELETE_GROUP: Role.ADMIN, Op.ACK_GROUP_STATS: Role.CONSUME,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

@@ -16,6 +16,9 @@ offsets and the groups' administration (``mqstore.actors.reader.actor`` has the 
                     (reader 0: answered with queue_info's reply once the topic has a queue not known,
                     or when wait_ms runs out)
     groups, group_activity, ack_stats: no fields
+    topic_stats     topic
+    delete_group    group, live_ms   (refused while a consumer of the group was served within live_ms)
+    ack_group_stats group
 
 A field marked ? may be absent (None here): the reader's default. A pull's ``max`` is at most
 MAX_PULL_COUNT, or MAX_FETCH_COUNT with ``by_bytes``; its ``wait_ms`` at most [broker]
@@ -257,3 +260,33 @@ class WatchQueues(Request):
         if len(known) > MAX_WATCH_QUEUES or not all(type(q) is int and 0 <= q <= INT_MAX for q in known):
             raise schema.SchemaError(f"known must hold at most {MAX_WATCH_QUEUES} queue ids")
         return cls(topic(message), tuple(known), schema.field(message, "wait_ms", int, lo=0, hi=LONG_MAX))
+
+@dataclass(frozen=True, slots=True)
+class TopicStats(Request):
+    OP: ClassVar[Op] = Op.TOPIC_STATS
+    topic: str
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> TopicStats:
+        return cls(topic(message))
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroup(Request):
+    OP: ClassVar[Op] = Op.DELETE_GROUP
+    group: str
+    live_ms: int  # a consumer of the group served within this makes it live: the deletion is refused
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> DeleteGroup:
+        return cls(_name(message, "group"), schema.field(message, "live_ms", int, lo=0, hi=LONG_MAX))
+
+
+@dataclass(frozen=True, slots=True)
+class AckGroupStats(Request):
+    OP: ClassVar[Op] = Op.ACK_GROUP_STATS
+    group: str
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> AckGroupStats:
+        return cls(_name(message, "group"))

@@ -86,6 +86,10 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
                                                                         st.sampled_from(["offset", "ack"]), INTS,
                                                                         INTS), max_size=3).map(tuple)),
     replies.PersistOffsetsReply: st.builds(replies.PersistOffsetsReply, st.booleans()),
+    replies.TopicStatsReply: st.builds(replies.TopicStatsReply, st.dictionaries(
+        st.integers(0, 1023), st.tuples(INTS, INTS, INTS), max_size=4)),
+    replies.DeleteGroupReply: st.builds(replies.DeleteGroupReply, st.lists(NAMES, max_size=3).map(tuple),
+                                        st.lists(st.tuples(NAMES, COUNTS), max_size=3).map(tuple)),
 }
 EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
 
@@ -175,6 +179,10 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"persisted": persisted}
         case replies.ReaderPingReply(pid, index, readers, readable_end, parked):
             return {"pid": pid, "index": index, "readers": readers, "readable_end": readable_end, "parked": parked}
+        case replies.TopicStatsReply(queues):  # ``Administration.op_topic_stats``: [min, max, bytes]
+            return {"queues": {str(q): list(span) for q, span in queues.items()}}
+        case replies.DeleteGroupReply(offsets, ack_queues):  # ``Administration.op_delete_group``
+            return {"offsets": list(offsets), "ack_queues": [list(q) for q in ack_queues]}
     raise AssertionError(f"no map of today for {reply!r}")
 
 

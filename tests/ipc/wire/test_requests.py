@@ -93,6 +93,9 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
     requests.PersistOffsets: st.just(requests.PersistOffsets()),
     requests.WatchQueues: st.builds(requests.WatchQueues, TOPICS, st.lists(QUEUES, max_size=4).map(tuple),
                                     st.integers(0, 60_000)),
+    requests.TopicStats: st.builds(requests.TopicStats, TOPICS),
+    requests.DeleteGroup: st.builds(requests.DeleteGroup, NAMES, OFFSETS),
+    requests.AckGroupStats: st.builds(requests.AckGroupStats, NAMES),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
