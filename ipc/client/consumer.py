@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from mqstore.ipc.client.futures import completed, failed
 from mqstore.ipc.client.queue_state import QueueState, commit_positions
 from mqstore.ipc.client.topic_watch import TopicWatch
-from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
+from mqstore.ipc.client.waiters import Waiter, Waiters, settle
 from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, pull_reply, queue_spans, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import receipts
@@ -106,11 +107,11 @@ class Consumer:
         # the application's threads and the I/O thread (reply callbacks, timers) both change the queues'
         # state: every change is made holding this lock; futures are completed after letting go of it
         self._lock = threading.RLock()
-        self._waiters = Waiters()
         self._closed = False
         self._failure: Exception | None = None  # a reply's fault with no poll waiting: the next poll raises it
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
                                 name="mqstore-consumer", curve=ep.curve)
+        self._waiters = Waiters(self._lock, self._channel.call_later)
         self._watch: TopicWatch | None = None
         try:
             self._states = self._assign(queues, start)
@@ -213,8 +214,7 @@ class Consumer:
             else:
                 future = Future()
                 waiter = Waiter(future, lambda: convert(self._take(max_count)), convert(MessageBatch.empty()))
-                self._waiters.add(waiter)
-                waiter.timer = self._channel.call_later(timeout_ms, lambda: self._expire(waiter))
+                self._waiters.add(waiter, timeout_ms)
             self._send_pulls()
             return future
 
@@ -311,11 +311,6 @@ class Consumer:
 
     def _has_buffered(self) -> bool:
         return any(state.buffered for state in self._states.values())
-
-    def _expire(self, waiter: Waiter[Any]) -> None:
-        with self._lock:
-            done = self._waiters.remove(waiter)
-        settle(done)
 
     def _send_pulls(self) -> None:
         """A pull for every queue with none in flight whose buffer has room for a whole one (the

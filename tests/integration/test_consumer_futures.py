@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 
@@ -153,3 +154,21 @@ def test_iterating_an_ack_consumer_yields_deliveries_until_closed(broker: Broker
     consumer.close()
     loop.join(timeout=30)
     assert not loop.is_alive() and seen == [b"d0", b"d1", b"d2"]
+
+
+def test_a_served_poll_is_let_go_of_before_its_timer_would_have_run(broker: Broker) -> None:
+    """A served poll's answer (megabytes of ZeroMQ's buffers, at full speed) was held by its timer
+    until the poll's timeout: each batch's memory went back to the system before the next reply came."""
+    create(broker, "FutFreed")
+    with Consumer(broker.store, group="g", topic="FutFreed", start="earliest", long_poll_ms=500) as consumer, \
+            AckConsumer(broker.store, group="fa", topic="FutFreed", visibility_ms=LONG_MS, long_poll_ms=500) as acks:
+        polled = consumer.poll_async(timeout_ms=LONG_MS)
+        received = acks.receive_async(max_count=10, timeout_ms=LONG_MS)
+        send(broker, "FutFreed", b"one")
+        assert [m.body for m in polled.result(timeout=30)] == [b"one"]
+        assert [d.body for d in received.result(timeout=30)] == [b"one"]
+        futures = [weakref.ref(polled), weakref.ref(received)]
+        del polled, received
+        # the I/O thread lets go of each as it returns from completing it: long before LONG_MS
+        wait_for(lambda: all(f() is None for f in futures), 10, "the served futures freed")
+
