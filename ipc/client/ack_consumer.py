@@ -97,8 +97,7 @@ class AckConsumer:
         try:
             if reader_count is None:
                 reader_count = ReaderPingReply.decode(first.request("reader0", Ping(), timeout_ms=timeout_ms)).readers
-            known = queues if queues is not None else sorted(queue_spans(first, "reader0", topic, timeout_ms,
-                                                                          wait=False))
+            known = queues if queues is not None else sorted(queue_spans(first, "reader0", topic, timeout_ms))
         finally:
             first.close()
         self._reader_count = reader_count

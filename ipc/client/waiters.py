@@ -37,6 +37,7 @@ class Waiter(Generic[T]):
     take: Callable[[], T]   # hands over what is buffered (called once the future is running)
     empty: T                # the answer when nothing came
     timer: Future[None] | None = None
+    timeout_ms: int = 0
 
 
 CallLater = Callable[[int, Callable[[], None]], "Future[None]"]
@@ -52,11 +53,24 @@ class Waiters:
     def __bool__(self) -> bool:
         return bool(self._queue)
 
-    def add(self, waiter: Waiter[Any], timeout_ms: int) -> None:
-        """Wait for ``serve``; answered with nothing after ``timeout_ms`` unless served first."""
+    def add(self, waiter: Waiter[Any], timeout_ms: int, *, armed: bool = True) -> None:
+        """Wait for ``serve``; answered with nothing after ``timeout_ms`` unless served first, the time
+        counted from now, or (not ``armed``) from ``arm_all``: a poll made before its consumer knows
+        its queues waits for them first."""
         self._queue.append(waiter)
+        waiter.timeout_ms = timeout_ms
+        if armed:
+            self._arm(waiter)
+
+    def arm_all(self) -> None:
+        """Start the time of every waiter added not ``armed``."""
+        for waiter in self._queue:
+            if waiter.timer is None:
+                self._arm(waiter)
+
+    def _arm(self, waiter: Waiter[Any]) -> None:
         ref = weakref.ref(waiter)
-        waiter.timer = self._call_later(timeout_ms, lambda: self._expire(ref()))
+        waiter.timer = self._call_later(waiter.timeout_ms, lambda: self._expire(ref()))
 
     def serve(self, ready: Callable[[], bool]) -> list[Completion]:
         """Hand what is buffered to the waiters in the order they came, while ``ready()`` says there

@@ -10,12 +10,14 @@ import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
+from pathlib import Path
 
 import pytest
 
 from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.api import Admin, Consumer, Producer
-from mqstore.ipc.transport.channel import BrokerError
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.receipts import OK
 from tests.integration.broker import Broker, wait_for
 
@@ -172,3 +174,31 @@ def test_a_served_poll_is_let_go_of_before_its_timer_would_have_run(broker: Brok
         # the I/O thread lets go of each as it returns from completing it: long before LONG_MS
         wait_for(lambda: all(f() is None for f in futures), 10, "the served futures freed")
 
+
+def test_a_consumer_is_made_without_waiting_and_its_first_poll_says_no_broker_answers(tmp_path: Path) -> None:
+    """The constructor waited on the calling thread for the topic's queues and the group's offsets
+    (an event loop's thread, for mqstore.aio): with no broker, for its whole timeout, then raised."""
+    endpoints = Endpoints.for_store(str(tmp_path / "nobody"))
+    consumer = Consumer(endpoints=endpoints, group="g", topic="T", timeout_ms=500)  # raised here before
+    try:
+        future = consumer.poll_async(timeout_ms=10)  # shorter than the question's timeout: still told
+        with pytest.raises(BrokerTimeoutError, match="queue_info"):
+            future.result(timeout=30)
+        with pytest.raises(BrokerTimeoutError):  # and every poll after it: the consumer has no queues
+            consumer.poll(timeout_ms=0)
+        with pytest.raises(BrokerTimeoutError):
+            consumer.ready()
+    finally:
+        consumer.close()  # nothing to commit, nothing raised
+
+
+def test_a_consumer_made_before_a_poll_is_ready_with_its_queues_and_committed_offsets(broker: Broker) -> None:
+    create(broker, "FutReady")
+    send(broker, "FutReady", b"a", b"b", b"c")
+    with Consumer(broker.store, group="ready", topic="FutReady", start="earliest") as first:
+        assert [m.body for m in first.messages(3, timeout_ms=30_000)] == [b"a", b"b", b"c"]
+    with Consumer(broker.store, group="ready", topic="FutReady") as again:
+        again.ready()
+        assert again.queues == [0, 1] and again.position(0) == 3  # committed by the first one's close
+        send(broker, "FutReady", b"d")
+        assert [m.body for m in again.messages(1, timeout_ms=30_000)] == [b"d"]
