@@ -32,8 +32,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.ipc.client.futures import completed, failed
 from mqstore.ipc.client.topic_watch import TopicWatch
-from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
+from mqstore.ipc.client.waiters import Waiter, Waiters, settle
 from mqstore.ipc.transport.channel import (
     CLOSED,
     BrokerError,
@@ -96,8 +97,7 @@ class AckConsumer:
         try:
             if reader_count is None:
                 reader_count = ReaderPingReply.decode(first.request("reader0", Ping(), timeout_ms=timeout_ms)).readers
-            known = queues if queues is not None else sorted(queue_spans(first, "reader0", topic, timeout_ms,
-                                                                          wait=False))
+            known = queues if queues is not None else sorted(queue_spans(first, "reader0", topic, timeout_ms))
         finally:
             first.close()
         self._reader_count = reader_count
@@ -106,7 +106,7 @@ class AckConsumer:
         # the application's threads and the I/O thread (reply callbacks, timers) both change the queues'
         # state: every change is made holding this lock; futures are completed after letting go of it
         self._lock = threading.RLock()
-        self._waiters = Waiters()
+        self._waiters = Waiters(self._lock, self._channel.call_later)
         self._closed = False
         self._failure: Exception | None = None  # a reply's fault with no receive waiting: the next one raises it
         self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(known))}
@@ -158,8 +158,7 @@ class AckConsumer:
                 return completed([])
             future: Future[list[Delivery]] = Future()
             waiter = Waiter(future, lambda: self._take(max_count), [])
-            self._waiters.add(waiter)
-            waiter.timer = self._channel.call_later(timeout_ms, lambda: self._expire(waiter))
+            self._waiters.add(waiter, timeout_ms)
             return future
 
     def ack(self, items: Delivery | Receipt | Iterable[Delivery | Receipt]) -> list[AckStatus]:
@@ -285,11 +284,6 @@ class AckConsumer:
                 state.unsettled.add(delivery.receipt.seq)
                 taken.append(delivery)
         return taken
-
-    def _expire(self, waiter: Waiter[Any]) -> None:
-        with self._lock:
-            done = self._waiters.remove(waiter)
-        settle(done)
 
     def _send_pulls(self) -> None:
         """A pull for every queue with none in flight and nothing buffered (the caller holds the lock);

@@ -16,6 +16,9 @@ So the reader works, or waits parked, while the application does; its reply is t
 ``poll``. What a consumer holds per queue is bounded by the two prefetch limits. Pulls of one queue
 always go to the same reader (by a hash of topic and queue), so its parked pulls are in one place.
 
+Construction does not wait: reader 0 is asked for the topic's queues and the group's offsets, and
+the first poll (its time counted from their answer) or ``ready()`` raises what prevented it.
+
 Positions: ``position(queue_id)`` is the next offset the application has not been given. ``commit()``
 stores positions as the group's offsets (reader 0 owns them); ``auto_commit`` does that every
 ``auto_commit_interval_ms`` from ``poll`` and on ``close``: what ``poll`` returned is committed by a
@@ -34,24 +37,24 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from mqstore.ipc.client.queue_state import QueueState, commit_positions
+from mqstore.ipc.client.assignment import START_COMMITTED as START_COMMITTED
+from mqstore.ipc.client.assignment import START_EARLIEST as START_EARLIEST
+from mqstore.ipc.client.assignment import START_LATEST as START_LATEST
+from mqstore.ipc.client.assignment import assign
+from mqstore.ipc.client.futures import chain, completed, failed, then
+from mqstore.ipc.client.queue_state import QueueState, commit_positions, take_from
 from mqstore.ipc.client.topic_watch import TopicWatch
-from mqstore.ipc.client.waiters import Waiter, Waiters, completed, failed, settle
-from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, pull_reply, queue_spans, resolve_endpoints
+from mqstore.ipc.client.waiters import Waiter, Waiters, settle
+from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, pull_reply, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import receipts
 from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage, ReplyError
-from mqstore.ipc.wire.replies import OffsetReply, PackedPullReply
-from mqstore.ipc.wire.requests import CommitOffset, FetchOffset, Pull, Request
+from mqstore.ipc.wire.replies import PackedPullReply
+from mqstore.ipc.wire.requests import CommitOffset, Pull, Request
 
 log = logging.getLogger("mqstore.client")
 T = TypeVar("T")
 
-START_COMMITTED = "committed"
-START_EARLIEST = "earliest"
-START_LATEST = "latest"
-# the queue is at its end (a long poll ran out): the next pull starts at the same offset
-_NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
 # Defaults, per queue. A 1 MiB pull (Kafka's max.partition.fetch.bytes) holds ~4,500 records of
 # 128-byte bodies: one pull per queue every ~130 ms keeps up with the broker's whole ASYNC rate.
 # The prefetch holds four such pulls, the one in flight included (RocketMQ's 100 MiB per queue
@@ -86,6 +89,7 @@ class Consumer:
         ep = resolve_endpoints(store_dir, endpoints, reader_count)
         self.group = group
         self.topic = topic
+        self._queues = queues
         self.tags = tags
         self._long_poll_ms = long_poll_ms
         self._timeout_ms = timeout_ms
@@ -106,17 +110,20 @@ class Consumer:
         # the application's threads and the I/O thread (reply callbacks, timers) both change the queues'
         # state: every change is made holding this lock; futures are completed after letting go of it
         self._lock = threading.RLock()
-        self._waiters = Waiters()
         self._closed = False
         self._failure: Exception | None = None  # a reply's fault with no poll waiting: the next poll raises it
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
                                 name="mqstore-consumer", curve=ep.curve)
+        self._waiters = Waiters(self._lock, self._channel.call_later)
         self._watch: TopicWatch | None = None
+        self._states: dict[int, QueueState] = {}
+        # done once the queues and where to start on each are known (``_assign``): until then a poll
+        # waits and sends nothing; its error (no broker, a refusal) is every later poll's
+        self._assigned: Future[None] = Future()
+        self._assignment_ended: Future[None] = Future()  # done either way: commits wait for this
         try:
-            self._states = self._assign(queues, start)
-            if queues is None:  # every queue of the topic, those it gets later too
-                self._watch = TopicWatch(self._channel, topic, timeout_ms, self._on_queues)
-                self._watch.start(self._states)
+            assign(lambda request: self._call("reader0", request), group, topic, queues, start
+                   ).add_done_callback(self._assigned_came)
         except BaseException:
             self._channel.close()
             raise
@@ -124,20 +131,34 @@ class Consumer:
     def _call(self, route: str, request: Request) -> Future[dict[str, Any]]:
         return self._channel.call(route, request, timeout_ms=self._timeout_ms)
 
-    def _assign(self, queues: list[int] | None, start: str) -> dict[int, QueueState]:
-        spans = queue_spans(self._channel, "reader0", self.topic, self._timeout_ms, wait=False)
-        queue_ids = sorted(spans) if queues is None else sorted(set(queues))
-        committed = {q: -1 for q in queue_ids}
-        if start == START_COMMITTED:
-            fetches = {q: self._call("reader0", FetchOffset(self.group, self.topic, q))
-                       for q in queue_ids}
-            committed = {q: OffsetReply.decode(f.result()).offset for q, f in fetches.items()}
-        states = {}
-        for q in queue_ids:
-            lo, hi = spans.get(q, (0, 0))
-            first = {START_EARLIEST: lo, START_LATEST: hi}.get(start, committed[q] if committed[q] >= 0 else lo)
-            states[q] = QueueState(q, self._route_for(q), first, first, committed[q])
-        return states
+    def _assigned_came(self, assigned: Future[dict[int, tuple[int, int]]]) -> None:
+        """The assignment (the I/O thread): the queues set up and pulled, or its error to the polls waiting."""
+        try:
+            firsts = assigned.result()
+        except BaseException as exc:
+            self._assigned.set_exception(exc)  # every later poll's error
+            with self._lock:
+                done = self._waiters.drain(exc)
+            settle(done)
+            self._assignment_ended.set_result(None)  # no queues: nothing to commit
+            return
+        with self._lock:
+            for q, (first, committed) in firsts.items():
+                self._states[q] = QueueState(q, self._route_for(q), first, first, committed)
+            if not self._closed:
+                if self._queues is None:  # every queue of the topic, those it gets later too
+                    self._watch = TopicWatch(self._channel, self.topic, self._timeout_ms, self._on_queues)
+                    self._watch.start(self._states)
+                self._waiters.arm_all()
+                self._send_pulls()
+        self._assigned.set_result(None)
+        self._assignment_ended.set_result(None)
+
+    def _wait_assigned(self) -> None:
+        """Wait for the assignment on the calling thread (an I/O thread's callback would wait forever)."""
+        if not self._assigned.done() and self._channel.on_io_thread():
+            raise RuntimeError("a consumer's callbacks cannot wait for its assignment")
+        self._assigned.result()
 
     def _on_queues(self, spans: dict[int, tuple[int, int]]) -> list[int]:
         """The topic's queues as its watch saw them (the I/O thread): a queue that appeared since this
@@ -158,10 +179,22 @@ class Consumer:
 
     @property
     def queues(self) -> list[int]:
+        self._wait_assigned()
         with self._lock:
             return list(self._states)
 
+    def ready(self) -> None:
+        """Wait until the consumer knows its queues and where it starts on each (one round trip to
+        reader 0, which the constructor only starts; the first poll waits for it too). Raises what
+        prevented it: BrokerTimeoutError when no broker answers, BrokerError when one refuses."""
+        self.ready_async().result()
+
+    def ready_async(self) -> Future[None]:
+        """``ready`` without waiting."""
+        return then(self._assigned, lambda _: None)
+
     def position(self, queue_id: int) -> int:
+        self._wait_assigned()
         with self._lock:
             return self._state(queue_id).position
 
@@ -169,6 +202,7 @@ class Consumer:
         """Deliver queue ``queue_id`` from ``queue_offset`` on; a pull in flight for it is abandoned."""
         if queue_offset < 0:
             raise ValueError(f"queue_offset must not be negative, got {queue_offset}")
+        self._wait_assigned()
         with self._lock:
             state = self._state(queue_id)
             state.clear()
@@ -194,7 +228,7 @@ class Consumer:
 
     def poll_batch_async(self, timeout_ms: int = 1000, max_count: int | None = None) -> Future[MessageBatch]:
         """``poll_batch`` without waiting, as ``poll_async``."""
-        return self._poll(timeout_ms, max_count, _as_is)
+        return self._poll(timeout_ms, max_count, lambda batch: batch)
 
     def _poll(self, timeout_ms: int, max_count: int | None, convert: Callable[[MessageBatch], T]) -> Future[T]:
         with self._lock:
@@ -203,23 +237,27 @@ class Consumer:
             if self._failure is not None:
                 error, self._failure = self._failure, None
                 return failed(error)
+            unassigned = self._assigned.exception() if self._assigned.done() else None
+            if unassigned is not None:
+                return failed(unassigned)
             if self._auto_commit and _now_ms() >= self._next_auto_commit_ms:
                 self._commit_async().add_done_callback(_log_commit_failure)
             future: Future[T]
             if self._has_buffered():  # waiters are only ever left with nothing buffered
-                future = completed(convert(self._take(max_count)))
-            elif timeout_ms <= 0:
+                future = completed(convert(take_from(self._states.values(), max_count)))
+            elif timeout_ms <= 0 and self._assigned.done():
                 future = completed(convert(MessageBatch.empty()))
-            else:
+            else:  # before the queues are known, its time starts once they are
                 future = Future()
-                waiter = Waiter(future, lambda: convert(self._take(max_count)), convert(MessageBatch.empty()))
-                self._waiters.add(waiter)
-                waiter.timer = self._channel.call_later(timeout_ms, lambda: self._expire(waiter))
+                waiter = Waiter(future, lambda: convert(take_from(self._states.values(), max_count)),
+                                convert(MessageBatch.empty()))
+                self._waiters.add(waiter, timeout_ms, armed=self._assigned.done())
             self._send_pulls()
             return future
 
     def buffered(self, queue_id: int) -> tuple[int, int]:
         """Messages and bytes pulled for queue ``queue_id`` and not handed over yet: within the prefetch bounds."""
+        self._wait_assigned()
         with self._lock:
             state = self._state(queue_id)
             return state.buffered_count, state.buffered_bytes
@@ -237,7 +275,7 @@ class Consumer:
         return out
 
     def commit(self) -> None:
-        """Store every queue's position as the group's offset (reader 0)."""
+        """Store every queue's position as the group's offset (reader 0); none if it never got its queues."""
         self._commit_async().result()
 
     def commit_async(self) -> Future[None]:
@@ -247,9 +285,13 @@ class Consumer:
     def _commit_async(self) -> Future[None]:
         with self._lock:
             self._next_auto_commit_ms = _now_ms() + self._auto_commit_interval_ms
-            states = list(self._states.values())
-        return commit_positions(self._lock, states, lambda s: self._call(
-            "reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
+
+        def commit() -> Future[None]:  # once the queues are known
+            with self._lock:
+                states = list(self._states.values())
+            return commit_positions(self._lock, states, lambda s: self._call(
+                "reader0", CommitOffset(self.group, self.topic, s.queue, s.position)))
+        return chain(self._assignment_ended, commit)
 
     def close(self) -> None:
         with self._lock:
@@ -293,29 +335,8 @@ class Consumer:
         except KeyError:
             raise ValueError(f"queue {queue} is not assigned to this consumer") from None
 
-    def _take(self, max_count: int | None) -> MessageBatch:
-        taken: list[MessageBatch] = []
-        room = max_count
-        for state in self._states.values():
-            while state.buffered and (room is None or room > 0):
-                batch = state.take()
-                if room is not None and len(batch) > room:
-                    state.put_back(batch[room:])
-                    batch = batch[:room]
-                taken.append(batch)
-                state.position = batch.queue_offset(-1) + 1
-                room = None if room is None else room - len(batch)
-            if not state.buffered:
-                state.position = state.fetch_offset  # past entries the tag filter skipped, too
-        return MessageBatch.join(taken) if taken else MessageBatch.empty()
-
     def _has_buffered(self) -> bool:
         return any(state.buffered for state in self._states.values())
-
-    def _expire(self, waiter: Waiter[Any]) -> None:
-        with self._lock:
-            done = self._waiters.remove(waiter)
-        settle(done)
 
     def _send_pulls(self) -> None:
         """A pull for every queue with none in flight whose buffer has room for a whole one (the
@@ -358,31 +379,16 @@ class Consumer:
                 self._send_pulls()
 
     def _on_reply(self, state: QueueState, future: Future[dict[str, Any]]) -> None:
-        reply = pull_reply(state, future, f"{self.topic}/{state.queue}")
-        if reply is None:
+        if (reply := pull_reply(state, future, f"{self.topic}/{state.queue}")) is None:
             return
         try:
-            pulled = PackedPullReply.decode(reply)
-            batch = pulled.batch()
+            batch = (pulled := PackedPullReply.decode(reply)).batch()
         except ReplyError as exc:
             raise ReplyError(f"malformed pull reply: {exc!r}") from None
-        status, next_offset = pulled.status, pulled.next_queue_offset
-        if status not in _NOTHING_NEW:
-            # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
-            # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
-            state.fetch_offset = next_offset
         if self.pull_trace is not None and batch:
             self.pull_trace.append((state.queue, batch.queue_offset(0), batch.queue_offset(-1),
                                     pulled.replied_us or 0, time.time_ns() // 1000, state.pulled_us))
-        batch = batch.since(state.position)
-        if batch:
-            state.hold(batch)
-        if not state.buffered:
-            state.position = state.fetch_offset
-
-
-def _as_is(batch: MessageBatch) -> MessageBatch:
-    return batch
+        state.absorb(pulled.status, pulled.next_queue_offset, batch)
 
 
 def _log_commit_failure(future: Future[None]) -> None:

@@ -13,13 +13,20 @@ from typing import Any, TypeVar
 S = TypeVar("S")
 T = TypeVar("T")
 
-__all__ = ["completed", "every", "guarded", "then"]
+__all__ = ["chain", "completed", "every", "failed", "guarded", "then"]
 
 
 def completed(value: T) -> Future[T]:
     """A future that holds ``value`` already."""
     future: Future[T] = Future()
     future.set_result(value)
+    return future
+
+
+def failed(error: BaseException) -> Future[Any]:
+    """A future that holds ``error`` already."""
+    future: Future[Any] = Future()
+    future.set_exception(error)
     return future
 
 
@@ -35,6 +42,21 @@ def then(first: Future[S], step: Callable[[S], T]) -> Future[T]:
             outer.set_exception(exc)
 
     first.add_done_callback(done)
+    return outer
+
+
+def chain(first: Future[Any], step: Callable[[], Future[T]]) -> Future[T]:
+    """A future of the future ``step()`` makes once ``first`` is done: ``first``'s exception, or the
+    exception of ``step`` or of its future, is its exception."""
+    outer: Future[T] = Future()
+    outer.set_running_or_notify_cancel()
+
+    @guarded(outer)
+    def started(done: Future[Any]) -> None:
+        done.result()
+        step().add_done_callback(guarded(outer)(lambda second: outer.set_result(second.result())))
+
+    first.add_done_callback(started)
     return outer
 
 

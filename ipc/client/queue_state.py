@@ -6,12 +6,15 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from mqstore.ipc.wire.messages import MessageBatch
+
+# the queue is at its end (a long poll ran out): the next pull starts at the same offset
+_NOTHING_NEW = frozenset({"OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"})
 
 
 @dataclass(slots=True)
@@ -44,6 +47,18 @@ class QueueState:
         self.buffered_count += len(batch)
         self.buffered_bytes += batch.stored_bytes
 
+    def absorb(self, status: str, next_offset: int, batch: MessageBatch) -> None:
+        """A pull's answer for this queue: what it brought held, where the next pull starts moved."""
+        if status not in _NOTHING_NEW:
+            # FOUND moves past what came; NO_MATCHED_MESSAGE past what was filtered out; the
+            # OFFSET_* corrections (too small, overflow, removed) to where the queue really is
+            self.fetch_offset = next_offset
+        batch = batch.since(self.position)
+        if batch:
+            self.hold(batch)
+        if not self.buffered:
+            self.position = self.fetch_offset
+
     def clear(self) -> None:
         self.buffered.clear()
         self.buffered_count = self.buffered_bytes = 0
@@ -75,3 +90,22 @@ def commit_positions(lock: threading.RLock, states: list[QueueState],
     for state, position, call in calls:
         call.add_done_callback(functools.partial(committed, state, position))
     return outer
+
+
+def take_from(states: Iterable[QueueState], max_count: int | None) -> MessageBatch:
+    """Up to ``max_count`` (all, with None) buffered messages, queue after queue, each queue's in order;
+    positions moved past what is taken (and past what the tag filter skipped, once a queue is empty)."""
+    taken: list[MessageBatch] = []
+    room = max_count
+    for state in states:
+        while state.buffered and (room is None or room > 0):
+            batch = state.take()
+            if room is not None and len(batch) > room:
+                state.put_back(batch[room:])
+                batch = batch[:room]
+            taken.append(batch)
+            state.position = batch.queue_offset(-1) + 1
+            room = None if room is None else room - len(batch)
+        if not state.buffered:
+            state.position = state.fetch_offset
+    return MessageBatch.join(taken) if taken else MessageBatch.empty()

@@ -5,14 +5,21 @@ I/O thread), its timer (``Channel.call_later``, the same thread), or the consume
 taken for a waiter until its future is marked running (``set_running_or_notify_cancel``), so a
 future cancelled before then takes nothing: what it would have got stays for the next call.
 
-The owner holds its own lock around ``add``, ``serve``, ``remove`` and ``drain`` (they touch its
-buffers through ``take``), and completes the futures they return after letting go of it
-(``settle``): a future's done-callbacks run in the thread that completes it, and must not run with
-the consumer's lock held.
+The owner holds its own lock (the one it gives ``Waiters``) around ``add``, ``serve`` and ``drain``
+(they touch its buffers through ``take``), and completes the futures they return after letting go
+of it (``settle``): a future's done-callbacks run in the thread that completes it, and must not run
+with the consumer's lock held.
+
+A waiter's timer holds it only weakly: once served, its future's answer (a poll's whole batch,
+megabytes of ZeroMQ's buffers) is freed when the application lets go of it, not when the timer
+would have run. Kept alive that long, each batch's memory went back to the system before the next
+reply came, and libzmq wrote every reply into fresh pages (three times the page faults).
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -24,23 +31,46 @@ T = TypeVar("T")
 Completion = tuple[Future[Any], Any, BaseException | None]
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class Waiter(Generic[T]):
     future: Future[T]
     take: Callable[[], T]   # hands over what is buffered (called once the future is running)
     empty: T                # the answer when nothing came
     timer: Future[None] | None = None
+    timeout_ms: int = 0
+
+
+CallLater = Callable[[int, Callable[[], None]], "Future[None]"]
 
 
 class Waiters:
-    def __init__(self) -> None:
+    def __init__(self, lock: threading.RLock, call_later: CallLater) -> None:
+        """``lock``: the owner's; ``call_later``: its channel's timers (``Channel.call_later``)."""
         self._queue: deque[Waiter[Any]] = deque()
+        self._lock = lock
+        self._call_later = call_later
 
     def __bool__(self) -> bool:
         return bool(self._queue)
 
-    def add(self, waiter: Waiter[Any]) -> None:
+    def add(self, waiter: Waiter[Any], timeout_ms: int, *, armed: bool = True) -> None:
+        """Wait for ``serve``; answered with nothing after ``timeout_ms`` unless served first, the time
+        counted from now, or (not ``armed``) from ``arm_all``: a poll made before its consumer knows
+        its queues waits for them first."""
         self._queue.append(waiter)
+        waiter.timeout_ms = timeout_ms
+        if armed:
+            self._arm(waiter)
+
+    def arm_all(self) -> None:
+        """Start the time of every waiter added not ``armed``."""
+        for waiter in self._queue:
+            if waiter.timer is None:
+                self._arm(waiter)
+
+    def _arm(self, waiter: Waiter[Any]) -> None:
+        ref = weakref.ref(waiter)
+        waiter.timer = self._call_later(waiter.timeout_ms, lambda: self._expire(ref()))
 
     def serve(self, ready: Callable[[], bool]) -> list[Completion]:
         """Hand what is buffered to the waiters in the order they came, while ``ready()`` says there
@@ -54,13 +84,18 @@ class Waiters:
                 done.append(_taken(waiter))
         return done
 
-    def remove(self, waiter: Waiter[Any]) -> list[Completion]:
-        """A waiter whose time ran out: answered with nothing, unless already served or cancelled."""
-        try:
-            self._queue.remove(waiter)
-        except ValueError:
-            return []
-        return [(waiter.future, waiter.empty, None)] if waiter.future.set_running_or_notify_cancel() else []
+    def _expire(self, waiter: Waiter[Any] | None) -> None:
+        """A waiter whose time ran out (the I/O thread): answered with nothing, unless already served
+        (and let go of) or cancelled."""
+        if waiter is None:
+            return
+        with self._lock:
+            try:
+                self._queue.remove(waiter)
+            except ValueError:
+                return
+        if waiter.future.set_running_or_notify_cancel():
+            waiter.future.set_result(waiter.empty)
 
     def drain(self, error: BaseException | None = None) -> list[Completion]:
         """Every waiter, answered with nothing (a close) or with ``error``."""
@@ -82,21 +117,9 @@ def _taken(waiter: Waiter[Any]) -> Completion:
 
 
 def settle(done: list[Completion]) -> None:
-    """Complete the futures ``serve``, ``remove`` or ``drain`` gave (without the owner's lock held)."""
+    """Complete the futures ``serve`` or ``drain`` gave (without the owner's lock held)."""
     for future, value, error in done:
         if error is not None:
             future.set_exception(error)
         else:
             future.set_result(value)
-
-
-def completed(value: T) -> Future[T]:
-    future: Future[T] = Future()
-    future.set_result(value)
-    return future
-
-
-def failed(error: BaseException) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_exception(error)
-    return future

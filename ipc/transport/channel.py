@@ -329,21 +329,10 @@ class PullState(Protocol):
     retry_at_ms: int
 
 
-TOPIC_POLL_S = 0.05
-
-
-def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int, *, wait: bool
-                ) -> dict[int, tuple[int, int]]:
-    """Queue id -> published (min, max) of ``topic``, asked of ``route``. With ``wait``, a topic the
-    readers do not know yet is asked for again until ``timeout_ms``: the writer records new topics
-    once per tick, so a topic's first send can be answered a moment before the readers see it."""
-    deadline_ms = _now_ms() + timeout_ms
-    while True:
-        reply = channel.request(route, QueueInfo(topic), timeout_ms=timeout_ms)
-        spans = QueueInfoReply.decode(reply).queues
-        if spans or not wait or _now_ms() >= deadline_ms:
-            return spans
-        time.sleep(TOPIC_POLL_S)
+def queue_spans(channel: Channel, route: str, topic: str, timeout_ms: int) -> dict[int, tuple[int, int]]:
+    """Queue id -> published (min, max) of ``topic``, asked of ``route``: none when it has no queues."""
+    reply = channel.request(route, QueueInfo(topic), timeout_ms=timeout_ms)
+    return QueueInfoReply.decode(reply).queues
 
 
 PULL_ERROR_BACKOFF_MS = 500

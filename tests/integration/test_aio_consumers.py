@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import mqstore
 import mqstore.aio
+from mqstore.ipc.transport.endpoints import Endpoints
 from tests.integration.broker import Broker, wait_for
 
 LONG_MS = 60_000  # a poll's time that never runs out in a test: something else ends it
@@ -169,5 +171,21 @@ def test_ack_consumer_receives_acks_and_a_cancelled_receive_loses_nothing(broker
                     await consumer.ack(delivery)
                     await consumer.close()  # the loop ends at its next step
                 assert [d.body for d in seen] == [got[5].body]
+
+    asyncio.run(main())
+
+
+def test_making_a_consumer_does_not_block_the_loop_and_async_with_says_no_broker_answers(tmp_path: Path) -> None:
+    """The constructor asked reader 0 on the loop's thread and waited (its whole timeout, no broker)."""
+    endpoints = Endpoints.for_store(str(tmp_path / "nobody"))
+
+    async def main() -> None:
+        made = mqstore.aio.Consumer(endpoints=endpoints, group="g", topic="T", timeout_ms=500)  # raised before
+        with pytest.raises(mqstore.BrokerTimeoutError, match="queue_info"):
+            await made.poll(timeout_ms=LONG_MS)
+        await made.close()
+        with pytest.raises(mqstore.BrokerTimeoutError, match="queue_info"):
+            async with mqstore.aio.Consumer(endpoints=endpoints, group="g", topic="T", timeout_ms=500):
+                pass
 
     asyncio.run(main())

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
+from pathlib import Path
 
 import pytest
 
 from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.api import Admin, Consumer, Producer
-from mqstore.ipc.transport.channel import BrokerError
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.receipts import OK
 from tests.integration.broker import Broker, wait_for
 
@@ -153,3 +156,49 @@ def test_iterating_an_ack_consumer_yields_deliveries_until_closed(broker: Broker
     consumer.close()
     loop.join(timeout=30)
     assert not loop.is_alive() and seen == [b"d0", b"d1", b"d2"]
+
+
+def test_a_served_poll_is_let_go_of_before_its_timer_would_have_run(broker: Broker) -> None:
+    """A served poll's answer (megabytes of ZeroMQ's buffers, at full speed) was held by its timer
+    until the poll's timeout: each batch's memory went back to the system before the next reply came."""
+    create(broker, "FutFreed")
+    with Consumer(broker.store, group="g", topic="FutFreed", start="earliest", long_poll_ms=500) as consumer, \
+            AckConsumer(broker.store, group="fa", topic="FutFreed", visibility_ms=LONG_MS, long_poll_ms=500) as acks:
+        polled = consumer.poll_async(timeout_ms=LONG_MS)
+        received = acks.receive_async(max_count=10, timeout_ms=LONG_MS)
+        send(broker, "FutFreed", b"one")
+        assert [m.body for m in polled.result(timeout=30)] == [b"one"]
+        assert [d.body for d in received.result(timeout=30)] == [b"one"]
+        futures = [weakref.ref(polled), weakref.ref(received)]
+        del polled, received
+        # the I/O thread lets go of each as it returns from completing it: long before LONG_MS
+        wait_for(lambda: all(f() is None for f in futures), 10, "the served futures freed")
+
+
+def test_a_consumer_is_made_without_waiting_and_its_first_poll_says_no_broker_answers(tmp_path: Path) -> None:
+    """The constructor waited on the calling thread for the topic's queues and the group's offsets
+    (an event loop's thread, for mqstore.aio): with no broker, for its whole timeout, then raised."""
+    endpoints = Endpoints.for_store(str(tmp_path / "nobody"))
+    consumer = Consumer(endpoints=endpoints, group="g", topic="T", timeout_ms=500)  # raised here before
+    try:
+        future = consumer.poll_async(timeout_ms=10)  # shorter than the question's timeout: still told
+        with pytest.raises(BrokerTimeoutError, match="queue_info"):
+            future.result(timeout=30)
+        with pytest.raises(BrokerTimeoutError):  # and every poll after it: the consumer has no queues
+            consumer.poll(timeout_ms=0)
+        with pytest.raises(BrokerTimeoutError):
+            consumer.ready()
+    finally:
+        consumer.close()  # nothing to commit, nothing raised
+
+
+def test_a_consumer_made_before_a_poll_is_ready_with_its_queues_and_committed_offsets(broker: Broker) -> None:
+    create(broker, "FutReady")
+    send(broker, "FutReady", b"a", b"b", b"c")
+    with Consumer(broker.store, group="ready", topic="FutReady", start="earliest") as first:
+        assert [m.body for m in first.messages(3, timeout_ms=30_000)] == [b"a", b"b", b"c"]
+    with Consumer(broker.store, group="ready", topic="FutReady") as again:
+        again.ready()
+        assert again.queues == [0, 1] and again.position(0) == 3  # committed by the first one's close
+        send(broker, "FutReady", b"d")
+        assert [m.body for m in again.messages(1, timeout_ms=30_000)] == [b"d"]

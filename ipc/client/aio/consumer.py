@@ -7,8 +7,10 @@ just before, each queue it took from is sought back to the first message it took
 again and no commit passes them. What a consumer hands over is exactly what the application got.
 
 ``position``, ``seek`` and ``buffered`` read or set the consumer's own bookkeeping and ask nothing
-of the broker: they stay plain calls. The constructor asks reader 0 for the topic's queues and the
-group's offsets as the blocking one does, on the calling thread, once.
+of the broker: they stay plain calls. The constructor only sends reader 0 the questions of the
+topic's queues and the group's offsets, as the blocking one does; ``async with`` (or ``ready``)
+awaits their answers, and so does the first poll. The local calls made before that wait for them
+on the loop's thread (one round trip).
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ class Consumer:
     def buffered(self, queue_id: int) -> tuple[int, int]:
         return self._consumer.buffered(queue_id)
 
+    async def ready(self) -> None:
+        """Await the queues and where the consumer starts on each; raises what prevented them."""
+        await asyncio.wrap_future(self._consumer.ready_async())
+
     async def poll(self, timeout_ms: int = 1000, max_count: int | None = None) -> list[ReceivedMessage]:
         """Messages available now, or the first to arrive within ``timeout_ms``; [] when none came."""
         return await handed(self._consumer.poll_async(timeout_ms, max_count), self._give_back)
@@ -126,6 +132,11 @@ class Consumer:
                 return got[0]
 
     async def __aenter__(self) -> Self:
+        try:
+            await self.ready()
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
