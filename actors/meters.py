@@ -2,6 +2,8 @@
 
 - ``TopicCounts``: messages and bytes per topic since the process started, added a batch at a time
   (the writer's dispatch batches, a reader's pull replies);
+- ``Deliveries``: what a reader's replies delivered, per topic (a ``TopicCounts``) and per group and
+  topic (messages), one reply at a time (offset pulls and ack-mode pulls alike);
 - ``Latencies``: a histogram as bucket counts (``LATENCY_BOUNDS_S``, Prometheus' ``le`` bounds), one
   observation per request or per round, weighted by how many requests it stands for.
 
@@ -21,6 +23,7 @@ from mqstore.engine.batch.dispatch import DispatchBatch
 LATENCY_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                     5.0, 10.0)
 MAX_TOPICS = 4096  # topics counted per process at most (broker.max_topics' default); more fold into ""
+MAX_GROUP_TOPICS = 16_384  # (group, topic) pairs counted per reader at most; more fold into group "", topic ""
 
 
 class TopicCounts:
@@ -46,6 +49,38 @@ class TopicCounts:
     def stats(self) -> dict[str, list[int]]:
         """The counts themselves, not a copy: a report packs them only when it is sent."""
         return self.counts
+
+
+class Deliveries:
+    """A reader's deliveries since it started: per topic (messages, bytes) and per group and topic
+    (messages), so that two groups reading one message count it once each. Pulls without a group
+    count per topic only."""
+
+    __slots__ = ("_pairs", "groups", "topics")
+
+    def __init__(self) -> None:
+        self.topics = TopicCounts()
+        self.groups: dict[str, dict[str, int]] = {}  # group -> topic -> messages
+        self._pairs = 0
+
+    def add(self, group: str, topic: str, messages: int, size_bytes: int) -> None:
+        self.topics.add(topic, messages, size_bytes)
+        if not group:
+            return
+        by_topic = self.groups.get(group)
+        if by_topic is not None and topic in by_topic:
+            by_topic[topic] += messages
+            return
+        if self._pairs >= MAX_GROUP_TOPICS:
+            group = topic = ""
+        else:
+            self._pairs += 1
+        by_topic = self.groups.setdefault(group, {})
+        by_topic[topic] = by_topic.get(topic, 0) + messages
+
+    def stats(self) -> dict[str, Any]:
+        """What a reader's report carries: ``topics_out`` and ``groups_out`` (the counts themselves)."""
+        return {"topics_out": self.topics.counts, "groups_out": self.groups}
 
 
 class Latencies:

@@ -11,7 +11,8 @@ fails is logged and reported, the others go on. A master that cannot be reached 
 outage, and once when it answers again. Stats: ``last_sync_ms`` (wall time of the last full round),
 per item ``ok`` / the error, the master's topic ``data_version`` counter, the offsets moved and
 held back at the queue end, and the ack marks seen (``ack_marks_seen``), the queues they moved, the messages they acked
-here and the marks held back at the queue end.
+here and the marks held back at the queue end; ``groups_deleted``: groups deleted on the master whose
+offsets went here too.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class MetadataSyncActor:
         self.last_sync_ms = -1
         self.data_version = -1
         self.offsets_moved = self.offsets_clamped = self.ack_marks_seen = self.rounds = 0
+        self.groups_deleted = 0
         self.ack_queues_moved = self.ack_acked = self.ack_clamped = 0
         self.unreachable: str | None = None  # why the master could not be reached, while it cannot
 
@@ -93,7 +95,7 @@ class MetadataSyncActor:
                 "data_version": self.data_version, "rounds": self.rounds, "offsets_moved": self.offsets_moved,
                 "offsets_clamped": self.offsets_clamped, "ack_marks_seen": self.ack_marks_seen,
                 "ack_queues_moved": self.ack_queues_moved, "ack_acked": self.ack_acked,
-                "ack_clamped": self.ack_clamped,
+                "ack_clamped": self.ack_clamped, "groups_deleted": self.groups_deleted,
                 **{f"{item}": state for item, state in self.items.items()}}
 
     def sync(self) -> None:
@@ -146,10 +148,12 @@ class MetadataSyncActor:
             log.info("metasync: %d topics at the master's data version %d", len(topics), version.counter)
 
     def _offsets(self, master: MasterMetadata) -> None:
-        entries = master.consumer_offsets()
-        future = self.channel.call("reader0", requests.MergeOffsets(tuple(entries)), timeout_ms=CALL_TIMEOUT_MS)
+        entries, deleted = master.consumer_offsets()
+        future = self.channel.call("reader0", requests.MergeOffsets(tuple(entries), tuple(deleted)),
+                                   timeout_ms=CALL_TIMEOUT_MS)
         merged = replies.MergeOffsetsReply.decode(future.result())
         self.offsets_moved += merged.moved
+        self.groups_deleted += merged.groups_deleted
         self.offsets_clamped += len(merged.clamped)
         for topic, group, queue_id, end in merged.clamped[:10]:
             log.info("metasync: %s's offset on %s/%d held at this broker's queue end %d (the log is behind)",

@@ -22,7 +22,8 @@ from mqstore.engine.meta.offsets import TOPIC_GROUP_SEPARATOR, decode_offset_fil
 from mqstore.engine.meta.topics import TopicConfig, decode_topic_table
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.remoting.signature import Credentials
-from mqstore.ipc.wire.requests.metadata import OffsetEntry
+from mqstore.ipc.wire.requests.metadata import GroupDeletion, OffsetEntry, group_deletion
+from mqstore.ipc.wire.schema import SchemaError
 
 T = TypeVar("T")
 GET_ALL_TOPIC_CONFIG = 21
@@ -84,16 +85,20 @@ class MasterMetadata:
                 return table, version
         raise MasterAnswerError(f"the master's topics did not settle in {MAX_TOPIC_PAGES} pages")
 
-    def consumer_offsets(self) -> list[OffsetEntry]:
+    def consumer_offsets(self) -> tuple[list[OffsetEntry], list[GroupDeletion]]:
+        """The master's committed offsets, and the groups it deleted with their deletion numbers
+        (mqstore's ``deletedGroups``; none from a RocketMQ master)."""
         _, body = self._body(GET_ALL_CONSUMER_OFFSET)
         try:
             table = decode_offset_file(body).table
-        except (ValueError, UnicodeDecodeError) as exc:
+            deleted = json.loads(body).get("deletedGroups", {})
+            deletions = [group_deletion([group, number]) for group, number in deleted.items()]
+        except (ValueError, UnicodeDecodeError, AttributeError, SchemaError) as exc:
             raise MasterAnswerError(f"consumer offsets: {exc}") from None
         return [(topic, group, queue_id, next_offset)
                 for key, queues in table.items()
                 for topic, _, group in [key.partition(TOPIC_GROUP_SEPARATOR)]
-                for queue_id, next_offset in queues.items()]
+                for queue_id, next_offset in queues.items()], deletions
 
     def delay_offsets(self) -> DelayOffsets:
         _, body = self._body(GET_ALL_DELAY_OFFSET)

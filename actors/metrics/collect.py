@@ -3,8 +3,8 @@ ops the other actors already serve, never by touching their loops.
 
 - the supervisor's ``status`` (its control socket): every actor's pid, state, restarts, CPU seconds,
   RSS and last stats event (written, flushed and dispatched offsets, each builder's applied one,
-  the writer's messages and bytes in per topic and send latencies, each reader's out and pull
-  latencies: ``mqstore.actors.meters``);
+  the writer's messages and bytes in per topic and send latencies, each reader's out (per topic, and
+  per group and topic: ``delivered``) and pull latencies: ``mqstore.actors.meters``);
 - the writer's ``topics``; reader 0's ``queue_info`` per topic, ``groups`` and ``group_describe``
   per group (consumer lag computed once, by ``mqstore.engine.read.group_lag``); every reader's ``ack_stats``;
 - the disk the commitlog is on, against the retention watermarks (``mqstore.engine.reclaim.retention``);
@@ -60,6 +60,14 @@ def _sum_counts(into: dict[str, list[int]], counts: Any) -> None:
         total = into.setdefault(str(topic), [0, 0])
         total[0] += int(messages)
         total[1] += int(size_bytes)
+
+
+def _sum_groups(into: dict[str, dict[str, int]], counts: Any) -> None:
+    """A reader's ``groups_out`` (group -> topic -> messages) added into ``into``."""
+    for group, by_topic in (counts if isinstance(counts, dict) else {}).items():
+        total = into.setdefault(str(group), {})
+        for topic, messages in by_topic.items():
+            total[str(topic)] = total.get(str(topic), 0) + int(messages)
 
 
 def _sum_latencies(into: dict[str, Any], stats: Any) -> None:
@@ -132,6 +140,7 @@ class Collector:
         actors: dict[str, Any] = status.get("actors", {})
         topics_in: dict[str, list[int]] = {}
         topics_out: dict[str, list[int]] = {}
+        delivered: dict[str, dict[str, int]] = {}  # group -> topic -> messages, every reader's
         send, pull = _no_latencies(), _no_latencies()
         for name, info in actors.items():
             if name == "writer":
@@ -139,6 +148,7 @@ class Collector:
                 _sum_latencies(send, info.get("send_latency"))
             elif name.startswith("reader"):
                 _sum_counts(topics_out, info.get("topics_out"))
+                _sum_groups(delivered, info.get("groups_out"))
                 _sum_latencies(pull, info.get("pull_latency"))
         writer = actors.get("writer", {})
         written = int(status.get("written", 0))
@@ -151,7 +161,8 @@ class Collector:
         return {"time_ms": now, "store": self.config.store_dir, "status": status, "errors": errors,
                 "errors_total": self.errors_total,
                 "topics": self._topics(topics_in, topics_out), "groups": self.last["groups"],
-                "ack": self.last["ack"], "offsets": offsets, "disk": self._disk(), "files": writer.get("files", []),
+                "ack": self.last["ack"], "delivered": delivered, "offsets": offsets, "disk": self._disk(),
+                "files": writer.get("files", []),
                 "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send, "pull": pull},
                 "history": list(self.history), "urls": self._urls(),
                 "replication": replication_summary(status, now)}

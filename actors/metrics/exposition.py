@@ -107,7 +107,8 @@ def _offset_families(offsets: dict[str, Any]) -> Iterator[Metric]:
     yield from (applied, lag)
 
 
-def _group_families(groups: dict[str, Any], ack: list[dict[str, Any]]) -> Iterator[Metric]:
+def _group_families(groups: dict[str, Any], ack: list[dict[str, Any]],
+                    delivered: dict[str, dict[str, int]] | None = None) -> Iterator[Metric]:
     labels = ["group", "topic", "queue"]
     committed = GaugeMetricFamily("mqstore_group_committed_offset", "A group's committed queue offset (absent "
                                   "while it never committed on the queue)", labels=labels)
@@ -137,7 +138,13 @@ def _group_families(groups: dict[str, Any], ack: list[dict[str, Any]]) -> Iterat
         unacked.add_metric(key, float(q["unacked"]))
         redelivered.add_metric(key, float(q["redelivered"]))
         dead.add_metric(key, float(q["dead"]))
-    yield from (committed, lag, last, ready, unacked, redelivered, dead)
+    out = CounterMetricFamily("mqstore_group_delivered_messages", "Messages the readers delivered to a group from "
+                              "a topic (offset pulls and ack-mode deliveries; a redelivery counts again)",
+                              labels=["group", "topic"])
+    for group, by_topic in sorted((delivered or {}).items()):
+        for topic, messages in sorted(by_topic.items()):
+            out.add_metric([group, topic], float(messages))
+    yield from (committed, lag, last, ready, unacked, redelivered, dead, out)
 
 
 FILE_STATES = ("newest", "undispatched", "held", "reclaimable", "retention")
@@ -259,7 +266,7 @@ class SnapshotCollector(Collector):
         yield from _actor_families(s["status"])
         yield from _topic_families(s["topics"])
         yield from _offset_families(s["offsets"])
-        yield from _group_families(s["groups"], s["ack"])
+        yield from _group_families(s["groups"], s["ack"], s.get("delivered"))
         writer = s["status"].get("actors", {}).get("writer", {})
         yield from _file_families(writer.get("files", []))
         yield from _moved_families(writer.get("moved"))

@@ -10,7 +10,10 @@
                     which the page folds behind one row
     groups          per group: its mode (offset, ack, or both), topics, queues, and summed over its queues
                     the lag of its committed offsets and, in ack mode, the ready, unacked, redelivered
-                    and dead-letter-pending counts; queues it never committed on are counted in ``never``
+                    and dead-letter-pending counts; queues it never committed on are counted in ``never``;
+                    ``delivered``: the messages the readers handed this group since they started (offset
+                    pulls and ack-mode deliveries, summed over its topics: the snapshot's ``delivered``
+                    has them per topic)
 
 The page draws these numbers as they are, so the page and this module cannot disagree on a total.
 """
@@ -82,7 +85,9 @@ def system_totals(totals: dict[str, dict[str, Any]]) -> dict[str, int]:
     return {"topics": len(system), **{key: sum(int(t[key]) for t in system) for key in TOPIC_COUNTS}}
 
 
-def group_totals(groups: dict[str, list[dict[str, Any]]], ack: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def group_totals(groups: dict[str, list[dict[str, Any]]], ack: list[dict[str, Any]],
+                 delivered: dict[str, dict[str, int]] | None = None) -> dict[str, dict[str, Any]]:
+    """The groups with offsets or ack-mode queues, each with its ``delivered`` summed over topics."""
     totals: dict[str, dict[str, Any]] = {}
 
     def entry(group: str) -> dict[str, Any]:
@@ -104,7 +109,8 @@ def group_totals(groups: dict[str, list[dict[str, Any]]], ack: list[dict[str, An
         g["queues"].add((str(q["topic"]), int(q["queue"])))
         for key in ACK_COUNTS:
             g[key] += int(q[key])
-    return {group: _group_row(g) for group, g in sorted(totals.items())}
+    return {group: {**_group_row(g), "delivered": sum((delivered or {}).get(group, {}).values())}
+            for group, g in sorted(totals.items())}
 
 
 def _group_row(g: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +127,8 @@ def overview(snapshot: dict[str, Any]) -> dict[str, Any]:
         return {}
     topics = topic_totals(snapshot["topics"], snapshot["groups"], snapshot["ack"])
     return {"broker": broker_info(snapshot["status"], int(snapshot["time_ms"])), "topics": topics,
-            "system_topics": system_totals(topics), "groups": group_totals(snapshot["groups"], snapshot["ack"])}
+            "system_topics": system_totals(topics),
+            "groups": group_totals(snapshot["groups"], snapshot["ack"], snapshot.get("delivered"))}
 
 
 def with_overview(snapshot: dict[str, Any]) -> dict[str, Any]:

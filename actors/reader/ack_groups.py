@@ -22,7 +22,7 @@ from typing import Any
 import zmq
 
 from mqstore.actors.config import BrokerConfig
-from mqstore.actors.meters import TopicCounts
+from mqstore.actors.meters import Deliveries
 from mqstore.actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
 from mqstore.actors.reader.ack_queues import AckQueues, redelivery_delays
 from mqstore.actors.reader.ack_requests import AckKey, AckPull, parse_receipt, resolve_ack_pull
@@ -57,8 +57,8 @@ SendReply = Callable[[bytes, dict[str, Any]], None]
 
 class AckGroups:
     def __init__(self, config: BrokerConfig, reader_index: int, store: PublishedStore, *, ctx: zmq.Context[Any],
-                 ingress: str, now_ms: Callable[[], int], delivered: TopicCounts | None = None) -> None:
-        """``delivered``: where deliveries are counted per topic for the metrics (the reader's pulls' counts)."""
+                 ingress: str, now_ms: Callable[[], int], delivered: Deliveries | None = None) -> None:
+        """``delivered``: where deliveries are counted per topic and group for the metrics (the reader's pulls')."""
         self.cfg = config.broker
         self.keep_unacked = config.retention.keep_unacked or config.retention.reclaim_consumed  # else nobody reads
         # the low-water mark; reclamation reads each queue's progress, per commitlog file
@@ -67,7 +67,7 @@ class AckGroups:
         self.reader_index = reader_index
         self.store = store
         self.now_ms = now_ms
-        self.delivered = delivered if delivered is not None else TopicCounts()
+        self.delivered = delivered if delivered is not None else Deliveries()
         # with move_stragglers_below: where the writer moved messages (read before anything is served)
         self.moves = MovedCopies() if config.retention.move_stragglers_below else None
         self.queues = AckQueues(Path(config.store_dir), reader_index, config.broker,
@@ -245,7 +245,7 @@ class AckGroups:
         if dropped:
             self.queues.guarded(key, lambda: q.ack(dropped))
         if msgs:
-            self.delivered.add(pull.topic, len(msgs), sum(m["size"] for m in msgs))
+            self.delivered.add(pull.group, pull.topic, len(msgs), sum(m["size"] for m in msgs))
         return msgs
 
     def _top_up(self, key: AckKey, q: AckQueue, view: PublishedQueue | None) -> None:

@@ -4,18 +4,17 @@ The queue index (``mqstore.engine.ackindex.queue_index``) is the durable part: e
 group is published there (seq = its consume-queue offset, msg id = its offsetMsgId bytes), every
 first delivery is recorded before the reply goes out, every ack before it is answered. Memory holds
 what a crash may forget without losing a message: ``fresh`` (published, never delivered, oldest
-first); ``in_flight`` (delivered, not acked: consumer, visibility deadline, delivery count); ``retry``
-(due again after a nack with requeue, a visibility timeout, a consumer that left, or delivered-unacked
-at a restart; handed out first, flagged redelivered; a failed delivery waits first, as RocketMQ's
-retries wait on delay levels: after n deliveries ``redelivery_delays_ms[n - 1]``, from
-``mqstore.actors.reader.ack_queues``); ``dead`` (due for ``%DLQ%{group}``: too many deliveries or a nack
-without requeue; acked once the writer stored the copy).
+first); ``in_flight`` (delivered, not acked: consumer, visibility deadline, delivery count);
+``retries`` (due again, ``mqstore.actors.reader.retries``: handed out first, flagged redelivered; the
+delays a failed delivery waits come from ``mqstore.actors.reader.ack_queues``); ``dead`` (due for
+``%DLQ%{group}``: too many deliveries or a nack without requeue; acked once the writer stored the copy).
 
 After a restart every delivered-unacked message is in ``retry`` with a count of 1 (the index records a
 first delivery only): a count lost to a crash errs towards more. Publishing goes a window at a time
 (``PUBLISH_AHEAD``). A message moved by ``mqstore.engine.reclaim.move`` keeps its seq and msg id; ``moved``
 (``mqstore.actors.reader.moved``) says where it is read, ``relocate`` follows a new copy. ``ack_below``
-takes another copy's mark (a slave's master's): everything below it acked.
+takes another copy's mark (a slave's master's): everything below it acked. ``purge_below`` is
+``mqstore queues purge``: every ready message below a floor acked, those in consumers' hands kept.
 """
 
 from __future__ import annotations
@@ -23,10 +22,11 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqstore.actors.reader.retries import Moves, Retries, Retry
 from mqstore.engine.ackindex.files import PublishCheck
 from mqstore.engine.ackindex.queue_index import PublishEntry, QueueIndex
 from mqstore.ipc.wire.receipts import OK, UNKNOWN_RECEIPT, AckStatus
@@ -35,7 +35,6 @@ PUBLISH_AHEAD = 2048        # fresh messages kept indexed ahead of the consumers
 PUBLISH_LOW = 512           # ... topped up when fewer than this are left
 MSG_ID_PREFIX_SIZE = 8      # offsetMsgId's host part for IPv4 (address + port)
 _PHYS = struct.Struct(">q")
-Moves = Mapping[int, tuple[int, int]]  # a message's old commitlog offset -> its copy's offset and size
 _COMPACT_SLACK = 1024       # stale deadline entries tolerated beyond 3x the in-flight count
 
 
@@ -96,12 +95,8 @@ class AckQueue:
         self.index = index
         self._host_prefix = host_prefix
         self.max_deliveries = max_deliveries
-        self.redelivery_delays_ms = redelivery_delays_ms  # after n deliveries, [n - 1] (the last past its end)
         self.fresh: deque[Located] = deque()
-        self._retry: list[int] = []                           # heap of seqs; stale ones skipped
-        self._retry_info: dict[int, tuple[int, int, int]] = {}  # seq -> phys, size, deliveries so far
-        self._waiting: dict[int, int] = {}                    # seq -> when its retry is due (in _retry_info)
-        self._delayed: list[tuple[int, int]] = []             # heap of (due ms, seq); stale ones skipped
+        self.retries = Retries(redelivery_delays_ms)
         self.in_flight: dict[int, _InFlight] = {}
         self._per_consumer: dict[str, int] = {}
         self._deadlines: list[tuple[int, int, int]] = []       # (deadline_ms, seq, delivery count)
@@ -130,21 +125,20 @@ class AckQueue:
             for entry in self.index.read(num * per_segment, (num + 1) * per_segment):
                 phys_offset, size = self._where(phys_offset_of(entry.msg_id), entry.size_bytes)
                 if entry.delivered:
-                    self._retry_info[entry.seq_id] = (phys_offset, size, 1)
-                    self._retry.append(entry.seq_id)
+                    self.retries.recovered(entry.seq_id, Retry(phys_offset, size, 1))
                 else:
                     self.fresh.append(Located(entry.seq_id, phys_offset, size))
-        heapq.heapify(self._retry)
+        self.retries.heapify()
 
     # -- state ---------------------------------------------------------------------------------------
 
     @property
     def has_available(self) -> bool:
-        return bool(self.fresh) or len(self._retry_info) > len(self._waiting)
+        return bool(self.fresh) or self.retries.has_due
 
     @property
     def retry_count(self) -> int:
-        return len(self._retry_info)
+        return len(self.retries)
 
     def counts(self, max_queue_offset: int) -> dict[str, int]:
         """What the metrics show of the queue: ready (due again, indexed and not yet handed out, and
@@ -177,7 +171,7 @@ class AckQueue:
         """seq -> (commitlog offset, size) of every message indexed and not acked: fresh, in flight,
         due again, dead."""
         held = {m.seq: (m.phys_offset, m.size) for m in self.fresh}
-        held.update((seq, info[:2]) for seq, info in self._retry_info.items())
+        held.update((seq, (r.phys_offset, r.size)) for seq, r in self.retries.items())
         held.update((seq, (f.phys_offset, f.size)) for seq, f in self.in_flight.items())
         held.update((seq, (d.phys_offset, d.size)) for seq, d in self.dead.items())
         return held
@@ -189,20 +183,11 @@ class AckQueue:
 
     def next_retry_ms(self) -> int | None:
         """When the next waiting redelivery is due (None: none waits)."""
-        while self._delayed and self._waiting.get(self._delayed[0][1]) != self._delayed[0][0]:
-            heapq.heappop(self._delayed)
-        return self._delayed[0][0] if self._delayed else None
+        return self.retries.next_ms()
 
     def promote(self, now_ms: int) -> int:
         """Waiting redeliveries due by ``now_ms`` become available; returns how many."""
-        count = 0
-        while self._delayed and self._delayed[0][0] <= now_ms:
-            due_ms, seq = heapq.heappop(self._delayed)
-            if self._waiting.get(seq) == due_ms:
-                del self._waiting[seq]
-                heapq.heappush(self._retry, seq)
-                count += 1
-        return count
+        return self.retries.promote(now_ms)
 
     # -- changes -------------------------------------------------------------------------------------
 
@@ -218,13 +203,9 @@ class AckQueue:
     def take(self, consumer: str, max_count: int, now_ms: int, visibility_ms: int) -> list[Handout]:
         """Hand out up to ``max_count`` messages to ``consumer``: due redeliveries first, then fresh
         ones, oldest first. First deliveries are in the journal before this returns."""
-        self.promote(now_ms)
-        out: list[Handout] = []
-        while self._retry and len(out) < max_count:
-            seq = heapq.heappop(self._retry)
-            info = self._retry_info.pop(seq, None) if seq not in self._waiting else None
-            if info is not None:
-                out.append(Handout(seq, info[0], info[1], True, info[2] + 1))
+        self.retries.promote(now_ms)
+        out = [Handout(seq, r.phys_offset, r.size, True, r.delivery_count + 1)
+               for seq, r in self.retries.take(max_count)]
         first = len(out)
         self.redelivered_count += first
         while self.fresh and len(out) < max_count:
@@ -268,7 +249,7 @@ class AckQueue:
         statuses: list[AckStatus] = []
         for seq in seqs:
             flight = self.in_flight.get(seq)
-            retry = self._retry_info.get(seq)
+            retry = self.retries.get(seq)
             if flight is not None:
                 self._release(seq, flight)
                 located, count = Located(seq, flight.phys_offset, flight.size), flight.delivery_count
@@ -276,9 +257,8 @@ class AckQueue:
                 if requeue:
                     statuses.append(OK)  # already due again
                     continue
-                del self._retry_info[seq]
-                self._waiting.pop(seq, None)
-                located, count = Located(seq, retry[0], retry[1]), retry[2]
+                self.retries.remove(seq)
+                located, count = Located(seq, retry.phys_offset, retry.size), retry.delivery_count
             else:
                 statuses.append(UNKNOWN_RECEIPT)
                 continue
@@ -319,10 +299,32 @@ class AckQueue:
         acked = self.index.ack_below(seq)
         while self.fresh and self.fresh[0].seq < seq:
             self.fresh.popleft()
-        for held in [s for s in (*self.in_flight, *self._retry_info, *self.dead) if s < seq]:
+        for held in [s for s in (*self.in_flight, *(r for r, _ in self.retries.items()), *self.dead) if s < seq]:
             self._forget(held) or self.dead.pop(held)  # a receipt for it answers UNKNOWN_RECEIPT
         self.scan_from = max(self.scan_from, seq)
         return acked
+
+    def purge_below(self, floor: int, last: Located | None) -> tuple[int, int]:
+        """Ack every ready message below ``floor``: indexed and never delivered (``fresh``), due again
+        (after a nack, a timeout, a restart), and those not indexed yet (by publishing and acking
+        ``last``, the last of them, which moves the index's next seq id past them all). Messages in
+        consumers' hands and dead letters on their way to the DLQ stay. The journal is fsynced before
+        this returns. Returns how many were purged and how many stay unacked with consumers."""
+        fresh = [m.seq for m in self.fresh if m.seq < floor]
+        due_again = [seq for seq, _ in self.retries.items() if seq < floor]
+        backlog = max(floor - self.scan_from, 0)
+        if due_again:
+            self.ack(due_again)
+        if fresh:
+            self.index.ack(fresh)
+            self.fresh = deque(m for m in self.fresh if m.seq >= floor)
+        if backlog and last is not None and last.seq >= self.index.next_seq_id:
+            self.index.publish_many([PublishEntry(last.seq, self._host_prefix + _PHYS.pack(last.phys_offset),
+                                                  last.size)])
+            self.index.ack([last.seq])
+        self.scan_from = max(self.scan_from, floor)
+        self.index.sync()
+        return len(fresh) + len(due_again) + backlog, len(self.in_flight)
 
     def dead_lettered(self, seqs: Iterable[int]) -> None:
         """The DLQ holds these now: ack them."""
@@ -338,10 +340,7 @@ class AckQueue:
             if m.phys_offset in moves:
                 self.fresh[i] = Located(m.seq, *moves[m.phys_offset])
                 count += 1
-        for seq, (phys, _, deliveries) in list(self._retry_info.items()):
-            if phys in moves:
-                self._retry_info[seq] = (*moves[phys], deliveries)
-                count += 1
+        count += self.retries.relocate(moves)
         for f in self.in_flight.values():
             if f.phys_offset in moves:
                 f.phys_offset, f.size = moves[f.phys_offset]
@@ -382,19 +381,11 @@ class AckQueue:
         if flight is not None:
             self._release(seq, flight)
             return True
-        self._waiting.pop(seq, None)
-        return self._retry_info.pop(seq, None) is not None  # its heap entry is skipped when it comes up
+        return self.retries.remove(seq) is not None
 
     def _give_back(self, located: Located, delivery_count: int, failed_at_ms: int | None = None) -> None:
         """Due again: at once, or (a failed delivery, ``failed_at_ms``) after its redelivery delay."""
         if delivery_count >= self.max_deliveries:
             self.dead[located.seq] = DeadLetter(located.seq, located.phys_offset, located.size, delivery_count)
             return
-        self._retry_info[located.seq] = (located.phys_offset, located.size, delivery_count)
-        delays = self.redelivery_delays_ms
-        delay_ms = delays[min(delivery_count, len(delays)) - 1] if delays and failed_at_ms is not None else 0
-        if delay_ms > 0 and failed_at_ms is not None:
-            self._waiting[located.seq] = failed_at_ms + delay_ms
-            heapq.heappush(self._delayed, (failed_at_ms + delay_ms, located.seq))
-        else:
-            heapq.heappush(self._retry, located.seq)
+        self.retries.add(located.seq, Retry(located.phys_offset, located.size, delivery_count), failed_at_ms)

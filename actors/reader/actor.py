@@ -51,7 +51,7 @@ from typing import Any
 import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
-from mqstore.actors.meters import Latencies, TopicCounts
+from mqstore.actors.meters import Deliveries, Latencies
 from mqstore.actors.reader.ack_groups import AckGroups
 from mqstore.actors.reader.activity import GroupActivity
 from mqstore.actors.reader.administration import Administration
@@ -105,9 +105,9 @@ class ReaderActor:
         self.parked = ParkedPulls()
         self.offsets = CommittedOffsets(self.store_dir, index, self.store, wall_ms)
         self.max_query_count = cfg.store.max_query_count
-        self.topics_out = TopicCounts()     # what pulls and ack-mode pulls delivered, per topic (the metrics)
+        self.delivered = Deliveries()  # what pulls and ack-mode pulls delivered, per topic and group (the metrics)
         self.acks = AckGroups(cfg, index, self.store, ctx=runtime.ctx, ingress=runtime.endpoints.own_ingress,
-                              now_ms=monotonic_ms, delivered=self.topics_out)
+                              now_ms=monotonic_ms, delivered=self.delivered)
         self.activity = GroupActivity(wall_ms)
         self.pull_latency = Latencies()     # a pull answered at once, from its request to its reply
         self.roles = cfg.key_roles()         # what each CURVE client key may do; None: no CURVE, none apply
@@ -181,7 +181,7 @@ class ReaderActor:
                     next_persist = now + broker.offset_persist_interval_ms
                     self.offsets.persist(final=False)
                 self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
-                               ack_queues=len(self.acks.queues), topics_out=self.topics_out.stats(),
+                               ack_queues=len(self.acks.queues), **self.delivered.stats(),
                                pull_latency=self.pull_latency.stats(), commits=self.offsets.commits)
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
@@ -384,11 +384,11 @@ class ReaderActor:
         if pull.raw:  # one blob and its columns: nothing per message on either side
             stored = result.stored or _NONE_STORED
             if stored.sizes:
-                self.topics_out.add(pull.topic, len(stored), len(stored.data))
+                self.delivered.add(pull.group, pull.topic, len(stored), len(stored.data))
             return replies.PackedPullReply(result.status.value, result.next_queue_offset, result.min_queue_offset,
                                            result.max_queue_offset, *_packed(stored), replied_us).encode(request_id)
         if result.messages:
-            self.topics_out.add(pull.topic, len(result.messages), sum(r.size for r in result.messages))
+            self.delivered.add(pull.group, pull.topic, len(result.messages), sum(r.size for r in result.messages))
         return replies.PullReply(result.status.value, result.next_queue_offset, result.min_queue_offset,
                                  result.max_queue_offset, [record_to_wire(r) for r in result.messages], replied_us
                                  ).encode(request_id)

@@ -13,6 +13,9 @@ reads it whole (``offset_table``), and the slave takes it in with ``merge_offset
 only moves forward (a master's older table never takes a group back over what it consumed) and no
 further than the queue's end on the slave (its log may be behind the master's; the rest comes at a
 later sync), so a promoted slave resumes each group where its master last said, or a little before.
+A group deleted on the master (``delete_group``) is numbered in ``config/deletedGroups.json``
+(``mqstore.engine.meta.deleted_groups``), which ``offset_table`` sends along; ``merge_offsets`` first
+deletes here each group whose deletion is newer than the one this broker last took, then merges.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.actors.reader.state import PublishedStore
+from mqstore.engine.meta.deleted_groups import DELETED_GROUPS_FILE, DeletedGroups
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, TOPIC_GROUP_SEPARATOR, ConsumerOffsets
 from mqstore.engine.read.group_lag import group_lags, groups_in
 from mqstore.engine.read.lookup import GetStatus
@@ -57,8 +61,11 @@ class CommittedOffsets:
         self.reader_index = reader_index
         self.store = store
         self.table: ConsumerOffsets | None = None
+        self.deleted_path = store_dir / DELETED_GROUPS_FILE
+        self.deleted = DeletedGroups()
         if reader_index == OFFSET_OWNER_INDEX:
             self.table = ConsumerOffsets.load(self.path, now_ms)
+            self.deleted = DeletedGroups.load(self.deleted_path)
         self.dirty = False
         self.commits = 0  # offsets committed or merged since start: tells the metrics a group's lag moved
 
@@ -92,11 +99,13 @@ class CommittedOffsets:
         for key, queues in self.table.table.items():
             topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
             entries.extend((topic, group, queue_id, next_offset) for queue_id, next_offset in queues.items())
-        return OffsetTableReply(tuple(entries), self.table.counter).encode(request_id)
+        return OffsetTableReply(tuple(entries), self.table.counter, tuple(self.deleted.deleted.items())
+                                ).encode(request_id)
 
     def op_merge_offsets(self, identity: bytes, request_id: Any, request: MergeOffsets) -> dict[str, Any]:
         if self.table is None:
             return self._not_owner(request_id)
+        groups_deleted = self._merge_deletions(request.deleted)
         moved, clamped = 0, []
         for topic, group, queue_id, next_offset in request.entries:
             current = self.table.query(group, topic, queue_id)
@@ -119,7 +128,23 @@ class CommittedOffsets:
             moved += 1
         self.dirty |= moved > 0
         self.commits += moved
-        return MergeOffsetsReply(moved, tuple(clamped)).encode(request_id)
+        return MergeOffsetsReply(moved, tuple(clamped), groups_deleted).encode(request_id)
+
+    def _merge_deletions(self, deletions: tuple[tuple[str, int], ...]) -> int:
+        """The master's group deletions this broker has not taken: their offsets go, the offsets file
+        written before the deletions are recorded (a crash in between deletes them again); how many."""
+        assert self.table is not None
+        newer = [(group, number) for group, number in deletions if self.deleted.newer(group, number)]
+        if not newer:
+            return 0
+        gone = [group for group, _ in newer if self.table.delete_group(group)]
+        if gone:
+            self.table.persist(self.path)
+            self.commits += 1
+        for group, number in newer:
+            self.deleted.take(group, number)
+        self.deleted.persist(self.deleted_path)
+        return len(gone)
 
     def op_groups(self, identity: bytes, request_id: Any, request: Groups) -> dict[str, Any]:
         if self.table is None:
@@ -148,6 +173,9 @@ class CommittedOffsets:
             return []
         topics = self.table.delete_group(group)
         if topics:
+            # numbered first: a crash before the offsets are written leaves the group on both sides
+            self.deleted.record(group)
+            self.deleted.persist(self.deleted_path)
             self.table.persist(self.path)  # an OSError reaches the client: the group is not deleted
             self.commits += 1
         return topics

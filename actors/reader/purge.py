@@ -17,19 +17,16 @@ applied.
 
 from __future__ import annotations
 
-import struct
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from mqstore.actors.reader.ack_groups import AckGroups
-from mqstore.actors.reader.ack_queue import AckQueue, Located
+from mqstore.actors.reader.ack_queue import Located
 from mqstore.actors.reader.offsets import NOT_OWNER, CommittedOffsets
 from mqstore.actors.reader.state import PublishedStore
 from mqstore.engine.ackindex.low_water import queue_index_keys
-from mqstore.engine.ackindex.queue_index import PublishEntry
 from mqstore.engine.consumequeue.entry import entry_live
 from mqstore.engine.meta.purges import PURGED_QUEUES_FILE, PurgedQueues
 from mqstore.engine.read.group_lag import groups_in
@@ -40,7 +37,6 @@ from mqstore.ipc.wire.requests.purge import Floor, PersistOffsets, PurgeQueues
 
 Op = Callable[[bytes, Any, Any], dict[str, Any] | None]
 LAST_LIVE_SEARCH = 1024  # entries looked back from a floor for the message that marks a skipped backlog
-_PHYS = struct.Struct(">q")
 
 
 class QueuePurges:
@@ -157,7 +153,7 @@ class QueuePurges:
                 q = queues.get(key, create=True)
                 assert q is not None
                 last = self._last_live(topic, queue_id, floor)
-                purged, kept = queues.guarded(key, partial(purge_ready, q, floor, last, queues.host_prefix))
+                purged, kept = queues.guarded(key, partial(q.purge_below, floor, last))
                 out.append(PurgedQueue(group, queue_id, ACK_MODE, purged, kept))
         return out
 
@@ -176,27 +172,4 @@ class QueuePurges:
             if entry_live(phys, size, commitlog_min):
                 return Located(start + i, phys, size)
         return None
-
-
-def purge_ready(q: AckQueue, floor: int, last: Located | None, host_prefix: bytes) -> tuple[int, int]:
-    """Ack every ready message of ``q`` below ``floor``: indexed and never delivered (``fresh``), due
-    again (after a nack, a timeout, a restart), and those not indexed yet (by publishing and acking
-    ``last``, the last of them, which moves the index's next seq id past them all). Messages in
-    consumers' hands and dead letters on their way to the DLQ stay. The journal is fsynced before
-    this returns. Returns how many were purged and how many stay unacked with consumers."""
-    fresh = [m.seq for m in q.fresh if m.seq < floor]
-    skipped = set(fresh) | set(q.in_flight) | set(q.dead)
-    due_again = [seq for seq in q.unacked_located() if seq < floor and seq not in skipped]
-    backlog = max(floor - q.scan_from, 0)
-    if due_again:
-        q.ack(due_again)
-    if fresh:
-        q.index.ack(fresh)
-        q.fresh = deque(m for m in q.fresh if m.seq >= floor)
-    if backlog and last is not None and last.seq >= q.index.next_seq_id:
-        q.index.publish_many([PublishEntry(last.seq, host_prefix + _PHYS.pack(last.phys_offset), last.size)])
-        q.index.ack([last.seq])
-    q.scan_from = max(q.scan_from, floor)
-    q.index.sync()
-    return len(fresh) + len(due_again) + backlog, len(q.in_flight)
 

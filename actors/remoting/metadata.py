@@ -6,7 +6,10 @@ SlaveSynchronize sends its master (``AdminBrokerProcessor``), and mqstore's one 
                                  ``topicSeq`` / ``maxTopicNum`` / ``dataVersion`` (topics in name order
                                  from ``topicSeq``, from the first when ``dataVersion`` is not the
                                  table's), with ``totalTopicNum`` in the answer's header
-    43   GET_ALL_CONSUMER_OFFSET ``{offsetTable: {"topic@group": {queueId: offset}}, dataVersion}``
+    43   GET_ALL_CONSUMER_OFFSET ``{offsetTable: {"topic@group": {queueId: offset}}, dataVersion}``, and
+                                 mqstore's ``deletedGroups: {group: deletion number}`` (groups deleted with
+                                 their offsets, ``mqstore.engine.meta.deleted_groups``; a RocketMQ slave
+                                 ignores the field, an mqstore slave deletes them too)
     45   GET_ALL_DELAY_OFFSET    ``config/delayOffset.json``'s text: ``{dataVersion, offsetTable: {level: offset}}``
     60   GET_TIMER_CHECK_POINT   the first 56 bytes of ``config/timercheck``: seven big-endian longs,
                                  lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset,
@@ -94,7 +97,8 @@ class MetadataFront:
         offsets: dict[str, dict[str, int]] = {}
         for topic, group, queue_id, next_offset in table.entries:
             offsets.setdefault(topic_group_key(topic, group), {})[str(queue_id)] = next_offset
-        body = {"offsetTable": offsets, "dataVersion": DataVersion(counter=table.counter).to_json()}
+        body = {"offsetTable": offsets, "dataVersion": DataVersion(counter=table.counter).to_json(),
+                "deletedGroups": dict(table.deleted)}
         return request.reply(rm.SUCCESS, body=_json(body))
 
     async def delay_offsets(self, request: rm.RemotingCommand, peer: Peer) -> rm.RemotingCommand:

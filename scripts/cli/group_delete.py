@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mqstore.engine.ackindex.deletion import delete_queue_index, group_queue_keys, remove_empty_group_dirs
+from mqstore.engine.meta.deleted_groups import DELETED_GROUPS_FILE, DeletedGroups
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE
 from mqstore.ipc.transport.channel import BrokerError
 from mqstore.scripts.cli.admin import LIVE_MS, admin_client, common, emit
@@ -63,7 +64,10 @@ def _groups_delete(args: argparse.Namespace) -> int:
     else:
         with opened(existing_store(store)) as held:  # the store's lock: no broker starts meanwhile
             topics = held.offsets.delete_group(group)
-            if topics:
+            if topics:  # numbered first, as a running broker does: its slaves delete it too
+                deleted = DeletedGroups.load(store / DELETED_GROUPS_FILE)
+                deleted.record(group)
+                deleted.persist(store / DELETED_GROUPS_FILE)
                 held.offsets.persist(store / CONSUMER_OFFSET_FILE)
             ack_queues = [(topic, queue_id) for _, topic, queue_id in group_queue_keys(store, group)
                           if delete_queue_index(store, (group, topic, queue_id))]

@@ -10,7 +10,10 @@ Where the bodies come from:
 
 A line is sent exactly as read, without its ``\\n``: a ``\\r`` before it stays in the body, an empty
 line is an empty message, a last line without ``\\n`` is a message, bytes that are not UTF-8 are
-sent as they are (``mqstore.scripts.cli.line_batches``). Lines go out in batches (``--batch`` lines,
+sent as they are (``mqstore.scripts.cli.line_batches``). A line longer than the broker's largest message
+body (``[store] max_body_bytes``, asked of its writer before the first line is read) is refused with
+its number and length on stderr, never held whole, and the lines after it go on: each line is a
+message of its own, and input from a pipe cannot be read again. Lines go out in batches (``--batch`` lines,
 one request each, a few requests in flight), and a batch is cut as soon as stdin has nothing more
 ready, so a line typed into a pipe is sent at once. Every message carries the tags, keys,
 properties and delay given (``mqstore.scripts.cli.message_options``).
@@ -35,7 +38,9 @@ from typing import Any, NamedTuple
 from mqstore.actors.config import BrokerSection
 from mqstore.engine.log.message import PutStatus
 from mqstore.ipc.client.api import Producer
-from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError
+from mqstore.ipc.transport.channel import BrokerError, BrokerTimeoutError, Channel
+from mqstore.ipc.transport.endpoints import Endpoints
+from mqstore.ipc.wire import replies, requests
 from mqstore.ipc.wire.encoded import EncodingError, SendResults
 from mqstore.ipc.wire.messages import Outgoing, SendResult
 from mqstore.scripts.cli.arguments import add_store, non_negative, positive
@@ -46,7 +51,7 @@ from mqstore.scripts.cli.clients import (
     client_endpoints,
     no_answer,
 )
-from mqstore.scripts.cli.line_batches import LineBatch, line_batches
+from mqstore.scripts.cli.line_batches import LineBatch, TooLong, line_batches
 from mqstore.scripts.cli.message_options import (
     MessageOptionError,
     MessageOptions,
@@ -93,8 +98,9 @@ def add_produce_command(commands: Any) -> None:
     produce.set_defaults(handler=_produce)
 
 
-def _bodies(args: argparse.Namespace, fd: int) -> Iterator[LineBatch]:
-    """The bodies to send, in batches: ``--body``'s or the test messages, else the lines of ``fd``."""
+def _bodies(args: argparse.Namespace, fd: int, max_body_bytes: int) -> Iterator[LineBatch]:
+    """The bodies to send, in batches: ``--body``'s or the test messages, else the lines of ``fd``
+    (those longer than ``max_body_bytes`` refused)."""
     if args.body is not None or args.count is not None:
         body = os.fsencode(args.body) if args.body is not None else None
         count = args.count or 1
@@ -104,7 +110,21 @@ def _bodies(args: argparse.Namespace, fd: int) -> Iterator[LineBatch]:
         return
     if os.isatty(fd):
         print("mqstore produce: each line is a message; Ctrl-D ends", file=sys.stderr)
-    yield from line_batches(fd, args.batch, BATCH_MAX_BYTES)
+    yield from line_batches(fd, args.batch, BATCH_MAX_BYTES, max_body_bytes)
+
+
+def _reads_lines(args: argparse.Namespace) -> bool:
+    return args.body is None and args.count is None
+
+
+def max_body_bytes(endpoints: Endpoints, timeout_ms: int) -> int:
+    """The broker's largest message body (``[store] max_body_bytes``), asked of its writer."""
+    channel = Channel({"ingress": [endpoints.ingress]}, name="mqstore-produce", curve=endpoints.curve)
+    try:
+        reply = channel.request("ingress", requests.Encoding(), timeout_ms=timeout_ms)
+    finally:
+        channel.close()
+    return replies.EncodingReply.decode(reply).max_body_bytes
 
 
 class _Tally:
@@ -126,6 +146,14 @@ class _Tally:
                               "queue_offset": result.queue_offset, "reason": result.reason}), flush=True)
         if not result.stored:
             print(f"mqstore produce: not sent: {result.status}: {result.reason}", file=sys.stderr)
+
+    def refuse(self, too_long: Sequence[TooLong], limit: int, ctrl_c: CtrlC) -> None:
+        """Lines not sent for their length: each said on stderr, counted as failed."""
+        with ctrl_c.held_back():
+            self.failed += len(too_long)
+        for line in too_long:
+            print(f"mqstore produce: not sent: line {line.number} is {line.size_bytes} bytes, more than the "
+                  f"broker's largest message body ({limit} bytes, [store] max_body_bytes)", file=sys.stderr)
 
     def summary(self) -> str:
         return f"mqstore produce: {self.sent} sent, {self.failed} failed" + "".join(
@@ -186,7 +214,11 @@ def _produce_from(args: argparse.Namespace, options: MessageOptions, fd: int) ->
     sent_count = 0
     try:
         with CtrlC() as ctrl_c, Producer(endpoints=endpoints, timeout_ms=args.timeout_ms) as producer:
-            for batch in _bodies(args, fd):
+            limit = max_body_bytes(endpoints, args.timeout_ms) if _reads_lines(args) else 0
+            for batch in _bodies(args, fd, limit):
+                tally.refuse(batch.too_long, limit, ctrl_c)
+                if not batch.lines:
+                    continue
                 messages = [_message(args, options, body, sent_count + i) for i, body in enumerate(batch.lines)]
                 sent_count += len(messages)
                 in_flight.append(_send(producer, messages, options.delayed))

@@ -50,6 +50,7 @@ def _snapshot(replication: dict[str, Any] | None = None, moved: dict[str, int] |
             "offsets": {"written": 1, "flushed": 1, "dispatched": 1, "applied": {"cqbuilder": 1}},
             "groups": {"g": [{"topic": "t", "queue": 0, "committed_offset": 1, "lag": 0, "last_consume_ms": 1}]},
             "ack": [{"group": "g", "topic": "t", "queue": 0, "ready": 1, "unacked": 1, "redelivered": 1, "dead": 0}],
+            "delivered": {"g": {"t": 1}},
             "disk": {"used_ratio": 0.1, "max_used_ratio": 0.75, "clean_forcibly_ratio": 0.85, "warning_ratio": 0.9},
             "latency": {"bounds_s": [0.001], "send": latency, "pull": latency}, "errors_total": 0,
             "replication": replication}

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from mqstore.engine.ackindex.low_water import queue_index_keys
+from mqstore.engine.meta.deleted_groups import DELETED_GROUPS_FILE, DeletedGroups
 from mqstore.engine.meta.offsets import CONSUMER_OFFSET_FILE, ConsumerOffsets
 from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.api import Admin, Consumer, Producer
@@ -142,6 +143,8 @@ def test_groups_reset_plans_then_executes_and_delete_removes_a_group_durably(tmp
 
     assert broker.mqstore("groups", "delete", "G", "--live-ms", "1").returncode == 0  # offline: the files
     assert _offsets_on_disk(broker.store).topics_of("G") == []
+    # numbered, as a running broker numbers a deletion, for the slaves (mqstore.engine.meta.deleted_groups)
+    assert DeletedGroups.load(broker.store / DELETED_GROUPS_FILE).deleted == {"G": 1}
     assert broker.mqstore("groups", "describe", "G").returncode == 2
     assert broker.mqstore("groups", "delete", "G").returncode == 2  # no such group now
     with broker:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +294,21 @@ def test_from_a_time_after_every_message_follows_from_the_end(broker: Broker) ->
 def test_from_is_refused_in_ack_mode(broker: Broker) -> None:
     done = _run(broker, "consume", "--topic", "Texts", "--ack", "--from", "earliest")
     assert done.returncode == 2 and b"--from is for offset mode" in done.stderr, done.stderr
+
+
+def test_a_line_longer_than_the_brokers_largest_message_is_refused_and_the_rest_goes_on(tmp_path: Path) -> None:
+    """The broker's [store] max_body_bytes, asked of it: a line past it is named on stderr with its
+    length, never sent, and the lines after it are; one of exactly the limit is a message."""
+    with Broker(tmp_path, extra_toml="\n[store]\nmax_body_bytes = 1000\n") as small:
+        sent = b"short\n" + b"x" * 1001 + b"\n" + b"y" * 1000 + b"\nlast" + b"z" * 5000
+        done = _run(small, "produce", "--topic", "Long", "--queue", "0", stdin=sent)
+        assert done.returncode == 1, done.stderr
+        said = done.stderr.decode().splitlines()
+        assert said == [
+            "mqstore produce: not sent: line 2 is 1001 bytes, more than the broker's largest message body (1000 "
+            "bytes, [store] max_body_bytes)",
+            "mqstore produce: not sent: line 4 is 5004 bytes, more than the broker's largest message body (1000 "
+            "bytes, [store] max_body_bytes)",
+            "mqstore produce: 2 sent, 2 failed"], said
+        assert [_body(r) for r in _records(small, "Long", 2)] == [b"short", b"y" * 1000]
+        assert small.stop() == 0

@@ -71,12 +71,12 @@ def _send(store: Path, topic: str, count: int) -> None:
 
 
 def _topic_cells(t: dict[str, Any]) -> list[str]:
-    return [str(t[k]) for k in ("queues", "messages", "messages_in", "messages_out")] + [", ".join(t["groups"])]
+    return [str(t[k]) for k in ("queues", "messages", "messages_in")] + [", ".join(t["groups"])]
 
 
 def _group_cells(g: dict[str, Any]) -> list[str]:
     return [g["mode"], ", ".join(g["topics"]), str(g["queues"])] + [
-        "—" if g[k] is None else str(g[k]) for k in ("lag", "ready", "unacked", "redelivered", "dead")]
+        "—" if g[k] is None else str(g[k]) for k in ("lag", "delivered", "ready", "unacked", "redelivered", "dead")]
 
 
 def _loading_until_released(page: Page, port: int) -> None:
@@ -152,15 +152,16 @@ def _check_the_page(page: Page, port: int, status: dict[str, Any]) -> None:
         o = api.get("overview", {})
         groups = o.get("groups", {})
         if not (o and o["topics"]["Shown"]["messages_in"] == 20 and groups.get("Watchers", {}).get("lag") == 16
-                and (groups.get("Acks", {}).get("unacked") or 0) >= 3 and o["system_topics"]["messages"] == 1):
+                and (groups.get("Acks", {}).get("unacked") or 0) >= 3 and o["system_topics"]["messages"] == 1
+                and groups["Watchers"]["delivered"] >= 4 and groups["Acks"]["delivered"] >= 3):
             return None
         topics = {r["data"]["topic"]: r["cells"][1:] for r in _rows(page, "#topics tbody tr.topic")}
         drawn = {r["data"]["group"]: r["cells"][1:] for r in _rows(page, "#groups tbody tr.group")}
         fold = _rows(page, "#topics tbody tr.system-fold")
         same = (topics == {t: _topic_cells(info) for t, info in o["topics"].items() if not info["system"]}
                 and drawn == {g: _group_cells(info) for g, info in groups.items()}
-                and [r["cells"][1:5] for r in fold] == [[str(o["system_topics"][k]) for k in (
-                    "queues", "messages", "messages_in", "messages_out")]])
+                and [r["cells"][1:4] for r in fold] == [[str(o["system_topics"][k]) for k in (
+                    "queues", "messages", "messages_in")]])
         return api if same else None
 
     api = wait_for(agrees, 30, "the page's totals to be the API's")
@@ -174,8 +175,19 @@ def _check_the_page(page: Page, port: int, status: dict[str, Any]) -> None:
     assert o["groups"]["Acks"]["ready"] == sum(q["ready"] for q in api["ack"] if q["group"] == "Acks")
     system = sorted(t for t, info in o["topics"].items() if info["system"])
     assert "SCHEDULE_TOPIC_XXXX" in system and "Shown" not in system
-    # deliveries are labelled as every group's together, not as messages out
-    assert page.inner_text("#topics thead th:nth-child(5)") == "delivered, all groups"
+    # deliveries per group beside its lag: Watchers read queue 0 alone (10 messages; its consumer may have
+    # pulled past the 4 it was given), Acks was handed 3 and acked none; each group counts its own
+    assert page.inner_text("#groups thead th:nth-child(6)") == "delivered"
+    assert [page.inner_text(f"#topics thead th:nth-child({i})") for i in (4, 5)] == ["messages in", "groups"]
+    assert 4 <= o["groups"]["Watchers"]["delivered"] <= 10 and o["groups"]["Acks"]["delivered"] >= 3
+    for group in ("Watchers", "Acks"):
+        assert o["groups"][group]["delivered"] == sum(api["delivered"][group].values())
+        assert set(api["delivered"][group]) == {"Shown"}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    delivered = dict(re.findall(r'^mqstore_group_delivered_messages_total\{group="(\w+)",topic="Shown"\} (\S+)$',
+                                metrics, re.M))
+    assert float(delivered["Watchers"]) >= 4 and float(delivered["Acks"]) >= 3
 
     # system topics: one folded row, unfolded on a click
     fold = _rows(page, "#topics tbody tr.system-fold")
@@ -192,8 +204,12 @@ def _check_the_page(page: Page, port: int, status: dict[str, Any]) -> None:
              == {"0": ["0", "0", "10", "10"], "1": ["1", "0", "10", "10"]}, 30, "Shown's queues")
     page.click("#groups tr[data-group='Watchers'] button.toggle")
     wait_for(lambda: {r["data"]["queue"]: r["cells"][2:5] for r in _rows(page, "#groups tr.detail tbody tr")
-                      if r["data"]["group"] == "Watchers" and r["data"]["topic"] == "Shown"}
+                      if r["data"]["group"] == "Watchers" and r["data"].get("queue")}
              == {"0": ["4", "10", "6"], "1": ["never", "10", "10"]}, 30, "Watchers' queues")
+    wait_for(lambda: {r["data"]["topic"]: r["cells"][1] for r in _rows(page, "#groups tr.detail tbody tr")
+                      if r["data"]["group"] == "Watchers" and "delivered" in r["data"]}
+             == {"Shown": str(_api(port)["overview"]["groups"]["Watchers"]["delivered"])}, 30,
+             "what Watchers was delivered, per topic")
 
     # the filters hide what does not match
     page.fill("#topic-filter", "oth")

@@ -21,7 +21,7 @@ import pytest
 from mqstore.engine.delay.offsets import read_delay_offsets
 from mqstore.engine.meta.topics import read_topic_file
 from mqstore.ipc.client.ack_consumer import AckConsumer, Delivery
-from mqstore.ipc.client.api import Producer
+from mqstore.ipc.client.api import Admin, Producer
 from mqstore.ipc.remoting import codec as rm
 from mqstore.ipc.wire.receipts import OK
 from tests.integration.broker import Broker, free_port_range, wait_for
@@ -290,3 +290,37 @@ def test_ack_marks_reach_the_slaves_index_forward_only_and_within_its_queue(
         assert sorted(got) == [12, 13, 14, 15]
     stats = metasync(slave)
     assert stats["ack_marks_seen"] >= 1 and stats["ack_queues_moved"] >= 2, stats
+
+
+def groups(broker: Broker) -> dict[str, list[str]]:
+    """The groups with committed offsets on ``broker`` (its reader 0's table)."""
+    with Admin(broker.store) as admin:
+        return admin.groups()
+
+
+def test_a_group_deleted_on_the_master_is_deleted_on_the_slave_and_may_come_back_lower(
+        master: Broker, slave: Broker, client: rm.RemotingClient, on_slave: rm.RemotingClient) -> None:
+    """Offsets merge forward only, so a deletion travels by itself (``deletedGroups`` with its number):
+    the slave drops the group's offsets, its own commits too, and a group made again on the master
+    after its deletion comes back with its new, lower offsets rather than the old ones."""
+    send(master, "MetaDel", 0, 8)
+    replicated(on_slave, "MetaDel", 0, 8)
+    commit(client, "GDel", "MetaDel", 0, 6)
+    commit(client, "GKept", "MetaDel", 0, 2)
+    wait_for(lambda: committed(on_slave, "GDel", "MetaDel", 0) == 6, 20, "GDel's offset 6 on the slave")
+    commit(on_slave, "GDel", "MetaDel", 0, 7)  # a consumer of the slave got further
+    deleted = master.mqstore("groups", "delete", "GDel", "--live-ms", "1")
+    assert deleted.returncode == 0, deleted.stderr
+    assert "GDel" not in groups(master)
+    wait_for(lambda: "GDel" not in groups(slave), 20, "GDel gone from the slave")
+    assert committed(on_slave, "GKept", "MetaDel", 0) == 2
+    wait_for(lambda: int(metasync(slave)["groups_deleted"]) >= 1, 20, "the deletion in the slave's stats")
+    numbers = json.loads((slave.store / "config" / "deletedGroups.json").read_text())["deleted"]
+    assert numbers["GDel"] == json.loads((master.store / "config" / "deletedGroups.json").read_text())[
+        "deleted"]["GDel"] >= 1
+    # made again on the master, below where it was: the slave follows, and does not delete it again
+    commit(client, "GDel", "MetaDel", 0, 3)
+    wait_for(lambda: committed(on_slave, "GDel", "MetaDel", 0) == 3, 20, "GDel back on the slave at 3")
+    rounds = int(metasync(slave)["rounds"])
+    wait_for(lambda: int(metasync(slave)["rounds"]) >= rounds + 3, 20, "three more sync rounds")
+    assert committed(on_slave, "GDel", "MetaDel", 0) == 3

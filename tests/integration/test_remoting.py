@@ -154,6 +154,29 @@ def test_stock_consumers_read_what_the_mqstore_producer_sent(front: tuple[Broker
         assert {(m["id"], m["keys"], m["tags"], m["digest"]) for m in got} == want
 
 
+@pytest.mark.slow
+def test_a_stock_pull_after_a_purge_starts_at_the_floor(front: tuple[Broker, str, Path]) -> None:
+    """``mqstore queues purge``: a stock pull consumer of a new group asks from offset 0 and gets only
+    what was sent after the purge (the reader starts a pull below a queue's floor at the floor)."""
+    broker, ns, home = front
+
+    def send(label: str, count: int) -> None:
+        with Producer(broker.store) as producer:
+            results = producer.send_batch([{"topic": "Purged", "body": f"{label}-{i}".encode(), "queue_id": i % 4}
+                                           for i in range(count)])
+        assert all(r.ok for r in results)
+
+    send("before", 40)
+    with Admin(broker.store) as admin:
+        wait_for(lambda: sum(hi for _, hi in admin.queue_info("Purged").values()) == 40, 30, "the 40 built")
+    purge = broker.mqstore("queues", "purge", "Purged")
+    assert purge.returncode == 0, purge.stderr
+    send("after", 8)
+    got = peer(home, "pull", ns, "Purged", "CG_after_purge")
+    assert sorted(m["digest"] for m in got) == sorted(digest(f"after-{i}".encode()) for i in range(8))
+    assert sorted((m["queue"], m["offset"]) for m in got) == [(q, o) for q in range(4) for o in (10, 11)]
+
+
 def wait_closed(sock: socket.socket, timeout_s: float = 10) -> None:
     """Returns once the broker closed ``sock``; a timeout (socket.timeout) fails the test."""
     sock.settimeout(timeout_s)

@@ -69,12 +69,12 @@ function matches(filterId, name) {
 
 function topicRows(s, name, t, className) {
   const key = "topic:" + name;
-  const rows = [row([toggle(key, name), t.queues, t.messages, t.messages_in, t.messages_out, t.groups.join(", ")],
+  const rows = [row([toggle(key, name), t.queues, t.messages, t.messages_in, t.groups.join(", ")],
                     {topic: name, system: t.system}, className)];
   if (expanded.has(key)) {
     const queues = Object.entries((s.topics[name] || {}).queues || {}).map(([queue, [lo, hi]]) =>
       row([queue, lo, hi, hi - lo], {topic: name, queue: queue}));
-    rows.push(detail(key, 6, [smallTable(["queue", "min offset", "max offset", "messages"], queues)]));
+    rows.push(detail(key, 5, [smallTable(["queue", "min offset", "max offset", "messages"], queues)]));
   }
   return rows;
 }
@@ -86,7 +86,7 @@ function drawTopics(s) {
   const sys = o.system_topics;
   if (sys.topics) {
     rows.push(row([toggle("system", `system topics (${sys.topics})`), sys.queues, sys.messages, sys.messages_in,
-                   sys.messages_out, ""], {fold: "system", topics: sys.topics}, "system-fold"));
+                   ""], {fold: "system", topics: sys.topics}, "system-fold"));
     if (expanded.has("system")) {
       for (const [name, t] of shown) if (t.system) rows.push(...topicRows(s, name, t, "topic system"));
     }
@@ -99,8 +99,9 @@ function drawGroups(s) {
   for (const [group, g] of Object.entries(s.overview.groups)) {
     if (!matches("group-filter", group)) continue;
     const key = "group:" + group;
-    rows.push(row([toggle(key, group), g.mode, g.topics.join(", "), g.queues, dash(g.lag), dash(g.ready),
-                   dash(g.unacked), dash(g.redelivered), dash(g.dead)], {group: group, mode: g.mode}, "group"));
+    rows.push(row([toggle(key, group), g.mode, g.topics.join(", "), g.queues, dash(g.lag), g.delivered,
+                   dash(g.ready), dash(g.unacked), dash(g.redelivered), dash(g.dead)], {group: group, mode: g.mode},
+                  "group"));
     if (!expanded.has(key)) continue;
     const tables = [];
     const offsets = (s.groups[group] || []).map((q) => row([q.topic, q.queue,
@@ -113,7 +114,10 @@ function drawGroups(s) {
     const acks = s.ack.filter((q) => q.group === group).map((q) => row([q.topic, q.queue, q.ready, q.unacked,
       q.redelivered, q.dead], {group: group, topic: q.topic, queue: q.queue, mode: "ack"}));
     if (acks.length) tables.push(smallTable(["topic", "queue", "ready", "unacked", "redelivered", "dead"], acks));
-    rows.push(detail(key, 9, tables));
+    const delivered = Object.entries((s.delivered || {})[group] || {}).map(([topic, n]) =>
+      row([topic, n], {group: group, topic: topic, delivered: n}));
+    if (delivered.length) tables.push(smallTable(["topic", "delivered"], delivered));
+    rows.push(detail(key, 10, tables));
   }
   fill("groups", rows, Object.keys(s.overview.groups).length ? "no group matches the filter" : "no groups yet");
 }

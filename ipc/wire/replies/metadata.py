@@ -8,7 +8,14 @@ from typing import Any
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.messages import ReplyError
 from mqstore.ipc.wire.replies.base import Reply, field
-from mqstore.ipc.wire.requests.metadata import AckMark, OffsetEntry, ack_mark, offset_entry
+from mqstore.ipc.wire.requests.metadata import (
+    AckMark,
+    GroupDeletion,
+    OffsetEntry,
+    ack_mark,
+    group_deletion,
+    offset_entry,
+)
 
 
 def _entries(message: dict[str, Any], name: str) -> tuple[OffsetEntry, ...]:
@@ -21,18 +28,25 @@ def _entries(message: dict[str, Any], name: str) -> tuple[OffsetEntry, ...]:
 
 @dataclass(frozen=True, slots=True)
 class OffsetTableReply(Reply):
-    """Every committed offset as ``[topic, group, queue, offset]``, and the table's data version counter."""
+    """Every committed offset as ``[topic, group, queue, offset]``, the table's data version counter,
+    and the groups deleted with their deletion numbers."""
 
     entries: tuple[OffsetEntry, ...]
     counter: int
+    deleted: tuple[GroupDeletion, ...] = ()
 
     def encode(self, request_id: Any) -> dict[str, Any]:
         return {"v": schema.VERSION, "id": request_id, "ok": True, "entries": [list(e) for e in self.entries],
-                "counter": self.counter}
+                "counter": self.counter, "deleted": [list(d) for d in self.deleted]}
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> OffsetTableReply:
-        return cls(_entries(message, "entries"), field(message, "counter", int))
+        raw: list[Any] = field(message, "deleted", list) if "deleted" in message else []
+        try:
+            deleted = tuple(group_deletion(item) for item in raw)
+        except schema.SchemaError as exc:
+            raise ReplyError(f"reply: field 'deleted': {exc}") from None
+        return cls(_entries(message, "entries"), field(message, "counter", int), deleted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +56,16 @@ class MergeOffsetsReply(Reply):
 
     moved: int
     clamped: tuple[OffsetEntry, ...]
+    groups_deleted: int = 0  # groups whose offsets went here, deleted on the master since the last merge
 
     def encode(self, request_id: Any) -> dict[str, Any]:
         return {"v": schema.VERSION, "id": request_id, "ok": True, "moved": self.moved,
-                "clamped": [list(e) for e in self.clamped]}
+                "clamped": [list(e) for e in self.clamped], "groups_deleted": self.groups_deleted}
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> MergeOffsetsReply:
-        return cls(field(message, "moved", int), _entries(message, "clamped"))
+        deleted = field(message, "groups_deleted", int) if "groups_deleted" in message else 0
+        return cls(field(message, "moved", int), _entries(message, "clamped"), deleted)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,13 @@
 """The readers' metadata ops, which a master's remoting front and a slave's ``metasync`` actor send
 (``mqstore.actors.reader.offsets`` and ``mqstore.actors.reader.ack_groups`` answer them):
 
-    offset_table    no fields                 (reader 0) every committed offset, and the table's counter
-    merge_offsets   entries [[topic, group, queue, offset], ...]
+    offset_table    no fields                 (reader 0) every committed offset, and the table's counter;
+                                              deleted: [[group, deletion number], ...]
+    merge_offsets   entries [[topic, group, queue, offset], ...], deleted? [[group, number], ...]
                                               (reader 0) a master's offsets taken in: each moves forward
-                                              only, and no further than the queue's end here
+                                              only, and no further than the queue's end here; first, the
+                                              groups deleted there since (``mqstore.engine.meta.deleted_groups``)
+                                              lose their offsets here
     ack_marks       no fields                 (every reader) how far each ack-mode group it owns acked
     merge_ack_marks marks [[group, topic, queue, acked_below], ...]
                                               (each reader, the marks of the queues it owns) a master's
@@ -24,6 +27,7 @@ MAX_MERGED_OFFSETS = 1 << 20  # entries in one merge_offsets
 
 OffsetEntry = tuple[str, str, int, int]  # topic, group, queue id, next queue offset
 AckMark = tuple[str, str, int, int]  # group, topic, queue id, acked_below (every queue offset below it acked)
+GroupDeletion = tuple[str, int]  # group, the number of its deletion (``mqstore.engine.meta.deleted_groups``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +44,34 @@ class AckMarks(Request):
 class MergeOffsets(Request):
     OP: ClassVar[Op] = Op.MERGE_OFFSETS
     entries: tuple[OffsetEntry, ...]
+    deleted: tuple[GroupDeletion, ...] = ()
 
     def encode(self, request_id: Any) -> dict[str, Any]:
         return {"v": schema.VERSION, "op": self.OP.value, "id": request_id,
-                "entries": [list(entry) for entry in self.entries]}
+                "entries": [list(entry) for entry in self.entries],
+                "deleted": [list(deletion) for deletion in self.deleted]}
 
     @classmethod
     def decode(cls, message: dict[str, Any]) -> MergeOffsets:
         raw: list[Any] = schema.field(message, "entries", list)
         if len(raw) > MAX_MERGED_OFFSETS:
             raise schema.SchemaError(f"field 'entries' holds more than {MAX_MERGED_OFFSETS} offsets")
-        return cls(tuple(offset_entry(item) for item in raw))
+        deleted: list[Any] = schema.field(message, "deleted", list) if "deleted" in message else []
+        if len(deleted) > MAX_MERGED_OFFSETS:
+            raise schema.SchemaError(f"field 'deleted' holds more than {MAX_MERGED_OFFSETS} groups")
+        return cls(tuple(offset_entry(item) for item in raw), tuple(group_deletion(item) for item in deleted))
+
+
+def group_deletion(item: Any) -> GroupDeletion:
+    """One ``[group, deletion number]``; ``schema.SchemaError`` for anything else."""
+    if type(item) is not list or len(item) != 2:
+        raise schema.SchemaError(f"a group deletion must be [group, number], got {item!r}"[:200])
+    group, number = item
+    if type(group) is not str or not group or len(group) > MAX_NAME_CHARS:
+        raise schema.SchemaError(f"a group deletion's group must be a name, got {item!r}"[:200])
+    if type(number) is not int or not 1 <= number <= LONG_MAX:
+        raise schema.SchemaError(f"a group deletion's number is out of range: {item!r}"[:200])
+    return group, number
 
 
 def offset_entry(item: Any) -> OffsetEntry:

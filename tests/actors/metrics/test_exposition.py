@@ -32,6 +32,7 @@ def _snapshot() -> dict[str, Any]:
         "groups": {"G": [{"topic": "Orders", "queue": 0, "committed_offset": 2, "min_offset": 0, "max_offset": 5,
                           "lag": 3, "last_consume_ms": 1_700_000_000_000}]},
         "ack": [{"group": "A", "topic": "Orders", "queue": 1, "ready": 4, "unacked": 3, "redelivered": 1, "dead": 0}],
+        "delivered": {"G": {"Orders": 5}, "A": {"Orders": 4}},
         "disk": {"used_ratio": 0.5, "max_used_ratio": 0.75, "clean_forcibly_ratio": 0.85, "warning_ratio": 0.9},
         "latency": {"bounds_s": list(LATENCY_BOUNDS_S), "send": send.stats(), "pull": Latencies().stats()},
         "errors_total": 3,
@@ -143,3 +144,9 @@ def test_build_info_names_the_version_and_python_and_the_start_time_is_the_super
     labels = (("python", platform.python_version()), ("version", importlib.metadata.version("mqstore")))
     assert got[("mqstore_build_info", labels)] == 1
     assert got[("mqstore_broker_start_time_seconds", ())] == psutil.Process().create_time()
+
+
+def test_deliveries_are_a_counter_per_group_and_topic() -> None:
+    got = _samples(Exposition().render(_snapshot()))
+    assert got[("mqstore_group_delivered_messages_total", (("group", "G"), ("topic", "Orders")))] == 5
+    assert got[("mqstore_group_delivered_messages_total", (("group", "A"), ("topic", "Orders")))] == 4

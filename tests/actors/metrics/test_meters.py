@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqstore.actors.meters import LATENCY_BOUNDS_S, MAX_TOPICS, Latencies, TopicCounts
+from mqstore.actors.meters import LATENCY_BOUNDS_S, MAX_GROUP_TOPICS, MAX_TOPICS, Deliveries, Latencies, TopicCounts
 from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch
 from mqstore.engine.batch.key_text import KeyText
 
@@ -49,3 +49,24 @@ def test_a_latency_on_a_bound_counts_in_that_bound_and_past_all_in_the_last() ->
     assert stats["buckets"][0] == 1 and stats["buckets"][3] == 5 and stats["buckets"][-1] == 1
     assert sum(stats["buckets"]) == 7
     assert abs(stats["sum_s"] - (LATENCY_BOUNDS_S[0] + 5 * LATENCY_BOUNDS_S[3] + LATENCY_BOUNDS_S[-1] * 2)) < 1e-9
+
+
+def test_deliveries_count_per_group_and_topic_beside_the_topic_totals() -> None:
+    delivered = Deliveries()
+    delivered.add("G1", "T", 4, 400)
+    delivered.add("G2", "T", 4, 400)
+    delivered.add("G1", "T", 1, 100)
+    delivered.add("G1", "U", 2, 20)
+    delivered.add("", "T", 3, 300)  # a pull without a group: the topic's total only
+    assert delivered.stats() == {"topics_out": {"T": [12, 1200], "U": [2, 20]},
+                                 "groups_out": {"G1": {"T": 5, "U": 2}, "G2": {"T": 4}}}
+
+
+def test_group_topic_pairs_past_the_limit_fold_into_one() -> None:
+    delivered = Deliveries()
+    for i in range(MAX_GROUP_TOPICS + 2):
+        delivered.add(f"G{i}", "T", 1, 1)
+    delivered.add("G0", "T", 1, 1)
+    groups = delivered.stats()["groups_out"]
+    assert groups[""] == {"": 2} and groups["G0"] == {"T": 2}
+    assert sum(len(by_topic) for by_topic in groups.values()) == MAX_GROUP_TOPICS + 1

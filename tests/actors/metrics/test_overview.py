@@ -26,6 +26,7 @@ def _snapshot() -> dict[str, Any]:
         "ack": [{"group": "A", "topic": "Orders", "queue": 0, "ready": 4, "unacked": 1, "redelivered": 2, "dead": 0},
                 {"group": "A", "topic": "Orders", "queue": 1, "ready": 5, "unacked": 0, "redelivered": 0, "dead": 1},
                 {"group": "G", "topic": "Orders", "queue": 1, "ready": 1, "unacked": 1, "redelivered": 0, "dead": 0}],
+        "delivered": {"G": {"Orders": 7, "Other": 2}, "A": {"Orders": 3}},
     }
 
 
@@ -43,9 +44,17 @@ def test_topics_are_summed_over_their_queues_and_the_system_ones_apart() -> None
 def test_groups_are_summed_per_mode_and_a_count_not_of_their_mode_is_none() -> None:
     groups = overview(_snapshot())["groups"]
     assert groups["G"] == {"mode": "offset+ack", "topics": ["Orders"], "queues": 2, "lag": 8, "never": 1, "ready": 1,
-                           "unacked": 1, "redelivered": 0, "dead": 0}
+                           "unacked": 1, "redelivered": 0, "dead": 0, "delivered": 9}
     assert groups["A"] == {"mode": "ack", "topics": ["Orders"], "queues": 2, "lag": None, "never": None, "ready": 9,
-                           "unacked": 1, "redelivered": 2, "dead": 1}
+                           "unacked": 1, "redelivered": 2, "dead": 1, "delivered": 3}
+
+
+def test_each_group_counts_what_it_was_delivered_not_every_groups_together() -> None:
+    """Two groups reading the same 12 messages: each its own figure, none the sum over groups."""
+    snapshot = {**_snapshot(), "delivered": {"G": {"Orders": 12}, "A": {"Orders": 12}}}
+    groups = overview(snapshot)["groups"]
+    assert (groups["G"]["delivered"], groups["A"]["delivered"]) == (12, 12)
+    assert overview({**_snapshot(), "delivered": {}})["groups"]["G"]["delivered"] == 0
 
 
 def test_the_broker_started_when_its_supervisor_did() -> None:

@@ -141,3 +141,25 @@ def test_a_failed_delivery_waits_its_level_delay_and_keeps_its_receipt(tmp_path:
     assert q.ack([0]) == [OK] and not q.has_available  # acked while due again: gone
     assert q.release("c", read={2}) == 1 and q.has_available  # leaving: at once, no delay
     assert [h.seq for h in q.take("c", 5, now_ms=0, visibility_ms=VIS_MS)] == [2]
+
+
+def test_purge_below_acks_what_is_ready_and_leaves_what_consumers_hold(tmp_path: Path) -> None:
+    """Below the floor: fresh, due again (at once or waiting its delay) and never indexed are acked,
+    durably; in consumers' hands and on the way to the DLQ stay, and a reopen brings back only those."""
+    q = AckQueue.open(tmp_path, host_prefix=PREFIX, max_deliveries=3, max_journal_entries=64,
+                      redelivery_delays_ms=(60_000,))
+    publish(q, range(10))  # indexed 0-9; 10-19 in the consume queue, not indexed yet
+    q.take("a", 5, now_ms=0, visibility_ms=VIS_MS)  # 0-4 handed out
+    assert q.nack([0], requeue=True, now_ms=1) == [OK]      # due again after its delay
+    assert q.nack([1], requeue=False) == [OK]               # for the DLQ
+    q.release("a", set())  # 2, 3, 4 due again at once...
+    q.take("b", 1, now_ms=2, visibility_ms=VIS_MS)          # ... and 2 handed out again
+    assert (sorted(q.in_flight), sorted(q.dead), q.retry_count, len(q.fresh)) == ([2], [1], 3, 5)
+    purged, kept = q.purge_below(20, Located(19, 1000 + 100 * 19, 100))
+    assert (purged, kept) == (3 + 5 + 10, 1)  # 0, 3, 4; 5-9; 10-19
+    assert (q.retry_count, len(q.fresh), q.scan_from, q.has_available) == (0, 0, 20, False)
+    assert sorted(q.unacked_located()) == [1, 2]
+    q.close(clean=False)  # as SIGKILL leaves it: the purge was fsynced
+    q = open_queue(tmp_path)
+    assert sorted(q.unacked_located()) == [1, 2] and q.index.next_seq_id == 20 and not q.fresh
+    q.close(clean=True)

@@ -175,3 +175,14 @@ def test_an_idle_reader_with_many_groups_rewrites_its_offsets_file_only_after_a_
     reader.offsets.persist(final=False)
     assert path.stat().st_ino != written
     assert ConsumerOffsets.load(path, lambda: 0).query("g7", "Orders", 0) == 3
+
+
+def test_deliveries_are_counted_per_group_and_topic_in_either_mode(reader: ReaderActor) -> None:
+    """Two groups pulling the same messages each count their own; ack mode counts what it hands out."""
+    ok(reader, requests.Pull("g1", "Orders", 0, 0, max_count=4, raw=True))
+    ok(reader, requests.Pull("g2", "Orders", 0, 0, max_count=2))
+    ok(reader, requests.Pull("g2", "Orders", 0, 2, tags="b"))  # m3, m5
+    ok(reader, requests.AckPull("workers", "Orders", 0, "c1", max_count=3))
+    stats = reader.delivered.stats()
+    assert stats["groups_out"] == {"g1": {"Orders": 4}, "g2": {"Orders": 4}, "workers": {"Orders": 3}}
+    assert stats["topics_out"]["Orders"][0] == 4 + 4 + 3

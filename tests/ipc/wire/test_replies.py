@@ -75,9 +75,10 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.GroupActivityReply: st.builds(replies.GroupActivityReply, st.dictionaries(NAMES, INTS, max_size=3), INTS),
     replies.ReaderPingReply: st.builds(replies.ReaderPingReply, COUNTS, COUNTS, COUNTS, INTS, COUNTS),
     replies.OffsetTableReply: st.builds(replies.OffsetTableReply, st.lists(OFFSET_ENTRIES, max_size=3).map(tuple),
-                                        INTS),
+                                        INTS, st.lists(st.tuples(NAMES.filter(bool), st.integers(1, 2**63 - 1)),
+                                                       max_size=3).map(tuple)),
     replies.MergeOffsetsReply: st.builds(replies.MergeOffsetsReply, INTS, st.lists(OFFSET_ENTRIES, max_size=3)
-                                         .map(tuple)),
+                                         .map(tuple), INTS),
     replies.AckMarksReply: st.builds(replies.AckMarksReply, st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
     replies.MergeAckMarksReply: st.builds(replies.MergeAckMarksReply, INTS, INTS,
                                           st.lists(OFFSET_ENTRIES, max_size=3).map(tuple)),
@@ -164,10 +165,10 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"deleted": deleted}
         case replies.GroupActivityReply(groups, now_ms):
             return {"groups": groups, "now_ms": now_ms}
-        case replies.OffsetTableReply(entries, counter):  # ``CommittedOffsets.op_offset_table``
-            return {"entries": [list(e) for e in entries], "counter": counter}
-        case replies.MergeOffsetsReply(moved, clamped):
-            return {"moved": moved, "clamped": [list(e) for e in clamped]}
+        case replies.OffsetTableReply(entries, counter, deleted):  # ``CommittedOffsets.op_offset_table``
+            return {"entries": [list(e) for e in entries], "counter": counter, "deleted": [list(d) for d in deleted]}
+        case replies.MergeOffsetsReply(moved, clamped, groups_deleted):
+            return {"moved": moved, "clamped": [list(e) for e in clamped], "groups_deleted": groups_deleted}
         case replies.AckMarksReply(ack_marks):  # ``AckGroups.op_ack_marks``: group, topic, queue, acked_below
             return {"marks": [list(m) for m in ack_marks]}
         case replies.MergeAckMarksReply(moved, acked, clamped):  # ``AckGroups.op_merge_ack_marks``

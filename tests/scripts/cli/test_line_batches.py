@@ -5,6 +5,8 @@ has nothing more ready."""
 from __future__ import annotations
 
 import os
+import threading
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -70,3 +72,52 @@ def test_what_a_line_is(data: bytes, lines: list[bytes]) -> None:
         assert [line for batch in line_batches(fd, 10, 100) for line in batch.lines] == lines
     finally:
         os.close(fd)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300).map(lambda b: b.replace(b"\x00", b"\n")), read_bytes=st.integers(1, 12),
+       max_line_bytes=st.integers(0, 20))
+def test_a_line_past_the_bound_is_named_and_the_others_kept(data: bytes, read_bytes: int, max_line_bytes: int) -> None:
+    every = data.split(b"\n")
+    if every[-1] == b"":
+        every.pop()
+    fd = _written(data)
+    saved = module.READ_BYTES
+    module.READ_BYTES = read_bytes
+    try:
+        batches = list(line_batches(fd, 3, 40, max_line_bytes))
+    finally:
+        module.READ_BYTES = saved
+        os.close(fd)
+    kept = [line for line in every if len(line) <= max_line_bytes]
+    assert [line for batch in batches for line in batch.lines] == kept
+    assert [tuple(t) for batch in batches for t in batch.too_long] == [
+        (number, len(line)) for number, line in enumerate(every, 1) if len(line) > max_line_bytes]
+    assert all(batch.lines or batch.too_long for batch in batches)
+
+
+def test_a_stream_without_newlines_is_never_held_past_the_bound() -> None:
+    """64 MiB with no newline, then a short line: what is held stays near the 1 MiB bound."""
+    read_end, write_end = os.pipe()
+    long_size, bound = 64 << 20, 1 << 20
+
+    def write() -> None:
+        block = b"x" * (1 << 20)
+        for _ in range(long_size // len(block)):
+            os.write(write_end, block)
+        os.write(write_end, b"\nnext\n")
+        os.close(write_end)
+
+    writer = threading.Thread(target=write)
+    tracemalloc.start()
+    writer.start()
+    try:
+        batches = list(line_batches(read_end, 1000, 1 << 20, bound))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        writer.join()
+        os.close(read_end)
+    assert [line for b in batches for line in b.lines] == [b"next"]
+    assert [tuple(t) for b in batches for t in b.too_long] == [(1, long_size)]
+    assert peak < bound + 4 * module.READ_BYTES  # the bound, a read and its split: not the 64 MiB line
