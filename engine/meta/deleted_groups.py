@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import StrPath, read_with_backup, write_atomic
 
 DELETED_GROUPS_FILE = "config/deletedGroups.json"
 MAX_DELETED_GROUPS = 10_000
 
 
-class DeletedGroupsError(ValueError):
+class DeletedGroupsError(MqstoreError, ValueError):
     """The file is not a deleted-groups table."""
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.meta.metafile import StrPath, read_with_backup, write_atomic
 
 PURGED_QUEUES_FILE = "config/purgedQueues.json"
 
 
-class PurgedQueuesError(ValueError):
+class PurgedQueuesError(MqstoreError, ValueError):
     """The file is not a purged-queues table."""
 
 

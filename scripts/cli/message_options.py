@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqstore.engine.delay.table import read_delay_levels
+from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.record import (
     PROP_CRC_KEY,
     PROP_DELAY,
@@ -79,7 +80,7 @@ RESERVED_PROPERTIES: dict[str, str] = {
 _SEPARATORS = ("\x01", "\x02")
 
 
-class MessageOptionError(ValueError):
+class MessageOptionError(MqstoreError, ValueError):
     """An option of ``produce`` that no message may carry: the reason says which and why."""
 
 
