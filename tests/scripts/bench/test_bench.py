@@ -120,7 +120,7 @@ def test_suite_writes_json_and_png(tmp_path: Path) -> None:
                            "--idle-seconds", "0.5", "--settle-seconds", "0.2", "--idle-topics", "3",
                            "--idle-groups", "3", "--rate-seconds", "0.5",
                            "--quick", "--out", str(out), "--name", "smoke", "--dir", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=280)
+                          capture_output=True, text=True, cwd=ROOT, timeout=480)  # a hang guard (~160 s alone)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "smoke.json").read_text())
     # 13 rows of the suite's own, 2 of replication's goals, 6 of the load points' (idle: none, 3 topics,
