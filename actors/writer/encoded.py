@@ -131,7 +131,7 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     hold = sync or (written > 0 and state.waiters.replicas is not None)  # SYNC_MASTER: the answers wait for copies
     answers = [(identity, request_id, send_reply(outcome, rows))
                for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True)]
-    answer_first = len(answers) == 1 and not hold  # a lone request's producer waits on nothing else (sends.py)
+    answer_first = counts == [1] and not hold  # one request of one record: its producer waits on it alone (sends.py)
     if answer_first:
         outlets.reply(answers[0][0], answers[0][2].encode(answers[0][1]))
     if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer

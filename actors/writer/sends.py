@@ -4,7 +4,8 @@ The round's requests, parsed (``mqstore.actors.writer.ingress``), are appended t
 ``CommitLogWriter.write`` (one copy per file) and each answered with one result per message it
 sent, in its order: a message refused before the append keeps its refusal, the others get what the
 append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched (before the
-answers, which a consumer would otherwise wait behind; but a round of one send answers first); under
+answers, which a consumer would otherwise wait behind; but a round of one send of one message
+answers first); under
 SYNC_FLUSH both wait for the flush (``mqstore.actors.writer.sync``); on a SYNC_MASTER the answers also
 wait for the copies, the batch does not. While the disk is full every message is
 refused as SERVICE_NOT_AVAILABLE and nothing is appended.
@@ -78,11 +79,11 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
             waiters.hold(end, identity, request_id, reply)
         waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
     else:  # the builders first: a consumer waits on them, a producer only on its answer; but a
-        # lone send's answer goes first, as nothing else in the round waits on the builders' notice
+        # lone send of one message is answered first, as nothing else in the round waits on the builders' notice
         # and the producer's whole round trip waits on this one reply (the notice follows it by a
         # reply's send, microseconds)
         hold = bool(outcome.requests) and waiters.replicas is not None  # SYNC_MASTER: the answers wait for copies
-        answer_first = len(replies) == 1 and not hold
+        answer_first = len(sends) == 1 and len(sends[0].refused) == 1 and not hold  # one send of one message
         if answer_first:
             identity, request_id, reply = replies[0]
             outlets.reply(identity, reply.encode(request_id))

@@ -1,6 +1,7 @@
-"""Under ASYNC_FLUSH a round of one send answers its producer before it publishes the dispatch notice
-(its producer's round trip waits on that reply alone); a round of several sends publishes the notice
-first, so the consumers of a busy broker do not wait behind every answer of the round."""
+"""Under ASYNC_FLUSH a round of one send of one message answers its producer before it publishes the
+dispatch notice (its producer's round trip waits on that reply alone); a round of several sends, or
+of one batch, publishes the notice first, so the consumers of a busy broker do not wait behind the
+round's answers."""
 
 from __future__ import annotations
 
@@ -46,17 +47,18 @@ def writer(tmp_path: Path) -> Any:
     made.rt.close()
 
 
-def _request(writer: CommitLogWriterActor, kind: str, i: int) -> list[bytes]:
+def _request(writer: CommitLogWriterActor, kind: str, i: int, count: int = 1) -> list[bytes]:
+    bodies = [b"m%d-%d" % (i, j) for j in range(count)]
     if kind == "send":
-        request: requests.Request = requests.Send((requests.SendMessage("Orders", b"m%d" % i),))
+        request: requests.Request = requests.Send(tuple(requests.SendMessage("Orders", b) for b in bodies))
     else:
         encoder = BatchEncoder(Encoding.of(encoding_reply(writer.rt.config.store)))
-        request = requests.SendEncoded.of(encoder.encode_columns("Orders", [b"m%d" % i]))
+        request = requests.SendEncoded.of(encoder.encode_columns("Orders", bodies))
     return [b"peer%d" % i, *map(bytes, request.frames(i + 1))]
 
 
 @pytest.mark.parametrize("kind", ["send", "send_encoded"])
-def test_a_lone_send_is_answered_before_its_dispatch_and_a_round_of_many_after(writer: CommitLogWriterActor,
+def test_a_lone_message_is_answered_before_its_dispatch_and_a_round_of_many_after(writer: CommitLogWriterActor,
                                                                                 kind: str) -> None:
     events: list[str] = []
     lone = Recorded([_request(writer, kind, 0)], events)
@@ -67,3 +69,7 @@ def test_a_lone_send_is_answered_before_its_dispatch_and_a_round_of_many_after(w
     writer.serve_round(many, many, many)  # type: ignore[arg-type]
     assert events == [schema.DISPATCH.decode(), "reply", "reply", "reply"]
     assert [r["ok"] for r in many.replies] == [True] * 3
+    events.clear()
+    batch = Recorded([_request(writer, kind, 4, count=100)], events)  # a batch: the full-load rounds' order
+    writer.serve_round(batch, batch, batch)  # type: ignore[arg-type]
+    assert events == [schema.DISPATCH.decode(), "reply"]
