@@ -127,6 +127,13 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     if sync or (written > 0 and state.tells_slaves):  # the flusher flushes at once; the HA actor pushes at once
         outlets.written(Written(end, outcome.store_ms, sync))
     batch, replies = written_rows(request, checked, queue_ids, outcome)
+    counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
+    hold = sync or (written > 0 and state.waiters.replicas is not None)  # SYNC_MASTER: the answers wait for copies
+    answers = [(identity, request_id, send_reply(outcome, rows))
+               for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True)]
+    answer_first = counts == [1] and not hold  # one request of one record: its producer waits on it alone (sends.py)
+    if answer_first:
+        outlets.reply(answers[0][0], answers[0][2].encode(answers[0][1]))
     if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
         outlets.progress.last_store_ms = outcome.store_ms
         notice = Dispatch(start, end, batch)
@@ -134,11 +141,8 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
             state.waiters.hold_dispatch(notice)
         else:
             outlets.dispatch(notice)
-    counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
-    hold = sync or (written > 0 and state.waiters.replicas is not None)  # SYNC_MASTER: the answers wait for copies
-    for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True):
-        reply = send_reply(outcome, rows)
+    for identity, request_id, reply in answers:
         if hold:
             state.waiters.hold(end, identity, request_id, reply, flush=sync)
-        else:
+        elif not answer_first:
             outlets.reply(identity, reply.encode(request_id))

@@ -3,7 +3,9 @@
 The round's requests, parsed (``mqstore.actors.writer.ingress``), are appended together with
 ``CommitLogWriter.write`` (one copy per file) and each answered with one result per message it
 sent, in its order: a message refused before the append keeps its refusal, the others get what the
-append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched; under
+append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched (before the
+answers, which a consumer would otherwise wait behind; but a round of one send of one message
+answers first); under
 SYNC_FLUSH both wait for the flush (``mqstore.actors.writer.sync``); on a SYNC_MASTER the answers also
 wait for the copies, the batch does not. While the disk is full every message is
 refused as SERVICE_NOT_AVAILABLE and nothing is appended.
@@ -76,7 +78,15 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
         for identity, request_id, reply in replies:
             waiters.hold(end, identity, request_id, reply)
         waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
-    else:  # the builders first: a consumer waits on them, a producer only on its answer
+    else:  # the builders first: a consumer waits on them, a producer only on its answer; but a
+        # lone send of one message is answered first, as nothing else in the round waits on the builders' notice
+        # and the producer's whole round trip waits on this one reply (the notice follows it by a
+        # reply's send, microseconds)
+        hold = bool(outcome.requests) and waiters.replicas is not None  # SYNC_MASTER: the answers wait for copies
+        answer_first = len(sends) == 1 and len(sends[0].refused) == 1 and not hold  # one send of one message
+        if answer_first:
+            identity, request_id, reply = replies[0]
+            outlets.reply(identity, reply.encode(request_id))
         if outcome.requests:
             notice = Dispatch(start, end, DispatchBatch.from_requests(outcome.requests))
             if waiters.holds_dispatch:  # SYNC_MASTER: visible once the copies hold it
@@ -85,9 +95,9 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
                 outlets.dispatch(notice)
             if state.tells_slaves:  # the HA actor pushes what it hears of at once, not a tick later
                 outlets.written(Written(end, outcome.store_ms, False))
-        if outcome.requests and waiters.replicas is not None:  # SYNC_MASTER: the answers wait for the copies
+        if hold:
             for identity, request_id, reply in replies:
                 waiters.hold(end, identity, request_id, reply, flush=False)
-        else:
+        elif not answer_first:
             for identity, request_id, reply in replies:
                 outlets.reply(identity, reply.encode(request_id))

@@ -3,8 +3,9 @@
 
 Each finds the broker from its store directory (``Endpoints.for_store``: the private run dir the
 broker's ipc sockets live in) or from explicit ``endpoints``. Requests go out on DEALER sockets owned
-by one background I/O thread per client object (``mqstore.ipc.transport.channel``), or, for a call that waits for its
-reply (Admin's), on the calling thread's own; so a client object may be shared between threads.
+by one background I/O thread per client object (``mqstore.ipc.transport.channel``), or, for a call that
+waits for its reply (Admin's, the Producer's blocking sends), on the calling thread's own; so a client
+object may be shared between threads.
 Every call has a timeout; a call that gets no reply raises ``BrokerTimeoutError`` (a
 ``TimeoutError``), a refused request raises ``BrokerError``; expected outcomes of a send (a full
 disk, an illegal message) are ``SendResult`` statuses, not exceptions.
@@ -19,6 +20,7 @@ disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -93,8 +95,9 @@ class Producer:
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] = (),
              properties: Mapping[str, str] | None = None, queue_id: int | None = None,
              shard: str | None = None) -> SendResult:
-        return self.send_async(topic, body, tags=tags, keys=keys, properties=properties, queue_id=queue_id,
-                               shard=shard).result()
+        """One message, waited for on the calling thread's own socket (as ``send_batch``)."""
+        message = Outgoing(topic, body, tags, message_keys(keys), dict(properties or {}), queue_id, shard)
+        return self.send_batch([message])[0]
 
     def send_transactional(self, message: Outgoing, execute_local: ExecuteLocal, check_back: CheckBack, *,
                            group: str) -> TransactionResult:
@@ -121,8 +124,21 @@ class Producer:
         return self._transactions.end(group, half, state)
 
     def send_batch(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[SendResult]:
-        """One request for many messages (one commitlog append); one result per message, in order."""
-        return self.send_batch_async(messages).result()
+        """One request for many messages (one commitlog append); one result per message, in order.
+        Made on the calling thread's own socket (``Channel.request``), not handed to the I/O thread:
+        the retries' pauses are slept here, and it may be called from a send callback too."""
+        wire = self._wire(messages)
+        results: list[SendResult | None] = [None] * len(wire)
+        indices = list(range(len(wire)))
+        tries = 0
+        while True:
+            reply = self._channel.request("ingress", requests.Send(tuple(wire[i] for i in indices)),
+                                          timeout_ms=self._timeout_ms)
+            indices = _retried(reply, indices, results)
+            tries += 1
+            if not indices or tries > self._retries:
+                return [r for r in results if r is not None]
+            time.sleep(self._backoff_ms * tries / 1000)
 
     def send_async(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] = (),
                    properties: Mapping[str, str] | None = None, queue_id: int | None = None,
@@ -147,12 +163,7 @@ class Producer:
         return single
 
     def send_batch_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
-        wire = [requests.SendMessage.of(Outgoing.of(m)) for m in messages]
-        if not wire:
-            raise ValueError("send_batch needs at least one message")
-        if (self._encoder is None and sum(len(m.body) for m in wire) > LEARN_LIMIT_BYTES
-                and not self._channel.on_io_thread()):
-            self._batch_encoder()  # the broker's limit, once: a request over it is refused here, not dropped there
+        wire = self._wire(messages)
         outer: Future[list[SendResult]] = Future()
         outer.set_running_or_notify_cancel()
         results: list[SendResult | None] = [None] * len(wire)
@@ -168,18 +179,10 @@ class Producer:
 
         def on_reply(reply: Future[dict[str, Any]], indices: list[int], tries_left: int) -> None:
             try:
-                raw = replies.SendReply.decode(reply.result()).results
-                if len(raw) != len(indices):
-                    raise ReplyError(f"expected {len(indices)} send results, got {len(raw)}")
-                parsed = [SendResult.from_wire(r) for r in raw]
+                again = _retried(reply.result(), indices, results)
             except BaseException as exc:
                 outer.set_exception(exc)
                 return
-            again = []
-            for index, result in zip(indices, parsed, strict=True):
-                results[index] = result
-                if result.status == SERVICE_NOT_AVAILABLE:
-                    again.append(index)
             if again and tries_left > 0:
                 attempt(again, tries_left - 1, self._backoff_ms * (self._retries - tries_left + 1))
             else:
@@ -194,7 +197,10 @@ class Producer:
         the store would refuse, raise EncodingError before anything is sent; nothing is retried. The
         results are one ``SendResults`` (a sequence of ``SendResult``, made when touched; its
         ``ok_count`` and ``columns`` read the reply as it came)."""
-        return self.send_encoded_async(messages).result()
+        if not messages:
+            raise ValueError("send_encoded needs at least one message")
+        encoder = self._batch_encoder()
+        return self._send_encoded_now(encoder, encoder.encode(messages))
 
     def send_encoded_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[SendResults]:
         if not messages:
@@ -208,7 +214,10 @@ class Producer:
         """``send_encoded`` for one topic, its messages given as columns: the bodies, ``tags`` one for
         all or one per body, ``keys`` one sequence per body. No message object is built: the
         cheapest way to send a batch."""
-        return self.send_encoded_columns_async(topic, bodies, tags=tags, keys=keys).result()
+        if not bodies:
+            raise ValueError("send_encoded_columns needs at least one body")
+        encoder = self._batch_encoder()
+        return self._send_encoded_now(encoder, encoder.encode_columns(topic, bodies, tags, keys))
 
     def send_encoded_columns_async(self, topic: str, bodies: Sequence[bytes], *,
                                    tags: str | Sequence[str | None] | None = None,
@@ -217,6 +226,22 @@ class Producer:
             raise ValueError("send_encoded_columns needs at least one body")
         encoder = self._batch_encoder()
         return self._send_encoded(encoder, encoder.encode_columns(topic, bodies, tags, keys))
+
+    def _send_encoded_now(self, encoder: BatchEncoder, batch: EncodedBatch) -> SendResults:
+        """An encoded batch sent and waited for on the calling thread's own socket."""
+        reply = self._channel.request("ingress", requests.SendEncoded.of(batch), timeout_ms=self._timeout_ms)
+        return results_from_reply(reply, batch, encoder.encoding.store_host)
+
+    def _wire(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> list[requests.SendMessage]:
+        """A send's messages as the wire carries them; the broker's request limit learnt first when
+        a first send carries more than ``LEARN_LIMIT_BYTES`` of bodies."""
+        wire = [requests.SendMessage.of(Outgoing.of(m)) for m in messages]
+        if not wire:
+            raise ValueError("send_batch needs at least one message")
+        if (self._encoder is None and sum(len(m.body) for m in wire) > LEARN_LIMIT_BYTES
+                and not self._channel.on_io_thread()):
+            self._batch_encoder()  # the broker's limit, once: a request over it is refused here, not dropped there
+        return wire
 
     def _send_encoded(self, encoder: BatchEncoder, batch: EncodedBatch) -> Future[SendResults]:
         outer: Future[SendResults] = Future()
@@ -274,3 +299,17 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _retried(reply: dict[str, Any], indices: list[int], results: list[SendResult | None]) -> list[int]:
+    """A send reply's results put in their places (``indices``: the messages that request carried);
+    the places of those to send again (SERVICE_NOT_AVAILABLE)."""
+    raw = replies.SendReply.decode(reply).results
+    if len(raw) != len(indices):
+        raise ReplyError(f"expected {len(indices)} send results, got {len(raw)}")
+    again = []
+    for index, wire_result in zip(indices, raw, strict=True):
+        result = results[index] = SendResult.from_wire(wire_result)
+        if result.status == SERVICE_NOT_AVAILABLE:
+            again.append(index)
+    return again
