@@ -111,7 +111,7 @@ class BuilderActor:
                     self._follow_retention()
                 # nothing else is due: the writer's dispatch notices and ticks (a lost one made good by
                 # the next) wake the round, retention's cadence the rest
-                if dispatch_in not in dict(poller.poll(max(0, next_retention_ms - monotonic_ms()))):
+                if dispatch_in not in self.rt.poll(poller, max(0, next_retention_ms - monotonic_ms())):
                     self.rt.report("running", applied=self.applied)
                     continue
                 changed = self._on_round(self.gather(dispatch_in))

@@ -90,7 +90,8 @@ class MetricsActor:
                                    collect_errors=self.collector.errors_total)
                 due = next_collect if self.server is not None else min(next_collect, next_bind)
                 # asleep until the next collection; a stop makes ``stop_fd`` readable and ends the wait
-                select.select([self.rt.stop_fd], [], [], max(due - monotonic_ms(), 0) / 1000)
+                select.select([self.rt.stop_fd], [], [], self.rt.wait_ms(max(due - monotonic_ms(), 0)) / 1000)
+                self.rt.send_held()
         finally:
             if self.server is not None:
                 self.server.shutdown()

@@ -104,6 +104,7 @@ class RemotingActor:
                 # for the NameServer table's scan and the idle report
                 now_stats = self._stats(registrar)
                 wait_ms = self.rt.config.broker.stats_interval_ms if now_stats != stats else IDLE_WAKE_MS
+                wait_ms = self.rt.wait_ms(wait_ms)  # or less, while a report held back waits
                 stats = now_stats
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopped.wait(), wait_ms / 1000)

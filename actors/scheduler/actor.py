@@ -111,7 +111,7 @@ class SchedulerActor:
                 if gap_ms <= 0 and arrived_in not in self.poller:
                     self.poller.register(arrived_in, zmq.POLLIN)
                 timeout_ms = self._timeout_ms() if gap_ms <= 0 else min(self._timeout_ms(), gap_ms)
-                events = dict(self.poller.poll(timeout_ms))
+                events = self.rt.poll(self.poller, timeout_ms)
                 if arrived_in in events:
                     self._on_arrived(arrived_in)
                     # a stream of notices (one a consume-queue round) wakes the loop once a gap, not each time

@@ -220,7 +220,7 @@ class TimerActor:
                 gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
                 if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap
                     _wait(min(gap_ms, wait_ms))
-                elif arrived not in dict(poller.poll(wait_ms)):
+                elif arrived not in self.rt.poll(poller, wait_ms):
                     woken = False
                     continue
                 noticed, woken = _drain(arrived)

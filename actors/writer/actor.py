@@ -168,7 +168,7 @@ class CommitLogWriterActor:
         self.prefault.start()
         try:
             while not self.rt.stopping:
-                ready = dict(poller.poll(self._poll_ms(tick_ms, next_tick)))
+                ready = self.rt.poll(poller, self._poll_ms(tick_ms, next_tick))
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
                 if replicated_in is not None and replicated_in in ready:
