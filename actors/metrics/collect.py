@@ -14,8 +14,11 @@ ops the other actors already serve, never by touching their loops.
 The status and the topics are asked every collection; the queues, groups and ack queues, whose cost
 grows with the topics and groups, only when the status or the topics say something moved since they
 were last asked (``activity``: bytes written, a topic made, messages in or out, offsets committed,
-ack queues) or ``FULL_REFRESH_MS`` has passed (what no stat shows: retention deleting files). An idle
-broker's collection costs the same whatever its topics and groups. A source that does not answer
+ack queues, retention moving the builders' first offset), the ack queues also every
+``ACK_REFRESH_MS`` (a visibility timeout passing moves them, and no stat shows it; one request a
+reader), and everything every ``FULL_REFRESH_MS``, a safety net for what no stat shows (a
+thousand requests at a thousand topics: asked every minute, that was most of an idle broker's
+CPU). An idle broker's collection costs the same whatever its topics and groups. A source that does not answer
 within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot says which failed (``errors``).
 The snapshot is plain values: the JSON endpoint serves it as it is,
 and ``mqstore.actors.metrics.exposition`` turns it into Prometheus text.
@@ -47,7 +50,8 @@ log = logging.getLogger("mqstore")
 SOURCE_TIMEOUT_MS = 1_000
 MAX_TOPICS = 1_000   # topics whose queues are asked for each collection (the rest: counts only)
 MAX_GROUPS = 1_000   # groups described each collection
-FULL_REFRESH_MS = 60_000  # the queues, groups and ack queues asked this often even when nothing moved
+FULL_REFRESH_MS = 600_000  # the queues, groups and ack queues asked this often even when nothing moved
+ACK_REFRESH_MS = 60_000  # the ack queues alone, this often
 BUILDERS = ("cqbuilder", "indexbuilder")
 
 Snapshot = dict[str, Any]
@@ -90,7 +94,8 @@ def activity(status: dict[str, Any], topics: Any) -> tuple[Any, ...]:
     for name, info in sorted(status.get("actors", {}).items()):
         if name == "writer" or name.startswith("reader") or name in BUILDERS:
             moved.append((name, info.get("pid"), info.get("topics_in"), info.get("topics_out"), info.get("commits"),
-                          info.get("ack_queues"), info.get("readable_end"), info.get("applied")))
+                          info.get("ack_queues"), info.get("readable_end"), info.get("applied"),
+                          info.get("retained_from")))
     return status.get("written"), status.get("flushed"), topics, tuple(moved)
 
 
@@ -106,7 +111,7 @@ class Collector:
         self._request_id = 0
         self.errors_total = 0
         self._seen: tuple[Any, ...] | None = None  # ``activity`` when the queues and groups were last asked
-        self._full_at_ms = 0
+        self._full_at_ms = self._ack_at_ms = 0
         self.moved = True  # whether the last collection saw anything move
 
     def close(self) -> None:
@@ -134,7 +139,11 @@ class Collector:
         if self.moved or now_ms >= self._full_at_ms or errors:
             more = self._ask((("queues", self._queues), ("groups", self._groups), ("ack", self._ack)))
             self._seen, self._full_at_ms = (None if errors or more else seen), now_ms + FULL_REFRESH_MS
+            self._ack_at_ms = now_ms + ACK_REFRESH_MS
             errors += more
+        elif now_ms >= self._ack_at_ms:
+            self._ack_at_ms = now_ms + ACK_REFRESH_MS
+            errors += self._ask((("ack", self._ack),))
         self.errors_total += len(errors)
         status = self.last["status"]
         actors: dict[str, Any] = status.get("actors", {})

@@ -7,9 +7,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
 
 from mqstore.actors.config import load_config
+from mqstore.actors.metrics import collect as collect_module
 from mqstore.actors.metrics.collect import Collector
 
 STATUS: dict[str, Any] = {"written": 1000, "flushed": 1000, "actors": {
@@ -86,3 +88,32 @@ def test_a_commit_a_message_or_a_new_topic_asks_again(tmp_path: Path) -> None:
     assert admin.asked["queue_info"] == 6
     made.collect()
     assert not made.moved and admin.asked["queue_info"] == 6
+
+
+def test_retention_moving_a_builder_asks_the_queues_again(tmp_path: Path) -> None:
+    """A queue's first offset moves when retention deletes files: the builders' first offset shows it,
+    so the queues need no refresh every minute in case it happened."""
+    status = copy.deepcopy(STATUS)
+    status["actors"]["cqbuilder"]["retained_from"] = 0
+    made, admin = collector(tmp_path, status, groups=3)
+    made.collect()
+    status["actors"]["cqbuilder"]["retained_from"] = 4096
+    made.collect()
+    assert made.moved and admin.asked["queue_info"] == 4
+
+
+def test_past_a_minute_of_nothing_moving_only_the_ack_queues_are_asked(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ack queues move as visibility timeouts pass, which no stat shows: one request a reader,
+    every ``ACK_REFRESH_MS``; the queues and groups (a request each) wait for the safety net."""
+    clock = [1_000_000]
+    monkeypatch.setattr(collect_module, "monotonic_ms", lambda: clock[0])
+    made, admin = collector(tmp_path, copy.deepcopy(STATUS), groups=50)
+    made.collect()
+    made.collect()
+    clock[0] += collect_module.ACK_REFRESH_MS
+    made.collect()
+    assert admin.asked == {"topics": 3, "queue_info": 2, "groups": 1, "group_describe": 50, "ack_stats": 2}
+    clock[0] += collect_module.FULL_REFRESH_MS
+    made.collect()
+    assert admin.asked["group_describe"] == 100 and admin.asked["ack_stats"] == 3
