@@ -19,7 +19,7 @@ def _written(page: Any) -> float:
 
 
 def _collection(written: int) -> dict[str, Any]:
-    snapshot = _snapshot()
+    snapshot = {**_snapshot(), "time_ms": 1_700_000_000_000}
     snapshot["offsets"]["written"] = written
     return snapshot
 
