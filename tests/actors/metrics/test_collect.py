@@ -83,11 +83,52 @@ def test_a_commit_a_message_or_a_new_topic_asks_again(tmp_path: Path) -> None:
     status["actors"]["reader-0"]["commits"] = 1  # an offset committed: the groups' lag moved
     made.collect()
     assert made.moved and admin.asked["group_describe"] == 6
+    assert admin.asked["queue_info"] == 3  # T0, whose messages moved at the start; T1 kept
     status["actors"]["cqbuilder"]["applied"] = 2000  # new entries in the consume queues
     made.collect()
-    assert admin.asked["queue_info"] == 6
+    assert admin.asked["queue_info"] == 4
     made.collect()
-    assert not made.moved and admin.asked["queue_info"] == 6
+    assert not made.moved and admin.asked["queue_info"] == 4
+
+
+def test_a_move_asks_only_the_topics_whose_messages_moved_and_the_groups_on_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deltas, not full listings: messages into T1 ask T1's queues again and describe the groups
+    that consume T1, while the other topics' and groups' last answers stay served; a reader catching
+    up later (its readable end) asks T1 again, not every topic."""
+    clock = [1_000_000]
+    monkeypatch.setattr(collect_module, "monotonic_ms", lambda: clock[0])
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=40)
+    admin.group_names["on-t1"] = ["T1"]
+    made.collect()
+    clock[0] += collect_module.RECENT_MS  # T0's counts at the start are old news
+    made.collect()
+    asked = dict(admin.asked)
+    status["actors"]["writer"]["topics_in"] = {"T0": [3, 300], "T1": [1, 100]}
+    status["written"] = 1100
+    snapshot = made.collect()
+    assert admin.asked["queue_info"] - asked["queue_info"] == 1  # T1
+    assert admin.asked["group_describe"] - asked["group_describe"] == 1  # on-t1
+    assert len(snapshot["groups"]) == 41 and set(snapshot["topics"]) == {"T0", "T1"}
+    status["actors"]["reader-0"]["readable_end"] = 1100
+    made.collect()
+    assert admin.asked["queue_info"] - asked["queue_info"] == 2
+
+
+def test_a_move_no_topic_explains_asks_every_topic(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slave's log grows without the writer (no counts per topic): every topic is asked."""
+    clock = [1_000_000]
+    monkeypatch.setattr(collect_module, "monotonic_ms", lambda: clock[0])
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=1)
+    made.collect()
+    clock[0] += collect_module.RECENT_MS  # the start's counts are no longer recent
+    made.collect()
+    status["written"] = 5000
+    made.collect()
+    assert admin.asked["queue_info"] == 4
 
 
 def test_retention_moving_a_builder_asks_the_queues_again(tmp_path: Path) -> None:
