@@ -20,6 +20,7 @@ WINDOW_S = 6.0
 # metrics collection (5 s) and the status it asks; about 3 each. A wake-up a second fails it (6 and a
 # safety net), as the supervisor taking every actor's report once a second did (about 60)
 MAX_WAKEUPS = 6
+WINDOWS = 4
 
 
 def _switches(pids: dict[str, int]) -> dict[str, int]:
@@ -37,9 +38,14 @@ def test_an_idle_broker_wakes_only_for_deadlines_that_exist(tmp_path: Path) -> N
         assert status is not None
         pids = {"supervisor": int(status["pid"])} | {n: int(i["pid"]) for n, i in status["actors"].items()}
         time.sleep(WINDOW_S)  # a measurement window: what the start set going runs out
-        before = _switches(pids)
-        time.sleep(WINDOW_S)  # the window measured, not a wait for a condition
-        woke = {name: count - before[name] for name, count in _switches(pids).items()}
+        # on a loaded machine the start's reports and collections can run past the first window: the
+        # broker is given WINDOWS of them to be quiet in one (a wake-up a second is never quiet)
+        for _ in range(WINDOWS):
+            before = _switches(pids)
+            time.sleep(WINDOW_S)  # the window measured, not a wait for a condition
+            woke = {name: count - before[name] for name, count in _switches(pids).items()}
+            if all(w <= MAX_WAKEUPS for w in woke.values()):
+                break
         assert {"writer", "flusher", "cqbuilder", "indexbuilder", "reader-0", "remoting", "metrics", "timer",
                 "transactions", "scheduler", "supervisor"} <= set(woke)
         assert {n: w for n, w in woke.items() if w > MAX_WAKEUPS} == {}, woke
