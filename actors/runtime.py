@@ -63,10 +63,10 @@ class EventReporter:
     changed, at most once per ``interval_ms``, at once with ``force`` (a change of state). The
     supervisor keeps the last stats it got (its status, readiness and the metrics read those), so the
     same report again tells it nothing: it goes only every ``idle_ms``, a safety net, and an idle
-    broker's actors do not wake the supervisor once an interval each. A report changed within the
-    interval is held (``held_ms``) and goes once the interval has passed (``send_held``), whether or
-    not the actor reports again: a count that moved just after a report is never left unsaid while
-    the actor sleeps."""
+    broker's actors do not wake the supervisor once an interval each. A report made within the
+    interval is held (``held_ms``), and goes once the interval has passed if it says something new
+    (``send_held``), whether or not the actor reports again: a count that moved just after a report
+    is never left unsaid while the actor sleeps, and a busy actor's rounds pack no report."""
 
     def __init__(self, ctx: zmq.Context[Any], endpoint: str, name: str, interval_ms: int,
                  clock: Callable[[], int] = monotonic_ms, idle_ms: int = IDLE_REPORT_MS) -> None:
@@ -78,29 +78,31 @@ class EventReporter:
         self._next_report_ms = 0  # a changed report goes from then on
         self._sent = b""  # the last report sent
         self._resend_ms = 0  # the same report goes again from then on
-        self._held = b""  # a changed report waiting for ``_next_report_ms``
+        self._held: tuple[str, dict[str, Any]] | None = None  # the last report within the interval
 
     def __call__(self, state: str, *, force: bool = False, **stats: Any) -> None:
         now = self._clock()
-        event = schema.pack({"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats})
-        if force or (event != self._sent and now >= self._next_report_ms) or now >= self._resend_ms:
-            self._send(event, now)
-        else:
-            self._held = b"" if event == self._sent else event
+        if not force and now < self._next_report_ms and now < self._resend_ms:
+            self._held = (state, stats)  # packed and compared once due: a busy actor's rounds pack nothing
+            return
+        self._send(state, stats, now, force=force)
 
     def held_ms(self) -> int | None:
         """How long until the report held back may go; None when none is held."""
-        return max(self._next_report_ms - self._clock(), 0) if self._held else None
+        return max(self._next_report_ms - self._clock(), 0) if self._held is not None else None
 
     def send_held(self) -> None:
-        """The report held back, once its interval has passed."""
+        """The report held back, once its interval has passed, if it says something new."""
         now = self._clock()
-        if self._held and now >= self._next_report_ms:
-            self._send(self._held, now)
+        if self._held is not None and now >= self._next_report_ms:
+            self._send(*self._held, now)
 
-    def _send(self, event: bytes, now: int) -> None:
-        self._held = b""
-        self._next_report_ms = now + self.interval_ms
+    def _send(self, state: str, stats: dict[str, Any], now: int, *, force: bool = False) -> None:
+        self._held = None
+        event = schema.pack({"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats})
+        self._next_report_ms = now + self.interval_ms  # the same again is compared no sooner either
+        if not force and event == self._sent and now < self._resend_ms:
+            return
         # the supervisor busy or restarting drops a report: the next change or the safety net says it again
         with contextlib.suppress(zmq.Again):
             self._events.send(event, zmq.NOBLOCK)
