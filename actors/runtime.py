@@ -100,9 +100,9 @@ class EventReporter:
     def _send(self, state: str, stats: dict[str, Any], now: int, *, force: bool = False) -> None:
         self._held = None
         event = schema.pack({"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats})
-        self._next_report_ms = now + self.interval_ms  # the same again is compared no sooner either
         if not force and event == self._sent and now < self._resend_ms:
-            return
+            return  # nothing new: the next report is compared at once (held, it would wake the loop again)
+        self._next_report_ms = now + self.interval_ms
         # the supervisor busy or restarting drops a report: the next change or the safety net says it again
         with contextlib.suppress(zmq.Again):
             self._events.send(event, zmq.NOBLOCK)

@@ -181,3 +181,19 @@ def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ct
     assert kinds == set(ACTOR_KINDS)
     with pytest.raises(ValueError, match="unknown actor 'nobody'"):
         build_actor("nobody", Runtime("nobody", config, ctx))
+
+
+def test_a_report_that_says_nothing_new_holds_nothing(ctx: zmq.Context[Any]) -> None:
+    """An idle actor's loop wakes for the report held back, which then says the same as the last one
+    sent: the loop's next report must not be held again (that woke an idle builder once an interval)."""
+    bind(ctx, zmq.PULL, EVENTS)
+    now = [1_000]
+    report = EventReporter(ctx, EVENTS, "cqbuilder", 1_000, clock=lambda: now[0])
+    report("running", applied=1)
+    now[0] += 10
+    report("running", applied=1)  # within the interval: held, unread
+    now[0] += 1_000
+    report.send_held()  # due: the same as the last sent, dropped
+    assert report.held_ms() is None
+    report("running", applied=1)  # the loop's report after that wake
+    assert report.held_ms() is None
