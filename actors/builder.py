@@ -95,7 +95,7 @@ class BuilderActor:
     def run(self) -> None:
         self.applied = max(self.resume_from(), self.commitlog.min_offset)
         log.info("resuming at commitlog offset %d", self.applied)
-        self.rt.report("running", force=True, applied=self.applied)
+        self.rt.report("running", force=True, applied=self.applied, retained_from=self.commitlog.min_offset)
         dispatch_in = connect(self.rt.ctx, zmq.SUB, self.rt.endpoints.dispatch, hwm=100_000,
                               subscribe=(schema.DISPATCH, schema.TICK, schema.TOPIC_DELETED))
         notice_out = bind(self.rt.ctx, zmq.PUB, self.rt.endpoints.role(self.notice_role), hwm=100_000)
@@ -111,13 +111,13 @@ class BuilderActor:
                     self._follow_retention()
                 # nothing else is due: the writer's dispatch notices and ticks (a lost one made good by
                 # the next) wake the round, retention's cadence the rest
-                if dispatch_in not in dict(poller.poll(max(0, next_retention_ms - monotonic_ms()))):
-                    self.rt.report("running", applied=self.applied)
+                if dispatch_in not in self.rt.poll(poller, max(0, next_retention_ms - monotonic_ms())):
+                    self.rt.report("running", applied=self.applied, retained_from=self.commitlog.min_offset)
                     continue
                 changed = self._on_round(self.gather(dispatch_in))
                 if changed:
                     notice_out.send_multipart(self.notice().frames())
-                self.rt.report("running", applied=self.applied)
+                self.rt.report("running", applied=self.applied, retained_from=self.commitlog.min_offset)
         finally:
             self.rt.report("stopped", force=True, applied=self.applied)
             self.close()

@@ -123,7 +123,7 @@ class FlushActor:
                         poller.unregister(notices)
                 timeout_ms = (max(self.flushed_ticks.next_idle_ms - monotonic_ms(), 0) if quiet
                               else 10 if self.sync_wanted else poll_ms)
-                ready = dict(poller.poll(timeout_ms))
+                ready = self.rt.poll(poller, timeout_ms)
                 if written_in in ready:
                     self._drain(written_in, Written.decode, self._on_written)
                 now = monotonic_ms()

@@ -9,6 +9,8 @@
                 which would otherwise wait its time out)
     report      how the actor tells the supervisor how it is doing (a ``Report``); every actor reports
                 between its rounds, so a report also sweeps ``open_files`` when a sweep is due
+    poll        how a loop sleeps (``wait_ms`` and ``send_held`` where it sleeps otherwise): no longer
+                than a report held back by the stats interval may wait, which then goes
     open_files  the process's bounded set of open store files (``mqstore.engine.log.open_files``),
                 handed to whatever opens store files in it
     close       stops what ``open`` started and destroys the context
@@ -41,6 +43,7 @@ from mqstore.ipc.transport.sockets import connect
 from mqstore.ipc.wire import schema
 
 EVENTS_HWM = 1000
+IDLE_REPORT_MS = 30_000  # the same report goes again this often: a safety net for one the supervisor dropped
 
 
 class Actor(Protocol):
@@ -56,26 +59,54 @@ def no_report(state: str, *, force: bool = False, **stats: Any) -> None:
 
 
 class EventReporter:
-    """A supervised actor's ``report``: an event on the supervisor's event socket, at most once per
-    ``interval_ms`` unless ``force`` (a change of state)."""
+    """A supervised actor's ``report``: an event on the supervisor's event socket when what it says
+    changed, at most once per ``interval_ms``, at once with ``force`` (a change of state). The
+    supervisor keeps the last stats it got (its status, readiness and the metrics read those), so the
+    same report again tells it nothing: it goes only every ``idle_ms``, a safety net, and an idle
+    broker's actors do not wake the supervisor once an interval each. A report made within the
+    interval is held (``held_ms``), and goes once the interval has passed if it says something new
+    (``send_held``), whether or not the actor reports again: a count that moved just after a report
+    is never left unsaid while the actor sleeps, and a busy actor's rounds pack no report."""
 
     def __init__(self, ctx: zmq.Context[Any], endpoint: str, name: str, interval_ms: int,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+                 clock: Callable[[], int] = monotonic_ms, idle_ms: int = IDLE_REPORT_MS) -> None:
         self.name = name
         self.interval_ms = interval_ms
+        self.idle_ms = idle_ms
         self._clock = clock
         self._events = connect(ctx, zmq.PUSH, endpoint, hwm=EVENTS_HWM)
-        self._next_report_ms = 0
+        self._next_report_ms = 0  # a changed report goes from then on
+        self._sent = b""  # the last report sent
+        self._resend_ms = 0  # the same report goes again from then on
+        self._held: tuple[str, dict[str, Any]] | None = None  # the last report within the interval
 
     def __call__(self, state: str, *, force: bool = False, **stats: Any) -> None:
         now = self._clock()
-        if not force and now < self._next_report_ms:
+        if not force and now < self._next_report_ms and now < self._resend_ms:
+            self._held = (state, stats)  # packed and compared once due: a busy actor's rounds pack nothing
             return
+        self._send(state, stats, now, force=force)
+
+    def held_ms(self) -> int | None:
+        """How long until the report held back may go; None when none is held."""
+        return max(self._next_report_ms - self._clock(), 0) if self._held is not None else None
+
+    def send_held(self) -> None:
+        """The report held back, once its interval has passed, if it says something new."""
+        now = self._clock()
+        if self._held is not None and now >= self._next_report_ms:
+            self._send(*self._held, now)
+
+    def _send(self, state: str, stats: dict[str, Any], now: int, *, force: bool = False) -> None:
+        self._held = None
+        event = schema.pack({"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats})
+        if not force and event == self._sent and now < self._resend_ms:
+            return  # nothing new: the next report is compared at once (held, it would wake the loop again)
         self._next_report_ms = now + self.interval_ms
-        event = {"v": schema.VERSION, "actor": self.name, "pid": os.getpid(), "state": state, **stats}
-        # the supervisor busy or restarting drops a report: the next one carries the same facts
+        # the supervisor busy or restarting drops a report: the next change or the safety net says it again
         with contextlib.suppress(zmq.Again):
-            self._events.send(schema.pack(event), zmq.NOBLOCK)
+            self._events.send(event, zmq.NOBLOCK)
+            self._sent, self._resend_ms = event, now + self.idle_ms
 
 
 class Runtime:
@@ -86,6 +117,7 @@ class Runtime:
         self.endpoints = config.endpoints
         self.ctx = ctx
         self._report = report
+        self._reporter = report if isinstance(report, EventReporter) else None  # one that may hold a report
         self.open_files = OpenFiles(config.broker.open_files_max)
         self._next_sweep_ms = monotonic_ms() + config.broker.open_files_sweep_ms
         self.stopping = False
@@ -116,6 +148,24 @@ class Runtime:
             self._next_sweep_ms = now + self.config.broker.open_files_sweep_ms
             self.open_files.sweep()
         self._report(state, force=force, **stats)
+
+    def wait_ms(self, timeout_ms: int) -> int:
+        """``timeout_ms``, or less when a report held back is due sooner: how long the loop may sleep
+        (then ``send_held``)."""
+        held = self._reporter.held_ms() if self._reporter is not None else None
+        return timeout_ms if held is None else min(timeout_ms, held)
+
+    def send_held(self) -> None:
+        """Send the report held back by the stats interval once it is due (``EventReporter``)."""
+        if self._reporter is not None:
+            self._reporter.send_held()
+
+    def poll(self, poller: zmq.Poller, timeout_ms: int) -> dict[Any, int]:
+        """``poller``'s ready sockets within ``timeout_ms``: an actor's loop sleeps here, so that a
+        report held back goes on time however long the loop would have slept."""
+        ready = dict(poller.poll(self.wait_ms(timeout_ms)))
+        self.send_held()
+        return ready
 
     def request_stop(self) -> None:
         """Raise the stop flag: the actor ends its loop at the end of the round it is in."""

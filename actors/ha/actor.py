@@ -75,7 +75,7 @@ class HaActor:
                 poller.register(listener.fileno(), zmq.POLLIN)
                 for fd, link in side.links.items():
                     poller.register(fd, zmq.POLLIN | (zmq.POLLOUT if link.peer.wants_write else 0))
-                ready = dict(poller.poll(tick_ms))
+                ready = self.rt.poll(poller, tick_ms)
                 now = monotonic_ms()
                 if written_in in ready:
                     side.note_written(_drain_written(written_in), now)
@@ -134,7 +134,7 @@ class HaActor:
                 if peer is not None:
                     connecting = side.state == CONNECTING
                     poller.register(peer.fd, zmq.POLLIN | (zmq.POLLOUT if connecting or peer.wants_write else 0))
-                ready = dict(poller.poll(tick_ms))
+                ready = self.rt.poll(poller, tick_ms)
                 now = monotonic_ms()
                 for sock in (ingress, own_ingress):
                     if sock in ready:

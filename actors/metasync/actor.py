@@ -86,7 +86,7 @@ class MetadataSyncActor:
                     self.sync()
                     next_ms = monotonic_ms() + self.interval_ms
                 self.rt.report("running", **self.stats())
-                poller.poll(max(0, min(next_ms - monotonic_ms(), self.rt.config.broker.tick_interval_ms)))
+                self.rt.poll(poller, max(0, next_ms - monotonic_ms()))  # until the next round (a stop wakes it)
         finally:
             self.channel.close()
 

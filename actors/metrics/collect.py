@@ -14,8 +14,16 @@ ops the other actors already serve, never by touching their loops.
 The status and the topics are asked every collection; the queues, groups and ack queues, whose cost
 grows with the topics and groups, only when the status or the topics say something moved since they
 were last asked (``activity``: bytes written, a topic made, messages in or out, offsets committed,
-ack queues) or ``FULL_REFRESH_MS`` has passed (what no stat shows: retention deleting files). An idle
-broker's collection costs the same whatever its topics and groups. A source that does not answer
+ack queues, retention moving the builders' first offset), the ack queues also every
+``ACK_REFRESH_MS`` (a visibility timeout passing moves them, and no stat shows it; one request a
+reader), and everything every ``FULL_REFRESH_MS``, a safety net for what no stat shows (a
+thousand requests at a thousand topics: asked every minute, that was most of an idle broker's
+CPU). A move asks only the topics whose counts of messages in or out moved within ``RECENT_MS``
+(their queues' ends follow as the builders and readers catch up, which moves the status again)
+and new topics, and describes only the groups on them, or every group when offsets were
+committed; every topic and group after retention moved, an actor restarted, a source failed, or a
+move no topic's counts explain (a slave's log, appended without the writer). An idle broker's
+collection costs the same whatever its topics and groups. A source that does not answer
 within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot says which failed (``errors``).
 The snapshot is plain values: the JSON endpoint serves it as it is,
 and ``mqstore.actors.metrics.exposition`` turns it into Prometheus text.
@@ -47,7 +55,9 @@ log = logging.getLogger("mqstore")
 SOURCE_TIMEOUT_MS = 1_000
 MAX_TOPICS = 1_000   # topics whose queues are asked for each collection (the rest: counts only)
 MAX_GROUPS = 1_000   # groups described each collection
-FULL_REFRESH_MS = 60_000  # the queues, groups and ack queues asked this often even when nothing moved
+FULL_REFRESH_MS = 600_000  # the queues, groups and ack queues asked this often even when nothing moved
+ACK_REFRESH_MS = 60_000  # the ack queues alone, this often
+RECENT_MS = 60_000  # a topic whose counts moved within this long is asked again at each move
 BUILDERS = ("cqbuilder", "indexbuilder")
 
 Snapshot = dict[str, Any]
@@ -90,8 +100,28 @@ def activity(status: dict[str, Any], topics: Any) -> tuple[Any, ...]:
     for name, info in sorted(status.get("actors", {}).items()):
         if name == "writer" or name.startswith("reader") or name in BUILDERS:
             moved.append((name, info.get("pid"), info.get("topics_in"), info.get("topics_out"), info.get("commits"),
-                          info.get("ack_queues"), info.get("readable_end"), info.get("applied")))
+                          info.get("ack_queues"), info.get("readable_end"), info.get("applied"),
+                          info.get("retained_from")))
     return status.get("written"), status.get("flushed"), topics, tuple(moved)
+
+
+def everything_moved(status: dict[str, Any]) -> tuple[Any, ...]:
+    """What moves every topic's queues at once: retention (the builders' first offset) and an actor's
+    restart (its pid)."""
+    return tuple((name, info.get("pid"), info.get("retained_from")) for name, info in
+                 sorted(status.get("actors", {}).items()) if name == "writer" or name.startswith("reader")
+                 or name in BUILDERS)
+
+
+def topic_counts(status: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """Per topic: the writer's count of messages in and each reader's out."""
+    counts: dict[str, list[Any]] = {}
+    for name, info in sorted(status.get("actors", {}).items()):
+        for key in ("topics_in", "topics_out"):
+            if (name == "writer") == (key == "topics_in") and isinstance(info.get(key), dict):
+                for topic, count in info[key].items():
+                    counts.setdefault(str(topic), []).append((name, count[0] if count else None))
+    return {topic: tuple(c) for topic, c in counts.items()}
 
 
 class Collector:
@@ -106,7 +136,11 @@ class Collector:
         self._request_id = 0
         self.errors_total = 0
         self._seen: tuple[Any, ...] | None = None  # ``activity`` when the queues and groups were last asked
-        self._full_at_ms = 0
+        self._full_at_ms = self._ack_at_ms = 0
+        self._everything: tuple[Any, ...] | None = None  # ``everything_moved`` at the last full ask
+        self._counts: dict[str, tuple[Any, ...]] = {}  # ``topic_counts`` at the last collection
+        self._recent: dict[str, int] = {}  # topic -> when its counts last moved
+        self._commits: tuple[Any, ...] | None = None  # the readers' commit counts at the last groups ask
         self.moved = True  # whether the last collection saw anything move
 
     def close(self) -> None:
@@ -131,10 +165,21 @@ class Collector:
         errors = self._ask((("status", self._supervisor_status), ("topics", self.admin.topics)))
         seen, now_ms = activity(self.last["status"], self.last["topics"]), monotonic_ms()
         self.moved = seen != self._seen
-        if self.moved or now_ms >= self._full_at_ms or errors:
-            more = self._ask((("queues", self._queues), ("groups", self._groups), ("ack", self._ack)))
-            self._seen, self._full_at_ms = (None if errors or more else seen), now_ms + FULL_REFRESH_MS
+        everything = everything_moved(self.last["status"])
+        recent = self._recent_topics(now_ms)
+        if self.moved or now_ms >= self._full_at_ms or errors or everything != self._everything:
+            full = bool(errors) or now_ms >= self._full_at_ms or everything != self._everything or not recent
+            topics = None if full else recent
+            more = self._ask((("queues", lambda: self._queues(topics)), ("groups", lambda: self._groups(topics)),
+                              ("ack", self._ack)))
+            self._seen = None if errors or more else seen
+            if full and not (errors or more):
+                self._full_at_ms, self._everything = now_ms + FULL_REFRESH_MS, everything
+            self._ack_at_ms = now_ms + ACK_REFRESH_MS
             errors += more
+        elif now_ms >= self._ack_at_ms:
+            self._ack_at_ms = now_ms + ACK_REFRESH_MS
+            errors += self._ask((("ack", self._ack),))
         self.errors_total += len(errors)
         status = self.last["status"]
         actors: dict[str, Any] = status.get("actors", {})
@@ -177,13 +222,35 @@ class Collector:
                 errors.append(f"{name}: {exc}")
         return errors
 
-    def _queues(self) -> dict[str, dict[str, list[int]]]:
-        names = sorted(self.last["topics"])[:MAX_TOPICS]
-        return {t: {str(q): list(span) for q, span in sorted(self.admin.queue_info(t).items())} for t in names}
+    def _recent_topics(self, now_ms: int) -> set[str]:
+        """The topics whose counts moved within ``RECENT_MS``, and those never asked."""
+        counts = topic_counts(self.last["status"])
+        for topic in set(counts) | set(self._counts):
+            if counts.get(topic) != self._counts.get(topic):
+                self._recent[topic] = now_ms
+        self._counts = counts
+        self._recent = {t: ms for t, ms in self._recent.items() if now_ms - ms < RECENT_MS}
+        return set(self._recent) | (set(self.last["topics"]) - set(self.last["queues"]))
 
-    def _groups(self) -> dict[str, list[dict[str, Any]]]:
-        names = sorted(self.admin.groups())[:MAX_GROUPS]
-        return {group: [lag_to_wire(q) for q in self.admin.group_describe(group)] for group in names}
+    def _queues(self, only: set[str] | None) -> dict[str, dict[str, list[int]]]:
+        """Every topic's queues (the first ``MAX_TOPICS``), those of ``only`` asked again, the others kept."""
+        names = sorted(self.last["topics"])[:MAX_TOPICS]
+        kept = self.last["queues"]
+        return {t: {str(q): list(span) for q, span in sorted(self.admin.queue_info(t).items())}
+                if only is None or t in only or t not in kept else kept[t] for t in names}
+
+    def _groups(self, only: set[str] | None) -> dict[str, list[dict[str, Any]]]:
+        """Every group's queues (the first ``MAX_GROUPS``): those on the topics ``only`` described again,
+        or all of them when offsets were committed since the last time."""
+        topics_of = self.admin.groups()
+        names = sorted(topics_of)[:MAX_GROUPS]
+        commits = tuple(info.get("commits") for name, info in sorted(self.last["status"].get("actors", {}).items())
+                        if name.startswith("reader"))
+        every, self._commits, on = only is None or commits != self._commits, commits, only or set()
+        kept = self.last["groups"]
+        return {group: [lag_to_wire(q) for q in self.admin.group_describe(group)]
+                if every or group not in kept or not on.isdisjoint(topics_of[group]) else kept[group]
+                for group in names}
 
     def _ack(self) -> list[dict[str, Any]]:
         return [q.wire() for q in sorted(self.admin.ack_stats(), key=lambda q: (q.group, q.topic, q.queue_id))]

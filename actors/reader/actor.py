@@ -159,7 +159,7 @@ class ReaderActor:
                     now, cap_ms)))
                 watching = self._watch_arrivals(poller, arrived_in, watching)
                 reading_writer = _watch(poller, writer, reading_writer, self.acks.awaiting_writer)
-                ready = dict(poller.poll(timeout_ms))
+                ready = self.rt.poll(poller, timeout_ms)
                 if arrived_in in ready or not watching:
                     self._on_arrived(router, arrived_in)
                 if router in ready:

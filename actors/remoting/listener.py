@@ -94,9 +94,9 @@ class RemotingActor:
             log.warning("serving at most %d connections, not %d: the open files limit (ulimit -n) leaves no more",
                         self.door.max_connections, self.config.max_connections)
         registrar = registrar_for(self.rt.config, self.channel, self.front.namesrv.note_master)
-        registering = None if registrar is None else asyncio.create_task(registrar.run(lambda: self.rt.stopping))
         stopped = asyncio.Event()  # a stop makes ``stop_fd`` readable: the loop below ends at once
         self._loop.add_reader(self.rt.stop_fd, stopped.set)
+        registering = None if registrar is None else asyncio.create_task(registrar.run(stopped))
         stats: dict[str, Any] = {}
         try:
             while not self.rt.stopping:
@@ -104,6 +104,7 @@ class RemotingActor:
                 # for the NameServer table's scan and the idle report
                 now_stats = self._stats(registrar)
                 wait_ms = self.rt.config.broker.stats_interval_ms if now_stats != stats else IDLE_WAKE_MS
+                wait_ms = self.rt.wait_ms(wait_ms)  # or less, while a report held back waits
                 stats = now_stats
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopped.wait(), wait_ms / 1000)

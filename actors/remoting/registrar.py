@@ -19,6 +19,7 @@ never two masters serving one broker name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -114,17 +115,19 @@ class Registrar:
         self.master_ha_addr = ""
         self.registered = 0  # successful registrations, all NameServers together
 
-    async def run(self, stopping: Callable[[], bool], poll_s: float = 0.1) -> None:
-        """Register now and every interval until ``stopping()``; then unregister."""
+    async def run(self, stopped: asyncio.Event) -> None:
+        """Register now and every interval until ``stopped`` is set; then unregister. Between two
+        rounds the task sleeps on ``stopped`` (it looked at a stop flag every 100 ms)."""
         loop = asyncio.get_running_loop()
         try:
-            while not stopping():
+            while not stopped.is_set():
                 started = loop.time()
                 await self.register_all()
-                while not stopping() and loop.time() - started < self.interval_ms / 1000:
-                    await asyncio.sleep(poll_s)
+                left_s = self.interval_ms / 1000 - (loop.time() - started)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopped.wait(), max(left_s, 0))
         finally:
-            if stopping():
+            if stopped.is_set():
                 await self.unregister_all()
 
     async def register_all(self) -> None:

@@ -9,9 +9,10 @@ back, as RocketMQ's synchronous delivery does; one refused as illegal (a real to
 out of range) can never be stored and is skipped with an error in the log.
 
 No busy loop: the actor sleeps in one poll until the earliest due time among the levels, an
-``arrived`` notice that the schedule topic grew, or a reply; it looks again at each level at least
-every ``RECHECK_MS``, since PUB/SUB may drop a notice. Entries become due on the wall clock (their
-tags code is a wall-clock delivery time), never before it.
+``arrived`` notice that the schedule topic grew, a reply, or the save of its progress; it looks
+again at each level at least every ``RECHECK_MS`` (the broker's idle safety net), since PUB/SUB may
+drop a notice, and an idle scheduler wakes for nothing else. Entries become due on the wall clock
+(their tags code is a wall-clock delivery time), never before it.
 
 A copy answered PUT_OK or FLUSH_DISK_TIMEOUT is in the log: the level moves past it in memory at
 once (a retry would store it twice), and the progress that counts it reaches ``delayOffset.json``
@@ -37,6 +38,7 @@ from mqstore.actors.flushed import FlushedFollower, sync_commitlog
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.scheduler.progress import Copy, Progress
 from mqstore.actors.scheduler.schedule import Due, ScheduleQueues, reput_wire
+from mqstore.actors.ticks import IDLE_TICK_MS
 from mqstore.engine.delay.table import queue_level
 from mqstore.engine.log.message import PutStatus
 from mqstore.engine.log.record import SCHEDULE_TOPIC
@@ -48,7 +50,7 @@ from mqstore.ipc.wire.requests import Send, SendMessage
 log = logging.getLogger("mqstore")
 
 BATCH = 512
-RECHECK_MS = 1000
+RECHECK_MS = IDLE_TICK_MS  # a level at its queue's end looks again this often: a lost notice costs this
 RETRY_MS = 100           # RocketMQ re-arms a level whose put failed after 100 ms
 REPLY_TIMEOUT_MS = 10_000
 NOTICE_GAP_MS = 25       # new entries are due a level's delay later: noticing them 25 ms late costs nothing
@@ -111,7 +113,7 @@ class SchedulerActor:
                 if gap_ms <= 0 and arrived_in not in self.poller:
                     self.poller.register(arrived_in, zmq.POLLIN)
                 timeout_ms = self._timeout_ms() if gap_ms <= 0 else min(self._timeout_ms(), gap_ms)
-                events = dict(self.poller.poll(timeout_ms))
+                events = self.rt.poll(self.poller, timeout_ms)
                 if arrived_in in events:
                     self._on_arrived(arrived_in)
                     # a stream of notices (one a consume-queue round) wakes the loop once a gap, not each time
@@ -144,7 +146,10 @@ class SchedulerActor:
     def _timeout_ms(self) -> int:
         if self.in_flight is not None:
             return max(1, REPLY_TIMEOUT_MS - (monotonic_ms() - self.in_flight.sent_ms))
-        return max(0, min(min(self.next_look_ms.values()) - wall_ms(), RECHECK_MS))
+        timeout_ms = min(min(self.next_look_ms.values()) - wall_ms(), RECHECK_MS)
+        if self.progress.dirty:  # a state to save once its interval has passed
+            timeout_ms = min(timeout_ms, self.progress.next_save_ms - monotonic_ms())
+        return max(0, timeout_ms)
 
     def _send_due(self, now: int) -> None:
         """The due entries of every level that may go, up to BATCH, in one send."""

@@ -6,7 +6,8 @@
 - dequeue: each slot T is delivered once ``now >= T + P`` (P = ``timer_precision_ms``; empty slots
   are skipped in one array comparison): its records, first enqueued first, are read from the
   commitlog and put back through the writer's ingress in batches (``mqstore.actors.timer.reput``), then the
-  read time moves to T + P. The loop sleeps until the next slot is due or a notice comes;
+  read time moves to T + P. The loop sleeps until the next slot that holds records is due, a notice
+  comes or the tick's safety net (the read time passes the empty slots then);
 - flush: timerlog, wheel and ``config/timercheck`` on ``timer_flush_interval_ms`` and on stop;
 - clean: every ``CLEAN_INTERVAL_MS`` the timerlog files that name only commitlog records retention
   deleted go (``mqstore.engine.timer.log``), as RocketMQ's timer store does every 30 s.
@@ -185,7 +186,7 @@ class TimerActor:
         tick_ms = self.rt.config.broker.tick_interval_ms
         next_flush = monotonic_ms() + self.flush_interval_ms
         next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
-        woken = False
+        woken = unflushed = False  # unflushed: what a flush would write, its deadline one to wake for
         last_notice = 0
         try:
             next_tick = 0
@@ -202,25 +203,29 @@ class TimerActor:
                 opened = self._store is not None
                 if opened and wall_ms() >= self.delivery.last_read_ms + self.precision_ms:
                     self.dequeue(putter)
+                    unflushed = True
                 if opened:  # the progress waits for the flush past its copies, then goes to the mapping
                     self.delivery.stored_end = max(self.delivery.stored_end, putter.stored_end)
                     self.delivery.offer(self.enqueued.next_queue_offset)
                     flushed_end = flushed.drain()
                     self.delivery.on_flushed(flushed_end)
                     self.enqueued.on_flushed(flushed_end)
-                if opened and monotonic_ms() >= next_flush:
+                unflushed = opened and (unflushed or found > 0)
+                if unflushed and monotonic_ms() >= next_flush:
                     next_flush = monotonic_ms() + self.flush_interval_ms
                     self.store.flush(wall_ms(), self.enqueued.take())
+                    # states still waiting for the commitlog's flush: another flush of the timer files to come
+                    unflushed = bool(len(self.enqueued.gate)) or self.delivery.waiting
                 if opened and monotonic_ms() >= next_clean:
                     next_clean = monotonic_ms() + CLEAN_INTERVAL_MS
                     self.clean()
                 self.rt.report("running", **self.stats())
-                due_in = self.delivery.last_read_ms + self.precision_ms - wall_ms() if opened else IDLE_TICK_MS
-                wait_ms = max(0, min(next_tick - monotonic_ms(), due_in))
+                due_in = self.next_slot_in_ms() if opened else IDLE_TICK_MS
+                wait_ms = max(0, min(min(next_tick, next_flush if unflushed else next_tick) - monotonic_ms(), due_in))
                 gap_ms = last_notice + NOTICE_GAP_MS - monotonic_ms()
                 if gap_ms > 0:  # notices wait in the socket meanwhile: a stream of them wakes the loop once a gap
-                    _wait(min(gap_ms, wait_ms))
-                elif arrived not in dict(poller.poll(wait_ms)):
+                    time.sleep(max(min(gap_ms, wait_ms), 0) / 1000)
+                elif arrived not in self.rt.poll(poller, wait_ms):
                     woken = False
                     continue
                 noticed, woken = _drain(arrived)
@@ -246,6 +251,12 @@ class TimerActor:
             putter.close()
             arrived.close(linger=0)
             self.close()
+
+    def next_slot_in_ms(self) -> int:
+        """How long until the first slot holding records is due (T + P), looked for as far as the idle
+        safety net: empty slots are passed in one step at a wake, not read one a precision step each."""
+        read_ms, now = self.delivery.last_read_ms, wall_ms()
+        return self.store.wheel.next_busy(read_ms, max(read_ms, now + IDLE_TICK_MS)) + self.precision_ms - now
 
     def clean(self) -> None:
         self.commitlog.queue.refresh()
@@ -357,7 +368,7 @@ class TimerActor:
             if batch:
                 if self.rt.stopping:
                     return False
-                _wait(RETRY_MS)
+                time.sleep(RETRY_MS / 1000)
         checkpoint.delivered_pos = last_pos
         checkpoint.delivered_slot_ms = slot_ms
         checkpoint.batch_done(written)
@@ -386,8 +397,3 @@ def _drain(sock: zmq.Socket[Any]) -> tuple[bool, bool]:
             return noticed, grew
         noticed = True
         grew = grew or (len(frames) == 2 and _TOPIC_BYTES in frames[1])
-
-
-def _wait(ms: int) -> None:
-    if ms > 0:
-        time.sleep(ms / 1000)

@@ -50,6 +50,11 @@ class Delivery:
         self.gate: DurableGate[DeliveryMark] = DurableGate()  # waits for the commitlog's flush
         self.enqueue_gate: DurableGate[DeliveryMark] = DurableGate()  # then for the enqueue's mark
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a state waits for the commitlog's flush or the enqueue's mark."""
+        return bool(len(self.gate) or len(self.enqueue_gate))
+
     def batch_done(self, floor: int) -> None:
         """A batch stored from ``floor`` on is complete (its records counted delivered)."""
         self.batch_floor = max(self.batch_floor, floor)

@@ -88,7 +88,7 @@ class TransactionsActor:
         try:
             while not self.rt.stopping:
                 # requests wake the loop; the check run's cadence is the one deadline
-                if router in dict(poller.poll(max(0, next_run - monotonic_ms()))):
+                if router in self.rt.poll(poller, max(0, next_run - monotonic_ms())):
                     self._serve(router)
                 if monotonic_ms() >= next_run:
                     try:

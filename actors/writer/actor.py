@@ -168,7 +168,7 @@ class CommitLogWriterActor:
         self.prefault.start()
         try:
             while not self.rt.stopping:
-                ready = dict(poller.poll(self._poll_ms(tick_ms, next_tick)))
+                ready = self.rt.poll(poller, self._poll_ms(tick_ms, next_tick))
                 if flushed_in in ready:
                     waiters.on_flushed(flushed_in)
                 if replicated_in is not None and replicated_in in ready:
@@ -184,7 +184,7 @@ class CommitLogWriterActor:
                 if now >= next_tick:
                     next_tick = now + tick_ms
                     self._tick(outlets, now)
-                if now >= self.next_disk_check_ms:
+                if now >= self._disk_due_ms():
                     self._check_disk(now, outlets)
             waiters.drain(outlets, flushed_in, replicated_in)
             self._tick(outlets, monotonic_ms(), last=True)
@@ -200,7 +200,10 @@ class CommitLogWriterActor:
         progress = self.progress
         if not progress.ticks.quiet(progress.carried(self.commitlog.max_offset)) or len(self.state.waiters):
             return max(min(next_tick - monotonic_ms(), tick_ms), 0)
-        return max(min(progress.ticks.next_idle_ms, self.next_disk_check_ms) - monotonic_ms(), 0)
+        return max(min(progress.ticks.next_idle_ms, self._disk_due_ms()) - monotonic_ms(), 0)
+
+    def _disk_due_ms(self) -> int:
+        return self.state.disk.due_ms(self.next_disk_check_ms, self.next_clean_ms, self.commitlog.max_offset)
 
     def _tick(self, outlets: Outlets, now: int, *, last: bool = False) -> None:
         end = self.commitlog.max_offset
@@ -222,6 +225,7 @@ class CommitLogWriterActor:
         self.next_disk_check_ms = now + cfg.broker.disk_check_interval_ms
         disk = self.state.disk
         was_full = disk.full
+        disk.checked_end = self.commitlog.max_offset
         disk.decision = decision = decide(cfg.retention, disk_used_ratio(self.store_dir / "commitlog"), wall_ms())
         if decision.disk_full != was_full:
             log.warning("disk %.0f%% used: sends %s", decision.used_ratio * 100,

@@ -56,6 +56,18 @@ class DiskState:
     """The last disk check (``mqstore.engine.reclaim.retention.decide``): sends are refused while it says full."""
 
     decision: CleanupDecision | None = None
+    checked_end: int = -1  # the commitlog's end at the last check
+
+    def due_ms(self, check_ms: int, clean_ms: int, written_end: int) -> int:
+        """When the disk is looked at next: at ``check_ms``, the check's cadence, while the log grew
+        since the last look (a look then comes right after the first round that writes), sends are
+        refused or the disk is past the forcible ratio (the drop that ends either is watched for);
+        else with the cleanup's cadence (``clean_ms``) alone: an idle writer fills no disk, so it
+        sleeps, and a disk another process filled meanwhile is seen at the first round that writes."""
+        decision = self.decision
+        if written_end != self.checked_end or decision is None or decision.disk_full or decision.clean_immediately:
+            return check_ms
+        return max(check_ms, clean_ms)
 
     @property
     def full(self) -> bool:

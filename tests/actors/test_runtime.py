@@ -45,7 +45,7 @@ def test_reports_reach_the_event_socket_at_most_once_per_interval(ctx: zmq.Conte
     now = [1_000]
     report = EventReporter(ctx, EVENTS, "cqbuilder", 500, clock=lambda: now[0])
     report("running", applied=1)
-    report("running", applied=2)                 # within the interval: dropped
+    report("running", applied=2)                 # within the interval: held
     report("stopped", force=True, applied=3)     # a change of state goes at once
     now[0] += 500
     report("running", applied=4)
@@ -53,6 +53,56 @@ def test_reports_reach_the_event_socket_at_most_once_per_interval(ctx: zmq.Conte
     assert [(e["actor"], e["state"], e["applied"]) for e in got] == [
         ("cqbuilder", "running", 1), ("cqbuilder", "stopped", 3), ("cqbuilder", "running", 4)]
     assert all(e["v"] == schema.VERSION and isinstance(e["pid"], int) for e in got)
+
+
+def test_no_report_reaches_the_supervisor_while_nothing_changes(ctx: zmq.Context[Any]) -> None:
+    """An idle actor reports between its rounds as a busy one does; what it says stays the same and
+    the supervisor keeps the last stats it got, so the same report goes again only after ``idle_ms``:
+    an idle broker's actors do not wake the supervisor once an interval each."""
+    events = bind(ctx, zmq.PULL, EVENTS)
+    now = [1_000]
+    report = EventReporter(ctx, EVENTS, "flusher", 100, clock=lambda: now[0], idle_ms=5_000)
+    report("running", flushed=7)
+    assert [e["flushed"] for e in _received(events)] == [7]
+    for _ in range(49):  # 4.9 s of rounds a 100 ms interval apart, nothing moved
+        now[0] += 100
+        report("running", flushed=7)
+    assert _received(events) == []
+    now[0] += 100
+    report("running", flushed=7)  # the safety net: the same facts again after idle_ms
+    report("running", flushed=8)  # a move within the interval: held
+    assert report.held_ms() == 100
+    now[0] += 100
+    report("running", flushed=8)  # goes once the interval has passed
+    assert report.held_ms() is None
+    got = _received(events)
+    assert [e["flushed"] for e in got] == [7, 8]
+    assert report.held_ms() is None
+
+
+def test_a_report_held_back_goes_when_due_though_the_actor_reports_no_more(tmp_path: Path,
+                                                                           ctx: zmq.Context[Any]) -> None:
+    """A count that moved just after a report is held by the interval; the actor may then sleep long
+    (nothing more to do): its runtime's poll wakes when the held report is due and sends it."""
+    run_dir = tempfile.mkdtemp(prefix="mq")  # short: ipc socket paths are limited in length
+    endpoint = f"ipc://{run_dir}/events"
+    events = bind(ctx, zmq.PULL, endpoint)
+    runtime_ctx: zmq.Context[Any] = zmq.Context()
+    reporter = EventReporter(runtime_ctx, endpoint, "writer", 200)
+    runtime = Runtime("writer", load_config(tmp_path / "store", None), runtime_ctx, reporter)
+    poller = zmq.Poller()
+    poller.register(runtime.stop_fd, zmq.POLLIN)
+    runtime.report("running", written=1)
+    runtime.report("running", written=2)  # within the interval: held
+    held = reporter.held_ms()
+    assert held is not None and 0 < held <= 200
+    assert runtime.wait_ms(60_000) <= held
+    assert runtime.poll(poller, 60_000) == {}  # returns when the held report is due, not in a minute
+    assert reporter.held_ms() is None
+    assert [e["written"] for e in _received(events)] == [1, 2]
+    assert runtime.wait_ms(60_000) == 60_000  # nothing held: the loop's own deadline
+    runtime.close()
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def test_a_runtime_built_for_a_test(tmp_path: Path) -> None:
@@ -131,3 +181,19 @@ def test_the_registry_knows_every_actor_the_supervisor_starts(tmp_path: Path, ct
     assert kinds == set(ACTOR_KINDS)
     with pytest.raises(ValueError, match="unknown actor 'nobody'"):
         build_actor("nobody", Runtime("nobody", config, ctx))
+
+
+def test_a_report_that_says_nothing_new_holds_nothing(ctx: zmq.Context[Any]) -> None:
+    """An idle actor's loop wakes for the report held back, which then says the same as the last one
+    sent: the loop's next report must not be held again (that woke an idle builder once an interval)."""
+    bind(ctx, zmq.PULL, EVENTS)
+    now = [1_000]
+    report = EventReporter(ctx, EVENTS, "cqbuilder", 1_000, clock=lambda: now[0])
+    report("running", applied=1)
+    now[0] += 10
+    report("running", applied=1)  # within the interval: held, unread
+    now[0] += 1_000
+    report.send_held()  # due: the same as the last sent, dropped
+    assert report.held_ms() is None
+    report("running", applied=1)  # the loop's report after that wake
+    assert report.held_ms() is None

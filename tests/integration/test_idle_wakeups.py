@@ -1,8 +1,9 @@
 """An idle broker sleeps: no process wakes on a fixed short interval when nothing happens. Each one's
 main thread (the actor's loop, or the supervisor's) is counted by its voluntary context switches (a
 poll that slept and woke) over a window of idleness: a count of wake-ups, where every actor used to
-wake ten times a second on its poll timeout and the supervisor sixteen. The supervisor still restarts
-a dead actor at once: its exit wakes the supervisor's poll."""
+wake ten times a second on its poll timeout, the supervisor sixteen, then the supervisor once a
+second for every actor's unchanged report, and the writer, scheduler and timer once a second on
+their own. The supervisor still restarts a dead actor at once: its exit wakes the supervisor's poll."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import pytest
 
 from tests.integration.broker import Broker, free_port_range
 
-WINDOW_S = 3.0
-# per process in the window: the writer's disk check (once a second), the scheduler's look at its
-# levels (once a second), a safety net or two; an actor on a 100 ms poll makes about 30
-MAX_WAKEUPS = 9
+WINDOW_S = 6.0
+# per process in the window, the supervisor too: the safety nets (5 s), the writer's cleanup (10 s), the
+# metrics collection (5 s) and the status it asks; about 3 each. A wake-up a second fails it (6 and a
+# safety net), as the supervisor taking every actor's report once a second did (about 60)
+MAX_WAKEUPS = 6
+WINDOWS = 4
 
 
 def _switches(pids: dict[str, int]) -> dict[str, int]:
@@ -35,12 +38,16 @@ def test_an_idle_broker_wakes_only_for_deadlines_that_exist(tmp_path: Path) -> N
         assert status is not None
         pids = {"supervisor": int(status["pid"])} | {n: int(i["pid"]) for n, i in status["actors"].items()}
         time.sleep(WINDOW_S)  # a measurement window: what the start set going runs out
-        before = _switches(pids)
-        time.sleep(WINDOW_S)  # the window measured, not a wait for a condition
-        woke = {name: count - before[name] for name, count in _switches(pids).items()}
+        # on a loaded machine the start's reports and collections can run past the first window: the
+        # broker is given WINDOWS of them to be quiet in one (a wake-up a second is never quiet)
+        for _ in range(WINDOWS):
+            before = _switches(pids)
+            time.sleep(WINDOW_S)  # the window measured, not a wait for a condition
+            woke = {name: count - before[name] for name, count in _switches(pids).items()}
+            if all(w <= MAX_WAKEUPS for w in woke.values()):
+                break
         assert {"writer", "flusher", "cqbuilder", "indexbuilder", "reader-0", "remoting", "metrics", "timer",
                 "transactions", "scheduler", "supervisor"} <= set(woke)
-        # the supervisor still takes each actor's report once a stats interval: its own poll is not counted here
-        assert {n: w for n, w in woke.items() if w > MAX_WAKEUPS and n != "supervisor"} == {}, woke
+        assert {n: w for n, w in woke.items() if w > MAX_WAKEUPS} == {}, woke
         old = broker.kill("cqbuilder")
         broker.wait_restarted("cqbuilder", old)

@@ -7,9 +7,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
 
 from mqstore.actors.config import load_config
+from mqstore.actors.metrics import collect as collect_module
 from mqstore.actors.metrics.collect import Collector
 
 STATUS: dict[str, Any] = {"written": 1000, "flushed": 1000, "actors": {
@@ -81,8 +83,78 @@ def test_a_commit_a_message_or_a_new_topic_asks_again(tmp_path: Path) -> None:
     status["actors"]["reader-0"]["commits"] = 1  # an offset committed: the groups' lag moved
     made.collect()
     assert made.moved and admin.asked["group_describe"] == 6
+    assert admin.asked["queue_info"] == 3  # T0, whose messages moved at the start; T1 kept
     status["actors"]["cqbuilder"]["applied"] = 2000  # new entries in the consume queues
     made.collect()
-    assert admin.asked["queue_info"] == 6
+    assert admin.asked["queue_info"] == 4
     made.collect()
-    assert not made.moved and admin.asked["queue_info"] == 6
+    assert not made.moved and admin.asked["queue_info"] == 4
+
+
+def test_a_move_asks_only_the_topics_whose_messages_moved_and_the_groups_on_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deltas, not full listings: messages into T1 ask T1's queues again and describe the groups
+    that consume T1, while the other topics' and groups' last answers stay served; a reader catching
+    up later (its readable end) asks T1 again, not every topic."""
+    clock = [1_000_000]
+    monkeypatch.setattr(collect_module, "monotonic_ms", lambda: clock[0])
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=40)
+    admin.group_names["on-t1"] = ["T1"]
+    made.collect()
+    clock[0] += collect_module.RECENT_MS  # T0's counts at the start are old news
+    made.collect()
+    asked = dict(admin.asked)
+    status["actors"]["writer"]["topics_in"] = {"T0": [3, 300], "T1": [1, 100]}
+    status["written"] = 1100
+    snapshot = made.collect()
+    assert admin.asked["queue_info"] - asked["queue_info"] == 1  # T1
+    assert admin.asked["group_describe"] - asked["group_describe"] == 1  # on-t1
+    assert len(snapshot["groups"]) == 41 and set(snapshot["topics"]) == {"T0", "T1"}
+    status["actors"]["reader-0"]["readable_end"] = 1100
+    made.collect()
+    assert admin.asked["queue_info"] - asked["queue_info"] == 2
+
+
+def test_a_move_no_topic_explains_asks_every_topic(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slave's log grows without the writer (no counts per topic): every topic is asked."""
+    clock = [1_000_000]
+    monkeypatch.setattr(collect_module, "monotonic_ms", lambda: clock[0])
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=1)
+    made.collect()
+    clock[0] += collect_module.RECENT_MS  # the start's counts are no longer recent
+    made.collect()
+    status["written"] = 5000
+    made.collect()
+    assert admin.asked["queue_info"] == 4
+
+
+def test_retention_moving_a_builder_asks_the_queues_again(tmp_path: Path) -> None:
+    """A queue's first offset moves when retention deletes files: the builders' first offset shows it,
+    so the queues need no refresh every minute in case it happened."""
+    status = copy.deepcopy(STATUS)
+    status["actors"]["cqbuilder"]["retained_from"] = 0
+    made, admin = collector(tmp_path, status, groups=3)
+    made.collect()
+    status["actors"]["cqbuilder"]["retained_from"] = 4096
+    made.collect()
+    assert made.moved and admin.asked["queue_info"] == 4
+
+
+def test_past_a_minute_of_nothing_moving_only_the_ack_queues_are_asked(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ack queues move as visibility timeouts pass, which no stat shows: one request a reader,
+    every ``ACK_REFRESH_MS``; the queues and groups (a request each) wait for the safety net."""
+    clock = [1_000_000]
+    monkeypatch.setattr(collect_module, "monotonic_ms", lambda: clock[0])
+    made, admin = collector(tmp_path, copy.deepcopy(STATUS), groups=50)
+    made.collect()
+    made.collect()
+    clock[0] += collect_module.ACK_REFRESH_MS
+    made.collect()
+    assert admin.asked == {"topics": 3, "queue_info": 2, "groups": 1, "group_describe": 50, "ack_stats": 2}
+    clock[0] += collect_module.FULL_REFRESH_MS
+    made.collect()
+    assert admin.asked["group_describe"] == 100 and admin.asked["ack_stats"] == 3

@@ -71,10 +71,10 @@ def test_registered_with_every_nameserver_a_slave_told_its_master_and_unregister
                 return {"T": TopicQueues("T", 2, 2, PERM_READ)}
             slave = Registrar([("127.0.0.1", port_one), ("127.0.0.1", port_two)],
                               local_identity(config("a", 10915, "SLAVE", 1)), topics, interval_ms=60_000)
-            stopping = False
+            stopped = asyncio.Event()
             told: list[str] = []
             slave.on_master = told.append
-            task = asyncio.create_task(slave.run(lambda: stopping, poll_s=0.01))
+            task = asyncio.create_task(slave.run(stopped))
             while slave.registered < 2:
                 await asyncio.sleep(0.01)
             for ns in (one, two):
@@ -84,8 +84,8 @@ def test_registered_with_every_nameserver_a_slave_told_its_master_and_unregister
             assert told == ["127.0.0.1:10911"]
             route = two.route("T", None)  # x's front knows only the slave of a: its queues, read only
             assert route is not None and [q["perm"] for q in route["queueDatas"]] == [PERM_READ]
-            stopping = True
-            await task
+            stopped.set()  # within the 60 s interval: the task wakes for it, then unregisters
+            await asyncio.wait_for(task, 10)
             assert two.table.live(two.now_ms()) == {}
             assert two.route("T", None) is None
     asyncio.run(scenario())
