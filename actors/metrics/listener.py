@@ -12,8 +12,9 @@ receive would let a byte every few seconds hold a thread for ever). With every p
 connection closes the oldest one still sending its request, so clients that dribble bytes cannot
 keep a scraper out (a scraper sends its request at once). The Host header must name the listener
 itself (its address, localhost, 127.0.0.1, [::1], or a name in ``allowed_hosts``): a page from another
-site whose name an attacker re-points at 127.0.0.1 (DNS rebinding) gets a 421, not the status. Every
-page is bytes rendered once per collection, so a scrape costs a copy to the socket. Anything but a
+site whose name an attacker re-points at 127.0.0.1 (DNS rebinding) gets a 421, not the status. A
+page is rendered at most once per collection, on the first read after it (``RenderedPages`` in the
+metrics actor): later scrapes of the same collection cost a copy to the socket. Anything but a
 known page is a 4xx: 404 for another path, 405 for another method, 400 / 414 / 431 for what is not
 HTTP, 421 for another Host.
 """
