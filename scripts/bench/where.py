@@ -119,23 +119,27 @@ def usage_since(before: dict[str, tuple[float, int]], after: dict[str, tuple[flo
     return {**total, "actors": actors}
 
 
-QUIET_CORE_PERCENT = 5.0  # a one-second sample under this: what the last action set going is over
+# a one-second sample under both: what the last action set going is over (steady idle wakes the
+# whole broker about 5 times a second)
+QUIET_CORE_PERCENT = 5.0
+QUIET_WAKEUPS_PER_S = 20.0
 SETTLE_DEADLINE_S = 60.0
 
 
 def settle(store: Path, settle_s: float) -> float:
-    """Wait ``settle_s``, then until a one-second sample of the whole broker is under
-    ``QUIET_CORE_PERCENT`` of a core (start work such as the flusher filling the next commitlog file, the
-    readers and the metrics taking in thousands of new topics), at most ``SETTLE_DEADLINE_S``: how long
-    it took. Steady idle is what the window after it measures; the reaction to the action is this."""
-    start = time.monotonic()
-    time.sleep(settle_s)  # the least wait, then samples until quiet
-    while time.monotonic() - start < SETTLE_DEADLINE_S:
+    """Wait ``settle_s``, then until the next commitlog file is prepared (no ``.spare.preparing``: the
+    flusher populates it after start) and two one-second samples of the whole broker in a row are quiet (the
+    readers and the metrics taking in thousands of new topics), at most ``SETTLE_DEADLINE_S``: how
+    long it took. Steady idle is what the window after it measures; the reaction to the action is this."""
+    start, quiet = time.monotonic(), 0
+    time.sleep(settle_s)  # the least wait, then samples until two in a row are quiet
+    while quiet < 2 and time.monotonic() - start < SETTLE_DEADLINE_S:
         before, sample_start = process_usage(store), time.monotonic()
         time.sleep(1.0)
         sample = usage_since(before, process_usage(store), time.monotonic() - sample_start)
-        if sample["core_percent"] < QUIET_CORE_PERCENT:
-            break
+        preparing = (store / "commitlog" / ".spare.preparing").exists()
+        quiet = quiet + 1 if (not preparing and sample["core_percent"] < QUIET_CORE_PERCENT
+                              and sample["wakeups_per_s"] < QUIET_WAKEUPS_PER_S) else 0
     return round(time.monotonic() - start, 1)
 
 
@@ -243,8 +247,9 @@ def load_points(work: Path, args: argparse.Namespace, max_rate: float | None = N
 
 def add_point_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="each idle window (default 10)")
-    parser.add_argument("--settle-seconds", type=float, default=3.0,
-                        help="least wait before each idle window, then until the broker is quiet (default 3)")
+    parser.add_argument("--settle-seconds", type=float, default=8.0,
+                        help="least wait before each idle window, then until the broker is quiet (default 8: "
+                             "a reader learns its readable end at its next wake, up to 5 s after a send)")
     parser.add_argument("--idle-topics", type=int, nargs="*", default=[500, 2000],
                         help="topic counts of the idle points, one message each (default 500 2000)")
     parser.add_argument("--idle-groups", type=int, default=5000, help="consumer groups of the last idle point")
