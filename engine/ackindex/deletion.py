@@ -10,6 +10,7 @@ directories with it once empty, each removal synced in its parent. A crash midwa
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -57,6 +58,8 @@ def remove_empty_group_dirs(store_dir: Path, group: str) -> None:
 def _remove_if_empty(directory: Path) -> None:
     try:
         directory.rmdir()
-    except OSError:
-        return  # not empty: a queue of it is still indexed (another reader's, or one being made)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return  # not empty: a queue of it is still indexed (another reader's, or one being made)
+        raise  # anything else (EIO, EACCES) is the deletion failing, said to the caller
     fsync_dir(directory.parent)
