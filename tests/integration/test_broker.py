@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +165,18 @@ def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
         broker.proc = None
         load.stopping = True
 
-    def actors_gone() -> bool:
-        return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in actors)
-    wait_for(actors_gone, 30, "every actor to follow its supervisor")
+    def survivors() -> list[str]:
+        alive = []
+        for p in actors:
+            with suppress(psutil.NoSuchProcess):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(f"{p.pid} {' '.join(p.cmdline())[:60]!r} {p.status()}")
+        return alive
+
+    try:
+        wait_for(lambda: not survivors(), 30, "every actor to follow its supervisor")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; still running: {survivors()}") from None
     assert (broker.store / "abort").exists()
     with broker:
         status = broker.status()
