@@ -1,7 +1,8 @@
 """The broker front: what the remoting front answers, RocketMQ requests turned into the broker's own.
 
 Every request becomes the same ZeroMQ request an ipc client sends (``send`` to the writer; ``pull``,
-queries and offsets to the readers), awaited on the front's event loop; nothing here touches the
+queries and offsets to the readers), made on the front's event loop's own sockets and awaited there
+(``Channel.request_on_loop``: the reply wakes the loop, no thread between); nothing here touches the
 store's files. Replies follow the Java broker's codes and header fields (every ext value a string),
 and the records a pull or query returns are the stored bytes back to back, which RocketMQ clients
 decode themselves.
@@ -16,7 +17,6 @@ refusal, although the others were stored.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -138,7 +138,7 @@ class BrokerFront:
         self.transactions.drop(peer.connection)
 
     async def _call(self, route: str, request: requests.Request, timeout_ms: int = CALL_TIMEOUT_MS) -> dict[str, Any]:
-        return await asyncio.wrap_future(self.channel.call(route, request, timeout_ms=timeout_ms))
+        return await self.channel.request_on_loop(route, request, timeout_ms=timeout_ms)
 
     async def queue_count(self, topic: str) -> int:
         """The topic's queues as the writer has them; a new topic gets what the writer will give it."""

@@ -72,7 +72,8 @@ class RemotingActor:
             self.channel.close()
 
     def _on_push(self, route: str, push: dict[str, Any]) -> None:
-        """A transaction check from the actor, on the channel's thread: the event loop sends it."""
+        """A transaction check from the actor (on the loop, which the front's requests use, or on the
+        channel's thread): the event loop sends it."""
         if self._loop is not None and push.get("push") == "check_transaction":
             self._loop.call_soon_threadsafe(self.front.transactions.check, push)
 
@@ -118,6 +119,7 @@ class RemotingActor:
             for conn in list(self.door.open.values()):
                 conn.writer.close()
             await server.wait_closed()
+            self.channel.close_loop_sockets()
 
     def _stats(self, registrar: Registrar | None) -> dict[str, Any]:
         return {"connections": len(self.door.open), "requests": self.requests, "bad_frames": self.bad_frames,

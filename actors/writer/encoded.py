@@ -4,12 +4,12 @@ A ``send_encoded`` request carries whole records and their columns (``mqstore.en
 requests of one poll round are merged into one batch (``mqstore.engine.put.plan``), checked in one compiled call,
 given queues at once, appended with ``CommitLogWriter.write_batch`` (one copy per file, fields
 stamped in place) and answered with one packed row per record written; the builders learn the
-batch as one ``DispatchBatch``. The fixed cost of a check, an append and a dispatch is paid once
+batch as one ``DispatchBatch``; the answers and the batch go, or wait, as ``mqstore.actors.writer.answers``
+has it for every kind of send. The fixed cost of a check, an append and a dispatch is paid once
 per round. A merged batch that does not hold together is taken apart: only the request at fault
 is refused. Queues are picked from the same topic table and round-robin turns as a map send's
-(``mqstore.actors.writer.state.TopicQueues``). Under SYNC_FLUSH the answers and the batch wait for the flush
-(``mqstore.actors.writer.sync``), on a SYNC_MASTER the answers for the copies too; while the disk is
-full every request is refused as SERVICE_NOT_AVAILABLE.
+(``mqstore.actors.writer.state.TopicQueues``). While the disk is full every request is refused as
+SERVICE_NOT_AVAILABLE.
 
 A request's records are a view of ZeroMQ's receive buffer (``mqstore.ipc.wire.schema``'s parts): a request alone
 in its round is checked there and copied once, into the mapped file. Merging copies the records of
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqstore.actors.clock import wall_ms
+from mqstore.actors.writer.answers import Answer, answer_round
 from mqstore.actors.writer.outlets import Outlets
 from mqstore.actors.writer.state import WriterState
 from mqstore.engine.batch.key_text import KeyText
@@ -32,7 +33,7 @@ from mqstore.engine.config import StoreConfig
 from mqstore.engine.log.message import PutStatus
 from mqstore.engine.put.plan import EncodedRequest, check, merge, pick_queues, reply_rows_each, written_rows
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.notices import Dispatch, Written
+from mqstore.ipc.wire.notices import Dispatch
 from mqstore.ipc.wire.replies import EncodingReply, SendEncodedReply
 from mqstore.ipc.wire.requests import SendEncoded
 
@@ -122,27 +123,9 @@ def _append(state: WriterState, outlets: Outlets, group: list[tuple[bytes, Any, 
     start = commitlog.max_offset
     outcome = state.writer.write_batch(request.records, checked, request.topics, queue_ids, wall_ms())
     end = commitlog.max_offset
-    written = len(outcome.phys_offsets)
-    sync = cfg.sync_flush and written > 0
-    if sync or (written > 0 and state.tells_slaves):  # the flusher flushes at once; the HA actor pushes at once
-        outlets.written(Written(end, outcome.store_ms, sync))
     batch, replies = written_rows(request, checked, queue_ids, outcome)
     counts = [len(one.columns) // COLUMNS.itemsize for _, _, one in group]
-    hold = sync or (written > 0 and state.waiters.replicas is not None)  # SYNC_MASTER: the answers wait for copies
-    answers = [(identity, request_id, send_reply(outcome, rows))
-               for (identity, request_id, _), rows in zip(group, reply_rows_each(replies, counts), strict=True)]
-    answer_first = counts == [1] and not hold  # one request of one record: its producer waits on it alone (sends.py)
-    if answer_first:
-        outlets.reply(answers[0][0], answers[0][2].encode(answers[0][1]))
-    if written:  # the builders before the answers: a consumer waits on them, a producer only on its answer
-        outlets.progress.last_store_ms = outcome.store_ms
-        notice = Dispatch(start, end, batch)
-        if state.waiters.holds_dispatch:  # for its flush (SYNC_FLUSH), its copies (SYNC_MASTER), or both
-            state.waiters.hold_dispatch(notice)
-        else:
-            outlets.dispatch(notice)
-    for identity, request_id, reply in answers:
-        if hold:
-            state.waiters.hold(end, identity, request_id, reply, flush=sync)
-        elif not answer_first:
-            outlets.reply(identity, reply.encode(request_id))
+    answers: list[Answer] = [(identity, request_id, send_reply(outcome, rows)) for (identity, request_id, _), rows
+                             in zip(group, reply_rows_each(replies, counts), strict=True)]
+    notice = Dispatch(start, end, batch) if len(outcome.phys_offsets) else None
+    answer_round(state, outlets, answers, notice, outcome.store_ms, messages=sum(counts))

@@ -3,12 +3,9 @@
 The round's requests, parsed (``mqstore.actors.writer.ingress``), are appended together with
 ``CommitLogWriter.write`` (one copy per file) and each answered with one result per message it
 sent, in its order: a message refused before the append keeps its refusal, the others get what the
-append gave them. Under ASYNC_FLUSH the answers go at once and the batch is dispatched (before the
-answers, which a consumer would otherwise wait behind; but a round of one send of one message
-answers first); under
-SYNC_FLUSH both wait for the flush (``mqstore.actors.writer.sync``); on a SYNC_MASTER the answers also
-wait for the copies, the batch does not. While the disk is full every message is
-refused as SERVICE_NOT_AVAILABLE and nothing is appended.
+append gave them. The answers and the batch's dispatch go out, or wait for the flush or the copies,
+as ``mqstore.actors.writer.answers`` has it for every kind of send. While the disk is full every
+message is refused as SERVICE_NOT_AVAILABLE and nothing is appended.
 """
 
 from __future__ import annotations
@@ -17,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqstore.actors.clock import wall_ms
+from mqstore.actors.writer.answers import Answer, answer_round
 from mqstore.actors.writer.outlets import Outlets
 from mqstore.actors.writer.state import WriterState
 from mqstore.engine.batch.dispatch import DispatchBatch
 from mqstore.engine.log.message import Message, PutResult, PutStatus
-from mqstore.ipc.wire.notices import Dispatch, Written
+from mqstore.ipc.wire.notices import Dispatch
 from mqstore.ipc.wire.replies import SendReply
 
 
@@ -63,41 +61,12 @@ def write_round(state: WriterState, outlets: Outlets, sends: list[MessageSend]) 
     start = commitlog.max_offset
     outcome = state.writer.write(messages, queue_ids, wall_ms())
     end = commitlog.max_offset
-    if outcome.requests:
-        outlets.progress.last_store_ms = outcome.store_ms
     results = iter(outcome.results)
-    replies = []
+    answers: list[Answer] = []
     for send in sends:
         sent = iter(send.sent_queue_ids)
         fields = [result_fields(r) if r is not None else result_fields(next(results), next(sent))
                   for r in send.refused]
-        replies.append((send.identity, send.request_id, SendReply(fields)))
-    waiters = state.waiters
-    if cfg.sync_flush and outcome.requests:
-        outlets.written(Written(end, outcome.store_ms, True))
-        for identity, request_id, reply in replies:
-            waiters.hold(end, identity, request_id, reply)
-        waiters.hold_dispatch(Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)))
-    else:  # the builders first: a consumer waits on them, a producer only on its answer; but a
-        # lone send of one message is answered first, as nothing else in the round waits on the builders' notice
-        # and the producer's whole round trip waits on this one reply (the notice follows it by a
-        # reply's send, microseconds)
-        hold = bool(outcome.requests) and waiters.replicas is not None  # SYNC_MASTER: the answers wait for copies
-        answer_first = len(sends) == 1 and len(sends[0].refused) == 1 and not hold  # one send of one message
-        if answer_first:
-            identity, request_id, reply = replies[0]
-            outlets.reply(identity, reply.encode(request_id))
-        if outcome.requests:
-            notice = Dispatch(start, end, DispatchBatch.from_requests(outcome.requests))
-            if waiters.holds_dispatch:  # SYNC_MASTER: visible once the copies hold it
-                waiters.hold_dispatch(notice)
-            else:
-                outlets.dispatch(notice)
-            if state.tells_slaves:  # the HA actor pushes what it hears of at once, not a tick later
-                outlets.written(Written(end, outcome.store_ms, False))
-        if hold:
-            for identity, request_id, reply in replies:
-                waiters.hold(end, identity, request_id, reply, flush=False)
-        elif not answer_first:
-            for identity, request_id, reply in replies:
-                outlets.reply(identity, reply.encode(request_id))
+        answers.append((send.identity, send.request_id, SendReply(fields)))
+    notice = Dispatch(start, end, DispatchBatch.from_requests(outcome.requests)) if outcome.requests else None
+    answer_round(state, outlets, answers, notice, outcome.store_ms, messages=sum(len(s.refused) for s in sends))

@@ -5,7 +5,9 @@ through a queue (and a byte on a pipe that wakes the thread's poll) and get a ``
 request carries an id unique to the channel; a reply is matched to its request by that id, and a
 reply whose request already timed out (or was abandoned) is dropped (``mqstore.ipc.transport.exchange``: the rules).
 A caller that would wait on the future at once calls ``request`` instead: the same exchange made on
-a socket of the calling thread's own (``mqstore.ipc.transport.caller_sockets``), without the handoff.
+a socket of the calling thread's own (``mqstore.ipc.transport.caller_sockets``), without the handoff;
+a caller on an event loop awaits ``request_on_loop``: the loop's own sockets, whose replies wake the
+loop itself (``mqstore.ipc.transport.loop_sockets``).
 
 A request or a reply may carry binary parts after its map (``mqstore.ipc.wire.schema``): a request's ``parts``
 go out without a copy (so they must not change once handed over), and a reply's parts come back
@@ -48,6 +50,7 @@ from mqstore.ipc.transport.exchange import SEND_QUEUE_FULL as SEND_QUEUE_FULL
 from mqstore.ipc.transport.exchange import BrokerError as BrokerError
 from mqstore.ipc.transport.exchange import BrokerTimeoutError as BrokerTimeoutError
 from mqstore.ipc.transport.exchange import decode_reply, outcome, send_request, timed_out
+from mqstore.ipc.transport.loop_sockets import LoopSockets
 from mqstore.ipc.transport.sockets import MAX_INBOUND_BYTES, connect, recv_message
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.replies import QueueInfoReply
@@ -108,6 +111,7 @@ class Channel:
         self._ctx: zmq.Context[Any] = CurveContext(curve)
         self._limits: dict[str, int] = {}  # a route's request limit, once the broker said it (``limit``)
         self._callers = CallerSockets(self._ctx, self._routes, on_push, self._limits)
+        self._on_loop = LoopSockets(self._ctx, self._routes, on_push, self._limits)
         self._ids = itertools.count(1)
         self._inbox: queue.SimpleQueue[_Outgoing] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -193,9 +197,23 @@ class Channel:
             raise BrokerError(CLOSED, "the client is closed")
         return self._callers.request(route, _message(op, next(self._ids), fields), parts, timeout_ms)
 
+    async def request_on_loop(self, route: str, op: str | Request, *, timeout_ms: int,
+                              parts: Sequence[bytes | memoryview] = (), **fields: Any) -> dict[str, Any]:
+        """``request`` awaited on the running event loop, made on the loop's own socket: the ok reply,
+        or BrokerError or BrokerTimeoutError. One loop only; ``close_loop_sockets`` on it at its end."""
+        parts = self._parts(route, op, parts)
+        if self._closed:
+            raise BrokerError(CLOSED, "the client is closed")
+        return await self._on_loop.request(route, _message(op, next(self._ids), fields), parts, timeout_ms)
+
+    def close_loop_sockets(self) -> None:
+        """Close the event loop's sockets, on that loop (``close`` does it too, once the loop has ended):
+        requests awaited on them fail with BrokerError(CLOSED)."""
+        self._on_loop.close()
+
     def close(self) -> None:
-        """Stop the I/O thread and close the callers' sockets; requests still waiting fail with
-        BrokerError(CLOSED), a synchronous one in progress is waited for (at most its timeout)."""
+        """Stop the I/O thread and close the callers' and the loop's sockets; requests still waiting fail
+        with BrokerError(CLOSED), a synchronous one in progress is waited for (at most its timeout)."""
         with self._lock:
             if self._closed:
                 return
@@ -203,6 +221,7 @@ class Channel:
             self._wake()
         self._thread.join()
         self._callers.close()
+        self._on_loop.close()
         self._ctx.term()
         os.close(self._wake_r)
         os.close(self._wake_w)

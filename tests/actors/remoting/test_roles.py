@@ -5,7 +5,6 @@ rule on a master and on a slave."""
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ HOST = Host("127.0.0.1", 10911)
 class Unreachable:
     """A channel the test expects never to be used."""
 
-    def call(self, *args: Any, **kwargs: Any) -> Future[dict[str, Any]]:
+    async def request_on_loop(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise AssertionError(f"the front asked the broker: {args}")
 
 
