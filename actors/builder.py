@@ -46,7 +46,7 @@ from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.reclaim.retention import delete_derived_below
-from mqstore.ipc.transport.sockets import bind, connect, recv_message
+from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_message, send_notice
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Arrived, Dispatch, Indexed, Tick, TopicDeleted
 
@@ -116,7 +116,7 @@ class BuilderActor:
                     continue
                 changed = self._on_round(self.gather(dispatch_in))
                 if changed:
-                    notice_out.send_multipart(self.notice().frames())
+                    send_notice(notice_out, self.notice())
                 self.rt.report("running", applied=self.applied, retained_from=self.commitlog.min_offset)
         finally:
             self.rt.report("stopped", force=True, applied=self.applied)
@@ -229,15 +229,15 @@ def _gather_round(dispatch_in: zmq.Socket[Any], round_ms: int) -> list[Received]
     (fewer, larger rounds under load: a round's fixed costs are paid once for all of them). A
     dispatch batch's frames are not copied: its columns are read where ZeroMQ received them."""
     frames: list[Received] = []
-    deadline_ms = monotonic_ms() + round_ms
+    deadline_ms = monotonic_ms() + round_ms if round_ms else 0
     while True:
-        try:
-            head, parts = recv_message(dispatch_in, zmq.NOBLOCK, head=2)
-        except zmq.Again:
-            left_ms = deadline_ms - monotonic_ms()
+        # asked, not received until zmq.Again: the exception costs more than a whole one-record apply
+        if not has_message(dispatch_in):
+            left_ms = deadline_ms - monotonic_ms() if round_ms else 0
             if left_ms <= 0 or not dispatch_in.poll(left_ms):
                 return frames
             continue
+        head, parts = recv_message(dispatch_in, zmq.NOBLOCK, head=2)
         if len(head) == 2:  # a lone topic frame is no notice
             frames.append((head[0], head[1], parts))
 
