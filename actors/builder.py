@@ -13,10 +13,11 @@ The frames one poll round drains are applied together: consecutive batches are j
 apply (grouping by queue, a put into the index file) once per round, not once per frame. A batch is
 read where ZeroMQ received it (a round of one batch copies nothing), and a builder that reads no
 keys (``reads_keys``: the consume-queue builder) neither checks nor joins their text. A round
-of the index builder also takes the frames that arrive within ``[broker] index_round_ms`` of its
-first while frames queue (its last round gathered more than one): fewer and larger rounds under
-load, and at a low rate no second wake-up a round for a window that gathers nothing. The
-consume-queue builder's rounds wait for nothing: every consumer waits on its ``Arrived`` notice,
+of the index builder begins no sooner than ``[broker] index_round_ms`` after the last one while
+frames come faster than that (``IndexBuilderActor.rest_ms``), and takes every frame that queued
+meanwhile: fewer and larger rounds, one wake-up a window rather than one a frame, and at a low rate
+no second wake-up a round for a rest that gathers nothing. The consume-queue builder's rounds wait
+for nothing: every consumer waits on its ``Arrived`` notice,
 so a window would be on every message's path (under load its rounds grow by themselves, from the
 frames that queue while it applies). A gap, a tick or the end of the round applies what is pending
 first.
@@ -46,7 +47,7 @@ from mqstore.engine.consumequeue.store import ConsumeQueueStore
 from mqstore.engine.keyindex.service import IndexService
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.engine.reclaim.retention import delete_derived_below
-from mqstore.ipc.transport.sockets import bind, connect, recv_message
+from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_message, send_notice
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Arrived, Dispatch, Indexed, Tick, TopicDeleted
 
@@ -103,12 +104,18 @@ class BuilderActor:
         poller = zmq.Poller()
         poller.register(dispatch_in, zmq.POLLIN)
         poller.register(self.rt.stop_fd, zmq.POLLIN)  # a stop ends the round at once
+        resting = zmq.Poller()  # between rounds that come often (``rest_ms``): frames queue meanwhile
+        resting.register(self.rt.stop_fd, zmq.POLLIN)
         try:
             while not self.rt.stopping:
                 now = monotonic_ms()
                 if now >= next_retention_ms:
                     next_retention_ms = now + self.rt.config.broker.clean_interval_ms
                     self._follow_retention()
+                rest_ms = self.rest_ms(now)
+                if rest_ms > 0:
+                    self.rt.poll(resting, min(rest_ms, max(0, next_retention_ms - now)))
+                    continue
                 # nothing else is due: the writer's dispatch notices and ticks (a lost one made good by
                 # the next) wake the round, retention's cadence the rest
                 if dispatch_in not in self.rt.poll(poller, max(0, next_retention_ms - monotonic_ms())):
@@ -116,7 +123,7 @@ class BuilderActor:
                     continue
                 changed = self._on_round(self.gather(dispatch_in))
                 if changed:
-                    notice_out.send_multipart(self.notice().frames())
+                    send_notice(notice_out, self.notice())
                 self.rt.report("running", applied=self.applied, retained_from=self.commitlog.min_offset)
         finally:
             self.rt.report("stopped", force=True, applied=self.applied)
@@ -126,11 +133,19 @@ class BuilderActor:
         """How long a round waits for more frames after its first."""
         return 0
 
+    def rest_ms(self, now_ms: int) -> int:
+        """How long to wait, at ``now_ms``, before the next round takes the frames waiting (0: none)."""
+        return 0
+
     def gather(self, dispatch_in: zmq.Socket[Any]) -> list[Received]:
         """The notices of this round (``_gather_round``, within ``round_ms``); counted for the next's window."""
+        self.round_started(monotonic_ms())
         frames = _gather_round(dispatch_in, self.round_ms())
         self.last_round_frames = len(frames)
         return frames
+
+    def round_started(self, now_ms: int) -> None:
+        """A round begins at ``now_ms`` (``rest_ms`` counts from it)."""
 
     def _follow_retention(self) -> None:
         """When the writer deleted old commitlog files, delete the derived files wholly below them."""
@@ -229,15 +244,15 @@ def _gather_round(dispatch_in: zmq.Socket[Any], round_ms: int) -> list[Received]
     (fewer, larger rounds under load: a round's fixed costs are paid once for all of them). A
     dispatch batch's frames are not copied: its columns are read where ZeroMQ received them."""
     frames: list[Received] = []
-    deadline_ms = monotonic_ms() + round_ms
+    deadline_ms = monotonic_ms() + round_ms if round_ms else 0
     while True:
-        try:
-            head, parts = recv_message(dispatch_in, zmq.NOBLOCK, head=2)
-        except zmq.Again:
-            left_ms = deadline_ms - monotonic_ms()
+        # asked, not received until zmq.Again: the exception costs more than a whole one-record apply
+        if not has_message(dispatch_in):
+            left_ms = deadline_ms - monotonic_ms() if round_ms else 0
             if left_ms <= 0 or not dispatch_in.poll(left_ms):
                 return frames
             continue
+        head, parts = recv_message(dispatch_in, zmq.NOBLOCK, head=2)
         if len(head) == 2:  # a lone topic frame is no notice
             frames.append((head[0], head[1], parts))
 
@@ -300,11 +315,24 @@ class IndexBuilderActor(BuilderActor):
         self.index = IndexService.open(self.store_dir / "index", self.geometry.index_slot_count,
                                        self.geometry.index_entry_count, wall_ms, open_files=runtime.open_files)
         self.files: set[str] = set()
+        self.round_starts_ms = (-(1 << 62), -(1 << 62))  # the last two rounds' starts, the newest last
 
-    def round_ms(self) -> int:
-        """``index_round_ms`` while frames queue (the last round gathered more than one), else none: a
-        window that gathers nothing costs a second wake-up a round, which at a low rate is every round."""
-        return self.rt.config.broker.index_round_ms if self.last_round_frames > 1 else 0
+    def round_started(self, now_ms: int) -> None:
+        self.round_starts_ms = (self.round_starts_ms[1], now_ms)
+
+    def rest_ms(self, now_ms: int) -> int:
+        """While frames come faster than one an ``index_round_ms`` (the last two rounds began within it
+        of each other, or the last gathered more than one: they queue), the next round begins
+        ``index_round_ms`` after the last began and takes every frame that queued meanwhile, which
+        wait unread: one wake-up a window, not one a frame (a window spent polling the socket would
+        wake for each, and a steady rate of single frames would never open one). Frames that come
+        seldom wait for nothing, and a rest follows only a frame that came within one, so it seldom
+        ends with nothing to gather: no second wake-up a round."""
+        round_ms = self.rt.config.broker.index_round_ms
+        before, last = self.round_starts_ms
+        if round_ms <= 0 or (last - before >= round_ms and self.last_round_frames <= 1):
+            return 0
+        return max(0, last + round_ms - now_ms)
 
     def resume_from(self) -> int:
         last = self.index.last_file

@@ -84,9 +84,9 @@ class BrokerSection:
     reader_hwm: int = 1_000             # requests, and replies a client does not read, queued per connection
                                         # of a reader: past it replies are dropped (the client times out)
     tick_interval_ms: int = 100
-    index_round_ms: int = 5             # the index builder's round gathers what arrives this long after its
-                                        # first frame (fewer, larger rounds); 0: none waited for. The
-                                        # consume-queue builder waits for none: a consumer waits on it
+    index_round_ms: int = 5             # while frames come faster, the index builder's rounds begin this long
+                                        # apart, each taking what queued (fewer, larger rounds); 0: none waited for.
+                                        # The consume-queue builder waits for none: a consumer waits on it
     stats_interval_ms: int = 1_000
     clean_interval_ms: int = 10_000     # CleanCommitLogService cadence
     # store files (descriptors and mappings) each process keeps open between sweeps, beyond those its

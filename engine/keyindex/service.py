@@ -205,8 +205,9 @@ class IndexService:
         transaction is never indexed. Creating a file may raise OSError (a full disk); it propagates
         unchanged.
         """
-        self._build(columns["phys_offset"].astype(np.int64)[key_rows], columns["store_ms"].astype(np.int64)[key_rows],
-                    columns["sys_flag"][key_rows], key_hashes)
+        # fancy indexing copies each column once, as the int64 arrays the kernel takes
+        self._build(columns["phys_offset"][key_rows], columns["store_ms"][key_rows], columns["sys_flag"][key_rows],
+                    key_hashes)
 
     def flush(self) -> int:
         """Flush the newest file and every full file not flushed yet; returns ``index_msg_ms``.
@@ -326,9 +327,12 @@ class IndexService:
         # duplicating its entries. Skipping the keys already reachable makes re-dispatch idempotent
         # and still completes a record whose keys were cut off by a kill mid-build. Decided for all
         # of the record's keys before any is put.
-        at_end = np.flatnonzero(wanted & (phys_offsets == end))
-        wanted[[i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]] = False
-        hashes, phys_offsets, store_times = key_hashes[wanted], phys_offsets[wanted], store_times[wanted]
+        at_end = (wanted & (phys_offsets == end)).nonzero()[0]  # not flatnonzero: its Python costs more
+        if len(at_end):
+            wanted[[i for i in at_end.tolist() if self._has_hashed_entry(int(key_hashes[i]), end)]] = False
+        hashes = key_hashes
+        if np.count_nonzero(wanted) < len(wanted):  # a round's keys are mostly all new: no copies then
+            hashes, phys_offsets, store_times = key_hashes[wanted], phys_offsets[wanted], store_times[wanted]
         done = 0
         while done < len(hashes):
             last = self._last_writable_file()

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from mqstore.ipc.wire import schema
+
+if TYPE_CHECKING:
+    from mqstore.ipc.wire.notices import Notice
 
 log = logging.getLogger("mqstore")
 
@@ -32,6 +35,7 @@ _POLLIN = int(zmq.POLLIN)
 _RCVMORE = int(zmq.RCVMORE)
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)
+_SNDMORE = int(zmq.SNDMORE)
 
 
 def make_socket(ctx: zmq.Context[Any], kind: int, *, hwm: int = DEFAULT_HWM, rcvhwm: int | None = None,
@@ -119,11 +123,14 @@ def recv_message(sock: zmq.Socket[Any], flags: int = 0, *, head: int,
     alive). Copying the small head frames costs less than wrapping them. Raises zmq.Again like recv.
     ``first``: the first frame, already read (``recv_first``)."""
     frames = [sock.recv(flags) if first is None else first]
-    while len(frames) < head and sock.getsockopt(zmq.RCVMORE):
+    while len(frames) < head and sock.getsockopt(_RCVMORE):
         frames.append(sock.recv())  # a message arrives whole: the rest is there once its first frame is
     parts = []
-    while sock.getsockopt(zmq.RCVMORE):
-        parts.append(sock.recv(copy=False).buffer)
+    more = sock.getsockopt(_RCVMORE)
+    while more:  # each part says whether another follows: no option read a part
+        part = sock.recv(copy=False)
+        parts.append(part.buffer)
+        more = part.more
     return frames, parts
 
 
@@ -139,3 +146,10 @@ def waiting_replies(sock: zmq.Socket[Any], who: str) -> Iterator[dict[str, Any]]
             yield schema.unpack(frame)
         except schema.SchemaError as exc:
             log.warning("%s: ignoring a writer reply that does not decode: %s", who, exc)
+
+
+def send_notice(pub: zmq.Socket[Any], notice: Notice) -> None:
+    """A two-frame notice (its topic, its map) on a PUB socket: two sends, which cost a fraction of
+    ``send_multipart``'s checks of every frame, paid by an actor that publishes one a round."""
+    pub.send(notice.TOPIC, _SNDMORE)
+    pub.send(notice.encode())

@@ -173,7 +173,30 @@ class Dispatch(Notice):
     def decode(cls, frame: bytes | memoryview, parts: Sequence[bytes | memoryview] = (), *,
                keys: bool = True) -> Dispatch:
         """The notice of the map ``frame`` and the frames after it, read in place (the batch's columns
-        are views of ``parts``); without ``keys`` the batch has no key text (``DispatchBatch.from_wire``)."""
+        are views of ``parts``); without ``keys`` the batch has no key text (``DispatchBatch.from_wire``).
+
+        A builder decodes one a round, so a map whose fields are all well formed is read with a few
+        checks inline; any other goes the field-by-field way, which raises naming the field."""
+        message = schema.unpack(frame)
+        from_phys, to_phys = message.get("from"), message.get("to")
+        count, key_bytes, topics = message.get("count"), message.get("key_bytes"), message.get("topics")
+        announced = message.get("parts")
+        if not (type(from_phys) is int and type(to_phys) is int and type(count) is int and type(key_bytes) is int
+                and 0 <= from_phys <= LONG_MAX and 0 <= to_phys <= LONG_MAX and 0 <= count <= LONG_MAX
+                and 0 <= key_bytes <= LONG_MAX and type(topics) is list and type(announced) is int
+                and announced == 3 and len(parts) == 3
+                and len(frame) + len(parts[0]) + len(parts[1]) + len(parts[2]) <= schema.MAX_FRAME_BYTES):
+            return cls._decode_checked(frame, parts, keys=keys)
+        try:
+            batch = DispatchBatch.from_wire(count, key_bytes, topics, *parts, keys=keys)
+        except (TypeError, ValueError) as exc:  # lengths, columns, key text and topics that disagree
+            raise schema.SchemaError(f"not a dispatch batch: {exc}") from None
+        return cls(from_phys, to_phys, batch)
+
+    @classmethod
+    def _decode_checked(cls, frame: bytes | memoryview, parts: Sequence[bytes | memoryview], *,
+                        keys: bool) -> Dispatch:
+        """``decode`` field by field: a SchemaError names the first field that is wrong."""
         message = schema.unpack_message(frame, parts)
         from_phys, to_phys = _offset(message, "from"), _offset(message, "to")
         count, key_bytes = _offset(message, "count"), _offset(message, "key_bytes")

@@ -231,35 +231,52 @@ def test_a_round_gathers_the_frames_waiting_and_those_arriving_within_its_window
         pull.close(linger=0)
 
 
-def test_the_index_builder_waits_for_more_frames_only_while_they_queue(tmp_path: Path,
-                                                                        ctx: zmq.Context[Any]) -> None:
-    """A round of one frame (a low rate) leaves the next without a window, whose wait would gather
-    nothing and cost a second wake-up; a round of several (frames queue: load) opens it again."""
+def test_the_index_builder_rests_between_rounds_only_while_frames_come_often(tmp_path: Path,
+                                                                             ctx: zmq.Context[Any]) -> None:
+    """Frames that come within ``index_round_ms`` of the last round (a steady rate of single frames,
+    one synchronous send after another) or queue (a round of several) wait unread until that long
+    after the last round began, and are taken in one round: one wake-up a window, not one a frame.
+    Frames that come seldom wait for nothing, and the consume-queue builder (on every consumer's
+    path) never rests."""
     written = Written(tmp_path / "store")
     index = _builder(IndexBuilderActor, written, ctx)
+    queues = _builder(ConsumeQueueBuilderActor, written, ctx)
     pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
     pull.bind("inproc://index-round")
     push.connect("inproc://index-round")
     try:
-        window_ms = written.config.broker.index_round_ms
-        assert window_ms > 0
+        round_ms = written.config.broker.index_round_ms
+        assert round_ms > 1
         push.send_multipart([schema.TICK, b"lone"])
         assert pull.poll(10_000)
-        assert [frame for _, frame, _ in index.gather(pull)] == [b"lone"]
-        assert index.round_ms() == 0
+        assert [frame for _, frame, _ in index.gather(pull)] == [b"lone"]  # no window: what waits
+        index.round_started(1_000)  # (a gather starts a round at the clock's time)
+        index.round_started(1_000 + 10 * round_ms)  # seldom
+        assert index.rest_ms(1_000 + 10 * round_ms) == 0
+        index.round_started(1_000 + 11 * round_ms - 1)  # within one of the last: often
+        start = 1_000 + 11 * round_ms - 1
+        assert [index.rest_ms(start + t) for t in (0, 1, round_ms, round_ms + 7)] == [round_ms, round_ms - 1, 0, 0]
         for i in range(3):  # inproc: each is in the pipe once its send returns
             push.send_multipart([schema.TICK, b"queued %d" % i])
         assert pull.poll(10_000)
         assert len(index.gather(pull)) == 3
-        assert index.round_ms() == window_ms
+        index.round_started(start)
+        index.round_started(start + 50 * round_ms)  # seldom, but the last round found frames queued
+        assert index.rest_ms(start + 50 * round_ms) == round_ms
         push.send_multipart([schema.TICK, b"lone again"])
         assert pull.poll(10_000)
         assert len(index.gather(pull)) == 1
-        assert index.round_ms() == 0
+        index.round_started(start + 50 * round_ms)  # (a gather starts a round at the clock's time)
+        index.round_started(start + 100 * round_ms)
+        assert index.rest_ms(start + 100 * round_ms) == 0
+        queues.round_started(1_000)
+        queues.round_started(1_001)
+        assert queues.rest_ms(1_001) == 0 and queues.round_ms() == index.round_ms() == 0
     finally:
         push.close(linger=0)
         pull.close(linger=0)
         index.close()
+        queues.close()
         written.commitlog.close()
 
 

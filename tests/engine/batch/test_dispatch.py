@@ -73,3 +73,21 @@ def test_one_batch_joined_is_itself_and_read_off_the_wire_in_place() -> None:
     for count, key_bytes in ((2, len(text)), (0, len(text)), (1, len(text) + 1)):
         with pytest.raises(ValueError, match="not those of"):
             DispatchBatch.from_wire(count, key_bytes, ["T"], columns, text, bounds, keys=False)
+
+
+@pytest.mark.parametrize("count", [1, 2, 64, 65, 300])
+def test_a_topic_index_past_the_table_is_refused_in_a_batch_of_any_size(count: int) -> None:
+    """Small batches find their largest topic index in Python, large ones with numpy: both refuse one
+    past the table, wherever in the batch it sits."""
+    batch = DispatchBatch.from_requests([DispatchRequest("AB"[i % 2], 0, 50 * i, 50, 0, 0, i, (), None, 0)
+                                         for i in range(count)])
+    for row in {0, count // 2, count - 1}:
+        columns = batch.columns.copy()
+        columns["topic"][row] = 2
+        text, bounds = batch.key_text().wire()
+        wire = columns.view(np.uint8).data
+        with pytest.raises(ValueError, match="disagree"):
+            DispatchBatch.from_wire(count, len(text), ["A", "B"], wire, text, bounds, keys=False)
+        columns["topic"][row] = 1
+        assert len(DispatchBatch.from_wire(count, len(text), ["A", "B"], columns.view(np.uint8).data, text, bounds,
+                                           keys=False)) == count

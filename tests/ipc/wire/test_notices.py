@@ -9,7 +9,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqstore.engine.batch.dispatch import DISPATCH_COLUMNS, DispatchBatch, DispatchRequest
@@ -200,6 +200,44 @@ def test_dispatch_maps_and_frames_of_any_shape_decode_or_raise_schema_errors(
     for keys in (True, False):
         with contextlib.suppress(schema.SchemaError):
             assert isinstance(Dispatch.decode(schema.pack({"v": 1, **fields}), parts, keys=keys), Dispatch)
+
+
+def _decoded(decode: Any, frame: bytes, parts: list[bytes], keys: bool) -> Any:
+    try:
+        notice = decode(frame, parts, keys=keys)
+    except schema.SchemaError:
+        return "refused"
+    columns, text, bounds = notice.batch.wire() if keys else (notice.batch.columns.tobytes(), b"", b"")
+    return notice.from_phys, notice.to_phys, notice.batch.topics, bytes(columns), bytes(text), bytes(bounds)
+
+
+@given(st.dictionaries(st.sampled_from(["from", "to", "topics", "count", "key_bytes", "parts"]),
+                       st.one_of(st.sampled_from([-1, 0, 1, 2, 3, 4, 3.0, True, LONG_MAX, LONG_MAX + 1, 2**64 - 1]),
+                                 st.none(), wire_ints, st.text(max_size=4),
+                                 st.lists(st.one_of(wire_ints, st.text(max_size=3)), max_size=3)), max_size=2),
+       dispatch_batches(), st.booleans())
+@settings(max_examples=400)
+def test_the_inline_dispatch_decode_takes_and_refuses_what_the_field_by_field_one_does(
+        changed: dict[str, Any], batch: DispatchBatch, keys: bool) -> None:
+    """A well-formed map is read with its checks inline (a builder's every round); any map at all,
+    a well-formed one changed in any of its fields, gives the same notice or the same refusal."""
+    header, parts = _received(Dispatch(0, 100, batch))
+    message = {**msgpack.unpackb(header), **changed}
+    frame, frames = schema.pack(message), [bytes(p) for p in parts]
+    assert _decoded(Dispatch.decode, frame, frames, keys) == _decoded(Dispatch._decode_checked, frame, frames, keys)
+
+
+EDGES = [({name: value}, keys) for name in ("from", "to", "count", "key_bytes", "parts")
+         for value in (-1, 0, 2, 4, LONG_MAX, LONG_MAX + 1, True, 3.0, "3", None) for keys in (True, False)] + [
+    ({"topics": value}, keys) for value in ("T", None, [1], ["T", 2], {"T": 1}, []) for keys in (True, False)]
+
+
+@pytest.mark.parametrize(("changed", "keys"), EDGES)
+def test_the_inline_dispatch_decode_agrees_at_every_field_edge(changed: dict[str, Any], keys: bool) -> None:
+    batch = DispatchBatch.from_requests([DispatchRequest("T", 1, 0, 100, 5, 12, 0, ("a",), None, 0)])
+    header, parts = _received(Dispatch(0, 100, batch))
+    frame, frames = schema.pack({**msgpack.unpackb(header), **changed}), [bytes(p) for p in parts]
+    assert _decoded(Dispatch.decode, frame, frames, keys) == _decoded(Dispatch._decode_checked, frame, frames, keys)
 
 
 @given(st.sampled_from(NOTICES), st.binary(max_size=64))
