@@ -15,6 +15,7 @@ queue with a deep backlog never starves the others, within one reply or across t
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,12 +23,15 @@ from typing import Any
 from mqstore.actors.clock import monotonic_ms
 from mqstore.actors.config import BrokerSection
 from mqstore.actors.meters import Deliveries, Latencies
+from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPulls, ParkedSpan, SpanRequest, is_waitable
 from mqstore.actors.reader.packed import packed
 from mqstore.actors.reader.state import PublishedStore
 from mqstore.engine.read.lookup import GetResult, GetStatus, PullLimits, StoredRecords, TagFilter
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.replies import PulledQueue, PullQueuesReply
+
+log = logging.getLogger("mqstore")
 
 TOPIC_NOT_EXIST = "TOPIC_NOT_EXIST"  # as a plain pull of a deleted topic is answered
 _NOTHING_YET = frozenset({GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
@@ -79,8 +83,13 @@ class SpanPulls:
         return reply
 
     def wake(self, parked: ParkedSpan) -> dict[str, Any] | None:
-        """A parked span one of whose queues grew: its reply, or None when it waits on (parked again)."""
-        results = self._read(parked.span)
+        """A parked span one of whose queues grew: its reply, or None when it waits on (parked again).
+        A fault is the client's to hear of (SYSTEM_ERROR), never the reader's loop's."""
+        try:
+            results = self._read(parked.span)
+        except Exception as exc:
+            log.exception("parked pull_queues failed")
+            return schema.error_reply(parked.request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if all(is_waitable(r) for _, r in results):
             self.parked.park(parked.after(results), monotonic_ms(), RECHECK_PARKED_MS)
             return None
