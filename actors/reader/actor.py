@@ -33,6 +33,8 @@ Requests (msgpack maps, ``mqstore.ipc.wire.schema``, each decoded once into its 
     ack_pull, ack, nack, ack_release                         ack mode (mqstore.actors.reader.ack_groups,
                                                                        mqstore.ipc.wire.receipts)
     watch_queues    topic, known, wait_ms -> queues, once the topic has another (mqstore.actors.reader.topic_watch)
+    pull_queues     group, topic, queues [[queue, offset], ...], max, max_bytes, tags, wait_ms, trace -> several
+                    queues' pulls in one (mqstore.actors.reader.span_pull)
 
 Long polling (``mqstore.actors.reader.long_poll``): a pull that finds nothing yet, with ``wait_ms > 0``, is
 parked and answered as soon as an ``arrived`` notice (or a look at the files) shows its queue grew,
@@ -57,11 +59,13 @@ from mqstore.actors.reader.activity import GroupActivity
 from mqstore.actors.reader.administration import Administration
 from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedPull, ParkedPulls, PullRequest, is_waitable
+from mqstore.actors.reader.long_poll import ParkedSpan as _ParkedSpan
 from mqstore.actors.reader.offsets import CommittedOffsets
-from mqstore.actors.reader.packed import NONE_STORED as _NONE_STORED
 from mqstore.actors.reader.packed import packed as _packed
+from mqstore.actors.reader.packed import pull_reply
 from mqstore.actors.reader.poll_set import watch as _watch
 from mqstore.actors.reader.purge import QueuePurges
+from mqstore.actors.reader.span_pull import SpanPulls
 from mqstore.actors.reader.state import LONG_MAX, PublishedStore
 from mqstore.actors.reader.topic_watch import TopicWatches
 from mqstore.actors.runtime import Runtime
@@ -113,6 +117,8 @@ class ReaderActor:
         self.roles = cfg.key_roles()         # what each CURVE client key may do; None: no CURVE, none apply
         self.watches = TopicWatches(self.store, monotonic_ms, cfg.broker.long_poll_max_ms)
         offsets, acks, purges = self.offsets, self.acks, QueuePurges(self.store, self.offsets, self.acks)
+        self.pulls = 0  # pull requests served (one queue each); ``spans.requests``: those of several
+        self.spans = SpanPulls(self.store, self.parked, purges.floor, cfg.broker, self.delivered, self.pull_latency)
         self._ops: dict[type[Request], Callable[[bytes, Any, Any], dict[str, Any] | None]] = {
             Pull: purges.pulls(self._op_pull), QueryKey: self._op_query_key, QueryKeys: self._op_query_keys,
             QueryUniq: self._op_query_uniq, ViewId: self._op_view_id, OffsetByTime: self._op_offset_by_time,
@@ -126,7 +132,7 @@ class ReaderActor:
             requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
             requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks,
             requests.WatchQueues: self.watches.op_watch_queues, **purges.ops(),
-            **Administration(offsets, acks, self.activity).ops()}
+            **Administration(offsets, acks, self.activity).ops(), requests.PullQueues: self.spans.op_pull_queues}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -182,7 +188,8 @@ class ReaderActor:
                     self.offsets.persist(final=False)
                 self.rt.report("running", readable_end=self.store.readable_end, parked=len(self.parked),
                                ack_queues=len(self.acks.queues), **self.delivered.stats(),
-                               pull_latency=self.pull_latency.stats(), commits=self.offsets.commits)
+                               pull_latency=self.pull_latency.stats(), commits=self.offsets.commits,
+                               pulls=self.pulls, span_pulls=self.spans.requests)
             # consumers should not wait out a long poll on a reader that is going away
             for parked in self.parked.drain():
                 self._answer(router, parked)
@@ -225,6 +232,10 @@ class ReaderActor:
     def _wake(self, router: zmq.Socket[Any], key: tuple[str, int]) -> None:
         """Run again every pull parked on ``key``; answer those that now have something."""
         for parked in self.parked.take(key):
+            if isinstance(parked, _ParkedSpan):
+                if (reply := self.spans.wake(parked)) is not None:
+                    self._send(router, parked.identity, reply)
+                continue
             try:
                 result = self._pull(parked.pull)
             except Exception:
@@ -234,12 +245,13 @@ class ReaderActor:
                 # everything new was filtered out by tag: wait on from where the filter got to
                 self.parked.park(parked.after(result), monotonic_ms(), RECHECK_PARKED_MS)
             else:
-                self._send(router, parked.identity, self._pull_reply(parked.request_id, parked.pull, result))
+                self._send(router, parked.identity, pull_reply(parked.request_id, parked.pull, result, self.delivered))
 
-    def _answer(self, router: zmq.Socket[Any], parked: ParkedPull) -> None:
-        """Answer a parked pull with what its queue holds now."""
+    def _answer(self, router: zmq.Socket[Any], parked: ParkedPull | _ParkedSpan) -> None:
+        """Answer a parked pull with what its queues hold now."""
         try:
-            reply = self._pull_reply(parked.request_id, parked.pull, self._pull(parked.pull))
+            reply = (self.spans.answer(parked) if isinstance(parked, _ParkedSpan) else
+                     pull_reply(parked.request_id, parked.pull, self._pull(parked.pull), self.delivered))
         except Exception as exc:  # the same boundary as _handle: the client hears, the log has it
             log.exception("parked pull failed")
             reply = schema.error_reply(parked.request_id, SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
@@ -282,7 +294,7 @@ class ReaderActor:
             refusal = self.roles.refusal(user_id, request) if self.roles is not None else None
             if refusal is not None:
                 return schema.error_reply(request_id, schema.NO_PERMISSION, refusal)
-            if isinstance(request, (Pull, CommitOffset, requests.AckPull)) and not (
+            if isinstance(request, (Pull, CommitOffset, requests.AckPull, requests.PullQueues)) and not (
                     isinstance(request, CommitOffset) and request.admin):  # a consumer alive (group reset asks)
                 self.activity.saw(request.group or "")
             return self._ops[type(request)](frames[0], request_id, request)
@@ -296,6 +308,7 @@ class ReaderActor:
 
     def _op_pull(self, identity: bytes, request_id: Any, request: Pull) -> dict[str, Any] | None:
         started = time.perf_counter()
+        self.pulls += 1
         reply = self._pull_now_or_park(identity, request_id, request)
         if reply is not None:
             self.pull_latency.observe(time.perf_counter() - started)
@@ -327,7 +340,7 @@ class ReaderActor:
             self.parked.park(ParkedPull(identity, request_id, pull, now + wait_ms).after(result), now,
                              RECHECK_PARKED_MS)
             return None
-        return self._pull_reply(request_id, pull, result)
+        return pull_reply(request_id, pull, result, self.delivered)
 
     def _pull(self, pull: PullRequest) -> GetResult:
         return self.store.pull(pull.topic, pull.queue_id, pull.queue_offset, pull.limits, pull.tag_filter,
@@ -378,20 +391,6 @@ class ReaderActor:
     def _op_ping(self, identity: bytes, request_id: Any, request: Ping) -> dict[str, Any]:
         return replies.ReaderPingReply(os.getpid(), self.index, self.rt.config.broker.readers, self.store.readable_end,
                                        len(self.parked) + self.acks.parked_count).encode(request_id)
-
-    def _pull_reply(self, request_id: Any, pull: PullRequest, result: GetResult) -> dict[str, Any]:
-        replied_us = time.time_ns() // 1000 if pull.trace else None
-        if pull.raw:  # one blob and its columns: nothing per message on either side
-            stored = result.stored or _NONE_STORED
-            if stored.sizes:
-                self.delivered.add(pull.group, pull.topic, len(stored), len(stored.data))
-            return replies.PackedPullReply(result.status.value, result.next_queue_offset, result.min_queue_offset,
-                                           result.max_queue_offset, *_packed(stored), replied_us).encode(request_id)
-        if result.messages:
-            self.delivered.add(pull.group, pull.topic, len(result.messages), sum(r.size for r in result.messages))
-        return replies.PullReply(result.status.value, result.next_queue_offset, result.min_queue_offset,
-                                 result.max_queue_offset, [record_to_wire(r) for r in result.messages], replied_us
-                                 ).encode(request_id)
 
     def _index_marks(self) -> tuple[int | None, int | None]:
         """How far the index goes (RocketMQ's indexLastUpdateTimestamp / ...Phyoffset); None: no index."""

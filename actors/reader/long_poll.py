@@ -5,8 +5,9 @@ deadline (a heap, so the reader's poll timeout is the nearest deadline and nothi
 entries of pulls already taken are skipped when they come up. Every ``RECHECK_PARKED_MS`` a queue
 waited on is read off its files, in case a notice was lost.
 
-``ParkedPulls`` holds plain pulls: waking takes every pull of a queue out; the reader runs each again
-and parks back those that still find nothing. ``ParkedAckPulls`` holds ``ack_pull``s, per (group,
+``ParkedPulls`` holds plain pulls and spanning ones (``pull_queues``, parked under every queue they
+name): waking takes every pull of a queue out (a spanning one out of all its queues); the reader
+runs each again and parks back those that still find nothing. ``ParkedAckPulls`` holds ``ack_pull``s, per (group,
 topic, queue) in the order they came: waking serves them oldest first and takes out only those
 answered, so one that still finds nothing keeps its place in line.
 """
@@ -17,7 +18,7 @@ import heapq
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 from mqstore.actors.reader.ack_requests import AckKey, AckPull
 from mqstore.actors.reader.state import QueueKey
@@ -53,11 +54,50 @@ class ParkedPull:
     def key(self) -> QueueKey:
         return (self.pull.topic, self.pull.queue_id)
 
+    @property
+    def keys(self) -> tuple[QueueKey, ...]:
+        return (self.key,)
+
     def after(self, result: GetResult) -> ParkedPull:
         """Waiting on after ``result``: past entries the tag filter skipped, if any."""
         if result.status is GetStatus.NO_MATCHED_MESSAGE:
             return replace(self, pull=replace(self.pull, queue_offset=result.next_queue_offset))
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRequest:
+    """A pull of several queues of one topic (``pull_queues``): ``limits`` bound each queue's part."""
+
+    group: str
+    topic: str
+    queues: tuple[tuple[int, int], ...]  # (queue id, queue offset)
+    limits: PullLimits
+    tag_filter: TagFilter
+    trace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedSpan:
+    identity: bytes
+    request_id: Any
+    span: SpanRequest
+    deadline_ms: int
+
+    @property
+    def keys(self) -> tuple[QueueKey, ...]:
+        return tuple((self.span.topic, queue_id) for queue_id, _ in self.span.queues)
+
+    def after(self, results: list[tuple[int, GetResult]]) -> ParkedSpan:
+        """Waiting on after ``results``: each queue past the entries the tag filter skipped, if any."""
+        moved = {q: r.next_queue_offset for q, r in results if r.status is GetStatus.NO_MATCHED_MESSAGE}
+        if not moved:
+            return self
+        queues = tuple((q, moved.get(q, queue_offset)) for q, queue_offset in self.span.queues)
+        return replace(self, span=replace(self.span, queues=queues))
+
+
+Parked: TypeAlias = "ParkedPull | ParkedSpan"
 
 
 def is_waitable(result: GetResult) -> bool:
@@ -73,8 +113,8 @@ def is_waitable(result: GetResult) -> bool:
 class ParkedPulls:
     def __init__(self, capacity: int = MAX_PARKED) -> None:
         self.capacity = capacity
-        self._live: dict[int, ParkedPull] = {}
-        self._by_queue: dict[QueueKey, dict[int, ParkedPull]] = {}
+        self._live: dict[int, Parked] = {}
+        self._by_queue: dict[QueueKey, dict[int, Parked]] = {}
         self._deadlines: list[tuple[int, int]] = []  # (deadline_ms, seq)
         self._recheck_at: dict[QueueKey, int] = {}    # when to read a waited-on queue off its files
         self._seq = itertools.count()
@@ -86,20 +126,33 @@ class ParkedPulls:
     def full(self) -> bool:
         return len(self._live) >= self.capacity
 
-    def park(self, parked: ParkedPull, now_ms: int, recheck_ms: int) -> None:
+    def park(self, parked: Parked, now_ms: int, recheck_ms: int) -> None:
         seq = next(self._seq)
         self._live[seq] = parked
-        self._by_queue.setdefault(parked.key, {})[seq] = parked
-        self._recheck_at.setdefault(parked.key, now_ms + recheck_ms)
+        for key in parked.keys:
+            self._by_queue.setdefault(key, {})[seq] = parked
+            self._recheck_at.setdefault(key, now_ms + recheck_ms)
         heapq.heappush(self._deadlines, (parked.deadline_ms, seq))
 
-    def take(self, key: QueueKey) -> list[ParkedPull]:
-        """Every pull parked on ``key``, oldest first, no longer parked."""
+    def take(self, key: QueueKey) -> list[Parked]:
+        """Every pull parked on ``key``, oldest first, no longer parked (under any of its queues)."""
         waiting = self._by_queue.pop(key, {})
         self._recheck_at.pop(key, None)
-        for seq in waiting:
+        for seq, parked in waiting.items():
             del self._live[seq]
+            self._unlist(seq, parked, key)
         return list(waiting.values())
+
+    def _unlist(self, seq: int, parked: Parked, done: QueueKey | None = None) -> None:
+        """Take ``parked`` off its queues' lists (but ``done``'s, already gone)."""
+        for key in parked.keys:
+            if key == done:
+                continue
+            waiting = self._by_queue[key]
+            del waiting[seq]
+            if not waiting:
+                del self._by_queue[key]
+                del self._recheck_at[key]
 
     def due_for_recheck(self, now_ms: int, recheck_ms: int) -> list[QueueKey]:
         """Queues waited on for ``recheck_ms`` since they were last read off the files (RocketMQ's
@@ -109,18 +162,14 @@ class ParkedPulls:
             self._recheck_at[key] = now_ms + recheck_ms
         return due
 
-    def expired(self, now_ms: int) -> Iterator[ParkedPull]:
+    def expired(self, now_ms: int) -> Iterator[Parked]:
         """Take out the pulls whose deadline has come."""
         while self._deadlines and self._deadlines[0][0] <= now_ms:
             _, seq = heapq.heappop(self._deadlines)
             parked = self._live.pop(seq, None)
             if parked is None:
                 continue  # woken earlier
-            waiting = self._by_queue[parked.key]
-            del waiting[seq]
-            if not waiting:
-                del self._by_queue[parked.key]
-                del self._recheck_at[parked.key]
+            self._unlist(seq, parked)
             yield parked
 
     def ms_to_next_deadline(self, now_ms: int, cap_ms: int) -> int:
@@ -130,7 +179,7 @@ class ParkedPulls:
             return cap_ms
         return max(0, min(cap_ms, self._deadlines[0][0] - now_ms))
 
-    def drain(self) -> list[ParkedPull]:
+    def drain(self) -> list[Parked]:
         everything = list(self._live.values())
         self._live.clear()
         self._by_queue.clear()

@@ -5,8 +5,10 @@ A pull asks for up to ``max_bytes_per_pull`` bytes of records (Kafka's max.parti
 the broker's ``[broker] fetch_max_bytes`` / ``fetch_max_count``: these are not the RocketMQ caps
 (``[store] max_transfer_count``, 32), which stay on the remoting front's pulls. Each assigned queue
 has at most one pull in flight, always with ``wait_ms = long_poll_ms``: a reader answers at once
-when it has messages and parks the pull otherwise, so an idle consumer sends one request per queue
-per long-poll period and never spins.
+when it has messages and parks the pull otherwise, so an idle consumer never spins. The queues a
+reader holds are pulled together, one request naming them all (``mqstore.ipc.client.span_pulls``):
+an idle consumer sends one request per reader per long-poll period, and a message costs one reader
+round and one reply however many queues the consumer has there.
 
 Prefetch (RocketMQ's pullThresholdForQueue / pullThresholdSizeForQueue, Kafka's fetch pipelining):
 a queue's next pull goes out while the application still holds earlier batches, as long as what is
@@ -43,14 +45,14 @@ from mqstore.ipc.client.assignment import START_LATEST as START_LATEST
 from mqstore.ipc.client.assignment import assign
 from mqstore.ipc.client.futures import chain, completed, failed, then
 from mqstore.ipc.client.queue_state import QueueState, commit_positions, take_from
+from mqstore.ipc.client.span_pulls import PullBounds, Span, SpanPulls
 from mqstore.ipc.client.topic_watch import TopicWatch
 from mqstore.ipc.client.waiters import Waiter, Waiters, settle
-from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, pull_reply, resolve_endpoints
+from mqstore.ipc.transport.channel import CLOSED, BrokerError, Channel, resolve_endpoints
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import receipts
-from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage, ReplyError
-from mqstore.ipc.wire.replies import PackedPullReply
-from mqstore.ipc.wire.requests import CommitOffset, Pull, Request
+from mqstore.ipc.wire.messages import MessageBatch, ReceivedMessage
+from mqstore.ipc.wire.requests import CommitOffset, Request
 
 log = logging.getLogger("mqstore.client")
 T = TypeVar("T")
@@ -115,6 +117,9 @@ class Consumer:
         self._channel = Channel({f"reader{i}": [ep.reader(i)] for i in range(ep.reader_count)},
                                 name="mqstore-consumer", curve=ep.curve)
         self._waiters = Waiters(self._lock, self._channel.call_later)
+        self._pulls = SpanPulls(self._channel, group, topic, tags, PullBounds(
+            self._max_per_pull, self._max_bytes_per_pull, prefetch_messages, prefetch_bytes), long_poll_ms, timeout_ms,
+            self.pull_trace)
         self._watch: TopicWatch | None = None
         self._states: dict[int, QueueState] = {}
         # done once the queues and where to start on each are known (``_assign``): until then a poll
@@ -339,37 +344,26 @@ class Consumer:
         return any(state.buffered for state in self._states.values())
 
     def _send_pulls(self) -> None:
-        """A pull for every queue with none in flight whose buffer has room for a whole one (the
-        caller holds the lock); each reply is taken on the I/O thread (``_pull_done``)."""
-        now = _now_ms()
-        for state in list(self._states.values()):
-            if (state.in_flight is None and now >= state.retry_at_ms
-                    and state.buffered_count + self._max_per_pull <= self._prefetch_messages
-                    and state.buffered_bytes + self._max_bytes_per_pull <= self._prefetch_bytes):
-                if self.pull_trace is not None:
-                    state.pulled_us = time.time_ns() // 1000
-                state.in_flight = future = self._channel.call(
-                    state.route, Pull(self.group, self.topic, state.queue, state.fetch_offset, self._max_per_pull,
-                                      self._max_bytes_per_pull, True, self.tags, self._long_poll_ms, True,
-                                      self.pull_trace is not None),
-                    timeout_ms=self._long_poll_ms + self._timeout_ms)
-                future.add_done_callback(functools.partial(self._pull_done, state))
+        """A pull for every queue with none in flight whose buffer has room for a whole one, one request
+        per reader (the caller holds the lock); each reply is taken on the I/O thread (``_pull_done``)."""
+        for span, future in self._pulls.send(self._states.values()):
+            future.add_done_callback(functools.partial(self._pull_done, span))
 
-    def _pull_done(self, state: QueueState, future: Future[dict[str, Any]]) -> None:
-        """A pull's reply (the I/O thread): buffered, handed to the waiters, the next pull sent."""
+    def _pull_done(self, span: Span, future: Future[dict[str, Any]]) -> None:
+        """A pull's reply (the I/O thread): buffered, handed to the waiters, the next pulls sent."""
         with self._lock:
-            if self._closed or state.in_flight is not future:
-                return  # closing, or abandoned by a seek
+            if self._closed or not self._pulls.live(span, future):
+                return  # closing, or every queue of it abandoned by a seek
             try:
-                self._on_reply(state, future)
+                self._pulls.absorb(span, future)
             except Exception as exc:  # the client's own fault, or a malformed reply: the next poll raises
                 done = self._waiters.drain(exc)
                 if not done:
                     self._failure = exc
             else:
                 done = self._waiters.serve(self._has_buffered)
-                if state.in_flight is None and state.retry_at_ms > _now_ms():  # refused: again after a back-off
-                    self._channel.call_later(state.retry_at_ms - _now_ms(), self._retry_pulls)
+                if span.in_flight is None and span.retry_at_ms > _now_ms():  # refused: again after a back-off
+                    self._channel.call_later(span.retry_at_ms - _now_ms(), self._retry_pulls)
                 self._send_pulls()
         settle(done)
 
@@ -377,18 +371,6 @@ class Consumer:
         with self._lock:
             if not self._closed:
                 self._send_pulls()
-
-    def _on_reply(self, state: QueueState, future: Future[dict[str, Any]]) -> None:
-        if (reply := pull_reply(state, future, f"{self.topic}/{state.queue}")) is None:
-            return
-        try:
-            batch = (pulled := PackedPullReply.decode(reply)).batch()
-        except ReplyError as exc:
-            raise ReplyError(f"malformed pull reply: {exc!r}") from None
-        if self.pull_trace is not None and batch:
-            self.pull_trace.append((state.queue, batch.queue_offset(0), batch.queue_offset(-1),
-                                    pulled.replied_us or 0, time.time_ns() // 1000, state.pulled_us))
-        state.absorb(pulled.status, pulled.next_queue_offset, batch)
 
 
 def _log_commit_failure(future: Future[None]) -> None:

@@ -110,10 +110,10 @@ def start_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     ctx: zmq.Context[Any] = zmq.Context()
     started: list[Broker] = []
 
-    def start(readers: int = 1, others: tuple[str, ...] = ()) -> Broker:
+    def start(readers: int = 1, others: tuple[str, ...] = (), **broker: Any) -> Broker:
         config = load_config(tmp_path / "store", None, ipc={"run_dir": run_dir},
                              store={"geometry": asdict(GEOMETRY)},
-                             broker={"readers": readers, "offset_persist_interval_ms": 200})
+                             broker={"readers": readers, "offset_persist_interval_ms": 200, **broker})
         config.endpoints.prepare()
         events_in = ctx.socket(zmq.PULL)  # the supervisor's side: reports must go somewhere
         events_in.setsockopt(zmq.LINGER, 0)

@@ -11,7 +11,7 @@ field. A refusal stays one map for every op (``schema.error_reply``).
 |              | resume_check (the transactions actor)                                            |
 | ``reader``   | pull (maps or packed), query_key / query_keys / query_uniq / view_id, offsets,   |
 |              | queue_info, groups, group_describe, group_activity, ping (the readers),          |
-|              | topic_stats, delete_group                                                        |
+|              | topic_stats, delete_group, pull_queues                                           |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)            |
 | ``purge``    | purge_queues, persist_offsets (the readers)                                      |
 
@@ -48,6 +48,8 @@ from mqstore.ipc.wire.replies.reader import (
     OffsetReply,
     PackedPullReply,
     PackedRecordsReply,
+    PulledQueue,
+    PullQueuesReply,
     PullReply,
     QueueInfoReply,
     ReaderPingReply,
@@ -68,7 +70,8 @@ __all__ = ["AckMarksReply", "AckPullReply", "AckQueueStats", "AckStatsReply", "C
            "EncodingReply", "EndTransactionReply", "GroupActivityReply",
            "GroupDescribeReply", "GroupsReply", "MergeAckMarksReply", "MergeOffsetsReply", "MessagesReply",
            "OffsetReply", "OffsetTableReply", "PackedPullReply", "PackedRecordsReply", "PersistOffsetsReply",
-           "PingReply", "PromoteReply", "PullReply", "PurgeQueuesReply", "PurgedQueue", "QueueInfoReply",
+           "PingReply", "PromoteReply", "PullQueuesReply", "PullReply", "PulledQueue",
+           "PurgeQueuesReply", "PurgedQueue", "QueueInfoReply",
            "ReaderPingReply", "RegisterProducerReply", "ReleaseReply", "Reply", "ReplyError", "ResumeCheckReply",
            "SendEncodedReply", "SendReply", "SettleReply", "StatusReply", "StopReply", "TopicStatsReply",
            "TopicsReply", "WriterPingReply"]

@@ -17,6 +17,8 @@
     topic_stats      queues {"queue id": [min, max, bytes]}                               ``TopicStatsReply``
     delete_group     offsets (topics whose offsets went), ack_queues [[topic, queue], ...] ``DeleteGroupReply``
     ack_group_stats  as ack_stats (``mqstore.ipc.wire.replies.acks.AckStatsReply``)
+    pull_queues      queues [[queue, status, next, min, max, count], ...], count, cols, replied_us (with
+                     trace); the part: every queue's records, one queue after another     ``PullQueuesReply``
 
 A packed reply's records travel as the one part after the map (``mqstore.ipc.wire.messages.stored_parts``):
 its ``encode`` puts them in the map's ``parts``, which the reader hands to ``schema.pack_message`` as
@@ -270,7 +272,8 @@ class ReaderPingReply(Reply):
 
 
 __all__ = ["DeleteTopicOffsetsReply", "GroupActivityReply", "GroupDescribeReply", "GroupsReply", "MessagesReply",
-           "OffsetReply", "PackedPullReply", "PackedRecordsReply", "PullReply", "QueueInfoReply", "ReaderPingReply"]
+           "OffsetReply", "PackedPullReply", "PackedRecordsReply", "PullQueuesReply", "PullReply",
+           "PulledQueue", "QueueInfoReply", "ReaderPingReply"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,3 +319,58 @@ class DeleteGroupReply(Reply):
         if not all(type(q) is list and len(q) == 2 and type(q[0]) is str and type(q[1]) is int for q in queues):
             raise ReplyError("reply: field 'ack_queues' must hold [topic, queue] pairs")
         return cls(tuple(offsets), tuple((q[0], q[1]) for q in queues))
+
+
+class PulledQueue(NamedTuple):
+    """One queue's part of a ``pull_queues`` answer: as a pull's reply would say it, and how many of
+    the reply's records are its (they follow those of the queues listed before it)."""
+
+    queue_id: int
+    status: str
+    next_queue_offset: int
+    min_queue_offset: int
+    max_queue_offset: int
+    record_count: int
+
+
+class _PullQueuesFields(NamedTuple):
+    queues: list[PulledQueue]  # those with something to say (every queue's, when none has a message)
+    record_count: int
+    cols: bytes
+    records: bytes | memoryview
+    replied_us: int | None = None
+
+
+class PullQueuesReply(_PullQueuesFields, Reply):
+    """A ``pull_queues`` answer: each queue's status and its records, packed as a pull's, one queue
+    after another; ``batches()`` cuts them apart."""
+
+    __slots__ = ()
+
+    def encode(self, request_id: Any) -> dict[str, Any]:
+        message = {"v": _VERSION, "id": request_id, "ok": True, "queues": [list(q) for q in self.queues],
+                   "count": self.record_count, "cols": self.cols}
+        if self.replied_us is not None:
+            message["replied_us"] = self.replied_us
+        message["parts"] = [self.records]
+        return message
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> PullQueuesReply:
+        rows = field(message, "queues", list)
+        if not all(type(r) is list and len(r) == 6 and type(r[1]) is str
+                   and all(type(v) is int for i, v in enumerate(r) if i != 1) and r[5] >= 0 for r in rows):
+            raise ReplyError("reply: field 'queues' must hold [queue, status, next, min, max, count] rows")
+        records, cols, count = stored_records(message)
+        if sum(r[5] for r in rows) != count:
+            raise ReplyError(f"reply: the queues' counts do not add up to the {count} records")
+        return cls([PulledQueue(*r) for r in rows], count, cols, records, _optional_int(message, "replied_us"))
+
+    def batches(self) -> list[tuple[PulledQueue, MessageBatch]]:
+        """Each queue's part and its records as messages; ``ReplyError`` when the columns disagree."""
+        whole = MessageBatch.from_packed(self.records, self.cols, self.record_count)
+        out, first = [], 0
+        for pulled in self.queues:
+            out.append((pulled, whole[first:first + pulled.record_count]))
+            first += pulled.record_count
+        return out

@@ -8,6 +8,7 @@ comes in (``decode_request``); the actors handle these classes, never a map.
 | ``reader``   | pull, query_key, query_keys, query_uniq, view_id, offset_by_time, queue_info,   |
 |              | commit_offset, fetch_offset, groups, group_describe, delete_topic_offsets,      |
 |              | group_activity, ack_stats (and ping), topic_stats, delete_group, ack_group_stats |
+|              | pull_queues                                                                      |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)           |
 | ``acks``     | ack_pull, ack, nack, ack_release (served by the readers)                        |
 | ``purge``    | purge_queues, persist_offsets (the readers)                                     |
@@ -44,6 +45,7 @@ from mqstore.ipc.wire.requests.reader import (
     Groups,
     OffsetByTime,
     Pull,
+    PullQueues,
     QueryKey,
     QueryKeys,
     QueryUniq,
@@ -67,7 +69,8 @@ __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack",
            "AckStats", "CommitOffset", "CreateTopic", "DeleteGroup",
            "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
-           "OffsetByTime", "OffsetTable", "Op", "PersistOffsets", "Ping", "Promote", "Pull", "PurgeQueues", "QueryKey",
+           "OffsetByTime", "OffsetTable", "Op", "PersistOffsets", "Ping", "Promote", "Pull", "PullQueues",
+           "PurgeQueues", "QueryKey",
            "QueryKeys", "QueryUniq", "QueueInfo", "RegisterProducer", "Request", "ResumeCheck", "Role", "Send",
            "SendEncoded", "SendMessage", "Served", "Status", "Stop", "TopicStats", "Topics", "UnknownOpError", "ViewId",
            "WatchQueues", "at_most", "decode_request"]
@@ -89,7 +92,7 @@ READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, Offse
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
                    GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks,
                    PurgeQueues, PersistOffsets, WatchQueues,
-                   TopicStats, DeleteGroup, AckGroupStats)
+                   TopicStats, DeleteGroup, AckGroupStats, PullQueues)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

@@ -76,6 +76,8 @@ class Op(StrEnum):
     TOPIC_STATS = "topic_stats"
     DELETE_GROUP = "delete_group"
     ACK_GROUP_STATS = "ack_group_stats"
+    # the readers: one pull spanning several queues of a topic
+    PULL_QUEUES = "pull_queues"
 
 
 class Role(StrEnum):
@@ -106,6 +108,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.PURGE_QUEUES: Role.ADMIN, Op.PERSIST_OFFSETS: Role.CONSUME,
     Op.WATCH_QUEUES: Role.CONSUME,
     Op.TOPIC_STATS: Role.CONSUME, Op.DELETE_GROUP: Role.ADMIN, Op.ACK_GROUP_STATS: Role.CONSUME,
+    Op.PULL_QUEUES: Role.CONSUME,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

@@ -19,6 +19,11 @@ offsets and the groups' administration (``mqstore.actors.reader.actor`` has the 
     topic_stats     topic
     delete_group    group, live_ms   (refused while a consumer of the group was served within live_ms)
     ack_group_stats group
+    pull_queues     group?, topic, queues [[queue, offset], ...] (1 to MAX_SPAN_QUEUES, each queue once),
+                    max?, max_bytes?, tags?, wait_ms?, trace?
+                    (a pull of several queues at once, as Kafka's fetch spans partitions: ``max`` and
+                    ``max_bytes`` bound each queue's part, [broker] fetch_max_* the whole reply; the
+                    records always come packed)
 
 A field marked ? may be absent (None here): the reader's default. A pull's ``max`` is at most
 MAX_PULL_COUNT, or MAX_FETCH_COUNT with ``by_bytes``; its ``wait_ms`` at most [broker]
@@ -48,6 +53,7 @@ from mqstore.ipc.wire.requests.base import (
 
 MAX_QUERY_KEYS = 1024  # keys in one query_keys request
 MAX_WATCH_QUEUES = 65_536  # queue ids a watch_queues request names
+MAX_SPAN_QUEUES = 1024  # (queue, offset) pairs a pull_queues request names
 
 
 def _queue_id(message: dict[str, Any]) -> int:
@@ -290,3 +296,33 @@ class AckGroupStats(Request):
     @classmethod
     def decode(cls, message: dict[str, Any]) -> AckGroupStats:
         return cls(_name(message, "group"))
+
+
+@dataclass(frozen=True, slots=True)
+class PullQueues(Request):
+    OP: ClassVar[Op] = Op.PULL_QUEUES
+    WIRE: ClassVar[tuple[str, ...]] = ("group", "topic", "queues", "max", "max_bytes", "tags", "wait_ms", "trace")
+    group: str | None
+    topic: str
+    queues: tuple[tuple[int, int], ...]  # (queue id, queue offset), in the order the reader reads them
+    max_count: int | None = None      # each queue's part; None: [broker] fetch_max_count
+    max_bytes: int | None = None      # each queue's part; None: [broker] fetch_max_bytes
+    tags: str | None = None           # None: "*"
+    wait_ms: int | None = None        # None: answer at once
+    trace: bool | None = None         # the reader's clock in the reply
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> PullQueues:
+        pairs = schema.field(message, "queues", list)
+        if not 1 <= len(pairs) <= MAX_SPAN_QUEUES:
+            raise schema.SchemaError(f"queues must name 1 to {MAX_SPAN_QUEUES} (queue, offset) pairs, got {len(pairs)}")
+        if not all(type(p) is list and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
+                   and 0 <= p[0] <= INT_MAX and 0 <= p[1] <= LONG_MAX for p in pairs):
+            raise schema.SchemaError("queues must hold [queue id, queue offset] pairs of non-negative integers")
+        if len({p[0] for p in pairs}) != len(pairs):
+            raise schema.SchemaError("queues must name each queue once")
+        return cls(bounded_name(message, "group", required=False), topic(message),
+                   tuple((p[0], p[1]) for p in pairs), optional(message, "max", int, lo=1, hi=MAX_FETCH_COUNT),
+                   optional(message, "max_bytes", int, lo=1, hi=MAX_FETCH_BYTES),
+                   bounded_name(message, "tags", required=False), optional(message, "wait_ms", int, lo=0, hi=LONG_MAX),
+                   optional(message, "trace", bool))

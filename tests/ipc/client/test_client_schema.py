@@ -285,10 +285,9 @@ def test_consumer_starts_at_the_committed_offset_pulls_in_order_and_commits(endp
             return schema.ok_reply(request["id"], queues={"0": [0, 8]})
         if op == "fetch_offset":
             return schema.ok_reply(request["id"], offset=5)
-        if op == "pull" and request["offset"] == 5:
-            return schema.ok_reply(request["id"], status="FOUND", next=8, min=0, max=8,
-                                   **packed(records))
-        if op in ("pull", "watch_queues"):  # the queue's end, no new queue: parked, longer than the polls wait
+        if op == "pull_queues" and request["queues"] == [[0, 5]]:
+            return schema.ok_reply(request["id"], queues=[[0, "FOUND", 8, 0, 8, 3]], **packed(records))
+        if op in ("pull_queues", "watch_queues"):  # the queue's end, no new queue: parked, longer than the polls wait
             return None
         return schema.ok_reply(request["id"], offset=request["offset"])
 
@@ -305,9 +304,9 @@ def test_consumer_starts_at_the_committed_offset_pulls_in_order_and_commits(endp
     consumer.commit()
     consumer.close()
     server.join(WAIT_S)
-    pulls = [r for r in log if r["op"] == "pull"]
-    assert [r["offset"] for r in pulls] == [5, 8]  # no spinning on the parked queue
-    assert pulls[0]["tags"] == "TagA" and pulls[0]["wait_ms"] == 50 and pulls[0]["group"] == "g" and pulls[0]["raw"]
+    pulls = [r for r in log if r["op"] == "pull_queues"]
+    assert [r["queues"] for r in pulls] == [[[0, 5]], [[0, 8]]]  # no spinning on the parked queue
+    assert pulls[0]["tags"] == "TagA" and pulls[0]["wait_ms"] == 50 and pulls[0]["group"] == "g"
     assert [r["op"] for r in log][-1] == "commit_offset" and log[-1]["offset"] == 8 and log[-1]["group"] == "g"
 
 
@@ -324,16 +323,16 @@ def test_consumer_seek_abandons_the_pull_in_flight(endpoints: Endpoints, broker:
         server.join(WAIT_S)
         assert consumer.poll(timeout_ms=50) == []
         endpoint, identity, parked = broker.next_request()
-        assert parked["op"] == "pull" and parked["offset"] == 0
+        assert parked["op"] == "pull_queues" and parked["queues"] == [[0, 0]]
         consumer.seek(0, 4)
         record = sample_record(queue_offset=0)
         # the abandoned pull's answer (offset 0) must not be delivered after the seek
-        broker.reply(endpoint, identity, schema.ok_reply(parked["id"], status="FOUND", next=1, min=0, max=10,
+        broker.reply(endpoint, identity, schema.ok_reply(parked["id"], queues=[[0, "FOUND", 1, 0, 10, 1]],
                                                          **packed([record])))
         deadline = time.monotonic() + WAIT_S
         assert consumer.poll(timeout_ms=100) == []
         endpoint, identity, fresh = broker.next_request()
-        assert fresh["offset"] == 4 and time.monotonic() < deadline
+        assert fresh["queues"] == [[0, 4]] and time.monotonic() < deadline
 
 
 def test_outgoing_takes_a_string_as_one_key_and_refuses_other_types() -> None:

@@ -32,6 +32,7 @@ PACKED = st.integers(0, 4).flatmap(  # count, a column block of three int64s per
     lambda n: st.tuples(st.just(n), st.binary(min_size=24 * n, max_size=24 * n), st.binary(max_size=64)))
 OFFSET_ENTRIES = st.tuples(NAMES, NAMES, COUNTS, st.integers(0, (1 << 63) - 1))
 LAGS = st.builds(QueueLag, NAMES, COUNTS, INTS, INTS, INTS, INTS, INTS)
+PULLED = st.builds(replies.PulledQueue, COUNTS, GET_STATUSES, INTS, INTS, INTS, st.just(0))  # the last takes the count
 
 STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
     replies.SendReply: st.builds(replies.SendReply, st.lists(RESULT_MAPS, max_size=4)),
@@ -91,6 +92,8 @@ STRATEGIES: dict[type[Reply], st.SearchStrategy[Any]] = {
         st.integers(0, 1023), st.tuples(INTS, INTS, INTS), max_size=4)),
     replies.DeleteGroupReply: st.builds(replies.DeleteGroupReply, st.lists(NAMES, max_size=3).map(tuple),
                                         st.lists(st.tuples(NAMES, COUNTS), max_size=3).map(tuple)),
+    replies.PullQueuesReply: st.tuples(PACKED, st.lists(PULLED, min_size=1, max_size=3), OPTIONAL_INTS).map(
+        lambda t: replies.PullQueuesReply([*t[1][:-1], t[1][-1]._replace(record_count=t[0][0])], *t[0], t[2])),
 }
 EVERY_REPLY = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.__name__)).flatmap(lambda c: STRATEGIES[c])
 
@@ -184,6 +187,9 @@ def todays_fields(reply: Reply) -> dict[str, Any]:
             return {"queues": {str(q): list(span) for q, span in queues.items()}}
         case replies.DeleteGroupReply(offsets, ack_queues):  # ``Administration.op_delete_group``
             return {"offsets": list(offsets), "ack_queues": [list(q) for q in ack_queues]}
+        case replies.PullQueuesReply(queues, count, cols, records, replied_us):  # ``SpanPulls._reply``
+            return {"queues": [list(q) for q in queues], "count": count, "cols": cols, "parts": [records],
+                    **({"replied_us": replied_us} if replied_us is not None else {})}
     raise AssertionError(f"no map of today for {reply!r}")
 
 

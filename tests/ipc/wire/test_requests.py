@@ -98,6 +98,10 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
     requests.TopicStats: st.builds(requests.TopicStats, TOPICS),
     requests.DeleteGroup: st.builds(requests.DeleteGroup, NAMES, OFFSETS),
     requests.AckGroupStats: st.builds(requests.AckGroupStats, NAMES),
+    requests.PullQueues: st.builds(requests.PullQueues, maybe(NAMES), TOPICS, st.dictionaries(
+                                       QUEUES, OFFSETS, min_size=1, max_size=4).map(lambda d: tuple(d.items())),
+                                   maybe(st.integers(1, 65_536)), maybe(st.integers(1, 1 << 20)), maybe(NAMES),
+                                   maybe(st.integers(0, 60_000)), maybe(st.booleans())),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
