@@ -5,12 +5,17 @@ connection) runs either side:
 
 - master (``mqstore.actors.ha.master``): learns the writer's end from ``written`` notices, serves its
   slaves from the mapped commitlog, and publishes ``Replicated`` on ``endpoints.replicated`` on every
-  change and every tick. With no epoch file yet it starts epoch 1 at the log's first offset, written
-  before the port opens.
+  change, to a subscriber as it joins, and every heartbeat interval while a slave is connected (the
+  writer counts no slave in sync once the last notice is older than three: ``mqstore.actors.writer.sync``).
+  With no epoch file yet it starts epoch 1 at the log's first offset, written before the port opens.
 - slave (``mqstore.actors.ha.slave``): the only writer of the commitlog. It finds its log's end as
   the writer does (the records checked from what the consume queues cover, a torn tail cut), follows
   its master, publishes ``tick`` (up to the last complete record) and ``written`` for the builders and
   the flush service, and answers the writer's ingress (``mqstore.actors.ha.slave_ingress``).
+
+Either side sleeps until something comes (a frame, a connection, a notice, a subscription) or a
+deadline that exists falls due: a heartbeat or report to send (``[ha] heartbeat_interval_ms``), a
+silent peer to close, a retry, a tick repeating a move; with none, the reports' safety net.
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ from mqstore.actors.ha.master import MasterSide
 from mqstore.actors.ha.slave import SlaveSide
 from mqstore.actors.ha.slave_ingress import SlaveIngress
 from mqstore.actors.ha_status import CONNECTING
-from mqstore.actors.runtime import Runtime
+from mqstore.actors.runtime import IDLE_REPORT_MS, Runtime
+from mqstore.actors.ticks import Ticks
 from mqstore.engine.ha.epochs import EpochFile
 from mqstore.engine.ha.replica import complete_end
 from mqstore.engine.log.commitlog import CommitLog
 from mqstore.ipc.transport.sockets import bind, connect, recv_message
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.notices import Tick, Written
+from mqstore.ipc.wire.notices import Replicated, Tick, Written
 
 log = logging.getLogger("mqstore")
 
@@ -62,21 +68,32 @@ class HaActor:
         side = MasterSide(cfg.ha, LogSource(commitlog), epochs.entries, monotonic_ms())
         ep = self.rt.endpoints
         written_in = connect(self.rt.ctx, zmq.SUB, ep.written, subscribe=(schema.WRITTEN,))
-        replicated_out = bind(self.rt.ctx, zmq.PUB, ep.replicated)
+        # XPUB: a subscription coming in (the writer started, or restarted) wakes the loop, and the
+        # subscriber hears the last word at once rather than at the next change or heartbeat
+        replicated_out = bind(self.rt.ctx, zmq.XPUB, ep.replicated)
+        replicated_out.setsockopt(zmq.XPUB_VERBOSE, 1)
         listener = side.listen(cfg.ha_address)
-        tick_ms = cfg.broker.tick_interval_ms
-        next_tick = next_housekeeping = 0
-        published: Any = None
+        heartbeat_ms = cfg.ha.heartbeat_interval_ms
+        next_publish = 0
+        published: Replicated | None = None
         try:
             while not self.rt.stopping:
                 poller = zmq.Poller()
                 poller.register(written_in, zmq.POLLIN)
+                poller.register(replicated_out, zmq.POLLIN)
                 poller.register(self.rt.stop_fd, zmq.POLLIN)
                 poller.register(listener.fileno(), zmq.POLLIN)
                 for fd, link in side.links.items():
                     poller.register(fd, zmq.POLLIN | (zmq.POLLOUT if link.peer.wants_write else 0))
-                ready = self.rt.poll(poller, tick_ms)
+                heard = published is not None and published.connected > 0  # the writer hears it every heartbeat
+                due = _due_ms(monotonic_ms(), side.due_ms(), next_publish if heard else None)
+                ready = self.rt.poll(poller, max(due - monotonic_ms(), 0))
                 now = monotonic_ms()
+                if not ready and now < due:
+                    # woken only to send a report held back by the stats interval (the poll sent it): no
+                    # report now, whose figures of time would differ, be held back and wake it again
+                    continue
+                joined = replicated_out in ready and _drain_subscriptions(replicated_out)
                 if written_in in ready:
                     side.note_written(_drain_written(written_in), now)
                 if listener.fileno() in ready:
@@ -86,20 +103,16 @@ class HaActor:
                         side.on_readable(link, now)
                 for link in list(side.links.values()):
                     side.push(link, now)
-                if now >= next_housekeeping:
-                    next_housekeeping = now + 1000
-                    side.housekeep(now)
+                side.housekeep(now)
                 notice = side.replicas.replicated(max(side.written_end, 0), side.epoch)
-                if notice != published or now >= next_tick:
+                if notice != published or joined or (notice.connected > 0 and now >= next_publish):
                     replicated_out.send_multipart(notice.frames())
-                    published = notice
-                if now >= next_tick:
-                    next_tick = now + tick_ms
-                    self.rt.report("running", role=cfg.broker.role, epoch=side.epoch, ha_state="serving",
-                                   listen="{}:{}".format(*cfg.ha_address), written=side.written_end,
-                                   replicated=notice.end, in_sync=notice.in_sync, connected=notice.connected,
-                                   slaves=side.replicas.stats(max(side.written_end, 0), now),
-                                   sent_bytes=side.sent_bytes, refused=side.refused, closed=side.closed)
+                    published, next_publish = notice, now + heartbeat_ms
+                self.rt.report("running", role=cfg.broker.role, epoch=side.epoch, ha_state="serving",
+                               listen="{}:{}".format(*cfg.ha_address), written=side.written_end,
+                               replicated=notice.end, in_sync=notice.in_sync, connected=notice.connected,
+                               slaves=side.replicas.stats(max(side.written_end, 0), now),
+                               sent_bytes=side.sent_bytes, refused=side.refused, closed=side.closed)
         finally:
             side.close()
             commitlog.close()
@@ -120,7 +133,8 @@ class HaActor:
         dispatch_out = bind(self.rt.ctx, zmq.PUB, ep.dispatch, hwm=100_000)
         written_out = bind(self.rt.ctx, zmq.PUB, ep.written)
         complete = start
-        tick_ms = min(cfg.broker.tick_interval_ms, cfg.ha.heartbeat_interval_ms)
+        tick_ms = cfg.broker.tick_interval_ms
+        ticks = Ticks()  # written and tick: on a move (twice, a tick apart), else every IDLE_TICK_MS
         next_tick = 0
         try:
             while not self.rt.stopping:
@@ -134,8 +148,14 @@ class HaActor:
                 if peer is not None:
                     connecting = side.state == CONNECTING
                     poller.register(peer.fd, zmq.POLLIN | (zmq.POLLOUT if connecting or peer.wants_write else 0))
-                ready = self.rt.poll(poller, tick_ms)
+                tick_due = ticks.next_idle_ms if ticks.quiet((side.end, complete)) else next_tick
+                due = _due_ms(now, side.due_ms(), tick_due)
+                ready = self.rt.poll(poller, max(due - now, 0))
                 now = monotonic_ms()
+                if not ready and now < due:
+                    # woken only to send a report held back by the stats interval (the poll sent it): no
+                    # report now, whose figures of time would differ, be held back and wake it again
+                    continue
                 for sock in (ingress, own_ingress):
                     if sock in ready:
                         _answer(sock, ingress_answers)
@@ -150,21 +170,38 @@ class HaActor:
                 if grew:
                     side.report(now, force=True)
                     complete = complete_end(commitlog, complete, side.end)
-                if grew or now >= next_tick:
+                if (grew or now >= next_tick) and ticks.due((side.end, complete), False, now):
                     next_tick = now + tick_ms
                     written_out.send_multipart(Written(side.end, 0, cfg.sync_flush).frames())
                     dispatch_out.send_multipart(Tick(complete).frames())
-                    side.report(now)
-                    side.housekeep(now)
-                    self.rt.report("running", role=cfg.broker.role, epoch=side.epochs.last_epoch, ha_state=side.state,
-                                   master=side.master, reason=side.reason, written=side.end, complete=complete,
-                                   confirm=side.confirm, master_end=side.master_end,
-                                   since_master_ms=side.since_master_ms(now),
-                                   appended_bytes=side.appended_bytes, connects=side.connects,
-                                   refused_sends=ingress_answers.refused)
+                side.report(now)
+                side.housekeep(now)
+                self.rt.report("running", role=cfg.broker.role, epoch=side.epochs.last_epoch, ha_state=side.state,
+                               master=side.master, reason=side.reason, written=side.end, complete=complete,
+                               confirm=side.confirm, master_end=side.master_end,
+                               since_master_ms=side.since_master_ms(now),
+                               appended_bytes=side.appended_bytes, connects=side.connects,
+                               refused_sends=ingress_answers.refused)
         finally:
             side.close()
             commitlog.close()
+
+
+def _due_ms(now_ms: int, *deadlines_ms: int | None) -> int:
+    """When the loop wakes if nothing comes: the nearest deadline that exists, the reports' safety net
+    at the latest."""
+    return min([d for d in deadlines_ms if d is not None] + [now_ms + IDLE_REPORT_MS])
+
+
+def _drain_subscriptions(sock: zmq.Socket[Any]) -> bool:
+    """Take the subscriptions that came to an XPUB; whether one was a subscribe (not a leave)."""
+    joined = False
+    while True:
+        try:
+            frame = sock.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return joined
+        joined = joined or frame[:1] == b"\x01"
 
 
 def _drain_written(sock: zmq.Socket[Any]) -> int:

@@ -259,8 +259,25 @@ class MasterSide:
                 return self.entries[i], end
         raise AssertionError("a master has at least one epoch")
 
+    def due_ms(self) -> int | None:
+        """The next deadline of a connection (a heartbeat to send, a silent or slow peer to close);
+        None with no connection. A push is never due on a clock: a written notice or a writable socket
+        brings it."""
+        due: list[int] = []
+        for link in self.links.values():
+            due.append(link.peer.last_read_ms + self.ha.housekeeping_interval_ms + 1)
+            if link.state != TRANSFER:
+                due.append(link.peer.connected_ms + self._handshake_ms + 1)
+            elif link.next_phys >= 0 and not link.peer.wants_write:
+                due.append(link.last_sent_ms + self.ha.heartbeat_interval_ms)
+        return min(due, default=None)
+
+    @property
+    def _handshake_ms(self) -> int:
+        return min(self.ha.housekeeping_interval_ms, HANDSHAKE_TIMEOUT_MS)
+
     def housekeep(self, now_ms: int) -> None:
-        handshake_ms = min(self.ha.housekeeping_interval_ms, HANDSHAKE_TIMEOUT_MS)
+        handshake_ms = self._handshake_ms
         for link in list(self.links.values()):
             if now_ms - link.peer.last_read_ms > self.ha.housekeeping_interval_ms:
                 self.close_link(link, f"nothing read for {self.ha.housekeeping_interval_ms} ms")

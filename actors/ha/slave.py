@@ -235,6 +235,17 @@ class SlaveSide:
             return
         self.reported, self.last_report_ms = self.end, now_ms
 
+    def due_ms(self) -> int:
+        """The next deadline: a retry while unconnected, else a report due (every heartbeat interval,
+        RocketMQ's haSendHeartbeatInterval) or the silent master or slow handshake ``housekeep`` ends."""
+        peer = self.peer
+        if peer is None:
+            return self.retry_at_ms
+        if self.state != TRANSFER:
+            return self.connected_ms + min(self.ha.housekeeping_interval_ms, HANDSHAKE_TIMEOUT_MS) + 1
+        return min(self.last_report_ms + self.ha.heartbeat_interval_ms,
+                   peer.last_read_ms + self.ha.housekeeping_interval_ms + 1)
+
     def housekeep(self, now_ms: int) -> None:
         peer = self.peer
         if peer is None:

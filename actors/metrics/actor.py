@@ -119,7 +119,8 @@ class MetricsActor:
                     idle = not self.collector.moved and not watched
                     next_collect = monotonic_ms() + max(self.interval_ms, IDLE_COLLECT_MS if idle else 0)
                     self.rt.report("running", listening=self.server is not None, served=self.pages.served,
-                                   collect_errors=self.collector.errors_total)
+                                   collect_errors=self.collector.errors_total,
+                                   asked=self.collector.asked)
                 due = next_collect if self.server is not None else min(next_collect, next_bind)
                 # asleep until the next collection; a stop makes ``stop_fd`` readable and ends the wait
                 select.select([self.rt.stop_fd], [], [], self.rt.wait_ms(max(due - monotonic_ms(), 0)) / 1000)

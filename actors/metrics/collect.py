@@ -18,12 +18,15 @@ ack queues, retention moving the builders' first offset), the ack queues also ev
 ``ACK_REFRESH_MS`` (a visibility timeout passing moves them, and no stat shows it; one request a
 reader), and everything every ``FULL_REFRESH_MS``, a safety net for what no stat shows (a
 thousand requests at a thousand topics: asked every minute, that was most of an idle broker's
-CPU). A move asks only the topics whose counts of messages in or out moved within ``RECENT_MS``
-(their queues' ends follow as the builders and readers catch up, which moves the status again)
-and new topics, and describes only the groups on them, or every group when offsets were
-committed; every topic and group after retention moved, an actor restarted, a source failed, or a
-move no topic's counts explain (a slave's log, appended without the writer). An idle broker's
-collection costs the same whatever its topics and groups. A source that does not answer
+CPU). A move asks only the topics whose counts of messages in or out moved since the last
+collection and new topics, and describes only the groups on them, or every group when offsets were
+committed. A topic that moved is asked again at each move until reader 0 shows the log as far as it
+went at the move (its queues' ends follow as the builders and the reader catch up, which moves the
+status again), ``PENDING_MS`` at most: a thousand topics made at once are asked two or three times
+each, not at every collection for a minute. Every topic and group is asked after retention moved,
+an actor restarted, a source failed, or a move no topic's counts explain (a slave's log, appended
+without the writer), until reader 0 has caught up with it. An idle broker's collection costs the
+same whatever its topics and groups. A source that does not answer
 within ``SOURCE_TIMEOUT_MS`` keeps its last answer, and the snapshot says which failed (``errors``).
 The snapshot is plain values: the JSON endpoint serves it as it is,
 and ``mqstore.actors.metrics.exposition`` turns it into Prometheus text.
@@ -57,7 +60,7 @@ MAX_TOPICS = 1_000   # topics whose queues are asked for each collection (the re
 MAX_GROUPS = 1_000   # groups described each collection
 FULL_REFRESH_MS = 600_000  # the queues, groups and ack queues asked this often even when nothing moved
 ACK_REFRESH_MS = 60_000  # the ack queues alone, this often
-RECENT_MS = 60_000  # a topic whose counts moved within this long is asked again at each move
+PENDING_MS = 60_000  # a topic whose move reader 0 has not shown yet is asked again at each move this long at most
 BUILDERS = ("cqbuilder", "indexbuilder")
 
 Snapshot = dict[str, Any]
@@ -124,6 +127,24 @@ def topic_counts(status: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     return {topic: tuple(c) for topic, c in counts.items()}
 
 
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _applied(status: dict[str, Any]) -> int:
+    return _int(status.get("actors", {}).get("cqbuilder", {}).get("applied"))
+
+
+def _readable(status: dict[str, Any]) -> int:
+    """How far reader 0 (which answers ``queue_info``) has seen the log applied."""
+    return _int(status.get("actors", {}).get("reader-0", {}).get("readable_end"))
+
+
+def _written_in(counts: tuple[Any, ...] | None) -> Any:
+    """A topic's count of messages in (the writer's), from its ``topic_counts``."""
+    return next((count for name, count in counts or () if name == "writer"), None)
+
+
 class Collector:
     def __init__(self, config: BrokerConfig, ctx: zmq.Context[Any]) -> None:
         self.config = config
@@ -139,9 +160,14 @@ class Collector:
         self._full_at_ms = self._ack_at_ms = 0
         self._everything: tuple[Any, ...] | None = None  # ``everything_moved`` at the last full ask
         self._counts: dict[str, tuple[Any, ...]] = {}  # ``topic_counts`` at the last collection
-        self._recent: dict[str, int] = {}  # topic -> when its counts last moved
+        self._pending: dict[str, tuple[int, int]] = {}  # topic -> (the log's end at its move, when): ``_note_moves``
+        self._all_pending: tuple[int, int] | None = None  # likewise every topic, after a move no count explains
+        self._due: set[str] = set()  # the pending topics reader 0 has caught up with: asked, then done
+        self._due_all = False
+        self._explained = 0  # the log's end as far as the writer's counts per topic explain it
         self._commits: tuple[Any, ...] | None = None  # the readers' commit counts at the last groups ask
         self.moved = True  # whether the last collection saw anything move
+        self.asked = {"queue_info": 0, "group_describe": 0}  # the requests per topic and per group made
 
     def close(self) -> None:
         self.admin.close()
@@ -166,13 +192,15 @@ class Collector:
         seen, now_ms = activity(self.last["status"], self.last["topics"]), monotonic_ms()
         self.moved = seen != self._seen
         everything = everything_moved(self.last["status"])
-        recent = self._recent_topics(now_ms)
+        asked = self._note_moves(now_ms)
         if self.moved or now_ms >= self._full_at_ms or errors or everything != self._everything:
-            full = bool(errors) or now_ms >= self._full_at_ms or everything != self._everything or not recent
-            topics = None if full else recent
+            full = bool(errors) or now_ms >= self._full_at_ms or everything != self._everything or asked is None
+            topics = None if full or asked is None else asked | (set(self.last["topics"]) - set(self.last["queues"]))
             more = self._ask((("queues", lambda: self._queues(topics)), ("groups", lambda: self._groups(topics)),
                               ("ack", self._ack)))
             self._seen = None if errors or more else seen
+            if not (errors or more):
+                self._settle()
             if full and not (errors or more):
                 self._full_at_ms, self._everything = now_ms + FULL_REFRESH_MS, everything
             self._ack_at_ms = now_ms + ACK_REFRESH_MS
@@ -222,22 +250,46 @@ class Collector:
                 errors.append(f"{name}: {exc}")
         return errors
 
-    def _recent_topics(self, now_ms: int) -> set[str]:
-        """The topics whose counts moved within ``RECENT_MS``, and those never asked."""
-        counts = topic_counts(self.last["status"])
-        for topic in set(counts) | set(self._counts):
-            if counts.get(topic) != self._counts.get(topic):
-                self._recent[topic] = now_ms
-        self._counts = counts
-        self._recent = {t: ms for t, ms in self._recent.items() if now_ms - ms < RECENT_MS}
-        return set(self._recent) | (set(self.last["topics"]) - set(self.last["queues"]))
+    def _note_moves(self, now_ms: int) -> set[str] | None:
+        """The topics to ask at a move (None: every topic). A topic whose counts moved since the last
+        collection is asked at once, and again once reader 0 shows the log as far as it went then
+        (its queues' ends follow as the builders and the reader catch up, which moves the status
+        again), ``PENDING_MS`` at most; every topic likewise when the log went further than the
+        writer's counts explain (a slave's log, appended without the writer)."""
+        status = self.last["status"]
+        counts = topic_counts(status)
+        before, self._counts = self._counts, counts
+        moved = {t for t in set(counts) | set(before) if counts.get(t) != before.get(t)}
+        written, readable = _int(status.get("written")), _readable(status)
+        everything = False
+        if any(_written_in(counts.get(t)) != _written_in(before.get(t)) for t in moved):
+            self._explained = max(self._explained, written)
+        elif written > self._explained:
+            self._explained = written
+            self._all_pending, everything = (written, now_ms), True
+        for topic in moved:
+            self._pending[topic] = (max(written, self._pending.get(topic, (0, 0))[0]), now_ms)
+        self._due = {t for t, (end, ms) in self._pending.items() if end <= readable or now_ms - ms >= PENDING_MS}
+        self._due_all = self._all_pending is not None and (self._all_pending[0] <= readable
+                                                           or now_ms - self._all_pending[1] >= PENDING_MS)
+        return None if everything or self._due_all else moved | self._due
+
+    def _settle(self) -> None:
+        """After an answer: the moves reader 0 had caught up with when it was asked are done."""
+        for topic in self._due:
+            del self._pending[topic]
+        if self._due_all:
+            self._all_pending = None
+        self._due, self._due_all = set(), False
 
     def _queues(self, only: set[str] | None) -> dict[str, dict[str, list[int]]]:
         """Every topic's queues (the first ``MAX_TOPICS``), those of ``only`` asked again, the others kept."""
         names = sorted(self.last["topics"])[:MAX_TOPICS]
         kept = self.last["queues"]
+        asked = {t for t in names if only is None or t in only or t not in kept}
+        self.asked["queue_info"] += len(asked)
         return {t: {str(q): list(span) for q, span in sorted(self.admin.queue_info(t).items())}
-                if only is None or t in only or t not in kept else kept[t] for t in names}
+                if t in asked else kept[t] for t in names}
 
     def _groups(self, only: set[str] | None) -> dict[str, list[dict[str, Any]]]:
         """Every group's queues (the first ``MAX_GROUPS``): those on the topics ``only`` described again,
@@ -248,8 +300,9 @@ class Collector:
                         if name.startswith("reader"))
         every, self._commits, on = only is None or commits != self._commits, commits, only or set()
         kept = self.last["groups"]
-        return {group: [lag_to_wire(q) for q in self.admin.group_describe(group)]
-                if every or group not in kept or not on.isdisjoint(topics_of[group]) else kept[group]
+        asked = {g for g in names if every or g not in kept or not on.isdisjoint(topics_of[g])}
+        self.asked["group_describe"] += len(asked)
+        return {group: [lag_to_wire(q) for q in self.admin.group_describe(group)] if group in asked else kept[group]
                 for group in names}
 
     def _ack(self) -> list[dict[str, Any]]:

@@ -83,8 +83,12 @@ def test_a_commit_a_message_or_a_new_topic_asks_again(tmp_path: Path) -> None:
     status["actors"]["reader-0"]["commits"] = 1  # an offset committed: the groups' lag moved
     made.collect()
     assert made.moved and admin.asked["group_describe"] == 6
-    assert admin.asked["queue_info"] == 3  # T0, whose messages moved at the start; T1 kept
-    status["actors"]["cqbuilder"]["applied"] = 2000  # new entries in the consume queues
+    assert admin.asked["queue_info"] == 2  # a commit moves the groups' lag, not the queues
+    status["actors"]["writer"]["topics_in"]["T0"] = [4, 400]  # a message into T0: its queues asked
+    status["written"] = 1100
+    made.collect()
+    assert admin.asked["queue_info"] == 3
+    status["actors"]["reader-0"]["readable_end"] = 1100  # and again once reader 0 shows it
     made.collect()
     assert admin.asked["queue_info"] == 4
     made.collect()
@@ -102,7 +106,6 @@ def test_a_move_asks_only_the_topics_whose_messages_moved_and_the_groups_on_them
     made, admin = collector(tmp_path, status, groups=40)
     admin.group_names["on-t1"] = ["T1"]
     made.collect()
-    clock[0] += collect_module.RECENT_MS  # T0's counts at the start are old news
     made.collect()
     asked = dict(admin.asked)
     status["actors"]["writer"]["topics_in"] = {"T0": [3, 300], "T1": [1, 100]}
@@ -124,11 +127,17 @@ def test_a_move_no_topic_explains_asks_every_topic(tmp_path: Path,
     status = copy.deepcopy(STATUS)
     made, admin = collector(tmp_path, status, groups=1)
     made.collect()
-    clock[0] += collect_module.RECENT_MS  # the start's counts are no longer recent
     made.collect()
     status["written"] = 5000
     made.collect()
     assert admin.asked["queue_info"] == 4
+    status["actors"]["cqbuilder"]["applied"] = 5000  # the builder catching up: nothing new to show yet
+    made.collect()
+    assert admin.asked["queue_info"] == 4
+    status["actors"]["reader-0"]["readable_end"] = 5000  # reader 0 shows the log that far: every topic again
+    made.collect()
+    made.collect()
+    assert admin.asked["queue_info"] == 6
 
 
 def test_retention_moving_a_builder_asks_the_queues_again(tmp_path: Path) -> None:
@@ -158,3 +167,27 @@ def test_past_a_minute_of_nothing_moving_only_the_ack_queues_are_asked(tmp_path:
     clock[0] += collect_module.FULL_REFRESH_MS
     made.collect()
     assert admin.asked["group_describe"] == 100 and admin.asked["ack_stats"] == 3
+
+
+def test_topics_made_in_bulk_are_not_asked_again_at_every_move_for_a_minute(tmp_path: Path) -> None:
+    """Two hundred topics made with a message each are asked as they appear, then once reader 0 shows
+    their messages; later moves of one topic ask that topic alone (its queues were asked at every
+    collection with a move for a minute: 200 requests each)."""
+    status = copy.deepcopy(STATUS)
+    made, admin = collector(tmp_path, status, groups=0)
+    made.collect()
+    made.collect()
+    base = admin.asked["queue_info"]
+    topics = {f"B{i:03}": 1 for i in range(200)}
+    admin.topics = lambda: {"T0": 1, "T1": 1, **topics}  # type: ignore[method-assign]
+    status["actors"]["writer"]["topics_in"] = {"T0": [3, 300], **{t: [1, 100] for t in topics}}
+    status["written"] = 21_000
+    made.collect()  # new, and moved: asked once
+    status["actors"]["reader-0"]["readable_end"] = 21_000
+    made.collect()  # reader 0 shows their messages: asked again, then settled
+    assert admin.asked["queue_info"] - base == 400
+    for i in range(10):  # one topic moving at a time
+        status["actors"]["writer"]["topics_in"]["T0"] = [4 + i, 400 + i * 100]
+        status["written"] = status["actors"]["reader-0"]["readable_end"] = 21_100 + i * 100
+        made.collect()
+    assert admin.asked["queue_info"] - base == 410
