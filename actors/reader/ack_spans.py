@@ -1,0 +1,78 @@
+"""Spanning ack pulls (``ack_pull_queues``): one request for several queues of one group and topic on
+this reader, as Kafka's fetch spans partitions, so that an ack-mode consumer's queues on a reader cost
+one round, one reply and one wake-up.
+
+Each named queue is served as its own ``ack_pull`` would be (``AckGroups.serve``: the queue index's
+publish and deliver records, redelivery flags, dead letters, the consumer's ``prefetch`` per queue),
+and the request is answered at once with whatever any queue hands out. Otherwise it waits parked
+under every queue it names (``mqstore.actors.reader.long_poll.ParkedAckPulls``) and is answered when
+any of them has something (an ``arrived`` notice, a nack, an ack that makes room, a visibility
+timeout), or empty at ``wait_ms``.
+
+The bounds are shared as a ``pull_queues``' are: each queue's part is at most the request's ``max``,
+the whole reply at most [broker] fetch_max_count messages, each queue in turn getting an equal share
+of what is left, and no queue is served once the reply holds fetch_max_bytes; the queue served first
+turns with every request, so a queue with a deep backlog never starves the others.
+
+Every queue named must be this reader's (else NOT_OWNER, as an ``ack_pull``), and a request that
+would open more indexes than [broker] ack_max_queues allows is refused SERVICE_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mqstore.actors.reader.ack_requests import AckSpan, resolve_ack_span
+from mqstore.actors.reader.long_poll import ParkedAckSpan
+from mqstore.ipc.wire import requests, schema
+from mqstore.ipc.wire.replies import AckPullReply
+
+if TYPE_CHECKING:
+    from mqstore.actors.reader.ack_groups import AckGroups
+
+
+class AckSpans:
+    def __init__(self, groups: AckGroups) -> None:
+        self.groups = groups
+        self.max_count, self.max_bytes = groups.cfg.fetch_max_count, groups.cfg.fetch_max_bytes
+        self.requests = 0  # ack_pull_queues requests served
+        self._turn = 0     # which named queue is served first: one further on every serve
+
+    def op_ack_pull_queues(self, identity: bytes, request_id: Any, request: requests.AckPullQueues
+                           ) -> dict[str, Any] | None:
+        groups = self.groups
+        span, wait_ms = resolve_ack_span(request, groups.cfg)
+        for key in span.keys:
+            refused = groups.not_owner(request_id, key)
+            if refused is not None:
+                return refused
+        opening = sum(1 for key in span.keys if groups.queues.opened(key) is None)
+        if opening and len(groups.queues) + opening > groups.cfg.ack_max_queues:
+            return schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, (
+                f"reader {groups.reader_index} serves {len(groups.queues)} ack-mode queues and would open {opening} "
+                f"more, past its [broker] ack_max_queues"))
+        self.requests += 1
+        now = groups.now_ms()
+        msgs = self.serve(span, now, recheck=True)
+        if not msgs and wait_ms > 0 and not groups.parked.full:
+            groups.parked.park(ParkedAckSpan(identity, request_id, span, now + wait_ms))
+            return None
+        return AckPullReply(msgs).encode(request_id)
+
+    def serve(self, span: AckSpan, now: int, *, recheck: bool = False) -> list[dict[str, Any]]:
+        """Each queue served in turn, from this serve's first, within its share of what the reply has
+        left; the deliveries, one queue's after another."""
+        n = len(span.queue_ids)
+        first = self._turn % n
+        self._turn += 1
+        left_count, left_bytes = self.max_count, self.max_bytes
+        msgs: list[dict[str, Any]] = []
+        for i, queue_id in enumerate(span.queue_ids[first:] + span.queue_ids[:first]):
+            if left_count <= 0 or left_bytes <= 0:
+                break
+            part = self.groups.serve(span.pull(queue_id, min(span.max_count, max(1, left_count // (n - i)))), now,
+                                     recheck=recheck)
+            left_count -= len(part)
+            left_bytes -= sum(m["size"] for m in part)
+            msgs += part
+        return msgs
