@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import zmq
 
+from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.api import Admin
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire import schema
@@ -237,3 +238,22 @@ def test_malformed_spans_are_refused_and_the_reader_serves_on(broker: Broker, re
     nowhere = next(q for q in range(QUEUES, 256) if ack_owner("S6", "Bad", q, READERS) == 0)  # no such queue
     assert by_queue(span(reader0, "S6", "Bad", [*mine, nowhere])) == {q: [0] for q in mine}
     assert reader0.call("ping")["ok"]
+
+
+def test_an_ack_consumer_waits_on_all_its_queues_of_a_reader_in_one_request(broker: Broker) -> None:
+    topic(broker, "Waits", 0)
+    readers = [Reader(broker, i) for i in range(READERS)]
+    try:
+        with AckConsumer(broker.store, group="S7", topic="Waits", long_poll_ms=5000) as consumer:
+            assert consumer.queues == list(range(QUEUES))
+            assert consumer.receive(10, 0) == []  # the pulls go out
+            # eight idle queues over two readers: one request parked on each (eight before)
+            wait_for(lambda: [r.call("ping")["parked"] for r in readers] == [1] * READERS, 10,
+                     "one parked pull per reader")
+            produce(broker, "Waits", 1, queue=QUEUES - 1)
+            [got] = consumer.receive(10, REPLY_MS)
+            assert (got.receipt.queue_id, got.receipt.seq, got.redelivered) == (QUEUES - 1, 0, False)
+            assert consumer.ack(got) == [OK]
+    finally:
+        for reader in readers:
+            reader.close()
