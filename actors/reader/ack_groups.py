@@ -299,7 +299,7 @@ class AckGroups:
         for seq, parked in self.parked.waiting(key):
             try:
                 msgs = (self.serve(parked.pull, now) if isinstance(parked, ParkedAckPull)
-                        else self.spans.serve(parked.span, now))
+                        else self.spans.serve_woken(parked.span, key[2], now))
             except Exception as exc:  # the reader's error boundary, for a pull it answers later
                 log.exception("parked ack pull failed")
                 self.parked.unpark(key, seq)

@@ -59,6 +59,12 @@ class AckSpans:
             return None
         return AckPullReply(msgs).encode(request_id)
 
+    def serve_woken(self, span: AckSpan, queue_id: int, now: int) -> list[dict[str, Any]]:
+        """A parked span woken by one of its queues: that queue served alone (the others had nothing
+        when it parked, and any of them that gets something wakes it in turn), so a wake costs one
+        queue's serve however many the span names."""
+        return self.groups.serve(span.pull(queue_id, min(span.max_count, self.max_count)), now)
+
     def serve(self, span: AckSpan, now: int, *, recheck: bool = False) -> list[dict[str, Any]]:
         """Each queue served in turn, from this serve's first, within its share of what the reply has
         left; the deliveries, one queue's after another."""
