@@ -1,11 +1,11 @@
 """An actor process from start to exit.
 
 ``run_actor`` is the target the supervisor starts each process with (through its fork server): it logs to
-stderr, names the process by its role (``name_process``: the title ``ps`` shows and the kernel's
-thread name), asks the kernel to end the process with its supervisor, rebuilds the configuration from
-plain values, opens the process's ``Runtime``, ties SIGTERM and SIGINT to its stop flag, builds the
-named actor (``mqstore.actors.registry``) and runs it until that flag is up. A fault exits non-zero, so the
-supervisor restarts the process.
+stderr, dumps its threads' stacks there on SIGUSR1 (``dump_stacks_on_signal``), names the process by its
+role (``name_process``: the title ``ps`` shows and the kernel's thread name), asks the kernel to end the
+process with its supervisor, rebuilds the configuration from plain values, opens the process's
+``Runtime``, ties SIGTERM and SIGINT to its stop flag, builds the named actor (``mqstore.actors.registry``)
+and runs it until that flag is up. A fault exits non-zero, so the supervisor restarts the process.
 
 Importing this module imports no actor: the registry imports a kind's module when it builds one.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import cProfile
 import ctypes
+import faulthandler
 import logging
 import os
 import resource
@@ -66,6 +67,16 @@ def name_process(role: str, store_dir: str) -> None:
 def setup_logging(name: str) -> None:
     logging.basicConfig(stream=sys.stderr, level=log_level(),
                         format=f"%(asctime)s {name}[%(process)d] %(levelname)s %(message)s")
+
+
+STACKS_SIGNAL = signal.SIGUSR1
+
+
+def dump_stacks_on_signal() -> None:
+    """``kill -USR1 PID`` writes every thread's Python stack to the process's stderr (the broker's log):
+    what an actor is doing when it is slow, or does not stop. Armed first, so any process titled as an
+    actor has it (``faulthandler``: written from the signal handler, whatever the threads hold)."""
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
 
 def on_stop_signals(stop: Callable[[], None]) -> None:
@@ -206,6 +217,7 @@ def run_actor(name: str, config_dict: dict[str, Any]) -> None:
     """Process entry point: build the actor and run it until SIGTERM; a fault exits non-zero so the
     supervisor restarts the process."""
     setup_logging(name)
+    dump_stacks_on_signal()
     die_with_parent()
     name_process(name, str(config_dict["store_dir"]))
     config = BrokerConfig.from_dict(config_dict)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
@@ -180,10 +179,10 @@ class BrokerFront:
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise RequestError(rm.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         born_host = (peer.ip, peer.port) if peer.ip.count(".") == 3 else None  # V1 records hold IPv4 only
-        template = Outgoing(topic=topic, body=b"", queue_id=header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1),
-                            sys_flag=header_int(ext, "sysFlag", 0, lo=0),
-                            born_ms=header_int(ext, "bornTimestamp", wall_ms(), lo=0), born_host=born_host,
-                            reconsume_times=header_int(ext, "reconsumeTimes", 0, lo=0))
+        queue_id = header_int(ext, "queueId", lo=0, hi=(1 << 31) - 1)
+        sys_flag = header_int(ext, "sysFlag", 0, lo=0)
+        born_ms = header_int(ext, "bornTimestamp", wall_ms(), lo=0)
+        reconsume_times = header_int(ext, "reconsumeTimes", 0, lo=0)
         if request.code == rm.SEND_BATCH_MESSAGE or header_flag(ext.get("batch")):
             items = rm.decode_batch(request.body)
             if not items or any(PROP_TRAN_MSG in i.properties for i in items):
@@ -191,10 +190,14 @@ class BrokerFront:
             delay = decode_properties(ext.get("properties", "").encode()).get(PROP_DELAY, "0")
             if (parse_level(delay) or 0) > 0:  # RocketMQ's asyncPutMessages refuses a delayed batch
                 raise RequestError(rm.MESSAGE_ILLEGAL, "a batch cannot carry a delay level")
-            outgoing = [replace(template, body=i.body, properties=i.properties, flag=i.flag) for i in items]
+            outgoing = [Outgoing(topic, i.body, properties=i.properties, queue_id=queue_id, flag=i.flag,
+                                 born_ms=born_ms, born_host=born_host, reconsume_times=reconsume_times,
+                                 sys_flag=sys_flag) for i in items]
         else:
             props = decode_properties(ext.get("properties", "").encode())
-            outgoing = [replace(template, body=request.body, properties=props, flag=header_int(ext, "flag", 0))]
+            outgoing = [Outgoing(topic, request.body, properties=props, queue_id=queue_id,
+                                 flag=header_int(ext, "flag", 0), born_ms=born_ms, born_host=born_host,
+                                 reconsume_times=reconsume_times, sys_flag=sys_flag)]
         code, remark, head = await self._put(outgoing)
         if PROP_TRAN_MSG in outgoing[0].properties and "UNIQ_KEY" in outgoing[0].properties:
             head["transactionId"] = outgoing[0].properties["UNIQ_KEY"]  # a half message's answer names it

@@ -27,7 +27,7 @@ import resource
 from typing import Any
 
 from mqstore.actors.clock import monotonic_ms
-from mqstore.actors.remoting.door import Connection, Door, usable_connections
+from mqstore.actors.remoting.door import SMALL_FRAME_BYTES, Connection, Door, usable_connections
 from mqstore.actors.remoting.front import BrokerFront
 from mqstore.actors.remoting.headers import Peer
 from mqstore.actors.remoting.registrar import Registrar, registrar_for
@@ -208,7 +208,8 @@ class RemotingActor:
         reserved = 0
         try:
             async with asyncio.timeout(self.config.frame_timeout_ms / 1000):
-                reserved = await self.door.reserve(peer.ip, length)
+                if length > SMALL_FRAME_BYTES:  # a small frame is never held back: no wait to begin
+                    reserved = await self.door.reserve(peer.ip, length)
                 frame = await reader.readexactly(length)
         except TimeoutError:
             self.timed_out += 1
@@ -239,10 +240,19 @@ class RemotingActor:
 
     async def _write(self, conn: Connection, command: rm.RemotingCommand) -> None:
         """One whole frame at a time; a client that does not read holds back only its own replies, and
-        one that takes longer than ``frame_timeout_ms`` to take a reply is cut off."""
+        one that takes longer than ``frame_timeout_ms`` to take a reply is cut off. A frame the socket
+        takes whole at once (nothing queued before it, nothing left after) needs no wait and no deadline."""
+        frame = rm.encode_command(command)
+        transport = conn.writer.transport
+        if not conn.lock.locked() and not transport.get_write_buffer_size() and not transport.is_closing():
+            conn.writer.write(frame)  # the transport sends at once what the socket takes
+            if not transport.get_write_buffer_size():
+                conn.active_ms = monotonic_ms()
+                return
+            frame = b""  # queued: wait for it below like any other
         try:
             async with asyncio.timeout(self.config.frame_timeout_ms / 1000), conn.lock:
-                conn.writer.write(rm.encode_command(command))
+                conn.writer.write(frame)  # nothing, when it is already queued
                 await conn.writer.drain()
             conn.active_ms = monotonic_ms()
         except TimeoutError:

@@ -69,7 +69,9 @@ class TransactionsActor:
         self.producers = ProducerTable()
         self.router: zmq.Socket[Any] | None = None
         self.roles = cfg.key_roles()  # what each CURVE client key may do; None: no CURVE, none apply
-        self.checker = Checker(self.broker, CheckSettings(cfg.broker.transaction_timeout_ms,
+        # the check run's calls give up once the actor stops: its peers may be gone (a producer's end is waited for)
+        check_calls = BrokerCalls(self.channel, Host(host.ip, host.port), tx.CHECK_GROUP, lambda: self.rt.stopping)
+        self.checker = Checker(check_calls, CheckSettings(cfg.broker.transaction_timeout_ms,
                                                           cfg.broker.transaction_check_max,
                                                           cfg.retention.reserved_ms),
                                wall_ms, self._ask)
@@ -90,7 +92,7 @@ class TransactionsActor:
                 # requests wake the loop; the check run's cadence is the one deadline
                 if router in self.rt.poll(poller, max(0, next_run - monotonic_ms())):
                     self._serve(router)
-                if monotonic_ms() >= next_run:
+                if monotonic_ms() >= next_run and not self.rt.stopping:
                     try:
                         self._add(self.checker.run())
                     except (BrokerError, BrokerTimeoutError) as exc:

@@ -8,7 +8,8 @@ commits, op records, re-appended halves and discards through the writer's ingres
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import wait
 from typing import Any
 
 from mqstore.engine.log.host import Host
@@ -16,23 +17,35 @@ from mqstore.engine.log.msgid import offset_msg_id
 from mqstore.engine.log.record import PROP_CRC_KEY, PROP_KEYS, PROP_TAGS, Record
 from mqstore.engine.put import transactions as tx
 from mqstore.ipc.remoting import codec as remoting
-from mqstore.ipc.transport.channel import Channel
+from mqstore.ipc.transport.channel import BrokerTimeoutError, Channel
 from mqstore.ipc.wire import replies, requests
 from mqstore.ipc.wire.messages import Outgoing, SendResult
 
 CALL_TIMEOUT_MS = 5_000
+STOP_CHECK_S = 0.1  # while a call waits, how often it looks whether the actor stops
 PULL_BATCH = 32  # RocketMQ's checker pulls 32 at a time
 
 
 class BrokerCalls:
-    def __init__(self, channel: Channel, store_host: Host, group: str) -> None:
+    """``stopping``: once it is true, a call waiting for its reply gives up (BrokerTimeoutError), as a
+    call to a peer that is gone would at its timeout: an actor whose supervisor died stops with every
+    peer at once, and a reader already gone never answers."""
+
+    def __init__(self, channel: Channel, store_host: Host, group: str,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
         self.channel = channel
         self.store_host = store_host
         self.group = group
+        self._stopping = stopping
         self._made: set[str] = set()  # system topics made by this process (with one queue, as RocketMQ's)
 
     def _call(self, route: str, request: requests.Request) -> dict[str, Any]:
-        return self.channel.call(route, request, timeout_ms=CALL_TIMEOUT_MS).result()
+        future = self.channel.call(route, request, timeout_ms=CALL_TIMEOUT_MS)
+        while not wait([future], STOP_CHECK_S).done:
+            if self._stopping():
+                future.cancel()
+                raise BrokerTimeoutError(f"stopping: no longer waiting for the reply to {type(request).__name__}")
+        return future.result()
 
     def record_at(self, phys_offset: int) -> Record | None:
         """The record at a commitlog offset, as stored; None when the readers do not have it (yet)."""

@@ -45,6 +45,7 @@ from typing import Any
 import zmq
 
 from mqstore.actors.clock import monotonic_ms, wall_ms
+from mqstore.actors.flushed import sync_commitlog
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.writer import encoded, sends
 from mqstore.actors.writer.ingress import Answer, Ingress
@@ -186,13 +187,18 @@ class CommitLogWriterActor:
                     self._tick(outlets, now)
                 if now >= self._disk_due_ms():
                     self._check_disk(now, outlets)
-            waiters.drain(outlets, flushed_in, replicated_in)
+            waiters.drain(outlets, flushed_in, replicated_in, self._sync_to_end)
             self._tick(outlets, monotonic_ms(), last=True)
         finally:
             self.rt.report("stopped", force=True, written=self.commitlog.max_offset)
             self.prefault.stop()
             self.reclaimer.close()
             self.commitlog.close()
+
+    def _sync_to_end(self, flushed_end: int) -> int:
+        """The commitlog made durable from ``flushed_end`` to the written end, by this process (at stop)."""
+        return sync_commitlog(self.store_dir / "commitlog", self.commitlog.file_size, flushed_end,
+                              self.commitlog.max_offset)
 
     def _poll_ms(self, tick_ms: int, next_tick: int) -> int:
         """How long the loop may sleep: a tick away while a tick has something to publish or a send

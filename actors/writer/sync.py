@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,11 +257,19 @@ class SyncWaiters:
         self.held -= len(done)
 
     def drain(self, outlets: Outlets, flushed_in: zmq.Socket[Any],
-              replicated_in: zmq.Socket[Any] | None = None) -> None:
+              replicated_in: zmq.Socket[Any] | None = None, sync_own: Callable[[int], int] | None = None) -> None:
         """On stop, give waiting sends their flush and copies, or their timeouts: never wait longer
-        than the longer timeout (the flush service or the HA actor may be gone). Batches still not
-        dispatched are read back from the commitlog by the builders, or by the supervisor's final
-        catch-up."""
+        than the longer timeout (the HA actor may be gone). What waits for a flush is flushed here
+        by ``sync_own`` (given how far the log is flushed, it makes the log durable to its end and
+        returns that end; an OSError leaves the flush to the flush service): the flush service stops
+        at the same time (every actor is stopped at once when the supervisor dies) and its notice may
+        never come. Batches still not dispatched are read back from the commitlog by the builders, or
+        by the supervisor's final catch-up."""
+        if sync_own is not None and self.sync_flush and self.flush_wanted:
+            try:
+                self.flushed_end = max(self.flushed_end, sync_own(self.flushed_end))
+            except OSError as exc:
+                log.error("cannot flush the commitlog at stop (%s): its waiting sends wait for the flush service", exc)
         longest = max(self.timeout_ms, self.replicas.timeout_ms if self.replicas is not None else 0)
         deadline = monotonic_ms() + longest
         while (self.held or self.undispatched) and monotonic_ms() < deadline:

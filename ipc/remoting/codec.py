@@ -24,6 +24,7 @@ from typing import Any
 
 from mqstore.engine.errors import MqstoreError
 from mqstore.engine.log.record import SYSFLAG_COMPRESSED, DecodeKind, Record, decode_properties, decode_record
+from mqstore.ipc.remoting import json_header
 from mqstore.ipc.remoting.signature import Credentials, signed
 
 # request codes (RequestCode.java)
@@ -162,7 +163,7 @@ def _text(value: Any) -> str:
 
 def _from_json(header: bytes, body: bytes) -> RemotingCommand:
     try:
-        raw = json.loads(header)
+        raw = json_header.loads(header)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FrameError(f"header is not JSON: {exc}") from None
     if not isinstance(raw, dict):
@@ -170,21 +171,21 @@ def _from_json(header: bytes, body: bytes) -> RemotingCommand:
     ext = raw.get("extFields") or {}
     if not isinstance(ext, dict):
         raise FrameError("extFields is not an object")
+    get = raw.get
     try:
-        code, opaque, flag, version = (int(raw.get(k, 0)) for k in ("code", "opaque", "flag", "version"))
+        code, opaque, flag = int(get("code", 0)), int(get("opaque", 0)), int(get("flag", 0))
+        version = int(get("version", 0))
     except (TypeError, ValueError):
         raise FrameError("code, opaque, flag and version must be integers") from None
-    remark = raw.get("remark")
+    remark = get("remark")
     return RemotingCommand(code, opaque, flag, None if remark is None else str(remark),
-                           {str(k): _text(v) for k, v in ext.items()}, body, str(raw.get("language", "")), version,
-                           JSON_TYPE)
+                           {k: v if v.__class__ is str else _text(v) for k, v in ext.items()}, body,
+                           str(get("language", "")), version, JSON_TYPE)
 
 
 def _to_json(command: RemotingCommand) -> bytes:
-    header: dict[str, Any] = {"code": command.code, "language": command.language, "version": command.version,
-                              "opaque": command.opaque, "flag": command.flag, "remark": command.remark,
-                              "extFields": command.ext, "serializeTypeCurrentRPC": "JSON"}
-    return json.dumps(header, separators=(",", ":")).encode()
+    return json_header.dumps(command.code, command.language, command.version, command.opaque, command.flag,
+                             command.remark, command.ext)
 
 
 def _from_binary(header: bytes, body: bytes) -> RemotingCommand:

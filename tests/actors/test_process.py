@@ -156,3 +156,28 @@ def test_a_max_map_count_too_low_for_the_store_is_said_plainly(tmp_path: Path) -
     assert "vm.max_map_count is 1000, and this process may map 1424" in said["low"]
     assert "sysctl -w vm.max_map_count=1424" in said["low"]
     assert "max_map_count" not in said["high"]
+
+
+def test_sigusr1_writes_every_threads_stack_to_stderr_and_the_actor_runs_on(tmp_path: Path) -> None:
+    """What an actor that is slow to stop, or does not stop, is doing: ``kill -USR1`` writes its
+    threads' Python stacks into its log, and costs it nothing else."""
+    code = ("import sys, threading, time\n"
+            "from mqstore.actors.process import dump_stacks_on_signal\n"
+            "def waiting_in_the_stop_path(): time.sleep(120)\n"
+            "dump_stacks_on_signal()\n"
+            "threading.Thread(target=waiting_in_the_stop_path, daemon=True).start()\n"
+            "print('armed', flush=True); sys.stdin.read()\n")
+    err = tmp_path / "stderr"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=stderr, cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"armed\n"
+        proc.send_signal(signal.SIGUSR1)
+        stacks = wait_for(lambda: "waiting_in_the_stop_path" in err.read_text() and err.read_text(), 30,
+                          "the stacks in stderr")
+        assert "most recent call first" in stacks and "in <module>" in stacks  # the main thread's too
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()

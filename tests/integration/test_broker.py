@@ -145,6 +145,69 @@ def test_sigkill_each_actor_and_all_at_once_under_load(tmp_path: Path) -> None:
     assert verify_store(broker.store).ok
 
 
+def _survivors(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running (a zombie has exited: only its parent has not reaped it)."""
+    alive = []
+    for p in procs:
+        with suppress(psutil.NoSuchProcess):
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+    return alive
+
+
+def _proc_text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as exc:
+        return f"({exc.strerror})"
+
+
+def _describe(p: psutil.Process) -> str:
+    """What a process is doing, from /proc: its title, state and parent; its signals pending, blocked,
+    ignored and caught (SIGTERM is bit 15: pending and not yet handled, or never caught); and each
+    thread's name, state, the kernel function it sleeps in and, where readable, its kernel stack."""
+    with suppress(psutil.Error):
+        lines = [f"{p.pid} {' '.join(p.cmdline())[:100]!r} {p.status()} ppid {p.ppid()}"]
+        status = _proc_text(f"/proc/{p.pid}/status").splitlines()
+        lines.append("  " + " ".join(line.replace("\t", "") for line in status
+                                      if line.startswith(("SigQ", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))))
+        for tid in sorted(os.listdir(f"/proc/{p.pid}/task"), key=int):
+            task = f"/proc/{p.pid}/task/{tid}"
+            state = next((x.split(":", 1)[1].strip() for x in _proc_text(f"{task}/status").splitlines()
+                          if x.startswith("State")), "?")
+            lines.append(f"  thread {tid} {_proc_text(f'{task}/comm')!r} {state} wchan {_proc_text(f'{task}/wchan')}")
+            stack = _proc_text(f"{task}/stack")
+            if stack and not stack.startswith("("):
+                lines += [f"    {frame}" for frame in stack.splitlines()[:12]]
+        return "\n".join(lines)
+    return f"{p.pid} gone"
+
+
+def _why_still_running(broker: Broker, procs: list[psutil.Process], killed_s: float, more_s: float = 60) -> str:
+    """The survivors of a SIGKILLed supervisor past the deadline: each described (``_describe``), the
+    actors' Python stacks (SIGUSR1, ``mqstore.actors.process.dump_stacks_on_signal``) from the log, and
+    whether each is only slow (when it exited) or stuck (still running ``more_s`` later: killed then)."""
+    alive = _survivors(procs)
+    report = [_describe(p) for p in alive]
+    for p in alive:  # an actor, titled or named by its role, dumps its stacks into the log
+        with suppress(psutil.Error):
+            if " ".join(p.cmdline()).startswith("mqstore: ") or p.name().startswith("mq-"):
+                p.send_signal(signal.SIGUSR1)
+    exited: dict[int, float] = {}
+    deadline = time.monotonic() + more_s
+    while len(exited) < len(alive) and time.monotonic() < deadline:
+        gone = {p.pid for p in alive} - {p.pid for p in _survivors(alive)}
+        exited.update((pid, time.monotonic() - killed_s) for pid in gone - exited.keys())
+        time.sleep(0.1)
+    for p in _survivors(alive):
+        with suppress(psutil.Error):
+            p.kill()
+    report += [f"{p.pid}: exited {exited[p.pid]:.1f} s after the supervisor's SIGKILL" if p.pid in exited else
+               f"{p.pid}: still running {time.monotonic() - killed_s:.0f} s after it: killed" for p in alive]
+    return "\n".join(report) + f"\nthe broker's log:\n{broker.logs()[-12000:]}"
+
+
 def _every_ack_readable_exactly_once(store_dir: Path, acked: list[tuple[str, int, int, str]]) -> None:
     check = check_acked(store_dir, acked)
     assert check.ok, check
@@ -162,21 +225,14 @@ def test_whole_broker_sigkill_then_restart_recovers(tmp_path: Path) -> None:
         assert len(actors) >= len(ACTORS)
         broker.proc.send_signal(signal.SIGKILL)
         broker.proc.wait()
+        killed_s = time.monotonic()
         broker.proc = None
         load.stopping = True
 
-    def survivors() -> list[str]:
-        alive = []
-        for p in actors:
-            with suppress(psutil.NoSuchProcess):
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(f"{p.pid} {' '.join(p.cmdline())[:60]!r} {p.status()}")
-        return alive
-
     try:
-        wait_for(lambda: not survivors(), 30, "every actor to follow its supervisor")
+        wait_for(lambda: not _survivors(actors), 30, "every actor to follow its supervisor")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; still running: {survivors()}") from None
+        raise AssertionError(f"{exc}\n{_why_still_running(broker, actors, killed_s)}") from None
     assert (broker.store / "abort").exists()
     with broker:
         status = broker.status()

@@ -359,6 +359,30 @@ def test_sync_flush_times_out_without_a_flush(tmp_path: Path) -> None:
             proc.kill()
 
 
+def test_a_writer_stopped_while_its_flush_service_is_gone_flushes_the_held_send_itself(tmp_path: Path) -> None:
+    """Every actor gets SIGTERM at once when the supervisor dies, so the flush service may be gone
+    before the writer stops: a SYNC_FLUSH send held for its flush is flushed by the writer and
+    answered PUT_OK at the stop, not after the sync timeout (an hour here)."""
+    p = Pipeline(tmp_path / "store", "SYNC_FLUSH", sync_timeout_ms=3_600_000)
+    try:
+        _send(p, 1)
+        os.kill(p.procs["flusher"].pid, signal.SIGSTOP)
+        msg = {"topic": "Orders", "body": b"held", "tags": "T", "keys": ["held"], "queue": 0}
+        p.producer.send(schema.pack(schema.request("send", 2, msgs=[msg])))
+        wait_for(lambda: any(e.get("actor") == "writer" and e.get("pending_sync", 0) >= 1 for e in p.events_seen()),
+                 30, "the writer to hold the send for its flush")
+        p.procs["writer"].terminate()
+        assert p.producer.poll(30_000), "the held send was not answered at the writer's stop"
+        reply = schema.unpack(p.producer.recv())
+        assert reply["ok"] and reply["results"][0]["status"] == "PUT_OK", reply
+        p.procs["writer"].join(30)
+        assert p.procs["writer"].exitcode == 0
+    finally:
+        os.kill(p.procs["flusher"].pid, signal.SIGCONT)
+        for proc in p.procs.values():
+            proc.kill()
+
+
 def test_full_disk_refuses_sends_then_resumes(tmp_path: Path) -> None:
     """The store on a 1 MiB tmpfs: sends fail with a clear status once it is full, the actors keep
     running, writing resumes by itself once space is freed, and the store verifies clean."""

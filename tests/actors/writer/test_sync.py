@@ -115,3 +115,49 @@ def test_drain_on_stop_without_a_flush_times_out_and_leaves_the_batch_to_the_bui
     waiters.drain(outlets, Socket())  # type: ignore[arg-type]
     assert [schema.unpack(frames[1])["results"] for _, frames in log] == [[{"status": "FLUSH_DISK_TIMEOUT"}]]
     assert progress.dispatched_end == 0 and not waiters.undispatched  # read back from the commitlog
+
+
+def test_drain_on_stop_flushes_what_waits_itself_when_the_flush_service_is_gone() -> None:
+    """Every actor stops at once when the supervisor dies: the flush service's notice may never come.
+    The writer makes the log durable itself and answers PUT_OK, instead of waiting out the timeout."""
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=3_600_000)  # waiting for the notice would outlast the test
+    waiters.flushed_end = 40
+    waiters.hold(100, b"a", 1, SendReply([{"status": "PUT_OK"}]))
+    waiters.hold_dispatch(_dispatch(40, 100))
+    synced_from: list[int] = []
+
+    def sync_own(flushed_end: int) -> int:
+        synced_from.append(flushed_end)
+        return 100
+
+    waiters.drain(outlets, Socket(), sync_own=sync_own)  # type: ignore[arg-type]
+    assert synced_from == [40]
+    assert [name for name, _ in log] == ["dispatch", "reply"]
+    assert schema.unpack(log[1][1][1])["results"] == [{"status": "PUT_OK"}]
+    assert progress.dispatched_end == 100 and len(waiters) == 0 and not waiters.undispatched
+
+
+def test_drain_on_stop_whose_own_flush_fails_claims_nothing_durable() -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, progress = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=0)
+    waiters.hold(100, b"a", 1, SendReply([{"status": "PUT_OK"}]))
+    waiters.hold_dispatch(_dispatch(0, 100))
+
+    def sync_own(flushed_end: int) -> int:
+        raise OSError(5, "Input/output error")
+
+    waiters.drain(outlets, Socket(), sync_own=sync_own)  # type: ignore[arg-type]
+    assert [schema.unpack(frames[1])["results"] for _, frames in log] == [[{"status": "FLUSH_DISK_TIMEOUT"}]]
+    assert waiters.flushed_end == 0 and progress.dispatched_end == 0
+
+
+def test_drain_on_stop_in_async_flush_mode_flushes_nothing_itself() -> None:
+    log: list[tuple[str, Any]] = []
+    outlets, _ = _outlets(log)
+    waiters = SyncWaiters(timeout_ms=0, sync_flush=False)
+    called: list[int] = []
+    waiters.drain(outlets, Socket(), sync_own=lambda end: called.append(end) or end)  # type: ignore[arg-type]
+    assert called == []
