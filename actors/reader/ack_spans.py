@@ -4,8 +4,14 @@ one round, one reply and one wake-up.
 
 Each named queue is served as its own ``ack_pull`` would be (``AckGroups.serve``: the queue index's
 publish and deliver records, redelivery flags, dead letters, the consumer's ``prefetch`` per queue),
-and the request is answered at once with whatever any queue hands out. Otherwise it waits parked
-under every queue it names (``mqstore.actors.reader.long_poll.ParkedAckPulls``) and is answered when
+and the request is answered at once with whatever any queue hands out. A queue whose state in memory
+says it has nothing (nothing ready or due again, no visibility deadline past, nothing published past
+what its index has looked at) is not served: at low rates a request names every queue and one has
+news. Its files are read again for a new request at most every ``RECHECK_PARKED_MS`` (a dropped
+``arrived`` notice delays a delivery no longer than the parked pulls' own recheck lets it).
+
+A request that gets nothing waits parked under every queue it names
+(``mqstore.actors.reader.long_poll.ParkedAckPulls``) and is answered when
 any of them has something (an ``arrived`` notice, a nack, an ack that makes room, a visibility
 timeout), or empty at ``wait_ms``.
 
@@ -22,8 +28,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mqstore.actors.reader.ack_requests import AckSpan, resolve_ack_span
-from mqstore.actors.reader.long_poll import ParkedAckSpan
+from mqstore.actors.reader.ack_requests import AckKey, AckSpan, resolve_ack_span
+from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckSpan
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.replies import AckPullReply
 
@@ -37,6 +43,7 @@ class AckSpans:
         self.max_count, self.max_bytes = groups.cfg.fetch_max_count, groups.cfg.fetch_max_bytes
         self.requests = 0  # ack_pull_queues requests served
         self._turn = 0     # which named queue is served first: one further on every serve
+        self._looked_ms: dict[AckKey, int] = {}  # when each queue's files were last read for a new request
 
     def op_ack_pull_queues(self, identity: bytes, request_id: Any, request: requests.AckPullQueues
                            ) -> dict[str, Any] | None:
@@ -76,9 +83,39 @@ class AckSpans:
         for i, queue_id in enumerate(span.queue_ids[first:] + span.queue_ids[:first]):
             if left_count <= 0 or left_bytes <= 0:
                 break
+            key = (span.group, span.topic, queue_id)
+            if self._quiet(key, now) and not (recheck and self._looked_again(key, now)):
+                self.groups.queues.used(key, now)
+                self.groups.scan_filters[key] = span.tag_filter
+                continue
+            if recheck:
+                self._looked_ms[key] = now
             part = self.groups.serve(span.pull(queue_id, min(span.max_count, max(1, left_count // (n - i)))), now,
                                      recheck=recheck)
             left_count -= len(part)
             left_bytes -= sum(m["size"] for m in part)
             msgs += part
         return msgs
+
+    def _quiet(self, key: AckKey, now: int) -> bool:
+        """Whether a queue has nothing to hand out, known from memory alone: open, nothing ready or due
+        again, no delivery past its visibility deadline, and nothing published past what its index has
+        looked at (as far as ``arrived`` notices have told). Its serve would find nothing and change
+        nothing, so it is skipped: at low rates a spanning pull names many queues and one has news."""
+        q = self.groups.queues.opened(key)
+        if q is None or q.has_available:
+            return False
+        deadline_ms = q.next_deadline_ms()
+        if deadline_ms is not None and deadline_ms <= now:
+            return False
+        published = self.groups.store.published.get((key[1], key[2]))
+        return published is not None and published <= q.scan_from
+
+    def _looked_again(self, key: AckKey, now: int) -> bool:
+        """A quiet queue's files read again (a notice may have been dropped), at most once every
+        ``RECHECK_PARKED_MS`` per queue, the bound the parked pulls' own recheck keeps; True when the
+        queue grew."""
+        if now < self._looked_ms.get(key, now - RECHECK_PARKED_MS) + RECHECK_PARKED_MS:
+            return False
+        self._looked_ms[key] = now
+        return self.groups.store.recheck(key[1], key[2])
