@@ -1,6 +1,6 @@
 """Ack mode inside a reader: the ``ack_pull``, ``ack``, ``nack`` and ``ack_release`` ops (wire:
 ``mqstore.ipc.wire.receipts``; parsing: ``mqstore.actors.reader.ack_requests``) over the queues this reader owns
-(``mqstore.actors.reader.ack_queues``).
+(``mqstore.actors.reader.ack_queues``); ``ack_pull_queues`` pulls several at once (``mqstore.actors.reader.ack_spans``).
 
 An ``ack_pull`` indexes what the consume-queue builder has published since (a window at a time),
 hands out at most ``prefetch`` unacked messages per consumer and queue, and parks
@@ -26,6 +26,7 @@ from mqstore.actors.meters import Deliveries
 from mqstore.actors.reader.ack_queue import AckQueue, DeadLetter, Located, msg_id_prefix
 from mqstore.actors.reader.ack_queues import AckQueues, redelivery_delays
 from mqstore.actors.reader.ack_requests import AckKey, AckPull, parse_receipt, resolve_ack_pull
+from mqstore.actors.reader.ack_spans import AckSpans
 from mqstore.actors.reader.dead_letters import DeadLetterSender
 from mqstore.actors.reader.fields import SYSTEM_ERROR
 from mqstore.actors.reader.long_poll import RECHECK_PARKED_MS, ParkedAckPull, ParkedAckPulls
@@ -77,6 +78,7 @@ class AckGroups:
                                 moved=self.moves.latest if self.moves is not None else None,
                                 holds=self._holds)
         self.parked = ParkedAckPulls()
+        self.spans = AckSpans(self)  # ack_pull_queues: several of these queues in one pull
         self.scan_filters: dict[AckKey, TagFilter] = {}  # the filter of each queue's latest pull
         self.dead_letters: DeadLetterSender | None = None
         self._ctx = ctx
@@ -105,14 +107,14 @@ class AckGroups:
 
     def op_ack_pull(self, identity: bytes, request_id: Any, request: requests.AckPull) -> dict[str, Any] | None:
         pull, wait_ms = resolve_ack_pull(request, self.cfg)
-        refused = self._not_owner(request_id, pull.key)
+        refused = self.not_owner(request_id, pull.key)
         if refused is not None:
             return refused
         if self.queues.opened(pull.key) is None and len(self.queues) >= self.cfg.ack_max_queues:
             return schema.error_reply(request_id, schema.SERVICE_NOT_AVAILABLE, f"reader {self.reader_index} "
                                       f"serves {len(self.queues)} ack-mode queues, its [broker] ack_max_queues")
         now = self.now_ms()
-        msgs = self._serve(pull, now, recheck=True)
+        msgs = self.serve(pull, now, recheck=True)
         if not msgs and wait_ms > 0 and not self.parked.full:
             self.parked.park(ParkedAckPull(identity, request_id, pull, now + wait_ms))
             return None
@@ -122,7 +124,7 @@ class AckGroups:
         """A consumer closes: its parked pulls answered, its deliveries due again at once."""
         keys = [(release.group, release.topic, q) for q in release.queue_ids]
         for key in keys:
-            refused = self._not_owner(request_id, key)
+            refused = self.not_owner(request_id, key)
             if refused is not None:
                 return refused
         now = self.now_ms()
@@ -167,7 +169,7 @@ class AckGroups:
         view = self.store.published_queue(topic, queue_id)
         return view.max_queue_offset if view is not None else 0
 
-    def _not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
+    def not_owner(self, request_id: Any, key: AckKey) -> dict[str, Any] | None:
         owner = self.queues.owner(key)
         if owner == self.reader_index:
             return None
@@ -212,7 +214,7 @@ class AckGroups:
 
     # -- serving a pull ----------------------------------------------------------------------------
 
-    def _serve(self, pull: AckPull, now: int, *, recheck: bool = False) -> list[dict[str, Any]]:
+    def serve(self, pull: AckPull, now: int, *, recheck: bool = False) -> list[dict[str, Any]]:
         key = pull.key
         view = self.store.published_queue(pull.topic, pull.queue_id)
         q = self.queues.get(key, create=view is not None)
@@ -296,7 +298,8 @@ class AckGroups:
         """Serve again the pulls parked on ``key``, oldest first; those that get messages are answered."""
         for seq, parked in self.parked.waiting(key):
             try:
-                msgs = self._serve(parked.pull, now)
+                msgs = (self.serve(parked.pull, now) if isinstance(parked, ParkedAckPull)
+                        else self.spans.serve_woken(parked.span, key[2], now))
             except Exception as exc:  # the reader's error boundary, for a pull it answers later
                 log.exception("parked ack pull failed")
                 self.parked.unpark(key, seq)

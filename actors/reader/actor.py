@@ -30,7 +30,7 @@ Requests (msgpack maps, ``mqstore.ipc.wire.schema``, each decoded once into its 
     ack_stats                                                -> queues [{group, topic, queue, ready,
                                                              unacked, redelivered, dead}] (its ack queues)
     ping                                                     -> pid, index, readers, readable_end, parked
-    ack_pull, ack, nack, ack_release                         ack mode (mqstore.actors.reader.ack_groups,
+    ack_pull, ack, nack, ack_release, ack_pull_queues        ack mode (mqstore.actors.reader.ack_groups,
                                                                        mqstore.ipc.wire.receipts)
     watch_queues    topic, known, wait_ms -> queues, once the topic has another (mqstore.actors.reader.topic_watch)
     pull_queues     group, topic, queues [[queue, offset], ...], max, max_bytes, tags, wait_ms, trace -> several
@@ -132,7 +132,8 @@ class ReaderActor:
             requests.OffsetTable: offsets.op_offset_table, requests.MergeOffsets: offsets.op_merge_offsets,
             requests.AckMarks: acks.op_ack_marks, requests.MergeAckMarks: acks.op_merge_ack_marks,
             requests.WatchQueues: self.watches.op_watch_queues, **purges.ops(),
-            **Administration(offsets, acks, self.activity).ops(), requests.PullQueues: self.spans.op_pull_queues}
+            **Administration(offsets, acks, self.activity).ops(), requests.PullQueues: self.spans.op_pull_queues,
+            requests.AckPullQueues: acks.spans.op_ack_pull_queues}
         assert set(self._ops) == set(READER.ops.values()), "every op the reader decodes has its handler"
 
     # -- the loop ------------------------------------------------------------------------------------
@@ -294,7 +295,8 @@ class ReaderActor:
             refusal = self.roles.refusal(user_id, request) if self.roles is not None else None
             if refusal is not None:
                 return schema.error_reply(request_id, schema.NO_PERMISSION, refusal)
-            if isinstance(request, (Pull, CommitOffset, requests.AckPull, requests.PullQueues)) and not (
+            if isinstance(request, (Pull, CommitOffset, requests.AckPull, requests.PullQueues,
+                                    requests.AckPullQueues)) and not (
                     isinstance(request, CommitOffset) and request.admin):  # a consumer alive (group reset asks)
                 self.activity.saw(request.group or "")
             return self._ops[type(request)](frames[0], request_id, request)

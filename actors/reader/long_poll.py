@@ -7,9 +7,10 @@ waited on is read off its files, in case a notice was lost.
 
 ``ParkedPulls`` holds plain pulls and spanning ones (``pull_queues``, parked under every queue they
 name): waking takes every pull of a queue out (a spanning one out of all its queues); the reader
-runs each again and parks back those that still find nothing. ``ParkedAckPulls`` holds ``ack_pull``s, per (group,
-topic, queue) in the order they came: waking serves them oldest first and takes out only those
-answered, so one that still finds nothing keeps its place in line.
+runs each again and parks back those that still find nothing. ``ParkedAckPulls`` holds ``ack_pull``s (and spanning ones,
+``ack_pull_queues``, under every queue they name), per (group, topic, queue) in the order they came:
+waking serves them oldest first and takes out only those answered (a spanning one out of all its
+queues), so one that still finds nothing keeps its place in line.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
-from mqstore.actors.reader.ack_requests import AckKey, AckPull
+from mqstore.actors.reader.ack_requests import AckKey, AckPull, AckSpan
 from mqstore.actors.reader.state import QueueKey
 from mqstore.engine.read.lookup import GetResult, GetStatus, PullLimits, TagFilter
 
@@ -195,70 +196,106 @@ class ParkedAckPull:
     pull: AckPull
     deadline_ms: int
 
+    @property
+    def keys(self) -> tuple[AckKey, ...]:
+        return (self.pull.key,)
+
+    @property
+    def consumer(self) -> str:
+        return self.pull.consumer
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedAckSpan:
+    """An ``ack_pull_queues`` waiting under every queue it names."""
+
+    identity: bytes
+    request_id: Any
+    span: AckSpan
+    deadline_ms: int
+
+    @property
+    def keys(self) -> tuple[AckKey, ...]:
+        return self.span.keys
+
+    @property
+    def consumer(self) -> str:
+        return self.span.consumer
+
+
+ParkedAck: TypeAlias = "ParkedAckPull | ParkedAckSpan"
+
 
 class ParkedAckPulls:
     def __init__(self, capacity: int = MAX_PARKED) -> None:
         self.capacity = capacity
-        self._by_key: dict[AckKey, dict[int, ParkedAckPull]] = {}  # each in the order parked
-        self._deadlines: list[tuple[int, int, AckKey]] = []        # (deadline_ms, seq, key)
+        self._live: dict[int, ParkedAck] = {}
+        self._by_key: dict[AckKey, dict[int, ParkedAck]] = {}  # each in the order parked
+        self._deadlines: list[tuple[int, int]] = []            # (deadline_ms, seq)
         self._seq = itertools.count()
 
     def __len__(self) -> int:
-        return sum(len(waiting) for waiting in self._by_key.values())
+        return len(self._live)
 
     def __bool__(self) -> bool:
-        return bool(self._by_key)  # a queue's entry goes with its last pull: asked every reader round
+        return bool(self._live)  # asked every reader round
 
     @property
     def full(self) -> bool:
-        return len(self) >= self.capacity
+        return len(self._live) >= self.capacity
 
-    def park(self, parked: ParkedAckPull) -> None:
+    def park(self, parked: ParkedAck) -> None:
         seq = next(self._seq)
-        self._by_key.setdefault(parked.pull.key, {})[seq] = parked
-        heapq.heappush(self._deadlines, (parked.deadline_ms, seq, parked.pull.key))
+        self._live[seq] = parked
+        for key in parked.keys:
+            self._by_key.setdefault(key, {})[seq] = parked
+        heapq.heappush(self._deadlines, (parked.deadline_ms, seq))
 
     def waited_on(self) -> list[AckKey]:
         """The queues pulls are parked on."""
         return list(self._by_key)
 
-    def waiting(self, key: AckKey) -> list[tuple[int, ParkedAckPull]]:
+    def waiting(self, key: AckKey) -> list[tuple[int, ParkedAck]]:
         """The pulls parked on ``key``, oldest first, each with the number ``unpark`` takes."""
         return list(self._by_key.get(key, {}).items())
 
     def unpark(self, key: AckKey, seq: int) -> None:
-        waiting = self._by_key[key]
-        del waiting[seq]
-        if not waiting:
-            del self._by_key[key]
+        """No longer parked (a spanning pull: under none of its queues)."""
+        self._unlist(seq, self._live.pop(seq))
 
-    def take_consumer(self, key: AckKey, consumer: str) -> list[ParkedAckPull]:
+    def _unlist(self, seq: int, parked: ParkedAck) -> None:
+        for key in parked.keys:
+            waiting = self._by_key[key]
+            del waiting[seq]
+            if not waiting:
+                del self._by_key[key]
+
+    def take_consumer(self, key: AckKey, consumer: str) -> list[ParkedAck]:
         """Every pull ``consumer`` has parked on ``key``, oldest first, no longer parked."""
-        taken = [(seq, parked) for seq, parked in self.waiting(key) if parked.pull.consumer == consumer]
+        taken = [(seq, parked) for seq, parked in self.waiting(key) if parked.consumer == consumer]
         for seq, _ in taken:
             self.unpark(key, seq)
         return [parked for _, parked in taken]
 
-    def expired(self, now_ms: int) -> Iterator[ParkedAckPull]:
+    def expired(self, now_ms: int) -> Iterator[ParkedAck]:
         """Take out the pulls whose deadline has come."""
         while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, seq, key = heapq.heappop(self._deadlines)
-            waiting = self._by_key.get(key)
-            parked = waiting.pop(seq, None) if waiting else None
+            _, seq = heapq.heappop(self._deadlines)
+            parked = self._live.pop(seq, None)
             if parked is not None:
-                if not waiting:
-                    del self._by_key[key]
+                self._unlist(seq, parked)
                 yield parked
 
     def ms_to_next_deadline(self, now_ms: int, cap_ms: int) -> int:
-        while self._deadlines and self._deadlines[0][1] not in self._by_key.get(self._deadlines[0][2], {}):
+        while self._deadlines and self._deadlines[0][1] not in self._live:
             heapq.heappop(self._deadlines)
         if not self._deadlines:
             return cap_ms
         return max(0, min(cap_ms, self._deadlines[0][0] - now_ms))
 
-    def drain(self) -> list[ParkedAckPull]:
-        everything = [parked for waiting in self._by_key.values() for parked in waiting.values()]
+    def drain(self) -> list[ParkedAck]:
+        everything = list(self._live.values())
+        self._live.clear()
         self._by_key.clear()
         self._deadlines.clear()
         return everything

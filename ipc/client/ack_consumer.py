@@ -12,7 +12,8 @@ Several AckConsumers of one group share its queues (competing consumers): the ow
 each message to one of them at a time, at most ``prefetch`` unacked per consumer and queue. Each
 (group, topic, queue) is served by one reader (``mqstore.ipc.wire.receipts.ack_owner``); the client finds how many
 readers the broker runs from reader 0. Like ``Consumer``, each queue has at most one long-polling
-pull in flight; a reply that lands after ``receive`` returned is kept for the next ``receive``.
+pull in flight, and the queues a reader owns are pulled in one request (``mqstore.ipc.client.ack_pulls``);
+a reply that lands after ``receive`` returned is kept for the next ``receive``.
 ``close`` gives back whatever this consumer still holds unacked, so the group need not wait out a
 visibility timeout for it (a consumer that dies without closing does make it wait).
 """
@@ -26,12 +27,11 @@ import socket
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
+from mqstore.ipc.client.ack_pulls import AckPulls, AckPullShape, AckQueueState, AckSpan
 from mqstore.ipc.client.futures import completed, failed
 from mqstore.ipc.client.topic_watch import TopicWatch
 from mqstore.ipc.client.waiters import Waiter, Waiters, settle
@@ -40,7 +40,6 @@ from mqstore.ipc.transport.channel import (
     BrokerError,
     BrokerTimeoutError,
     Channel,
-    pull_reply,
     queue_spans,
     resolve_endpoints,
 )
@@ -48,21 +47,11 @@ from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.messages import ReplyError
 from mqstore.ipc.wire.receipts import MAX_RECEIPTS, AckStatus, Delivery, Receipt, ack_owner
 from mqstore.ipc.wire.replies import ReaderPingReply
-from mqstore.ipc.wire.requests import Ack, AckPull, AckRelease, Nack, Ping
+from mqstore.ipc.wire.requests import Ack, AckRelease, Nack, Ping
 
 log = logging.getLogger("mqstore.client")
 ITERATION_WAIT_MS = 60_000  # an iterating consumer's receives: a close answers one at once
 
-
-
-@dataclass(slots=True)
-class _QueueState:
-    queue: int
-    route: str
-    buffered: deque[Delivery] = field(default_factory=deque)
-    unsettled: set[int] = field(default_factory=set)  # seqs handed to the application, not settled yet
-    in_flight: Future[dict[str, Any]] | None = None
-    retry_at_ms: int = 0
 
 
 def _now_ms() -> int:
@@ -89,9 +78,6 @@ class AckConsumer:
         self.group = group
         self.topic = topic
         self.consumer_id = consumer_id or default_consumer_id()
-        self._tags, self._max_per_pull = tags, max_per_pull
-        self._prefetch, self._visibility_ms = prefetch, visibility_ms
-        self._long_poll_ms = long_poll_ms
         self._timeout_ms = timeout_ms
         first = Channel({"reader0": [ep.reader(0)]}, name="mqstore-ack-consumer", curve=ep.curve)
         try:
@@ -107,9 +93,11 @@ class AckConsumer:
         # state: every change is made holding this lock; futures are completed after letting go of it
         self._lock = threading.RLock()
         self._waiters = Waiters(self._lock, self._channel.call_later)
+        self._pulls = AckPulls(self._channel, AckPullShape(group, topic, self.consumer_id, tags, max_per_pull, prefetch,
+                                                           visibility_ms, long_poll_ms, timeout_ms))
         self._closed = False
         self._failure: Exception | None = None  # a reply's fault with no receive waiting: the next one raises it
-        self._states = {q: _QueueState(q, self._route(q)) for q in sorted(set(known))}
+        self._states = {q: AckQueueState(q, self._route(q)) for q in sorted(set(known))}
         self._watch: TopicWatch | None = None
         if queues is None:  # every queue of the topic, those it gets later too
             self._watch = TopicWatch(self._channel, topic, timeout_ms, self._on_queues)
@@ -120,7 +108,7 @@ class AckConsumer:
         with self._lock:
             if not self._closed:
                 for q in sorted(set(spans) - set(self._states)):
-                    self._states[q] = _QueueState(q, self._route(q))
+                    self._states[q] = AckQueueState(q, self._route(q))
                 if self._waiters:  # pulled only for a receive: a delivery's visibility timeout starts as it is pulled
                     self._send_pulls()
             return list(self._states)
@@ -193,7 +181,7 @@ class AckConsumer:
                 self._watch.close()
         settle(done)
         try:
-            by_route: dict[str, list[_QueueState]] = {}
+            by_route: dict[str, list[AckQueueState]] = {}
             for state in self._states.values():
                 by_route.setdefault(state.route, []).append(state)
             calls = [self._channel.call(route, AckRelease(
@@ -286,32 +274,26 @@ class AckConsumer:
         return taken
 
     def _send_pulls(self) -> None:
-        """A pull for every queue with none in flight and nothing buffered (the caller holds the lock);
-        each reply is taken on the I/O thread (``_pull_done``)."""
-        now = _now_ms()
-        for state in list(self._states.values()):
-            if state.in_flight is None and not state.buffered and now >= state.retry_at_ms:
-                state.in_flight = future = self._channel.call(
-                    state.route, AckPull(self.group, self.topic, state.queue, self.consumer_id, self._long_poll_ms,
-                                         self._tags, self._max_per_pull, self._prefetch, self._visibility_ms),
-                    timeout_ms=self._long_poll_ms + self._timeout_ms)
-                future.add_done_callback(functools.partial(self._pull_done, state))
+        """A pull for every queue with none in flight and nothing buffered, one request per reader (the
+        caller holds the lock); each reply is taken on the I/O thread (``_pull_done``)."""
+        for span, future in self._pulls.send(self._states.values()):
+            future.add_done_callback(functools.partial(self._pull_done, span))
 
-    def _pull_done(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
-        """An ack pull's reply (the I/O thread): buffered, handed to the waiters, the next pull sent."""
+    def _pull_done(self, span: AckSpan, future: Future[dict[str, Any]]) -> None:
+        """An ack pull's reply (the I/O thread): buffered, handed to the waiters, the next pulls sent."""
         with self._lock:
-            if self._closed or state.in_flight is not future:
+            if self._closed or span.in_flight is not future:
                 return
             try:
-                self._on_reply(state, future)
+                self._pulls.absorb(span, future)
             except Exception as exc:  # the client's own fault, or a malformed reply: the next receive raises
                 done = self._waiters.drain(exc)
                 if not done:
                     self._failure = exc
             else:
                 done = self._waiters.serve(self._has_buffered)
-                if state.in_flight is None and state.retry_at_ms > _now_ms():  # refused: again after a back-off
-                    self._channel.call_later(state.retry_at_ms - _now_ms(), self._retry_pulls)
+                if span.in_flight is None and span.retry_at_ms > _now_ms():  # refused: again after a back-off
+                    self._channel.call_later(span.retry_at_ms - _now_ms(), self._retry_pulls)
                 if self._waiters:  # a queue whose deliveries sit unread is not pulled for more
                     self._send_pulls()
         settle(done)
@@ -320,16 +302,6 @@ class AckConsumer:
         with self._lock:
             if not self._closed:
                 self._send_pulls()
-
-    def _on_reply(self, state: _QueueState, future: Future[dict[str, Any]]) -> None:
-        reply = pull_reply(state, future, f"ack {self.topic}/{state.queue}")
-        if reply is None:
-            return
-        try:
-            deliveries = [Delivery.from_ack_wire(self.group, m) for m in reply["msgs"]]
-        except (KeyError, TypeError, ValueError, ReplyError) as exc:
-            raise ReplyError(f"malformed ack pull reply: {exc!r}") from None
-        state.buffered.extend(deliveries)
 
 
 def _receipt(item: Delivery | Receipt) -> Receipt:

@@ -11,6 +11,7 @@ comes in (``decode_request``); the actors handle these classes, never a map.
 |              | pull_queues                                                                      |
 | ``metadata`` | offset_table, merge_offsets, ack_marks, merge_ack_marks (the readers)           |
 | ``acks``     | ack_pull, ack, nack, ack_release (served by the readers)                        |
+|              | ack_pull_queues                                                                 |
 | ``purge``    | purge_queues, persist_offsets (the readers)                                     |
 | ``control``  | ping; status, stop (the supervisor); end_transaction, register_producer,         |
 |              | resume_check (the transactions actor)                                           |
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqstore.ipc.wire import schema
-from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckRelease, Nack
+from mqstore.ipc.wire.requests.acks import Ack, AckPull, AckPullQueues, AckRelease, Nack
 from mqstore.ipc.wire.requests.base import OP_ROLES, Op, Request, Role, UnknownOpError, at_most
 from mqstore.ipc.wire.requests.control import EndTransaction, Ping, Promote, RegisterProducer, ResumeCheck, Status, Stop
 from mqstore.ipc.wire.requests.metadata import AckMarks, MergeAckMarks, MergeOffsets, OffsetTable
@@ -65,7 +66,7 @@ from mqstore.ipc.wire.requests.writer import (
 )
 
 __all__ = ["OP_ROLES", "READER", "SUPERVISOR", "TRANSACTIONS", "WRITER", "Ack",
-           "AckGroupStats", "AckMarks", "AckPull", "AckRelease",
+           "AckGroupStats", "AckMarks", "AckPull", "AckPullQueues", "AckRelease",
            "AckStats", "CommitOffset", "CreateTopic", "DeleteGroup",
            "DeleteTopic", "DeleteTopicOffsets", "Encoding", "EndTransaction",
            "FetchOffset", "GroupActivity", "GroupDescribe", "Groups", "MergeAckMarks", "MergeOffsets", "Nack",
@@ -92,7 +93,7 @@ READER = Served.of("reader", Pull, QueryKey, QueryKeys, QueryUniq, ViewId, Offse
                    FetchOffset, Ping, AckPull, Ack, Nack, AckRelease, Groups, GroupDescribe, DeleteTopicOffsets,
                    GroupActivity, AckStats, OffsetTable, MergeOffsets, AckMarks, MergeAckMarks,
                    PurgeQueues, PersistOffsets, WatchQueues,
-                   TopicStats, DeleteGroup, AckGroupStats, PullQueues)
+                   TopicStats, DeleteGroup, AckGroupStats, PullQueues, AckPullQueues)
 TRANSACTIONS = Served.of("transactions actor", EndTransaction, RegisterProducer, ResumeCheck, Ping)
 SUPERVISOR = Served.of("supervisor", Status, Stop, Ping, Promote)
 

@@ -5,6 +5,9 @@
     ack          receipts: [[group, topic, queue, seq], ...]
     nack         receipts, requeue?
     ack_release  group, topic, queues, consumer, read: [[queue, seq], ...]
+    ack_pull_queues  group, topic, queues [queue, ...] (1 to MAX_SPAN_QUEUES, each once), consumer, and
+                 an ack_pull's wait_ms?, tags?, max?, prefetch?, visibility_ms? (``max`` and ``prefetch``
+                 per queue): several queues' ack pulls in one, answered as an ack_pull is
 
 A group names a directory and, with ``%DLQ%``, its dead-letter topic: both follow RocketMQ's topic
 rule. A receipt list is checked as a list only: one bad receipt is one BAD_REQUEST result and the
@@ -24,6 +27,7 @@ from mqstore.ipc.wire.requests.base import INT_MAX, LONG_MAX, MAX_PULL_COUNT, Op
 MAX_RELEASE_QUEUES = 1024   # broker.max_queues' default: a topic's queues in one request
 MAX_CONSUMER_CHARS = 256
 MAX_VISIBILITY_MS = 12 * 3600 * 1000
+MAX_SPAN_QUEUES = 1024      # queue ids an ack_pull_queues request names
 
 AckKey = tuple[str, str, int]  # group, topic, queue id
 
@@ -143,3 +147,36 @@ class AckRelease(Request):
             raise schema.SchemaError(f"read must be at most {receipts.MAX_RECEIPTS} [queue, seq] pairs")
         return cls(group(message), topic(message), consumer(message), tuple(queue_ids),
                    None if read is None else tuple((q, seq) for q, seq in read))
+
+
+@dataclass(frozen=True, slots=True)
+class AckPullQueues(Request):
+    """Ack pulls of several queues of one group and topic at once (as Kafka's fetch spans partitions)."""
+
+    OP: ClassVar[Op] = Op.ACK_PULL_QUEUES
+    WIRE: ClassVar[tuple[str, ...]] = ("group", "topic", "queues", "consumer", "wait_ms", "tags", "max", "prefetch",
+                                       "visibility_ms")
+    group: str
+    topic: str
+    queue_ids: tuple[int, ...]         # in the order the reader reads them
+    consumer: str
+    wait_ms: int | None = None
+    tags: str | None = None            # None: "*"
+    max_count: int | None = None       # each queue's part; None: 32
+    prefetch: int | None = None        # per queue; None: [broker] ack_prefetch, also its most
+    visibility_ms: int | None = None   # None: [broker] ack_visibility_timeout_ms
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> AckPullQueues:
+        queue_ids = schema.field(message, "queues", list)
+        if not 1 <= len(queue_ids) <= MAX_SPAN_QUEUES:
+            raise schema.SchemaError(f"queues must name 1 to {MAX_SPAN_QUEUES} queue ids, got {len(queue_ids)}")
+        if not all(type(q) is int and 0 <= q <= INT_MAX for q in queue_ids):
+            raise schema.SchemaError("queues must hold queue ids (non-negative integers)")
+        if len(set(queue_ids)) != len(queue_ids):
+            raise schema.SchemaError("queues must name each queue once")
+        return cls(group(message), topic(message), tuple(queue_ids), consumer(message),
+                   optional(message, "wait_ms", int, lo=0, hi=LONG_MAX), optional(message, "tags", str),
+                   optional(message, "max", int, lo=1, hi=MAX_PULL_COUNT),
+                   optional(message, "prefetch", int, lo=1, hi=INT_MAX),
+                   optional(message, "visibility_ms", int, lo=1, hi=MAX_VISIBILITY_MS))

@@ -78,6 +78,8 @@ class Op(StrEnum):
     ACK_GROUP_STATS = "ack_group_stats"
     # the readers: one pull spanning several queues of a topic
     PULL_QUEUES = "pull_queues"
+    # the readers: one ack pull spanning several queues of a group and topic
+    ACK_PULL_QUEUES = "ack_pull_queues"
 
 
 class Role(StrEnum):
@@ -108,7 +110,7 @@ OP_ROLES: dict[Op, Role | None] = {
     Op.PURGE_QUEUES: Role.ADMIN, Op.PERSIST_OFFSETS: Role.CONSUME,
     Op.WATCH_QUEUES: Role.CONSUME,
     Op.TOPIC_STATS: Role.CONSUME, Op.DELETE_GROUP: Role.ADMIN, Op.ACK_GROUP_STATS: Role.CONSUME,
-    Op.PULL_QUEUES: Role.CONSUME,
+    Op.PULL_QUEUES: Role.CONSUME, Op.ACK_PULL_QUEUES: Role.CONSUME,
 }
 assert set(OP_ROLES) == set(Op), "every op says the role it needs"
 

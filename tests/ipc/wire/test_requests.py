@@ -102,6 +102,11 @@ STRATEGIES: dict[type[Request], st.SearchStrategy[Any]] = {
                                        QUEUES, OFFSETS, min_size=1, max_size=4).map(lambda d: tuple(d.items())),
                                    maybe(st.integers(1, 65_536)), maybe(st.integers(1, 1 << 20)), maybe(NAMES),
                                    maybe(st.integers(0, 60_000)), maybe(st.booleans())),
+    requests.AckPullQueues: st.builds(requests.AckPullQueues, GROUPS, TOPICS,
+                                      st.lists(QUEUES, min_size=1, max_size=4, unique=True).map(tuple),
+                                      st.text(min_size=1, max_size=20), maybe(st.integers(0, 60_000)), maybe(NAMES),
+                                      maybe(st.integers(1, 1024)), maybe(st.integers(1, 1000)),
+                                      maybe(st.integers(1, 3600_000))),
 }
 SERVED = [requests.WRITER, requests.READER, requests.TRANSACTIONS, requests.SUPERVISOR]
 EVERY_REQUEST = st.sampled_from(sorted(STRATEGIES, key=lambda c: c.OP.value)).flatmap(lambda c: STRATEGIES[c])
