@@ -65,6 +65,7 @@ class Workload:
     drain_s: float = 30.0
     timeout_ms: int = 30_000
     straggler_ms: float | None = None  # consumers keep the messages slower than this, with their pulls' stamps
+    sample_every: int = 0              # with straggler_ms, and every sample_every-th message as well (0: none)
 
     def topic_names(self) -> list[str]:
         return [f"{self.topic_prefix}{t}" for t in range(self.topics)]
@@ -94,6 +95,7 @@ class LoadResult:
     summary: dict[str, Any]
     latencies_us: np.ndarray[Any, np.dtype[np.int64]] = field(default_factory=lambda: np.zeros(0, np.int64))
     stragglers: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 9), np.int64))  # with straggler_ms
+    sampled: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 9), np.int64))  # with sample_every
 
 
 def now_us() -> int:
@@ -232,14 +234,14 @@ def _done(meter: _Meter, rts: list[float], future: Future[Any], t0: float, n: in
 def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tuple[str, int]], stats: Any,
                   stop: Any, group: str, start_at: float) -> None:
     from mqstore.ipc.client.api import Consumer
-    from mqstore.scripts.bench.stragglers import MAX_KEPT, stragglers_of
-    tracing = spec.straggler_ms is not None
-    slow: list[np.ndarray[Any, Any]] = []
+    from mqstore.scripts.bench.stragglers import ConsumerTrace
+    trace = ConsumerTrace(spec.straggler_ms, spec.sample_every) if spec.straggler_ms is not None else None
     by_topic: dict[str, list[int]] = {}
     for topic, q in assignment:
         by_topic.setdefault(topic, []).append(q)
     consumers = [Consumer(store, group=group, topic=topic, queues=queues, start="earliest", long_poll_ms=200,
-                          reader_count=spec.readers, auto_commit=False, timeout_ms=spec.timeout_ms, trace=tracing)
+                          reader_count=spec.readers, auto_commit=False, timeout_ms=spec.timeout_ms,
+                          trace=trace is not None)
                  for topic, queues in by_topic.items()]
     latencies: list[np.ndarray[Any, Any]] = []
     kept = 0
@@ -262,9 +264,8 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
                     stamps = np.frombuffer(msgs.body_heads(STAMP_BYTES), dtype=">i8")
                     latencies.append(arrived - stamps.astype(np.int64))
                     kept += len(msgs)
-                    if tracing and sum(len(s) for s in slow) < MAX_KEPT:
-                        slow.append(stragglers_of(msgs, latencies[-1], arrived, int((spec.straggler_ms or 0) * 1000),
-                                                  consumer.pull_trace))
+                    if trace is not None:
+                        trace.add(msgs, latencies[-1], arrived, consumer.pull_trace)
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + REPORT_EVERY_S
                 stats.put(("consume", worker, {"count": count}))
@@ -275,7 +276,7 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
     stats.put(("consume", worker, {"count": count}))
     stats.put(("consume_done", worker, {"latencies_us": np.concatenate(latencies) if latencies
                                         else np.zeros(0, np.int64), "last_us": last_msg_us,
-                                        "stragglers": np.concatenate(slow) if slow else np.zeros((0, 9), np.int64),
+                                        **(trace.rows() if trace is not None else {}),
                                         "cpu_s": time.process_time() - cpu_begin}))
 
 
@@ -391,5 +392,6 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "latency_ms": {"samples": int(lat.size), "p50": percentile_ms(lat, 50), "p99": percentile_ms(lat, 99),
                            "p99.9": percentile_ms(lat, 99.9),
                            "max": round(float(lat.max()) / 1000, 3) if lat.size else None}}
-    slow = [d["stragglers"] for d in consume_done.values()]
-    return LoadResult(out, lat, np.concatenate(slow) if slow else np.zeros((0, 9), np.int64))
+    traced = [np.concatenate([d[name] for d in consume_done.values() if name in d] or [np.zeros((0, 9), np.int64)])
+              for name in ("stragglers", "sampled")]  # with straggler_ms: what the consumers traced
+    return LoadResult(out, lat, *traced)

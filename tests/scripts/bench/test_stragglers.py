@@ -9,7 +9,7 @@ import numpy as np
 
 from mqstore.ipc.client.api import Admin, Consumer, Producer
 from mqstore.scripts.bench.load import STAMP_BYTES, now_us
-from mqstore.scripts.bench.stragglers import COLUMNS, straggler_steps, stragglers_of
+from mqstore.scripts.bench.stragglers import COLUMNS, hop_percentiles, sampled_of, straggler_steps, stragglers_of
 from tests.integration.broker import Broker
 
 # sends are taken whatever the shared disk holds
@@ -35,6 +35,8 @@ def test_a_slow_message_is_kept_with_its_pull_stamps(tmp_path: Path) -> None:
             received = now_us()
             stamps = np.frombuffer(batch.body_heads(STAMP_BYTES), dtype=">i8").astype(np.int64)
             rows = stragglers_of(batch, received - stamps, received, 1_000_000, consumer.pull_trace)
+            # one message came before this batch: every second message is the batch's second
+            sampled = sampled_of(batch, 1, 2, received, consumer.pull_trace)
     assert rows.shape == (1, len(COLUMNS))
     row = dict(zip(COLUMNS, rows[0].tolist(), strict=True))
     assert (row["queue"], row["queue_offset"], row["send_us"]) == (0, 0, old)
@@ -52,3 +54,13 @@ def test_a_slow_message_is_kept_with_its_pull_stamps(tmp_path: Path) -> None:
     assert slow["steps_ms"]["dispatch -> arrived"] == 1.0
     assert slow["steps_ms"]["dispatch -> flushed"] is None  # no flushed notice heard
     assert slow["steps_ms"]["taken -> received"] == (row["received_us"] - row["taken_us"]) / 1000
+
+    # the sample is the typical message, slow or not, with the same stamps
+    assert sampled.shape == (1, len(COLUMNS))
+    assert sampled[0, COLUMNS.index("queue_offset")] == 1
+    assert sampled[0, COLUMNS.index("replied_us")] > 0
+    hops = hop_percentiles(np.concatenate([rows, sampled]), seen)
+    assert hops["send -> received"]["samples"] == 2
+    assert hops["send -> received"]["max"] == slow["total_ms"]
+    assert hops["dispatch -> arrived"]["samples"] == 1  # the notices heard cover the first record only
+    assert hops["dispatch -> flushed"]["samples"] == 0
