@@ -94,8 +94,9 @@ class Workload:
 class LoadResult:
     summary: dict[str, Any]
     latencies_us: np.ndarray[Any, np.dtype[np.int64]] = field(default_factory=lambda: np.zeros(0, np.int64))
-    stragglers: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 9), np.int64))  # with straggler_ms
-    sampled: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 9), np.int64))  # with sample_every
+    stragglers: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 11), np.int64))  # with straggler_ms
+    sampled: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 11), np.int64))  # with sample_every
+    gc_pauses_us: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # the consumers'
 
 
 def now_us() -> int:
@@ -392,6 +393,6 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "latency_ms": {"samples": int(lat.size), "p50": percentile_ms(lat, 50), "p99": percentile_ms(lat, 99),
                            "p99.9": percentile_ms(lat, 99.9),
                            "max": round(float(lat.max()) / 1000, 3) if lat.size else None}}
-    traced = [np.concatenate([d[name] for d in consume_done.values() if name in d] or [np.zeros((0, 9), np.int64)])
-              for name in ("stragglers", "sampled")]  # with straggler_ms: what the consumers traced
+    traced = [np.concatenate([d[name] for d in consume_done.values() if name in d] or [np.zeros((0, width), np.int64)])
+              for name, width in (("stragglers", 11), ("sampled", 11), ("gc_pauses_us", 3))]  # with straggler_ms
     return LoadResult(out, lat, *traced)

@@ -21,17 +21,21 @@ kept with its stamps (wall clock, microseconds; ``store`` in milliseconds as the
 | replied    | the reader answering that pull                                                  |
 | taken      | the consumer's channel holding that reply                                       |
 | received   | the application's poll handing it over                                          |
+| prev_*     | replied and taken of the queue's pull before it (``prev_taken -> pulled``: held back) |
 
 Per run and point: p50, p99, max and how many messages were over the bound, and for those the
 stamps as steps (``store - send``, ``arrived - store``, ``replied - arrived``, ...), so the hop that
-held each straggler shows; and per step the p50 / p90 / p99 / max over a sample of every message
-(each consumer's every ``--sample-every``-th, ``hops_ms``), so where the typical message waits shows
-beside where the slowest did. One JSON document on stdout.
+held each straggler shows (one per send batch and queue, with how many messages it held); and per
+step the p50 / p90 / p99 / max over a sample of every message (each consumer's every
+``--sample-every``-th, ``hops_ms``), so where the typical message waits shows beside where the
+slowest did. One JSON document on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import itertools
 import json
 import shutil
 import tempfile
@@ -49,14 +53,15 @@ from mqstore.scripts.bench.trace import DRAIN_S, _covered_at, listener_main, per
 POINTS = {"half": ("ASYNC_FLUSH", 2), "tenth": ("ASYNC_FLUSH", 10), "sync_tenth": ("SYNC_FLUSH", 10)}
 # a straggler's columns as a consumer records them
 COLUMNS = ("phys_offset", "queue", "queue_offset", "send_us", "store_ms", "replied_us", "taken_us", "received_us",
-           "pulled_us")
+           "pulled_us", "prev_replied_us", "prev_taken_us")
 STEPS = (("send", "store"), ("store", "dispatch"), ("dispatch", "flushed"), ("dispatch", "arrived"),
          ("arrived", "replied"), ("pulled", "replied"), ("arrived", "pulled"), ("replied", "taken"),
-         ("taken", "received"))
+         ("taken", "received"), ("prev_replied", "prev_taken"), ("prev_taken", "pulled"))
 PATH_STEPS = ("send -> store", "store -> dispatch", "dispatch -> arrived", "arrived -> pulled", "pulled -> replied",
               "replied -> taken", "taken -> received")  # one after another (SYNC: dispatch waits for flushed)
 MAX_KEPT = 100_000   # stragglers a consumer keeps at most
 RECENT_PULLS = 256   # the traced pulls a polled batch can have come from (what the prefetch holds, and more)
+PREVIOUS_PULLS = 65_536  # looked through for the queue's pull before the one that carried a message
 
 
 def stragglers_of(batch: Any, latencies_us: np.ndarray[Any, Any], received_us: int, over_us: int,
@@ -84,6 +89,16 @@ class ConsumerTrace:
         self.slow: list[np.ndarray[Any, Any]] = []
         self.kept = 0
         self.sampled: list[np.ndarray[Any, Any]] = []
+        self.gc_pauses_us: list[tuple[int, int, int]] = []  # (generation, start, microseconds) of the process's GCs
+        self._gc_started = 0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter_ns() // 1000
+        if phase == "start":
+            self._gc_started = now
+        elif self._gc_started:
+            self.gc_pauses_us.append((info["generation"], time.time_ns() // 1000, now - self._gc_started))
 
     def add(self, batch: Any, latencies_us: np.ndarray[Any, Any], received_us: int, pull_trace: Any) -> None:
         if self.kept < MAX_KEPT:
@@ -95,8 +110,10 @@ class ConsumerTrace:
 
     def rows(self) -> dict[str, np.ndarray[Any, Any]]:
         empty = np.zeros((0, len(COLUMNS)), np.int64)
+        gc.callbacks.remove(self._on_gc)
         return {"stragglers": np.concatenate(self.slow) if self.slow else empty,
-                "sampled": np.concatenate(self.sampled) if self.sampled else empty}
+                "sampled": np.concatenate(self.sampled) if self.sampled else empty,
+                "gc_pauses_us": np.asarray(self.gc_pauses_us, np.int64).reshape(-1, 3)}
 
 
 def traced_rows(batch: Any, indices: np.ndarray[Any, Any], received_us: int, pull_trace: Any) -> np.ndarray[Any, Any]:
@@ -104,16 +121,44 @@ def traced_rows(batch: Any, indices: np.ndarray[Any, Any], received_us: int, pul
     pull that brought each (zeros when it is no longer among the recent ones)."""
     if indices.size == 0:
         return np.zeros((0, len(COLUMNS)), np.int64)
-    recent = list(pull_trace)[-RECENT_PULLS:][::-1]
+    recent = _newest(pull_trace, RECENT_PULLS)
     rows = []
     for index in indices.tolist():
         message = batch[index]
         queue, queue_offset = message.queue_id, message.queue_offset
-        replied_us, taken_us, pulled_us = next(((replied, taken, pulled) for q, first, last, replied, taken, pulled
-                                                in recent if q == queue and first <= queue_offset <= last), (0, 0, 0))
+        carrying = next((i for i, (q, first, last, *_) in enumerate(recent)
+                         if q == queue and first <= queue_offset <= last), None)
+        replied_us = taken_us = pulled_us = prev_replied_us = prev_taken_us = 0
+        if carrying is not None:
+            replied_us, taken_us, pulled_us = recent[carrying][3:6]
+            # the queue's pull before it: how long after its reply was taken this one went out
+            before = next((pull for pull in recent[carrying + 1:] if pull[0] == queue), None)
+            if before is None:  # further back: the pulls taken since are passed over by the carrying one's identity
+                older = _newest(pull_trace, RECENT_PULLS + PREVIOUS_PULLS)
+                at = older.index(recent[carrying])
+                before = next((pull for pull in older[at + 1:] if pull[0] == queue), None)
+            if before is not None:
+                prev_replied_us, prev_taken_us = before[3:5]
         rows.append((message.phys_offset, queue, queue_offset, int.from_bytes(message.body[:STAMP_BYTES], "big"),
-                     message.store_ms, replied_us, taken_us, received_us, pulled_us))
+                     message.store_ms, replied_us, taken_us, received_us, pulled_us, prev_replied_us, prev_taken_us))
     return np.asarray(rows, np.int64).reshape(-1, len(COLUMNS))
+
+
+def _newest(pull_trace: Any, count: int) -> list[tuple[int, ...]]:
+    """The newest ``count`` traced pulls, newest first, copied in one step of C (the consumer's I/O
+    thread appends meanwhile; a garbage collection's callback can let it in: then again)."""
+    while True:
+        try:
+            return list(itertools.islice(reversed(pull_trace), count))
+        except RuntimeError:  # deque mutated during iteration
+            continue
+
+
+def gc_summary(pauses_us: np.ndarray[Any, Any]) -> dict[str, Any]:
+    """The consumers' garbage collections (``ConsumerTrace``): how many per generation, and the longest."""
+    return {f"gen{gen}": {"count": int((pauses_us[:, 0] == gen).sum()),
+                          "max_ms": round(float(pauses_us[pauses_us[:, 0] == gen, 2].max(initial=0)) / 1000, 3)}
+            for gen in range(3)}
 
 
 def hop_percentiles(rows: np.ndarray[Any, Any], seen: dict[str, list[tuple[int, int]]]) -> dict[str, Any]:
@@ -134,6 +179,7 @@ def _stamps(rows: np.ndarray[Any, Any], seen: dict[str, list[tuple[int, int]]]) 
     col = {name: rows[:, i] for i, name in enumerate(COLUMNS)}
     return {"send": col["send_us"], "store": col["store_ms"] * 1000, "pulled": col["pulled_us"],
             "replied": col["replied_us"], "taken": col["taken_us"], "received": col["received_us"],
+            "prev_replied": col["prev_replied_us"], "prev_taken": col["prev_taken_us"],
             **{name: _covered_at(seen.get(name, []), col["phys_offset"]) for name in ("dispatch", "flushed",
                                                                                        "arrived")}}
 
@@ -191,7 +237,20 @@ def traced_run(work: Path, name: str, rate: float, seconds: float, base: Workloa
             "send_msgs_per_s": send["msgs_per_s"],
             "send_rt_max_ms": send["rt_max_ms"], "samples": lat["samples"], "p50": lat["p50"], "p99": lat["p99"],
             "max": lat["max"], "over": len(slow), "hops_ms": hop_percentiles(result.sampled, seen),
-            "stragglers": slow[:keep]}
+            "consumer_gc": gc_summary(result.gc_pauses_us),
+            "stragglers": _distinct(slow)[:keep]}
+
+
+def _distinct(slow: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One straggler per send batch and queue (a batch's messages share their stamps), with how many it held."""
+    out: dict[tuple[int, float], dict[str, Any]] = {}
+    for straggler in slow:
+        key = (straggler["queue"], straggler["total_ms"])
+        if key in out:
+            out[key]["messages"] += 1
+        else:
+            out[key] = {**straggler, "messages": 1}
+    return list(out.values())
 
 
 def main(argv: list[str] | None = None) -> int:
