@@ -23,8 +23,9 @@ kept with its stamps (wall clock, microseconds; ``store`` in milliseconds as the
 | received   | the application's poll handing it over                                          |
 | prev_*     | replied and taken of the queue's pull before it (``prev_taken -> pulled``: held back) |
 
-Per run and point: p50, p99, max and how many messages were over the bound, and for those the
-stamps as steps (``store - send``, ``arrived - store``, ``replied - arrived``, ...), so the hop that
+Per run and point: p50, p99, max and how many messages were over the bound, and for the slowest
+few of each polled batch (``KEPT_PER_BATCH``: tracing every message of a consumer that fell behind
+would keep it behind) the stamps as steps (``store - send``, ``arrived - store``, ``replied - arrived``, ...), so the hop that
 held each straggler shows (one per send batch and queue, with how many messages it held); and per
 step the p50 / p90 / p99 / max over a sample of every message (each consumer's every
 ``--sample-every``-th, ``hops_ms``), so where the typical message waits shows beside where the
@@ -59,16 +60,22 @@ STEPS = (("send", "store"), ("store", "dispatch"), ("dispatch", "flushed"), ("di
          ("taken", "received"), ("prev_replied", "prev_taken"), ("prev_taken", "pulled"))
 PATH_STEPS = ("send -> store", "store -> dispatch", "dispatch -> arrived", "arrived -> pulled", "pulled -> replied",
               "replied -> taken", "taken -> received")  # one after another (SYNC: dispatch waits for flushed)
-MAX_KEPT = 100_000   # stragglers a consumer keeps at most
+MAX_KEPT = 20_000    # stragglers a consumer keeps at most
+KEPT_PER_BATCH = 4   # the slowest of a polled batch's stragglers kept: a consumer that fell behind finds every
+                     # message a straggler, and tracing each in Python kept it behind (seconds at half rate)
 RECENT_PULLS = 256   # the traced pulls a polled batch can have come from (what the prefetch holds, and more)
 PREVIOUS_PULLS = 65_536  # looked through for the queue's pull before the one that carried a message
 
 
 def stragglers_of(batch: Any, latencies_us: np.ndarray[Any, Any], received_us: int, over_us: int,
                   pull_trace: Any) -> np.ndarray[Any, Any]:
-    """The rows (``COLUMNS``) of a polled batch's messages slower than ``over_us``; the traced pulls
-    (``Consumer.pull_trace``) give when a reader answered each and when the reply was taken."""
-    return traced_rows(batch, np.flatnonzero(latencies_us > over_us), received_us, pull_trace)
+    """The rows (``COLUMNS``) of a polled batch's messages slower than ``over_us`` (its slowest
+    ``KEPT_PER_BATCH``); the traced pulls (``Consumer.pull_trace``) give when a reader answered each
+    and when the reply was taken."""
+    slow = np.flatnonzero(latencies_us > over_us)
+    if slow.size > KEPT_PER_BATCH:
+        slow = slow[np.argpartition(-latencies_us[slow], KEPT_PER_BATCH - 1)[:KEPT_PER_BATCH]]
+    return traced_rows(batch, slow, received_us, pull_trace)
 
 
 def sampled_of(batch: Any, seen_before: int, every: int, received_us: int, pull_trace: Any) -> np.ndarray[Any, Any]:
@@ -228,7 +235,7 @@ def traced_run(work: Path, name: str, rate: float, seconds: float, base: Workloa
     send = result.summary["send"]
     slow = straggler_steps(result.stragglers, seen)
     held_by: dict[str, int] = {}
-    for straggler in slow:  # the step that took longest (of the consume path's, not the overlapping ones)
+    for straggler in slow:  # of those kept, the step that took longest (of the consume path, not overlapping ones)
         steps = {k: v for k, v in straggler["steps_ms"].items() if v is not None and k in PATH_STEPS}
         if steps:
             longest = max(steps, key=lambda k: steps[k])
@@ -236,7 +243,8 @@ def traced_run(work: Path, name: str, rate: float, seconds: float, base: Workloa
     return {"flush": flush, "rate": round(rate), "held_by": held_by, "sent": send["messages_ok"],
             "send_msgs_per_s": send["msgs_per_s"],
             "send_rt_max_ms": send["rt_max_ms"], "samples": lat["samples"], "p50": lat["p50"], "p99": lat["p99"],
-            "max": lat["max"], "over": len(slow), "hops_ms": hop_percentiles(result.sampled, seen),
+            "max": lat["max"], "over": int((result.latencies_us > over_ms * 1000).sum()), "kept": len(slow),
+            "hops_ms": hop_percentiles(result.sampled, seen),
             "consumer_gc": gc_summary(result.gc_pauses_us),
             "stragglers": _distinct(slow)[:keep]}
 
