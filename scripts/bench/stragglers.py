@@ -25,9 +25,9 @@ kept with its stamps (wall clock, microseconds; ``store`` in milliseconds as the
 
 Per run and point: p50, p99, max and how many messages were over the bound, and for the slowest
 few of each polled batch (``KEPT_PER_BATCH``: tracing every message of a consumer that fell behind
-would keep it behind) the stamps as steps (``store - send``, ``arrived - store``, ``replied - arrived``, ...), so the hop that
-held each straggler shows (one per send batch and queue, with how many messages it held); and per
-step the p50 / p90 / p99 / max over a sample of every message (each consumer's every
+would keep it behind) the stamps as steps (``store - send``, ``arrived - store``, ...), so the hop
+that held each straggler shows (one per send batch and queue, with how many messages it held); and
+per step the p50 / p90 / p99 / max over a sample of every message (each consumer's every
 ``--sample-every``-th, ``hops_ms``), so where the typical message waits shows beside where the
 slowest did. One JSON document on stdout.
 """
