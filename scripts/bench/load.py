@@ -35,6 +35,7 @@ import numpy as np
 
 from mqstore.ipc.wire.encoded import SendResults
 from mqstore.scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
+from mqstore.scripts.bench.start_line import StartLine
 
 STAMP_BYTES = 8
 REPORT_EVERY_S = 1.0
@@ -150,7 +151,7 @@ def _batch_template(spec: Workload, worker: int) -> list[dict[str, Any]]:
             for i in range(spec.batch)]
 
 
-def producer_main(worker: int, store: str, spec: Workload, share: int | None, stats: Any, start_at: float) -> None:
+def producer_main(worker: int, store: str, spec: Workload, share: int | None, stats: Any, start: StartLine) -> None:
     from mqstore.ipc.client.api import Outgoing, Producer
     template = _batch_template(spec, worker)
     meter = _Meter()
@@ -165,8 +166,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
         topics = spec.topic_names()
         bodies_of = [m["body"] for m in template]
         tags_of = [m.get("tags") for m in template]
-        while time.time() < start_at:
-            time.sleep(0.001)
+        start.wait()
         begin = time.monotonic()
         cpu_begin = time.process_time()
         stop_at = begin + spec.duration_s if spec.duration_s is not None and share is None else float("inf")
@@ -233,7 +233,7 @@ def _done(meter: _Meter, rts: list[float], future: Future[Any], t0: float, n: in
 # -- consumer process ---------------------------------------------------------------------------------
 
 def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tuple[str, int]], stats: Any,
-                  stop: Any, group: str, start_at: float) -> None:
+                  stop: Any, group: str, start: StartLine) -> None:
     from mqstore.ipc.client.api import Consumer
     from mqstore.scripts.bench.stragglers import ConsumerTrace
     trace = ConsumerTrace(spec.straggler_ms, spec.sample_every) if spec.straggler_ms is not None else None
@@ -248,8 +248,9 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
     kept = 0
     count = 0
     last_msg_us = 0
-    while time.time() < start_at:
-        time.sleep(0.001)
+    for consumer in consumers:
+        consumer.ready()  # its queues assigned, its first pulls out
+    start.wait()
     next_report = time.monotonic() + REPORT_EVERY_S
     cpu_begin = time.process_time()
     try:
@@ -301,16 +302,17 @@ def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadRe
     stop = ctx.Event()
     group = f"bench-{os.getpid()}-{time.time_ns()}"
     pairs = [(t, q) for t in spec.topic_names() for q in range(spec.queues)]
-    start_at = time.time() + 2.0 + 0.3 * (spec.producers + spec.consumers)
+    start = StartLine(ctx, min(spec.consumers, len(pairs)) + spec.producers)
     consumers = [ctx.Process(target=consumer_main, daemon=True,
-                             args=(i, store, spec, pairs[i::spec.consumers], stats, stop, group, start_at))
+                             args=(i, store, spec, pairs[i::spec.consumers], stats, stop, group, start))
                  for i in range(min(spec.consumers, len(pairs)))]
     shares = _split(spec.count, spec.producers) if spec.count is not None else [None] * spec.producers
-    producers = [ctx.Process(target=producer_main, args=(i, store, spec, shares[i], stats, start_at), daemon=True)
+    producers = [ctx.Process(target=producer_main, args=(i, store, spec, shares[i], stats, start), daemon=True)
                  for i in range(spec.producers)]
     cpu_before = actor_cpu_s(store)
     for p in consumers + producers:
         p.start()
+    start_at = start.open(120 + 10 * len(consumers + producers))
     table = LiveTable(spec, live=live)
     send_done: dict[int, dict[str, Any]] = {}
     consume_done: dict[int, dict[str, Any]] = {}
