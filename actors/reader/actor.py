@@ -218,7 +218,8 @@ class ReaderActor:
             except schema.SchemaError as exc:
                 log.warning("ignoring a malformed arrived notice: %s", exc)
                 continue
-            grew.update(self.store.on_arrived(list(notice.queues), notice.applied))
+            self.store.on_arrived(list(notice.queues), notice.applied)  # every queue named is woken: a request's
+            grew.update(queue[:2] for queue in notice.queues)  # read of its files may have grown it first, unwoken
         for key in grew:
             self._wake(router, key)
             self.acks.on_grew(*key)

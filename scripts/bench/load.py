@@ -35,6 +35,7 @@ import numpy as np
 
 from mqstore.ipc.wire.encoded import SendResults
 from mqstore.scripts.bench.cpu import actor_cpu_s, broker_cpu, cpu_since
+from mqstore.scripts.bench.start_line import StartLine
 
 STAMP_BYTES = 8
 REPORT_EVERY_S = 1.0
@@ -65,6 +66,7 @@ class Workload:
     drain_s: float = 30.0
     timeout_ms: int = 30_000
     straggler_ms: float | None = None  # consumers keep the messages slower than this, with their pulls' stamps
+    sample_every: int = 0              # with straggler_ms, and every sample_every-th message as well (0: none)
 
     def topic_names(self) -> list[str]:
         return [f"{self.topic_prefix}{t}" for t in range(self.topics)]
@@ -93,7 +95,9 @@ class Workload:
 class LoadResult:
     summary: dict[str, Any]
     latencies_us: np.ndarray[Any, np.dtype[np.int64]] = field(default_factory=lambda: np.zeros(0, np.int64))
-    stragglers: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 9), np.int64))  # with straggler_ms
+    stragglers: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 11), np.int64))  # with straggler_ms
+    sampled: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 11), np.int64))  # with sample_every
+    gc_pauses_us: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # the consumers'
 
 
 def now_us() -> int:
@@ -147,7 +151,7 @@ def _batch_template(spec: Workload, worker: int) -> list[dict[str, Any]]:
             for i in range(spec.batch)]
 
 
-def producer_main(worker: int, store: str, spec: Workload, share: int | None, stats: Any, start_at: float) -> None:
+def producer_main(worker: int, store: str, spec: Workload, share: int | None, stats: Any, start: StartLine) -> None:
     from mqstore.ipc.client.api import Outgoing, Producer
     template = _batch_template(spec, worker)
     meter = _Meter()
@@ -162,8 +166,7 @@ def producer_main(worker: int, store: str, spec: Workload, share: int | None, st
         topics = spec.topic_names()
         bodies_of = [m["body"] for m in template]
         tags_of = [m.get("tags") for m in template]
-        while time.time() < start_at:
-            time.sleep(0.001)
+        start.wait()
         begin = time.monotonic()
         cpu_begin = time.process_time()
         stop_at = begin + spec.duration_s if spec.duration_s is not None and share is None else float("inf")
@@ -230,23 +233,24 @@ def _done(meter: _Meter, rts: list[float], future: Future[Any], t0: float, n: in
 # -- consumer process ---------------------------------------------------------------------------------
 
 def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tuple[str, int]], stats: Any,
-                  stop: Any, group: str, start_at: float) -> None:
+                  stop: Any, group: str, start: StartLine) -> None:
     from mqstore.ipc.client.api import Consumer
-    from mqstore.scripts.bench.stragglers import MAX_KEPT, stragglers_of
-    tracing = spec.straggler_ms is not None
-    slow: list[np.ndarray[Any, Any]] = []
+    from mqstore.scripts.bench.stragglers import ConsumerTrace
+    trace = ConsumerTrace(spec.straggler_ms, spec.sample_every) if spec.straggler_ms is not None else None
     by_topic: dict[str, list[int]] = {}
     for topic, q in assignment:
         by_topic.setdefault(topic, []).append(q)
     consumers = [Consumer(store, group=group, topic=topic, queues=queues, start="earliest", long_poll_ms=200,
-                          reader_count=spec.readers, auto_commit=False, timeout_ms=spec.timeout_ms, trace=tracing)
+                          reader_count=spec.readers, auto_commit=False, timeout_ms=spec.timeout_ms,
+                          trace=trace is not None)
                  for topic, queues in by_topic.items()]
     latencies: list[np.ndarray[Any, Any]] = []
     kept = 0
     count = 0
     last_msg_us = 0
-    while time.time() < start_at:
-        time.sleep(0.001)
+    for consumer in consumers:
+        consumer.ready()  # its queues assigned, its first pulls out
+    start.wait()
     next_report = time.monotonic() + REPORT_EVERY_S
     cpu_begin = time.process_time()
     try:
@@ -262,9 +266,8 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
                     stamps = np.frombuffer(msgs.body_heads(STAMP_BYTES), dtype=">i8")
                     latencies.append(arrived - stamps.astype(np.int64))
                     kept += len(msgs)
-                    if tracing and sum(len(s) for s in slow) < MAX_KEPT:
-                        slow.append(stragglers_of(msgs, latencies[-1], arrived, int((spec.straggler_ms or 0) * 1000),
-                                                  consumer.pull_trace))
+                    if trace is not None:
+                        trace.add(msgs, latencies[-1], arrived, consumer.pull_trace)
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + REPORT_EVERY_S
                 stats.put(("consume", worker, {"count": count}))
@@ -275,7 +278,7 @@ def consumer_main(worker: int, store: str, spec: Workload, assignment: list[tupl
     stats.put(("consume", worker, {"count": count}))
     stats.put(("consume_done", worker, {"latencies_us": np.concatenate(latencies) if latencies
                                         else np.zeros(0, np.int64), "last_us": last_msg_us,
-                                        "stragglers": np.concatenate(slow) if slow else np.zeros((0, 9), np.int64),
+                                        **(trace.rows() if trace is not None else {}),
                                         "cpu_s": time.process_time() - cpu_begin}))
 
 
@@ -299,16 +302,17 @@ def run_load(store: Path | str, spec: Workload, *, live: bool = False) -> LoadRe
     stop = ctx.Event()
     group = f"bench-{os.getpid()}-{time.time_ns()}"
     pairs = [(t, q) for t in spec.topic_names() for q in range(spec.queues)]
-    start_at = time.time() + 2.0 + 0.3 * (spec.producers + spec.consumers)
+    start = StartLine(ctx, min(spec.consumers, len(pairs)) + spec.producers)
     consumers = [ctx.Process(target=consumer_main, daemon=True,
-                             args=(i, store, spec, pairs[i::spec.consumers], stats, stop, group, start_at))
+                             args=(i, store, spec, pairs[i::spec.consumers], stats, stop, group, start))
                  for i in range(min(spec.consumers, len(pairs)))]
     shares = _split(spec.count, spec.producers) if spec.count is not None else [None] * spec.producers
-    producers = [ctx.Process(target=producer_main, args=(i, store, spec, shares[i], stats, start_at), daemon=True)
+    producers = [ctx.Process(target=producer_main, args=(i, store, spec, shares[i], stats, start), daemon=True)
                  for i in range(spec.producers)]
     cpu_before = actor_cpu_s(store)
     for p in consumers + producers:
         p.start()
+    start_at = start.open(120 + 10 * len(consumers + producers))
     table = LiveTable(spec, live=live)
     send_done: dict[int, dict[str, Any]] = {}
     consume_done: dict[int, dict[str, Any]] = {}
@@ -391,5 +395,6 @@ def _summary(spec: Workload, table: Any, send_done: dict[int, dict[str, Any]],
             "latency_ms": {"samples": int(lat.size), "p50": percentile_ms(lat, 50), "p99": percentile_ms(lat, 99),
                            "p99.9": percentile_ms(lat, 99.9),
                            "max": round(float(lat.max()) / 1000, 3) if lat.size else None}}
-    slow = [d["stragglers"] for d in consume_done.values()]
-    return LoadResult(out, lat, np.concatenate(slow) if slow else np.zeros((0, 9), np.int64))
+    traced = [np.concatenate([d[name] for d in consume_done.values() if name in d] or [np.zeros((0, width), np.int64)])
+              for name, width in (("stragglers", 11), ("sampled", 11), ("gc_pauses_us", 3))]  # with straggler_ms
+    return LoadResult(out, lat, *traced)

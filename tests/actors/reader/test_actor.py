@@ -18,6 +18,7 @@ from mqstore.engine import Message, MessageStore
 from mqstore.engine.meta.offsets import ConsumerOffsets
 from mqstore.ipc.wire import receipts, requests, schema
 from mqstore.ipc.wire.messages import MessageBatch
+from mqstore.ipc.wire.notices import Arrived
 from mqstore.ipc.wire.requests import Request
 from tests.conftest import TINY
 
@@ -186,3 +187,50 @@ def test_deliveries_are_counted_per_group_and_topic_in_either_mode(reader: Reade
     stats = reader.delivered.stats()
     assert stats["groups_out"] == {"g1": {"Orders": 4}, "g2": {"Orders": 4}, "workers": {"Orders": 3}}
     assert stats["topics_out"]["Orders"][0] == 4 + 4 + 3
+
+
+def test_a_parked_pull_is_answered_by_the_notice_that_covers_it_after_another_pull_read_the_files(
+        tmp_path: Path) -> None:
+    """Group a's pull waits at the queue's end; the builder appends and, before its ``arrived`` notice
+    comes, group b's pull at the same end reads the new entries off the files (which moves the queue's
+    published end). The notice that then covers them grows nothing the reader did not know: it must
+    still answer a's pull, which otherwise waited for a later notice, the recheck or its deadline."""
+    reader = make_reader(tmp_path)
+    ctx = reader.rt.ctx
+    router, peer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    notices_out, arrived_in = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+    try:
+        router.bind("inproc://reader")
+        peer.setsockopt(zmq.IDENTITY, b"a")
+        peer.connect("inproc://reader")
+        notices_out.bind("inproc://arrived")
+        arrived_in.setsockopt(zmq.SUBSCRIBE, schema.ARRIVED)
+        arrived_in.connect("inproc://arrived")
+        assert ask_as(reader, b"a", requests.Pull("a", "Orders", 0, COUNT, wait_ms=20_000, raw=True)) is None
+        with MessageStore.open(tmp_path / "store", reader.rt.config.store) as store:
+            store.put_batch([Message("Orders", b"new")], [0])
+            applied = store.commitlog.max_offset
+        got = ask_as(reader, b"b", requests.Pull("b", "Orders", 0, COUNT, wait_ms=20_000, raw=True))
+        assert got is not None and bodies(got) == [b"new"]
+        assert len(reader.parked) == 1  # a's pull: the files were read for b's, not for it
+
+        notice = Arrived((("Orders", 0, COUNT + 1),), applied, 0)
+        while not arrived_in.poll(0):  # a PUB drops what it sends before the subscription reaches it
+            notices_out.send_multipart(notice.frames())
+            arrived_in.poll(10)
+        reader._on_arrived(router, arrived_in)
+
+        assert len(reader.parked) == 0
+        assert peer.poll(10_000)
+        reply_frame, *parts = peer.recv_multipart()  # a DEALER hears no identity frame
+        reply = schema.unpack_message(reply_frame, parts)
+        assert reply["ok"] and bodies(reply) == [b"new"]
+    finally:
+        for sock in (router, peer, notices_out, arrived_in):
+            sock.close(0)
+        reader.store.close()
+        reader.rt.close()
+
+
+def ask_as(reader: ReaderActor, identity: bytes, request: Request) -> dict[str, Any] | None:
+    return reader.handle([identity, bytes(request.frames(1)[0])])
