@@ -25,8 +25,7 @@ Requests (msgpack maps, ``mqstore.ipc.wire.schema``, each decoded once into its 
     commit_offset   group, topic, queue, offset              (reader 0 only: mqstore.actors.reader.offsets)
     fetch_offset    group, topic, queue -> offset (-1: none) (reader 0 only)
     groups, group_describe, delete_topic_offsets             groups' offsets and lag (reader 0 only)
-    group_activity                                           -> groups {group: last seen ms}, now_ms
-                                                             (mqstore.actors.reader.activity)
+    group_activity                                           -> groups {group: last seen ms}, now_ms (.activity)
     ack_stats                                                -> queues [{group, topic, queue, ready,
                                                              unacked, redelivered, dead}] (its ack queues)
     ping                                                     -> pid, index, readers, readable_end, parked

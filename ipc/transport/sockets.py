@@ -126,11 +126,11 @@ def recv_message(sock: zmq.Socket[Any], flags: int = 0, *, head: int,
     while len(frames) < head and sock.getsockopt(_RCVMORE):
         frames.append(sock.recv())  # a message arrives whole: the rest is there once its first frame is
     parts = []
-    more = sock.getsockopt(_RCVMORE)
-    while more:  # each part says whether another follows: no option read a part
-        part = sock.recv(copy=False)
-        parts.append(part.buffer)
-        more = part.more
+    # the socket's RCVMORE, not each part's ``Frame.more``: a part received without copying may
+    # report no more parts where the socket still has them (the rest of the message was then read
+    # as messages of their own: the writer answered one request several times)
+    while sock.getsockopt(_RCVMORE):
+        parts.append(sock.recv(copy=False).buffer)
     return frames, parts
 
 
