@@ -136,3 +136,11 @@ def test_each_aio_client_takes_its_blocking_clients_arguments_and_awaits_its_cal
     assert inspect.iscoroutinefunction(asynchronous.__aenter__) and inspect.iscoroutinefunction(asynchronous.__aexit__)
     if hasattr(blocking, "__iter__"):  # the consumers: ``for`` there, ``async for`` here
         assert inspect.iscoroutinefunction(asynchronous.__anext__)
+
+
+@pytest.mark.parametrize("producer", [mqstore.Producer, mqstore.aio.Producer])
+def test_producers_flush_and_close_within_a_timeout(producer: type) -> None:
+    """``flush(timeout_s)`` (Kafka's), and ``close(timeout_s)`` that flushes first: part of the API on purpose."""
+    for call in ("flush", "close"):
+        parameters = inspect.signature(getattr(producer, call)).parameters
+        assert list(parameters) == ["self", "timeout_s"] and parameters["timeout_s"].default is None, call

@@ -5,12 +5,15 @@ watch in flight on reader 0, naming the queues it reads; the reader answers it, 
 reply, as soon as the topic has another queue, or with what it has when ``wait_ms`` runs out. So
 the consumer learns of a new queue when it appears, not by asking again and again.
 
-What tells: an ``arrived`` notice naming a queue of a watched topic (its first message: a topic
-made by its first send, a delayed copy landing on a new queue), and ``topics.json``, which the
-writer replaces when a topic is made or given more queues (``mqstore topics create``, ``topics
-update --queues``) before any message lands there. The file is looked at every ``RECHECK_WATCH_MS``
-while a watch waits (one stat, and a directory listing per watched topic), which also makes up for
-a lost notice. Watches are bounded (``MAX_WATCHES``): beyond it one is answered at once.
+What tells: an ``arrived`` notice naming a queue of a watched topic that some watch does not know
+(its first message: a topic made by its first send, a delayed copy landing on a new queue), and
+``topics.json``, which the writer replaces when a topic is made or given more queues (``mqstore
+topics create``, ``topics update --queues``) before any message lands there. The file is looked
+at every ``RECHECK_WATCH_MS`` while a watch waits (one stat, and a directory listing per watched
+topic), which also makes up for a lost notice. A notice for queues every watch of the topic knows
+(the steady traffic of a followed topic) costs a set lookup: the topic's queues known to all its
+watches are kept beside them, and only a queue outside that set has the topic's queues listed
+again (``queue_info``). Watches are bounded (``MAX_WATCHES``): beyond it one is answered at once.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class TopicWatches:
         self._now_ms = now_ms
         self._long_poll_max_ms = long_poll_max_ms
         self._by_topic: dict[str, list[ParkedWatch]] = {}
+        self._known_by_all: dict[str, frozenset[int]] = {}  # per watched topic: the queues all its watches know
         self._deadlines: list[tuple[int, int, ParkedWatch]] = []  # answered ones are skipped when they come up
         self._seq = itertools.count()
         self._count = 0
@@ -62,7 +66,10 @@ class TopicWatches:
         watch = ParkedWatch(identity, request_id, request.topic, frozenset(request.known), now + request.wait_ms)
         if not self:
             self._next_recheck_ms = now + RECHECK_WATCH_MS
-        self._by_topic.setdefault(watch.topic, []).append(watch)
+        waiting = self._by_topic.setdefault(watch.topic, [])
+        waiting.append(watch)
+        self._known_by_all[watch.topic] = (watch.known if len(waiting) == 1
+                                           else self._known_by_all[watch.topic] & watch.known)
         heapq.heappush(self._deadlines, (watch.deadline_ms, next(self._seq), watch))
         self._count += 1
         return None
@@ -74,8 +81,10 @@ class TopicWatches:
         return max(0, min(cap_ms, self._deadlines[0][0] - now_ms, self._next_recheck_ms - now_ms))
 
     def on_grew(self, keys: Iterable[QueueKey]) -> None:
-        """An ``arrived`` notice's queues that grew: answer the watches of their topics that miss one."""
-        for topic in {t for t, _ in keys if t in self._by_topic}:
+        """An ``arrived`` notice's queues that grew: answer the watches of their topics that miss one.
+        A queue every watch of its topic knows needs no answer, nor a look at the topic's queues."""
+        known_by_all = self._known_by_all
+        for topic in {t for t, q in keys if t in known_by_all and q not in known_by_all[t]}:
             self._answer_new(topic)
 
     def tick(self, now_ms: int) -> None:
@@ -98,6 +107,7 @@ class TopicWatches:
             info = self._store.queue_info(topic)
             for watch in self._by_topic.pop(topic):
                 self.send(watch.identity, replies.QueueInfoReply(info).encode(watch.request_id))
+        self._known_by_all.clear()
         self._deadlines.clear()
         self._count = 0
 
@@ -112,8 +122,10 @@ class TopicWatches:
         if waiting is None or watch not in waiting:
             return False
         waiting.remove(watch)
-        if not waiting:
-            del self._by_topic[watch.topic]
+        if waiting:
+            self._known_by_all[watch.topic] = frozenset.intersection(*(w.known for w in waiting))
+        else:
+            del self._by_topic[watch.topic], self._known_by_all[watch.topic]
         self._count -= 1
         return True
 

@@ -19,6 +19,7 @@ disk, an illegal message) are ``SendResult`` statuses, not exceptions.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from mqstore.ipc.client.ack_consumer import AckConsumer
 from mqstore.ipc.client.admin import DEFAULT_TIMEOUT_MS, Admin, StorePath
 from mqstore.ipc.client.consumer import Consumer
 from mqstore.ipc.client.futures import completed, then
+from mqstore.ipc.client.in_flight import Flushing, FlushTimeoutError, InFlight
 from mqstore.ipc.client.transactions import (
     CheckBack,
     ExecuteLocal,
@@ -91,6 +93,9 @@ class Producer:
         self._transactions.channel = self._channel
         self._encoder: BatchEncoder | None = None
         self._encoder_lock = threading.Lock()
+        self._in_flight = InFlight()
+        # the longest one send can take: each try its timeout, and the pauses between tries
+        self.send_bound_s = ((retries + 1) * timeout_ms + retry_backoff_ms * retries * (retries + 1) // 2) / 1000
 
     def send(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | Sequence[str] = (),
              properties: Mapping[str, str] | None = None, queue_id: int | None = None,
@@ -159,10 +164,17 @@ class Producer:
 
         if callback is not None:
             single.add_done_callback(callback)
-        self.send_batch_async([message]).add_done_callback(first)
+        sent = self._send_batch_async([message])  # a message refused here raises before it is in flight
+        self._in_flight.add(single)
+        sent.add_done_callback(first)
         return single
 
     def send_batch_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
+        sent = self._send_batch_async(messages)
+        self._in_flight.add(sent)
+        return sent
+
+    def _send_batch_async(self, messages: Sequence[Outgoing | Mapping[str, Any]]) -> Future[list[SendResult]]:
         wire = self._wire(messages)
         outer: Future[list[SendResult]] = Future()
         outer.set_running_or_notify_cancel()
@@ -246,6 +258,7 @@ class Producer:
     def _send_encoded(self, encoder: BatchEncoder, batch: EncodedBatch) -> Future[SendResults]:
         outer: Future[SendResults] = Future()
         outer.set_running_or_notify_cancel()
+        self._in_flight.add(outer)
 
         def on_reply(reply: Future[dict[str, Any]]) -> None:
             try:
@@ -285,12 +298,40 @@ class Producer:
         self._channel.limit("ingress", reply.max_request_bytes)
         self._encoder = BatchEncoder(Encoding.of(reply))
 
-    def close(self) -> None:
-        self.close_async().result()
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every send made before this call (by the ``*_async`` sends) is answered, stored
+        or failed: a failure is its future's, not raised here. ``FlushTimeoutError`` (a
+        ``BrokerTimeoutError``), naming how many are still pending, once ``timeout_s`` has passed;
+        with none, the wait ends when each send is answered or has timed out by itself. Not from a
+        send's callback: the I/O thread that runs it answers the sends."""
+        if self._channel.on_io_thread():
+            raise RuntimeError("flush cannot wait on the client's I/O thread, which answers the sends")
+        self._in_flight.flushing().wait(timeout_s)
+
+    def flush_async(self) -> Flushing:
+        """``flush`` without waiting: a future done once every send made before the call is answered;
+        its ``check(timeout_s)`` raises ``flush``'s FlushTimeoutError while some are not."""
+        return self._in_flight.flushing()
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Flush, then close the sockets. The flush waits at most ``timeout_s``, by default
+        ``send_bound_s`` (the longest one send can take: each try's ``timeout_ms`` and the pauses
+        between tries), so the default cuts off no send that could still succeed. Sends still
+        pending after it fail with BrokerError CLOSED, as every pending send does with
+        ``timeout_s=0``. Leaving a ``with`` block closes the same way, on an exception too (as
+        Kafka's producers do)."""
+        if timeout_s is None:
+            timeout_s = self.send_bound_s
+        try:
+            if timeout_s > 0:
+                with contextlib.suppress(FlushTimeoutError):
+                    self.flush(timeout_s)
+        finally:  # a flush interrupted (Ctrl-C) still closes
+            self.close_async().result()
 
     def close_async(self) -> Future[None]:
-        """Close the sockets now (what waits fails with BrokerError CLOSED); the future is done once
-        the transaction checks already handed to the checks' thread are answered."""
+        """Close the sockets now, with no flush (what waits fails with BrokerError CLOSED); the future
+        is done once the transaction checks already handed to the checks' thread are answered."""
         self._channel.close()
         return self._transactions.close_async()
 

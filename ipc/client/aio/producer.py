@@ -15,12 +15,14 @@ dropped, and the broker asks again).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Self
 
 from mqstore.ipc.client import api
 from mqstore.ipc.client.admin import DEFAULT_TIMEOUT_MS, StorePath
+from mqstore.ipc.client.in_flight import FlushTimeoutError
 from mqstore.ipc.client.transactions import TransactionResult, TransactionState
 from mqstore.ipc.transport.endpoints import Endpoints
 from mqstore.ipc.wire.encoded import SendResults
@@ -93,10 +95,29 @@ class Producer:
         if not self._prepared.done():
             await asyncio.wrap_future(self._prepared)
 
-    async def close(self) -> None:
-        """Close the sockets (sends still waiting raise BrokerError CLOSED), then wait for the checks
-        already handed to the checks' thread."""
-        await asyncio.wrap_future(self._producer.close_async())
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """``Producer.flush``: every send made before the call answered (each awaitable's own outcome),
+        or FlushTimeoutError naming how many are not once ``timeout_s`` has passed. A send whose
+        task was cancelled is still in flight until answered, and flushed."""
+        flushing = self._producer.flush_async()
+        if not flushing.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(flushing)), timeout_s)
+        flushing.check(timeout_s or 0.0)
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """``Producer.close``: a flush of at most ``timeout_s`` (by default the longest one send can
+        take; ``0``: none), then the sockets closed (sends still waiting raise BrokerError CLOSED)
+        and the checks already handed to the checks' thread waited for. ``async with`` closes so
+        on leaving, on an exception too (as aiokafka's ``stop`` does)."""
+        if timeout_s is None:
+            timeout_s = self._producer.send_bound_s
+        try:
+            if timeout_s > 0:
+                with contextlib.suppress(FlushTimeoutError):
+                    await self.flush(timeout_s)
+        finally:  # a flush cancelled still closes
+            await asyncio.wrap_future(self._producer.close_async())
 
     async def __aenter__(self) -> Self:
         return self

@@ -221,7 +221,7 @@ def test_close_fails_what_waits_and_refuses_new_requests(endpoints: Endpoints, b
     producer = Producer(endpoints=endpoints, timeout_ms=60_000)
     waiting = producer.send_async("T", b"x")
     broker.next_request()
-    producer.close()
+    producer.close(timeout_s=0)  # at once: no flush
     with pytest.raises(BrokerError, match="CLOSED"):
         waiting.result(WAIT_S)
     with pytest.raises(BrokerError, match="CLOSED"):
