@@ -47,6 +47,7 @@ class HeldFrames:
         self.waiting = messages
         self.current: list[bytes] = []
         self.sent = sent
+        self.sending: list[Any] = []
 
     def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
         if not self.current:
@@ -57,7 +58,16 @@ class HeldFrames:
         return frame if copy else zmq.Frame(frame)
 
     def getsockopt(self, option: int) -> int:
-        return int(bool(self.current))
+        if option == zmq.EVENTS:  # a message waits
+            return int(zmq.POLLIN) if self.waiting or self.current else 0
+        return int(bool(self.current))  # RCVMORE
+
+    def send(self, frame: Any, flags: int = 0, copy: bool = True) -> None:
+        """A message frame by frame, kept whole once its last frame is in."""
+        self.sending.append(frame)
+        if not flags & zmq.SNDMORE:
+            self.sent.append(self.sending)
+            self.sending = []
 
     def send_multipart(self, frames: list[bytes], flags: int = 0, copy: bool = True) -> None:
         self.sent.append(frames)
