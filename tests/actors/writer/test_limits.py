@@ -21,12 +21,14 @@ class QueuedIngress(SentFrames):
     def __init__(self, frames: list[list[bytes]]) -> None:
         self.waiting = list(frames)
         self.taken = 0
+        self.again = 0  # receives that found nothing
         self.replies: list[dict[str, Any]] = []
         self.current: list[bytes] = []  # the rest of the message being received, frame by frame
 
     def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
         if not self.current:
             if not self.waiting:
+                self.again += 1
                 raise zmq.Again()
             self.taken += 1
             self.current = list(self.waiting.pop(0))
