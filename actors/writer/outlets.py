@@ -65,10 +65,11 @@ class Outlets:
         except zmq.Again:
             log.warning("a producer does not read its replies; reply dropped")
 
-    def dispatch(self, notice: Dispatch) -> None:
+    def dispatch(self, notice: Dispatch, frames: list[bytes | memoryview] | None = None) -> None:
+        """Publish ``notice`` (``frames``: its frames, when made already)."""
         # the batch's buffers as they are, never written again: one from ZERO_COPY_MIN_BYTES up (64 KiB:
         # the columns of ~1,400 records) goes without a copy, the smaller ones are copied
-        send_frames(self.dispatch_out, notice.frames())
+        send_frames(self.dispatch_out, notice.frames() if frames is None else frames)
         self.progress.dispatched_end = max(self.progress.dispatched_end, notice.to_phys)
         self.progress.topics_in.add_batch(notice.batch)
 
