@@ -68,7 +68,7 @@ from mqstore.engine.reclaim.move import MOVED_TOPIC
 from mqstore.engine.reclaim.retention import decide, delete_expired_commitlog, disk_used_ratio, ends_by
 from mqstore.engine.timer.put_rule import TIMER_QUEUE_COUNT, TIMER_TOPIC
 from mqstore.ipc.transport.closed import ClosedConnections
-from mqstore.ipc.transport.sockets import bind, connect, recv_first, recv_message
+from mqstore.ipc.transport.sockets import bind, connect, has_message, recv_first, recv_message
 from mqstore.ipc.wire import schema
 
 log = logging.getLogger("mqstore")
@@ -274,12 +274,14 @@ class CommitLogWriterActor:
         message_sends: list[sends.MessageSend] = []
         encoded_sends: list[encoded.EncodedSend] = []
         count = size = 0
-        while count < broker.max_batch_messages and size < broker.max_request_bytes:
+        waiting = True  # the poll said so: only a spurious wake-up finds nothing (zmq.Again)
+        while waiting and count < broker.max_batch_messages and size < broker.max_request_bytes:
             try:  # parts (a send_encoded's records) stay in ZeroMQ's buffers until appended
                 first, user_id = recv_first(source, zmq.NOBLOCK) if by_key else (None, None)
                 frames, parts = recv_message(source, zmq.NOBLOCK, head=2, first=first)
             except zmq.Again:
                 break
+            waiting = has_message(source)  # asked, not received until zmq.Again: the exception costs more
             size += sum(map(len, frames)) + sum(map(len, parts))
             request = self.ingress.parse(frames, parts, own=source is own_ingress, user_id=user_id)
             if isinstance(request, Answer):

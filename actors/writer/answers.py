@@ -7,7 +7,7 @@ of them. Under SYNC_FLUSH, and on a SYNC_MASTER, the answers wait (``mqstore.act
 so does the batch. Otherwise the batch goes to the builders before the answers, since a consumer
 waits on them and a producer only on its answer; but a round of one send of one message is answered
 first, as nothing else in the round waits on the notice and that producer's whole round trip waits
-on its one reply (the notice follows it by a send, microseconds).
+on its one reply (the notice follows it by a send, microseconds: its frames are made before the answer goes).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def answer_round(state: WriterState, outlets: Outlets, answers: list[Answer], no
     flush = notice is not None and waiters.sync_flush
     hold = flush or (notice is not None and waiters.replicas is not None)  # SYNC_MASTER: for the copies
     answer_first = len(answers) == 1 and messages == 1 and not hold
+    # the notice's frames are made before the lone answer goes, so that the two sends go back to back:
+    # ZeroMQ's I/O thread, woken by the first, most often finds the second there too (one wake-up, not two)
+    frames = notice.frames() if notice is not None and not waiters.holds_dispatch else None
     if answer_first:
         identity, request_id, reply = answers[0]
         outlets.reply(identity, reply.encode(request_id))
@@ -38,7 +41,7 @@ def answer_round(state: WriterState, outlets: Outlets, answers: list[Answer], no
         if waiters.holds_dispatch:  # for its flush (SYNC_FLUSH), its copies (SYNC_MASTER), or both
             waiters.hold_dispatch(notice)
         else:
-            outlets.dispatch(notice)
+            outlets.dispatch(notice, frames)
         if flush or state.tells_slaves:
             outlets.written(Written(notice.to_phys, store_ms, flush))
     if hold:

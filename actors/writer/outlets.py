@@ -18,6 +18,7 @@ import zmq
 
 from mqstore.actors.meters import Latencies, TopicCounts
 from mqstore.actors.ticks import Ticks
+from mqstore.ipc.transport.sockets import send_frames, send_notice, send_routed
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Tick, Written
 
@@ -60,19 +61,20 @@ class Outlets:
         if identity.startswith(OWN_PEER) and self.own_ingress is not None:
             sock, identity = self.own_ingress, identity[len(OWN_PEER):]
         try:
-            sock.send_multipart([identity, schema.pack(message)], zmq.NOBLOCK)
+            send_routed(sock, identity, schema.pack(message))
         except zmq.Again:
             log.warning("a producer does not read its replies; reply dropped")
 
-    def dispatch(self, notice: Dispatch) -> None:
-        # the batch's buffers as they are, never written again: pyzmq sends one over its copy_threshold
-        # (64 KiB: the columns of ~1,400 records) without a copy, and copies the smaller ones
-        self.dispatch_out.send_multipart(notice.frames(), copy=False)
+    def dispatch(self, notice: Dispatch, frames: list[bytes | memoryview] | None = None) -> None:
+        """Publish ``notice`` (``frames``: its frames, when made already)."""
+        # the batch's buffers as they are, never written again: one from ZERO_COPY_MIN_BYTES up (64 KiB:
+        # the columns of ~1,400 records) goes without a copy, the smaller ones are copied
+        send_frames(self.dispatch_out, notice.frames() if frames is None else frames)
         self.progress.dispatched_end = max(self.progress.dispatched_end, notice.to_phys)
         self.progress.topics_in.add_batch(notice.batch)
 
     def written(self, notice: Written) -> None:
-        self.written_out.send_multipart(notice.frames())
+        send_notice(self.written_out, notice)
 
     def tick(self, written_end: int, sync: bool, now_ms: int, *, force: bool = False) -> bool:
         """How far the log goes, and how far builders may apply, when ``Ticks`` says it is due (or
@@ -81,5 +83,5 @@ class Outlets:
         if not progress.ticks.due(progress.carried(written_end), sync, now_ms) and not force:
             return False
         self.written(Written(written_end, progress.last_store_ms, sync))
-        self.dispatch_out.send_multipart(Tick(progress.dispatched_end).frames())
+        send_notice(self.dispatch_out, Tick(progress.dispatched_end))
         return True

@@ -215,6 +215,8 @@ class SyncWaiters:
     def release(self, outlets: Outlets) -> None:
         """Publish what the flush covers; answer what both waits are done with (by their notices or
         their timeouts), in the order they were written."""
+        if not (self.held or self.undispatched or self.tail_end):
+            return  # nothing waits (an ASYNC_FLUSH writer's every round): no clock read, no checks
         if 0 < self.tail_end <= self.flushed_end:  # before any batch: they all come after it
             outlets.progress.dispatched_end = max(outlets.progress.dispatched_end, self.tail_end)
             self.tail_end = 0

@@ -160,7 +160,8 @@ class DispatchBatch:
         if not len(self.columns):
             return []
         if len(self.topics) == 1:
-            return [(self.topics[0], len(self.columns), int(self.columns["size"].sum()))]
+            sizes = self.columns["size"]
+            return [(self.topics[0], len(sizes), _total(sizes))]
         topic_ids = self.columns["topic"]
         counts = np.bincount(topic_ids, minlength=len(self.topics)).tolist()
         sizes = np.bincount(topic_ids, weights=self.columns["size"], minlength=len(self.topics)).tolist()
@@ -183,6 +184,13 @@ def _largest(column: Array) -> int:
     if len(column) <= SMALL_COLUMN:
         return max(column.tolist())  # type: ignore[no-any-return]
     return int(column.max())
+
+
+def _total(column: Array) -> int:
+    """The sum of a non-empty integer column: a round of one record pays no numpy reduction."""
+    if len(column) <= SMALL_COLUMN:
+        return sum(column.tolist())
+    return int(column.sum())
 
 
 class Dispatcher(Protocol):

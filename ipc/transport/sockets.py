@@ -153,3 +153,16 @@ def send_notice(pub: zmq.Socket[Any], notice: Notice) -> None:
     ``send_multipart``'s checks of every frame, paid by an actor that publishes one a round."""
     pub.send(notice.TOPIC, _SNDMORE)
     pub.send(notice.encode())
+
+
+def send_frames(sock: zmq.Socket[Any], frames: list[bytes | memoryview], flags: int = 0) -> None:
+    """``send_multipart(frames, flags)`` as one send a frame, its flags plain ints: a fraction of
+    ``send_multipart``'s cost, which checks every frame and builds its flags an enum at a time (a
+    dispatch notice of one record: 2 us against 12). ``flags`` an int (``zmq.NOBLOCK``, raising
+    zmq.Again). A frame from ``ZERO_COPY_MIN_BYTES`` up goes without a copy, so it must not change
+    once sent; smaller ones are copied, which costs less than wrapping them (frames of bytes: a
+    memoryview is measured in its items)."""
+    more = int(flags) | _SNDMORE
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        sock.send(frame, more if i < last else flags, copy=len(frame) < ZERO_COPY_MIN_BYTES)

@@ -50,7 +50,8 @@ class WireTarget:
         self.replies: list[list[bytes]] = []
         self._waiting: list[list[bytes]] = []  # the messages waiting, each its frames
         self._current: list[bytes] = []
-        self._pub = SimpleNamespace(send_multipart=lambda *a, **k: None)
+        self._sending: list[bytes] = []
+        self._pub = SimpleNamespace(send_multipart=lambda *a, **k: None, send=lambda *a, **k: None)
 
     # the writer's ingress, as the writer drives it: frame by frame
     def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
@@ -62,7 +63,16 @@ class WireTarget:
         return frame if copy else zmq.Frame(frame)
 
     def getsockopt(self, option: int) -> int:
+        if option == zmq.EVENTS:  # a message waits
+            return int(zmq.POLLIN) if self._waiting or self._current else 0
         return int(bool(self._current))  # RCVMORE: frames left in the message being received
+
+    def send(self, frame: Any, flags: int = 0, copy: bool = True) -> None:
+        """A reply frame by frame (the writer's ``send_routed``), kept whole once its last frame is in."""
+        self._sending.append(bytes(frame))
+        if not flags & zmq.SNDMORE:
+            self.replies.append(self._sending)
+            self._sending = []
 
     def send_multipart(self, frames: list[bytes], flags: int = 0, copy: bool = True) -> None:
         self.replies.append(frames)

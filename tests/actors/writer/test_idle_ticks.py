@@ -4,16 +4,22 @@ published on every tick, as before."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from typing import Any
 
 from mqstore.actors.ticks import IDLE_TICK_MS
 from mqstore.actors.writer.outlets import Outlets, Progress
 from mqstore.ipc.wire import schema
+from tests.actors.writer.sent_frames import SentFrames
 
 
 def _outlets() -> tuple[Outlets, list[bytes]]:
     published: list[bytes] = []
-    out = SimpleNamespace(send_multipart=lambda frames, *a, **k: published.append(bytes(frames[0])))
+
+    class Out(SentFrames):
+        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+            published.append(bytes(frames[0]))
+
+    out = Out()
     return Outlets(out, out, out, Progress(dispatched_end=0)), published  # type: ignore[arg-type]
 
 

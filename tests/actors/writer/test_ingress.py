@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
 from mqstore.ipc.wire.messages import SendResult
 from mqstore.ipc.wire.notices import TopicDeleted
 from mqstore.ipc.wire.requests import Request, SendMessage
+from tests.actors.writer.sent_frames import Published
 from tests.actors.writer.test_limits import QueuedIngress
 
 DEFAULT_QUEUES = 4
@@ -140,8 +140,8 @@ def test_a_round_appends_both_kinds_of_send_and_answers_each(writer: CommitLogWr
               [b"p2", *map(bytes, encoded.frames(2))],
               [b"p3", *map(bytes, requests.Ping().frames(3))]]
     ingress = QueuedIngress(frames)
-    published: list[list[Any]] = []
-    pub = SimpleNamespace(send_multipart=lambda f, *a, **k: published.append(f))
+    pub = Published()
+    published = pub.sent
     before = writer.commitlog.max_offset
     writer.serve_round(ingress, pub, pub)  # type: ignore[arg-type]
     replies = {r["id"]: r for r in ingress.replies}

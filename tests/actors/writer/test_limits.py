@@ -4,7 +4,6 @@ after the bug it pins."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import zmq
@@ -13,20 +12,23 @@ from mqstore.actors.config import load_config
 from mqstore.actors.runtime import Runtime
 from mqstore.actors.writer.actor import CommitLogWriterActor
 from mqstore.ipc.wire import schema
+from tests.actors.writer.sent_frames import Published, SentFrames
 
 
-class QueuedIngress:
+class QueuedIngress(SentFrames):
     """An ingress ROUTER with frames already waiting, as ZeroMQ's pipe holds them after a flood."""
 
     def __init__(self, frames: list[list[bytes]]) -> None:
         self.waiting = list(frames)
         self.taken = 0
+        self.again = 0  # receives that found nothing
         self.replies: list[dict[str, Any]] = []
         self.current: list[bytes] = []  # the rest of the message being received, frame by frame
 
     def recv(self, flags: int = 0, copy: bool = True) -> bytes | zmq.Frame:
         if not self.current:
             if not self.waiting:
+                self.again += 1
                 raise zmq.Again()
             self.taken += 1
             self.current = list(self.waiting.pop(0))
@@ -34,6 +36,8 @@ class QueuedIngress:
         return frame if copy else zmq.Frame(frame)
 
     def getsockopt(self, option: int) -> int:
+        if option == zmq.EVENTS:  # a message waits
+            return int(zmq.POLLIN) if self.waiting or self.current else 0
         assert option == zmq.RCVMORE
         return int(bool(self.current))
 
@@ -57,7 +61,7 @@ def test_writer_batch_is_bounded_by_bytes_not_only_by_message_count(tmp_path: Pa
     writer = _writer(tmp_path, max_request_bytes=1 << 20)
     frame = schema.pack(schema.request("send", 1, msgs=[{"topic": "Flood", "body": bytes(600 * 1024)}]))
     ingress = QueuedIngress([[b"peer", frame]] * 10)
-    pub = SimpleNamespace(send_multipart=lambda *a, **k: None)
+    pub = Published()
     try:
         writer.serve_round(ingress, pub, pub)  # type: ignore[arg-type]
         assert ingress.taken == 2  # 600 KiB, then 1.2 MiB: past one request's worth, the batch closes

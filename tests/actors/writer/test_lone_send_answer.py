@@ -73,3 +73,14 @@ def test_a_lone_message_is_answered_before_its_dispatch_and_a_round_of_many_afte
     batch = Recorded([_request(writer, kind, 4, count=100)], events)  # a batch: the full-load rounds' order
     writer.serve_round(batch, batch, batch)  # type: ignore[arg-type]
     assert events == [schema.DISPATCH.decode(), "reply"]
+
+
+@pytest.mark.parametrize("kind", ["send", "send_encoded"])
+@pytest.mark.parametrize("waiting", [1, 3])
+def test_a_round_takes_what_waits_without_receiving_past_it(writer: CommitLogWriterActor, kind: str,
+                                                            waiting: int) -> None:
+    """The round asks whether another request waits rather than receive until zmq.Again, whose
+    exception cost more than a one-message append's answer."""
+    ingress = Recorded([_request(writer, kind, i) for i in range(waiting)], [])
+    writer.serve_round(ingress, ingress, ingress)  # type: ignore[arg-type]
+    assert ingress.taken == waiting and len(ingress.replies) == waiting and ingress.again == 0

@@ -15,9 +15,10 @@ from mqstore.engine.batch.key_text import KeyText
 from mqstore.ipc.wire import schema
 from mqstore.ipc.wire.notices import Dispatch, Flushed
 from mqstore.ipc.wire.replies import SendEncodedReply, SendReply
+from tests.actors.writer.sent_frames import SentFrames
 
 
-class Socket:
+class Socket(SentFrames):
     """Every frame sent, and the frames waiting to be received."""
 
     def __init__(self, waiting: list[list[bytes]] | None = None) -> None:

@@ -6,8 +6,6 @@ their own socket."""
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -24,6 +22,7 @@ from mqstore.engine.timer.put_rule import TIMER_TOPIC
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
 from mqstore.ipc.wire.requests import Request, SendMessage
+from tests.actors.writer.sent_frames import Published
 from tests.actors.writer.test_ingress import parse, writer
 from tests.actors.writer.test_limits import QueuedIngress
 
@@ -71,8 +70,7 @@ def test_the_broker_actors_own_ingress_writes_system_topics_and_is_answered_ther
         (SendMessage(OP_TOPIC, b"op", queue=0),)).frames(1))]])
     clients = QueuedIngress([[b"\x00\x01\x02\x03\x04", *map(bytes, requests.Send(
         (SendMessage(OP_TOPIC, b"forged", queue=0),)).frames(2))]])
-    published: list[list[Any]] = []
-    pub = SimpleNamespace(send_multipart=lambda f, *a, **k: published.append(f))
+    pub = Published()
     before = writer.commitlog.max_offset
     writer.serve_round(clients, pub, pub, own, own=True)  # type: ignore[arg-type]
     assert [r["ok"] for r in own.replies] == [True] and not clients.replies

@@ -6,7 +6,6 @@ announces its end on the tick only, as before."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from mqstore.actors.writer.encoded import encoding_reply
 from mqstore.ipc.wire import requests, schema
 from mqstore.ipc.wire.encoded import BatchEncoder, Encoding
 from mqstore.ipc.wire.notices import Written
+from tests.actors.writer.sent_frames import SentFrames
 from tests.actors.writer.test_limits import QueuedIngress
 
 
@@ -45,11 +45,12 @@ def test_each_round_announces_its_end_when_slaves_are_served(tmp_path: Path, rol
     writer = _writer(tmp_path, role, serve)
     notices: list[Written] = []
 
-    def published(frames: list[Any], *args: Any, **kwargs: Any) -> None:
-        if bytes(frames[0]) == schema.WRITTEN:
-            notices.append(Written.decode(frames[1]))
+    class Out(SentFrames):
+        def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+            if bytes(frames[0]) == schema.WRITTEN:
+                notices.append(Written.decode(frames[1]))
 
-    out = SimpleNamespace(send_multipart=published)
+    out = Out()
     try:
         for frames in _frames(writer):  # a map send, then an encoded one: each its own round
             before = len(notices)

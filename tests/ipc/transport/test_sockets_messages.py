@@ -1,16 +1,18 @@
 """A message's frames over real sockets: ``recv_message`` gives its head frames as bytes and every frame
 after them, in order, however many follow (each part saying whether another does); ``send_notice``
-publishes a notice's two frames as a subscriber decodes them."""
+publishes a notice's two frames as a subscriber decodes them; ``send_frames`` sends a message a
+frame at a time, its big frames without a copy, as ``send_multipart`` would."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 import zmq
 
-from mqstore.ipc.transport.sockets import has_message, recv_message, send_notice
+from mqstore.ipc.transport.sockets import ZERO_COPY_MIN_BYTES, has_message, recv_message, send_frames, send_notice
 from mqstore.ipc.wire.notices import Arrived, Tick
 
 
@@ -63,3 +65,14 @@ def test_a_published_notice_is_its_topic_and_its_map() -> None:
         assert topic == arrived.TOPIC and Arrived.decode(frame) == arrived
     finally:
         ctx.destroy(linger=0)
+
+
+def test_frames_sent_one_by_one_arrive_as_one_message(pair: tuple[zmq.Socket[Any], zmq.Socket[Any]]) -> None:
+    out, into = pair
+    out.copy_threshold = ZERO_COPY_MIN_BYTES
+    column = np.arange(ZERO_COPY_MIN_BYTES // 8 + 1, dtype="<i8")  # past the threshold: sent without a copy
+    frames: list[bytes | memoryview] = [b"topic", b"map", column.view(np.uint8).data, b"", np.arange(3).data.cast("B")]
+    send_frames(out, frames)
+    send_frames(out, [b"alone"], int(zmq.NOBLOCK))
+    assert into.recv_multipart() == [bytes(f) for f in frames]
+    assert into.recv_multipart() == [b"alone"] and not has_message(into)
