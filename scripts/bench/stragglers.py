@@ -276,11 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rate", type=float, default=None,
                         help="the max rate the shares are of (default: measured first, producers alone)")
     parser.add_argument("--procs", type=int, default=2, help="producers, consumers and readers (default 2)")
+    parser.add_argument("--inflight", type=int, default=32, help="batches each producer keeps in flight (default 32)")
     parser.add_argument("--tree", type=Path, default=None, help="start the broker of this checkout")
     args = parser.parse_args(argv)
     if args.tree is not None:
         harness.ROOT = args.tree.resolve()
-    base = Workload(producers=args.procs, consumers=args.procs, readers=args.procs, inflight=32)
+    base = Workload(producers=args.procs, consumers=args.procs, readers=args.procs, inflight=args.inflight)
     with tempfile.TemporaryDirectory(prefix="mqstore-stragglers-") as work:
         max_rate = args.max_rate
         if max_rate is None:
