@@ -1,7 +1,7 @@
 """Where the slowest messages waited: the suite's latency runs, repeated, every message over a bound traced.
 
     python -m mqstore.scripts.bench.stragglers [--runs 5] [--seconds 10] [--points half tenth sync_tenth]
-                                               [--over-ms 100] [--max-rate MSGS_PER_S] [--tree CHECKOUT]
+                                               [--over-ms 100] [--max-rate MSGS_PER_S] [--inflight N] [--tree CHECKOUT]
                                                [--sample-every 100]
 
 Each run starts a fresh broker per point (the suite's ``latency_run``: defaults, k producers, k
