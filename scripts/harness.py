@@ -170,10 +170,17 @@ class BrokerProcess:
         parent dies) and are waited for. ``start`` again recovers the store as after a crash."""
         if self.proc is None:
             return
-        actors = psutil.Process(self.proc.pid).children(recursive=True)  # the fork server and the actors
+        self._kill_and_wait()
+        self.proc = None
+
+    def _kill_and_wait(self) -> None:
+        assert self.proc is not None
+        try:
+            actors = psutil.Process(self.proc.pid).children(recursive=True)  # the fork server and the actors
+        except psutil.NoSuchProcess:
+            actors = []  # it exited by itself: its actors were stopped by it
         self.proc.kill()
         self.proc.wait()
-        self.proc = None
         psutil.wait_procs(actors, timeout=30)
 
     def wait_restarted(self, actor: str, old_pid: int, timeout_s: float = 30) -> None:
@@ -214,9 +221,11 @@ class BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        """SIGKILL to a supervisor still running; its actors follow (each asked the kernel for SIGTERM
+        when its parent dies) and are waited for, so that what a test reads next is what they left,
+        not files an actor's stop is still flushing."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()  # the actors follow: each asked the kernel for SIGTERM when its parent dies
-            self.proc.wait()
+            self._kill_and_wait()
 
 
 class Broker(BrokerProcess):
